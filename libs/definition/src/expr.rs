@@ -1,0 +1,582 @@
+//! `${{ ... }}` expressions in CEL, and templates (JSON trees whose strings may hold them).
+//!
+//! Number mapping (deliberate, following the CEL spec's JSON mapping): every JSON number
+//! enters CEL as a `double`, so `input.amount * 1.2` works whatever the JSON spelling of
+//! `amount`; CEL compares ints and doubles across types, so `size(input.items) ==
+//! input.count` holds too. Integer literals in expressions stay `int`: mixing them with JSON
+//! numbers in arithmetic needs `1.0` or `double(x)`/`int(x)`. On the way out, a double that
+//! is a whole number within ±2^53 becomes a JSON integer, so `1500` comes back as `1500`.
+//!
+//! Expressions are pure: there is no clock, no randomness and no IO in scope.
+
+use cel::common::ast::{EntryExpr, Expr as Ast, IdedExpr};
+use cel::objects::{Key, Map as CelMap};
+use cel::{Context, Program, Value as Cel};
+use serde_json::{Map, Number, Value};
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+/// The largest integer a JSON double carries exactly.
+const MAX_SAFE_INT: f64 = 9_007_199_254_740_992.0;
+
+/// A compiled CEL expression with the names it reads.
+#[derive(Clone)]
+pub struct Expr {
+    source: String,
+    program: Arc<Program>,
+    variables: BTreeSet<String>,
+    step_refs: BTreeSet<String>,
+}
+
+/// Why an expression failed to compile or evaluate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ExprError(pub String);
+
+impl Expr {
+    /// Compiles CEL source (without the `${{ }}` delimiters).
+    ///
+    /// # Errors
+    /// A syntax error, as the CEL parser reports it.
+    pub fn compile(source: &str) -> Result<Expr, ExprError> {
+        let source = source.trim();
+        if source.is_empty() {
+            return Err(ExprError("empty expression".into()));
+        }
+        let program = Program::compile(source).map_err(|e| ExprError(e.to_string()))?;
+        let mut variables = BTreeSet::new();
+        let mut step_refs = BTreeSet::new();
+        collect_refs(program.expression(), &mut variables, &mut step_refs);
+        Ok(Expr { source: source.to_string(), program: Arc::new(program), variables, step_refs })
+    }
+
+    /// The CEL source.
+    #[must_use]
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Top-level names the expression reads (`input`, `steps`, `item`, ...).
+    #[must_use]
+    pub fn variables(&self) -> &BTreeSet<String> {
+        &self.variables
+    }
+
+    /// Step ids read through `steps.<id>` or `steps["<id>"]`.
+    #[must_use]
+    pub fn step_refs(&self) -> &BTreeSet<String> {
+        &self.step_refs
+    }
+
+    /// Evaluates over a scope of top-level variables.
+    ///
+    /// # Errors
+    /// Any CEL runtime error (unknown name, no such overload, division by zero, ...), or a
+    /// result that has no JSON form.
+    pub fn eval(&self, scope: &Scope) -> Result<Value, ExprError> {
+        let mut ctx = Context::default();
+        for name in &self.variables {
+            if let Some(v) = scope.vars.get(name.as_str()) {
+                ctx.add_variable_from_value(name.clone(), to_cel(v));
+            }
+        }
+        let out = self.program.execute(&ctx).map_err(|e| ExprError(e.to_string()))?;
+        from_cel(&out)
+    }
+
+    /// Evaluates and requires a boolean.
+    ///
+    /// # Errors
+    /// As [`Expr::eval`], or a result that is not a boolean.
+    pub fn eval_bool(&self, scope: &Scope) -> Result<bool, ExprError> {
+        match self.eval(scope)? {
+            Value::Bool(b) => Ok(b),
+            other => Err(ExprError(format!("expected a boolean, got {}", kind_of(&other)))),
+        }
+    }
+}
+
+impl fmt::Debug for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Expr({:?})", self.source)
+    }
+}
+
+impl PartialEq for Expr {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+
+/// Top-level names an expression may read, as JSON.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    vars: HashMap<String, Value>,
+}
+
+impl Scope {
+    /// An empty scope.
+    #[must_use]
+    pub fn new() -> Scope {
+        Scope::default()
+    }
+
+    /// Binds a name (replacing an earlier binding).
+    pub fn set(&mut self, name: impl Into<String>, value: Value) -> &mut Scope {
+        self.vars.insert(name.into(), value);
+        self
+    }
+
+    /// Binds a name, builder style.
+    #[must_use]
+    pub fn with(mut self, name: impl Into<String>, value: Value) -> Scope {
+        self.set(name, value);
+        self
+    }
+
+    /// A bound name.
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.vars.get(name)
+    }
+}
+
+/// A JSON tree whose strings may hold `${{ }}` expressions.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Template {
+    /// A value without expressions.
+    Literal(Value),
+    /// A string that is exactly one expression: evaluates to any JSON type.
+    Expr(Expr),
+    /// A string with text around expressions: evaluates to a string.
+    Interpolated(Vec<Part>),
+    /// An array of templates.
+    Array(Vec<Template>),
+    /// An object of templates, in document order.
+    Object(Vec<(String, Template)>),
+}
+
+/// One piece of an interpolated string.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    /// Literal text.
+    Text(String),
+    /// An expression rendered as text (strings bare, other values as JSON).
+    Expr(Expr),
+}
+
+/// Where a template failed to compile: the JSON-pointer-like path inside it and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateError {
+    /// Path inside the template (`""` for the root, `.a.b`, `[2]`).
+    pub path: String,
+    /// The compile error.
+    pub error: ExprError,
+}
+
+impl Template {
+    /// Compiles a JSON tree, finding every `${{ }}`.
+    ///
+    /// # Errors
+    /// Every expression that fails to compile, or an unclosed `${{`, with its path.
+    pub fn compile(value: &Value) -> Result<Template, Vec<TemplateError>> {
+        let mut errors = Vec::new();
+        let t = compile_at(value, String::new(), &mut errors);
+        if errors.is_empty() {
+            Ok(t)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The JSON as written (expressions back in `${{ }}`).
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        match self {
+            Template::Literal(v) => v.clone(),
+            Template::Expr(e) => Value::String(format!("${{{{ {} }}}}", e.source)),
+            Template::Interpolated(parts) => Value::String(
+                parts
+                    .iter()
+                    .map(|p| match p {
+                        Part::Text(t) => t.clone(),
+                        Part::Expr(e) => format!("${{{{ {} }}}}", e.source),
+                    })
+                    .collect(),
+            ),
+            Template::Array(items) => Value::Array(items.iter().map(Template::to_json).collect()),
+            Template::Object(fields) => {
+                Value::Object(fields.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
+            }
+        }
+    }
+
+    /// Evaluates every expression and builds the JSON value.
+    ///
+    /// # Errors
+    /// The first expression that fails, with its source.
+    pub fn render(&self, scope: &Scope) -> Result<Value, ExprError> {
+        match self {
+            Template::Literal(v) => Ok(v.clone()),
+            Template::Expr(e) => {
+                e.eval(scope).map_err(|err| ExprError(format!("${{{{ {} }}}}: {err}", e.source)))
+            }
+            Template::Interpolated(parts) => {
+                let mut out = String::new();
+                for part in parts {
+                    match part {
+                        Part::Text(t) => out.push_str(t),
+                        Part::Expr(e) => match e.eval(scope) {
+                            Ok(Value::String(s)) => out.push_str(&s),
+                            Ok(v) => out.push_str(&v.to_string()),
+                            Err(err) => {
+                                return Err(ExprError(format!("${{{{ {} }}}}: {err}", e.source)))
+                            }
+                        },
+                    }
+                }
+                Ok(Value::String(out))
+            }
+            Template::Array(items) => {
+                items.iter().map(|t| t.render(scope)).collect::<Result<Vec<_>, _>>().map(Value::Array)
+            }
+            Template::Object(fields) => {
+                let mut map = Map::new();
+                for (k, t) in fields {
+                    map.insert(k.clone(), t.render(scope)?);
+                }
+                Ok(Value::Object(map))
+            }
+        }
+    }
+
+    /// Every expression in the template, in document order.
+    #[must_use]
+    pub fn exprs(&self) -> Vec<&Expr> {
+        let mut out = Vec::new();
+        self.collect_exprs(&mut out);
+        out
+    }
+
+    fn collect_exprs<'a>(&'a self, out: &mut Vec<&'a Expr>) {
+        match self {
+            Template::Literal(_) => {}
+            Template::Expr(e) => out.push(e),
+            Template::Interpolated(parts) => out.extend(parts.iter().filter_map(|p| match p {
+                Part::Expr(e) => Some(e),
+                Part::Text(_) => None,
+            })),
+            Template::Array(items) => items.iter().for_each(|t| t.collect_exprs(out)),
+            Template::Object(fields) => fields.iter().for_each(|(_, t)| t.collect_exprs(out)),
+        }
+    }
+
+    /// Step ids the template reads.
+    #[must_use]
+    pub fn step_refs(&self) -> BTreeSet<String> {
+        self.exprs().into_iter().flat_map(|e| e.step_refs.iter().cloned()).collect()
+    }
+
+    /// Top-level names the template reads.
+    #[must_use]
+    pub fn variables(&self) -> BTreeSet<String> {
+        self.exprs().into_iter().flat_map(|e| e.variables.iter().cloned()).collect()
+    }
+}
+
+fn compile_at(value: &Value, path: String, errors: &mut Vec<TemplateError>) -> Template {
+    match value {
+        Value::String(s) if s.contains("${{") => match split_string(s) {
+            Ok(parts) => {
+                let mut compiled = Vec::new();
+                for part in parts {
+                    match part {
+                        Piece::Text(t) => compiled.push(Part::Text(t)),
+                        Piece::Expr(src) => match Expr::compile(&src) {
+                            Ok(e) => compiled.push(Part::Expr(e)),
+                            Err(error) => {
+                                errors.push(TemplateError { path: path.clone(), error });
+                            }
+                        },
+                    }
+                }
+                match compiled.as_slice() {
+                    [Part::Expr(e)] => Template::Expr(e.clone()),
+                    _ => Template::Interpolated(compiled),
+                }
+            }
+            Err(error) => {
+                errors.push(TemplateError { path, error });
+                Template::Literal(value.clone())
+            }
+        },
+        Value::Array(items) => Template::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| compile_at(v, format!("{path}[{i}]"), errors))
+                .collect(),
+        ),
+        Value::Object(fields) if fields.values().any(has_expr) => Template::Object(
+            fields
+                .iter()
+                .map(|(k, v)| (k.clone(), compile_at(v, format!("{path}.{k}"), errors)))
+                .collect(),
+        ),
+        other => Template::Literal(other.clone()),
+    }
+}
+
+fn has_expr(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains("${{"),
+        Value::Array(items) => items.iter().any(has_expr),
+        Value::Object(fields) => fields.values().any(has_expr),
+        _ => false,
+    }
+}
+
+enum Piece {
+    Text(String),
+    Expr(String),
+}
+
+/// Splits `text ${{ expr }} text` into pieces. The expression ends at the first `}}` that
+/// is not inside a CEL string literal, so map literals like `{"a": {"b": 1}}` work.
+fn split_string(s: &str) -> Result<Vec<Piece>, ExprError> {
+    let mut pieces = Vec::new();
+    let mut rest = s;
+    while let Some(start) = rest.find("${{") {
+        if start > 0 {
+            pieces.push(Piece::Text(rest[..start].to_string()));
+        }
+        let body = &rest[start + 3..];
+        let end = find_close(body).ok_or_else(|| ExprError("unclosed `${{`".into()))?;
+        pieces.push(Piece::Expr(body[..end].to_string()));
+        rest = &body[end + 2..];
+    }
+    if !rest.is_empty() {
+        pieces.push(Piece::Text(rest.to_string()));
+    }
+    Ok(pieces)
+}
+
+/// Index of the `}}` closing an expression: at brace depth zero, outside string literals.
+fn find_close(body: &str) -> Option<usize> {
+    let bytes = body.as_bytes();
+    let mut depth = 0usize;
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if let Some(q) = quote {
+            if c == b'\\' {
+                i += 1;
+            } else if c == q {
+                quote = None;
+            }
+        } else {
+            match c {
+                b'"' | b'\'' => quote = Some(c),
+                b'{' => depth += 1,
+                b'}' if depth > 0 => depth -= 1,
+                b'}' if bytes.get(i + 1) == Some(&b'}') => return Some(i),
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+fn collect_refs(e: &IdedExpr, vars: &mut BTreeSet<String>, steps: &mut BTreeSet<String>) {
+    match &e.expr {
+        Ast::Ident(name) => {
+            vars.insert(name.clone());
+        }
+        Ast::Select(sel) => {
+            if matches!(&sel.operand.expr, Ast::Ident(n) if n == "steps") {
+                steps.insert(sel.field.clone());
+            }
+            collect_refs(&sel.operand, vars, steps);
+        }
+        Ast::Call(call) => {
+            if call.func_name == "_[_]" {
+                if let [target, key] = call.args.as_slice() {
+                    if let (Ast::Ident(n), Ast::Literal(cel::common::ast::LiteralValue::String(s))) =
+                        (&target.expr, &key.expr)
+                    {
+                        if n == "steps" {
+                            steps.insert(s.inner().to_string());
+                        }
+                    }
+                }
+            }
+            if let Some(t) = &call.target {
+                collect_refs(t, vars, steps);
+            }
+            call.args.iter().for_each(|a| collect_refs(a, vars, steps));
+        }
+        Ast::Comprehension(c) => {
+            let mut inner = BTreeSet::new();
+            for part in [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result] {
+                collect_refs(part, &mut inner, steps);
+            }
+            inner.remove(&c.iter_var);
+            inner.remove(&c.accu_var);
+            if let Some(v2) = &c.iter_var2 {
+                inner.remove(v2);
+            }
+            vars.extend(inner);
+        }
+        Ast::List(list) => list.elements.iter().for_each(|x| collect_refs(x, vars, steps)),
+        Ast::Map(map) => map.entries.iter().for_each(|entry| match &entry.expr {
+            EntryExpr::MapEntry(m) => {
+                collect_refs(&m.key, vars, steps);
+                collect_refs(&m.value, vars, steps);
+            }
+            EntryExpr::StructField(f) => collect_refs(&f.value, vars, steps),
+        }),
+        Ast::Struct(st) => st.entries.iter().for_each(|entry| match &entry.expr {
+            EntryExpr::MapEntry(m) => collect_refs(&m.value, vars, steps),
+            EntryExpr::StructField(f) => collect_refs(&f.value, vars, steps),
+        }),
+        Ast::Literal(_) | Ast::Unspecified => {}
+    }
+}
+
+/// JSON → CEL: numbers become doubles (see the module doc).
+#[must_use]
+pub fn to_cel(v: &Value) -> Cel {
+    match v {
+        Value::Null => Cel::Null,
+        Value::Bool(b) => Cel::Bool(*b),
+        #[allow(clippy::cast_precision_loss)]
+        Value::Number(n) => Cel::Float(n.as_f64().unwrap_or_else(|| n.as_i64().unwrap_or(0) as f64)),
+        Value::String(s) => Cel::String(Arc::new(s.clone())),
+        Value::Array(items) => Cel::List(Arc::new(items.iter().map(to_cel).collect())),
+        Value::Object(fields) => {
+            let map: HashMap<Key, Cel> =
+                fields.iter().map(|(k, v)| (Key::String(Arc::new(k.clone())), to_cel(v))).collect();
+            Cel::Map(CelMap { map: Arc::new(map) })
+        }
+    }
+}
+
+/// CEL → JSON: whole doubles within ±2^53 become integers (see the module doc).
+///
+/// # Errors
+/// Values without a JSON form (types, functions, non-finite doubles).
+pub fn from_cel(v: &Cel) -> Result<Value, ExprError> {
+    Ok(match v {
+        Cel::Null => Value::Null,
+        Cel::Bool(b) => Value::Bool(*b),
+        Cel::Int(i) => Value::from(*i),
+        Cel::UInt(u) => Value::from(*u),
+        Cel::Float(f) => double_to_json(*f)?,
+        Cel::String(s) => Value::String(s.to_string()),
+        Cel::List(items) => Value::Array(items.iter().map(from_cel).collect::<Result<_, _>>()?),
+        Cel::Map(map) => {
+            let mut entries: Vec<(String, Value)> = map
+                .map
+                .iter()
+                .map(|(k, v)| Ok((key_string(k), from_cel(v)?)))
+                .collect::<Result<_, ExprError>>()?;
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().collect())
+        }
+        other => other.json().map_err(|e| ExprError(e.to_string()))?,
+    })
+}
+
+fn key_string(k: &Key) -> String {
+    match k {
+        Key::String(s) => s.to_string(),
+        Key::Int(i) => i.to_string(),
+        Key::Uint(u) => u.to_string(),
+        Key::Bool(b) => b.to_string(),
+    }
+}
+
+#[allow(clippy::cast_possible_truncation, clippy::float_cmp)]
+fn double_to_json(f: f64) -> Result<Value, ExprError> {
+    if !f.is_finite() {
+        return Err(ExprError(format!("{f} has no JSON form")));
+    }
+    if f.fract() == 0.0 && f.abs() <= MAX_SAFE_INT {
+        return Ok(Value::from(f as i64));
+    }
+    Number::from_f64(f).map(Value::Number).ok_or_else(|| ExprError(format!("{f} has no JSON form")))
+}
+
+/// A short name of a JSON value's type, for messages.
+#[must_use]
+pub fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn eval(src: &str, scope: &Scope) -> Result<Value, ExprError> {
+        Expr::compile(src)?.eval(scope)
+    }
+
+    #[test]
+    fn json_numbers_are_doubles_so_mixed_arithmetic_works() {
+        let scope = Scope::new().with("input", json!({"amount": 1500, "items": [1, 2, 3], "count": 3}));
+        assert_eq!(eval("input.amount * 1.2", &scope).unwrap(), json!(1800));
+        assert_eq!(eval("size(input.items) == input.count", &scope).unwrap(), json!(true));
+        assert_eq!(eval("input.amount > 1000", &scope).unwrap(), json!(true));
+        assert_eq!(eval("input.amount", &scope).unwrap(), json!(1500));
+        assert_eq!(eval("input.amount / 7.0", &scope).unwrap(), json!(1500.0 / 7.0));
+    }
+
+    #[test]
+    fn references_are_collected() {
+        let e = Expr::compile("steps.charge.output.id + steps['ship'].output + input.x").unwrap();
+        assert_eq!(e.step_refs().iter().collect::<Vec<_>>(), ["charge", "ship"]);
+        assert_eq!(e.variables().iter().collect::<Vec<_>>(), ["input", "steps"]);
+        let c = Expr::compile("input.items.map(x, x.sku)").unwrap();
+        assert_eq!(c.variables().iter().collect::<Vec<_>>(), ["input"]);
+    }
+
+    #[test]
+    fn templates_interpolate_and_keep_types() {
+        let t = Template::compile(&json!({
+            "a": "${{ input.n }}", "b": "n=${{ input.n }}!", "c": ["${{ {'k': {'v': 1}} }}"], "d": 4
+        }))
+        .unwrap();
+        let scope = Scope::new().with("input", json!({"n": 2}));
+        assert_eq!(
+            t.render(&scope).unwrap(),
+            json!({"a": 2, "b": "n=2!", "c": [{"k": {"v": 1}}], "d": 4})
+        );
+        assert_eq!(Template::compile(&t.to_json()).unwrap(), t);
+    }
+
+    #[test]
+    fn bad_expressions_name_their_path() {
+        let errs = Template::compile(&json!({"x": ["ok", "${{ 1 + }}"], "y": "${{ open"})).unwrap_err();
+        let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, [".x[1]", ".y"]);
+    }
+
+    #[test]
+    fn runtime_errors_are_errors_not_panics() {
+        let scope = Scope::new().with("input", json!({}));
+        assert!(eval("input.missing.deeper", &scope).is_err());
+        assert!(eval("1 / 0", &scope).is_err());
+        assert!(eval("nope", &scope).is_err());
+    }
+}

@@ -1,0 +1,297 @@
+//! The workflow definition model: what a parsed, validated and normalised document is.
+//!
+//! Every value here has passed validation (see `parse`), so the engine can rely on it:
+//! step ids are unique and well-formed, every dependency names an existing step, the
+//! dependency graph is acyclic, every task step names a declared contract, and every
+//! expression compiled. Durations are whole milliseconds.
+
+use crate::contract::Contract;
+use crate::expr::{Expr, Template};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A validated workflow definition, pinned by its `hash`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Definition {
+    /// Workflow name (`[A-Za-z0-9_.-]+`).
+    pub name: String,
+    /// Version string; (name, version) is immutable once registered.
+    pub version: String,
+    /// Free text for people.
+    pub description: Option<String>,
+    /// Whole-execution timeout in milliseconds; reaching it times the execution out.
+    pub timeout_ms: Option<u64>,
+    /// Per-workflow limits (the stricter of these and the server's apply).
+    pub limits: Limits,
+    /// Contract of the execution input (defaults applied before validation).
+    pub input: Option<Contract>,
+    /// Contracts of the worker tasks this workflow calls, by task name.
+    pub tasks: BTreeMap<String, TaskContract>,
+    /// Signals this workflow accepts, with an optional payload contract.
+    pub signals: BTreeMap<String, Option<Contract>>,
+    /// Named read-only queries evaluated over the execution state.
+    pub queries: BTreeMap<String, Expr>,
+    /// The main body, in document order.
+    pub steps: Vec<Step>,
+    /// Output expression; without it the output is null.
+    pub output: Option<Template>,
+    /// Handlers run while the execution winds down after failure, cancel or timeout.
+    pub on: Handlers,
+    /// Handler bodies started once per received signal of that name.
+    pub on_signal: BTreeMap<String, Vec<Step>>,
+    /// `sha256:<hex>` of the canonical JSON of the normalised document.
+    pub hash: String,
+}
+
+/// Limits a workflow may tighten; `None` leaves the server's limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Elements one `for_each` may fan out to.
+    pub max_fan_out: Option<u64>,
+    /// Events one run's history may hold.
+    pub max_history_events: Option<u64>,
+    /// Serialized bytes of an input, output or signal payload.
+    pub max_payload_bytes: Option<u64>,
+}
+
+/// The contract of one worker task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskContract {
+    /// Task version the worker must announce (default `"1"`).
+    pub version: String,
+    /// Contract checked before dispatch (`INPUT_CONTRACT_VIOLATION`).
+    pub input: Option<Contract>,
+    /// Contract checked on results (`OUTPUT_CONTRACT_VIOLATION`, not retried).
+    pub output: Option<Contract>,
+    /// Optional routing by worker runtime (e.g. `python`).
+    pub language: Option<String>,
+}
+
+/// The outcome a wind-down handler list runs for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Outcome {
+    /// A step failed or a limit was exceeded.
+    Failure,
+    /// A cancel was requested.
+    Cancel,
+    /// The workflow timeout was reached.
+    Timeout,
+}
+
+impl Outcome {
+    /// The lowercase name used in documents and unit keys.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Failure => "failure",
+            Outcome::Cancel => "cancel",
+            Outcome::Timeout => "timeout",
+        }
+    }
+
+    /// Parses the lowercase name.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Outcome> {
+        match s {
+            "failure" => Some(Outcome::Failure),
+            "cancel" => Some(Outcome::Cancel),
+            "timeout" => Some(Outcome::Timeout),
+            _ => None,
+        }
+    }
+}
+
+/// Handler step lists by outcome (`on:` in the document).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Handlers {
+    /// Run after a failure.
+    pub failure: Vec<Step>,
+    /// Run after a cancel.
+    pub cancel: Vec<Step>,
+    /// Run after the workflow timeout.
+    pub timeout: Vec<Step>,
+}
+
+impl Handlers {
+    /// The handler steps for one outcome.
+    #[must_use]
+    pub fn for_outcome(&self, outcome: Outcome) -> &[Step] {
+        match outcome {
+            Outcome::Failure => &self.failure,
+            Outcome::Cancel => &self.cancel,
+            Outcome::Timeout => &self.timeout,
+        }
+    }
+}
+
+/// One step of a body (main, handler or signal handler).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Unique within its body; `[A-Za-z_][A-Za-z0-9_]*`.
+    pub id: String,
+    /// What the step does.
+    pub kind: StepKind,
+    /// Dependencies written in `needs`.
+    pub needs: Vec<String>,
+    /// Every dependency within the same body: `needs` plus steps referenced by expressions.
+    pub deps: BTreeSet<String>,
+    /// Condition; false skips the step.
+    pub when: Option<Expr>,
+    /// Input of a task, child workflow or http call.
+    pub input: Option<Template>,
+    /// Per attempt (task), per wait (await), per child run (workflow); milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// Longest a task may wait in the queue before a worker starts it.
+    pub queue_timeout_ms: Option<u64>,
+    /// Longest a worker may go without heartbeating an attempt.
+    pub heartbeat_timeout_ms: Option<u64>,
+    /// Retry policy for failed attempts.
+    pub retry: RetryPolicy,
+    /// Task run to undo this step when the workflow winds down.
+    pub compensate: Option<TaskCall>,
+    /// Fan-out over a list.
+    pub for_each: Option<ForEach>,
+}
+
+/// What a step does (exactly one per step).
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepKind {
+    /// Call a worker task with a declared contract.
+    Task {
+        /// Task name, a key of `Definition::tasks`.
+        task: String,
+    },
+    /// Pure expression evaluated by the decider.
+    Compute {
+        /// The value to record as output.
+        value: Template,
+    },
+    /// Durable timer for a fixed time.
+    Sleep {
+        /// Milliseconds to sleep.
+        duration_ms: u64,
+    },
+    /// Durable timer until a timestamp.
+    Until {
+        /// Expression yielding an RFC 3339 timestamp (or epoch milliseconds).
+        at: Template,
+    },
+    /// Wait for the next undelivered signal of that name.
+    Await {
+        /// Signal name, a key of `Definition::signals`.
+        signal: String,
+    },
+    /// Child workflow.
+    Workflow {
+        /// Child workflow name.
+        workflow: String,
+        /// Pinned version; `None` takes the latest when the child starts.
+        version: Option<String>,
+    },
+    /// Built-in HTTP call run by the server (off unless enabled).
+    Http {
+        /// `{method, url, headers, body}` evaluated to the request.
+        request: Template,
+    },
+    /// End this run and start the next with this input.
+    ContinueAsNew {
+        /// Input of the next run.
+        input: Template,
+    },
+}
+
+impl StepKind {
+    /// The document keyword of this kind.
+    #[must_use]
+    pub fn keyword(&self) -> &'static str {
+        match self {
+            StepKind::Task { .. } => "task",
+            StepKind::Compute { .. } => "compute",
+            StepKind::Sleep { .. } => "sleep",
+            StepKind::Until { .. } => "until",
+            StepKind::Await { .. } => "await",
+            StepKind::Workflow { .. } => "workflow",
+            StepKind::Http { .. } => "http",
+            StepKind::ContinueAsNew { .. } => "continue_as_new",
+        }
+    }
+}
+
+/// A task call used by `compensate`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskCall {
+    /// Task name, a key of `Definition::tasks`.
+    pub task: String,
+    /// Input template; sees the compensated unit's scope (its `item` too).
+    pub input: Option<Template>,
+    /// Retry policy of the compensation task.
+    pub retry: RetryPolicy,
+    /// Per-attempt timeout.
+    pub timeout_ms: Option<u64>,
+}
+
+/// Fan-out of a step over a list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForEach {
+    /// Expression yielding the list; frozen when first evaluated.
+    pub items: Template,
+    /// Name the element is bound to (default `item`).
+    pub as_name: String,
+    /// Elements in flight at once; `None` means all.
+    pub max_concurrency: Option<u32>,
+}
+
+/// How failed attempts are retried.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included (>= 1).
+    pub max_attempts: u32,
+    /// Delay before the second attempt, in milliseconds.
+    pub initial_interval_ms: u64,
+    /// Multiplier per further attempt (>= 1.0).
+    pub backoff: f64,
+    /// Cap of the delay, in milliseconds.
+    pub max_interval_ms: u64,
+    /// Error codes never retried.
+    pub non_retryable: Vec<String>,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 3,
+            initial_interval_ms: 1_000,
+            backoff: 2.0,
+            max_interval_ms: 60_000,
+            non_retryable: Vec::new(),
+        }
+    }
+}
+
+impl Definition {
+    /// A main-body step by id.
+    #[must_use]
+    pub fn step(&self, id: &str) -> Option<&Step> {
+        self.steps.iter().find(|s| s.id == id)
+    }
+
+    /// The steps of a body: `None` is the main body.
+    #[must_use]
+    pub fn body(&self, body: &Body) -> &[Step] {
+        match body {
+            Body::Main => &self.steps,
+            Body::On(outcome) => self.on.for_outcome(*outcome),
+            Body::OnSignal(name) => self.on_signal.get(name).map_or(&[], Vec::as_slice),
+        }
+    }
+}
+
+/// Which list of steps a step belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Body {
+    /// `steps:`.
+    Main,
+    /// `on.<outcome>:`.
+    On(Outcome),
+    /// `on_signal.<name>:`.
+    OnSignal(String),
+}
