@@ -189,7 +189,8 @@ fn check_type(v: &Value) -> Option<String> {
         Value::String(_) => vec![v],
         _ => return Some("must be a type name or a non-empty list of them".into()),
     };
-    names.into_iter().find(|n| !n.as_str().is_some_and(|t| TYPES.contains(&t))).map(|n| {
-        format!("unknown type {n}; expected one of {}", TYPES.join(", "))
-    })
+    names
+        .into_iter()
+        .find(|n| !n.as_str().is_some_and(|t| TYPES.contains(&t)))
+        .map(|n| format!("unknown type {n}; expected one of {}", TYPES.join(", ")))
 }

@@ -238,9 +238,11 @@ impl Template {
                 }
                 Ok(Value::String(out))
             }
-            Template::Array(items) => {
-                items.iter().map(|t| t.render(scope)).collect::<Result<Vec<_>, _>>().map(Value::Array)
-            }
+            Template::Array(items) => items
+                .iter()
+                .map(|t| t.render(scope))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Value::Array),
             Template::Object(fields) => {
                 let mut map = Map::new();
                 for (k, t) in fields {
@@ -404,8 +406,10 @@ fn collect_refs(e: &IdedExpr, vars: &mut BTreeSet<String>, steps: &mut BTreeSet<
         Ast::Call(call) => {
             if call.func_name == "_[_]" {
                 if let [target, key] = call.args.as_slice() {
-                    if let (Ast::Ident(n), Ast::Literal(cel::common::ast::LiteralValue::String(s))) =
-                        (&target.expr, &key.expr)
+                    if let (
+                        Ast::Ident(n),
+                        Ast::Literal(cel::common::ast::LiteralValue::String(s)),
+                    ) = (&target.expr, &key.expr)
                     {
                         if n == "steps" {
                             steps.insert(s.inner().to_string());
@@ -453,7 +457,9 @@ pub fn to_cel(v: &Value) -> Cel {
         Value::Null => Cel::Null,
         Value::Bool(b) => Cel::Bool(*b),
         #[allow(clippy::cast_precision_loss)]
-        Value::Number(n) => Cel::Float(n.as_f64().unwrap_or_else(|| n.as_i64().unwrap_or(0) as f64)),
+        Value::Number(n) => {
+            Cel::Float(n.as_f64().unwrap_or_else(|| n.as_i64().unwrap_or(0) as f64))
+        }
         Value::String(s) => Cel::String(Arc::new(s.clone())),
         Value::Array(items) => Cel::List(Arc::new(items.iter().map(to_cel).collect())),
         Value::Object(fields) => {
@@ -534,7 +540,8 @@ mod tests {
 
     #[test]
     fn json_numbers_are_doubles_so_mixed_arithmetic_works() {
-        let scope = Scope::new().with("input", json!({"amount": 1500, "items": [1, 2, 3], "count": 3}));
+        let scope =
+            Scope::new().with("input", json!({"amount": 1500, "items": [1, 2, 3], "count": 3}));
         assert_eq!(eval("input.amount * 1.2", &scope).unwrap(), json!(1800));
         assert_eq!(eval("size(input.items) == input.count", &scope).unwrap(), json!(true));
         assert_eq!(eval("input.amount > 1000", &scope).unwrap(), json!(true));
@@ -567,7 +574,8 @@ mod tests {
 
     #[test]
     fn bad_expressions_name_their_path() {
-        let errs = Template::compile(&json!({"x": ["ok", "${{ 1 + }}"], "y": "${{ open"})).unwrap_err();
+        let errs =
+            Template::compile(&json!({"x": ["ok", "${{ 1 + }}"], "y": "${{ open"})).unwrap_err();
         let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(paths, [".x[1]", ".y"]);
     }
