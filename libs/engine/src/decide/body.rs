@@ -1,0 +1,309 @@
+//! Running work: signal delivery, DAG scheduling of a body, fan-out, starting units, and
+//! completion.
+
+use super::Ctx;
+use crate::event::{Event, TaskError};
+use crate::scope::{self, Site};
+use crate::state::{UnitStatus, Wait};
+use crate::unit::{child_execution_id, idempotency_key, Scope as UnitScope, UnitKey};
+use orbit_definition::{Step, StepKind, Template};
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// The round of a running (not winding) execution.
+pub(crate) fn running_round(ctx: &Ctx<'_>, out: &mut Vec<Event>) {
+    deliver_signals(ctx, out);
+    if !out.is_empty() {
+        return;
+    }
+    let main_done = schedule_body(ctx, &UnitScope::Main, out);
+    if out.iter().any(|e| matches!(e, Event::WorkflowContinuedAsNew { .. })) {
+        return;
+    }
+    let mut handlers_done = true;
+    for (name, seq) in &ctx.state.handler_instances {
+        handlers_done &= schedule_body(ctx, &UnitScope::OnSignal(name.clone(), *seq), out);
+    }
+    if main_done && handlers_done && out.is_empty() {
+        complete(ctx, out);
+    }
+}
+
+fn complete(ctx: &Ctx<'_>, out: &mut Vec<Event>) {
+    let Some(template) = &ctx.def.output else {
+        out.push(Event::WorkflowCompleted { output: Value::Null });
+        return;
+    };
+    let scope = scope::build(ctx.def, ctx.state, &Site::main(), &[template]);
+    match template.render(&scope) {
+        Ok(output) => match oversize(ctx, &output) {
+            Some(error) => out.push(Event::OutputFailed { error }),
+            None => out.push(Event::WorkflowCompleted { output }),
+        },
+        Err(e) => out.push(Event::OutputFailed {
+            error: TaskError::fatal("EXPRESSION_ERROR", format!("output: {e}")),
+        }),
+    }
+}
+
+/// Rule 5: the oldest undelivered signal of a name goes to the oldest waiting `await` of
+/// that name, or starts an `on_signal` instance; otherwise it stays buffered.
+fn deliver_signals(ctx: &Ctx<'_>, out: &mut Vec<Event>) {
+    let mut taken = BTreeSet::new();
+    for signal in ctx.state.signals.iter().filter(|s| !s.delivered) {
+        let waiter = ctx
+            .state
+            .units
+            .iter()
+            .filter(|(k, u)| u.status == UnitStatus::Waiting && !taken.contains(*k))
+            .filter_map(|(k, u)| match &u.wait {
+                Some(Wait::Signal { name, since }) if *name == signal.name => Some((*since, k)),
+                _ => None,
+            })
+            .min();
+        if let Some((_, key)) = waiter {
+            taken.insert(key.clone());
+            out.push(Event::SignalDelivered { name: signal.name.clone(), seq: signal.seq, step: key.clone() });
+            out.push(Event::StepSucceeded { step: key.clone(), attempt: None, output: signal.payload.clone() });
+        } else if ctx.def.on_signal.contains_key(&signal.name) {
+            out.push(Event::SignalDelivered {
+                name: signal.name.clone(),
+                seq: signal.seq,
+                step: format!("on_signal:{}@{}", signal.name, signal.seq),
+            });
+        }
+    }
+}
+
+/// Schedules what is ready in one body instance; returns whether every step is resolved.
+pub(crate) fn schedule_body(ctx: &Ctx<'_>, scope: &UnitScope, out: &mut Vec<Event>) -> bool {
+    let mut done = true;
+    for step in ctx.def.body(&scope.body()) {
+        let key = UnitKey::step(scope.clone(), &step.id);
+        let k = key.to_string();
+        match ctx.state.unit(&k) {
+            Some(u) if u.status.is_resolved() => continue,
+            Some(u) => {
+                done = false;
+                if u.wait == Some(Wait::Elements) {
+                    fan_out_progress(ctx, step, &key, out);
+                }
+                continue;
+            }
+            None => done = false,
+        }
+        let mut blocked = None;
+        let mut ready = true;
+        for dep in &step.deps {
+            let dep_key = UnitKey::step(scope.clone(), dep).to_string();
+            match ctx.state.unit(&dep_key).map(|u| u.status) {
+                Some(UnitStatus::Succeeded | UnitStatus::Skipped) => {}
+                Some(UnitStatus::Failed | UnitStatus::Cancelled) => blocked = Some(dep),
+                _ => ready = false,
+            }
+        }
+        if let Some(dep) = blocked {
+            out.push(Event::StepSkipped { step: k, reason: format!("dependency `{dep}` did not succeed") });
+        } else if ready {
+            start_step(ctx, step, &key, out);
+            if matches!(step.kind, StepKind::ContinueAsNew { .. })
+                && out.iter().any(|e| matches!(e, Event::WorkflowContinuedAsNew { .. }))
+            {
+                return false;
+            }
+        }
+    }
+    done
+}
+
+/// Rule 1: `when`, `for_each`, then the unit itself.
+fn start_step(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Event>) {
+    let site = Site { scope: &key.scope, element: None };
+    let k = key.to_string();
+    if let Some(when) = &step.when {
+        let t = Template::Expr(when.clone());
+        let scope = scope::build(ctx.def, ctx.state, &site, &[&t]);
+        match when.eval_bool(&scope) {
+            Ok(true) => {}
+            Ok(false) => {
+                out.push(Event::StepSkipped { step: k, reason: "`when` was false".into() });
+                return;
+            }
+            Err(e) => {
+                out.push(expression_failed(k, "when", &e.to_string()));
+                return;
+            }
+        }
+    }
+    let Some(each) = &step.for_each else {
+        start_unit(ctx, step, key, &site, out);
+        return;
+    };
+    let scope = scope::build(ctx.def, ctx.state, &site, &[&each.items]);
+    match each.items.render(&scope) {
+        Ok(Value::Array(items)) => match ctx.limits.max_fan_out {
+            Some(max) if items.len() as u64 > max => out.push(Event::StepFailed {
+                step: k,
+                error: TaskError::fatal(
+                    "LIMIT_EXCEEDED",
+                    format!("for_each has {} items (max_fan_out {max})", items.len()),
+                ),
+            }),
+            _ => out.push(Event::StepFanOut { step: k, items }),
+        },
+        Ok(other) => out.push(expression_failed(
+            k,
+            "for_each",
+            &format!("expected a list, got {}", orbit_definition::expr::kind_of(&other)),
+        )),
+        Err(e) => out.push(expression_failed(k, "for_each", &e.to_string())),
+    }
+}
+
+fn expression_failed(step: String, what: &str, message: &str) -> Event {
+    Event::StepFailed { step, error: TaskError::fatal("EXPRESSION_ERROR", format!("{what}: {message}")) }
+}
+
+/// Starts elements up to `max_concurrency`; resolves the fan-out unit when all are done or
+/// one failed.
+fn fan_out_progress(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Event>) {
+    let k = key.to_string();
+    let items = ctx.state.fanouts.get(&k).map_or(&[][..], Vec::as_slice);
+    let Some(each) = &step.for_each else { return };
+    let mut in_flight = 0usize;
+    let mut outputs = Vec::with_capacity(items.len());
+    let mut pending = Vec::new();
+    for i in 0..items.len() {
+        match ctx.state.unit(&key.element(i).to_string()) {
+            Some(u) if u.status == UnitStatus::Failed => {
+                let mut error = u.error.clone().unwrap_or_else(|| TaskError::fatal("FAILED", ""));
+                error.message = format!("element {i}: {}", error.message);
+                out.push(Event::StepFailed { step: k, error });
+                return;
+            }
+            Some(u) if u.status.is_resolved() => outputs.push(u.output.clone().unwrap_or(Value::Null)),
+            Some(_) => in_flight += 1,
+            None => pending.push(i),
+        }
+    }
+    if in_flight == 0 && pending.is_empty() {
+        out.push(Event::StepSucceeded { step: k, attempt: None, output: Value::Array(outputs) });
+        return;
+    }
+    let cap = each.max_concurrency.map_or(usize::MAX, |c| c as usize);
+    for i in pending.into_iter().take(cap.saturating_sub(in_flight)) {
+        let element = key.element(i);
+        let site = Site { scope: &key.scope, element: Some((each.as_name.as_str(), i, &items[i])) };
+        start_unit(ctx, step, &element, &site, out);
+    }
+}
+
+/// The templates a unit of this step renders when it starts.
+fn unit_templates(step: &Step) -> Vec<&Template> {
+    let mut ts: Vec<&Template> = step.input.iter().collect();
+    match &step.kind {
+        StepKind::Compute { value } => ts.push(value),
+        StepKind::Until { at } => ts.push(at),
+        StepKind::Http { request } => ts.push(request),
+        StepKind::ContinueAsNew { input } => ts.push(input),
+        _ => {}
+    }
+    ts
+}
+
+/// Starts one unit (a step, or one element of it).
+pub(crate) fn start_unit(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, site: &Site<'_>, out: &mut Vec<Event>) {
+    let k = key.to_string();
+    let scope = scope::build(ctx.def, ctx.state, site, &unit_templates(step));
+    let render = |t: Option<&Template>| t.map_or(Ok(Value::Null), |t| t.render(&scope));
+    let rendered = match &step.kind {
+        StepKind::Compute { value } => render(Some(value)),
+        StepKind::Until { at } => render(Some(at)),
+        StepKind::Http { request } => render(Some(request)),
+        StepKind::ContinueAsNew { input } => render(Some(input)),
+        _ => render(step.input.as_ref()),
+    };
+    let value = match rendered {
+        Ok(v) => v,
+        Err(e) => return out.push(expression_failed(k, "input", &e.to_string())),
+    };
+    match &step.kind {
+        StepKind::Task { task } => schedule_task(ctx, &k, Some(task), value, out),
+        StepKind::Http { .. } => schedule_task(ctx, &k, None, value, out),
+        StepKind::Compute { .. } => match oversize(ctx, &value) {
+            Some(error) => out.push(Event::StepFailed { step: k, error }),
+            None => out.push(Event::StepSucceeded { step: k, attempt: None, output: value }),
+        },
+        StepKind::Sleep { duration_ms } => {
+            out.push(Event::TimerStarted { step: k, fire_at: ctx.now.saturating_add(*duration_ms) });
+        }
+        StepKind::Until { .. } => match timestamp_ms(&value) {
+            Some(at) => out.push(Event::TimerStarted { step: k, fire_at: at }),
+            None => out.push(expression_failed(k, "until", &format!("not a timestamp: {value}"))),
+        },
+        StepKind::Await { signal } => out.push(Event::AwaitStarted {
+            step: k,
+            signal: signal.clone(),
+            timeout_at: step.timeout_ms.map(|t| ctx.now.saturating_add(t)),
+        }),
+        StepKind::Workflow { workflow, version } => out.push(Event::ChildStarted {
+            child_id: child_execution_id(&ctx.state.execution_id, ctx.state.run, &k),
+            step: k,
+            workflow: workflow.clone(),
+            version: version.clone(),
+            input: value,
+        }),
+        StepKind::ContinueAsNew { .. } => {
+            for (uk, u) in &ctx.state.units {
+                if !u.status.is_resolved() {
+                    out.push(Event::StepCancelled { step: uk.clone() });
+                }
+            }
+            out.push(Event::WorkflowContinuedAsNew { next_run: ctx.state.run + 1, input: value });
+        }
+    }
+}
+
+/// Schedules a task attempt 1 after checking the task's input contract and size.
+pub(crate) fn schedule_task(ctx: &Ctx<'_>, k: &str, task: Option<&String>, input: Value, out: &mut Vec<Event>) {
+    let contract = task.and_then(|t| ctx.def.tasks.get(t)).and_then(|c| c.input.as_ref());
+    let input = match contract.map(|c| c.apply(input.clone())) {
+        None => input,
+        Some(Ok(v)) => v,
+        Some(Err(violations)) => {
+            let message = violations.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+            return out.push(Event::StepFailed {
+                step: k.into(),
+                error: TaskError::fatal("INPUT_CONTRACT_VIOLATION", message),
+            });
+        }
+    };
+    if let Some(error) = oversize(ctx, &input) {
+        return out.push(Event::StepFailed { step: k.into(), error });
+    }
+    out.push(Event::StepScheduled {
+        step: k.into(),
+        attempt: 1,
+        input,
+        idempotency_key: idempotency_key(&ctx.state.execution_id, ctx.state.run, k),
+        redelivery: false,
+    });
+}
+
+/// `PAYLOAD_TOO_LARGE` if the value's JSON exceeds `max_payload_bytes`.
+pub(crate) fn oversize(ctx: &Ctx<'_>, value: &Value) -> Option<TaskError> {
+    let max = ctx.limits.max_payload_bytes?;
+    let size = serde_json::to_vec(value).map_or(0, |v| v.len() as u64);
+    (size > max).then(|| TaskError::fatal("PAYLOAD_TOO_LARGE", format!("{size} bytes (max_payload_bytes {max})")))
+}
+
+/// An RFC 3339 string or epoch milliseconds.
+fn timestamp_ms(v: &Value) -> Option<u64> {
+    match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => chrono::DateTime::parse_from_rfc3339(s)
+            .ok()
+            .and_then(|t| u64::try_from(t.timestamp_millis()).ok()),
+        _ => None,
+    }
+}

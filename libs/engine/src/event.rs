@@ -1,0 +1,293 @@
+//! The event model: every change to an execution is one of these, appended to its history.
+//!
+//! Event names and fields are part of the API (users read histories). `step` fields hold a
+//! unit key (see [`crate::unit`]). Events are either *recorded* (from a command: a worker
+//! result, a signal, a dispatch) or *decided* (by the pure decider); [`Origin`] says which,
+//! so the replay check knows which events to recompute.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// An error reported by a worker, or decided by the engine, for an attempt or a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskError {
+    /// Stable code (`TIMEOUT`, `CARD_DECLINED`, ...).
+    pub code: String,
+    /// Human-readable message.
+    #[serde(default)]
+    pub message: String,
+    /// Whether another attempt may help (the retry policy still decides).
+    #[serde(default = "yes")]
+    pub retryable: bool,
+    /// Structured details from the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl TaskError {
+    /// A retryable error.
+    #[must_use]
+    pub fn retryable(code: &str, message: impl Into<String>) -> TaskError {
+        TaskError { code: code.into(), message: message.into(), retryable: true, details: None }
+    }
+
+    /// An error that is never retried.
+    #[must_use]
+    pub fn fatal(code: &str, message: impl Into<String>) -> TaskError {
+        TaskError { code: code.into(), message: message.into(), retryable: false, details: None }
+    }
+}
+
+/// The parent of a child execution.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParentRef {
+    /// The parent's execution id.
+    pub execution_id: String,
+    /// The parent's unit this child resolves.
+    pub step: String,
+}
+
+/// How compensation went, recorded on the terminal event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompensationOutcome {
+    /// Nothing needed compensating.
+    None,
+    /// Every compensation task succeeded.
+    Completed,
+    /// At least one compensation task failed.
+    Failed,
+}
+
+/// One history event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+#[allow(missing_docs)] // Field meanings are documented in docs/events.md.
+pub enum Event {
+    /// The execution (this run) exists. Always the first event of a run.
+    WorkflowCreated {
+        execution_id: String,
+        workflow: String,
+        version: String,
+        definition_hash: String,
+        input: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent: Option<ParentRef>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        schedule_id: Option<String>,
+        run: u32,
+    },
+    /// The decider took the execution up.
+    WorkflowStarted {},
+    /// A task attempt was offered to workers.
+    StepScheduled {
+        step: String,
+        attempt: u32,
+        input: Value,
+        idempotency_key: String,
+        redelivery: bool,
+    },
+    /// A worker took the attempt.
+    StepDispatched {
+        step: String,
+        attempt: u32,
+        token: String,
+        worker_id: String,
+        session: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deadline: Option<u64>,
+    },
+    /// The unit produced its output.
+    StepSucceeded {
+        step: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attempt: Option<u32>,
+        output: Value,
+    },
+    /// One attempt failed (a worker error, `TIMEOUT` or `QUEUE_TIMEOUT`).
+    StepAttemptFailed { step: String, attempt: u32, error: TaskError },
+    /// The worker running the attempt was lost; the attempt will be redelivered.
+    StepAttemptUncertain { step: String, attempt: u32, reason: String },
+    /// A heartbeat that carried details.
+    StepHeartbeat { step: String, attempt: u32, details: Value },
+    /// Another attempt is due at `fire_at`.
+    RetryScheduled { step: String, next_attempt: u32, delay_ms: u64, fire_at: u64 },
+    /// The unit failed for good.
+    StepFailed { step: String, error: TaskError },
+    /// The unit will not run (`when` was false, or a dependency failed in a handler).
+    StepSkipped { step: String, reason: String },
+    /// A `for_each` list was frozen.
+    StepFanOut { step: String, items: Vec<Value> },
+    /// The unit was cancelled while winding down.
+    StepCancelled { step: String },
+    /// A durable timer (sleep / until) started.
+    TimerStarted { step: String, fire_at: u64 },
+    /// A durable timer fired.
+    TimerFired { step: String },
+    /// An `await` unit began waiting for a signal.
+    AwaitStarted {
+        step: String,
+        signal: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_at: Option<u64>,
+    },
+    /// A signal arrived (buffered until delivered).
+    SignalReceived { name: String, payload: Value },
+    /// A buffered signal went to an `await` unit or started an `on_signal` instance.
+    SignalDelivered { name: String, seq: u64, step: String },
+    /// Somebody asked to cancel the execution.
+    CancelRequested { reason: String },
+    /// A result for a resolved unit or an unknown token: kept, never applied.
+    StaleResultIgnored {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<String>,
+        token: String,
+        outcome: String,
+    },
+    /// The decider asked for a child execution.
+    ChildStarted {
+        step: String,
+        child_id: String,
+        workflow: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version: Option<String>,
+        input: Value,
+    },
+    /// The workflow timeout passed.
+    WorkflowTimeoutReached {},
+    /// The `output` expression failed; the execution winds down as a failure.
+    OutputFailed { error: TaskError },
+    /// A limit was exceeded; the execution winds down as a failure.
+    LimitExceeded { limit: String, message: String },
+    /// Compensation of these units (in this order) begins.
+    CompensationStarted { reason: String, steps: Vec<String> },
+    /// Every compensation task succeeded.
+    CompensationCompleted {},
+    /// A compensation task failed.
+    CompensationFailed { step: String, error: TaskError },
+    /// The `on.<outcome>` handlers begin.
+    HandlersStarted { outcome: String },
+    /// Terminal: success.
+    WorkflowCompleted { output: Value },
+    /// Terminal: failure.
+    WorkflowFailed { error: TaskError, compensation: CompensationOutcome },
+    /// Terminal: cancelled.
+    WorkflowCancelled { reason: String, compensation: CompensationOutcome },
+    /// Terminal: the workflow timeout passed.
+    WorkflowTimedOut { compensation: CompensationOutcome },
+    /// Terminal for the run: the execution goes on in `next_run` with `input`.
+    WorkflowContinuedAsNew { next_run: u32, input: Value },
+}
+
+impl Event {
+    /// The event's type name, as stored in `history_events.event_type`.
+    #[must_use]
+    pub fn type_name(&self) -> &'static str {
+        macro_rules! names {
+            ($($v:ident),* $(,)?) => {
+                match self { $(Event::$v { .. } => stringify!($v),)* }
+            };
+        }
+        names!(
+            WorkflowCreated,
+            WorkflowStarted,
+            StepScheduled,
+            StepDispatched,
+            StepSucceeded,
+            StepAttemptFailed,
+            StepAttemptUncertain,
+            StepHeartbeat,
+            RetryScheduled,
+            StepFailed,
+            StepSkipped,
+            StepFanOut,
+            StepCancelled,
+            TimerStarted,
+            TimerFired,
+            AwaitStarted,
+            SignalReceived,
+            SignalDelivered,
+            CancelRequested,
+            StaleResultIgnored,
+            ChildStarted,
+            WorkflowTimeoutReached,
+            OutputFailed,
+            LimitExceeded,
+            CompensationStarted,
+            CompensationCompleted,
+            CompensationFailed,
+            HandlersStarted,
+            WorkflowCompleted,
+            WorkflowFailed,
+            WorkflowCancelled,
+            WorkflowTimedOut,
+            WorkflowContinuedAsNew,
+        )
+    }
+
+    /// The unit key the event is about, if any.
+    #[must_use]
+    pub fn step(&self) -> Option<&str> {
+        match self {
+            Event::StepScheduled { step, .. }
+            | Event::StepDispatched { step, .. }
+            | Event::StepSucceeded { step, .. }
+            | Event::StepAttemptFailed { step, .. }
+            | Event::StepAttemptUncertain { step, .. }
+            | Event::StepHeartbeat { step, .. }
+            | Event::RetryScheduled { step, .. }
+            | Event::StepFailed { step, .. }
+            | Event::StepSkipped { step, .. }
+            | Event::StepFanOut { step, .. }
+            | Event::StepCancelled { step }
+            | Event::TimerStarted { step, .. }
+            | Event::TimerFired { step }
+            | Event::AwaitStarted { step, .. }
+            | Event::SignalDelivered { step, .. }
+            | Event::ChildStarted { step, .. }
+            | Event::CompensationFailed { step, .. } => Some(step),
+            Event::StaleResultIgnored { step, .. } => step.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Whether this event ends the run.
+    #[must_use]
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            Event::WorkflowCompleted { .. }
+                | Event::WorkflowFailed { .. }
+                | Event::WorkflowCancelled { .. }
+                | Event::WorkflowTimedOut { .. }
+                | Event::WorkflowContinuedAsNew { .. }
+        )
+    }
+}
+
+/// Who produced an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// Recorded from a command (start, result, signal, dispatch, cancel).
+    Recorded,
+    /// Produced by the decider; the replay check recomputes these.
+    Decided,
+}
+
+/// An event with its place in the history of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEvent {
+    /// 1-based position in the run's history.
+    pub seq: u64,
+    /// When it was committed, in epoch milliseconds (the decider's `now` for decided ones).
+    pub timestamp_ms: u64,
+    /// Recorded or decided.
+    pub origin: Origin,
+    /// The event.
+    pub event: Event,
+}

@@ -1,0 +1,60 @@
+//! The replay check: re-run the decider over a recorded history and report the first place
+//! where it would decide differently.
+//!
+//! Recorded events are applied as they are; at each decided event the decider runs one
+//! round at that event's timestamp, and the history's next events must equal that round.
+
+use crate::decide::decide_with;
+use crate::event::{Event, HistoryEvent, Origin};
+use crate::state::State;
+use orbit_definition::{Definition, Limits};
+use serde::Serialize;
+
+/// Where replay diverged.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Divergence {
+    /// Seq of the first event that differs (or where an event was expected).
+    pub seq: u64,
+    /// What the decider produces there (`None`: nothing).
+    pub expected: Option<Event>,
+    /// What the history holds there (`None`: the history ends).
+    pub actual: Option<Event>,
+}
+
+/// Replays `history` (one run) against `def`; `Ok(())` when every decided event matches.
+///
+/// # Errors
+/// The first divergence.
+pub fn replay(def: &Definition, history: &[HistoryEvent], server: &Limits) -> Result<(), Divergence> {
+    let mut state = State::default();
+    let mut i = 0;
+    while i < history.len() {
+        let he = &history[i];
+        if he.origin == Origin::Recorded {
+            state.apply(he);
+            i += 1;
+            continue;
+        }
+        let round = decide_with(def, &state, he.timestamp_ms, server);
+        if round.is_empty() {
+            return Err(Divergence { seq: he.seq, expected: None, actual: Some(he.event.clone()) });
+        }
+        for expected in round {
+            let actual = history.get(i);
+            match actual {
+                Some(a) if a.origin == Origin::Decided && a.event == expected => {
+                    state.apply(a);
+                    i += 1;
+                }
+                _ => {
+                    return Err(Divergence {
+                        seq: actual.map_or(state.last_seq + 1, |a| a.seq),
+                        expected: Some(expected),
+                        actual: actual.map(|a| a.event.clone()),
+                    })
+                }
+            }
+        }
+    }
+    Ok(())
+}

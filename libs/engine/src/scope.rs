@@ -1,0 +1,106 @@
+//! Builds the names an expression sees (`input`, `steps`, `item`, `event`, `failure`,
+//! `execution`) from the state, binding only what the expression reads.
+
+use crate::state::{State, UnitStatus};
+use crate::unit::{Scope as UnitScope, UnitKey};
+use orbit_definition::{Definition, Scope, Template};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeSet;
+
+/// Where an expression is evaluated.
+#[derive(Debug, Clone)]
+pub struct Site<'a> {
+    /// The body instance the expression belongs to.
+    pub scope: &'a UnitScope,
+    /// The `for_each` element and its binding name, inside fan-out elements.
+    pub element: Option<(&'a str, usize, &'a Value)>,
+}
+
+impl Site<'_> {
+    /// The main body, outside any element.
+    #[must_use]
+    pub fn main() -> Site<'static> {
+        Site { scope: &UnitScope::Main, element: None }
+    }
+}
+
+/// Formats epoch milliseconds as RFC 3339 (UTC, milliseconds).
+#[must_use]
+pub fn rfc3339(ms: u64) -> String {
+    i64::try_from(ms)
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}
+
+/// The scope for evaluating `templates` at `site`.
+#[must_use]
+pub fn build(def: &Definition, state: &State, site: &Site<'_>, templates: &[&Template]) -> Scope {
+    let mut vars = BTreeSet::new();
+    let mut refs = BTreeSet::new();
+    for t in templates {
+        vars.extend(t.variables());
+        refs.extend(t.step_refs());
+    }
+    let mut scope = Scope::new();
+    for var in &vars {
+        let value = match var.as_str() {
+            "input" => state.input.clone(),
+            "steps" => steps_value(def, state, site.scope, &refs),
+            "execution" => json!({
+                "id": state.execution_id,
+                "workflow": state.workflow,
+                "version": state.version,
+                "run": state.run,
+                "started_at": rfc3339(state.started_at.unwrap_or(state.created_at)),
+            }),
+            "index" => match site.element {
+                Some((_, i, _)) => json!(i),
+                None => continue,
+            },
+            "event" => match site.scope {
+                UnitScope::OnSignal(_, seq) => {
+                    state.signals.iter().find(|s| s.seq == *seq).map_or(Value::Null, |s| s.payload.clone())
+                }
+                _ => continue,
+            },
+            "failure" => match &state.winding {
+                Some(w) => json!({
+                    "reason": w.outcome.as_str(),
+                    "code": w.error.code,
+                    "message": w.error.message,
+                }),
+                None => continue,
+            },
+            name => match site.element {
+                Some((as_name, _, item)) if as_name == name => item.clone(),
+                _ => continue,
+            },
+        };
+        scope.set(var.clone(), value);
+    }
+    scope
+}
+
+/// `steps.<id>` → `{output, status}` for the referenced ids (every main step if none is
+/// named statically). Ids of the site's own body shadow main-body ids.
+fn steps_value(def: &Definition, state: &State, site: &UnitScope, refs: &BTreeSet<String>) -> Value {
+    let body = def.body(&site.body());
+    let mut ids: BTreeSet<&str> = refs.iter().map(String::as_str).collect();
+    if ids.is_empty() {
+        ids = def.steps.iter().chain(body).map(|s| s.id.as_str()).collect();
+    }
+    let mut map = Map::new();
+    for id in ids {
+        let own = *site != UnitScope::Main && body.iter().any(|s| s.id == id);
+        let key = if own { UnitKey::step(site.clone(), id) } else { UnitKey::step(UnitScope::Main, id) };
+        let (status, output) = match state.unit(&key.to_string()) {
+            Some(u) => (u.status.as_str(), u.output.clone().unwrap_or(Value::Null)),
+            None => ("pending", Value::Null),
+        };
+        let output = if status == UnitStatus::Succeeded.as_str() { output } else { Value::Null };
+        map.insert(id.to_string(), json!({ "status": status, "output": output }));
+    }
+    Value::Object(map)
+}

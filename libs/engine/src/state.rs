@@ -1,0 +1,524 @@
+//! The execution state: the left fold of one run's history.
+//!
+//! [`State::apply`] is total: an event that does not fit the state (an unknown unit, a
+//! result after the end) changes nothing rather than panicking, so any history that was
+//! ever written can be replayed by any later version.
+
+use crate::event::{CompensationOutcome, Event, HistoryEvent, ParentRef, TaskError};
+use orbit_definition::Outcome;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+
+/// Execution (run) status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Status {
+    /// No `WorkflowCreated` yet.
+    Pending,
+    /// Running.
+    Running,
+    /// Winding down: cancelling, compensating, running `on` handlers.
+    Compensating,
+    /// Terminal: success.
+    Completed,
+    /// Terminal: failure.
+    Failed,
+    /// Terminal: cancelled.
+    Cancelled,
+    /// Terminal: workflow timeout.
+    TimedOut,
+    /// Terminal for this run; the execution goes on in the next run.
+    ContinuedAsNew,
+}
+
+impl Status {
+    /// The API name (`RUNNING`, ...).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "PENDING",
+            Status::Running => "RUNNING",
+            Status::Compensating => "COMPENSATING",
+            Status::Completed => "COMPLETED",
+            Status::Failed => "FAILED",
+            Status::Cancelled => "CANCELLED",
+            Status::TimedOut => "TIMED_OUT",
+            Status::ContinuedAsNew => "CONTINUED_AS_NEW",
+        }
+    }
+
+    /// Whether the run has ended.
+    #[must_use]
+    pub fn is_closed(self) -> bool {
+        !matches!(self, Status::Pending | Status::Running | Status::Compensating)
+    }
+}
+
+/// Status of one unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnitStatus {
+    /// Offered to workers.
+    Scheduled,
+    /// A worker has it.
+    Dispatched,
+    /// Done, with an output.
+    Succeeded,
+    /// The last attempt failed; the decider picks retry or failure next.
+    AttemptFailed,
+    /// Waiting for the retry backoff.
+    RetryWait,
+    /// Failed for good.
+    Failed,
+    /// The worker was lost; the decider redelivers next.
+    Uncertain,
+    /// Waiting for a timer, a signal, a child or fan-out elements.
+    Waiting,
+    /// Not run.
+    Skipped,
+    /// Cancelled while winding down.
+    Cancelled,
+}
+
+impl UnitStatus {
+    /// Whether the unit is resolved (nothing more will happen to it).
+    #[must_use]
+    pub fn is_resolved(self) -> bool {
+        matches!(
+            self,
+            UnitStatus::Succeeded | UnitStatus::Failed | UnitStatus::Skipped | UnitStatus::Cancelled
+        )
+    }
+
+    /// The lowercase name, as `steps.<id>.status` reads it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnitStatus::Scheduled => "scheduled",
+            UnitStatus::Dispatched => "dispatched",
+            UnitStatus::Succeeded => "succeeded",
+            UnitStatus::AttemptFailed => "attempt_failed",
+            UnitStatus::RetryWait => "retry_wait",
+            UnitStatus::Failed => "failed",
+            UnitStatus::Uncertain => "uncertain",
+            UnitStatus::Waiting => "waiting",
+            UnitStatus::Skipped => "skipped",
+            UnitStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What a waiting unit waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Wait {
+    /// A durable timer.
+    Timer,
+    /// A signal of this name; `since` orders waiters (oldest first).
+    Signal {
+        /// Signal name.
+        name: String,
+        /// History seq of the `AwaitStarted`.
+        since: u64,
+    },
+    /// A child execution.
+    Child(String),
+    /// Its `for_each` elements.
+    Elements,
+}
+
+/// One unit's state.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unit {
+    /// Status.
+    pub status: UnitStatus,
+    /// Current attempt (1-based); 0 for units that are not tasks.
+    pub attempt: u32,
+    /// Input of the current attempt.
+    pub input: Option<Value>,
+    /// Output once succeeded.
+    pub output: Option<Value>,
+    /// Last error.
+    pub error: Option<TaskError>,
+    /// Every token issued, with its attempt.
+    pub tokens: Vec<(String, u32)>,
+    /// The token of the attempt in flight.
+    pub token: Option<String>,
+    /// Idempotency key (tasks).
+    pub idempotency_key: Option<String>,
+    /// Whether the current offer is a redelivery.
+    pub redelivery: bool,
+    /// When the current offer was scheduled.
+    pub scheduled_at: Option<u64>,
+    /// Attempt deadline of the dispatched attempt.
+    pub deadline: Option<u64>,
+    /// When the unit's timer fires: sleep end, retry due, await timeout, child timeout.
+    pub fire_at: Option<u64>,
+    /// What a waiting unit waits for.
+    pub wait: Option<Wait>,
+}
+
+impl Unit {
+    fn new(status: UnitStatus) -> Unit {
+        Unit {
+            status,
+            attempt: 0,
+            input: None,
+            output: None,
+            error: None,
+            tokens: Vec::new(),
+            token: None,
+            idempotency_key: None,
+            redelivery: false,
+            scheduled_at: None,
+            deadline: None,
+            fire_at: None,
+            wait: None,
+        }
+    }
+}
+
+/// A received signal.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Signal {
+    /// History seq of its `SignalReceived`.
+    pub seq: u64,
+    /// Name.
+    pub name: String,
+    /// Payload (contract defaults applied).
+    pub payload: Value,
+    /// Whether it went to an await or a handler.
+    pub delivered: bool,
+}
+
+/// Why the execution is winding down.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Winding {
+    /// Failure, cancel or timeout.
+    #[serde(serialize_with = "outcome_name")]
+    pub outcome: Outcome,
+    /// What caused it (for failure: the step's error; `failure` in handler scope).
+    pub error: TaskError,
+    /// Units to compensate, in order, once `CompensationStarted` is recorded.
+    pub compensation: Option<Vec<String>>,
+    /// The compensation result once known.
+    pub compensation_outcome: Option<CompensationOutcome>,
+    /// Whether `HandlersStarted` was recorded.
+    pub handlers_started: bool,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn outcome_name<S: serde::Serializer>(o: &Outcome, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(o.as_str())
+}
+
+/// The state of one run of an execution.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct State {
+    /// Execution id.
+    pub execution_id: String,
+    /// Run number (1-based).
+    pub run: u32,
+    /// Workflow name.
+    pub workflow: String,
+    /// Workflow version.
+    pub version: String,
+    /// Pinned definition.
+    pub definition_hash: String,
+    /// Execution input (defaults applied).
+    pub input: Value,
+    /// Parent, for child executions.
+    pub parent: Option<ParentRef>,
+    /// Schedule that started it.
+    pub schedule_id: Option<String>,
+    /// Status.
+    pub status: Option<Status>,
+    /// When `WorkflowCreated` was committed.
+    pub created_at: u64,
+    /// When `WorkflowStarted` was committed.
+    pub started_at: Option<u64>,
+    /// Units by key.
+    pub units: BTreeMap<String, Unit>,
+    /// Frozen `for_each` lists by fan-out unit key.
+    pub fanouts: BTreeMap<String, Vec<Value>>,
+    /// Succeeded units of the main body, in success order (for compensation).
+    pub success_order: Vec<String>,
+    /// Received signals, in order.
+    pub signals: Vec<Signal>,
+    /// Started `on_signal` instances: (signal name, signal seq).
+    pub handler_instances: Vec<(String, u64)>,
+    /// Set once the execution winds down.
+    pub winding: Option<Winding>,
+    /// Reason of the first cancel request.
+    pub cancel_requested: Option<String>,
+    /// Output, once completed.
+    pub output: Option<Value>,
+    /// Error, once failed.
+    pub error: Option<TaskError>,
+    /// Next run's input, once continued as new.
+    pub next_input: Option<Value>,
+    /// Events applied (this run).
+    pub event_count: u64,
+    /// Seq of the last event applied.
+    pub last_seq: u64,
+    /// Token → unit key, for every token ever issued.
+    pub tokens: HashMap<String, String>,
+}
+
+impl State {
+    /// Folds a whole history.
+    #[must_use]
+    pub fn from_history<'a>(events: impl IntoIterator<Item = &'a HistoryEvent>) -> State {
+        let mut state = State::default();
+        for e in events {
+            state.apply(e);
+        }
+        state
+    }
+
+    /// Status, `Pending` before creation.
+    #[must_use]
+    pub fn status(&self) -> Status {
+        self.status.unwrap_or(Status::Pending)
+    }
+
+    /// A unit by key.
+    #[must_use]
+    pub fn unit(&self, key: &str) -> Option<&Unit> {
+        self.units.get(key)
+    }
+
+    /// Applies one event. Total: never panics, ignores what does not fit.
+    pub fn apply(&mut self, he: &HistoryEvent) {
+        self.event_count += 1;
+        self.last_seq = self.last_seq.max(he.seq);
+        let ts = he.timestamp_ms;
+        match &he.event {
+            Event::WorkflowCreated {
+                execution_id,
+                workflow,
+                version,
+                definition_hash,
+                input,
+                parent,
+                schedule_id,
+                run,
+            } => {
+                if self.status.is_none() {
+                    self.execution_id.clone_from(execution_id);
+                    self.workflow.clone_from(workflow);
+                    self.version.clone_from(version);
+                    self.definition_hash.clone_from(definition_hash);
+                    self.input = input.clone();
+                    self.parent.clone_from(parent);
+                    self.schedule_id.clone_from(schedule_id);
+                    self.run = *run;
+                    self.created_at = ts;
+                    self.status = Some(Status::Running);
+                }
+            }
+            Event::WorkflowStarted {} => {
+                self.started_at.get_or_insert(ts);
+            }
+            Event::StepScheduled { step, attempt, input, idempotency_key, redelivery } => {
+                let u = self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Scheduled));
+                u.status = UnitStatus::Scheduled;
+                u.attempt = *attempt;
+                u.input = Some(input.clone());
+                u.idempotency_key = Some(idempotency_key.clone());
+                u.redelivery = *redelivery;
+                u.scheduled_at = Some(ts);
+                u.token = None;
+                u.deadline = None;
+                u.fire_at = None;
+            }
+            Event::StepDispatched { step, attempt, token, deadline, .. } => {
+                if let Some(u) = self.units.get_mut(step) {
+                    if u.status == UnitStatus::Scheduled {
+                        u.status = UnitStatus::Dispatched;
+                        u.token = Some(token.clone());
+                        u.deadline = *deadline;
+                    }
+                    u.tokens.push((token.clone(), *attempt));
+                    self.tokens.insert(token.clone(), step.clone());
+                }
+            }
+            Event::StepSucceeded { step, output, .. } => {
+                let u = self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Succeeded));
+                if !u.status.is_resolved() {
+                    u.status = UnitStatus::Succeeded;
+                    u.output = Some(output.clone());
+                    u.token = None;
+                    u.fire_at = None;
+                    u.wait = None;
+                    if !step.contains(':') {
+                        self.success_order.push(step.clone());
+                    }
+                }
+            }
+            Event::StepAttemptFailed { step, error, .. } => {
+                if let Some(u) = self.units.get_mut(step).filter(|u| !u.status.is_resolved()) {
+                    u.status = UnitStatus::AttemptFailed;
+                    u.error = Some(error.clone());
+                    u.token = None;
+                }
+            }
+            Event::StepAttemptUncertain { step, .. } => {
+                if let Some(u) = self.units.get_mut(step).filter(|u| !u.status.is_resolved()) {
+                    u.status = UnitStatus::Uncertain;
+                    u.token = None;
+                }
+            }
+            Event::StepHeartbeat { .. } | Event::StaleResultIgnored { .. } => {}
+            Event::RetryScheduled { step, fire_at, .. } => {
+                if let Some(u) = self.units.get_mut(step).filter(|u| !u.status.is_resolved()) {
+                    u.status = UnitStatus::RetryWait;
+                    u.fire_at = Some(*fire_at);
+                }
+            }
+            Event::StepFailed { step, error } => {
+                let u = self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Failed));
+                u.status = UnitStatus::Failed;
+                u.error = Some(error.clone());
+                u.token = None;
+                u.fire_at = None;
+                let counts = !step.starts_with("compensate:") && !step.starts_with("on:") && !step.ends_with(']');
+                if counts && self.winding.is_none() && !self.status().is_closed() {
+                    self.begin_winding(Outcome::Failure, error.clone());
+                }
+            }
+            Event::StepSkipped { step, .. } => {
+                self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Skipped)).status =
+                    UnitStatus::Skipped;
+            }
+            Event::StepFanOut { step, items } => {
+                let u = self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Waiting));
+                u.wait = Some(Wait::Elements);
+                self.fanouts.insert(step.clone(), items.clone());
+            }
+            Event::StepCancelled { step } => {
+                if let Some(u) = self.units.get_mut(step).filter(|u| !u.status.is_resolved()) {
+                    u.status = UnitStatus::Cancelled;
+                    u.token = None;
+                    u.fire_at = None;
+                }
+            }
+            Event::TimerStarted { step, fire_at } => {
+                let u = self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Waiting));
+                u.status = UnitStatus::Waiting;
+                u.wait = Some(Wait::Timer);
+                u.fire_at = Some(*fire_at);
+            }
+            Event::TimerFired { step } => {
+                if let Some(u) = self.units.get_mut(step) {
+                    u.fire_at = None;
+                }
+            }
+            Event::AwaitStarted { step, signal, timeout_at } => {
+                let u = self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Waiting));
+                u.status = UnitStatus::Waiting;
+                u.wait = Some(Wait::Signal { name: signal.clone(), since: he.seq });
+                u.fire_at = *timeout_at;
+            }
+            Event::SignalReceived { name, payload } => self.signals.push(Signal {
+                seq: he.seq,
+                name: name.clone(),
+                payload: payload.clone(),
+                delivered: false,
+            }),
+            Event::SignalDelivered { name, seq, step } => {
+                if let Some(s) = self.signals.iter_mut().find(|s| s.seq == *seq && !s.delivered) {
+                    s.delivered = true;
+                    if step.starts_with("on_signal:") {
+                        self.handler_instances.push((name.clone(), *seq));
+                    }
+                }
+            }
+            Event::CancelRequested { reason } => {
+                if self.cancel_requested.is_none() {
+                    self.cancel_requested = Some(reason.clone());
+                    if self.winding.is_none() && !self.status().is_closed() {
+                        self.begin_winding(Outcome::Cancel, TaskError::fatal("CANCELLED", reason.clone()));
+                    }
+                }
+            }
+            Event::ChildStarted { step, child_id, .. } => {
+                let u = self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Waiting));
+                u.status = UnitStatus::Waiting;
+                u.wait = Some(Wait::Child(child_id.clone()));
+            }
+            Event::WorkflowTimeoutReached {} => {
+                if self.winding.is_none() && !self.status().is_closed() {
+                    self.begin_winding(
+                        Outcome::Timeout,
+                        TaskError::fatal("TIMEOUT", "the workflow timeout was reached"),
+                    );
+                }
+            }
+            Event::OutputFailed { error } => {
+                if self.winding.is_none() && !self.status().is_closed() {
+                    self.begin_winding(Outcome::Failure, error.clone());
+                }
+            }
+            Event::LimitExceeded { limit, message } => {
+                if self.winding.is_none() && !self.status().is_closed() {
+                    self.begin_winding(
+                        Outcome::Failure,
+                        TaskError::fatal("LIMIT_EXCEEDED", format!("{limit}: {message}")),
+                    );
+                }
+            }
+            Event::CompensationStarted { steps, .. } => {
+                if let Some(w) = &mut self.winding {
+                    w.compensation = Some(steps.clone());
+                }
+            }
+            Event::CompensationCompleted {} => self.set_compensation(CompensationOutcome::Completed),
+            Event::CompensationFailed { .. } => self.set_compensation(CompensationOutcome::Failed),
+            Event::HandlersStarted { .. } => {
+                if let Some(w) = &mut self.winding {
+                    w.handlers_started = true;
+                }
+            }
+            Event::WorkflowCompleted { output } => {
+                self.close(Status::Completed);
+                self.output = Some(output.clone());
+            }
+            Event::WorkflowFailed { error, .. } => {
+                self.close(Status::Failed);
+                self.error = Some(error.clone());
+            }
+            Event::WorkflowCancelled { .. } => self.close(Status::Cancelled),
+            Event::WorkflowTimedOut { .. } => self.close(Status::TimedOut),
+            Event::WorkflowContinuedAsNew { input, .. } => {
+                self.close(Status::ContinuedAsNew);
+                self.next_input = Some(input.clone());
+            }
+        }
+    }
+
+    fn begin_winding(&mut self, outcome: Outcome, error: TaskError) {
+        self.winding = Some(Winding {
+            outcome,
+            error,
+            compensation: None,
+            compensation_outcome: None,
+            handlers_started: false,
+        });
+        self.status = Some(Status::Compensating);
+    }
+
+    fn set_compensation(&mut self, outcome: CompensationOutcome) {
+        if let Some(w) = &mut self.winding {
+            w.compensation_outcome.get_or_insert(outcome);
+        }
+    }
+
+    fn close(&mut self, status: Status) {
+        if !self.status().is_closed() {
+            self.status = Some(status);
+        }
+    }
+
+}

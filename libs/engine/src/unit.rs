@@ -1,0 +1,199 @@
+//! Unit keys: the names of schedulable pieces of a step, and what is derived from them.
+//!
+//! Grammar: `step`, `step[i]` (a `for_each` element), `compensate:<unit>`,
+//! `on:<outcome>:<step>`, `on_signal:<signal>@<seq>:<step>` (handler bodies may fan out too:
+//! `on:failure:alert[2]`). The idempotency key and the retry jitter are derived from the
+//! key, so they are stable across retries, redeliveries and replays.
+
+use orbit_definition::{Body, Outcome, RetryPolicy};
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// Which body a unit's step belongs to, with the handler instance for `on_signal`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    /// The main body.
+    Main,
+    /// An `on.<outcome>` handler body.
+    On(Outcome),
+    /// One `on_signal` handler instance, started by the signal with history seq `seq`.
+    OnSignal(String, u64),
+}
+
+impl Scope {
+    /// The prefix of unit keys in this scope.
+    #[must_use]
+    pub fn prefix(&self) -> String {
+        match self {
+            Scope::Main => String::new(),
+            Scope::On(o) => format!("on:{}:", o.as_str()),
+            Scope::OnSignal(name, seq) => format!("on_signal:{name}@{seq}:"),
+        }
+    }
+
+    /// The definition body the scope's steps come from.
+    #[must_use]
+    pub fn body(&self) -> Body {
+        match self {
+            Scope::Main => Body::Main,
+            Scope::On(o) => Body::On(*o),
+            Scope::OnSignal(name, _) => Body::OnSignal(name.clone()),
+        }
+    }
+}
+
+/// A parsed unit key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UnitKey {
+    /// `compensate:` — this unit undoes the inner unit.
+    pub compensate: bool,
+    /// The body and instance.
+    pub scope: Scope,
+    /// The step id.
+    pub step: String,
+    /// The `for_each` element.
+    pub index: Option<usize>,
+}
+
+impl UnitKey {
+    /// The unit of a step (no element).
+    #[must_use]
+    pub fn step(scope: Scope, step: &str) -> UnitKey {
+        UnitKey { compensate: false, scope, step: step.to_string(), index: None }
+    }
+
+    /// Parses a key; `None` if it does not follow the grammar.
+    #[must_use]
+    pub fn parse(key: &str) -> Option<UnitKey> {
+        if let Some(inner) = key.strip_prefix("compensate:") {
+            let mut k = UnitKey::parse(inner)?;
+            if k.compensate {
+                return None;
+            }
+            k.compensate = true;
+            return Some(k);
+        }
+        let (scope, rest) = if let Some(rest) = key.strip_prefix("on:") {
+            let (outcome, rest) = rest.split_once(':')?;
+            (Scope::On(Outcome::parse(outcome)?), rest)
+        } else if let Some(rest) = key.strip_prefix("on_signal:") {
+            let (instance, rest) = rest.split_once(':')?;
+            let (name, seq) = instance.rsplit_once('@')?;
+            (Scope::OnSignal(name.to_string(), seq.parse().ok()?), rest)
+        } else {
+            (Scope::Main, key)
+        };
+        let (step, index) = match rest.strip_suffix(']').and_then(|r| r.split_once('[')) {
+            Some((step, idx)) => (step, Some(idx.parse().ok()?)),
+            None => (rest, None),
+        };
+        if step.is_empty() || !step.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return None;
+        }
+        Some(UnitKey { compensate: false, scope, step: step.to_string(), index })
+    }
+
+    /// The element `i` of this (fan-out) unit.
+    #[must_use]
+    pub fn element(&self, i: usize) -> UnitKey {
+        UnitKey { index: Some(i), ..self.clone() }
+    }
+
+    /// The compensation unit of this unit.
+    #[must_use]
+    pub fn compensation(&self) -> UnitKey {
+        UnitKey { compensate: true, ..self.clone() }
+    }
+
+    /// The fan-out parent of an element (itself otherwise).
+    #[must_use]
+    pub fn parent(&self) -> UnitKey {
+        UnitKey { index: None, ..self.clone() }
+    }
+}
+
+impl fmt::Display for UnitKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.compensate {
+            f.write_str("compensate:")?;
+        }
+        write!(f, "{}{}", self.scope.prefix(), self.step)?;
+        if let Some(i) = self.index {
+            write!(f, "[{i}]")?;
+        }
+        Ok(())
+    }
+}
+
+/// The idempotency key of a unit: the same for every attempt and redelivery.
+#[must_use]
+pub fn idempotency_key(execution_id: &str, run: u32, unit: &str) -> String {
+    format!("{execution_id}:{run}:{unit}")
+}
+
+/// The id of the child execution a unit starts: deterministic, so starting it again after a
+/// crash is a no-op. Runs after the first are part of the id.
+#[must_use]
+pub fn child_execution_id(parent: &str, run: u32, unit: &str) -> String {
+    if run <= 1 {
+        format!("{parent}/{unit}")
+    } else {
+        format!("{parent}/run{run}/{unit}")
+    }
+}
+
+/// The delay before `next_attempt` (2 = the first retry): exponential from
+/// `initial_interval`, capped at `max_interval`, minus up to 10% deterministic jitter
+/// derived from the idempotency key, so it never exceeds the cap and replays identically.
+#[must_use]
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+pub fn retry_delay_ms(policy: &RetryPolicy, next_attempt: u32, idempotency_key: &str) -> u64 {
+    let exponent = i32::try_from(next_attempt.saturating_sub(2)).unwrap_or(i32::MAX);
+    let raw = policy.initial_interval_ms as f64 * policy.backoff.powi(exponent);
+    let capped = raw.min(policy.max_interval_ms as f64);
+    let digest = Sha256::digest(format!("{idempotency_key}#{next_attempt}").as_bytes());
+    let fraction = f64::from(u16::from_be_bytes([digest[0], digest[1]])) / 65_536.0;
+    (capped * (1.0 - 0.1 * fraction)).round() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip() {
+        for key in [
+            "charge",
+            "reserve[3]",
+            "compensate:reserve[3]",
+            "on:failure:alert",
+            "on:timeout:alert[0]",
+            "on_signal:note@12:record",
+            "compensate:charge",
+        ] {
+            let parsed = UnitKey::parse(key).unwrap_or_else(|| panic!("{key}"));
+            assert_eq!(parsed.to_string(), key);
+        }
+        for bad in ["", "a[x]", "on:never:x", "compensate:compensate:a", "on_signal:x:y", "a b"] {
+            assert!(UnitKey::parse(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn retry_delay_is_capped_exponential_with_bounded_jitter() {
+        let p = RetryPolicy {
+            max_attempts: 10,
+            initial_interval_ms: 1000,
+            backoff: 2.0,
+            max_interval_ms: 5000,
+            non_retryable: vec![],
+        };
+        let d2 = retry_delay_ms(&p, 2, "k");
+        let d3 = retry_delay_ms(&p, 3, "k");
+        let d9 = retry_delay_ms(&p, 9, "k");
+        assert!((900..=1000).contains(&d2), "{d2}");
+        assert!((1800..=2000).contains(&d3), "{d3}");
+        assert!((4500..=5000).contains(&d9), "{d9}");
+        assert_eq!(d3, retry_delay_ms(&p, 3, "k"), "deterministic");
+    }
+}
