@@ -109,7 +109,10 @@ pub fn start(
 ) -> Result<Event, CommandError> {
     let input = match &def.input {
         Some(contract) => contract.apply(input).map_err(|v| {
-            refuse("INVALID_INPUT", v.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
+            refuse(
+                "INVALID_INPUT",
+                v.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+            )
         })?,
         None => input,
     };
@@ -154,7 +157,10 @@ fn check_size(limits: &Limits, value: &Value, what: &str) -> Result<(), CommandE
     let Some(max) = limits.max_payload_bytes else { return Ok(()) };
     let size = serde_json::to_vec(value).map_or(0, |v| v.len() as u64);
     if size > max {
-        return Err(refuse("PAYLOAD_TOO_LARGE", format!("{what} is {size} bytes (max_payload_bytes {max})")));
+        return Err(refuse(
+            "PAYLOAD_TOO_LARGE",
+            format!("{what} is {size} bytes (max_payload_bytes {max})"),
+        ));
     }
     Ok(())
 }
@@ -178,7 +184,10 @@ pub fn accept(
         Command::Dispatched { step, token, worker_id, session } => {
             let unit = state.unit(&step).filter(|u| u.status == UnitStatus::Scheduled);
             let Some(unit) = unit.filter(|_| open) else {
-                return Err(refuse("INVALID_ARGUMENT", format!("unit `{step}` is not waiting for a worker")));
+                return Err(refuse(
+                    "INVALID_ARGUMENT",
+                    format!("unit `{step}` is not waiting for a worker"),
+                ));
             };
             let timeout = UnitKey::parse(&step).and_then(|k| crate::decide::unit_timeout(def, &k));
             Ok(vec![Event::StepDispatched {
@@ -196,9 +205,9 @@ pub fn accept(
             };
             let contract = output_contract(def, &step);
             let checked = match contract {
-                Some(c) => c.apply(output).map_err(|v| {
-                    v.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
-                }),
+                Some(c) => c
+                    .apply(output)
+                    .map_err(|v| v.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")),
                 None => Ok(output),
             };
             Ok(vec![match checked {
@@ -208,7 +217,11 @@ pub fn accept(
                     error: TaskError::fatal("OUTPUT_CONTRACT_VIOLATION", message),
                 },
                 Ok(output) => match check_size(&limits, &output, "output") {
-                    Err(e) => Event::StepAttemptFailed { step, attempt, error: TaskError::fatal(e.code, e.message) },
+                    Err(e) => Event::StepAttemptFailed {
+                        step,
+                        attempt,
+                        error: TaskError::fatal(e.code, e.message),
+                    },
                     Ok(()) => Event::StepSucceeded { step, attempt: Some(attempt), output },
                 },
             }])
@@ -217,10 +230,14 @@ pub fn accept(
             Some((step, attempt)) => Event::StepAttemptFailed { step, attempt, error },
             None => stale(state, token, "failed"),
         }]),
-        Command::Heartbeat { token, details } => Ok(match (live_token(state, &token, false), details) {
-            (Some((step, attempt)), Some(details)) => vec![Event::StepHeartbeat { step, attempt, details }],
-            _ => vec![],
-        }),
+        Command::Heartbeat { token, details } => {
+            Ok(match (live_token(state, &token, false), details) {
+                (Some((step, attempt)), Some(details)) => {
+                    vec![Event::StepHeartbeat { step, attempt, details }]
+                }
+                _ => vec![],
+            })
+        }
         Command::Uncertain { token, reason } => Ok(match live_token(state, &token, false) {
             Some((step, attempt)) => vec![Event::StepAttemptUncertain { step, attempt, reason }],
             None => vec![],
@@ -230,7 +247,10 @@ pub fn accept(
                 return Err(refuse("EXECUTION_FINISHED", "the execution has finished"));
             }
             let Some(contract) = def.signals.get(&name) else {
-                return Err(refuse("UNKNOWN_SIGNAL", format!("workflow `{}` has no signal `{name}`", def.name)));
+                return Err(refuse(
+                    "UNKNOWN_SIGNAL",
+                    format!("workflow `{}` has no signal `{name}`", def.name),
+                ));
             };
             let payload = match contract {
                 Some(c) => c.apply(payload).map_err(|v| {
@@ -248,7 +268,11 @@ pub fn accept(
             if !open {
                 return Err(refuse("EXECUTION_FINISHED", "the execution has finished"));
             }
-            Ok(if state.cancel_requested.is_some() { vec![] } else { vec![Event::CancelRequested { reason }] })
+            Ok(if state.cancel_requested.is_some() {
+                vec![]
+            } else {
+                vec![Event::CancelRequested { reason }]
+            })
         }
         Command::ChildClosed { step, status, output, error } => {
             let waiting = state.unit(&step).is_some_and(|u| !u.status.is_resolved());
@@ -260,12 +284,20 @@ pub fn accept(
                 }]);
             }
             Ok(vec![match status {
-                Status::Completed => Event::StepSucceeded { step, attempt: None, output: output.unwrap_or(Value::Null) },
+                Status::Completed => Event::StepSucceeded {
+                    step,
+                    attempt: None,
+                    output: output.unwrap_or(Value::Null),
+                },
                 other => {
-                    let cause = error.map(|e| format!(": {} {}", e.code, e.message)).unwrap_or_default();
+                    let cause =
+                        error.map(|e| format!(": {} {}", e.code, e.message)).unwrap_or_default();
                     Event::StepFailed {
                         step,
-                        error: TaskError::fatal("CHILD_FAILED", format!("child ended {}{cause}", other.as_str())),
+                        error: TaskError::fatal(
+                            "CHILD_FAILED",
+                            format!("child ended {}{cause}", other.as_str()),
+                        ),
                     }
                 }
             }])
@@ -287,7 +319,11 @@ fn live_token(state: &State, token: &str, success: bool) -> Option<(String, u32)
 }
 
 fn stale(state: &State, token: String, outcome: &str) -> Event {
-    Event::StaleResultIgnored { step: state.tokens.get(&token).cloned(), token, outcome: outcome.into() }
+    Event::StaleResultIgnored {
+        step: state.tokens.get(&token).cloned(),
+        token,
+        outcome: outcome.into(),
+    }
 }
 
 fn output_contract<'a>(def: &'a Definition, step: &str) -> Option<&'a orbit_definition::Contract> {

@@ -25,7 +25,11 @@ pub struct Divergence {
 ///
 /// # Errors
 /// The first divergence.
-pub fn replay(def: &Definition, history: &[HistoryEvent], server: &Limits) -> Result<(), Divergence> {
+pub fn replay(
+    def: &Definition,
+    history: &[HistoryEvent],
+    server: &Limits,
+) -> Result<(), Divergence> {
     let mut state = State::default();
     let mut i = 0;
     while i < history.len() {

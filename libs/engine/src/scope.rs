@@ -60,9 +60,11 @@ pub fn build(def: &Definition, state: &State, site: &Site<'_>, templates: &[&Tem
                 None => continue,
             },
             "event" => match site.scope {
-                UnitScope::OnSignal(_, seq) => {
-                    state.signals.iter().find(|s| s.seq == *seq).map_or(Value::Null, |s| s.payload.clone())
-                }
+                UnitScope::OnSignal(_, seq) => state
+                    .signals
+                    .iter()
+                    .find(|s| s.seq == *seq)
+                    .map_or(Value::Null, |s| s.payload.clone()),
                 _ => continue,
             },
             "failure" => match &state.winding {
@@ -85,7 +87,12 @@ pub fn build(def: &Definition, state: &State, site: &Site<'_>, templates: &[&Tem
 
 /// `steps.<id>` → `{output, status}` for the referenced ids (every main step if none is
 /// named statically). Ids of the site's own body shadow main-body ids.
-fn steps_value(def: &Definition, state: &State, site: &UnitScope, refs: &BTreeSet<String>) -> Value {
+fn steps_value(
+    def: &Definition,
+    state: &State,
+    site: &UnitScope,
+    refs: &BTreeSet<String>,
+) -> Value {
     let body = def.body(&site.body());
     let mut ids: BTreeSet<&str> = refs.iter().map(String::as_str).collect();
     if ids.is_empty() {
@@ -94,7 +101,8 @@ fn steps_value(def: &Definition, state: &State, site: &UnitScope, refs: &BTreeSe
     let mut map = Map::new();
     for id in ids {
         let own = *site != UnitScope::Main && body.iter().any(|s| s.id == id);
-        let key = if own { UnitKey::step(site.clone(), id) } else { UnitKey::step(UnitScope::Main, id) };
+        let key =
+            if own { UnitKey::step(site.clone(), id) } else { UnitKey::step(UnitScope::Main, id) };
         let (status, output) = match state.unit(&key.to_string()) {
             Some(u) => (u.status.as_str(), u.output.clone().unwrap_or(Value::Null)),
             None => ("pending", Value::Null),

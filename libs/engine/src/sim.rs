@@ -107,7 +107,11 @@ impl Sim {
     }
 
     /// Scripts a task: every attempt of `task` asks `handler` what to do.
-    pub fn on_task(&mut self, task: &str, handler: impl FnMut(&TaskRequest) -> TaskOutcome + 'static) -> &mut Sim {
+    pub fn on_task(
+        &mut self,
+        task: &str,
+        handler: impl FnMut(&TaskRequest) -> TaskOutcome + 'static,
+    ) -> &mut Sim {
         self.handlers.insert(task.to_string(), Box::new(handler));
         self
     }
@@ -134,12 +138,20 @@ impl Sim {
             .rev()
             .find(|d| d.name == workflow && version.is_none_or(|v| d.version == v))
             .cloned()
-            .ok_or_else(|| CommandError { code: "WORKFLOW_NOT_FOUND", message: format!("no workflow `{workflow}`") })?;
+            .ok_or_else(|| CommandError {
+                code: "WORKFLOW_NOT_FOUND",
+                message: format!("no workflow `{workflow}`"),
+            })?;
         if self.executions.contains_key(id) {
             return Err(CommandError { code: "EXECUTION_EXISTS", message: id.into() });
         }
         let created = start(&def, id, input, parent, None, 1, &self.limits)?;
-        let mut exec = SimExecution { def, state: State::default(), history: Vec::new(), archived: Vec::new() };
+        let mut exec = SimExecution {
+            def,
+            state: State::default(),
+            history: Vec::new(),
+            archived: Vec::new(),
+        };
         record(&mut exec, vec![created], self.now);
         self.executions.insert(id.to_string(), exec);
         Ok(())
@@ -150,10 +162,10 @@ impl Sim {
     /// # Errors
     /// `EXECUTION_NOT_FOUND` or what [`accept`] refuses.
     pub fn command(&mut self, id: &str, command: Command) -> Result<(), CommandError> {
-        let exec = self.executions.get_mut(id).ok_or_else(|| CommandError {
-            code: "EXECUTION_NOT_FOUND",
-            message: id.to_string(),
-        })?;
+        let exec = self
+            .executions
+            .get_mut(id)
+            .ok_or_else(|| CommandError { code: "EXECUTION_NOT_FOUND", message: id.to_string() })?;
         let events = accept(&exec.def, &exec.state, command, self.now, &self.limits)?;
         record(exec, events, self.now);
         Ok(())
@@ -237,7 +249,8 @@ impl Sim {
 
     fn deliver_due(&mut self) -> bool {
         let now = self.now;
-        let (due, later): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|(at, _, _)| *at <= now);
+        let (due, later): (Vec<_>, Vec<_>) =
+            self.pending.drain(..).partition(|(at, _, _)| *at <= now);
         self.pending = later;
         let any = !due.is_empty();
         for (_, id, command) in due {
@@ -270,7 +283,13 @@ impl Sim {
             .filter(|(_, u)| u.status == UnitStatus::Scheduled)
             .map(|(k, u)| {
                 let input = u.input.clone().unwrap_or(Value::Null);
-                (k.clone(), u.attempt, input, u.idempotency_key.clone().unwrap_or_default(), u.redelivery)
+                (
+                    k.clone(),
+                    u.attempt,
+                    input,
+                    u.idempotency_key.clone().unwrap_or_default(),
+                    u.redelivery,
+                )
             })
             .collect();
         let def = exec.def.clone();
@@ -298,7 +317,10 @@ impl Sim {
             };
             let outcome = match self.handlers.get_mut(&request.task) {
                 Some(h) => h(&request),
-                None => TaskOutcome::Fail(TaskError::fatal("NO_HANDLER", format!("no worker for `{}`", request.task))),
+                None => TaskOutcome::Fail(TaskError::fatal(
+                    "NO_HANDLER",
+                    format!("no worker for `{}`", request.task),
+                )),
             };
             self.requests.push(request);
             let at = self.now + self.latency_ms;
@@ -326,9 +348,17 @@ impl Sim {
                 let waiting = unit.is_some_and(|u| u.wait == Some(Wait::Child(child_id.clone())));
                 match (self.executions.get(child_id), unit.map(|u| u.status)) {
                     (None, Some(UnitStatus::Waiting)) if waiting => {
-                        to_start.push((step.clone(), child_id.clone(), workflow.clone(), version.clone(), input.clone()));
+                        to_start.push((
+                            step.clone(),
+                            child_id.clone(),
+                            workflow.clone(),
+                            version.clone(),
+                            input.clone(),
+                        ));
                     }
-                    (Some(child), Some(UnitStatus::Cancelled)) if !child.state.status().is_closed() => {
+                    (Some(child), Some(UnitStatus::Cancelled))
+                        if !child.state.status().is_closed() =>
+                    {
                         to_cancel.push(child_id.clone());
                     }
                     _ => {}
@@ -337,7 +367,8 @@ impl Sim {
         }
         for (step, child_id, workflow, version, input) in to_start {
             let parent = Some(ParentRef { execution_id: id.to_string(), step: step.clone() });
-            if let Err(e) = self.start_with(&workflow, version.as_deref(), &child_id, input, parent) {
+            if let Err(e) = self.start_with(&workflow, version.as_deref(), &child_id, input, parent)
+            {
                 let closed = Command::ChildClosed {
                     step,
                     status: Status::Failed,
@@ -354,7 +385,9 @@ impl Sim {
         // This execution closed: tell its parent.
         let exec = &self.executions[id];
         let status = exec.state.status();
-        if let (Some(parent), true) = (exec.state.parent.clone(), status.is_closed() && status != Status::ContinuedAsNew) {
+        if let (Some(parent), true) =
+            (exec.state.parent.clone(), status.is_closed() && status != Status::ContinuedAsNew)
+        {
             let waiting = self
                 .executions
                 .get(&parent.execution_id)
@@ -389,7 +422,12 @@ impl Sim {
 
 fn record(exec: &mut SimExecution, events: Vec<Event>, now: u64) {
     for event in events {
-        let he = HistoryEvent { seq: exec.state.last_seq + 1, timestamp_ms: now, origin: Origin::Recorded, event };
+        let he = HistoryEvent {
+            seq: exec.state.last_seq + 1,
+            timestamp_ms: now,
+            origin: Origin::Recorded,
+            event,
+        };
         exec.state.apply(&he);
         exec.history.push(he);
     }
@@ -397,7 +435,9 @@ fn record(exec: &mut SimExecution, events: Vec<Event>, now: u64) {
 
 fn task_name(def: &Definition, step: &str) -> String {
     let Some(key) = crate::unit::UnitKey::parse(step) else { return String::new() };
-    let Some(s) = def.body(&key.scope.body()).iter().find(|s| s.id == key.step) else { return String::new() };
+    let Some(s) = def.body(&key.scope.body()).iter().find(|s| s.id == key.step) else {
+        return String::new();
+    };
     if key.compensate {
         return s.compensate.as_ref().map(|c| c.task.clone()).unwrap_or_default();
     }

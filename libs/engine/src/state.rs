@@ -87,7 +87,10 @@ impl UnitStatus {
     pub fn is_resolved(self) -> bool {
         matches!(
             self,
-            UnitStatus::Succeeded | UnitStatus::Failed | UnitStatus::Skipped | UnitStatus::Cancelled
+            UnitStatus::Succeeded
+                | UnitStatus::Failed
+                | UnitStatus::Skipped
+                | UnitStatus::Cancelled
         )
     }
 
@@ -322,7 +325,10 @@ impl State {
                 self.started_at.get_or_insert(ts);
             }
             Event::StepScheduled { step, attempt, input, idempotency_key, redelivery } => {
-                let u = self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Scheduled));
+                let u = self
+                    .units
+                    .entry(step.clone())
+                    .or_insert_with(|| Unit::new(UnitStatus::Scheduled));
                 u.status = UnitStatus::Scheduled;
                 u.attempt = *attempt;
                 u.input = Some(input.clone());
@@ -345,7 +351,10 @@ impl State {
                 }
             }
             Event::StepSucceeded { step, output, .. } => {
-                let u = self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Succeeded));
+                let u = self
+                    .units
+                    .entry(step.clone())
+                    .or_insert_with(|| Unit::new(UnitStatus::Waiting));
                 if !u.status.is_resolved() {
                     u.status = UnitStatus::Succeeded;
                     u.output = Some(output.clone());
@@ -378,22 +387,30 @@ impl State {
                 }
             }
             Event::StepFailed { step, error } => {
-                let u = self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Failed));
+                let u =
+                    self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Failed));
                 u.status = UnitStatus::Failed;
                 u.error = Some(error.clone());
                 u.token = None;
                 u.fire_at = None;
-                let counts = !step.starts_with("compensate:") && !step.starts_with("on:") && !step.ends_with(']');
+                let counts = !step.starts_with("compensate:")
+                    && !step.starts_with("on:")
+                    && !step.ends_with(']');
                 if counts && self.winding.is_none() && !self.status().is_closed() {
                     self.begin_winding(Outcome::Failure, error.clone());
                 }
             }
             Event::StepSkipped { step, .. } => {
-                self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Skipped)).status =
-                    UnitStatus::Skipped;
+                self.units
+                    .entry(step.clone())
+                    .or_insert_with(|| Unit::new(UnitStatus::Skipped))
+                    .status = UnitStatus::Skipped;
             }
             Event::StepFanOut { step, items } => {
-                let u = self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Waiting));
+                let u = self
+                    .units
+                    .entry(step.clone())
+                    .or_insert_with(|| Unit::new(UnitStatus::Waiting));
                 u.wait = Some(Wait::Elements);
                 self.fanouts.insert(step.clone(), items.clone());
             }
@@ -405,7 +422,10 @@ impl State {
                 }
             }
             Event::TimerStarted { step, fire_at } => {
-                let u = self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Waiting));
+                let u = self
+                    .units
+                    .entry(step.clone())
+                    .or_insert_with(|| Unit::new(UnitStatus::Waiting));
                 u.status = UnitStatus::Waiting;
                 u.wait = Some(Wait::Timer);
                 u.fire_at = Some(*fire_at);
@@ -416,7 +436,10 @@ impl State {
                 }
             }
             Event::AwaitStarted { step, signal, timeout_at } => {
-                let u = self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Waiting));
+                let u = self
+                    .units
+                    .entry(step.clone())
+                    .or_insert_with(|| Unit::new(UnitStatus::Waiting));
                 u.status = UnitStatus::Waiting;
                 u.wait = Some(Wait::Signal { name: signal.clone(), since: he.seq });
                 u.fire_at = *timeout_at;
@@ -439,12 +462,18 @@ impl State {
                 if self.cancel_requested.is_none() {
                     self.cancel_requested = Some(reason.clone());
                     if self.winding.is_none() && !self.status().is_closed() {
-                        self.begin_winding(Outcome::Cancel, TaskError::fatal("CANCELLED", reason.clone()));
+                        self.begin_winding(
+                            Outcome::Cancel,
+                            TaskError::fatal("CANCELLED", reason.clone()),
+                        );
                     }
                 }
             }
             Event::ChildStarted { step, child_id, .. } => {
-                let u = self.units.entry(step.clone()).or_insert_with(|| Unit::new(UnitStatus::Waiting));
+                let u = self
+                    .units
+                    .entry(step.clone())
+                    .or_insert_with(|| Unit::new(UnitStatus::Waiting));
                 u.status = UnitStatus::Waiting;
                 u.wait = Some(Wait::Child(child_id.clone()));
             }
@@ -474,7 +503,9 @@ impl State {
                     w.compensation = Some(steps.clone());
                 }
             }
-            Event::CompensationCompleted {} => self.set_compensation(CompensationOutcome::Completed),
+            Event::CompensationCompleted {} => {
+                self.set_compensation(CompensationOutcome::Completed)
+            }
             Event::CompensationFailed { .. } => self.set_compensation(CompensationOutcome::Failed),
             Event::HandlersStarted { .. } => {
                 if let Some(w) = &mut self.winding {
@@ -520,5 +551,4 @@ impl State {
             self.status = Some(status);
         }
     }
-
 }

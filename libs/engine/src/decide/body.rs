@@ -63,8 +63,16 @@ fn deliver_signals(ctx: &Ctx<'_>, out: &mut Vec<Event>) {
             .min();
         if let Some((_, key)) = waiter {
             taken.insert(key.clone());
-            out.push(Event::SignalDelivered { name: signal.name.clone(), seq: signal.seq, step: key.clone() });
-            out.push(Event::StepSucceeded { step: key.clone(), attempt: None, output: signal.payload.clone() });
+            out.push(Event::SignalDelivered {
+                name: signal.name.clone(),
+                seq: signal.seq,
+                step: key.clone(),
+            });
+            out.push(Event::StepSucceeded {
+                step: key.clone(),
+                attempt: None,
+                output: signal.payload.clone(),
+            });
         } else if ctx.def.on_signal.contains_key(&signal.name) {
             out.push(Event::SignalDelivered {
                 name: signal.name.clone(),
@@ -103,7 +111,10 @@ pub(crate) fn schedule_body(ctx: &Ctx<'_>, scope: &UnitScope, out: &mut Vec<Even
             }
         }
         if let Some(dep) = blocked {
-            out.push(Event::StepSkipped { step: k, reason: format!("dependency `{dep}` did not succeed") });
+            out.push(Event::StepSkipped {
+                step: k,
+                reason: format!("dependency `{dep}` did not succeed"),
+            });
         } else if ready {
             start_step(ctx, step, &key, out);
             if matches!(step.kind, StepKind::ContinueAsNew { .. })
@@ -161,7 +172,10 @@ fn start_step(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Event>) {
 }
 
 fn expression_failed(step: String, what: &str, message: &str) -> Event {
-    Event::StepFailed { step, error: TaskError::fatal("EXPRESSION_ERROR", format!("{what}: {message}")) }
+    Event::StepFailed {
+        step,
+        error: TaskError::fatal("EXPRESSION_ERROR", format!("{what}: {message}")),
+    }
 }
 
 /// Starts elements up to `max_concurrency`; resolves the fan-out unit when all are done or
@@ -181,7 +195,9 @@ fn fan_out_progress(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Eve
                 out.push(Event::StepFailed { step: k, error });
                 return;
             }
-            Some(u) if u.status.is_resolved() => outputs.push(u.output.clone().unwrap_or(Value::Null)),
+            Some(u) if u.status.is_resolved() => {
+                outputs.push(u.output.clone().unwrap_or(Value::Null))
+            }
             Some(_) => in_flight += 1,
             None => pending.push(i),
         }
@@ -212,7 +228,13 @@ fn unit_templates(step: &Step) -> Vec<&Template> {
 }
 
 /// Starts one unit (a step, or one element of it).
-pub(crate) fn start_unit(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, site: &Site<'_>, out: &mut Vec<Event>) {
+pub(crate) fn start_unit(
+    ctx: &Ctx<'_>,
+    step: &Step,
+    key: &UnitKey,
+    site: &Site<'_>,
+    out: &mut Vec<Event>,
+) {
     let k = key.to_string();
     let scope = scope::build(ctx.def, ctx.state, site, &unit_templates(step));
     let render = |t: Option<&Template>| t.map_or(Ok(Value::Null), |t| t.render(&scope));
@@ -235,7 +257,10 @@ pub(crate) fn start_unit(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, site: &Site<
             None => out.push(Event::StepSucceeded { step: k, attempt: None, output: value }),
         },
         StepKind::Sleep { duration_ms } => {
-            out.push(Event::TimerStarted { step: k, fire_at: ctx.now.saturating_add(*duration_ms) });
+            out.push(Event::TimerStarted {
+                step: k,
+                fire_at: ctx.now.saturating_add(*duration_ms),
+            });
         }
         StepKind::Until { .. } => match timestamp_ms(&value) {
             Some(at) => out.push(Event::TimerStarted { step: k, fire_at: at }),
@@ -265,7 +290,13 @@ pub(crate) fn start_unit(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, site: &Site<
 }
 
 /// Schedules a task attempt 1 after checking the task's input contract and size.
-pub(crate) fn schedule_task(ctx: &Ctx<'_>, k: &str, task: Option<&String>, input: Value, out: &mut Vec<Event>) {
+pub(crate) fn schedule_task(
+    ctx: &Ctx<'_>,
+    k: &str,
+    task: Option<&String>,
+    input: Value,
+    out: &mut Vec<Event>,
+) {
     let contract = task.and_then(|t| ctx.def.tasks.get(t)).and_then(|c| c.input.as_ref());
     let input = match contract.map(|c| c.apply(input.clone())) {
         None => input,
@@ -294,7 +325,9 @@ pub(crate) fn schedule_task(ctx: &Ctx<'_>, k: &str, task: Option<&String>, input
 pub(crate) fn oversize(ctx: &Ctx<'_>, value: &Value) -> Option<TaskError> {
     let max = ctx.limits.max_payload_bytes?;
     let size = serde_json::to_vec(value).map_or(0, |v| v.len() as u64);
-    (size > max).then(|| TaskError::fatal("PAYLOAD_TOO_LARGE", format!("{size} bytes (max_payload_bytes {max})")))
+    (size > max).then(|| {
+        TaskError::fatal("PAYLOAD_TOO_LARGE", format!("{size} bytes (max_payload_bytes {max})"))
+    })
 }
 
 /// An RFC 3339 string or epoch milliseconds.

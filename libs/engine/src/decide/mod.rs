@@ -15,7 +15,6 @@ use crate::event::{Event, HistoryEvent, Origin};
 use crate::state::State;
 use orbit_definition::{Definition, Limits};
 
-
 /// Everything a round reads.
 pub(crate) struct Ctx<'a> {
     pub def: &'a Definition,
@@ -79,7 +78,12 @@ const MAX_ROUNDS: usize = 10_000;
 
 /// Decides to the fixpoint, applying each round to `state`; returns the new history events
 /// (seq numbers follow `state.last_seq`, timestamps are `now`).
-pub fn advance(def: &Definition, state: &mut State, now: u64, server: &Limits) -> Vec<HistoryEvent> {
+pub fn advance(
+    def: &Definition,
+    state: &mut State,
+    now: u64,
+    server: &Limits,
+) -> Vec<HistoryEvent> {
     let mut all = Vec::new();
     for _ in 0..MAX_ROUNDS {
         let round = decide_with(def, state, now, server);
@@ -87,7 +91,12 @@ pub fn advance(def: &Definition, state: &mut State, now: u64, server: &Limits) -
             break;
         }
         for event in round {
-            let he = HistoryEvent { seq: state.last_seq + 1, timestamp_ms: now, origin: Origin::Decided, event };
+            let he = HistoryEvent {
+                seq: state.last_seq + 1,
+                timestamp_ms: now,
+                origin: Origin::Decided,
+                event,
+            };
             state.apply(&he);
             all.push(he);
         }
@@ -114,7 +123,10 @@ fn workflow_checks(ctx: &Ctx<'_>) -> Option<Event> {
         if ctx.state.event_count >= max {
             return Some(Event::LimitExceeded {
                 limit: "max_history_events".into(),
-                message: format!("the history reached {} events (limit {max})", ctx.state.event_count),
+                message: format!(
+                    "the history reached {} events (limit {max})",
+                    ctx.state.event_count
+                ),
             });
         }
     }

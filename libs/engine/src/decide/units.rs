@@ -77,7 +77,10 @@ fn unit_round(ctx: &Ctx<'_>, key: &str, parsed: &UnitKey, u: &Unit, out: &mut Ve
                     out.push(Event::StepAttemptFailed {
                         step: key.into(),
                         attempt: u.attempt,
-                        error: TaskError::retryable("QUEUE_TIMEOUT", "no worker started the task in time"),
+                        error: TaskError::retryable(
+                            "QUEUE_TIMEOUT",
+                            "no worker started the task in time",
+                        ),
                     });
                 }
             }
@@ -94,8 +97,11 @@ fn unit_round(ctx: &Ctx<'_>, key: &str, parsed: &UnitKey, u: &Unit, out: &mut Ve
                 out.push(Event::StepFailed { step: key.into(), error });
             } else {
                 let next_attempt = u.attempt + 1;
-                let delay_ms =
-                    retry_delay_ms(policy, next_attempt, u.idempotency_key.as_deref().unwrap_or(key));
+                let delay_ms = retry_delay_ms(
+                    policy,
+                    next_attempt,
+                    u.idempotency_key.as_deref().unwrap_or(key),
+                );
                 out.push(Event::RetryScheduled {
                     step: key.into(),
                     next_attempt,
@@ -111,7 +117,11 @@ fn unit_round(ctx: &Ctx<'_>, key: &str, parsed: &UnitKey, u: &Unit, out: &mut Ve
         UnitStatus::Waiting if u.fire_at.is_some_and(|f| now >= f) => match &u.wait {
             Some(Wait::Timer) => {
                 out.push(Event::TimerFired { step: key.into() });
-                out.push(Event::StepSucceeded { step: key.into(), attempt: None, output: Value::Null });
+                out.push(Event::StepSucceeded {
+                    step: key.into(),
+                    attempt: None,
+                    output: Value::Null,
+                });
             }
             Some(Wait::Signal { name, .. }) => out.push(Event::StepFailed {
                 step: key.into(),
@@ -134,7 +144,10 @@ fn reschedule(key: &str, u: &Unit, attempt: u32, redelivery: bool) -> Event {
 }
 
 /// Every pending unit deadline (see [`super::next_timer`]).
-pub(crate) fn deadlines<'a>(def: &'a Definition, state: &'a State) -> impl Iterator<Item = u64> + 'a {
+pub(crate) fn deadlines<'a>(
+    def: &'a Definition,
+    state: &'a State,
+) -> impl Iterator<Item = u64> + 'a {
     let winding = state.winding.is_some();
     state.units.iter().filter_map(move |(key, u)| {
         if u.status.is_resolved() || (winding && is_body_work(key)) {

@@ -38,7 +38,9 @@ pub(crate) fn round(ctx: &Ctx<'_>, out: &mut Vec<Event>) {
     let compensation = w.compensation_outcome.unwrap_or(CompensationOutcome::None);
     out.push(match w.outcome {
         Outcome::Failure => Event::WorkflowFailed { error: w.error.clone(), compensation },
-        Outcome::Cancel => Event::WorkflowCancelled { reason: w.error.message.clone(), compensation },
+        Outcome::Cancel => {
+            Event::WorkflowCancelled { reason: w.error.message.clone(), compensation }
+        }
         Outcome::Timeout => Event::WorkflowTimedOut { compensation },
     });
 }
@@ -100,7 +102,9 @@ fn start_compensation(ctx: &Ctx<'_>, unit: &UnitKey, ck: &str, out: &mut Vec<Eve
     let Some(call) = &step.compensate else { return };
     let items = ctx.state.fanouts.get(&unit.parent().to_string());
     let element = match (&step.for_each, unit.index, items) {
-        (Some(each), Some(i), Some(items)) => items.get(i).map(|item| (each.as_name.as_str(), i, item)),
+        (Some(each), Some(i), Some(items)) => {
+            items.get(i).map(|item| (each.as_name.as_str(), i, item))
+        }
         _ => None,
     };
     let site = Site { scope: &UnitScope::Main, element };
@@ -110,7 +114,10 @@ fn start_compensation(ctx: &Ctx<'_>, unit: &UnitKey, ck: &str, out: &mut Vec<Eve
         Ok(input) => schedule_task(ctx, ck, Some(&call.task), input, out),
         Err(e) => out.push(Event::StepFailed {
             step: ck.into(),
-            error: crate::event::TaskError::fatal("EXPRESSION_ERROR", format!("compensate input: {e}")),
+            error: crate::event::TaskError::fatal(
+                "EXPRESSION_ERROR",
+                format!("compensate input: {e}"),
+            ),
         }),
     }
 }
