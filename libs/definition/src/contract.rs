@@ -150,7 +150,9 @@ fn check_schema(schema: &Value, path: &str, errors: &mut Vec<Violation>) {
             }
             "required" => (!v.as_array().is_some_and(|a| a.iter().all(Value::is_string)))
                 .then(|| "must be a list of property names".to_string()),
-            "enum" => (!v.as_array().is_some_and(|a| !a.is_empty()))
+            "enum" => v
+                .as_array()
+                .is_none_or(|a| a.is_empty())
                 .then(|| "must be a non-empty list".to_string()),
             "minimum" | "maximum" => (!v.is_number()).then(|| "must be a number".to_string()),
             "minLength" | "maxLength" | "minItems" | "maxItems" => {

@@ -1,14 +1,23 @@
 //! Orbit workflow definitions: the model the decider interprets, CEL expressions and JSON
 //! Schema contracts.
 //!
-//! Pure code: no IO, no clock, no randomness. `parse` turns a YAML or JSON document into a
+//! Pure code: no IO, no clock, no randomness. [`parse`] turns a YAML or JSON document into a
 //! validated, normalised [`Definition`] with a stable `definition_hash`, or every problem
-//! found, each with the offending path and a stable code.
+//! found, each with the offending path and a stable [`ErrorCode`] (all of which the API
+//! reports as `INVALID_DEFINITION`). [`to_document`] writes the normalised document back.
 
 pub mod contract;
+mod document;
+mod duration;
+mod error;
 pub mod expr;
 pub mod model;
+mod parse;
 
 pub use contract::{Contract, Violation};
+pub use document::{canonical_json, definition_hash, to_document};
+pub use duration::{format_duration, parse_duration};
+pub use error::{DefinitionError, DefinitionErrors, ErrorCode};
 pub use expr::{Expr, ExprError, Scope, Template};
 pub use model::*;
+pub use parse::{parse, parse_value};

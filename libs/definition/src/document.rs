@@ -1,0 +1,222 @@
+//! Normalisation and identity: the model back to a document, its canonical JSON and hash.
+//!
+//! [`to_document`] writes the normalised document: defaults filled in (retry policies,
+//! task versions, `as: item`), durations in canonical form (`1m30s`), expressions in
+//! `${{ }}`, empty collections left out. Parsing it gives back the same definition, so the
+//! normalised document is what the server stores and shows.
+//!
+//! [`canonical_json`] sorts keys at every level, writes no whitespace, and writes whole
+//! floating-point numbers as integers (`2.0` → `2`, as JCS/RFC 8785 does), so the hash
+//! does not depend on key order, YAML vs JSON, or how a number was spelt.
+
+use crate::duration::format_duration;
+use crate::model::{Definition, ForEach, RetryPolicy, Step, StepKind, TaskCall};
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use std::fmt::Write;
+
+/// The normalised document of a definition; `parse_value(&to_document(d)) == d`.
+#[must_use]
+pub fn to_document(d: &Definition) -> Value {
+    let mut doc = Map::new();
+    doc.insert("name".into(), json!(d.name));
+    doc.insert("version".into(), json!(d.version));
+    put(&mut doc, "description", d.description.as_ref().map(|s| json!(s)));
+    put(&mut doc, "timeout", d.timeout_ms.map(duration));
+    let mut limits = Map::new();
+    put(&mut limits, "max_fan_out", d.limits.max_fan_out.map(Value::from));
+    put(&mut limits, "max_history_events", d.limits.max_history_events.map(Value::from));
+    put(&mut limits, "max_payload_bytes", d.limits.max_payload_bytes.map(Value::from));
+    put_map(&mut doc, "limits", limits);
+    put(&mut doc, "input", d.input.as_ref().map(|c| c.schema().clone()));
+    let tasks = d.tasks.iter().map(|(name, t)| {
+        let mut task = Map::new();
+        task.insert("version".into(), json!(t.version));
+        put(&mut task, "language", t.language.as_ref().map(|l| json!(l)));
+        put(&mut task, "input", t.input.as_ref().map(|c| c.schema().clone()));
+        put(&mut task, "output", t.output.as_ref().map(|c| c.schema().clone()));
+        (name.clone(), Value::Object(task))
+    });
+    put_map(&mut doc, "tasks", tasks.collect());
+    let signals = d
+        .signals
+        .iter()
+        .map(|(name, c)| (name.clone(), c.as_ref().map_or(Value::Null, |c| c.schema().clone())));
+    put_map(&mut doc, "signals", signals.collect());
+    let queries = d.queries.iter().map(|(name, e)| (name.clone(), expr(e.source())));
+    put_map(&mut doc, "queries", queries.collect());
+    doc.insert("steps".into(), body(&d.steps));
+    put(&mut doc, "output", d.output.as_ref().map(crate::expr::Template::to_json));
+    let mut on = Map::new();
+    for (outcome, steps) in
+        [("failure", &d.on.failure), ("cancel", &d.on.cancel), ("timeout", &d.on.timeout)]
+    {
+        if !steps.is_empty() {
+            on.insert(outcome.into(), body(steps));
+        }
+    }
+    put_map(&mut doc, "on", on);
+    let handlers = d.on_signal.iter().map(|(name, steps)| (name.clone(), body(steps)));
+    put_map(&mut doc, "on_signal", handlers.collect());
+    Value::Object(doc)
+}
+
+/// Keys sorted at every level, no whitespace, whole floats as integers.
+#[must_use]
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+/// `sha256:<hex>` of the canonical JSON of the normalised document.
+#[must_use]
+pub fn definition_hash(d: &Definition) -> String {
+    let digest = Sha256::digest(canonical_json(&to_document(d)).as_bytes());
+    format!("sha256:{}", hex::encode(digest))
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Number(n) => match n.as_f64() {
+            // Whole doubles within the exactly representable range print as integers.
+            #[allow(clippy::cast_possible_truncation)]
+            Some(f) if !n.is_i64() && !n.is_u64() && f.fract() == 0.0 && f.abs() < 9.0e15 => {
+                let _ = write!(out, "{}", f as i64);
+            }
+            _ => {
+                let _ = write!(out, "{n}");
+            }
+        },
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn put(map: &mut Map<String, Value>, key: &str, value: Option<Value>) {
+    if let Some(v) = value {
+        map.insert(key.into(), v);
+    }
+}
+
+fn put_map(map: &mut Map<String, Value>, key: &str, inner: Map<String, Value>) {
+    if !inner.is_empty() {
+        map.insert(key.into(), Value::Object(inner));
+    }
+}
+
+fn duration(ms: u64) -> Value {
+    Value::String(format_duration(ms))
+}
+
+fn expr(source: &str) -> Value {
+    Value::String(format!("${{{{ {source} }}}}"))
+}
+
+fn body(steps: &[Step]) -> Value {
+    Value::Array(steps.iter().map(step).collect())
+}
+
+fn step(s: &Step) -> Value {
+    let mut m = Map::new();
+    m.insert("id".into(), json!(s.id));
+    let (keyword, payload) = kind(&s.kind);
+    m.insert(keyword.into(), payload);
+    if !s.needs.is_empty() {
+        m.insert("needs".into(), json!(s.needs));
+    }
+    put(&mut m, "when", s.when.as_ref().map(|e| expr(e.source())));
+    if let Some(ForEach { items, as_name, max_concurrency }) = &s.for_each {
+        m.insert("for_each".into(), items.to_json());
+        m.insert("as".into(), json!(as_name));
+        put(&mut m, "max_concurrency", max_concurrency.map(Value::from));
+    }
+    put(&mut m, "input", s.input.as_ref().map(crate::expr::Template::to_json));
+    put(&mut m, "timeout", s.timeout_ms.map(duration));
+    put(&mut m, "queue_timeout", s.queue_timeout_ms.map(duration));
+    put(&mut m, "heartbeat_timeout", s.heartbeat_timeout_ms.map(duration));
+    // The policy is only part of the language for kinds that retry.
+    if matches!(s.kind, StepKind::Task { .. } | StepKind::Http { .. }) {
+        m.insert("retry".into(), retry(&s.retry));
+    }
+    put(&mut m, "compensate", s.compensate.as_ref().map(compensate));
+    Value::Object(m)
+}
+
+fn kind(k: &StepKind) -> (&'static str, Value) {
+    let payload = match k {
+        StepKind::Task { task } => json!(task),
+        StepKind::Compute { value } => value.to_json(),
+        StepKind::Sleep { duration_ms } => duration(*duration_ms),
+        StepKind::Until { at } => at.to_json(),
+        StepKind::Await { signal } => json!(signal),
+        StepKind::Workflow { workflow, version } => match version {
+            Some(v) => json!(format!("{workflow}@{v}")),
+            None => json!(workflow),
+        },
+        StepKind::Http { request } => request.to_json(),
+        StepKind::ContinueAsNew { input } => json!({ "input": input.to_json() }),
+    };
+    (k.keyword(), payload)
+}
+
+fn retry(r: &RetryPolicy) -> Value {
+    json!({
+        "max_attempts": r.max_attempts,
+        "initial_interval": format_duration(r.initial_interval_ms),
+        "backoff": r.backoff,
+        "max_interval": format_duration(r.max_interval_ms),
+        "non_retryable": r.non_retryable,
+    })
+}
+
+fn compensate(c: &TaskCall) -> Value {
+    let mut m = Map::new();
+    m.insert("task".into(), json!(c.task));
+    put(&mut m, "input", c.input.as_ref().map(crate::expr::Template::to_json));
+    m.insert("retry".into(), retry(&c.retry));
+    put(&mut m, "timeout", c.timeout_ms.map(duration));
+    Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_json_sorts_keys_and_drops_whitespace() {
+        let v = json!({"b": [1, {"d": 2.0, "c": "x\"y"}], "a": null, "é": 1.5});
+        assert_eq!(canonical_json(&v), r#"{"a":null,"b":[1,{"c":"x\"y","d":2}],"é":1.5}"#);
+    }
+
+    #[test]
+    fn whole_numbers_have_one_spelling() {
+        assert_eq!(canonical_json(&json!(2.0)), canonical_json(&json!(2)));
+        assert_eq!(canonical_json(&json!(-3.0)), "-3");
+        assert_eq!(canonical_json(&json!(0.25)), "0.25");
+        assert_eq!(canonical_json(&json!(u64::MAX)), u64::MAX.to_string());
+    }
+}

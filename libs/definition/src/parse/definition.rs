@@ -1,0 +1,163 @@
+//! The workflow-level fields of a document and the assembly of the [`Definition`].
+
+use crate::error::ErrorCode;
+use crate::expr::{Expr, Template};
+use crate::model::{Body, Definition, Handlers, Limits, Outcome, Step};
+use crate::parse::contracts::{contract, signals, tasks, version};
+use crate::parse::exprs::{Compiler, StepRef, Vars};
+use crate::parse::fields::duration;
+use crate::parse::graph;
+use crate::parse::names::{check_key, is_name};
+use crate::parse::reader::{a_kind, wrong_type, Errors, Obj};
+use crate::parse::steps::{read_body, Known, Parsed};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+const FIELDS: [&str; 14] = [
+    "$schema",
+    "name",
+    "version",
+    "description",
+    "timeout",
+    "limits",
+    "input",
+    "tasks",
+    "signals",
+    "queries",
+    "steps",
+    "output",
+    "on",
+    "on_signal",
+];
+
+/// Reads a whole document. Returns a definition whenever the document is a mapping; it is
+/// only meaningful if no error was recorded.
+pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> {
+    if !document.is_object() {
+        let message = format!("a workflow definition must be a mapping, got {}", a_kind(document));
+        errors.push("", ErrorCode::ParseError, message);
+        return None;
+    }
+    let mut obj = Obj::new(document, "", "a workflow definition", errors)?;
+    // Editors point `$schema` at the document's JSON Schema; it is not part of the model.
+    obj.string("$schema", errors);
+
+    let name = obj.required_string("name", errors).unwrap_or_default().to_string();
+    if obj.get("name").is_some_and(Value::is_string) && !is_name(&name) {
+        let message = format!("workflow name `{name}` must match [A-Za-z0-9_.-]+");
+        errors.push("name", ErrorCode::InvalidValue, message);
+    }
+    let version = obj.required("version", errors).and_then(|v| version(v, "version", errors));
+    let description = obj.string("description", errors).map(str::to_string);
+    let timeout_ms = duration(&mut obj, "timeout", true, errors);
+    let limits =
+        obj.object("limits", "limits", errors).map(|l| limits(l, errors)).unwrap_or_default();
+    let input = obj.get("input").and_then(|s| contract(s, "input", errors));
+    let tasks = obj.get("tasks").map(|t| tasks(t, "tasks", errors)).unwrap_or_default();
+    let signals = obj.get("signals").map(|s| signals(s, "signals", errors)).unwrap_or_default();
+    let known = Known {
+        tasks: tasks.keys().cloned().collect(),
+        signals: signals.keys().cloned().collect(),
+    };
+
+    let mut top_refs = Vec::new();
+    let queries =
+        obj.object("queries", "queries by name", errors).map(|q| queries(q, &mut top_refs, errors));
+    let mut main = obj
+        .required("steps", errors)
+        .map(|s| read_body(s, "steps", &Body::Main, &known, errors))
+        .unwrap_or_default();
+    let output = obj.get("output").and_then(|o| {
+        Compiler { errors: &mut *errors, refs: &mut top_refs }.template(
+            o,
+            "output",
+            &Vars::default(),
+            false,
+        )
+    });
+    let mut on: BTreeMap<Outcome, Vec<Parsed>> = BTreeMap::new();
+    if let Some(mut o) = obj.object("on", "handlers by outcome", errors) {
+        for outcome in [Outcome::Failure, Outcome::Cancel, Outcome::Timeout] {
+            if let Some(v) = o.get(outcome.as_str()) {
+                let body =
+                    read_body(v, &o.at(outcome.as_str()), &Body::On(outcome), &known, errors);
+                on.insert(outcome, body);
+            }
+        }
+        o.finish(errors, &["failure", "cancel", "timeout"]);
+    }
+    let mut on_signal: BTreeMap<String, Vec<Parsed>> = BTreeMap::new();
+    if let Some(mut o) = obj.object("on_signal", "handlers by signal name", errors) {
+        for signal in o.keys() {
+            let at = o.at(&signal);
+            known.check_signal(&signal, &at, errors);
+            let v = o.raw(&signal).unwrap_or(&Value::Null);
+            let body = read_body(v, &at, &Body::OnSignal(signal.clone()), &known, errors);
+            on_signal.insert(signal, body);
+        }
+    }
+    obj.finish(errors, &FIELDS);
+
+    let main_ids: BTreeSet<String> =
+        main.iter().map(|p| p.step.id.clone()).filter(|id| !id.is_empty()).collect();
+    graph::resolve(&mut main, None, errors);
+    for body in on.values_mut().chain(on_signal.values_mut()) {
+        graph::resolve(body, Some(&main_ids), errors);
+    }
+    graph::check_refs(&top_refs, &main_ids, errors);
+
+    let steps = |body: Vec<Parsed>| body.into_iter().map(|p| p.step).collect::<Vec<Step>>();
+    let mut take = |o: Outcome| steps(on.remove(&o).unwrap_or_default());
+    let handlers = Handlers {
+        failure: take(Outcome::Failure),
+        cancel: take(Outcome::Cancel),
+        timeout: take(Outcome::Timeout),
+    };
+    Some(Definition {
+        name,
+        version: version.unwrap_or_default(),
+        description,
+        timeout_ms,
+        limits,
+        input,
+        tasks,
+        signals,
+        queries: queries.unwrap_or_default(),
+        steps: steps(main),
+        // `output: null` means the same as no output; keep one form so the hash agrees.
+        output: output.filter(|t| *t != Template::Literal(Value::Null)),
+        on: handlers,
+        on_signal: on_signal.into_iter().map(|(k, v)| (k, steps(v))).collect(),
+        hash: String::new(),
+    })
+}
+
+fn limits(mut l: Obj, errors: &mut Errors) -> Limits {
+    let limits = Limits {
+        max_fan_out: l.integer("max_fan_out", 1, errors),
+        max_history_events: l.integer("max_history_events", 1, errors),
+        max_payload_bytes: l.integer("max_payload_bytes", 1, errors),
+    };
+    l.finish(errors, &["max_fan_out", "max_history_events", "max_payload_bytes"]);
+    limits
+}
+
+/// `queries: {NAME: ${{ expr }}}`, read over the execution state (no dependencies).
+fn queries(mut q: Obj, refs: &mut Vec<StepRef>, errors: &mut Errors) -> BTreeMap<String, Expr> {
+    let mut out = BTreeMap::new();
+    for name in q.keys() {
+        let at = q.at(&name);
+        check_key("query", &name, &at, errors);
+        let Some(v) = q.raw(&name) else { continue };
+        if v.is_null() {
+            wrong_type(errors, &at, "one `${{ ... }}` expression", v);
+            continue;
+        }
+        let mut c = Compiler { errors: &mut *errors, refs: &mut *refs };
+        if let Some(e) = c.single(v, &at, &Vars::default(), false, "a query") {
+            out.insert(name, e);
+        }
+    }
+    q.finish(errors, &[]);
+    out
+}

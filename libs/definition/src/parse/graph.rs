@@ -1,0 +1,233 @@
+//! Dependencies within a body: duplicate ids, `needs` and `steps.<id>` references, the
+//! implied dependencies, and cycles.
+//!
+//! A reference to a step of the same body orders the reader after it (it fills
+//! `Step::deps`). Handler bodies (`on`, `on_signal`) may also read main-body steps; those
+//! reads order nothing, since the main body has settled (or is running independently)
+//! when a handler runs. A step never depends on itself: a self-reference in `needs` is a
+//! cycle, one in an expression (typically in `compensate`) just reads its own output.
+
+use crate::error::ErrorCode;
+use crate::parse::exprs::StepRef;
+use crate::parse::reader::{field_path, Errors};
+use crate::parse::steps::Parsed;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Checks one body and fills each step's `deps`. `main` holds the main body's ids when
+/// checking a handler body.
+pub(crate) fn resolve(body: &mut [Parsed], main: Option<&BTreeSet<String>>, errors: &mut Errors) {
+    let mut first: BTreeMap<&str, &str> = BTreeMap::new();
+    for p in body.iter() {
+        if p.step.id.is_empty() {
+            continue;
+        }
+        if let Some(earlier) = first.get(p.step.id.as_str()) {
+            let message = format!("step id `{}` is already used by {earlier}", p.step.id);
+            errors.push(&field_path(&p.path, "id"), ErrorCode::DuplicateId, message);
+        } else {
+            first.insert(&p.step.id, &p.path);
+        }
+    }
+    let ids: BTreeSet<String> = first.keys().map(|s| (*s).to_string()).collect();
+
+    for p in body.iter_mut() {
+        let mut deps = BTreeSet::new();
+        for (need, path) in &p.needs {
+            if *need == p.step.id {
+                errors.push(path, ErrorCode::Cycle, format!("step `{need}` needs itself"));
+            } else if ids.contains(need) {
+                deps.insert(need.clone());
+            } else {
+                let hint = if main.is_some_and(|m| m.contains(need)) {
+                    "; handlers may read main steps but only need steps of their own list"
+                } else {
+                    ""
+                };
+                let message = format!("`needs` names no step `{need}`{}{hint}", listing(&ids));
+                errors.push(path, ErrorCode::UnknownReference, message);
+            }
+        }
+        for r in &p.refs {
+            if ids.contains(&r.id) {
+                if r.dep && r.id != p.step.id {
+                    deps.insert(r.id.clone());
+                }
+            } else if !main.is_some_and(|m| m.contains(&r.id)) {
+                unknown_ref(r, &ids, main, errors);
+            }
+        }
+        p.step.deps = deps;
+    }
+    find_cycles(body, errors);
+}
+
+/// Checks references from workflow-level fields (`output`, `queries`) against the main ids.
+pub(crate) fn check_refs(refs: &[StepRef], main: &BTreeSet<String>, errors: &mut Errors) {
+    for r in refs.iter().filter(|r| !main.contains(&r.id)) {
+        unknown_ref(r, main, None, errors);
+    }
+}
+
+fn unknown_ref(
+    r: &StepRef,
+    ids: &BTreeSet<String>,
+    main: Option<&BTreeSet<String>>,
+    errors: &mut Errors,
+) {
+    let mut known = ids.clone();
+    known.extend(main.into_iter().flatten().cloned());
+    let message = format!("`steps.{}` names no step{}", r.id, listing(&known));
+    errors.push(&r.path, ErrorCode::UnknownReference, message);
+}
+
+fn listing(ids: &BTreeSet<String>) -> String {
+    if ids.is_empty() {
+        String::new()
+    } else {
+        format!(" (steps here: {})", ids.iter().cloned().collect::<Vec<_>>().join(", "))
+    }
+}
+
+/// Depth-first search in document order; every back edge closes a cycle, reported at the
+/// step where the cycle starts with the whole loop in the message.
+fn find_cycles(body: &[Parsed], errors: &mut Errors) {
+    let index: BTreeMap<&str, usize> =
+        body.iter().enumerate().rev().map(|(i, p)| (p.step.id.as_str(), i)).collect();
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Active,
+        Done,
+    }
+    let mut marks = vec![Mark::New; body.len()];
+    let mut stack: Vec<usize> = Vec::new();
+
+    fn visit(
+        i: usize,
+        body: &[Parsed],
+        index: &BTreeMap<&str, usize>,
+        marks: &mut [Mark],
+        stack: &mut Vec<usize>,
+        errors: &mut Errors,
+    ) {
+        marks[i] = Mark::Active;
+        stack.push(i);
+        for dep in &body[i].step.deps {
+            let Some(&j) = index.get(dep.as_str()) else { continue };
+            match marks[j] {
+                Mark::New => visit(j, body, index, marks, stack, errors),
+                Mark::Active => {
+                    let start = stack.iter().position(|&k| k == j).unwrap_or(0);
+                    let mut names: Vec<&str> =
+                        stack[start..].iter().map(|&k| body[k].step.id.as_str()).collect();
+                    names.push(&body[j].step.id);
+                    // The stack runs from dependant to dependency; show it in run order.
+                    names.reverse();
+                    let message = format!("dependency cycle: {}", names.join(" -> "));
+                    errors.push(&body[j].path, ErrorCode::Cycle, message);
+                }
+                Mark::Done => {}
+            }
+        }
+        stack.pop();
+        marks[i] = Mark::Done;
+    }
+
+    for i in 0..body.len() {
+        if marks[i] == Mark::New {
+            visit(i, body, &index, &mut marks, &mut stack, errors);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::Template;
+    use crate::model::{RetryPolicy, Step, StepKind};
+    use serde_json::Value;
+
+    fn step(i: usize, id: &str, needs: &[&str], refs: &[&str]) -> Parsed {
+        let path = format!("steps[{i}]");
+        Parsed {
+            step: Step {
+                id: id.into(),
+                kind: StepKind::Compute { value: Template::Literal(Value::Null) },
+                needs: needs.iter().map(|s| (*s).to_string()).collect(),
+                deps: BTreeSet::new(),
+                when: None,
+                input: None,
+                timeout_ms: None,
+                queue_timeout_ms: None,
+                heartbeat_timeout_ms: None,
+                retry: RetryPolicy::default(),
+                compensate: None,
+                for_each: None,
+            },
+            needs: needs
+                .iter()
+                .enumerate()
+                .map(|(j, n)| ((*n).to_string(), format!("{path}.needs[{j}]")))
+                .collect(),
+            refs: refs
+                .iter()
+                .map(|r| StepRef { id: (*r).into(), path: format!("{path}.compute"), dep: true })
+                .collect(),
+            path,
+        }
+    }
+
+    fn run(body: &mut [Parsed], main: Option<&BTreeSet<String>>) -> Vec<String> {
+        let mut errors = Errors::default();
+        resolve(body, main, &mut errors);
+        errors.0.iter().map(|e| format!("{} {} {}", e.code, e.path, e.message)).collect()
+    }
+
+    #[test]
+    fn deps_join_needs_and_references_but_never_self() {
+        let mut body = vec![
+            step(0, "a", &[], &["a"]),
+            step(1, "b", &["a"], &[]),
+            step(2, "c", &[], &["b", "a"]),
+        ];
+        assert!(run(&mut body, None).is_empty());
+        assert!(body[0].step.deps.is_empty());
+        assert_eq!(body[1].step.deps.iter().collect::<Vec<_>>(), ["a"]);
+        assert_eq!(body[2].step.deps.iter().collect::<Vec<_>>(), ["a", "b"]);
+    }
+
+    #[test]
+    fn cycles_are_reported_once_with_the_loop() {
+        let mut body = vec![
+            step(0, "a", &["c"], &[]),
+            step(1, "b", &[], &["a"]),
+            step(2, "c", &["b"], &[]),
+            step(3, "d", &[], &[]),
+        ];
+        let errs = run(&mut body, None);
+        assert_eq!(errs, ["CYCLE steps[0] dependency cycle: a -> b -> c -> a"]);
+        let mut body = vec![step(0, "a", &["a"], &[])];
+        assert_eq!(run(&mut body, None), ["CYCLE steps[0].needs[0] step `a` needs itself"]);
+    }
+
+    #[test]
+    fn unknown_and_duplicate_ids() {
+        let mut body = vec![step(0, "a", &["zz"], &["yy"]), step(1, "a", &[], &[])];
+        let errs = run(&mut body, None);
+        assert_eq!(errs.len(), 3, "{errs:?}");
+        assert!(errs[0].starts_with("DUPLICATE_ID steps[1].id"));
+        assert!(errs[1].starts_with("UNKNOWN_REFERENCE steps[0].needs[0]"));
+        assert!(errs[2].starts_with("UNKNOWN_REFERENCE steps[0].compute"));
+    }
+
+    #[test]
+    fn handlers_read_main_steps_without_depending_on_them() {
+        let main: BTreeSet<String> = ["charge".to_string()].into();
+        let mut body = vec![step(0, "alert", &[], &["charge"])];
+        assert!(run(&mut body, Some(&main)).is_empty());
+        assert!(body[0].step.deps.is_empty());
+        let mut body = vec![step(0, "alert", &["charge"], &[])];
+        let errs = run(&mut body, Some(&main));
+        assert!(errs[0].contains("only need steps of their own list"), "{errs:?}");
+    }
+}

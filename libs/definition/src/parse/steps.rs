@@ -1,0 +1,268 @@
+//! Steps: one body (a list of steps) at a time, each step's kind and the fields that kind
+//! allows.
+//!
+//! Which fields a step may carry depends on its kind (see [`applies`]); a field that exists
+//! but not for this kind is reported as `UNKNOWN_FIELD` with a message saying where it does
+//! apply, the same way the document's JSON Schema reports it to editors.
+
+use crate::error::ErrorCode;
+use crate::expr::Template;
+use crate::model::{Body, RetryPolicy, Step, StepKind};
+use crate::parse::exprs::{Compiler, StepRef, Vars};
+use crate::parse::reader::{index_path, wrong_type, Errors, Obj};
+use crate::parse::{fields, kinds, names};
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// Every field a step may have, for "did you mean" hints.
+const STEP_FIELDS: [&str; 20] = [
+    "id",
+    "needs",
+    "when",
+    "input",
+    "timeout",
+    "queue_timeout",
+    "heartbeat_timeout",
+    "retry",
+    "compensate",
+    "for_each",
+    "as",
+    "max_concurrency",
+    "task",
+    "compute",
+    "sleep",
+    "until",
+    "await",
+    "workflow",
+    "http",
+    "continue_as_new",
+];
+
+/// Task and signal names the document declares (from the raw keys, so a contract with an
+/// error does not also make every step that calls it an unknown task).
+#[derive(Debug, Default)]
+pub(crate) struct Known {
+    pub tasks: BTreeSet<String>,
+    pub signals: BTreeSet<String>,
+}
+
+impl Known {
+    pub fn check_task(&self, task: &str, path: &str, errors: &mut Errors) {
+        if !self.tasks.contains(task) {
+            let message =
+                format!("task `{task}` is not declared in `tasks`{}", listing(&self.tasks));
+            errors.push(path, ErrorCode::UnknownTask, message);
+        }
+    }
+
+    pub fn check_signal(&self, signal: &str, path: &str, errors: &mut Errors) {
+        if !self.signals.contains(signal) {
+            let message =
+                format!("signal `{signal}` is not declared in `signals`{}", listing(&self.signals));
+            errors.push(path, ErrorCode::UnknownSignal, message);
+        }
+    }
+}
+
+fn listing(names: &BTreeSet<String>) -> String {
+    if names.is_empty() {
+        " (none are)".into()
+    } else {
+        format!(" (declared: {})", names.iter().cloned().collect::<Vec<_>>().join(", "))
+    }
+}
+
+/// A step as read, with what graph checks need: where it is and what it references.
+#[derive(Debug)]
+pub(crate) struct Parsed {
+    pub step: Step,
+    pub path: String,
+    /// Each `needs` entry with its path.
+    pub needs: Vec<(String, String)>,
+    pub refs: Vec<StepRef>,
+}
+
+/// Whether `field` applies to a step of `kind` in `body` (with `for_each` or not).
+fn applies(field: &str, kind: &str, body: &Body, fan_out: bool) -> Result<(), String> {
+    let (ok, kinds) = match field {
+        "input" => (matches!(kind, "task" | "workflow"), "task and workflow steps"),
+        "timeout" => (
+            matches!(kind, "task" | "await" | "workflow" | "http"),
+            "task, await, workflow and http steps",
+        ),
+        "queue_timeout" | "heartbeat_timeout" => (kind == "task", "task steps"),
+        "retry" => (matches!(kind, "task" | "http"), "task and http steps"),
+        "for_each" => (
+            matches!(kind, "task" | "compute" | "workflow" | "http"),
+            "task, compute, workflow and http steps",
+        ),
+        "as" | "max_concurrency" => {
+            return if fan_out {
+                Ok(())
+            } else {
+                Err(format!("`{field}` only applies with `for_each`"))
+            };
+        }
+        "compensate" if matches!(body, Body::On(_)) => {
+            return Err(
+                "`compensate` is not valid in `on` handlers, which run after compensation".into()
+            );
+        }
+        "compensate" => (kind != "continue_as_new", "every step kind but continue_as_new"),
+        _ => return Ok(()),
+    };
+    if ok {
+        Ok(())
+    } else {
+        let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+        Err(format!("`{field}` is not valid on {article} {kind} step; it applies to {kinds}"))
+    }
+}
+
+/// Reads a body: a list of steps. The main body must not be empty.
+pub(crate) fn read_body(
+    value: &Value,
+    path: &str,
+    body: &Body,
+    known: &Known,
+    errors: &mut Errors,
+) -> Vec<Parsed> {
+    let Value::Array(items) = value else {
+        wrong_type(errors, path, "a list of steps", value);
+        return Vec::new();
+    };
+    if items.is_empty() && *body == Body::Main {
+        errors.push(path, ErrorCode::InvalidValue, "a workflow needs at least one step");
+    }
+    let vars = match body {
+        Body::Main => Vars::default(),
+        Body::On(_) => Vars::default().with(&["failure"]),
+        Body::OnSignal(_) => Vars::default().with(&["event"]),
+    };
+    items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| read_step(v, &index_path(path, i), body, &vars, known, errors))
+        .collect()
+}
+
+fn read_step(
+    value: &Value,
+    path: &str,
+    body: &Body,
+    outer: &Vars,
+    known: &Known,
+    errors: &mut Errors,
+) -> Option<Parsed> {
+    let mut obj = Obj::new(value, path, "a step", errors)?;
+    let id = obj.required_string("id", errors).unwrap_or_default().to_string();
+    if obj.get("id").is_some_and(Value::is_string) {
+        names::check_step_id(&id, &obj.at("id"), errors);
+    }
+    let present: Vec<&str> = kinds::KINDS.into_iter().filter(|k| obj.has(k)).collect();
+    let kind = match present.as_slice() {
+        [] => {
+            let message =
+                format!("step has no kind; write exactly one of {}", kinds::KINDS.join(", "));
+            errors.push(path, ErrorCode::StepKind, message);
+            // Without a kind no field can be judged; report only what no step has, and keep
+            // the id so that steps reading this one are not reported too.
+            for field in STEP_FIELDS {
+                obj.raw(field);
+            }
+            obj.finish(errors, &STEP_FIELDS);
+            let step = placeholder(id);
+            return Some(Parsed {
+                step,
+                path: path.to_string(),
+                needs: Vec::new(),
+                refs: Vec::new(),
+            });
+        }
+        [one] => *one,
+        [first, rest @ ..] => {
+            let message =
+                format!("step has several kinds ({}); write exactly one", present.join(", "));
+            errors.push(path, ErrorCode::StepKind, message);
+            rest.iter().for_each(|k| {
+                obj.raw(k);
+            });
+            first
+        }
+    };
+    if kind == "continue_as_new" && *body != Body::Main {
+        let message = "`continue_as_new` is only valid in the main `steps`";
+        errors.push(&obj.at(kind), ErrorCode::InvalidValue, message);
+    }
+
+    let fan_out = obj.peek("for_each").is_some() && applies("for_each", kind, body, false).is_ok();
+    let needs = fields::needs(&mut obj, errors);
+    let mut refs = Vec::new();
+    let mut c = Compiler { errors: &mut *errors, refs: &mut refs };
+    let when = fields::when(&mut obj, outer, &mut c);
+    let for_each = if fan_out { fields::for_each(&mut obj, outer, &mut c) } else { None };
+    let as_name = for_each.as_ref().map_or("item", |f| f.as_name.as_str());
+    // Per-element fields see the element and its index.
+    let inner = if fan_out { outer.with(&[as_name, "index"]) } else { outer.clone() };
+    let ok = |f: &str| applies(f, kind, body, fan_out).is_ok();
+
+    let kind_value = kinds::read(kind, &mut obj, known, &inner, outer, &mut c);
+    let input = if ok("input") {
+        obj.get("input").and_then(|v| c.template(v, &obj.at("input"), &inner, true))
+    } else {
+        None
+    };
+    let step_duration = |obj: &mut Obj, f: &str, c: &mut Compiler| {
+        if ok(f) {
+            fields::duration(obj, f, true, c.errors)
+        } else {
+            None
+        }
+    };
+    let timeout_ms = step_duration(&mut obj, "timeout", &mut c);
+    let queue_timeout_ms = step_duration(&mut obj, "queue_timeout", &mut c);
+    let heartbeat_timeout_ms = step_duration(&mut obj, "heartbeat_timeout", &mut c);
+    let retry =
+        if ok("retry") { fields::retry(&mut obj, c.errors) } else { RetryPolicy::default() };
+    let compensate =
+        if ok("compensate") { fields::compensate(&mut obj, known, &inner, &mut c) } else { None };
+
+    obj.finish_with(errors, &STEP_FIELDS, |f| {
+        let misplaced = STEP_FIELDS.contains(&f) && !kinds::KINDS.contains(&f);
+        misplaced.then(|| applies(f, kind, body, fan_out).err()).flatten()
+    });
+
+    let mut step = placeholder(id);
+    if let Some(kind) = kind_value {
+        step.kind = kind;
+    }
+    step.needs = needs.iter().map(|(n, _)| n.clone()).collect();
+    step.when = when;
+    step.input = input;
+    step.timeout_ms = timeout_ms;
+    step.queue_timeout_ms = queue_timeout_ms;
+    step.heartbeat_timeout_ms = heartbeat_timeout_ms;
+    step.retry = retry;
+    step.compensate = compensate;
+    step.for_each = for_each;
+    Some(Parsed { step, path: path.to_string(), needs, refs })
+}
+
+/// A step with only its id, standing in where the rest could not be read (the definition
+/// is rejected then, but the id still counts for references).
+fn placeholder(id: String) -> Step {
+    Step {
+        id,
+        kind: StepKind::Compute { value: Template::Literal(Value::Null) },
+        needs: Vec::new(),
+        deps: BTreeSet::new(),
+        when: None,
+        input: None,
+        timeout_ms: None,
+        queue_timeout_ms: None,
+        heartbeat_timeout_ms: None,
+        retry: RetryPolicy::default(),
+        compensate: None,
+        for_each: None,
+    }
+}

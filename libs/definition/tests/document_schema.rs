@@ -1,0 +1,162 @@
+//! The document's own JSON Schema (`schema/workflow-definition.schema.json`, for editors):
+//! it is a valid draft 2020-12 schema, accepts every example and every normalised document,
+//! and rejects the wrong shapes the parser rejects.
+
+use orbit_definition::{parse, to_document};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn schema() -> Value {
+    let text =
+        std::fs::read_to_string(root().join("schema/workflow-definition.schema.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn validator() -> jsonschema::Validator {
+    jsonschema::validator_for(&schema()).expect("the schema compiles")
+}
+
+fn yaml(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn problems(v: &jsonschema::Validator, doc: &Value) -> Vec<String> {
+    v.iter_errors(doc).map(|e| format!("{} {e}", e.instance_path())).collect()
+}
+
+#[test]
+fn the_schema_is_a_valid_draft_2020_12_schema() {
+    let s = schema();
+    assert_eq!(s["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    jsonschema::meta::validate(&s).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn every_example_and_its_normalised_form_validates() {
+    let v = validator();
+    let dir = root().join("../../examples/definitions");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let doc = yaml(&path);
+        let found = problems(&v, &doc);
+        assert!(found.is_empty(), "{}: {found:#?}", path.display());
+        let normalised = to_document(&parse(&serde_json::to_string(&doc).unwrap()).unwrap());
+        let found = problems(&v, &normalised);
+        assert!(found.is_empty(), "{} normalised: {found:#?}", path.display());
+        seen += 1;
+    }
+    assert!(seen >= 8);
+}
+
+#[test]
+fn wrong_shapes_are_rejected() {
+    let v = validator();
+    let base = json!({"name": "t", "version": "1", "tasks": {"work": null}, "steps": [{"id": "a", "task": "work"}]});
+    assert!(v.is_valid(&base));
+    let with_step = |step: Value| {
+        let mut doc = base.clone();
+        doc["steps"] = json!([step]);
+        doc
+    };
+    let bad = [
+        ("two kinds", with_step(json!({"id": "a", "task": "work", "sleep": "1s"}))),
+        ("no kind", with_step(json!({"id": "a"}))),
+        ("bad id", with_step(json!({"id": "2a", "sleep": "1s"}))),
+        ("bare number duration", with_step(json!({"id": "a", "sleep": 30}))),
+        ("unknown step field", with_step(json!({"id": "a", "task": "work", "retyr": {}}))),
+        (
+            "heartbeat on compute",
+            with_step(json!({"id": "a", "compute": 1, "heartbeat_timeout": "5s"})),
+        ),
+        (
+            "for_each on sleep",
+            with_step(json!({"id": "a", "sleep": "1s", "for_each": "${{ input.xs }}"})),
+        ),
+        ("as without for_each", with_step(json!({"id": "a", "task": "work", "as": "x"}))),
+        (
+            "backoff below 1",
+            with_step(json!({"id": "a", "task": "work", "retry": {"backoff": 0.5}})),
+        ),
+        (
+            "zero attempts",
+            with_step(json!({"id": "a", "task": "work", "retry": {"max_attempts": 0}})),
+        ),
+        (
+            "when with text",
+            with_step(json!({"id": "a", "sleep": "1s", "when": "x ${{ input.a }}"})),
+        ),
+        ("bad workflow ref", with_step(json!({"id": "a", "workflow": "child@"}))),
+        ("http without url", with_step(json!({"id": "a", "http": {"method": "GET"}}))),
+        ("no steps", json!({"name": "t", "version": "1", "steps": []})),
+        ("missing name", json!({"version": "1", "steps": [{"id": "a", "sleep": "1s"}]})),
+        (
+            "unknown top-level field",
+            json!({"name": "t", "version": "1", "retries": 1, "steps": [{"id": "a", "sleep": "1s"}]}),
+        ),
+        ("bad name", json!({"name": "a b", "version": "1", "steps": [{"id": "a", "sleep": "1s"}]})),
+        (
+            "zero limit",
+            json!({"name": "t", "version": "1", "limits": {"max_fan_out": 0}, "steps": [{"id": "a", "sleep": "1s"}]}),
+        ),
+        (
+            "schema typo",
+            json!({"name": "t", "version": "1", "input": {"type": "object", "requird": ["a"]}, "steps": [{"id": "a", "sleep": "1s"}]}),
+        ),
+        (
+            "schema bad type",
+            json!({"name": "t", "version": "1", "input": {"type": "float"}, "steps": [{"id": "a", "sleep": "1s"}]}),
+        ),
+        (
+            "continue_as_new in a handler",
+            json!({"name": "t", "version": "1", "steps": [{"id": "a", "sleep": "1s"}], "on": {"failure": [{"id": "b", "continue_as_new": {"input": 1}}]}}),
+        ),
+        (
+            "compensate in an on handler",
+            json!({"name": "t", "version": "1", "tasks": {"w": null}, "steps": [{"id": "a", "sleep": "1s"}], "on": {"cancel": [{"id": "b", "task": "w", "compensate": {"task": "w"}}]}}),
+        ),
+    ];
+    for (what, doc) in bad {
+        assert!(!v.is_valid(&doc), "the schema accepts {what}: {doc}");
+        // The parser agrees.
+        assert!(parse(&doc.to_string()).is_err(), "the parser accepts {what}: {doc}");
+    }
+}
+
+#[test]
+fn shape_errors_of_the_invalid_corpus_are_caught_by_the_schema_too() {
+    let v = validator();
+    for name in [
+        "two-kinds.yaml",
+        "no-kind.yaml",
+        "bad-step-id.yaml",
+        "bare-number-duration.yaml",
+        "bad-duration-unit.yaml",
+        "for-each-on-sleep.yaml",
+        "heartbeat-on-compute.yaml",
+        "unknown-fields.yaml",
+        "retry-backoff.yaml",
+        "bad-limits.yaml",
+        "schema-unknown-keyword.yaml",
+        "schema-bad-type.yaml",
+        "bad-workflow-name.yaml",
+        "missing-name-version-steps.yaml",
+        "empty-steps.yaml",
+        "input-on-compute.yaml",
+        "as-without-for-each.yaml",
+        "http-bad.yaml",
+        "continue-as-new-in-handler.yaml",
+        "compensate-in-on-handler.yaml",
+        "wrong-types.yaml",
+        "when-with-text.yaml",
+        "for-each-bad.yaml",
+    ] {
+        let doc = yaml(&root().join("tests/invalid").join(name));
+        assert!(!v.is_valid(&doc), "the schema accepts tests/invalid/{name}");
+    }
+}
