@@ -1,0 +1,242 @@
+//! Every example definition in `examples/definitions/` runs in the simulator to the
+//! terminal status and output its header comment promises.
+
+mod common;
+
+use common::*;
+use orbit_engine::event::{Event, TaskError};
+use orbit_engine::query::query;
+use orbit_engine::sim::{Sim, TaskOutcome};
+use orbit_engine::Status;
+use serde_json::{json, Value};
+use std::path::Path;
+
+fn example(name: &str) -> orbit_definition::Definition {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/definitions").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    def(&text)
+}
+
+fn ok(v: Value) -> TaskOutcome {
+    TaskOutcome::Complete(v)
+}
+
+fn order_sim() -> Sim {
+    let mut sim = Sim::new();
+    sim.register(example("order-saga.yaml"));
+    sim.on_task("payments.charge", |r| {
+        ok(json!({"charge_id": format!("ch-{}", r.input["order_id"].as_str().unwrap())}))
+    });
+    sim.on_task("inventory.reserve", |r| {
+        ok(json!({"reservation": format!("r-{}", r.input["sku"].as_str().unwrap())}))
+    });
+    sim.on_task("payments.refund", |_| ok(json!({})));
+    sim.on_task("inventory.release", |_| ok(json!({})));
+    sim
+}
+
+const ORDER: &str = r#"{"order_id": "o-1", "amount": 1500, "items": [{"sku": "a"}, {"sku": "b"}]}"#;
+
+#[test]
+fn order_saga_completes_after_approval() {
+    let mut sim = order_sim();
+    sim.start("order-saga", "o", serde_json::from_str(ORDER).unwrap()).unwrap();
+    sim.run_until(sim.now + 60_000);
+    let e = exec(&sim, "o");
+    assert_eq!(e.state.status(), Status::Running, "waits for approval");
+    assert_eq!(query(&e.def, &e.state, "charged").unwrap(), json!(true));
+    sim.signal("o", "approve", json!({"by": "ops"})).unwrap();
+    sim.run(100);
+    let e = exec(&sim, "o");
+    assert_eq!(e.state.status(), Status::Completed);
+    assert_eq!(
+        e.state.output,
+        Some(
+            json!({"order": "o-1", "charge_id": "ch-o-1", "approved_by": "ops", "reservations": ["r-a", "r-b"]})
+        )
+    );
+    assert_replays(&sim);
+}
+
+#[test]
+fn order_saga_small_orders_skip_approval() {
+    let mut sim = order_sim();
+    let mut input: Value = serde_json::from_str(ORDER).unwrap();
+    input["amount"] = json!(500);
+    sim.start("order-saga", "o", input).unwrap();
+    sim.run(100);
+    assert_eq!(exec(&sim, "o").state.output.as_ref().unwrap()["approved_by"], json!("auto"));
+}
+
+#[test]
+fn order_saga_without_approval_times_out_and_refunds() {
+    let mut sim = order_sim();
+    sim.start("order-saga", "o", serde_json::from_str(ORDER).unwrap()).unwrap();
+    let t0 = sim.now;
+    sim.run(100);
+    let e = exec(&sim, "o");
+    assert_eq!(e.state.status(), Status::Failed);
+    assert!(sim.now - t0 >= 3_600_000, "the approval waited its hour");
+    let refunds: Vec<&Value> =
+        sim.requests().iter().filter(|r| r.task == "payments.refund").map(|r| &r.input).collect();
+    assert_eq!(refunds, [&json!({"charge_id": "ch-o-1"})]);
+    assert!(matches!(
+        &e.history.last().unwrap().event,
+        Event::WorkflowFailed { compensation: orbit_engine::CompensationOutcome::Completed, .. }
+    ));
+    assert_replays(&sim);
+}
+
+#[test]
+fn order_saga_retries_a_flaky_charge() {
+    let mut sim = order_sim();
+    let mut n = 0;
+    sim.on_task("payments.charge", move |_| {
+        n += 1;
+        if n < 3 {
+            TaskOutcome::Fail(TaskError::retryable("GATEWAY_DOWN", "try later"))
+        } else {
+            ok(json!({"charge_id": "ch-x"}))
+        }
+    });
+    let mut input: Value = serde_json::from_str(ORDER).unwrap();
+    input["amount"] = json!(10);
+    sim.start("order-saga", "o", input).unwrap();
+    sim.run(100);
+    let e = exec(&sim, "o");
+    assert_eq!(e.state.status(), Status::Completed);
+    assert_eq!(events_of(&e.history, "RetryScheduled").len(), 2);
+}
+
+#[test]
+fn fan_out_doubles_with_bounded_concurrency() {
+    let mut sim = Sim::new();
+    sim.register(example("fan-out.yaml"));
+    sim.on_task("math.double", |r| ok(json!({"value": r.input["n"].as_f64().unwrap() * 2.0})));
+    sim.start("fan-out", "f", json!({"items": [1, 2, 3, 4, 5]})).unwrap();
+    sim.run(100);
+    let e = exec(&sim, "f");
+    assert_eq!(e.state.output, Some(json!({"doubled": [2, 4, 6, 8, 10], "count": 5, "sum": 30})));
+    let mut in_flight = 0;
+    let mut max = 0;
+    for h in &e.history {
+        match &h.event {
+            Event::StepScheduled { step, .. } if step.starts_with("double[") => in_flight += 1,
+            Event::StepSucceeded { step, .. } if step.starts_with("double[") => in_flight -= 1,
+            _ => {}
+        }
+        max = max.max(in_flight);
+    }
+    assert_eq!(max, 2);
+    assert_replays(&sim);
+}
+
+#[test]
+fn parent_runs_two_children() {
+    let mut sim = Sim::new();
+    sim.register(example("parent.yaml")).register(example("child.yaml"));
+    sim.on_task("math.double", |r| ok(json!({"value": r.input["n"].as_f64().unwrap() * 2.0})));
+    sim.start("parent", "p", json!({"numbers": [3, 4]})).unwrap();
+    sim.run(100);
+    assert_eq!(exec(&sim, "p").state.output, Some(json!({"doubled": [6, 8]})));
+    for child in ["p/children[0]", "p/children[1]"] {
+        assert_eq!(exec(&sim, child).state.status(), Status::Completed);
+    }
+    assert_replays(&sim);
+}
+
+#[test]
+fn continue_as_new_loops_three_runs() {
+    let mut sim = Sim::new();
+    sim.register(example("continue-as-new.yaml"));
+    sim.start("continue-as-new", "c", json!({"count": 0, "limit": 3})).unwrap();
+    sim.run(100);
+    let e = exec(&sim, "c");
+    assert_eq!(e.archived.len(), 2);
+    assert_eq!(e.state.run, 3);
+    assert_eq!(e.state.output, Some(json!({"count": 3})));
+    assert_replays(&sim);
+}
+
+fn handlers_sim(amount: i64) -> Sim {
+    let mut sim = Sim::new();
+    sim.register(example("handlers.yaml"));
+    sim.on_task("payments.charge", |r| {
+        if r.input["amount"].as_f64().unwrap() > 100.0 {
+            TaskOutcome::Fail(TaskError::retryable("CARD_DECLINED", "declined"))
+        } else {
+            ok(json!({"charge_id": "ch-1"}))
+        }
+    });
+    sim.on_task("notes.append", |_| ok(json!({})));
+    sim.on_task("ops.alert", |_| ok(json!({})));
+    sim.start("handlers", "h", json!({"amount": amount})).unwrap();
+    sim.run_until(sim.now + 1_000);
+    sim.signal("h", "note", json!({"text": "call the customer"})).unwrap();
+    sim.run_until(sim.now + 1_000);
+    sim.signal("h", "proceed", json!({})).unwrap();
+    sim.run(100);
+    sim
+}
+
+#[test]
+fn handlers_run_on_signal_and_on_failure() {
+    let sim = handlers_sim(500);
+    let e = exec(&sim, "h");
+    assert_eq!(e.state.status(), Status::Failed);
+    let by_task = |t: &str| {
+        sim.requests().iter().filter(|r| r.task == t).map(|r| r.input.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(by_task("notes.append"), [json!({"text": "call the customer"})]);
+    assert_eq!(by_task("payments.charge").len(), 1, "CARD_DECLINED is not retried");
+    assert_eq!(by_task("ops.alert"), [json!({"reason": "declined", "code": "CARD_DECLINED"})]);
+    assert_replays(&sim);
+
+    let sim = handlers_sim(50);
+    let e = exec(&sim, "h");
+    assert_eq!(e.state.output, Some(json!({"charge_id": "ch-1"})));
+    assert!(sim.requests().iter().all(|r| r.task != "ops.alert"));
+}
+
+#[test]
+fn query_counts_progress() {
+    let mut sim = Sim::new();
+    sim.register(example("query.yaml"));
+    sim.on_task("inventory.reserve", |r| ok(json!({"reserved": r.input["sku"]})));
+    sim.on_task("payments.charge", |_| ok(json!({"charge_id": "ch-7"})));
+    sim.start("query", "q", json!({"order_id": "o-7", "items": [{"sku": "a"}, {"sku": "b"}]}))
+        .unwrap();
+    sim.run_until(sim.now + 60_000);
+    let e = exec(&sim, "q");
+    assert_eq!(query(&e.def, &e.state, "done").unwrap(), json!(1));
+    assert_eq!(query(&e.def, &e.state, "total").unwrap(), json!(3));
+    assert_eq!(query(&e.def, &e.state, "charged").unwrap(), json!(false));
+    sim.signal("q", "packed", json!({})).unwrap();
+    sim.run(100);
+    let e = exec(&sim, "q");
+    assert_eq!(e.state.output, Some(json!({"order": "o-7", "charge_id": "ch-7"})));
+    assert_eq!(query(&e.def, &e.state, "done").unwrap(), json!(3));
+    assert_replays(&sim);
+}
+
+#[test]
+fn hello_greets() {
+    let mut sim = Sim::new();
+    sim.register(example("hello.yaml"));
+    sim.on_task("greet", |r| {
+        ok(json!({"greeting": format!("Hello, {}!", r.input["name"].as_str().unwrap())}))
+    });
+    sim.start("hello", "h", json!({"name": "Ada"})).unwrap();
+    sim.run(100);
+    assert_eq!(exec(&sim, "h").state.output, Some(json!({"greeting": "Hello, Ada!"})));
+}
+
+#[test]
+fn every_example_file_is_covered_here() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/definitions");
+    let source = include_str!("examples.rs");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        assert!(source.contains(&format!("example(\"{name}\")")), "{name} has no simulator test");
+    }
+}
