@@ -16,9 +16,9 @@ pub struct Divergence {
     /// Seq of the first event that differs (or where an event was expected).
     pub seq: u64,
     /// What the decider produces there (`None`: nothing).
-    pub expected: Option<Event>,
+    pub expected: Option<Box<Event>>,
     /// What the history holds there (`None`: the history ends).
-    pub actual: Option<Event>,
+    pub actual: Option<Box<Event>>,
 }
 
 /// Replays `history` (one run) against `def`; `Ok(())` when every decided event matches.
@@ -41,7 +41,11 @@ pub fn replay(
         }
         let round = decide_with(def, &state, he.timestamp_ms, server);
         if round.is_empty() {
-            return Err(Divergence { seq: he.seq, expected: None, actual: Some(he.event.clone()) });
+            return Err(Divergence {
+                seq: he.seq,
+                expected: None,
+                actual: Some(Box::new(he.event.clone())),
+            });
         }
         for expected in round {
             let actual = history.get(i);
@@ -53,8 +57,8 @@ pub fn replay(
                 _ => {
                     return Err(Divergence {
                         seq: actual.map_or(state.last_seq + 1, |a| a.seq),
-                        expected: Some(expected),
-                        actual: actual.map(|a| a.event.clone()),
+                        expected: Some(Box::new(expected)),
+                        actual: actual.map(|a| Box::new(a.event.clone())),
                     })
                 }
             }

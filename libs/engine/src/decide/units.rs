@@ -61,14 +61,12 @@ fn unit_round(ctx: &Ctx<'_>, key: &str, parsed: &UnitKey, u: &Unit, out: &mut Ve
     let now = ctx.now;
     let spec = spec(ctx.def, parsed);
     match u.status {
-        UnitStatus::Dispatched => {
-            if u.deadline.is_some_and(|d| now >= d) {
-                out.push(Event::StepAttemptFailed {
-                    step: key.into(),
-                    attempt: u.attempt,
-                    error: TaskError::retryable("TIMEOUT", "the attempt timed out"),
-                });
-            }
+        UnitStatus::Dispatched if u.deadline.is_some_and(|d| now >= d) => {
+            out.push(Event::StepAttemptFailed {
+                step: key.into(),
+                attempt: u.attempt,
+                error: TaskError::retryable("TIMEOUT", "the attempt timed out"),
+            });
         }
         UnitStatus::Scheduled => {
             let qt = spec.as_ref().and_then(|s| s.queue_timeout_ms);
