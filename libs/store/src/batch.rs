@@ -1,0 +1,84 @@
+//! [`CommitBatch`]: everything an owner writes for one decision, applied in ONE transaction.
+//!
+//! Invariants every backend enforces (a violation rolls the whole batch back):
+//! * fencing first: with `expected_epoch = Some(e)` the owners row must exist with epoch `e`,
+//!   else [`StoreError::Fenced`](crate::StoreError::Fenced);
+//! * `new_execution` inserts the projection; a taken id is
+//!   [`StoreError::ExecutionExists`](crate::StoreError::ExecutionExists);
+//! * events are contiguous: the first has seq `last_seq + 1` of the run (1 for a new run),
+//!   each next one +1, else [`StoreError::Conflict`](crate::StoreError::Conflict);
+//! * every inbox seq in `inbox_done` must be a pending entry of this execution, so an entry is
+//!   applied at most once.
+
+use crate::model::{ExecutionRow, NewTask, NewTimer};
+use orbit_engine::HistoryEvent;
+use serde_json::Value;
+
+/// Projection fields a commit changes. `last_seq` follows the appended events by itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectionUpdate {
+    /// New status.
+    pub status: String,
+    /// Update time, epoch milliseconds.
+    pub updated_at_ms: u64,
+    /// Set when the execution becomes terminal.
+    pub closed_at_ms: Option<u64>,
+}
+
+/// An owners row to create with the commit (the start of a root or child execution).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewOwner {
+    /// Root of the execution's tree.
+    pub root_id: String,
+    /// The node that will own it, at epoch 1.
+    pub node_id: String,
+}
+
+/// One inbox entry consumed by the commit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboxDone {
+    /// The entry's seq.
+    pub seq: u64,
+    /// The reply for a caller that waits, if any.
+    pub result: Option<Value>,
+}
+
+/// One atomic write for one execution run. See the module docs for the invariants.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CommitBatch {
+    /// The execution written.
+    pub execution_id: String,
+    /// The run the events belong to. A run greater than the projection's starts a new run
+    /// (continue-as-new): its events start at seq 1 and the projection moves to it.
+    pub run: u32,
+    /// The fence: the epoch this writer holds. `None` only when no owner row exists yet or
+    /// the writer is the single-process dev mode that does not use owners.
+    pub expected_epoch: Option<u64>,
+    /// Create the projection row (first commit of an execution).
+    pub new_execution: Option<ExecutionRow>,
+    /// Create the owners row at epoch 1 (first commit of an execution that is owned).
+    pub new_owner: Option<NewOwner>,
+    /// Events to append to the run's history.
+    pub events: Vec<HistoryEvent>,
+    /// Projection changes.
+    pub projection: Option<ProjectionUpdate>,
+    /// Task offers to queue.
+    pub tasks_to_insert: Vec<NewTask>,
+    /// Task rows of this execution to cancel (queued or claimed rows only).
+    pub tasks_to_cancel: Vec<u64>,
+    /// Timers to create or move.
+    pub timers_to_upsert: Vec<NewTimer>,
+    /// Timer keys to delete (missing keys are ignored: the timer may have fired).
+    pub timers_to_delete: Vec<String>,
+    /// Inbox entries this commit applied.
+    pub inbox_done: Vec<InboxDone>,
+}
+
+/// What a successful commit produced.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommitOutcome {
+    /// Seq of the last event of the run after the commit.
+    pub last_seq: u64,
+    /// Ids of the task rows inserted (offers already present are skipped).
+    pub task_ids: Vec<u64>,
+}

@@ -1,0 +1,41 @@
+//! The store's closed error enum.
+//!
+//! Every backend maps its failures onto these variants, so callers (and later the gRPC layer,
+//! which turns each variant into a stable Orbit code) never see a driver error type.
+//! `Storage` is the only variant that means "the database failed"; the others describe a
+//! request the stored state refuses.
+
+/// What a store operation can fail with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The addressed row (execution, inbox entry, ...) does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The request contradicts stored state: a definition version registered with another
+    /// hash, an event sequence that does not follow the history, an inbox entry already done.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// A commit tried to create an execution whose id is taken.
+    #[error("execution already exists: {0}")]
+    ExecutionExists(String),
+    /// The writer's ownership epoch is stale (or the execution has no owner): another node
+    /// took the execution over, so this writer must stop.
+    #[error("fenced: {0}")]
+    Fenced(String),
+    /// The request itself is malformed (for example an unreadable page token).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The database failed, or returned data that cannot be decoded.
+    #[error("storage: {0}")]
+    Storage(String),
+}
+
+/// The result type of every store operation.
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+impl StoreError {
+    /// A `Storage` error for a stored value that cannot be decoded.
+    pub(crate) fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError {
+        StoreError::Storage(format!("corrupt {what}: {detail}"))
+    }
+}

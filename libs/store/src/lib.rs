@@ -1,0 +1,25 @@
+//! Orbit's storage layer.
+//!
+//! [`Store`] is the async trait every service talks to; [`SqliteStore`] is the embedded
+//! backend (`orbit dev`, single file, WAL). A PostgreSQL backend will implement the same trait
+//! and run the same conformance suite (`tests/conformance.rs`).
+//!
+//! The history tables are the source of truth; the `executions` projection, task queue rows,
+//! timers and inbox acknowledgements of one decision are written with the events in one
+//! transaction, fenced by the owner's epoch (see [`CommitBatch`]).
+
+mod batch;
+mod error;
+pub mod migrations;
+mod model;
+mod sqlite;
+mod store;
+
+pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewOwner, ProjectionUpdate};
+pub use error::{Result, StoreError};
+pub use model::{
+    CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
+    InboxStatus, NewTask, NewTimer, OwnerRow, PutOutcome, TaskReport, TaskRow, TaskState, TimerRow,
+};
+pub use sqlite::SqliteStore;
+pub use store::Store;

@@ -1,0 +1,275 @@
+//! Plain row types the [`Store`](crate::Store) trait reads and writes.
+//!
+//! They mirror the tables of `migrations/0001_init.sql` but carry domain types (`u64`
+//! milliseconds, `serde_json::Value`, `Option` for nullable columns); backends convert at the
+//! edge and reject stored values that do not fit (negative times, bad JSON) as
+//! [`StoreError::Storage`](crate::StoreError::Storage).
+
+use serde_json::Value;
+
+/// Whether [`Store::put_definition`](crate::Store::put_definition) wrote a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutOutcome {
+    /// A new (name, version) was registered.
+    Created,
+    /// The same (name, version, hash) was already registered: nothing changed.
+    Unchanged,
+}
+
+/// A registered workflow definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefinitionRow {
+    /// Workflow name.
+    pub name: String,
+    /// Version label, unique per name.
+    pub version: String,
+    /// Hash of the canonical document.
+    pub definition_hash: String,
+    /// The document as registered.
+    pub document: String,
+    /// Registration time, epoch milliseconds.
+    pub created_at_ms: u64,
+}
+
+/// The `executions` projection of one execution (its latest run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutionRow {
+    /// Execution id.
+    pub execution_id: String,
+    /// Current run (1-based; continue-as-new increments it).
+    pub run: u32,
+    /// Root of the execution tree (itself for a top-level execution).
+    pub root_id: String,
+    /// Parent execution, for a child.
+    pub parent_id: Option<String>,
+    /// Workflow name.
+    pub workflow: String,
+    /// Workflow version.
+    pub version: String,
+    /// Hash of the definition the execution runs.
+    pub definition_hash: String,
+    /// Projected status (the engine's status name).
+    pub status: String,
+    /// The schedule that started it, if any.
+    pub schedule_id: Option<String>,
+    /// Creation time, epoch milliseconds.
+    pub created_at_ms: u64,
+    /// Last projection update, epoch milliseconds.
+    pub updated_at_ms: u64,
+    /// When the execution reached a terminal status.
+    pub closed_at_ms: Option<u64>,
+    /// Seq of the last event of the current run (0 before the first).
+    pub last_seq: u64,
+}
+
+/// Filter and page for [`Store::list_executions`](crate::Store::list_executions).
+/// Executions are listed newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecutionFilter {
+    /// Only this status.
+    pub status: Option<String>,
+    /// Only this workflow name.
+    pub workflow: Option<String>,
+    /// Only children of this execution.
+    pub parent_id: Option<String>,
+    /// Page size; 0 means the default (100). Capped at 1000.
+    pub page_size: u32,
+    /// The `next_page_token` of the previous page.
+    pub page_token: Option<String>,
+}
+
+/// One page of executions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutionPage {
+    /// The executions, newest first.
+    pub executions: Vec<ExecutionRow>,
+    /// Token for the next page; `None` on the last page.
+    pub next_page_token: Option<String>,
+}
+
+/// The owner row of an execution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerRow {
+    /// Execution id.
+    pub execution_id: String,
+    /// Root of its tree (children share the root's owner).
+    pub root_id: String,
+    /// The owning node.
+    pub node_id: String,
+    /// Ownership epoch; every takeover increments it.
+    pub epoch: u64,
+    /// When this node took ownership, epoch milliseconds.
+    pub since_ms: u64,
+}
+
+/// Lifecycle of a task queue row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    /// Waiting for a worker.
+    Queued,
+    /// Handed to a worker session through a frontend.
+    Claimed,
+    /// The worker's result was recorded.
+    Done,
+    /// Withdrawn by the owner.
+    Cancelled,
+}
+
+impl TaskState {
+    /// The stored name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Queued => "queued",
+            TaskState::Claimed => "claimed",
+            TaskState::Done => "done",
+            TaskState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parse a stored name.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<TaskState> {
+        match s {
+            "queued" => Some(TaskState::Queued),
+            "claimed" => Some(TaskState::Claimed),
+            "done" => Some(TaskState::Done),
+            "cancelled" => Some(TaskState::Cancelled),
+            _ => None,
+        }
+    }
+}
+
+/// A task offer to insert (queued) with a commit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTask {
+    /// The unit key (step).
+    pub unit_key: String,
+    /// Attempt number.
+    pub attempt: u32,
+    /// The unit's dispatch count: with `attempt` it identifies this offer, so a redelivery of
+    /// the same attempt is a new row and re-inserting the same offer is a no-op.
+    pub offer: u32,
+    /// Task (contract) name workers subscribe to.
+    pub task: String,
+    /// Contract version.
+    pub task_version: String,
+    /// The task input.
+    pub input: Value,
+    /// Stable per unit across attempts and redeliveries.
+    pub idempotency_key: String,
+}
+
+/// A task queue row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRow {
+    /// Row id (also used by the owner to cancel it).
+    pub id: u64,
+    /// Execution id.
+    pub execution_id: String,
+    /// Run the task belongs to.
+    pub run: u32,
+    /// The unit key (step).
+    pub unit_key: String,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Offer number (see [`NewTask::offer`]).
+    pub offer: u32,
+    /// Task name.
+    pub task: String,
+    /// Contract version.
+    pub task_version: String,
+    /// The task input.
+    pub input: Value,
+    /// Idempotency key.
+    pub idempotency_key: String,
+    /// Current state.
+    pub state: TaskState,
+    /// Claiming frontend node.
+    pub claimed_by: Option<String>,
+    /// Claiming worker session.
+    pub session: Option<String>,
+    /// The token of the current claim; a result must present it.
+    pub token: Option<String>,
+    /// When the row was queued, epoch milliseconds.
+    pub created_at_ms: u64,
+    /// When it was last claimed.
+    pub claimed_at_ms: Option<u64>,
+}
+
+/// What a frontend records when a worker reports a result for a token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskReport {
+    /// Inbox kind (`complete`, `fail`, ...).
+    pub kind: String,
+    /// The result payload for the owner.
+    pub payload: Value,
+}
+
+/// The outcome of [`Store::complete_task_row`](crate::Store::complete_task_row).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletedTask {
+    /// The row, after the update.
+    pub task: TaskRow,
+    /// Whether this call moved it to `done` (false: it was already done, or still queued).
+    pub newly_done: bool,
+    /// The inbox entry written for the owner, if a report was given.
+    pub inbox_seq: Option<u64>,
+}
+
+/// An inbox entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboxEntry {
+    /// Global, increasing sequence number.
+    pub seq: u64,
+    /// Execution the command is for.
+    pub execution_id: String,
+    /// Command kind (`signal`, `complete`, `timer`, ...).
+    pub kind: String,
+    /// Task token, for worker results.
+    pub token: Option<String>,
+    /// The command.
+    pub payload: Value,
+    /// When it was written, epoch milliseconds.
+    pub created_at_ms: u64,
+    /// When the owner applied it.
+    pub done_at_ms: Option<u64>,
+    /// The owner's reply, for callers that wait.
+    pub result: Option<Value>,
+}
+
+/// Where an inbox entry stands, for a caller waiting on a reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InboxStatus {
+    /// Not applied yet.
+    Pending,
+    /// Applied; the owner's reply if it recorded one.
+    Done(Option<Value>),
+}
+
+/// A durable timer to write with a commit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTimer {
+    /// Key, unique per execution (a unit key, `workflow_timeout`, ...): upserting the same
+    /// key moves the timer.
+    pub key: String,
+    /// Due time, epoch milliseconds.
+    pub fire_at_ms: u64,
+    /// What to deliver when it fires.
+    pub payload: Value,
+}
+
+/// A stored timer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimerRow {
+    /// Execution id.
+    pub execution_id: String,
+    /// Run that wrote it.
+    pub run: u32,
+    /// Key, unique per execution.
+    pub key: String,
+    /// Due time, epoch milliseconds.
+    pub fire_at_ms: u64,
+    /// What to deliver when it fires.
+    pub payload: Value,
+}

@@ -1,0 +1,187 @@
+//! [`CommitBatch`] on SQLite: one immediate transaction, checks first, then writes.
+//!
+//! Any error returns before `commit()`, and dropping the transaction rolls it back, so a
+//! refused batch leaves nothing behind.
+
+use super::conn::now_ms;
+use super::rows::{json_text, origin_name, to_i64, to_u32, to_u64};
+use super::sql;
+use crate::batch::{CommitBatch, CommitOutcome};
+use crate::error::{Result, StoreError};
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+
+/// Apply the batch atomically.
+pub(crate) fn commit(conn: &mut Connection, batch: CommitBatch) -> Result<CommitOutcome> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let id = batch.execution_id.as_str();
+    let now = to_i64(now_ms(), "now")?;
+    let run = i64::from(batch.run);
+
+    check_fence(&tx, id, batch.expected_epoch)?;
+    if let Some(row) = &batch.new_execution {
+        if row.execution_id != id || row.run != batch.run {
+            return Err(StoreError::InvalidArgument(format!(
+                "new execution {}/run {} does not match batch {id}/run {}",
+                row.execution_id, row.run, batch.run
+            )));
+        }
+        let inserted = tx.execute(
+            sql::EXECUTION_INSERT,
+            params![
+                id,
+                run,
+                row.root_id,
+                row.parent_id,
+                row.workflow,
+                row.version,
+                row.definition_hash,
+                row.status,
+                row.schedule_id,
+                to_i64(row.created_at_ms, "created_at")?,
+                to_i64(row.updated_at_ms, "updated_at")?,
+                row.closed_at_ms.map(|t| to_i64(t, "closed_at")).transpose()?,
+            ],
+        )?;
+        if inserted == 0 {
+            return Err(StoreError::ExecutionExists(id.to_string()));
+        }
+    }
+    if let Some(owner) = &batch.new_owner {
+        if tx.execute(sql::OWNER_INSERT, params![id, owner.root_id, owner.node_id, now])? == 0 {
+            return Err(StoreError::Fenced(format!("execution {id} already has an owner")));
+        }
+    }
+
+    let last_seq = append_events(&tx, &batch)?;
+    if let Some(p) = &batch.projection {
+        tx.execute(
+            sql::EXECUTION_SET_PROJECTION,
+            params![
+                id,
+                p.status,
+                to_i64(p.updated_at_ms, "updated_at")?,
+                p.closed_at_ms.map(|t| to_i64(t, "closed_at")).transpose()?,
+            ],
+        )?;
+    }
+
+    let mut task_ids = Vec::new();
+    for t in &batch.tasks_to_insert {
+        let inserted: Option<i64> = tx
+            .query_row(
+                sql::TASK_INSERT,
+                params![
+                    id,
+                    run,
+                    t.unit_key,
+                    t.attempt,
+                    t.offer,
+                    t.task,
+                    t.task_version,
+                    json_text(&t.input),
+                    t.idempotency_key,
+                    now,
+                ],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(task_id) = inserted {
+            task_ids.push(to_u64(task_id, "task id")?);
+        }
+    }
+    for task_id in &batch.tasks_to_cancel {
+        tx.execute(sql::TASK_CANCEL, params![to_i64(*task_id, "task id")?, id, now])?;
+    }
+
+    for t in &batch.timers_to_upsert {
+        let fire_at = to_i64(t.fire_at_ms, "fire_at")?;
+        tx.execute(sql::TIMER_UPSERT, params![id, t.key, run, fire_at, json_text(&t.payload)])?;
+    }
+    for key in &batch.timers_to_delete {
+        tx.execute(sql::TIMER_DELETE, params![id, key])?;
+    }
+
+    for done in &batch.inbox_done {
+        let result = done.result.as_ref().map(json_text);
+        let seq = to_i64(done.seq, "inbox seq")?;
+        if tx.execute(sql::INBOX_MARK_DONE, params![seq, id, now, result])? != 1 {
+            return Err(StoreError::Conflict(format!(
+                "inbox entry {} is not a pending entry of execution {id}",
+                done.seq
+            )));
+        }
+    }
+
+    tx.commit()?;
+    Ok(CommitOutcome { last_seq, task_ids })
+}
+
+/// With an expected epoch, the owners row must exist and hold exactly that epoch.
+fn check_fence(tx: &Transaction<'_>, id: &str, expected: Option<u64>) -> Result<()> {
+    let Some(expected) = expected else { return Ok(()) };
+    let stored: Option<i64> = tx.query_row(sql::OWNER_EPOCH, [id], |r| r.get(0)).optional()?;
+    match stored {
+        None => Err(StoreError::Fenced(format!(
+            "execution {id} has no owner; this writer held epoch {expected}"
+        ))),
+        Some(e) if to_u64(e, "owner epoch")? == expected => Ok(()),
+        Some(e) => Err(StoreError::Fenced(format!(
+            "execution {id} is at epoch {e}; this writer held epoch {expected}"
+        ))),
+    }
+}
+
+/// Check that the events continue the run's history, append them and move the projection's
+/// run and `last_seq`. Returns the run's last seq afterwards.
+fn append_events(tx: &Transaction<'_>, batch: &CommitBatch) -> Result<u64> {
+    let id = batch.execution_id.as_str();
+    let current: Option<(i64, i64)> = tx
+        .query_row(sql::EXECUTION_RUN_AND_SEQ, [id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let Some((current_run, current_seq)) = current else {
+        return Err(StoreError::NotFound(format!("execution {id}")));
+    };
+    let current_run = to_u32(current_run, "execution run")?;
+    let base = match batch.run.cmp(&current_run) {
+        std::cmp::Ordering::Equal => to_u64(current_seq, "execution last_seq")?,
+        std::cmp::Ordering::Greater => 0,
+        std::cmp::Ordering::Less => {
+            return Err(StoreError::Conflict(format!(
+                "execution {id} is at run {current_run}; run {} is over",
+                batch.run
+            )))
+        }
+    };
+    let mut last = base;
+    for ev in &batch.events {
+        if ev.seq != last + 1 {
+            return Err(StoreError::Conflict(format!(
+                "execution {id} run {}: event seq {} does not follow {last}",
+                batch.run, ev.seq
+            )));
+        }
+        let payload = serde_json::to_string(&ev.event)
+            .map_err(|e| StoreError::InvalidArgument(format!("event does not serialise: {e}")))?;
+        tx.execute(
+            sql::EVENT_INSERT,
+            params![
+                id,
+                i64::from(batch.run),
+                to_i64(ev.seq, "seq")?,
+                ev.event.type_name(),
+                ev.event.step(),
+                origin_name(ev.origin),
+                payload,
+                to_i64(ev.timestamp_ms, "timestamp")?,
+            ],
+        )?;
+        last = ev.seq;
+    }
+    if last != base || batch.run != current_run {
+        tx.execute(
+            sql::EXECUTION_SET_SEQ,
+            params![id, i64::from(batch.run), to_i64(last, "seq")?],
+        )?;
+    }
+    Ok(last)
+}

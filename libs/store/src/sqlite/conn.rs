@@ -1,0 +1,153 @@
+//! SQLite connections and how work reaches them without blocking the async runtime.
+//!
+//! * One **writer** connection lives on a dedicated OS thread; write jobs are sent to it over
+//!   a channel and answered through a oneshot. All writes are therefore serialised, which is
+//!   what makes SQLite's claims and fencing race-free.
+//! * A few **reader** connections (`query_only`) serve reads on tokio's blocking pool; in
+//!   WAL mode they read committed data concurrently with the writer.
+//!
+//! A write job, once sent, runs to completion even if the awaiting caller is dropped: the
+//! caller may not learn the outcome, but the transaction is never left half done.
+
+use crate::error::{Result, StoreError};
+use rusqlite::{Connection, OpenFlags};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// How long a connection waits on a lock held by another connection (another process on
+/// the same file, or the checkpointer) before failing with `SQLITE_BUSY`.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Storage(format!("sqlite: {e}"))
+    }
+}
+
+fn open_connection(path: &Path, read_only: bool) -> Result<Connection> {
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    };
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    if read_only {
+        conn.pragma_update(None, "query_only", true)?;
+    } else {
+        // WAL: readers do not block the writer. FULL: a commit is on disk before it returns,
+        // because an acknowledged command must be durable.
+        let mode: String =
+            conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Storage(format!("sqlite: journal_mode is {mode}, not wal")));
+        }
+        conn.pragma_update(None, "synchronous", "FULL")?;
+    }
+    Ok(conn)
+}
+
+/// The writer thread's handle: sends jobs, the thread runs them in order.
+pub(crate) struct Writer {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl Writer {
+    /// Open the writer connection on its own thread (creating the file if needed).
+    pub(crate) async fn start(path: PathBuf) -> Result<Writer> {
+        let (jobs, rx) = mpsc::channel::<Job>();
+        let (ready_tx, ready_rx) = oneshot::channel::<Result<()>>();
+        std::thread::Builder::new()
+            .name("orbit-sqlite-writer".into())
+            .spawn(move || {
+                let mut conn = match open_connection(&path, false) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok(()));
+                // Ends when every `Writer` handle (the sender) is dropped.
+                while let Ok(job) = rx.recv() {
+                    job(&mut conn);
+                }
+            })
+            .map_err(|e| StoreError::Storage(format!("spawn sqlite writer: {e}")))?;
+        ready_rx.await.map_err(|_| StoreError::Storage("sqlite writer died".into()))??;
+        Ok(Writer { jobs })
+    }
+
+    /// Run `f` on the writer connection and wait for its result.
+    pub(crate) async fn run<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            let _ = tx.send(f(conn));
+        });
+        self.jobs.send(job).map_err(|_| StoreError::Storage("sqlite writer stopped".into()))?;
+        rx.await.map_err(|_| StoreError::Storage("sqlite writer dropped a job".into()))?
+    }
+}
+
+/// A small pool of read-only connections used from the blocking thread pool.
+pub(crate) struct Readers {
+    conns: Arc<Vec<Mutex<Connection>>>,
+    next: AtomicUsize,
+}
+
+impl Readers {
+    /// Open `count` (at least one) read-only connections. The file must already exist.
+    pub(crate) async fn open(path: PathBuf, count: usize) -> Result<Readers> {
+        let conns = tokio::task::spawn_blocking(move || {
+            (0..count.max(1))
+                .map(|_| open_connection(&path, true).map(Mutex::new))
+                .collect::<Result<Vec<_>>>()
+        })
+        .await
+        .map_err(|e| StoreError::Storage(format!("open sqlite readers: {e}")))??;
+        Ok(Readers { conns: Arc::new(conns), next: AtomicUsize::new(0) })
+    }
+
+    /// Run `f` on a reader connection on the blocking pool.
+    pub(crate) async fn run<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let conns = Arc::clone(&self.conns);
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        tokio::task::spawn_blocking(move || {
+            let n = conns.len();
+            // Prefer an idle connection; otherwise wait for the round-robin one. The lock is
+            // only ever held on this blocking thread, never across an await.
+            let idle = (0..n).find_map(|i| conns[(start + i) % n].try_lock().ok());
+            let guard = match idle {
+                Some(g) => g,
+                None => conns[start % n]
+                    .lock()
+                    .map_err(|_| StoreError::Storage("sqlite reader poisoned".into()))?,
+            };
+            f(&guard)
+        })
+        .await
+        .map_err(|e| StoreError::Storage(format!("sqlite read task: {e}")))?
+    }
+}
+
+/// The store's clock for bookkeeping columns, epoch milliseconds.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}

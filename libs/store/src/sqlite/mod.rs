@@ -1,0 +1,176 @@
+//! The SQLite backend: one file in WAL mode, `synchronous=FULL`.
+//!
+//! Writes go to a single writer connection on a dedicated thread (see `conn`), so writes are
+//! serialised and never block the async runtime; reads use a few read-only connections on the
+//! blocking pool. The per-area modules hold plain synchronous functions over a
+//! `rusqlite::Connection`; this module only routes each trait method to the right side.
+
+mod commit;
+mod conn;
+mod definitions;
+mod migrate;
+mod queue;
+mod reads;
+mod rows;
+mod sql;
+#[cfg(test)]
+mod tests;
+
+use crate::batch::{CommitBatch, CommitOutcome};
+use crate::error::Result;
+use crate::model::{
+    CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
+    InboxStatus, OwnerRow, PutOutcome, TaskReport, TaskRow, TimerRow,
+};
+use crate::store::Store;
+use conn::{Readers, Writer};
+use orbit_engine::HistoryEvent;
+use serde_json::Value;
+use std::path::Path;
+
+/// How many read-only connections a store opens.
+const READERS: usize = 4;
+
+/// A [`Store`] on a SQLite file.
+pub struct SqliteStore {
+    writer: Writer,
+    readers: Readers,
+}
+
+impl SqliteStore {
+    /// Open (or create) the database file. Does not migrate: call [`Store::migrate`].
+    pub async fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
+        let path = path.as_ref().to_path_buf();
+        // The writer creates the file and switches it to WAL before any reader opens it.
+        let writer = Writer::start(path.clone()).await?;
+        let readers = Readers::open(path, READERS).await?;
+        Ok(SqliteStore { writer, readers })
+    }
+
+    /// Open the file and apply pending migrations.
+    pub async fn open_and_migrate(path: impl AsRef<Path>) -> Result<SqliteStore> {
+        let store = SqliteStore::open(path).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for SqliteStore {
+    async fn migrate(&self) -> Result<Vec<u32>> {
+        self.writer.run(migrate::migrate).await
+    }
+
+    async fn put_definition(
+        &self,
+        name: &str,
+        version: &str,
+        hash: &str,
+        document: &str,
+    ) -> Result<PutOutcome> {
+        let (name, version) = (name.to_string(), version.to_string());
+        let (hash, document) = (hash.to_string(), document.to_string());
+        self.writer.run(move |c| definitions::put(c, &name, &version, &hash, &document)).await
+    }
+
+    async fn get_definition(
+        &self,
+        name: &str,
+        version: Option<&str>,
+    ) -> Result<Option<DefinitionRow>> {
+        let (name, version) = (name.to_string(), version.map(str::to_string));
+        self.readers.run(move |c| definitions::get(c, &name, version.as_deref())).await
+    }
+
+    async fn list_definitions(&self) -> Result<Vec<DefinitionRow>> {
+        self.readers.run(definitions::list).await
+    }
+
+    async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
+        self.writer.run(move |c| commit::commit(c, batch)).await
+    }
+
+    async fn load_history(&self, execution_id: &str, run: u32) -> Result<Vec<HistoryEvent>> {
+        let id = execution_id.to_string();
+        self.readers.run(move |c| reads::load_history(c, &id, run)).await
+    }
+
+    async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRow>> {
+        let id = execution_id.to_string();
+        self.readers.run(move |c| reads::get_execution(c, &id)).await
+    }
+
+    async fn list_executions(&self, filter: ExecutionFilter) -> Result<ExecutionPage> {
+        self.readers.run(move |c| reads::list_executions(c, &filter)).await
+    }
+
+    async fn enqueue_inbox(
+        &self,
+        execution_id: &str,
+        kind: &str,
+        token: Option<&str>,
+        payload: &Value,
+    ) -> Result<u64> {
+        let (id, kind) = (execution_id.to_string(), kind.to_string());
+        let (token, payload) = (token.map(str::to_string), payload.clone());
+        self.writer
+            .run(move |c| queue::enqueue_inbox(c, &id, &kind, token.as_deref(), &payload))
+            .await
+    }
+
+    async fn pending_inbox(
+        &self,
+        execution_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<InboxEntry>> {
+        let id = execution_id.map(str::to_string);
+        self.readers.run(move |c| queue::pending_inbox(c, id.as_deref(), limit)).await
+    }
+
+    async fn inbox_result(&self, seq: u64) -> Result<InboxStatus> {
+        self.readers.run(move |c| queue::inbox_result(c, seq)).await
+    }
+
+    async fn claim_tasks(
+        &self,
+        task_names: &[String],
+        limit: u32,
+        claimer: &str,
+        session: &str,
+    ) -> Result<Vec<TaskRow>> {
+        let names = task_names.to_vec();
+        let (claimer, session) = (claimer.to_string(), session.to_string());
+        self.writer.run(move |c| queue::claim_tasks(c, &names, limit, &claimer, &session)).await
+    }
+
+    async fn complete_task_row(
+        &self,
+        token: &str,
+        report: Option<TaskReport>,
+    ) -> Result<Option<CompletedTask>> {
+        let token = token.to_string();
+        self.writer.run(move |c| queue::complete_task_row(c, &token, report)).await
+    }
+
+    async fn due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<TimerRow>> {
+        self.readers.run(move |c| queue::due_timers(c, now_ms, limit)).await
+    }
+
+    async fn next_timer_at(&self) -> Result<Option<u64>> {
+        self.readers.run(queue::next_timer_at).await
+    }
+
+    async fn fire_due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<(TimerRow, u64)>> {
+        self.writer.run(move |c| queue::fire_due_timers(c, now_ms, limit)).await
+    }
+
+    async fn claim_owner(&self, execution_id: &str, root_id: &str, node_id: &str) -> Result<u64> {
+        let (id, root, node) = (execution_id.to_string(), root_id.to_string(), node_id.to_string());
+        self.writer.run(move |c| queue::claim_owner(c, &id, &root, &node)).await
+    }
+
+    async fn get_owner(&self, execution_id: &str) -> Result<Option<OwnerRow>> {
+        let id = execution_id.to_string();
+        self.readers.run(move |c| queue::get_owner(c, &id)).await
+    }
+}

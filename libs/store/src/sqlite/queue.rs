@@ -1,0 +1,201 @@
+//! The coordination tables on SQLite: task queue, inbox, timers and owners.
+
+use super::conn::now_ms;
+use super::rows::{self, json_text, to_i64, to_u64};
+use super::sql;
+use crate::error::{Result, StoreError};
+use crate::model::{
+    CompletedTask, InboxEntry, InboxStatus, OwnerRow, TaskReport, TaskRow, TimerRow,
+};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use serde_json::{json, Value};
+
+/// Queued → claimed, plus one `dispatched` inbox entry per claimed row, in one transaction.
+pub(crate) fn claim_tasks(
+    conn: &mut Connection,
+    task_names: &[String],
+    limit: u32,
+    claimer: &str,
+    session: &str,
+) -> Result<Vec<TaskRow>> {
+    if task_names.is_empty() || limit == 0 {
+        return Ok(Vec::new());
+    }
+    let names = json_text(&json!(task_names));
+    let now = to_i64(now_ms(), "now")?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut claimed = Vec::new();
+    {
+        let mut stmt = tx.prepare_cached(sql::TASK_CLAIM)?;
+        let mut found = stmt.query(params![names, i64::from(limit), claimer, session, now])?;
+        while let Some(row) = found.next()? {
+            claimed.push(rows::task(row)?);
+        }
+    }
+    // RETURNING order is unspecified; hand tasks out oldest first.
+    claimed.sort_by_key(|t| t.id);
+    for t in &claimed {
+        let payload = json!({
+            "task_id": t.id,
+            "step": t.unit_key,
+            "attempt": t.attempt,
+            "offer": t.offer,
+            "token": t.token,
+            "claimed_by": claimer,
+            "session": session,
+        });
+        let _seq: i64 = tx.query_row(
+            sql::INBOX_INSERT,
+            params![t.execution_id, "dispatched", t.token, json_text(&payload), now],
+            |r| r.get(0),
+        )?;
+    }
+    tx.commit()?;
+    Ok(claimed)
+}
+
+/// Mark the row of `token` done and record the report for its owner, in one transaction.
+pub(crate) fn complete_task_row(
+    conn: &mut Connection,
+    token: &str,
+    report: Option<TaskReport>,
+) -> Result<Option<CompletedTask>> {
+    let now = to_i64(now_ms(), "now")?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let newly_done = tx.execute(sql::TASK_DONE, params![token, now])? > 0;
+    let task = {
+        let mut stmt = tx.prepare_cached(sql::TASK_BY_TOKEN)?;
+        let mut found = stmt.query([token])?;
+        match found.next()? {
+            Some(row) => rows::task(row)?,
+            None => return Ok(None),
+        }
+    };
+    let inbox_seq = match report {
+        Some(r) => {
+            let seq: i64 = tx.query_row(
+                sql::INBOX_INSERT,
+                params![task.execution_id, r.kind, token, json_text(&r.payload), now],
+                |row| row.get(0),
+            )?;
+            Some(to_u64(seq, "inbox seq")?)
+        }
+        None => None,
+    };
+    tx.commit()?;
+    Ok(Some(CompletedTask { task, newly_done, inbox_seq }))
+}
+
+/// Append an inbox entry; returns its seq.
+pub(crate) fn enqueue_inbox(
+    conn: &mut Connection,
+    execution_id: &str,
+    kind: &str,
+    token: Option<&str>,
+    payload: &Value,
+) -> Result<u64> {
+    let now = to_i64(now_ms(), "now")?;
+    let seq: i64 = conn.query_row(
+        sql::INBOX_INSERT,
+        params![execution_id, kind, token, json_text(payload), now],
+        |r| r.get(0),
+    )?;
+    to_u64(seq, "inbox seq")
+}
+
+/// Pending entries by seq.
+pub(crate) fn pending_inbox(
+    conn: &Connection,
+    execution_id: Option<&str>,
+    limit: u32,
+) -> Result<Vec<InboxEntry>> {
+    let mut stmt = conn.prepare_cached(sql::INBOX_PENDING)?;
+    let mut found = stmt.query(params![execution_id, i64::from(limit)])?;
+    let mut out = Vec::new();
+    while let Some(row) = found.next()? {
+        out.push(rows::inbox(row)?);
+    }
+    Ok(out)
+}
+
+/// Pending or done (with the reply) for one entry.
+pub(crate) fn inbox_result(conn: &Connection, seq: u64) -> Result<InboxStatus> {
+    let mut stmt = conn.prepare_cached(sql::INBOX_GET)?;
+    let mut found = stmt.query([to_i64(seq, "inbox seq")?])?;
+    let Some(row) = found.next()? else {
+        return Err(StoreError::NotFound(format!("inbox entry {seq}")));
+    };
+    let entry = rows::inbox(row)?;
+    Ok(match entry.done_at_ms {
+        Some(_) => InboxStatus::Done(entry.result),
+        None => InboxStatus::Pending,
+    })
+}
+
+/// Timers due at `now`, by due time.
+pub(crate) fn due_timers(conn: &Connection, now_ms: u64, limit: u32) -> Result<Vec<TimerRow>> {
+    let mut stmt = conn.prepare_cached(sql::TIMER_DUE)?;
+    let mut found = stmt.query(params![to_i64(now_ms, "now")?, i64::from(limit)])?;
+    let mut out = Vec::new();
+    while let Some(row) = found.next()? {
+        out.push(rows::timer(row)?);
+    }
+    Ok(out)
+}
+
+/// Due timers become `timer` inbox entries and are deleted, in one transaction.
+pub(crate) fn fire_due_timers(
+    conn: &mut Connection,
+    now_ms: u64,
+    limit: u32,
+) -> Result<Vec<(TimerRow, u64)>> {
+    let now = to_i64(super::conn::now_ms(), "now")?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let due = due_timers(&tx, now_ms, limit)?;
+    let mut fired = Vec::with_capacity(due.len());
+    for t in due {
+        let payload = json!({
+            "key": t.key,
+            "run": t.run,
+            "fire_at": t.fire_at_ms,
+            "payload": t.payload,
+        });
+        let seq: i64 = tx.query_row(
+            sql::INBOX_INSERT,
+            params![t.execution_id, "timer", Option::<&str>::None, json_text(&payload), now],
+            |r| r.get(0),
+        )?;
+        tx.execute(sql::TIMER_DELETE, params![t.execution_id, t.key])?;
+        fired.push((t, to_u64(seq, "inbox seq")?));
+    }
+    tx.commit()?;
+    Ok(fired)
+}
+
+/// The earliest due time.
+pub(crate) fn next_timer_at(conn: &Connection) -> Result<Option<u64>> {
+    let next: Option<i64> = conn.query_row(sql::TIMER_NEXT, [], |r| r.get(0))?;
+    next.map(|t| to_u64(t, "timer fire_at")).transpose()
+}
+
+/// Insert the owners row at epoch 1, or take it over at the next epoch.
+pub(crate) fn claim_owner(
+    conn: &mut Connection,
+    execution_id: &str,
+    root_id: &str,
+    node_id: &str,
+) -> Result<u64> {
+    let now = to_i64(now_ms(), "now")?;
+    let epoch: i64 =
+        conn.query_row(sql::OWNER_CLAIM, params![execution_id, root_id, node_id, now], |r| {
+            r.get(0)
+        })?;
+    to_u64(epoch, "owner epoch")
+}
+
+/// The owners row, if any.
+pub(crate) fn get_owner(conn: &Connection, execution_id: &str) -> Result<Option<OwnerRow>> {
+    let mut stmt = conn.prepare_cached(sql::OWNER_GET)?;
+    let found = stmt.query_row([execution_id], |r| Ok(rows::owner(r))).optional()?;
+    found.transpose()
+}

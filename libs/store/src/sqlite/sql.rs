@@ -1,0 +1,160 @@
+//! Every SQL statement of the SQLite backend, one named constant each.
+//!
+//! Parameters are numbered (`?1`); column lists shared by several queries are macros so the
+//! row mappers in `rows.rs` have one column order to follow.
+
+// ------------------------------------------------------------------ migrations
+
+pub(crate) const MIGRATION_APPLIED: &str =
+    "SELECT COUNT(*) FROM schema_migrations WHERE version = ?1";
+pub(crate) const MIGRATION_RECORD: &str =
+    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)";
+
+// ----------------------------------------------------------------- definitions
+
+pub(crate) const DEFINITION_HASH: &str =
+    "SELECT definition_hash FROM workflow_definitions WHERE name = ?1 AND version = ?2";
+pub(crate) const DEFINITION_INSERT: &str = "INSERT INTO workflow_definitions
+    (name, version, definition_hash, document, created_at) VALUES (?1, ?2, ?3, ?4, ?5)";
+pub(crate) const DEFINITION_GET: &str =
+    "SELECT name, version, definition_hash, document, created_at
+    FROM workflow_definitions WHERE name = ?1 AND version = ?2";
+pub(crate) const DEFINITION_LATEST: &str =
+    "SELECT name, version, definition_hash, document, created_at
+    FROM workflow_definitions WHERE name = ?1 ORDER BY id DESC LIMIT 1";
+pub(crate) const DEFINITION_LIST: &str =
+    "SELECT name, version, definition_hash, document, created_at
+    FROM workflow_definitions ORDER BY name, id";
+
+// ------------------------------------------------------------------ executions
+
+macro_rules! execution_columns {
+    () => {
+        "execution_id, run, root_id, parent_id, workflow, version, definition_hash, status, \
+         schedule_id, created_at, updated_at, closed_at, last_seq"
+    };
+}
+
+pub(crate) const EXECUTION_INSERT: &str = concat!(
+    "INSERT INTO executions (",
+    execution_columns!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 0)
+    ON CONFLICT (execution_id) DO NOTHING"
+);
+pub(crate) const EXECUTION_GET: &str =
+    concat!("SELECT ", execution_columns!(), " FROM executions WHERE execution_id = ?1");
+/// Filters are optional (`?n IS NULL`); the page continues strictly after the keyset
+/// (`created_at`, `execution_id`) of the previous page's last row, newest first.
+pub(crate) const EXECUTION_LIST: &str = concat!(
+    "SELECT ",
+    execution_columns!(),
+    " FROM executions
+    WHERE (?1 IS NULL OR status = ?1)
+      AND (?2 IS NULL OR workflow = ?2)
+      AND (?3 IS NULL OR parent_id = ?3)
+      AND (?4 IS NULL OR created_at < ?4 OR (created_at = ?4 AND execution_id < ?5))
+    ORDER BY created_at DESC, execution_id DESC
+    LIMIT ?6"
+);
+pub(crate) const EXECUTION_RUN_AND_SEQ: &str =
+    "SELECT run, last_seq FROM executions WHERE execution_id = ?1";
+pub(crate) const EXECUTION_SET_SEQ: &str =
+    "UPDATE executions SET run = ?2, last_seq = ?3 WHERE execution_id = ?1";
+pub(crate) const EXECUTION_SET_PROJECTION: &str =
+    "UPDATE executions SET status = ?2, updated_at = ?3, closed_at = ?4 WHERE execution_id = ?1";
+
+// --------------------------------------------------------------------- history
+
+pub(crate) const EVENT_INSERT: &str = "INSERT INTO history_events
+    (execution_id, run, seq, event_type, step, origin, payload, timestamp)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+pub(crate) const EVENT_LOAD: &str = "SELECT seq, origin, payload, timestamp FROM history_events
+    WHERE execution_id = ?1 AND run = ?2 ORDER BY seq";
+
+// ---------------------------------------------------------------------- owners
+
+pub(crate) const OWNER_EPOCH: &str = "SELECT epoch FROM owners WHERE execution_id = ?1";
+pub(crate) const OWNER_INSERT: &str =
+    "INSERT INTO owners (execution_id, root_id, node_id, epoch, since)
+    VALUES (?1, ?2, ?3, 1, ?4) ON CONFLICT (execution_id) DO NOTHING";
+/// Insert at epoch 1, or take over: the stored root is kept, the epoch moves on.
+pub(crate) const OWNER_CLAIM: &str =
+    "INSERT INTO owners (execution_id, root_id, node_id, epoch, since)
+    VALUES (?1, ?2, ?3, 1, ?4)
+    ON CONFLICT (execution_id) DO UPDATE SET node_id = excluded.node_id, epoch = owners.epoch + 1,
+        since = excluded.since
+    RETURNING epoch";
+pub(crate) const OWNER_GET: &str =
+    "SELECT execution_id, root_id, node_id, epoch, since FROM owners WHERE execution_id = ?1";
+
+// ------------------------------------------------------------------ task queue
+
+macro_rules! task_columns {
+    () => {
+        "id, execution_id, run, unit_key, attempt, offer, task, task_version, input, \
+         idempotency_key, state, claimed_by, session, token, created_at, claimed_at"
+    };
+}
+
+pub(crate) const TASK_INSERT: &str = "INSERT INTO task_queue
+    (execution_id, run, unit_key, attempt, offer, task, task_version, input, idempotency_key,
+     state, claim_count, created_at, updated_at)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'queued', 0, ?10, ?10)
+    ON CONFLICT (execution_id, run, unit_key, attempt, offer) DO NOTHING
+    RETURNING id";
+pub(crate) const TASK_CANCEL: &str = "UPDATE task_queue SET state = 'cancelled', updated_at = ?3
+    WHERE id = ?1 AND execution_id = ?2 AND state IN ('queued', 'claimed')";
+/// `?1` is a JSON array of task names. The token is unique per (row, claim): the row id and
+/// how often it was claimed. The single writer makes select-then-update atomic here;
+/// PostgreSQL uses `FOR UPDATE SKIP LOCKED` for the same guarantee.
+pub(crate) const TASK_CLAIM: &str = concat!(
+    "UPDATE task_queue SET state = 'claimed', claimed_by = ?3, session = ?4,
+        token = 't' || id || '.' || (claim_count + 1), claim_count = claim_count + 1,
+        claimed_at = ?5, updated_at = ?5
+    WHERE id IN (
+        SELECT id FROM task_queue
+        WHERE state = 'queued' AND task IN (SELECT value FROM json_each(?1))
+        ORDER BY id LIMIT ?2)
+    RETURNING ",
+    task_columns!()
+);
+pub(crate) const TASK_BY_TOKEN: &str =
+    concat!("SELECT ", task_columns!(), " FROM task_queue WHERE token = ?1");
+pub(crate) const TASK_DONE: &str = "UPDATE task_queue SET state = 'done', updated_at = ?2
+    WHERE token = ?1 AND state IN ('claimed', 'cancelled')";
+
+// ----------------------------------------------------------------------- inbox
+
+macro_rules! inbox_columns {
+    () => {
+        "seq, execution_id, kind, token, payload, created_at, done_at, result"
+    };
+}
+
+pub(crate) const INBOX_INSERT: &str =
+    "INSERT INTO inbox (execution_id, kind, token, payload, created_at)
+    VALUES (?1, ?2, ?3, ?4, ?5) RETURNING seq";
+pub(crate) const INBOX_PENDING: &str = concat!(
+    "SELECT ",
+    inbox_columns!(),
+    " FROM inbox WHERE done_at IS NULL AND (?1 IS NULL OR execution_id = ?1) ORDER BY seq LIMIT ?2"
+);
+pub(crate) const INBOX_GET: &str =
+    concat!("SELECT ", inbox_columns!(), " FROM inbox WHERE seq = ?1");
+/// Only a pending entry of the committing execution: an entry is applied at most once.
+pub(crate) const INBOX_MARK_DONE: &str = "UPDATE inbox SET done_at = ?3, result = ?4
+    WHERE seq = ?1 AND execution_id = ?2 AND done_at IS NULL";
+
+// ---------------------------------------------------------------------- timers
+
+pub(crate) const TIMER_UPSERT: &str =
+    "INSERT INTO timers (execution_id, timer_key, run, fire_at, payload)
+    VALUES (?1, ?2, ?3, ?4, ?5)
+    ON CONFLICT (execution_id, timer_key) DO UPDATE SET run = excluded.run,
+        fire_at = excluded.fire_at, payload = excluded.payload";
+pub(crate) const TIMER_DELETE: &str =
+    "DELETE FROM timers WHERE execution_id = ?1 AND timer_key = ?2";
+pub(crate) const TIMER_DUE: &str =
+    "SELECT execution_id, run, timer_key, fire_at, payload FROM timers
+    WHERE fire_at <= ?1 ORDER BY fire_at, execution_id, timer_key LIMIT ?2";
+pub(crate) const TIMER_NEXT: &str = "SELECT MIN(fire_at) FROM timers";

@@ -1,0 +1,111 @@
+//! SQLite-only checks the conformance suite cannot express: connection settings, and that
+//! damaged rows come back as errors, never panics.
+
+use super::SqliteStore;
+use crate::batch::{CommitBatch, NewOwner};
+use crate::model::ExecutionRow;
+use crate::{Store, StoreError};
+use orbit_engine::{Event, HistoryEvent, Origin};
+use rusqlite::Connection;
+use std::path::PathBuf;
+
+struct TempDb(PathBuf);
+
+impl TempDb {
+    fn new(name: &str) -> TempDb {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        TempDb(
+            std::env::temp_dir()
+                .join(format!("orbit-store-unit-{name}-{}-{nanos}.db", std::process::id())),
+        )
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = self.0.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[tokio::test]
+async fn writer_uses_wal_and_full_sync() {
+    let db = TempDb::new("pragmas");
+    let store = SqliteStore::open_and_migrate(&db.0).await.unwrap();
+    let (mode, sync) = store
+        .writer
+        .run(|c| {
+            let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+            let sync: i64 = c.query_row("PRAGMA synchronous", [], |r| r.get(0))?;
+            Ok((mode, sync))
+        })
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    assert_eq!(sync, 2, "synchronous=FULL");
+    let versions: Vec<i64> = store
+        .readers
+        .run(|c| {
+            let mut stmt = c.prepare("SELECT version FROM schema_migrations ORDER BY version")?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(versions, [1]);
+}
+
+#[tokio::test]
+async fn damaged_rows_are_storage_errors() {
+    let db = TempDb::new("damaged");
+    let store = SqliteStore::open_and_migrate(&db.0).await.unwrap();
+    let row = ExecutionRow {
+        execution_id: "e1".into(),
+        run: 1,
+        root_id: "e1".into(),
+        parent_id: None,
+        workflow: "w".into(),
+        version: "v1".into(),
+        definition_hash: "h".into(),
+        status: "running".into(),
+        schedule_id: None,
+        created_at_ms: 1,
+        updated_at_ms: 1,
+        closed_at_ms: None,
+        last_seq: 0,
+    };
+    let batch = CommitBatch {
+        execution_id: "e1".into(),
+        run: 1,
+        new_execution: Some(row),
+        new_owner: Some(NewOwner { root_id: "e1".into(), node_id: "n".into() }),
+        events: vec![HistoryEvent {
+            seq: 1,
+            timestamp_ms: 1,
+            origin: Origin::Recorded,
+            event: Event::WorkflowStarted {},
+        }],
+        ..CommitBatch::default()
+    };
+    store.commit(batch).await.unwrap();
+
+    // Damage the rows behind the store's back.
+    let raw = Connection::open(&db.0).unwrap();
+    raw.execute_batch(
+        "UPDATE history_events SET payload = '{not json';
+         UPDATE executions SET last_seq = -5;
+         UPDATE owners SET epoch = -1;",
+    )
+    .unwrap();
+    drop(raw);
+
+    let err = store.load_history("e1", 1).await.unwrap_err();
+    assert!(matches!(err, StoreError::Storage(_)), "{err:?}");
+    assert!(matches!(store.get_execution("e1").await, Err(StoreError::Storage(_))));
+    assert!(matches!(store.get_owner("e1").await, Err(StoreError::Storage(_))));
+}

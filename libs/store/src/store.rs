@@ -1,0 +1,118 @@
+//! The [`Store`] trait: the whole storage surface the services use, one implementation per
+//! backend (SQLite now, PostgreSQL later), checked by the same conformance suite.
+//!
+//! Conventions every backend follows:
+//! * domain times (event timestamps, projection times, timer due times) come from the caller;
+//!   bookkeeping times (`created_at` of inbox and queue rows, claim and done times, owner
+//!   `since`) come from the store's clock (the database clock on PostgreSQL);
+//! * a method either fully applies or changes nothing;
+//! * no method blocks the async runtime.
+
+use crate::batch::{CommitBatch, CommitOutcome};
+use crate::error::Result;
+use crate::model::{
+    CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
+    InboxStatus, OwnerRow, PutOutcome, TaskReport, TaskRow, TimerRow,
+};
+use orbit_engine::HistoryEvent;
+use serde_json::Value;
+
+/// Async storage for definitions, histories, the queue, the inbox, timers and owners.
+#[async_trait::async_trait]
+pub trait Store: Send + Sync {
+    /// Apply the numbered migrations not yet recorded in `schema_migrations`, in order.
+    /// Idempotent. Returns the versions applied by this call.
+    async fn migrate(&self) -> Result<Vec<u32>>;
+
+    /// Register a definition. Immutable per (name, version): the same hash again is
+    /// `Unchanged`, a different hash is [`StoreError::Conflict`](crate::StoreError::Conflict).
+    async fn put_definition(
+        &self,
+        name: &str,
+        version: &str,
+        hash: &str,
+        document: &str,
+    ) -> Result<PutOutcome>;
+
+    /// A definition by (name, version), or the latest registered version of `name` when
+    /// `version` is `None`.
+    async fn get_definition(
+        &self,
+        name: &str,
+        version: Option<&str>,
+    ) -> Result<Option<DefinitionRow>>;
+
+    /// Every definition, by name then registration order.
+    async fn list_definitions(&self) -> Result<Vec<DefinitionRow>>;
+
+    /// Apply one [`CommitBatch`] atomically (fence, projection, events, tasks, timers, inbox).
+    async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome>;
+
+    /// The history of one run, in seq order (empty if there is none).
+    async fn load_history(&self, execution_id: &str, run: u32) -> Result<Vec<HistoryEvent>>;
+
+    /// The projection of an execution.
+    async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRow>>;
+
+    /// A page of executions matching `filter`, newest first.
+    async fn list_executions(&self, filter: ExecutionFilter) -> Result<ExecutionPage>;
+
+    /// Write a command for an execution's owner; returns its seq.
+    async fn enqueue_inbox(
+        &self,
+        execution_id: &str,
+        kind: &str,
+        token: Option<&str>,
+        payload: &Value,
+    ) -> Result<u64>;
+
+    /// Pending (not done) inbox entries, by seq; of one execution or of all.
+    async fn pending_inbox(
+        &self,
+        execution_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<InboxEntry>>;
+
+    /// Whether an inbox entry was applied, and the owner's reply.
+    /// [`StoreError::NotFound`](crate::StoreError::NotFound) if the entry does not exist.
+    async fn inbox_result(&self, seq: u64) -> Result<InboxStatus>;
+
+    /// Claim up to `limit` queued rows of the given task names, oldest first, for a frontend
+    /// (`claimer`) and a worker `session`: queued → claimed with a fresh token. In the same
+    /// transaction a `dispatched` inbox entry is written per row for its owner. No row is
+    /// ever handed to two claimers.
+    async fn claim_tasks(
+        &self,
+        task_names: &[String],
+        limit: u32,
+        claimer: &str,
+        session: &str,
+    ) -> Result<Vec<TaskRow>>;
+
+    /// Record a worker's result for `token`: the row becomes done (if it was claimed or
+    /// cancelled) and, with a report, an inbox entry for the owner is written in the same
+    /// transaction. `None` when no row carries the token.
+    async fn complete_task_row(
+        &self,
+        token: &str,
+        report: Option<TaskReport>,
+    ) -> Result<Option<CompletedTask>>;
+
+    /// Timers due at `now_ms`, by due time.
+    async fn due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<TimerRow>>;
+
+    /// The earliest due time of any timer.
+    async fn next_timer_at(&self) -> Result<Option<u64>>;
+
+    /// The scheduler's step: take up to `limit` timers due at `now_ms` (by due time), and in
+    /// one transaction turn each into a `timer` inbox entry for its execution and delete it.
+    /// Returns each fired timer with the seq of its inbox entry.
+    async fn fire_due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<(TimerRow, u64)>>;
+
+    /// Make `node_id` the owner of an execution and return its epoch: 1 for a new owners
+    /// row, the previous epoch + 1 for a takeover (which fences the previous owner).
+    async fn claim_owner(&self, execution_id: &str, root_id: &str, node_id: &str) -> Result<u64>;
+
+    /// The owners row of an execution.
+    async fn get_owner(&self, execution_id: &str) -> Result<Option<OwnerRow>>;
+}

@@ -1,0 +1,82 @@
+//! The store conformance suite, run against every backend.
+//!
+//! Each case in `conformance/suite/mod.rs` is a generic async fn over a [`Backend`] (something
+//! that can open a fresh, migrated store at one location, again and again). The
+//! `conformance_suite!` macro turns every case into a `#[tokio::test]` for one backend, so a
+//! new backend (PostgreSQL) adds one `Backend` impl and one macro call.
+
+#[path = "conformance/suite/mod.rs"]
+mod suite;
+#[path = "conformance/support.rs"]
+mod support;
+
+use orbit_store::{SqliteStore, Store};
+use std::path::PathBuf;
+use std::sync::Arc;
+use support::Backend;
+
+/// Expands to one test per case, each with a fresh backend made by `$make(case_name)`.
+macro_rules! conformance_suite {
+    ($make:path; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                let backend = $make(stringify!($case));
+                suite::$case(&backend).await;
+            }
+        )*
+    };
+}
+
+/// A SQLite file in the temp directory, deleted (with its WAL files) on drop.
+struct SqliteBackend {
+    path: PathBuf,
+}
+
+impl SqliteBackend {
+    fn new(case: &str) -> SqliteBackend {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let name = format!("orbit-store-{case}-{}-{nanos}.db", std::process::id());
+        SqliteBackend { path: std::env::temp_dir().join(name) }
+    }
+}
+
+impl Drop for SqliteBackend {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = self.path.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Backend for SqliteBackend {
+    async fn open(&self) -> Arc<dyn Store> {
+        let store = SqliteStore::open(&self.path).await.expect("open sqlite store");
+        store.migrate().await.expect("migrate sqlite store");
+        Arc::new(store)
+    }
+}
+
+conformance_suite!(
+    SqliteBackend::new;
+    migrations_are_idempotent,
+    definitions_are_immutable,
+    commit_writes_everything_in_one_transaction,
+    refused_batches_leave_nothing_behind,
+    fencing_rejects_a_stale_epoch,
+    duplicate_execution_is_refused,
+    concurrent_claimers_never_share_a_row,
+    completing_a_task_records_the_result_once,
+    history_survives_reopening,
+    timers_come_due_in_order,
+    inbox_replies_reach_waiting_callers,
+    executions_list_with_filters_and_pages,
+    continue_as_new_starts_a_new_run,
+    definitions_latest_is_the_last_registered,
+    due_timers_fire_into_the_inbox_once,
+);

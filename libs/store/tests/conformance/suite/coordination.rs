@@ -1,0 +1,169 @@
+//! The coordination tables: task claims and results, timers and the inbox.
+
+use crate::support::{ev, start, start_batch, task, timer, Backend};
+use orbit_engine::Event;
+use orbit_store::{CommitBatch, InboxDone, InboxStatus, Store, StoreError, TaskReport, TaskState};
+use serde_json::json;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+pub async fn concurrent_claimers_never_share_a_row(b: &dyn Backend) {
+    let store = b.open().await;
+    let mut batch = start_batch("e1", "node-a");
+    batch.tasks_to_insert = (0..50).map(|i| task(&format!("u{i}"), "work")).collect();
+    // Inserting the same offers again is a no-op.
+    let again = CommitBatch {
+        execution_id: "e1".into(),
+        run: 1,
+        expected_epoch: Some(1),
+        tasks_to_insert: batch.tasks_to_insert.clone(),
+        ..CommitBatch::default()
+    };
+    assert_eq!(store.commit(batch).await.unwrap().task_ids.len(), 50);
+    assert!(store.commit(again).await.unwrap().task_ids.is_empty());
+
+    let claimer = |name: &'static str, store: Arc<dyn Store>| {
+        tokio::spawn(async move {
+            let mut got = Vec::new();
+            loop {
+                let rows = store.claim_tasks(&["work".into()], 3, name, name).await.unwrap();
+                if rows.is_empty() {
+                    return got;
+                }
+                for r in rows {
+                    assert_eq!(
+                        (r.state, r.claimed_by.as_deref()),
+                        (TaskState::Claimed, Some(name))
+                    );
+                    got.push((r.id, r.token.unwrap()));
+                }
+            }
+        })
+    };
+    let (a, b2) = (claimer("fe-a", Arc::clone(&store)), claimer("fe-b", Arc::clone(&store)));
+    let (a, b2) = (a.await.unwrap(), b2.await.unwrap());
+    let ids: HashSet<u64> = a.iter().chain(&b2).map(|(id, _)| *id).collect();
+    let tokens: HashSet<&String> = a.iter().chain(&b2).map(|(_, t)| t).collect();
+    assert_eq!(a.len() + b2.len(), 50, "every row claimed exactly once");
+    assert_eq!((ids.len(), tokens.len()), (50, 50));
+    // Each claim told the owner, in the same transaction.
+    let inbox = store.pending_inbox(Some("e1"), 100).await.unwrap();
+    assert_eq!(inbox.iter().filter(|e| e.kind == "dispatched").count(), 50);
+}
+
+pub async fn completing_a_task_records_the_result_once(b: &dyn Backend) {
+    let store = b.open().await;
+    let mut batch = start_batch("e1", "node-a");
+    batch.tasks_to_insert = vec![task("charge", "payments.charge")];
+    store.commit(batch).await.unwrap();
+    let claimed = store.claim_tasks(&["payments.charge".into()], 1, "fe", "s1").await.unwrap();
+    let token = claimed[0].token.clone().unwrap();
+    let report = TaskReport { kind: "complete".into(), payload: json!({"output": 42}) };
+    let first = store.complete_task_row(&token, Some(report.clone())).await.unwrap().unwrap();
+    assert!(first.newly_done);
+    assert_eq!((first.task.state, first.task.execution_id.as_str()), (TaskState::Done, "e1"));
+    let seq = first.inbox_seq.unwrap();
+    let inbox = store.pending_inbox(Some("e1"), 10).await.unwrap();
+    let entry = inbox.iter().find(|e| e.seq == seq).unwrap();
+    assert_eq!((entry.kind.as_str(), entry.token.as_deref()), ("complete", Some(token.as_str())));
+    assert_eq!(entry.payload, json!({"output": 42}));
+    // A duplicate result is still recorded for the owner (who ignores it), never re-done.
+    let second = store.complete_task_row(&token, Some(report)).await.unwrap().unwrap();
+    assert!(!second.newly_done);
+    assert!(store.complete_task_row("no-such-token", None).await.unwrap().is_none());
+}
+
+pub async fn timers_come_due_in_order(b: &dyn Backend) {
+    let store = b.open().await;
+    assert_eq!(store.next_timer_at().await.unwrap(), None);
+    for (id, timers) in [("e1", vec![("a", 300), ("b", 100)]), ("e2", vec![("a", 200), ("z", 900)])]
+    {
+        let mut batch = start_batch(id, "node-a");
+        batch.timers_to_upsert = timers.into_iter().map(|(k, at)| timer(k, at)).collect();
+        store.commit(batch).await.unwrap();
+    }
+    let due = store.due_timers(300, 10).await.unwrap();
+    let order: Vec<_> = due.iter().map(|t| (t.execution_id.as_str(), t.key.as_str())).collect();
+    assert_eq!(order, [("e1", "b"), ("e2", "a"), ("e1", "a")]);
+    assert_eq!(due[0].payload, json!({"key": "b"}));
+    assert_eq!(store.due_timers(300, 2).await.unwrap().len(), 2);
+    assert!(store.due_timers(99, 10).await.unwrap().is_empty());
+    assert_eq!(store.next_timer_at().await.unwrap(), Some(100));
+
+    // Upserting a key moves the timer; deleting removes it.
+    let batch = CommitBatch {
+        execution_id: "e1".into(),
+        run: 1,
+        timers_to_upsert: vec![timer("b", 1_000)],
+        timers_to_delete: vec!["a".into()],
+        ..CommitBatch::default()
+    };
+    store.commit(batch).await.unwrap();
+    let keys: Vec<_> = store
+        .due_timers(u64::MAX >> 2, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.execution_id, t.key, t.fire_at_ms))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            ("e2".into(), "a".into(), 200),
+            ("e2".into(), "z".into(), 900),
+            ("e1".into(), "b".into(), 1_000)
+        ]
+    );
+}
+
+pub async fn inbox_replies_reach_waiting_callers(b: &dyn Backend) {
+    let store = b.open().await;
+    start(store.as_ref(), "e1").await;
+    let s1 = store.enqueue_inbox("e1", "signal", None, &json!({"n": 1})).await.unwrap();
+    let s2 = store.enqueue_inbox("e2", "cancel", Some("tok"), &json!({})).await.unwrap();
+    let s3 = store.enqueue_inbox("e1", "update", None, &json!({"n": 3})).await.unwrap();
+    assert!(s1 < s2 && s2 < s3);
+    let all: Vec<u64> =
+        store.pending_inbox(None, 10).await.unwrap().iter().map(|e| e.seq).collect();
+    assert_eq!(all, [s1, s2, s3]);
+    let mine: Vec<u64> =
+        store.pending_inbox(Some("e1"), 10).await.unwrap().iter().map(|e| e.seq).collect();
+    assert_eq!(mine, [s1, s3]);
+    assert_eq!(store.pending_inbox(None, 1).await.unwrap().len(), 1);
+    assert_eq!(store.inbox_result(s1).await.unwrap(), InboxStatus::Pending);
+
+    let batch = CommitBatch {
+        execution_id: "e1".into(),
+        run: 1,
+        expected_epoch: Some(1),
+        events: vec![ev(3, Event::SignalReceived { name: "go".into(), payload: json!({}) })],
+        inbox_done: vec![
+            InboxDone { seq: s1, result: None },
+            InboxDone { seq: s3, result: Some(json!({"ok": true})) },
+        ],
+        ..CommitBatch::default()
+    };
+    store.commit(batch).await.unwrap();
+    assert_eq!(store.inbox_result(s1).await.unwrap(), InboxStatus::Done(None));
+    assert_eq!(store.inbox_result(s3).await.unwrap(), InboxStatus::Done(Some(json!({"ok": true}))));
+    assert!(store.pending_inbox(Some("e1"), 10).await.unwrap().is_empty());
+    assert!(matches!(store.inbox_result(s3 + 100).await, Err(StoreError::NotFound(_))));
+}
+
+pub async fn due_timers_fire_into_the_inbox_once(b: &dyn Backend) {
+    let store = b.open().await;
+    let mut batch = start_batch("e1", "node-a");
+    batch.timers_to_upsert = vec![timer("late", 500), timer("early", 100), timer("later", 900)];
+    store.commit(batch).await.unwrap();
+    let fired = store.fire_due_timers(600, 10).await.unwrap();
+    let keys: Vec<_> = fired.iter().map(|(t, _)| t.key.as_str()).collect();
+    assert_eq!(keys, ["early", "late"]);
+    let inbox = store.pending_inbox(Some("e1"), 10).await.unwrap();
+    assert_eq!(inbox.len(), 2);
+    assert_eq!(inbox[0].seq, fired[0].1);
+    assert_eq!(inbox[0].kind, "timer");
+    assert_eq!(inbox[0].payload["key"], json!("early"));
+    assert_eq!(inbox[0].payload["payload"], json!({"key": "early"}));
+    assert!(store.fire_due_timers(600, 10).await.unwrap().is_empty(), "a timer fires once");
+    assert_eq!(store.next_timer_at().await.unwrap(), Some(900));
+}

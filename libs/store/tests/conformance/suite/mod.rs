@@ -1,0 +1,11 @@
+//! The conformance cases. Each takes a fresh [`Backend`](crate::support::Backend) and states
+//! one guarantee of the [`Store`](orbit_store::Store) contract; none depends on a particular
+//! database.
+
+mod commit;
+mod coordination;
+mod schema;
+
+pub use commit::*;
+pub use coordination::*;
+pub use schema::*;
