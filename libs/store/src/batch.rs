@@ -66,6 +66,10 @@ pub struct CommitBatch {
     pub tasks_to_insert: Vec<NewTask>,
     /// Task rows of this execution to cancel (queued or claimed rows only).
     pub tasks_to_cancel: Vec<u64>,
+    /// Units of this execution whose task rows (queued or claimed) are cancelled.
+    pub units_to_cancel: Vec<String>,
+    /// Inbox entries to write for other executions (a child's end for its parent).
+    pub inbox_to_insert: Vec<NewInbox>,
     /// Timers to create or move.
     pub timers_to_upsert: Vec<NewTimer>,
     /// Timer keys to delete (missing keys are ignored: the timer may have fired).
@@ -81,4 +85,15 @@ pub struct CommitOutcome {
     pub last_seq: u64,
     /// Ids of the task rows inserted (offers already present are skipped).
     pub task_ids: Vec<u64>,
+}
+
+/// An inbox entry written by a commit, for any execution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewInbox {
+    /// The execution whose owner consumes it.
+    pub execution_id: String,
+    /// Command kind.
+    pub kind: String,
+    /// Command payload.
+    pub payload: Value,
 }

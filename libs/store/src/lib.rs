@@ -15,7 +15,7 @@ mod model;
 mod sqlite;
 mod store;
 
-pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewOwner, ProjectionUpdate};
+pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewInbox, NewOwner, ProjectionUpdate};
 pub use error::{Result, StoreError};
 pub use model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,

@@ -48,6 +48,10 @@ pub trait Store: Send + Sync {
     /// Apply one [`CommitBatch`] atomically (fence, projection, events, tasks, timers, inbox).
     async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome>;
 
+    /// Apply several batches (any executions) in ONE transaction: all or none. This is how an
+    /// owner commits a whole decision pass under load.
+    async fn commit_all(&self, batches: Vec<CommitBatch>) -> Result<Vec<CommitOutcome>>;
+
     /// The history of one run, in seq order (empty if there is none).
     async fn load_history(&self, execution_id: &str, run: u32) -> Result<Vec<HistoryEvent>>;
 

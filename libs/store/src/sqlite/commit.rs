@@ -10,9 +10,16 @@ use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::{Result, StoreError};
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
-/// Apply the batch atomically.
-pub(crate) fn commit(conn: &mut Connection, batch: CommitBatch) -> Result<CommitOutcome> {
+/// Apply the batches atomically: all of them, or none.
+pub(crate) fn commit_all(conn: &mut Connection, batches: Vec<CommitBatch>) -> Result<Vec<CommitOutcome>> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let outcomes = batches.into_iter().map(|b| apply(&tx, b)).collect::<Result<Vec<_>>>()?;
+    tx.commit()?;
+    Ok(outcomes)
+}
+
+/// Apply one batch inside the caller's transaction.
+fn apply(tx: &Transaction<'_>, batch: CommitBatch) -> Result<CommitOutcome> {
     let id = batch.execution_id.as_str();
     let now = to_i64(now_ms(), "now")?;
     let run = i64::from(batch.run);
@@ -65,6 +72,13 @@ pub(crate) fn commit(conn: &mut Connection, batch: CommitBatch) -> Result<Commit
         )?;
     }
 
+    // Cancel first: a redelivery cancels the lost offer and queues a new one in one batch.
+    for task_id in &batch.tasks_to_cancel {
+        tx.execute(sql::TASK_CANCEL, params![to_i64(*task_id, "task id")?, id, now])?;
+    }
+    for unit in &batch.units_to_cancel {
+        tx.execute(sql::TASK_CANCEL_UNIT, params![id, unit, now])?;
+    }
     let mut task_ids = Vec::new();
     for t in &batch.tasks_to_insert {
         let inserted: Option<i64> = tx
@@ -89,8 +103,12 @@ pub(crate) fn commit(conn: &mut Connection, batch: CommitBatch) -> Result<Commit
             task_ids.push(to_u64(task_id, "task id")?);
         }
     }
-    for task_id in &batch.tasks_to_cancel {
-        tx.execute(sql::TASK_CANCEL, params![to_i64(*task_id, "task id")?, id, now])?;
+    for entry in &batch.inbox_to_insert {
+        let _seq: i64 = tx.query_row(
+            sql::INBOX_INSERT,
+            params![entry.execution_id, entry.kind, None::<String>, json_text(&entry.payload), now],
+            |r| r.get(0),
+        )?;
     }
 
     for t in &batch.timers_to_upsert {
@@ -112,7 +130,6 @@ pub(crate) fn commit(conn: &mut Connection, batch: CommitBatch) -> Result<Commit
         }
     }
 
-    tx.commit()?;
     Ok(CommitOutcome { last_seq, task_ids })
 }
 

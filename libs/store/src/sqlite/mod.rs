@@ -87,7 +87,12 @@ impl Store for SqliteStore {
     }
 
     async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
-        self.writer.run(move |c| commit::commit(c, batch)).await
+        let mut outcomes = self.writer.run(move |c| commit::commit_all(c, vec![batch])).await?;
+        outcomes.pop().ok_or_else(|| crate::StoreError::Storage("commit produced no outcome".into()))
+    }
+
+    async fn commit_all(&self, batches: Vec<CommitBatch>) -> Result<Vec<CommitOutcome>> {
+        self.writer.run(move |c| commit::commit_all(c, batches)).await
     }
 
     async fn load_history(&self, execution_id: &str, run: u32) -> Result<Vec<HistoryEvent>> {
