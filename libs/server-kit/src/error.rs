@@ -1,0 +1,285 @@
+//! Orbit's API-level error codes and their one mapping to [`tonic::Status`].
+//!
+//! [`ErrorCode`] is closed: every error a server returns carries exactly one of these
+//! stable strings, and each code maps to exactly one gRPC status code (see the semantics
+//! document, "Error codes"). Task-level codes recorded in history (`TIMEOUT`,
+//! `HTTP_ERROR`, ...) are not API errors and do not belong here.
+//!
+//! On the wire the code travels twice, so clients in every language can branch on it:
+//! - in the `orbit-error-code` ASCII response metadata key, and
+//! - in a `google.rpc.ErrorInfo` status detail (`reason` = code, `domain` = `orbit.dev`).
+//!
+//! Field violations additionally travel as a `google.rpc.BadRequest` detail.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+
+use tonic::metadata::{MetadataMap, MetadataValue};
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+/// The response metadata key that carries the Orbit error code.
+pub const ERROR_CODE_METADATA_KEY: &str = "orbit-error-code";
+
+/// The `google.rpc.ErrorInfo.domain` of every Orbit error.
+pub const ERROR_DOMAIN: &str = "orbit.dev";
+
+/// The `google.rpc.ErrorInfo.metadata` key holding the path of the first field violation.
+pub const ERROR_INFO_PATH_KEY: &str = "path";
+
+/// Defines the closed enum, its stable strings and its list of every variant in one place,
+/// so the three can never disagree.
+macro_rules! error_codes {
+    ($($(#[$doc:meta])* $variant:ident => $text:literal,)+) => {
+        /// A stable Orbit API error code. Closed: the server never returns another.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $($(#[$doc])* $variant,)+
+        }
+
+        impl ErrorCode {
+            /// Every code, in declaration order.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)+];
+
+            /// The stable upper-snake-case string, as sent on the wire.
+            #[must_use]
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $text,)+
+                }
+            }
+        }
+
+        impl FromStr for ErrorCode {
+            type Err = UnknownErrorCode;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($text => Ok(ErrorCode::$variant),)+
+                    other => Err(UnknownErrorCode(other.to_owned())),
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    /// A request field is malformed or missing.
+    InvalidArgument => "INVALID_ARGUMENT",
+    /// A workflow definition does not parse or validate.
+    InvalidDefinition => "INVALID_DEFINITION",
+    /// An execution input does not match the workflow's input schema.
+    InvalidInput => "INVALID_INPUT",
+    /// No workflow with that name (and version) is registered.
+    WorkflowNotFound => "WORKFLOW_NOT_FOUND",
+    /// No execution (or run) with that id exists.
+    ExecutionNotFound => "EXECUTION_NOT_FOUND",
+    /// The workflow declares no such signal.
+    UnknownSignal => "UNKNOWN_SIGNAL",
+    /// The workflow declares no such query.
+    UnknownQuery => "UNKNOWN_QUERY",
+    /// The (name, version) is registered with a different definition hash.
+    DefinitionConflict => "DEFINITION_CONFLICT",
+    /// The execution id exists for a different workflow.
+    ExecutionExists => "EXECUTION_EXISTS",
+    /// The execution is closed and cannot take the request.
+    ExecutionFinished => "EXECUTION_FINISHED",
+    /// A signal payload does not match the signal's schema.
+    SignalPayloadInvalid => "SIGNAL_PAYLOAD_INVALID",
+    /// A query expression failed to evaluate.
+    QueryFailed => "QUERY_FAILED",
+    /// A payload is over `max_payload_bytes`.
+    PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+    /// A server limit is reached, for example `max_active_executions`.
+    ResourceExhausted => "RESOURCE_EXHAUSTED",
+    /// The request carries no valid credentials.
+    Unauthenticated => "UNAUTHENTICATED",
+    /// The caller's identity may not perform the request.
+    PermissionDenied => "PERMISSION_DENIED",
+    /// No live owner, or the database is down; retry later.
+    Unavailable => "UNAVAILABLE",
+    /// The store failed in a way the caller cannot fix.
+    StorageError => "STORAGE_ERROR",
+    /// No schedule with that id exists.
+    ScheduleNotFound => "SCHEDULE_NOT_FOUND",
+    /// The schedule id exists with a different spec.
+    ScheduleExists => "SCHEDULE_EXISTS",
+    /// A task token does not decode to a known delivery.
+    UnknownToken => "UNKNOWN_TOKEN",
+    /// A worker stream was misused, for example a result before `Hello`.
+    ProtocolError => "PROTOCOL_ERROR",
+}
+
+impl ErrorCode {
+    /// The gRPC status code this Orbit code is returned with.
+    #[must_use]
+    pub const fn grpc_code(self) -> Code {
+        match self {
+            ErrorCode::InvalidArgument
+            | ErrorCode::InvalidDefinition
+            | ErrorCode::InvalidInput
+            | ErrorCode::SignalPayloadInvalid
+            | ErrorCode::QueryFailed => Code::InvalidArgument,
+            ErrorCode::WorkflowNotFound
+            | ErrorCode::ExecutionNotFound
+            | ErrorCode::UnknownSignal
+            | ErrorCode::UnknownQuery
+            | ErrorCode::ScheduleNotFound
+            | ErrorCode::UnknownToken => Code::NotFound,
+            ErrorCode::DefinitionConflict
+            | ErrorCode::ExecutionExists
+            | ErrorCode::ScheduleExists => Code::AlreadyExists,
+            ErrorCode::ExecutionFinished | ErrorCode::ProtocolError => Code::FailedPrecondition,
+            ErrorCode::PayloadTooLarge | ErrorCode::ResourceExhausted => Code::ResourceExhausted,
+            ErrorCode::Unauthenticated => Code::Unauthenticated,
+            ErrorCode::PermissionDenied => Code::PermissionDenied,
+            ErrorCode::Unavailable => Code::Unavailable,
+            ErrorCode::StorageError => Code::Internal,
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that is not one of the [`ErrorCode`]s.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown Orbit error code {0:?}")]
+pub struct UnknownErrorCode(pub String);
+
+/// One offending field of a request or document, for example a definition path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldViolation {
+    /// Where the problem is, for example `steps[2].retry.max_attempts` or `input.amount`.
+    pub path: String,
+    /// A stable upper-snake-case reason, for example `UNKNOWN_STEP`.
+    pub code: String,
+    /// A human-readable description. Not meant to be parsed.
+    pub message: String,
+}
+
+impl FieldViolation {
+    /// Creates a violation.
+    pub fn new(
+        path: impl Into<String>,
+        code: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self { path: path.into(), code: code.into(), message: message.into() }
+    }
+}
+
+/// An API error: a stable code, a message and optional field violations.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct OrbitError {
+    /// The stable code clients branch on.
+    pub code: ErrorCode,
+    /// A human-readable description. Not meant to be parsed.
+    pub message: String,
+    /// The offending fields, if the error concerns specific ones.
+    pub details: Vec<FieldViolation>,
+}
+
+impl OrbitError {
+    /// Creates an error without field violations.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), details: Vec::new() }
+    }
+
+    /// Adds a field violation.
+    #[must_use]
+    pub fn with_violation(mut self, violation: FieldViolation) -> Self {
+        self.details.push(violation);
+        self
+    }
+
+    /// Adds field violations.
+    #[must_use]
+    pub fn with_violations(mut self, violations: impl IntoIterator<Item = FieldViolation>) -> Self {
+        self.details.extend(violations);
+        self
+    }
+
+    /// The gRPC status for this error: the mapped status code, the message, the code in
+    /// the `orbit-error-code` metadata key, a `google.rpc.ErrorInfo` detail and, when
+    /// there are field violations, a `google.rpc.BadRequest` detail.
+    #[must_use]
+    pub fn to_status(&self) -> Status {
+        let mut info_metadata = HashMap::new();
+        if let Some(first) = self.details.iter().find(|v| !v.path.is_empty()) {
+            info_metadata.insert(ERROR_INFO_PATH_KEY.to_owned(), first.path.clone());
+        }
+        let mut details =
+            ErrorDetails::with_error_info(self.code.as_str(), ERROR_DOMAIN, info_metadata);
+        if !self.details.is_empty() {
+            details.set_bad_request(
+                self.details
+                    .iter()
+                    .map(|v| tonic_types::FieldViolation {
+                        field: v.path.clone(),
+                        description: v.message.clone(),
+                        reason: v.code.clone(),
+                        localized_message: None,
+                    })
+                    .collect::<Vec<_>>(),
+            );
+        }
+        let mut metadata = MetadataMap::new();
+        metadata.insert(ERROR_CODE_METADATA_KEY, MetadataValue::from_static(self.code.as_str()));
+        Status::with_error_details_and_metadata(
+            self.code.grpc_code(),
+            self.message.clone(),
+            details,
+            metadata,
+        )
+    }
+
+    /// Reads an Orbit error back from a status, for clients and the CLI.
+    ///
+    /// The code comes from the `orbit-error-code` metadata key, or else from a
+    /// `google.rpc.ErrorInfo` detail in the `orbit.dev` domain. Returns `None` when the
+    /// status carries no Orbit code (a transport error, an unimplemented method, a
+    /// status from a proxy): callers then handle the bare gRPC code.
+    #[must_use]
+    pub fn from_status(status: &Status) -> Option<Self> {
+        let from_metadata = status
+            .metadata()
+            .get(ERROR_CODE_METADATA_KEY)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|s| s.parse::<ErrorCode>().ok());
+        let details = status.get_error_details();
+        let code = from_metadata.or_else(|| {
+            details
+                .error_info()
+                .filter(|info| info.domain == ERROR_DOMAIN)
+                .and_then(|info| info.reason.parse().ok())
+        })?;
+        let violations = details
+            .bad_request()
+            .map(|bad| {
+                bad.field_violations
+                    .iter()
+                    .map(|v| FieldViolation::new(&v.field, &v.reason, &v.description))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(Self { code, message: status.message().to_owned(), details: violations })
+    }
+}
+
+impl From<OrbitError> for Status {
+    fn from(error: OrbitError) -> Self {
+        error.to_status()
+    }
+}
+
+impl From<&OrbitError> for Status {
+    fn from(error: &OrbitError) -> Self {
+        error.to_status()
+    }
+}

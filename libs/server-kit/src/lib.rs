@@ -1,0 +1,20 @@
+//! The shared pieces of every Orbit gRPC server.
+//!
+//! - [`error`]: the closed [`ErrorCode`] enum and its one mapping to [`tonic::Status`]
+//!   (and back, for clients).
+//! - [`payload`]: `google.protobuf.Value` ⇄ JSON and `Timestamp`/`Duration` ⇄ milliseconds,
+//!   the conversions done once at the edge.
+//! - [`server`]: [`ServerKit`], which assembles a server with health, reflection, message
+//!   limits and graceful shutdown on a bound listener.
+//! - [`shutdown`]: a [`CancellationToken`](tokio_util::sync::CancellationToken) cancelled
+//!   by SIGINT/SIGTERM.
+
+pub mod error;
+pub mod payload;
+pub mod server;
+pub mod shutdown;
+
+pub use error::{ErrorCode, FieldViolation, OrbitError, UnknownErrorCode};
+pub use payload::PayloadError;
+pub use server::{MessageLimits, ServeError, ServerKit, WithMessageLimits};
+pub use shutdown::signal_token;
