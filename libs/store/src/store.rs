@@ -93,6 +93,11 @@ pub trait Store: Send + Sync {
         session: &str,
     ) -> Result<Vec<TaskRow>>;
 
+    /// Rows still claimed by `claimer` (a frontend node), oldest first. A frontend that
+    /// starts again finds here the claims of its previous incarnation, whose sessions died
+    /// with it.
+    async fn claimed_tasks(&self, claimer: &str) -> Result<Vec<TaskRow>>;
+
     /// Record a worker's result for `token`: the row becomes done (if it was claimed or
     /// cancelled) and, with a report, an inbox entry for the owner is written in the same
     /// transaction. `None` when no row carries the token.

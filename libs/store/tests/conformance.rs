@@ -79,4 +79,6 @@ conformance_suite!(
     continue_as_new_starts_a_new_run,
     definitions_latest_is_the_last_registered,
     due_timers_fire_into_the_inbox_once,
+    commit_all_is_all_or_nothing,
+    units_are_cancelled_before_new_offers_and_inbox_entries_are_written,
 );

@@ -11,7 +11,10 @@ use crate::error::{Result, StoreError};
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 /// Apply the batches atomically: all of them, or none.
-pub(crate) fn commit_all(conn: &mut Connection, batches: Vec<CommitBatch>) -> Result<Vec<CommitOutcome>> {
+pub(crate) fn commit_all(
+    conn: &mut Connection,
+    batches: Vec<CommitBatch>,
+) -> Result<Vec<CommitOutcome>> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let outcomes = batches.into_iter().map(|b| apply(&tx, b)).collect::<Result<Vec<_>>>()?;
     tx.commit()?;

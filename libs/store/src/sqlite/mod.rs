@@ -88,7 +88,9 @@ impl Store for SqliteStore {
 
     async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
         let mut outcomes = self.writer.run(move |c| commit::commit_all(c, vec![batch])).await?;
-        outcomes.pop().ok_or_else(|| crate::StoreError::Storage("commit produced no outcome".into()))
+        outcomes
+            .pop()
+            .ok_or_else(|| crate::StoreError::Storage("commit produced no outcome".into()))
     }
 
     async fn commit_all(&self, batches: Vec<CommitBatch>) -> Result<Vec<CommitOutcome>> {
@@ -146,6 +148,11 @@ impl Store for SqliteStore {
         let names = task_names.to_vec();
         let (claimer, session) = (claimer.to_string(), session.to_string());
         self.writer.run(move |c| queue::claim_tasks(c, &names, limit, &claimer, &session)).await
+    }
+
+    async fn claimed_tasks(&self, claimer: &str) -> Result<Vec<TaskRow>> {
+        let claimer = claimer.to_string();
+        self.readers.run(move |c| queue::claimed_by(c, &claimer)).await
     }
 
     async fn complete_task_row(

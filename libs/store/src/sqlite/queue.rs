@@ -199,3 +199,14 @@ pub(crate) fn get_owner(conn: &Connection, execution_id: &str) -> Result<Option<
     let found = stmt.query_row([execution_id], |r| Ok(rows::owner(r))).optional()?;
     found.transpose()
 }
+
+/// Rows still claimed by `claimer`, oldest first.
+pub(crate) fn claimed_by(conn: &Connection, claimer: &str) -> Result<Vec<TaskRow>> {
+    let mut stmt = conn.prepare_cached(sql::TASK_CLAIMED_BY)?;
+    let mut found = stmt.query(params![claimer])?;
+    let mut out = Vec::new();
+    while let Some(row) = found.next()? {
+        out.push(rows::task(row)?);
+    }
+    Ok(out)
+}

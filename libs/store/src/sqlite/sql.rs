@@ -104,7 +104,8 @@ pub(crate) const TASK_INSERT: &str = "INSERT INTO task_queue
     RETURNING id";
 pub(crate) const TASK_CANCEL: &str = "UPDATE task_queue SET state = 'cancelled', updated_at = ?3
     WHERE id = ?1 AND execution_id = ?2 AND state IN ('queued', 'claimed')";
-pub(crate) const TASK_CANCEL_UNIT: &str = "UPDATE task_queue SET state = 'cancelled', updated_at = ?3
+pub(crate) const TASK_CANCEL_UNIT: &str =
+    "UPDATE task_queue SET state = 'cancelled', updated_at = ?3
     WHERE execution_id = ?1 AND unit_key = ?2 AND state IN ('queued', 'claimed')";
 /// `?1` is a JSON array of task names. The token is unique per (row, claim): the row id and
 /// how often it was claimed. The single writer makes select-then-update atomic here;
@@ -119,6 +120,11 @@ pub(crate) const TASK_CLAIM: &str = concat!(
         ORDER BY id LIMIT ?2)
     RETURNING ",
     task_columns!()
+);
+pub(crate) const TASK_CLAIMED_BY: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM task_queue WHERE state = 'claimed' AND claimed_by = ?1 ORDER BY id"
 );
 pub(crate) const TASK_BY_TOKEN: &str =
     concat!("SELECT ", task_columns!(), " FROM task_queue WHERE token = ?1");

@@ -2,10 +2,12 @@
 //! one guarantee of the [`Store`](orbit_store::Store) contract; none depends on a particular
 //! database.
 
+mod batching;
 mod commit;
 mod coordination;
 mod schema;
 
+pub use batching::*;
 pub use commit::*;
 pub use coordination::*;
 pub use schema::*;

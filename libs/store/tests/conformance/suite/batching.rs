@@ -1,0 +1,62 @@
+//! Several executions in one transaction, cancellation by unit, inbox entries written by a
+//! commit, and the claims a restarted frontend finds.
+
+use crate::support::{ev, scheduled, start, start_batch, task, Backend};
+use orbit_store::{CommitBatch, NewInbox, TaskState};
+use serde_json::json;
+
+pub async fn commit_all_is_all_or_nothing(b: &dyn Backend) {
+    let store = b.open().await;
+    let good = start_batch("a", "node-a");
+    let mut bad = start_batch("b", "node-a");
+    bad.events[1].seq = 7; // not contiguous: the whole call must fail
+    assert!(store.commit_all(vec![good.clone(), bad]).await.is_err());
+    assert!(store.get_execution("a").await.unwrap().is_none(), "nothing of the good batch remains");
+    let outcomes = store.commit_all(vec![good, start_batch("b", "node-a")]).await.unwrap();
+    assert_eq!(outcomes.len(), 2);
+    assert!(store.get_execution("b").await.unwrap().is_some());
+}
+
+pub async fn units_are_cancelled_before_new_offers_and_inbox_entries_are_written(b: &dyn Backend) {
+    let store = b.open().await;
+    start(store.as_ref(), "p").await;
+    start(store.as_ref(), "c").await;
+    let offer = CommitBatch {
+        execution_id: "p".into(),
+        run: 1,
+        events: vec![ev(3, scheduled("s"))],
+        tasks_to_insert: vec![task("s", "t")],
+        ..CommitBatch::default()
+    };
+    store.commit(offer).await.unwrap();
+    let first = store.claim_tasks(&["t".into()], 10, "fe-1", "sess").await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(
+        store.claimed_tasks("fe-1").await.unwrap().len(),
+        1,
+        "a restarted frontend finds its claim"
+    );
+    // A redelivery: cancel the unit's rows, queue a new offer, and tell another execution.
+    let mut again = task("s", "t");
+    again.offer = 2;
+    let redeliver = CommitBatch {
+        execution_id: "p".into(),
+        run: 1,
+        units_to_cancel: vec!["s".into()],
+        tasks_to_insert: vec![again],
+        inbox_to_insert: vec![NewInbox {
+            execution_id: "c".into(),
+            kind: "cancel".into(),
+            payload: json!({"reason": "x"}),
+        }],
+        ..CommitBatch::default()
+    };
+    store.commit(redeliver).await.unwrap();
+    assert!(store.claimed_tasks("fe-1").await.unwrap().is_empty(), "the old claim was cancelled");
+    let second = store.claim_tasks(&["t".into()], 10, "fe-1", "sess").await.unwrap();
+    assert_eq!(second.len(), 1, "the new offer survived the cancel");
+    assert_eq!(second[0].offer, 2);
+    assert_eq!(second[0].state, TaskState::Claimed);
+    let inbox = store.pending_inbox(Some("c"), 10).await.unwrap();
+    assert_eq!(inbox.iter().filter(|e| e.kind == "cancel").count(), 1);
+}
