@@ -27,7 +27,7 @@ fn apply(tx: &Transaction<'_>, batch: CommitBatch) -> Result<CommitOutcome> {
     let now = to_i64(now_ms(), "now")?;
     let run = i64::from(batch.run);
 
-    check_fence(&tx, id, batch.expected_epoch)?;
+    check_fence(tx, id, batch.expected_epoch)?;
     if let Some(row) = &batch.new_execution {
         if row.execution_id != id || row.run != batch.run {
             return Err(StoreError::InvalidArgument(format!(
@@ -62,7 +62,7 @@ fn apply(tx: &Transaction<'_>, batch: CommitBatch) -> Result<CommitOutcome> {
         }
     }
 
-    let last_seq = append_events(&tx, &batch)?;
+    let last_seq = append_events(tx, &batch)?;
     if let Some(p) = &batch.projection {
         tx.execute(
             sql::EXECUTION_SET_PROJECTION,
