@@ -1,0 +1,290 @@
+"""Unit tests of the pure pieces of orbit_worker: value conversion, credits, the outbox and
+the session state machine driven by hand (no server). Run: python3 -m pytest examples/python
+"""
+
+import asyncio
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import orbit_worker  # noqa: E402
+from orbit_worker import (  # noqa: E402
+    CANCELLED,
+    UNHANDLED_EXCEPTION,
+    Credits,
+    Outbox,
+    TaskFailure,
+    Worker,
+    from_proto_value,
+    to_proto_value,
+)
+from google.protobuf import struct_pb2  # noqa: E402
+from orbit.v1 import worker_pb2  # noqa: E402
+
+
+def roundtrip(obj):
+    wire = to_proto_value(obj).SerializeToString()
+    value = struct_pb2.Value()
+    value.ParseFromString(wire)
+    return from_proto_value(value)
+
+
+def test_whole_numbers_become_ints():
+    assert roundtrip(1500) == 1500 and isinstance(roundtrip(1500), int)
+    assert roundtrip(1500.0) == 1500 and isinstance(roundtrip(1500.0), int)
+    assert roundtrip(-3) == -3
+    assert roundtrip(2**53) == 2**53 and isinstance(roundtrip(2**53), int)
+    assert isinstance(roundtrip(-(2**53)), int)
+    assert isinstance(roundtrip(2.0**60), float)
+
+
+def test_fractions_stay_floats():
+    assert roundtrip(1.5) == 1.5
+    assert roundtrip(-0.25) == -0.25
+
+
+def test_bool_is_not_a_number():
+    assert roundtrip(True) is True
+    assert roundtrip(False) is False
+    assert to_proto_value(True).WhichOneof("kind") == "bool_value"
+
+
+def test_non_finite_numbers_read_as_none():
+    for n in (math.nan, math.inf, -math.inf):
+        assert from_proto_value(struct_pb2.Value(number_value=n)) is None
+
+
+def test_unset_reads_as_none():
+    assert from_proto_value(None) is None
+    assert from_proto_value(struct_pb2.Value()) is None
+
+
+def test_nested_document_round_trips():
+    doc = {
+        "order_id": "o-1",
+        "amount": 1500,
+        "ratio": 0.5,
+        "ok": True,
+        "none": None,
+        "items": [{"sku": "a"}, {"sku": "b", "qty": 2}],
+        "empty": {},
+        "list": [],
+        "unicode": "héllo ✓",
+    }
+    assert roundtrip(doc) == doc
+    assert roundtrip((1, 2)) == [1, 2]
+
+
+def test_non_json_values_are_rejected():
+    for bad in (object(), {1: "x"}, {"a": {1, 2}}):
+        try:
+            to_proto_value(bad)
+        except TypeError:
+            pass
+        else:
+            raise AssertionError(f"{bad!r} should not convert")
+
+
+def test_credits_never_exceed_max():
+    c = Credits(2)
+    assert c.grant() == 2
+    assert c.grant() == 0
+    assert c.take()
+    c.start()
+    assert c.grant() == 0, "a delivered task does not return its credit"
+    c.finish()
+    assert c.grant() == 1
+    assert c.take() and c.take()
+    assert not c.take(), "a task beyond the grant is refused"
+
+
+def test_credits_after_reconnect_keep_running_slots():
+    c = Credits(3)
+    c.grant()
+    for _ in range(2):
+        assert c.take()
+        c.start()
+    c.stream_reset()
+    assert c.grant() == 1
+
+
+def test_outbox_ack_and_resend_order():
+    o = Outbox(capacity=2)
+    o.push("t3", "m3")
+    o.push("t1", "m1")
+    assert list(o.pending()) == ["m3", "m1"]
+    assert o.is_full()
+    assert o.get("t1") == "m1"
+    assert o.ack("t3")
+    assert not o.ack("t3"), "a second ack is a no-op"
+    assert not o.ack("unknown")
+    assert list(o.pending()) == ["m1"]
+    assert not o.is_full()
+    o.push("t1", "m1b")
+    assert len(o) == 1 and o.get("t1") == "m1b"
+
+
+# -- the state machine, driven by hand ------------------------------------------------
+
+
+def make_worker(max_concurrency=2):
+    w = Worker("127.0.0.1:1", worker_id="w-test", max_concurrency=max_concurrency)
+
+    @w.task("echo", "1")
+    def echo(ctx):
+        return ctx.input
+
+    @w.task("boom", "1")
+    def boom(ctx):
+        raise RuntimeError("kaboom")
+
+    @w.task("declined", "1")
+    async def declined(ctx):
+        raise TaskFailure("CARD_DECLINED", "no funds", retryable=False, details={"x": 1})
+
+    @w.task("slow", "1")
+    async def slow(ctx):
+        ctx.heartbeat({"progress": 0.5})
+        await asyncio.sleep(3600)
+        return {}
+
+    return w
+
+
+def task_message(token, task, input=None):
+    t = worker_pb2.ServerMessage.Task(token=token, task=task, version="1", attempt=1)
+    if input is not None:
+        t.input.CopyFrom(to_proto_value(input))
+    return worker_pb2.ServerMessage(task=t)
+
+
+def drain_queue(q):
+    out = []
+    while not q.empty():
+        out.append(q.get_nowait())
+    return out
+
+
+async def start(w):
+    from concurrent.futures import ThreadPoolExecutor
+
+    w._loop = asyncio.get_running_loop()
+    w._wake = asyncio.Event()
+    w._executor = ThreadPoolExecutor(max_workers=w.max_concurrency)
+    w._out = asyncio.Queue()
+    w._grant()
+
+
+async def settle(w, token):
+    while token in w._running:
+        await asyncio.sleep(0.01)
+
+
+def test_hello_lists_tasks():
+    w = make_worker()
+    hello = w.hello().hello
+    assert hello.worker_id == "w-test"
+    assert hello.sdk.startswith("orbit-python/") and hello.runtime.startswith("python ")
+    assert {(t.name, t.version) for t in hello.tasks} == {
+        ("echo", "1"),
+        ("boom", "1"),
+        ("declined", "1"),
+        ("slow", "1"),
+    }
+
+
+def test_task_completes_and_credit_is_regranted():
+    async def scenario():
+        w = make_worker()
+        await start(w)
+        assert [m.credits.n for m in drain_queue(w._out)] == [2]
+        w._on_server_message(task_message("t1", "echo", {"amount": 1500}))
+        await settle(w, "t1")
+        sent = drain_queue(w._out)
+        assert sent[0].WhichOneof("kind") == "complete"
+        assert sent[0].complete.token == "t1"
+        assert from_proto_value(sent[0].complete.output) == {"amount": 1500}
+        assert sent[1].credits.n == 1
+        assert len(w._outbox) == 1
+        w._on_server_message(
+            worker_pb2.ServerMessage(ack=worker_pb2.ServerMessage.Ack(token="t1", accepted=True))
+        )
+        assert len(w._outbox) == 0
+
+    asyncio.run(scenario())
+
+
+def test_exception_becomes_unhandled_and_failure_is_kept():
+    async def scenario():
+        w = make_worker()
+        await start(w)
+        w._on_server_message(task_message("t1", "boom"))
+        w._on_server_message(task_message("t2", "declined"))
+        await settle(w, "t1")
+        await settle(w, "t2")
+        fails = {m.fail.token: m.fail.error for m in drain_queue(w._out) if m.HasField("fail")}
+        assert fails["t1"].code == UNHANDLED_EXCEPTION and fails["t1"].retryable
+        assert "kaboom" in fails["t1"].message
+        assert fails["t2"].code == "CARD_DECLINED" and not fails["t2"].retryable
+        assert from_proto_value(fails["t2"].details) == {"x": 1}
+
+    asyncio.run(scenario())
+
+
+def test_cancel_stops_async_handler():
+    async def scenario():
+        w = make_worker(max_concurrency=1)
+        await start(w)
+        w._on_server_message(task_message("t1", "slow"))
+        await asyncio.sleep(0.01)
+        w._on_server_message(
+            worker_pb2.ServerMessage(
+                cancel=worker_pb2.ServerMessage.Cancel(token="t1", reason="execution cancelled")
+            )
+        )
+        await settle(w, "t1")
+        sent = drain_queue(w._out)
+        kinds = [m.WhichOneof("kind") for m in sent]
+        assert kinds == ["credits", "heartbeat", "fail", "credits"], kinds
+        assert sent[1].heartbeat.tokens == ["t1"]
+        assert from_proto_value(sent[1].heartbeat.details) == {"progress": 0.5}
+        assert sent[2].fail.error.code == CANCELLED
+        assert sent[2].fail.error.message == "execution cancelled"
+
+    asyncio.run(scenario())
+
+
+def test_task_without_credit_is_refused():
+    async def scenario():
+        w = make_worker(max_concurrency=1)
+        await start(w)
+        w._on_server_message(task_message("t1", "slow"))
+        w._on_server_message(task_message("t2", "echo"))
+        sent = drain_queue(w._out)
+        assert sent[-1].fail.token == "t2"
+        assert sent[-1].fail.error.code == orbit_worker.WORKER_OVER_CAPACITY
+        assert list(w._running) == ["t1"]
+        w._running["t1"].task.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_drain_grants_nothing_and_waits_for_acks():
+    async def scenario():
+        w = make_worker()
+        await start(w)
+        drain_queue(w._out)
+        w._on_server_message(task_message("t1", "echo", "x"))
+        w._begin_drain()
+        await settle(w, "t1")
+        kinds = [m.WhichOneof("kind") for m in drain_queue(w._out)]
+        assert kinds == ["drain", "complete"], kinds
+        assert not w._is_done()
+        w._on_server_message(
+            worker_pb2.ServerMessage(ack=worker_pb2.ServerMessage.Ack(token="t1", accepted=False))
+        )
+        assert w._is_done()
+
+    asyncio.run(scenario())
