@@ -1,0 +1,200 @@
+//! A folded run → `orbit.v1.ExecutionDescription`: units, pending work and result.
+//!
+//! Only what the history says is reported: the state does not know which worker holds an
+//! attempt or when it last heartbeated, so `worker_id` and `last_heartbeat_at` stay empty.
+//! Units are listed in the order they were (last) scheduled, units never scheduled (sleep,
+//! await, child, skipped) by key after them; the state keeps no first-scheduled order.
+
+use crate::info::run_error;
+use crate::status::unit_status;
+use crate::task::{opt_value, task_error, task_name, task_timeouts};
+use orbit_api::v1 as wire;
+use orbit_definition::{Definition, StepKind};
+use orbit_engine::state::Wait;
+use orbit_engine::unit::UnitKey;
+use orbit_engine::{State, Status, UnitStatus};
+use orbit_server_kit::payload::{ms_to_timestamp, opt_ms_to_timestamp};
+use std::collections::HashMap;
+
+/// Describes one run. `info` is its summary (see [`crate::execution_info`] and
+/// [`crate::info_from_state`]).
+#[must_use]
+pub fn describe(
+    def: &Definition,
+    state: &State,
+    info: wire::ExecutionInfo,
+) -> wire::ExecutionDescription {
+    let pending = pending_work(def, state);
+    wire::ExecutionDescription {
+        info: Some(info),
+        units: unit_summaries(def, state),
+        pending_tasks: pending.tasks,
+        pending_timers: pending.timers,
+        pending_awaits: pending.awaits,
+        pending_children: pending.children,
+        buffered_signals: buffered_signals(state),
+        output: if state.status() == Status::Completed {
+            opt_value(state.output.as_ref())
+        } else {
+            None
+        },
+        error: run_error(state).as_ref().map(task_error),
+    }
+}
+
+/// Every unit of the run, scheduled ones first in scheduling order.
+#[must_use]
+pub fn unit_summaries(def: &Definition, state: &State) -> Vec<wire::UnitSummary> {
+    let mut units: Vec<_> = state.units.iter().collect();
+    // Stable: equal keys (unscheduled units) keep the map's key order.
+    units.sort_by_key(|(_, u)| u.scheduled_at.unwrap_or(u64::MAX));
+    units
+        .into_iter()
+        .map(|(key, u)| wire::UnitSummary {
+            key: key.clone(),
+            step: UnitKey::parse(key).map(|k| k.step).unwrap_or_default(),
+            status: unit_status(u.status).into(),
+            attempt: u.attempt,
+            redelivery: u.redelivery,
+            idempotency_key: u.idempotency_key.clone().unwrap_or_default(),
+            task: task_name(def, key).unwrap_or_default(),
+            last_error: u.error.as_ref().map(task_error),
+            updated_at: opt_ms_to_timestamp(u.scheduled_at),
+        })
+        .collect()
+}
+
+/// The run's pending work, by kind.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PendingWork {
+    /// Queued or dispatched task attempts.
+    pub tasks: Vec<wire::PendingTask>,
+    /// Timers not yet fired.
+    pub timers: Vec<wire::PendingTimer>,
+    /// `await` units waiting for a signal.
+    pub awaits: Vec<wire::PendingAwait>,
+    /// Unfinished child executions.
+    pub children: Vec<wire::PendingChild>,
+}
+
+/// Collects the pending work of an open run (nothing for a closed one).
+#[must_use]
+pub fn pending_work(def: &Definition, state: &State) -> PendingWork {
+    let mut out = PendingWork::default();
+    if state.status.is_none() || state.status().is_closed() {
+        return out;
+    }
+    for (key, u) in &state.units {
+        let timeouts = task_timeouts(def, key);
+        let timer = |kind: wire::TimerKind, at: u64| wire::PendingTimer {
+            unit: key.clone(),
+            kind: kind.into(),
+            fire_at: Some(ms_to_timestamp(at)),
+        };
+        match u.status {
+            UnitStatus::Scheduled | UnitStatus::Dispatched => {
+                let queued = u.status == UnitStatus::Scheduled;
+                let deadline = if queued {
+                    u.scheduled_at.zip(timeouts.queue_ms).map(|(s, t)| s.saturating_add(t))
+                } else {
+                    u.deadline
+                };
+                if let Some(at) = deadline {
+                    let kind = if queued {
+                        wire::TimerKind::QueueTimeout
+                    } else {
+                        wire::TimerKind::AttemptTimeout
+                    };
+                    out.timers.push(timer(kind, at));
+                }
+                let name = task_name(def, key).unwrap_or_default();
+                let version = def.tasks.get(&name).map(|t| t.version.clone()).unwrap_or_default();
+                out.tasks.push(wire::PendingTask {
+                    unit: key.clone(),
+                    task: Some(wire::TaskRef { name, version }),
+                    attempt: u.attempt,
+                    state: if queued {
+                        wire::PendingTaskState::Queued
+                    } else {
+                        wire::PendingTaskState::Dispatched
+                    }
+                    .into(),
+                    token: u.token.clone().unwrap_or_default(),
+                    worker_id: String::new(),
+                    scheduled_at: opt_ms_to_timestamp(u.scheduled_at),
+                    deadline: deadline.map(ms_to_timestamp),
+                    last_heartbeat_at: None,
+                });
+            }
+            UnitStatus::RetryWait => {
+                if let Some(at) = u.fire_at {
+                    out.timers.push(timer(wire::TimerKind::Retry, at));
+                }
+            }
+            UnitStatus::Waiting => match &u.wait {
+                Some(Wait::Timer) => {
+                    if let Some(at) = u.fire_at {
+                        out.timers.push(timer(wire::TimerKind::Sleep, at));
+                    }
+                }
+                Some(Wait::Signal { name, .. }) => {
+                    if let Some(at) = u.fire_at {
+                        out.timers.push(timer(wire::TimerKind::StepTimeout, at));
+                    }
+                    out.awaits.push(wire::PendingAwait {
+                        unit: key.clone(),
+                        signal: name.clone(),
+                        timeout_at: opt_ms_to_timestamp(u.fire_at),
+                    });
+                }
+                Some(Wait::Child(child)) => {
+                    if let Some(at) = u.fire_at {
+                        out.timers.push(timer(wire::TimerKind::StepTimeout, at));
+                    }
+                    let (workflow, version) = child_workflow(def, key);
+                    out.children.push(wire::PendingChild {
+                        unit: key.clone(),
+                        child_execution_id: child.clone(),
+                        workflow,
+                        version,
+                    });
+                }
+                Some(Wait::Elements) | None => {}
+            },
+            _ => {}
+        }
+    }
+    if let (true, Some(timeout), Some(started)) =
+        (state.winding.is_none(), def.timeout_ms, state.started_at)
+    {
+        out.timers.push(wire::PendingTimer {
+            unit: String::new(),
+            kind: wire::TimerKind::WorkflowTimeout.into(),
+            fire_at: Some(ms_to_timestamp(started.saturating_add(timeout))),
+        });
+    }
+    out.timers.sort_by_key(|t| t.fire_at.map(|f| (f.seconds, f.nanos)));
+    out
+}
+
+fn child_workflow(def: &Definition, unit: &str) -> (String, String) {
+    let step = UnitKey::parse(unit)
+        .and_then(|k| def.body(&k.scope.body()).iter().find(|s| s.id == k.step).cloned());
+    match step.map(|s| s.kind) {
+        Some(StepKind::Workflow { workflow, version }) => (workflow, version.unwrap_or_default()),
+        _ => (String::new(), String::new()),
+    }
+}
+
+/// Signals received and not yet delivered, counted by name.
+#[must_use]
+pub fn buffered_signals(state: &State) -> HashMap<String, u32> {
+    let mut counts = HashMap::new();
+    for s in state.signals.iter().filter(|s| !s.delivered) {
+        *counts.entry(s.name.clone()).or_insert(0u32) += 1;
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,22 @@
+//! Conversions between Orbit's domain types and the `orbit.v1` wire messages.
+//!
+//! The frontend and the owner both answer with the same wire shapes, so the mapping lives
+//! here once: history events ([`history_event`]), store projections ([`execution_info`]),
+//! folded state ([`describe`], [`execution_result`]), task errors and status names.
+//!
+//! Everything here is pure: no IO and no clock. Payload and time conversions come from
+//! `orbit_server_kit::payload`; this crate only decides which domain field goes where.
+
+mod describe;
+mod event;
+mod info;
+mod status;
+mod task;
+
+pub use describe::{buffered_signals, describe, pending_work, unit_summaries, PendingWork};
+pub use event::{event_payload, history_event};
+pub use info::{execution_info, execution_result, info_from_state};
+pub use status::{
+    execution_status, execution_status_from_str, status_name, unit_status, TERMINAL_STATUSES,
+};
+pub use task::{task_error, task_error_from_wire, task_name, task_timeouts, TaskTimeouts};

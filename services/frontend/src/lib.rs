@@ -1,0 +1,139 @@
+//! The frontend service: the public `orbit.v1` API as a library.
+//!
+//! [`Frontend`] serves `WorkflowService` and `WorkerService`. It is stateless apart from the
+//! worker streams it holds: reads (describe, query, history, watch, list) come from the
+//! store; every command for an execution (start, signal, cancel, worker results) goes to
+//! the execution's owner, either through `OwnerService` (start) or as an inbox entry
+//! followed by `OwnerService.Wake`. A worker result is acknowledged only after it was
+//! committed.
+//!
+//! The binary adds the two services from [`Frontend::services`] to its server (the
+//! server kit adds health and reflection).
+
+mod defs;
+mod error;
+mod validate;
+mod worker;
+mod workflow;
+
+use orbit_api::internal::v1::owner_service_server::OwnerService;
+use orbit_api::v1::worker_service_server::WorkerServiceServer;
+use orbit_api::v1::workflow_service_server::WorkflowServiceServer;
+use orbit_store::Store;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+pub use worker::WorkerApi;
+pub use workflow::WorkflowApi;
+
+/// How a frontend behaves. [`Default`] gives the documented defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrontendConfig {
+    /// This frontend's node id: the claimer recorded on task rows it hands out.
+    pub node_id: String,
+    /// How often workers should heartbeat, and how often the server pings a session.
+    pub heartbeat_interval_ms: u64,
+    /// How long a session lives without hearing from its worker; its in-flight attempts
+    /// then become uncertain.
+    pub session_timeout_ms: u64,
+    /// The largest serialized JSON payload (input, signal payload, task output) accepted.
+    pub max_payload_bytes: u64,
+    /// How long a signal or cancel waits for the owner's reply before `UNAVAILABLE`.
+    pub reply_timeout_ms: u64,
+    /// How often `WatchExecution` polls the store for new events.
+    pub watch_poll_ms: u64,
+    /// How often a session's dispatcher looks for tasks without a "tasks ready" signal.
+    pub dispatch_fallback_ms: u64,
+}
+
+impl Default for FrontendConfig {
+    fn default() -> Self {
+        FrontendConfig {
+            node_id: "frontend".into(),
+            heartbeat_interval_ms: 5_000,
+            session_timeout_ms: 30_000,
+            max_payload_bytes: 2 * 1024 * 1024,
+            reply_timeout_ms: 10_000,
+            watch_poll_ms: 20,
+            dispatch_fallback_ms: 250,
+        }
+    }
+}
+
+impl FrontendConfig {
+    pub(crate) fn heartbeat_interval(&self) -> Duration {
+        Duration::from_millis(self.heartbeat_interval_ms.max(1))
+    }
+
+    pub(crate) fn session_timeout(&self) -> Duration {
+        Duration::from_millis(self.session_timeout_ms.max(1))
+    }
+}
+
+/// What every handler shares.
+pub(crate) struct Shared {
+    pub(crate) config: FrontendConfig,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) owner: Arc<dyn OwnerService>,
+    /// Notified by the owner after it commits new task rows.
+    pub(crate) tasks_ready: Arc<Notify>,
+    pub(crate) defs: defs::DefinitionCache,
+    pub(crate) sessions: worker::Registry,
+}
+
+/// The frontend: build it, then hand [`Frontend::services`] to a server.
+#[derive(Clone)]
+pub struct Frontend {
+    shared: Arc<Shared>,
+}
+
+impl Frontend {
+    /// A frontend over `store`, routing commands to `owner` (the in-process owner in
+    /// `orbit dev`, a gRPC client wrapper otherwise). `tasks_ready` is notified (with
+    /// `notify_waiters`) whenever new task rows are committed.
+    #[must_use]
+    pub fn new(
+        config: FrontendConfig,
+        store: Arc<dyn Store>,
+        owner: Arc<dyn OwnerService>,
+        tasks_ready: Arc<Notify>,
+    ) -> Frontend {
+        Frontend {
+            shared: Arc::new(Shared {
+                config,
+                store,
+                owner,
+                tasks_ready,
+                defs: defs::DefinitionCache::default(),
+                sessions: worker::Registry::default(),
+            }),
+        }
+    }
+
+    /// The `WorkflowService` implementation.
+    #[must_use]
+    pub fn workflow_api(&self) -> WorkflowApi {
+        WorkflowApi::new(self.shared.clone())
+    }
+
+    /// The `WorkerService` implementation.
+    #[must_use]
+    pub fn worker_api(&self) -> WorkerApi {
+        WorkerApi::new(self.shared.clone())
+    }
+
+    /// Both services, ready to add to a tonic router.
+    #[must_use]
+    pub fn services(
+        &self,
+    ) -> (WorkflowServiceServer<WorkflowApi>, WorkerServiceServer<WorkerApi>) {
+        (WorkflowServiceServer::new(self.workflow_api()), WorkerServiceServer::new(self.worker_api()))
+    }
+
+    /// Worker sessions currently open on this frontend.
+    #[must_use]
+    pub fn open_sessions(&self) -> usize {
+        self.shared.sessions.len()
+    }
+}

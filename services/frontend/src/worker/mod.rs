@@ -1,0 +1,81 @@
+//! `orbit.v1.WorkerService`: worker sessions and one-shot results.
+
+mod registry;
+mod results;
+mod session;
+
+pub(crate) use registry::Registry;
+
+use crate::Shared;
+use orbit_api::internal::v1::OwnerServiceWakeRequest;
+use orbit_api::v1::worker_service_server::WorkerService;
+use orbit_api::v1::{
+    CompleteTaskRequest, CompleteTaskResponse, FailTaskRequest, FailTaskResponse, ServerMessage,
+    WorkerMessage,
+};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+/// The `WorkerService` implementation; cheap to clone.
+#[derive(Clone)]
+pub struct WorkerApi {
+    shared: Arc<Shared>,
+}
+
+impl WorkerApi {
+    pub(crate) fn new(shared: Arc<Shared>) -> WorkerApi {
+        WorkerApi { shared }
+    }
+}
+
+/// Tells the owner of each execution that its inbox has entries, without waiting.
+pub(crate) fn wake_owner(shared: &Arc<Shared>, execution_ids: Vec<String>) {
+    if execution_ids.is_empty() {
+        return;
+    }
+    let owner = shared.owner.clone();
+    tokio::spawn(async move {
+        let request = Request::new(OwnerServiceWakeRequest { execution_ids });
+        if let Err(status) = owner.wake(request).await {
+            // The owner also polls its inbox; the entries are durable either way.
+            tracing::warn!(%status, "waking the owner failed");
+        }
+    });
+}
+
+#[tonic::async_trait]
+impl WorkerService for WorkerApi {
+    type SessionStream = ReceiverStream<Result<ServerMessage, Status>>;
+
+    async fn session(
+        &self,
+        request: Request<Streaming<WorkerMessage>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        let (tx, rx) = mpsc::channel(128);
+        tokio::spawn(session::run(self.shared.clone(), request.into_inner(), tx));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn complete_task(
+        &self,
+        request: Request<CompleteTaskRequest>,
+    ) -> Result<Response<CompleteTaskResponse>, Status> {
+        let req = request.into_inner();
+        let outcome = results::complete(&self.shared, &req.token, req.output).await?;
+        Ok(Response::new(CompleteTaskResponse {
+            accepted: outcome.accepted,
+            reason: outcome.reason,
+        }))
+    }
+
+    async fn fail_task(
+        &self,
+        request: Request<FailTaskRequest>,
+    ) -> Result<Response<FailTaskResponse>, Status> {
+        let req = request.into_inner();
+        let outcome = results::fail(&self.shared, &req.token, req.error).await?;
+        Ok(Response::new(FailTaskResponse { accepted: outcome.accepted, reason: outcome.reason }))
+    }
+}

@@ -1,0 +1,123 @@
+//! Worker results (complete, fail, heartbeat details) → the task row and the owner's inbox.
+//!
+//! A result is recorded with `Store::complete_task_row`, which marks the row done and
+//! writes the inbox entry in one transaction; only then is it acknowledged, and the owner
+//! woken (without waiting for it). Heartbeat details must not finish the row, so they go
+//! to the inbox directly.
+
+use crate::error::{invalid, store, ApiResult};
+use crate::validate;
+use crate::Shared;
+use orbit_api::v1 as wire;
+use orbit_server_kit::payload::proto_to_json;
+use orbit_store::TaskReport;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// What the worker is told about its result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    pub(crate) accepted: bool,
+    pub(crate) reason: String,
+}
+
+impl Outcome {
+    fn rejected(reason: &str) -> Outcome {
+        Outcome { accepted: false, reason: reason.to_string() }
+    }
+}
+
+/// Records a successful attempt. An output over `max_payload_bytes` is recorded as a
+/// non-retryable `PAYLOAD_TOO_LARGE` failure instead, and not accepted.
+pub(crate) async fn complete(
+    shared: &Arc<Shared>,
+    token: &str,
+    output: Option<prost_types::Value>,
+) -> ApiResult<Outcome> {
+    let token = validate::id("token", token)?;
+    let output = output.map(proto_to_json).transpose().map_err(|e| invalid("output", e.to_string()))?;
+    let output = output.unwrap_or(Value::Null);
+    if let Err(too_large) = validate::check_size("output", &output, shared.config.max_payload_bytes)
+    {
+        let error = json!({
+            "code": "PAYLOAD_TOO_LARGE",
+            "message": too_large.message(),
+            "retryable": false,
+        });
+        let report = TaskReport { kind: "fail".into(), payload: json!({"error": error}) };
+        let recorded = record(shared, token, report).await?;
+        let reason = if recorded.reason.is_empty() { "PAYLOAD_TOO_LARGE" } else { &recorded.reason };
+        return Ok(Outcome::rejected(reason));
+    }
+    let report = TaskReport { kind: "complete".into(), payload: json!({"output": output}) };
+    record(shared, token, report).await
+}
+
+/// Records a failed attempt; `error.code` is required.
+pub(crate) async fn fail(
+    shared: &Arc<Shared>,
+    token: &str,
+    error: Option<wire::TaskError>,
+) -> ApiResult<Outcome> {
+    let token = validate::id("token", token)?;
+    let Some(error) = error else { return Err(invalid("error", "is required")) };
+    if error.code.is_empty() {
+        return Err(invalid("error.code", "is required"));
+    }
+    let error = orbit_wire::task_error_from_wire(error)
+        .map_err(|e| invalid("error.details", e.to_string()))?;
+    let error_json = json!({
+        "code": error.code,
+        "message": error.message,
+        "retryable": error.retryable,
+        "details": error.details,
+    });
+    validate::check_size("error", &error_json, shared.config.max_payload_bytes)?;
+    let report = TaskReport { kind: "fail".into(), payload: json!({"error": error_json}) };
+    record(shared, token, report).await
+}
+
+async fn record(shared: &Arc<Shared>, token: &str, report: TaskReport) -> ApiResult<Outcome> {
+    let done = shared.store.complete_task_row(token, Some(report)).await.map_err(store)?;
+    let Some(done) = done else {
+        return Ok(Outcome::rejected("UNKNOWN_TOKEN"));
+    };
+    shared.sessions.forget_token(token);
+    super::wake_owner(shared, vec![done.task.execution_id.clone()]);
+    Ok(if done.newly_done {
+        Outcome { accepted: true, reason: String::new() }
+    } else {
+        // The row was already done: an earlier result for this token won. The entry is
+        // still recorded; the owner ignores it as stale.
+        Outcome::rejected("ALREADY_REPORTED")
+    })
+}
+
+/// Heartbeat details for tokens in flight on this frontend: one `heartbeat` inbox entry
+/// each. Tokens held elsewhere are skipped (their details are lost, the attempt is not).
+pub(crate) async fn heartbeat(
+    shared: &Arc<Shared>,
+    tokens: &[String],
+    details: Option<prost_types::Value>,
+) -> ApiResult<()> {
+    let Some(details) = details else { return Ok(()) };
+    let details = proto_to_json(details).map_err(|e| invalid("details", e.to_string()))?;
+    validate::check_size("details", &details, shared.config.max_payload_bytes)?;
+    let mut woken = Vec::new();
+    for token in tokens {
+        let Some(execution_id) = shared.sessions.execution_of(token) else { continue };
+        let payload = json!({"details": details});
+        shared
+            .store
+            .enqueue_inbox(&execution_id, "heartbeat", Some(token), &payload)
+            .await
+            .map_err(store)?;
+        if !woken.contains(&execution_id) {
+            woken.push(execution_id);
+        }
+    }
+    if !woken.is_empty() {
+        super::wake_owner(shared, woken);
+    }
+    Ok(())
+}

@@ -1,0 +1,300 @@
+//! One worker's `Session` stream: hello/welcome, the dispatcher that pushes claimed tasks
+//! while the worker has credits, results with acks after commit, pings, and the cleanup
+//! that reports in-flight attempts `uncertain` when the stream ends or goes silent.
+
+use super::registry::Session;
+use super::results;
+use crate::error::{err, invalid, ApiResult};
+use crate::validate;
+use crate::Shared;
+use orbit_api::v1::server_message::{self, Ack, Ping, Task, Welcome};
+use orbit_api::v1::worker_message::{Hello, Kind};
+use orbit_api::v1::{ServerMessage, WorkerMessage};
+use orbit_server_kit::payload::{json_to_proto, ms_to_duration, ms_to_timestamp};
+use orbit_server_kit::{ErrorCode, OrbitError};
+use orbit_store::TaskRow;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tonic::{Status, Streaming};
+
+pub(crate) type Tx = mpsc::Sender<Result<ServerMessage, Status>>;
+
+fn msg(kind: server_message::Kind) -> Result<ServerMessage, Status> {
+    Ok(ServerMessage { kind: Some(kind) })
+}
+
+/// Runs a session to its end. Errors that end the stream are sent on it.
+pub(crate) async fn run(shared: Arc<Shared>, mut inbound: Streaming<WorkerMessage>, tx: Tx) {
+    let timeout = shared.config.session_timeout();
+    let hello = match tokio::time::timeout(timeout, inbound.message()).await {
+        Ok(Ok(Some(WorkerMessage { kind: Some(Kind::Hello(hello)) }))) => hello,
+        Ok(Ok(Some(_))) => {
+            let e = err(ErrorCode::ProtocolError, "the first message of a session must be `hello`");
+            let _ = tx.send(Err(e)).await;
+            return;
+        }
+        Ok(Ok(None) | Err(_)) => return,
+        Err(_) => {
+            let e = err(ErrorCode::ProtocolError, "no `hello` within the session timeout");
+            let _ = tx.send(Err(e)).await;
+            return;
+        }
+    };
+    let session = match open(&hello) {
+        Ok(session) => Arc::new(session),
+        Err(e) => {
+            let _ = tx.send(Err(e)).await;
+            return;
+        }
+    };
+    tracing::info!(session = %session.id, worker_id = %session.worker_id, "worker session opened");
+    let welcome = Welcome {
+        session_id: session.id.clone(),
+        heartbeat_interval: Some(ms_to_duration(shared.config.heartbeat_interval_ms)),
+        session_timeout: Some(ms_to_duration(shared.config.session_timeout_ms)),
+        warnings: Vec::new(),
+    };
+    if tx.send(msg(server_message::Kind::Welcome(welcome))).await.is_err() {
+        return;
+    }
+    shared.sessions.insert(session.clone());
+    let dispatcher = tokio::spawn(dispatch(shared.clone(), session.clone(), tx.clone()));
+    let pinger = tokio::spawn(ping(shared.config.heartbeat_interval(), tx.clone()));
+
+    loop {
+        match tokio::time::timeout(timeout, inbound.message()).await {
+            Ok(Ok(Some(message))) => {
+                if let Err(e) = handle(&shared, &session, message, &tx).await {
+                    let _ = tx.send(Err(e)).await;
+                    break;
+                }
+            }
+            Ok(Ok(None)) => break,
+            Ok(Err(status)) => {
+                tracing::debug!(session = %session.id, %status, "worker stream failed");
+                break;
+            }
+            Err(_) => {
+                tracing::warn!(session = %session.id, "worker session timed out");
+                break;
+            }
+        }
+    }
+
+    // Stop claiming first and wait, so the in-flight set is final before it is reported.
+    session.stop();
+    let _ = dispatcher.await;
+    pinger.abort();
+    shared.sessions.remove(&session.id);
+    lose_in_flight(&shared, &session).await;
+    tracing::info!(session = %session.id, "worker session closed");
+}
+
+/// Validates a hello into a session.
+fn open(hello: &Hello) -> ApiResult<Session> {
+    let worker_id = validate::id("hello.worker_id", &hello.worker_id)?;
+    if hello.tasks.is_empty() {
+        return Err(invalid("hello.tasks", "at least one task is required"));
+    }
+    if hello.max_concurrency == 0 {
+        return Err(invalid("hello.max_concurrency", "must be at least 1"));
+    }
+    let mut names = Vec::new();
+    for task in &hello.tasks {
+        let name = validate::name("hello.tasks.name", &task.name)?;
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    let id = format!("s-{}", validate::random_hex(12)?);
+    Ok(Session::new(id, worker_id.to_string(), names, hello.max_concurrency))
+}
+
+/// One message after hello.
+async fn handle(
+    shared: &Arc<Shared>,
+    session: &Session,
+    message: WorkerMessage,
+    tx: &Tx,
+) -> ApiResult<()> {
+    let ack = match message.kind {
+        Some(Kind::Hello(_)) => {
+            return Err(err(ErrorCode::ProtocolError, "`hello` may only be sent once"));
+        }
+        None => return Err(err(ErrorCode::ProtocolError, "empty worker message")),
+        Some(Kind::Credits(credits)) => {
+            session.add_credits(credits.n);
+            return Ok(());
+        }
+        Some(Kind::Drain(_)) => {
+            session.drain();
+            return Ok(());
+        }
+        Some(Kind::Heartbeat(hb)) => {
+            // Any message keeps the session alive; details are recorded per token.
+            if let Err(e) = results::heartbeat(shared, &hb.tokens, hb.details).await {
+                stream_error(e)?;
+            }
+            return Ok(());
+        }
+        Some(Kind::Complete(c)) => {
+            let token = c.token.clone();
+            (token, results::complete(shared, &c.token, c.output).await)
+        }
+        Some(Kind::Fail(f)) => {
+            let token = f.token.clone();
+            (token, results::fail(shared, &f.token, f.error).await)
+        }
+    };
+    let (token, outcome) = ack;
+    let (accepted, reason) = match outcome {
+        Ok(o) => (o.accepted, o.reason),
+        Err(e) => (false, stream_error(e)?),
+    };
+    // The result is durable (or refused) at this point; only now is it acknowledged.
+    session.changed.notify_waiters();
+    let ack = Ack { token, accepted, reason };
+    let _ = tx.send(msg(server_message::Kind::Ack(ack))).await;
+    Ok(())
+}
+
+/// A bad request on the stream is answered (as an ack reason) and the session goes on; a
+/// storage or owner failure ends the stream so the worker retries elsewhere.
+fn stream_error(e: Status) -> ApiResult<String> {
+    match OrbitError::from_status(&e) {
+        Some(o) if matches!(o.code, ErrorCode::InvalidArgument | ErrorCode::PayloadTooLarge) => {
+            Ok(format!("{}: {}", o.code, o.message))
+        }
+        _ => Err(e),
+    }
+}
+
+/// Claims tasks for the session while it has credits, woken by "tasks ready", by credits
+/// arriving, or by a fallback tick.
+async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
+    let fallback = Duration::from_millis(shared.config.dispatch_fallback_ms.max(1));
+    loop {
+        // Register for wake-ups before looking, so none is missed while claiming.
+        let ready = shared.tasks_ready.notified();
+        let changed = session.changed.notified();
+        tokio::pin!(ready, changed);
+        ready.as_mut().enable();
+        changed.as_mut().enable();
+        if session.is_stopped() {
+            return;
+        }
+        let wanted = session.wanted();
+        if wanted > 0 {
+            let claimed = shared
+                .store
+                .claim_tasks(&session.task_names, wanted, &shared.config.node_id, &session.id)
+                .await;
+            match claimed {
+                Ok(rows) if !rows.is_empty() => {
+                    let full = rows.len() >= wanted as usize;
+                    deliver(&shared, &session, rows, &tx).await;
+                    if full {
+                        continue;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(session = %session.id, error = %e, "claiming tasks failed"),
+            }
+        }
+        tokio::select! {
+            () = &mut ready => {}
+            () = &mut changed => {}
+            () = tokio::time::sleep(fallback) => {}
+        }
+    }
+}
+
+/// Pushes claimed rows to the worker and wakes their owners (who apply the `dispatched`
+/// entries the claim wrote). A row whose push fails stays in flight and is reported
+/// uncertain when the session ends.
+async fn deliver(shared: &Arc<Shared>, session: &Session, rows: Vec<TaskRow>, tx: &Tx) {
+    let mut executions: HashMap<String, Option<Context>> = HashMap::new();
+    for row in rows {
+        let Some(token) = row.token.clone() else { continue };
+        session.took(&token, &row.execution_id);
+        if !executions.contains_key(&row.execution_id) {
+            let ctx = context(shared, &row.execution_id).await;
+            executions.insert(row.execution_id.clone(), ctx);
+        }
+        let ctx = executions.get(&row.execution_id).cloned().flatten();
+        let timeouts = ctx
+            .as_ref()
+            .map(|c| orbit_wire::task_timeouts(&c.def, &row.unit_key))
+            .unwrap_or_default();
+        let started = row.claimed_at_ms.unwrap_or(row.created_at_ms);
+        let task = Task {
+            token,
+            execution_id: row.execution_id.clone(),
+            workflow: ctx.map(|c| c.workflow).unwrap_or_default(),
+            step: row.unit_key,
+            task: row.task,
+            version: row.task_version,
+            input: Some(json_to_proto(row.input)),
+            idempotency_key: row.idempotency_key,
+            attempt: row.attempt,
+            redelivery: row.offer > 1,
+            deadline: timeouts.attempt_ms.map(|t| ms_to_timestamp(started.saturating_add(t))),
+            trace_context: None,
+            heartbeat_timeout: timeouts.heartbeat_ms.map(ms_to_duration),
+        };
+        let _ = tx.send(msg(server_message::Kind::Task(task))).await;
+    }
+    super::wake_owner(shared, executions.into_keys().collect());
+}
+
+#[derive(Clone)]
+struct Context {
+    workflow: String,
+    def: Arc<orbit_definition::Definition>,
+}
+
+/// The workflow and definition of an execution, for the task message; `None` if unknown.
+async fn context(shared: &Shared, execution_id: &str) -> Option<Context> {
+    let row = shared.store.get_execution(execution_id).await.ok()??;
+    let def = shared
+        .defs
+        .pinned(shared.store.as_ref(), &row.workflow, &row.version, &row.definition_hash)
+        .await
+        .ok()?;
+    Some(Context { workflow: row.workflow, def })
+}
+
+async fn ping(every: Duration, tx: Tx) {
+    loop {
+        tokio::time::sleep(every).await;
+        if tx.send(msg(server_message::Kind::Ping(Ping {}))).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Reports every attempt still in flight as `uncertain` (the engine redelivers it with the
+/// same idempotency key) and wakes the owners.
+async fn lose_in_flight(shared: &Arc<Shared>, session: &Session) {
+    let lost = session.take_in_flight();
+    if lost.is_empty() {
+        return;
+    }
+    let payload = json!({"reason": "SESSION_LOST"});
+    let mut executions = Vec::new();
+    for (token, execution_id) in lost {
+        match shared.store.enqueue_inbox(&execution_id, "uncertain", Some(&token), &payload).await {
+            Ok(_) => {
+                if !executions.contains(&execution_id) {
+                    executions.push(execution_id);
+                }
+            }
+            // The owner's attempt deadline still resolves the attempt.
+            Err(e) => tracing::error!(%token, error = %e, "recording a lost attempt failed"),
+        }
+    }
+    super::wake_owner(shared, executions);
+}

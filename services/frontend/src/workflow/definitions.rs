@@ -1,0 +1,113 @@
+//! Registering, reading and listing workflow definitions.
+//!
+//! What is stored is the canonical JSON of the normalised document, so the stored text
+//! hashes to the definition hash and parses back to the same definition.
+
+use crate::error::{err, invalid, store, ApiResult};
+use crate::validate;
+use crate::Shared;
+use orbit_api::v1::{
+    GetWorkflowRequest, GetWorkflowResponse, ListWorkflowsRequest, ListWorkflowsResponse,
+    RegisterWorkflowRequest, RegisterWorkflowResponse, WorkflowDefinition,
+};
+use orbit_definition::{canonical_json, to_document};
+use orbit_server_kit::payload::ms_to_timestamp;
+use orbit_server_kit::{ErrorCode, FieldViolation, OrbitError};
+use orbit_store::{DefinitionRow, PutOutcome, StoreError};
+
+pub(crate) async fn register(
+    shared: &Shared,
+    req: RegisterWorkflowRequest,
+) -> ApiResult<RegisterWorkflowResponse> {
+    if req.document.trim().is_empty() {
+        return Err(invalid("document", "is required"));
+    }
+    let def = orbit_definition::parse(&req.document).map_err(|errors| {
+        let problems = errors.errors();
+        let summary = match problems {
+            [only] => only.to_string(),
+            [first, ..] => format!("{first} (and {} more)", problems.len() - 1),
+            [] => "the document is invalid".to_string(),
+        };
+        OrbitError::new(ErrorCode::InvalidDefinition, format!("invalid definition: {summary}"))
+            .with_violations(
+                problems
+                    .iter()
+                    .map(|e| FieldViolation::new(&e.path, e.code.as_str(), &e.message)),
+            )
+            .to_status()
+    })?;
+    let document = canonical_json(&to_document(&def));
+    let outcome = shared
+        .store
+        .put_definition(&def.name, &def.version, &def.hash, &document)
+        .await
+        .map_err(|e| match e {
+            StoreError::Conflict(m) => err(
+                ErrorCode::DefinitionConflict,
+                format!(
+                    "workflow {}@{} is already registered with another definition ({m})",
+                    def.name, def.version
+                ),
+            ),
+            other => store(other),
+        })?;
+    let row = shared.store.get_definition(&def.name, Some(&def.version)).await.map_err(store)?;
+    Ok(RegisterWorkflowResponse {
+        name: def.name.clone(),
+        version: def.version.clone(),
+        definition_hash: def.hash.clone(),
+        created: outcome == PutOutcome::Created,
+        created_at: row.map(|r| ms_to_timestamp(r.created_at_ms)),
+    })
+}
+
+pub(crate) async fn get(shared: &Shared, req: GetWorkflowRequest) -> ApiResult<GetWorkflowResponse> {
+    let name = validate::name("name", &req.name)?;
+    let version = validate::optional("version", &req.version)?;
+    let row = shared.store.get_definition(name, version).await.map_err(store)?;
+    let Some(row) = row else {
+        return Err(not_found(name, version));
+    };
+    Ok(GetWorkflowResponse { workflow: Some(wire_definition(row, true)) })
+}
+
+pub(crate) fn not_found(name: &str, version: Option<&str>) -> tonic::Status {
+    let what = match version {
+        Some(v) => format!("{name}@{v}"),
+        None => name.to_string(),
+    };
+    err(ErrorCode::WorkflowNotFound, format!("workflow {what} is not registered"))
+}
+
+/// Pages by offset into the ordered list: the token is the index of the next result.
+pub(crate) async fn list(
+    shared: &Shared,
+    req: ListWorkflowsRequest,
+) -> ApiResult<ListWorkflowsResponse> {
+    let size = validate::page_size(req.page_size, 100, 1000);
+    let start = usize::try_from(validate::numeric_token(&req.page_token)?.unwrap_or(0))
+        .map_err(|_| invalid("page_token", "is out of range"))?;
+    let all = shared.store.list_definitions().await.map_err(store)?;
+    let matching: Vec<DefinitionRow> =
+        all.into_iter().filter(|d| req.name.is_empty() || d.name == req.name).collect();
+    let end = start.saturating_add(size).min(matching.len());
+    let next_page_token = if end < matching.len() { end.to_string() } else { String::new() };
+    let workflows = matching
+        .into_iter()
+        .skip(start)
+        .take(end.saturating_sub(start))
+        .map(|row| wire_definition(row, req.include_document))
+        .collect();
+    Ok(ListWorkflowsResponse { workflows, next_page_token })
+}
+
+fn wire_definition(row: DefinitionRow, with_document: bool) -> WorkflowDefinition {
+    WorkflowDefinition {
+        name: row.name,
+        version: row.version,
+        definition_hash: row.definition_hash,
+        document: if with_document { row.document } else { String::new() },
+        created_at: Some(ms_to_timestamp(row.created_at_ms)),
+    }
+}

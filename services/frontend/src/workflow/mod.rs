@@ -1,0 +1,125 @@
+//! `orbit.v1.WorkflowService`: definitions, starting executions, reads and commands.
+//!
+//! The trait impl only unwraps requests and delegates: definitions in [`definitions`],
+//! reads from the store in [`reads`], the event stream in [`watch`], and commands routed to
+//! the owner in [`commands`].
+
+mod commands;
+mod definitions;
+mod reads;
+mod watch;
+
+use crate::Shared;
+use orbit_api::v1::workflow_service_server::WorkflowService;
+use orbit_api::v1::{
+    CancelExecutionRequest, CancelExecutionResponse, DescribeExecutionRequest,
+    DescribeExecutionResponse, GetHistoryRequest, GetHistoryResponse, GetWorkflowRequest,
+    GetWorkflowResponse, ListExecutionsRequest, ListExecutionsResponse, ListWorkflowsRequest,
+    ListWorkflowsResponse, QueryExecutionRequest, QueryExecutionResponse,
+    RegisterWorkflowRequest, RegisterWorkflowResponse, SignalExecutionRequest,
+    SignalExecutionResponse, StartExecutionRequest, StartExecutionResponse,
+    UpdateExecutionRequest, UpdateExecutionResponse, WatchExecutionRequest,
+};
+use std::sync::Arc;
+use tonic::{Request, Response, Status};
+
+/// The `WorkflowService` implementation; cheap to clone.
+#[derive(Clone)]
+pub struct WorkflowApi {
+    shared: Arc<Shared>,
+}
+
+impl WorkflowApi {
+    pub(crate) fn new(shared: Arc<Shared>) -> WorkflowApi {
+        WorkflowApi { shared }
+    }
+}
+
+#[tonic::async_trait]
+impl WorkflowService for WorkflowApi {
+    async fn register_workflow(
+        &self,
+        request: Request<RegisterWorkflowRequest>,
+    ) -> Result<Response<RegisterWorkflowResponse>, Status> {
+        definitions::register(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+
+    async fn get_workflow(
+        &self,
+        request: Request<GetWorkflowRequest>,
+    ) -> Result<Response<GetWorkflowResponse>, Status> {
+        definitions::get(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+
+    async fn list_workflows(
+        &self,
+        request: Request<ListWorkflowsRequest>,
+    ) -> Result<Response<ListWorkflowsResponse>, Status> {
+        definitions::list(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+
+    async fn start_execution(
+        &self,
+        request: Request<StartExecutionRequest>,
+    ) -> Result<Response<StartExecutionResponse>, Status> {
+        commands::start(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+
+    async fn describe_execution(
+        &self,
+        request: Request<DescribeExecutionRequest>,
+    ) -> Result<Response<DescribeExecutionResponse>, Status> {
+        reads::describe(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+
+    async fn get_history(
+        &self,
+        request: Request<GetHistoryRequest>,
+    ) -> Result<Response<GetHistoryResponse>, Status> {
+        reads::history(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+
+    type WatchExecutionStream = watch::WatchStream;
+
+    async fn watch_execution(
+        &self,
+        request: Request<WatchExecutionRequest>,
+    ) -> Result<Response<Self::WatchExecutionStream>, Status> {
+        watch::watch(self.shared.clone(), request.into_inner()).await.map(Response::new)
+    }
+
+    async fn list_executions(
+        &self,
+        request: Request<ListExecutionsRequest>,
+    ) -> Result<Response<ListExecutionsResponse>, Status> {
+        reads::list_executions(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+
+    async fn signal_execution(
+        &self,
+        request: Request<SignalExecutionRequest>,
+    ) -> Result<Response<SignalExecutionResponse>, Status> {
+        commands::signal(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+
+    async fn query_execution(
+        &self,
+        request: Request<QueryExecutionRequest>,
+    ) -> Result<Response<QueryExecutionResponse>, Status> {
+        reads::query(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+
+    async fn cancel_execution(
+        &self,
+        request: Request<CancelExecutionRequest>,
+    ) -> Result<Response<CancelExecutionResponse>, Status> {
+        commands::cancel(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+
+    async fn update_execution(
+        &self,
+        request: Request<UpdateExecutionRequest>,
+    ) -> Result<Response<UpdateExecutionResponse>, Status> {
+        commands::update(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+}

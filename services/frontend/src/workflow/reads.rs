@@ -1,0 +1,176 @@
+//! Reads answered from the store: describe, query, history, list. Never writes.
+//!
+//! A run is folded from its history with the same pure code the owner uses, so a read sees
+//! exactly the committed state (it may lag the owner's hot state by one commit).
+
+use crate::error::{err, invalid, no_execution, store, ApiResult};
+use crate::validate;
+use crate::Shared;
+use orbit_api::v1::{
+    DescribeExecutionRequest, DescribeExecutionResponse, ExecutionInfo, ExecutionStatus,
+    GetHistoryRequest, GetHistoryResponse, ListExecutionsRequest, ListExecutionsResponse,
+    QueryExecutionRequest, QueryExecutionResponse,
+};
+use orbit_definition::Definition;
+use orbit_engine::{HistoryEvent, State};
+use orbit_server_kit::payload::{json_to_proto, timestamp_to_ms};
+use orbit_server_kit::ErrorCode;
+use orbit_store::{ExecutionFilter, ExecutionRow};
+use std::sync::Arc;
+
+/// One run of an execution, loaded and folded.
+pub(crate) struct LoadedRun {
+    pub(crate) row: ExecutionRow,
+    pub(crate) run: u32,
+    pub(crate) def: Arc<Definition>,
+    pub(crate) history: Vec<HistoryEvent>,
+    pub(crate) state: State,
+}
+
+impl LoadedRun {
+    /// The run's summary: the projection for the latest run, folded for older ones.
+    pub(crate) fn info(&self) -> ExecutionInfo {
+        if self.run == self.row.run {
+            orbit_wire::execution_info(&self.row)
+        } else {
+            let last = self.history.last().map_or(self.state.created_at, |e| e.timestamp_ms);
+            orbit_wire::info_from_state(&self.state, &self.row.root_id, last)
+        }
+    }
+}
+
+/// The projection of an execution, or `EXECUTION_NOT_FOUND`.
+pub(crate) async fn execution(shared: &Shared, id: &str) -> ApiResult<ExecutionRow> {
+    shared.store.get_execution(id).await.map_err(store)?.ok_or_else(|| no_execution(id))
+}
+
+/// The requested run (0 = latest), or `EXECUTION_NOT_FOUND` for a run that does not exist.
+pub(crate) fn resolve_run(row: &ExecutionRow, run: u32) -> ApiResult<u32> {
+    match run {
+        0 => Ok(row.run),
+        r if r <= row.run => Ok(r),
+        r => Err(err(
+            ErrorCode::ExecutionNotFound,
+            format!("execution `{}` has no run {r} (latest is {})", row.execution_id, row.run),
+        )),
+    }
+}
+
+/// Loads and folds one run.
+pub(crate) async fn load_run(shared: &Shared, id: &str, run: u32) -> ApiResult<LoadedRun> {
+    let row = execution(shared, id).await?;
+    let run = resolve_run(&row, run)?;
+    let history = shared.store.load_history(id, run).await.map_err(store)?;
+    let state = State::from_history(&history);
+    // Every run of an execution is pinned to the same definition as its first.
+    let hash = if state.definition_hash.is_empty() {
+        row.definition_hash.clone()
+    } else {
+        state.definition_hash.clone()
+    };
+    let def = shared.defs.pinned(shared.store.as_ref(), &row.workflow, &row.version, &hash).await?;
+    Ok(LoadedRun { row, run, def, history, state })
+}
+
+pub(crate) async fn describe(
+    shared: &Shared,
+    req: DescribeExecutionRequest,
+) -> ApiResult<DescribeExecutionResponse> {
+    let id = validate::id("execution_id", &req.execution_id)?;
+    let loaded = load_run(shared, id, req.run).await?;
+    let info = loaded.info();
+    Ok(DescribeExecutionResponse {
+        execution: Some(orbit_wire::describe(&loaded.def, &loaded.state, info)),
+    })
+}
+
+pub(crate) async fn query(
+    shared: &Shared,
+    req: QueryExecutionRequest,
+) -> ApiResult<QueryExecutionResponse> {
+    let id = validate::id("execution_id", &req.execution_id)?;
+    let name = validate::name("name", &req.name)?;
+    let loaded = load_run(shared, id, req.run).await?;
+    let value = orbit_engine::query::query(&loaded.def, &loaded.state, name).map_err(|e| {
+        let code = e.code.parse().unwrap_or(ErrorCode::QueryFailed);
+        err(code, e.message)
+    })?;
+    Ok(QueryExecutionResponse {
+        result: Some(json_to_proto(value)),
+        as_of_seq: loaded.state.last_seq,
+    })
+}
+
+/// Pages by seq: the token is the seq of the next event to return.
+pub(crate) async fn history(
+    shared: &Shared,
+    req: GetHistoryRequest,
+) -> ApiResult<GetHistoryResponse> {
+    let id = validate::id("execution_id", &req.execution_id)?;
+    let size = validate::page_size(req.page_size, 1000, 10_000);
+    let from = validate::numeric_token(&req.page_token)?.unwrap_or(1);
+    let row = execution(shared, id).await?;
+    let run = resolve_run(&row, req.run)?;
+    let history = shared.store.load_history(id, run).await.map_err(store)?;
+    let mut page = history.iter().filter(|e| e.seq >= from);
+    let events: Vec<_> =
+        page.by_ref().take(size).map(|e| orbit_wire::history_event(e, run)).collect();
+    let next_page_token = match page.next() {
+        Some(next) => next.seq.to_string(),
+        None => String::new(),
+    };
+    Ok(GetHistoryResponse { events, next_page_token, run })
+}
+
+/// Filters the store cannot apply (several statuses, version, time range, root, schedule)
+/// are applied to each store page, so a page may hold fewer than `page_size` results; the
+/// token is the store's and stays valid.
+pub(crate) async fn list_executions(
+    shared: &Shared,
+    req: ListExecutionsRequest,
+) -> ApiResult<ListExecutionsResponse> {
+    let mut statuses = Vec::new();
+    for raw in &req.statuses {
+        let status = ExecutionStatus::try_from(*raw)
+            .map_err(|_| invalid("statuses", format!("{raw} is not an execution status")))?;
+        // UNSPECIFIED matches nothing, as documented.
+        statuses.push(orbit_wire::status_name(status));
+    }
+    if !req.version.is_empty() && req.workflow.is_empty() {
+        return Err(invalid("version", "requires `workflow`"));
+    }
+    let created_after = req.created_after.as_ref().map(timestamp_to_ms).transpose();
+    let created_after = created_after.map_err(|e| invalid("created_after", e.to_string()))?;
+    let created_before = req.created_before.as_ref().map(timestamp_to_ms).transpose();
+    let created_before = created_before.map_err(|e| invalid("created_before", e.to_string()))?;
+    let single_status = match statuses.as_slice() {
+        [Some(one)] => Some((*one).to_string()),
+        _ => None,
+    };
+    let filter = ExecutionFilter {
+        status: single_status,
+        workflow: validate::optional("workflow", &req.workflow)?.map(str::to_string),
+        parent_id: validate::optional("parent_id", &req.parent_id)?.map(str::to_string),
+        page_size: u32::try_from(validate::page_size(req.page_size, 100, 1000)).unwrap_or(1000),
+        page_token: (!req.page_token.is_empty()).then(|| req.page_token.clone()),
+    };
+    let page = shared.store.list_executions(filter).await.map_err(store)?;
+    let keep = |row: &ExecutionRow| {
+        (statuses.is_empty() || statuses.contains(&Some(row.status.as_str())))
+            && (req.version.is_empty() || row.version == req.version)
+            && created_after.is_none_or(|t| row.created_at_ms >= t)
+            && created_before.is_none_or(|t| row.created_at_ms < t)
+            && (req.root_id.is_empty() || row.root_id == req.root_id)
+            && (req.schedule_id.is_empty()
+                || row.schedule_id.as_deref() == Some(req.schedule_id.as_str()))
+    };
+    Ok(ListExecutionsResponse {
+        executions: page
+            .executions
+            .iter()
+            .filter(|r| keep(r))
+            .map(orbit_wire::execution_info)
+            .collect(),
+        next_page_token: page.next_page_token.unwrap_or_default(),
+    })
+}

@@ -1,0 +1,82 @@
+//! `WatchExecution`: the run's events as they are committed, then its result.
+//!
+//! The frontend holds no execution state, so the stream polls the store (every
+//! `watch_poll_ms`) while it is open, and ends after the run's terminal event (or follows
+//! continue-as-new into the next run when asked). A client that goes away ends the poll.
+
+use super::reads::{execution, resolve_run};
+use crate::error::{store, ApiResult};
+use crate::validate;
+use crate::Shared;
+use orbit_api::v1::watch_execution_response::Kind;
+use orbit_api::v1::{WatchExecutionRequest, WatchExecutionResponse};
+use orbit_engine::{State, Status};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Status as GrpcStatus;
+
+/// The server stream of `WatchExecution`.
+pub type WatchStream = ReceiverStream<Result<WatchExecutionResponse, GrpcStatus>>;
+
+pub(crate) async fn watch(shared: Arc<Shared>, req: WatchExecutionRequest) -> ApiResult<WatchStream> {
+    let id = validate::id("execution_id", &req.execution_id)?.to_string();
+    let row = execution(&shared, &id).await?;
+    let run = resolve_run(&row, req.run)?;
+    let (tx, rx) = mpsc::channel(64);
+    tokio::spawn(async move {
+        if let Err(status) = follow(&shared, &id, run, &req, &tx).await {
+            let _ = tx.send(Err(status)).await;
+        }
+    });
+    Ok(ReceiverStream::new(rx))
+}
+
+type Tx = mpsc::Sender<Result<WatchExecutionResponse, GrpcStatus>>;
+
+/// Streams until the watched run (or the last followed run) closes or the client leaves.
+async fn follow(
+    shared: &Shared,
+    id: &str,
+    mut run: u32,
+    req: &WatchExecutionRequest,
+    tx: &Tx,
+) -> ApiResult<()> {
+    let poll = Duration::from_millis(shared.config.watch_poll_ms.max(1));
+    let mut after = req.after_seq;
+    loop {
+        let history = shared.store.load_history(id, run).await.map_err(store)?;
+        if !req.result_only {
+            let from = after;
+            for event in history.iter().filter(|e| e.seq > from) {
+                let msg = WatchExecutionResponse {
+                    kind: Some(Kind::Event(orbit_wire::history_event(event, run))),
+                };
+                if tx.send(Ok(msg)).await.is_err() {
+                    return Ok(());
+                }
+                after = event.seq;
+            }
+        }
+        if let Some(last) = history.last().filter(|e| e.event.is_terminal()) {
+            let state = State::from_history(&history);
+            if let Some(result) = orbit_wire::execution_result(&state, last.timestamp_ms) {
+                let msg = WatchExecutionResponse { kind: Some(Kind::Result(result)) };
+                if tx.send(Ok(msg)).await.is_err() {
+                    return Ok(());
+                }
+            }
+            if state.status() == Status::ContinuedAsNew && req.follow_continue_as_new {
+                run += 1;
+                after = 0;
+                continue;
+            }
+            return Ok(());
+        }
+        tokio::select! {
+            () = tokio::time::sleep(poll) => {}
+            () = tx.closed() => return Ok(()),
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! `orbit bench`: N executions of a K-step workflow driven through the public API, with
+//! in-process Rust workers over loopback gRPC; prints executions/s, tasks/s and latency
+//! percentiles (end-to-end: start call → result seen by the client; dispatch: start call →
+//! first task in a worker's hands).
+
+use crate::dev;
+use hdrhistogram::Histogram;
+use orbit_api::v1 as pb;
+use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
+use orbit_frontend::FrontendConfig;
+use orbit_server_kit::payload::json_to_proto;
+use orbit_worker::{TaskContext, TaskFailure, Worker};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+
+/// Options of `orbit bench`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(
+    after_help = "Example:\n  orbit bench --executions 2000 --steps 3 --concurrency 64\n  orbit bench --address http://127.0.0.1:7233   # against a running server"
+)]
+pub struct BenchArgs {
+    /// Executions to run.
+    #[arg(long, default_value_t = 2000)]
+    pub executions: u64,
+    /// Sequential task steps per execution.
+    #[arg(long, default_value_t = 3)]
+    pub steps: u32,
+    /// Executions in flight at once.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Worker processes' worth of sessions (each one stream).
+    #[arg(long, default_value_t = 2)]
+    pub workers: u32,
+    /// Tasks each worker runs at once.
+    #[arg(long, default_value_t = 64)]
+    pub worker_concurrency: u32,
+    /// Benchmark a running server instead of starting an embedded one.
+    #[arg(long)]
+    pub address: Option<String>,
+    /// SQLite file of the embedded server (a fresh temporary file by default).
+    #[arg(long)]
+    pub db: Option<std::path::PathBuf>,
+    /// `human` or `json`.
+    #[arg(long, default_value = "human")]
+    pub output: String,
+}
+
+fn workflow(steps: u32) -> String {
+    let mut doc =
+        format!("name: bench-{steps}\nversion: \"1\"\ntasks:\n  bench.step: {{}}\nsteps:\n");
+    for i in 1..=steps {
+        let input = if i == 1 {
+            "\"${{ input.n }}\"".to_string()
+        } else {
+            format!("\"${{{{ steps.s{}.output }}}}\"", i - 1)
+        };
+        doc.push_str(&format!("  - {{ id: s{i}, task: bench.step, input: {input} }}\n"));
+    }
+    doc.push_str(&format!("output: \"${{{{ steps.s{steps}.output }}}}\"\n"));
+    doc
+}
+
+/// Runs the benchmark.
+pub async fn run(args: BenchArgs) -> ExitCode {
+    dev::init_logs("warn");
+    match bench(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(4)
+        }
+    }
+}
+
+async fn bench(args: BenchArgs) -> anyhow::Result<()> {
+    let stop = CancellationToken::new();
+    let tmp = std::env::temp_dir().join(format!("orbit-bench-{}", std::process::id()));
+    let (address, server) = match &args.address {
+        Some(a) => (a.clone(), None),
+        None => {
+            std::fs::create_dir_all(&tmp)?;
+            let db = args.db.clone().unwrap_or_else(|| tmp.join("bench.db"));
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let addr = listener.local_addr()?;
+            let s = stop.clone();
+            let handle = tokio::spawn(async move {
+                dev::serve(&db, listener, s, FrontendConfig::default(), false).await
+            });
+            (format!("http://{addr}"), Some(handle))
+        }
+    };
+    let channel = connect(&address).await?;
+    let mut client = WorkflowServiceClient::new(channel.clone());
+    client
+        .register_workflow(pb::RegisterWorkflowRequest {
+            document: workflow(args.steps),
+            format: 0,
+        })
+        .await?;
+
+    let starts: Arc<Mutex<HashMap<String, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
+    let dispatch = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
+    let tasks_done = Arc::new(AtomicU64::new(0));
+    for w in 0..args.workers {
+        let (starts, dispatch, tasks_done) = (starts.clone(), dispatch.clone(), tasks_done.clone());
+        let handler = move |ctx: TaskContext| {
+            let (starts, dispatch, tasks_done) =
+                (starts.clone(), dispatch.clone(), tasks_done.clone());
+            async move {
+                if ctx.step() == "s1" && ctx.attempt() == 1 {
+                    let started =
+                        starts.lock().ok().and_then(|m| m.get(ctx.execution_id()).copied());
+                    if let (Some(t0), Ok(mut h)) = (started, dispatch.lock()) {
+                        let _ =
+                            h.record(u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX));
+                    }
+                }
+                tasks_done.fetch_add(1, Ordering::Relaxed);
+                Ok::<Value, TaskFailure>(ctx.input().clone())
+            }
+        };
+        let worker = Worker::builder(address.clone())
+            .worker_id(format!("bench-{w}"))
+            .max_concurrency(args.worker_concurrency)
+            .task("bench.step", "1", handler)
+            .build()?;
+        let s = stop.clone();
+        tokio::spawn(async move { worker.run(s).await });
+    }
+
+    let e2e = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
+    let failures = Arc::new(AtomicU64::new(0));
+    let finished = Arc::new(AtomicU64::new(0));
+    let gate = Arc::new(Semaphore::new(args.concurrency.max(1)));
+    let began = Instant::now();
+    let progress = {
+        let (finished, total) = (finished.clone(), args.executions);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let done = finished.load(Ordering::Relaxed);
+                eprint!(
+                    "\r  {done}/{total} executions ({:.0}%)",
+                    done as f64 * 100.0 / total.max(1) as f64
+                );
+                if done >= total {
+                    eprintln!();
+                    break;
+                }
+            }
+        })
+    };
+    let run_id = std::process::id();
+    let mut handles = Vec::new();
+    for i in 0..args.executions {
+        let permit = gate.clone().acquire_owned().await?;
+        let mut client = WorkflowServiceClient::new(channel.clone());
+        let (starts, e2e, failures, finished) =
+            (starts.clone(), e2e.clone(), failures.clone(), finished.clone());
+        let workflow_name = format!("bench-{}", args.steps);
+        handles.push(tokio::spawn(async move {
+            let id = format!("bench-{run_id}-{i}");
+            let t0 = Instant::now();
+            if let Ok(mut m) = starts.lock() {
+                m.insert(id.clone(), t0);
+            }
+            let ok = one(&mut client, &workflow_name, &id, i).await;
+            if ok {
+                if let Ok(mut h) = e2e.lock() {
+                    let _ = h.record(u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX));
+                }
+            } else {
+                failures.fetch_add(1, Ordering::Relaxed);
+            }
+            if let Ok(mut m) = starts.lock() {
+                m.remove(&id);
+            }
+            finished.fetch_add(1, Ordering::Relaxed);
+            drop(permit);
+        }));
+    }
+    for h in handles {
+        h.await?;
+    }
+    let elapsed = began.elapsed();
+    let _ = progress.await;
+    stop.cancel();
+    if let Some(s) = server {
+        s.await??;
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    report(
+        &args,
+        elapsed,
+        tasks_done.load(Ordering::Relaxed),
+        failures.load(Ordering::Relaxed),
+        &e2e,
+        &dispatch,
+    );
+    Ok(())
+}
+
+/// Starts one execution and waits for its result; true when it completed.
+async fn one(
+    client: &mut WorkflowServiceClient<Channel>,
+    workflow: &str,
+    id: &str,
+    n: u64,
+) -> bool {
+    let start = pb::StartExecutionRequest {
+        workflow: workflow.into(),
+        version: String::new(),
+        input: Some(json_to_proto(json!({ "n": n }))),
+        execution_id: id.into(),
+    };
+    if client.start_execution(start).await.is_err() {
+        return false;
+    }
+    let watch = pb::WatchExecutionRequest {
+        execution_id: id.into(),
+        result_only: true,
+        ..Default::default()
+    };
+    let Ok(stream) = client.watch_execution(watch).await else { return false };
+    let mut stream = stream.into_inner();
+    while let Ok(Some(msg)) = stream.message().await {
+        if let Some(pb::watch_execution_response::Kind::Result(r)) = msg.kind {
+            return r.status == pb::ExecutionStatus::Completed as i32;
+        }
+    }
+    false
+}
+
+fn report(
+    args: &BenchArgs,
+    elapsed: Duration,
+    tasks: u64,
+    failures: u64,
+    e2e: &Mutex<Histogram<u64>>,
+    dispatch: &Mutex<Histogram<u64>>,
+) {
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    let pct = |h: &Mutex<Histogram<u64>>, q: f64| {
+        h.lock().map_or(0.0, |h| h.value_at_quantile(q) as f64 / 1000.0)
+    };
+    let out = json!({
+        "executions": args.executions,
+        "steps": args.steps,
+        "concurrency": args.concurrency,
+        "failures": failures,
+        "seconds": secs,
+        "executions_per_s": args.executions as f64 / secs,
+        "tasks_per_s": tasks as f64 / secs,
+        "e2e_ms": { "p50": pct(e2e, 0.5), "p95": pct(e2e, 0.95), "p99": pct(e2e, 0.99) },
+        "dispatch_ms": { "p50": pct(dispatch, 0.5), "p95": pct(dispatch, 0.95), "p99": pct(dispatch, 0.99) },
+    });
+    if args.output == "json" {
+        println!("{out}");
+        return;
+    }
+    println!(
+        "orbit bench: {} executions x {} steps, {} in flight, {} failed",
+        args.executions, args.steps, args.concurrency, failures
+    );
+    println!(
+        "  throughput   {:>9.1} executions/s   {:>9.1} tasks/s   ({secs:.2} s)",
+        out["executions_per_s"].as_f64().unwrap_or(0.0),
+        out["tasks_per_s"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "  end-to-end   p50 {:>7.2} ms   p95 {:>7.2} ms   p99 {:>7.2} ms",
+        pct(e2e, 0.5),
+        pct(e2e, 0.95),
+        pct(e2e, 0.99)
+    );
+    println!(
+        "  dispatch     p50 {:>7.2} ms   p95 {:>7.2} ms   p99 {:>7.2} ms",
+        pct(dispatch, 0.5),
+        pct(dispatch, 0.95),
+        pct(dispatch, 0.99)
+    );
+}
+
+async fn connect(address: &str) -> anyhow::Result<Channel> {
+    let uri =
+        if address.starts_with("http") { address.to_string() } else { format!("http://{address}") };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match Channel::from_shared(uri.clone())?.connect().await {
+            Ok(c) => return Ok(c),
+            Err(e) if Instant::now() > deadline => return Err(e.into()),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! `orbit execution ...`: starting, inspecting, following and steering executions over
+//! `WorkflowService`.
+//!
+//! The argument definitions and the one-call commands live here; following a run is in
+//! [`super::follow`], paged reads (`history`, `list`) in [`super::listing`].
+
+use clap::{Args, Subcommand};
+use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
+use orbit_api::v1::{
+    CancelExecutionRequest, DescribeExecutionRequest, ExecutionStatus, QueryExecutionRequest,
+    SignalExecutionRequest, StartExecutionRequest,
+};
+use orbit_server_kit::payload::{json_to_proto, proto_to_json};
+use serde_json::{json, Value as Json};
+
+use super::convert::{payload, result_json};
+use super::describe::{description_json, description_text};
+use super::error::Failure;
+use super::follow::{event_line, follow_run, result_text};
+use super::input::{parse_json_arg, parse_workflow_ref, WorkflowRef};
+use super::listing::{history, list, StatusFilter};
+use super::output::{pretty, print_json, print_json_line, print_text, Fields, Format};
+use super::{ConnectArgs, Transport};
+
+/// `orbit execution ...`
+#[derive(Args, Debug)]
+pub struct ExecutionArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    #[command(subcommand)]
+    command: ExecutionCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum ExecutionCommand {
+    /// Start an execution of a workflow, optionally waiting for its result.
+    ///
+    /// With `--id` the start is idempotent: rerunning it returns the existing execution. With
+    /// `--wait` the command follows the execution (through continue-as-new) until it closes,
+    /// shows its events on stderr as it goes, prints the output or the error, and exits 1
+    /// unless the execution COMPLETED. `--input @file.json` reads the input from a file.
+    #[command(after_long_help = long_help!(
+        "orbit execution start orders --input '{\"order_id\": \"A-1\", \"amount\": 42}'",
+        "orbit execution start orders@2 --input @order.json --id order-A-1 --wait",
+    ))]
+    Start {
+        /// The workflow, as NAME or NAME@VERSION (default: the latest version).
+        #[arg(value_name = "NAME[@VERSION]", value_parser = parse_workflow_ref)]
+        workflow: WorkflowRef,
+        /// The input as JSON, or `@PATH` to read it from a file (`@-`: stdin). Default: null.
+        #[arg(long, value_name = "JSON")]
+        input: Option<String>,
+        /// A caller-chosen execution id, which makes the start idempotent.
+        #[arg(long, value_name = "ID")]
+        id: Option<String>,
+        /// Wait until the execution closes and print its result.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Show one run of an execution: status, units, pending work and result.
+    #[command(after_long_help = long_help!(
+        "orbit execution describe order-A-1",
+        "orbit execution describe order-A-1 --run 1 --output json",
+    ))]
+    Describe {
+        /// The execution id.
+        id: String,
+        /// The run (default: the latest).
+        #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true)]
+        run: u32,
+    },
+    /// Print the full history of one run, oldest event first.
+    #[command(after_long_help = long_help!(
+        "orbit execution history order-A-1",
+        "orbit execution history order-A-1 --run 2 --output json | jq '.events[].event_type'",
+    ))]
+    History {
+        /// The execution id.
+        id: String,
+        /// The run (default: the latest).
+        #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true)]
+        run: u32,
+    },
+    /// Print a run's events as they are committed, then its result.
+    ///
+    /// Starts with the events already in history and ends when the run closes. With
+    /// `--output json` each event and the final result is one JSON document per line.
+    #[command(after_long_help = long_help!(
+        "orbit execution watch order-A-1",
+        "orbit execution watch order-A-1 --follow --output json",
+    ))]
+    Watch {
+        /// The execution id.
+        id: String,
+        /// The run (default: the latest).
+        #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true)]
+        run: u32,
+        /// Keep following through continue-as-new into the next runs.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Send a signal to a running execution.
+    ///
+    /// Returns once the signal is recorded in history, with its sequence number.
+    #[command(after_long_help = long_help!(
+        "orbit execution signal order-A-1 approve --payload '{\"by\": \"ana\"}'",
+        "orbit execution signal order-A-1 cancel-requested",
+    ))]
+    Signal {
+        /// The execution id.
+        id: String,
+        /// The signal name, as declared in the workflow's `signals`.
+        name: String,
+        /// The payload as JSON, or `@PATH` to read it from a file. Default: null.
+        #[arg(long, value_name = "JSON")]
+        payload: Option<String>,
+        /// A caller-chosen id that makes a retried signal count once.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+    /// Evaluate a query declared by the workflow against the execution's current state.
+    #[command(after_long_help = long_help!(
+        "orbit execution query order-A-1 progress",
+        "orbit execution query order-A-1 progress --output json | jq .result",
+    ))]
+    Query {
+        /// The execution id.
+        id: String,
+        /// The query name, as declared in the workflow's `queries`.
+        name: String,
+        /// The run (default: the latest).
+        #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true)]
+        run: u32,
+    },
+    /// Request cancellation of a running execution.
+    ///
+    /// Returns once the request is recorded; the execution then cancels in-flight work,
+    /// compensates and ends CANCELLED (follow it with `execution watch`).
+    #[command(after_long_help = long_help!(
+        "orbit execution cancel order-A-1 --reason 'customer asked'",
+    ))]
+    Cancel {
+        /// The execution id.
+        id: String,
+        /// Why, recorded in the `CancelRequested` event.
+        #[arg(long, value_name = "TEXT", default_value = "")]
+        reason: String,
+        /// A caller-chosen id that makes a retried cancel answer the same.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+    /// List executions (their latest run each), newest first.
+    #[command(after_long_help = long_help!(
+        "orbit execution list",
+        "orbit execution list --status running --status compensating --workflow orders@2",
+        "orbit execution list --status failed --limit 10 --output json",
+    ))]
+    List {
+        /// Only these statuses (repeatable).
+        #[arg(long, value_enum, ignore_case = true, value_name = "STATUS")]
+        status: Vec<StatusFilter>,
+        /// Only this workflow, as NAME or NAME@VERSION.
+        #[arg(long, value_name = "NAME[@VERSION]", value_parser = parse_workflow_ref)]
+        workflow: Option<WorkflowRef>,
+        /// At most this many executions.
+        #[arg(long, value_name = "N", default_value_t = 100)]
+        limit: u32,
+    },
+}
+
+/// The client every execution command uses.
+pub type Client = WorkflowServiceClient<Transport>;
+
+/// Runs an `execution` subcommand.
+pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
+    let format = args.connect.output;
+    let connect = &args.connect;
+    match args.command {
+        ExecutionCommand::Start { workflow, input, id, wait } => {
+            // Parse before connecting: bad JSON is a usage error whether or not a server runs.
+            let input = input.as_deref().map(|text| parse_json_arg("--input", text)).transpose()?;
+            start(connect.workflow_client().await?, format, workflow, input, id, wait).await
+        }
+        ExecutionCommand::Describe { id, run } => {
+            let request = DescribeExecutionRequest { execution_id: id, run };
+            let response =
+                connect.workflow_client().await?.describe_execution(request).await?.into_inner();
+            let description = response.execution.unwrap_or_default();
+            match format {
+                Format::Json => print_json(&description_json(&description)),
+                Format::Human => print_text(&description_text(&description)),
+            }
+            Ok(())
+        }
+        ExecutionCommand::History { id, run } => {
+            history(connect.workflow_client().await?, format, id, run).await
+        }
+        ExecutionCommand::Watch { id, run, follow } => {
+            let mut client = connect.workflow_client().await?;
+            let result = follow_run(&mut client, &id, run, false, follow, |event| match format {
+                Format::Json => print_json_line(&json!({"event": event})),
+                Format::Human => print_text(&event_line(&event)),
+            })
+            .await?;
+            let result = result_json(result);
+            match format {
+                Format::Json => print_json_line(&json!({"result": result})),
+                Format::Human => print_text(&format!("\n{}", result_text(&result).render())),
+            }
+            Ok(())
+        }
+        ExecutionCommand::Signal { id, name, payload, request_id } => {
+            let payload =
+                payload.as_deref().map(|text| parse_json_arg("--payload", text)).transpose()?;
+            let request = SignalExecutionRequest {
+                execution_id: id,
+                name,
+                payload: payload.map(json_to_proto),
+                request_id: request_id.unwrap_or_default(),
+            };
+            let response =
+                connect.workflow_client().await?.signal_execution(request).await?.into_inner();
+            match format {
+                Format::Json => print_json(&json!({"seq": response.seq, "run": response.run})),
+                Format::Human => print_text(
+                    &Fields::new()
+                        .add("recorded", "yes")
+                        .add("seq", response.seq)
+                        .add("run", response.run)
+                        .render(),
+                ),
+            }
+            Ok(())
+        }
+        ExecutionCommand::Query { id, name, run } => {
+            let request = QueryExecutionRequest { execution_id: id, name, run };
+            let response =
+                connect.workflow_client().await?.query_execution(request).await?.into_inner();
+            let result = payload(response.result.map(proto_to_json));
+            match format {
+                Format::Json => {
+                    print_json(&json!({"result": result, "as_of_seq": response.as_of_seq}));
+                }
+                Format::Human => print_text(&format!("{}\n", pretty(&result))),
+            }
+            Ok(())
+        }
+        ExecutionCommand::Cancel { id, reason, request_id } => {
+            let request = CancelExecutionRequest {
+                execution_id: id,
+                reason,
+                request_id: request_id.unwrap_or_default(),
+            };
+            let response =
+                connect.workflow_client().await?.cancel_execution(request).await?.into_inner();
+            match format {
+                Format::Json => {
+                    print_json(&json!({"seq": response.seq, "recorded": response.seq != 0}));
+                }
+                Format::Human if response.seq == 0 => {
+                    print_text("already winding down; nothing recorded\n");
+                }
+                Format::Human => print_text(&format!("cancel requested (seq {})\n", response.seq)),
+            }
+            Ok(())
+        }
+        ExecutionCommand::List { status, workflow, limit } => {
+            list(connect.workflow_client().await?, format, status, workflow, limit).await
+        }
+    }
+}
+
+/// `execution start`, and with `wait` the result of the execution.
+async fn start(
+    mut client: Client,
+    format: Format,
+    workflow: WorkflowRef,
+    input: Option<Json>,
+    id: Option<String>,
+    wait: bool,
+) -> Result<(), Failure> {
+    let request = StartExecutionRequest {
+        workflow: workflow.name.clone(),
+        version: workflow.version_or_empty(),
+        input: input.map(json_to_proto),
+        execution_id: id.unwrap_or_default(),
+    };
+    let started = client.start_execution(request).await?.into_inner();
+    let mut document = json!({
+        "execution_id": started.execution_id,
+        "run": started.run,
+        "created": started.created,
+        "version": started.version,
+        "definition_hash": started.definition_hash,
+    });
+    let mut fields = Fields::new();
+    fields
+        .add("execution", &started.execution_id)
+        .add("run", started.run)
+        .add("started", if started.created { "now" } else { "earlier (already existed)" })
+        .add("workflow", format!("{}@{}", workflow.name, started.version))
+        .add("hash", &started.definition_hash);
+    if !wait {
+        match format {
+            Format::Json => print_json(&document),
+            Format::Human => print_text(&fields.render()),
+        }
+        return Ok(());
+    }
+    if format == Format::Human {
+        // Show what was started before the (possibly long) wait.
+        eprint!("{}", fields.render());
+    }
+    let result = follow_run(
+        &mut client,
+        &started.execution_id,
+        started.run,
+        format == Format::Json,
+        true,
+        |event| eprint!("{}", event_line(&event)),
+    )
+    .await?;
+    let completed = result.status() == ExecutionStatus::Completed;
+    let result = result_json(result);
+    match format {
+        Format::Json => {
+            document["result"] = result;
+            print_json(&document);
+        }
+        Format::Human => print_text(&result_text(&result).render()),
+    }
+    if completed {
+        Ok(())
+    } else {
+        Err(Failure::Unsuccessful)
+    }
+}

@@ -1,0 +1,126 @@
+//! `orbit dev`: the frontend, the owner and the scheduler in one process on an embedded
+//! SQLite file, serving the public API (plus health, reflection and the internal services)
+//! on one port.
+
+use orbit_api::internal::v1::owner_service_server::{OwnerService, OwnerServiceServer};
+use orbit_api::internal::v1::scheduler_service_server::SchedulerServiceServer;
+use orbit_frontend::{Frontend, FrontendConfig};
+use orbit_owner::{system_clock, Owner, OwnerConfig};
+use orbit_scheduler::Scheduler;
+use orbit_server_kit::{signal_token, ServerKit};
+use orbit_store::{SqliteStore, Store};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Options of `orbit dev`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Example:\n  orbit dev                      # serves 127.0.0.1:7233, state in ./orbit-dev.db\n  orbit dev --db /tmp/o.db --listen 127.0.0.1:7300"
+)]
+pub struct DevArgs {
+    /// SQLite file holding every definition, history and queue (created if missing).
+    #[arg(long, env = "ORBIT_DB", default_value = "./orbit-dev.db")]
+    pub db: PathBuf,
+    /// Address to serve the gRPC API on.
+    #[arg(long, env = "ORBIT_LISTEN", default_value = "127.0.0.1:7233")]
+    pub listen: SocketAddr,
+    /// Log filter (`info`, `debug`, `orbit_owner=debug`, ...).
+    #[arg(long, env = "ORBIT_LOG", default_value = "info")]
+    pub log: String,
+    /// How long a worker session may stay silent before its attempts become uncertain.
+    #[arg(long, env = "ORBIT_SESSION_TIMEOUT_MS", default_value_t = 30_000)]
+    pub session_timeout_ms: u64,
+}
+
+/// Runs `orbit dev` until SIGINT/SIGTERM.
+pub async fn run(args: DevArgs) -> ExitCode {
+    init_logs(&args.log);
+    let listener = match TcpListener::bind(args.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot listen on {}: {e}", args.listen);
+            return ExitCode::from(5);
+        }
+    };
+    let shutdown = signal_token();
+    let config =
+        FrontendConfig { session_timeout_ms: args.session_timeout_ms, ..FrontendConfig::default() };
+    match serve(&args.db, listener, shutdown, config, true).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(4)
+        }
+    }
+}
+
+/// Installs the log subscriber (once; later calls are ignored).
+pub fn init_logs(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// Serves every service on `listener` over the SQLite file at `db` until `shutdown`.
+///
+/// # Errors
+/// The store cannot be opened or migrated, or the server fails.
+pub async fn serve(
+    db: &std::path::Path,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+    frontend: FrontendConfig,
+    announce: bool,
+) -> anyhow::Result<()> {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(db).await?);
+    let tasks_ready = Arc::new(Notify::new());
+    let timers_changed = Arc::new(Notify::new());
+    let owner = Owner::new(
+        OwnerConfig { node_id: "dev".into(), ..OwnerConfig::default() },
+        store.clone(),
+        tasks_ready.clone(),
+        timers_changed.clone(),
+    );
+    let owner_api: Arc<dyn OwnerService> = Arc::new(owner.clone());
+    let scheduler =
+        Scheduler::new("dev", store.clone(), owner_api.clone(), timers_changed, system_clock);
+    let frontend = Frontend::new(
+        FrontendConfig { node_id: "dev".into(), ..frontend },
+        store,
+        owner_api,
+        tasks_ready,
+    );
+
+    let owner_task = {
+        let (owner, shutdown) = (owner.clone(), shutdown.clone());
+        tokio::spawn(async move { owner.run(shutdown).await })
+    };
+    let scheduler_task = {
+        let (scheduler, shutdown) = (scheduler.clone(), shutdown.clone());
+        tokio::spawn(async move { scheduler.run(shutdown).await })
+    };
+
+    let (workflows, workers) = frontend.services();
+    let kit = ServerKit::new()
+        .register_file_descriptor_set(orbit_api::FILE_DESCRIPTOR_SET)
+        .add_service(workflows)
+        .add_service(workers)
+        .add_service(OwnerServiceServer::new(owner))
+        .add_service(SchedulerServiceServer::new(scheduler));
+    if announce {
+        let addr = listener.local_addr()?;
+        tracing::info!(%addr, db = %db.display(), "orbit dev serving");
+        eprintln!("orbit dev serving on {addr} (state in {})", db.display());
+    }
+    kit.serve(listener, shutdown.clone()).await?;
+    shutdown.cancel();
+    owner_task.await??;
+    scheduler_task.await?;
+    Ok(())
+}

@@ -1,0 +1,49 @@
+//! `orbit`: one binary for the services and the client.
+//!
+//! `orbit dev` runs the frontend, the owner and the scheduler in one process on an embedded
+//! SQLite file; the other subcommands are clients of a running server.
+
+mod bench;
+mod client;
+mod dev;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Orbit: a durable workflow runtime.
+#[derive(Parser, Debug)]
+#[command(name = "orbit", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run every service in one process on an embedded SQLite file (the quick start).
+    Dev(dev::DevArgs),
+    /// Run N executions of a K-step workflow with in-process workers and print throughput and
+    /// latency percentiles.
+    Bench(bench::BenchArgs),
+    /// Talk to a running server.
+    #[command(flatten)]
+    Client(client::ClientCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Dev(args) => dev::run(args).await,
+            Command::Bench(args) => bench::run(args).await,
+            Command::Client(cmd) => client::run(cmd).await,
+        }
+    })
+}

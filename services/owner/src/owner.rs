@@ -1,0 +1,241 @@
+//! The owner: hot executions in memory, one pass loop that turns pending inbox entries and
+//! start requests into ONE store transaction, and the calls other services make.
+//!
+//! Invariants: only the pass loop writes (it holds the core lock for the whole pass); memory
+//! changes only after the store committed; a caller is answered only after its command is
+//! durable.
+
+use crate::error::OwnerError;
+use crate::pass::{self, Core};
+use orbit_definition::{Definition, Limits};
+use orbit_engine::event::ParentRef;
+use orbit_store::Store;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+use tokio::sync::{oneshot, watch, Mutex, Notify};
+use tokio_util::sync::CancellationToken;
+
+/// Owner settings.
+#[derive(Debug, Clone)]
+pub struct OwnerConfig {
+    /// This node's id (owners rows carry it).
+    pub node_id: String,
+    /// Server-wide limits.
+    pub limits: Limits,
+    /// Inbox entries taken per pass.
+    pub max_batch: u32,
+    /// A pass runs at least this often even without wake-ups (a safety net, not a poll
+    /// interval: wake-ups drive the owner).
+    pub idle_pass: Duration,
+}
+
+impl Default for OwnerConfig {
+    fn default() -> Self {
+        OwnerConfig {
+            node_id: "owner-1".into(),
+            limits: Limits::default(),
+            max_batch: 4096,
+            idle_pass: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What [`Owner::start`] answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Started {
+    /// The execution id.
+    pub execution_id: String,
+    /// Its current run.
+    pub run: u32,
+    /// Whether this call created it (false: it already existed).
+    pub created: bool,
+    /// Pinned workflow version.
+    pub version: String,
+    /// Pinned definition hash.
+    pub definition_hash: String,
+}
+
+/// A start waiting for the next pass.
+pub(crate) struct PendingStart {
+    pub request: StartRequest,
+    pub reply: Option<oneshot::Sender<Result<Started, OwnerError>>>,
+}
+
+/// A request to start an execution (or a child).
+#[derive(Debug, Clone)]
+pub struct StartRequest {
+    /// Caller-chosen id (idempotent).
+    pub execution_id: String,
+    /// Workflow name.
+    pub workflow: String,
+    /// Version; latest when `None`.
+    pub version: Option<String>,
+    /// Input.
+    pub input: Value,
+    /// Parent, for children.
+    pub parent: Option<ParentRef>,
+    /// Root of the tree (the id itself for roots).
+    pub root_id: Option<String>,
+    /// Schedule that fired it.
+    pub schedule_id: Option<String>,
+}
+
+/// Counters of passes started and finished, for callers waiting on a pass.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Passes {
+    pub started: u64,
+    pub finished: u64,
+}
+
+pub(crate) struct Inner {
+    pub cfg: OwnerConfig,
+    pub store: Arc<dyn Store>,
+    pub tasks_ready: Arc<Notify>,
+    pub timers_changed: Arc<Notify>,
+    pub kick: Notify,
+    pub core: Mutex<Core>,
+    pub starts: StdMutex<Vec<PendingStart>>,
+    pub passes: watch::Sender<Passes>,
+    pub clock: Arc<dyn Fn() -> u64 + Send + Sync>,
+}
+
+/// The owner service. Cheap to clone.
+#[derive(Clone)]
+pub struct Owner {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// Milliseconds since the epoch from the system clock.
+#[must_use]
+pub fn system_clock() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Owner {
+    /// An owner over `store`. `tasks_ready` is notified after commits that queue tasks;
+    /// `timers_changed` after commits that move timers.
+    #[must_use]
+    pub fn new(
+        cfg: OwnerConfig,
+        store: Arc<dyn Store>,
+        tasks_ready: Arc<Notify>,
+        timers_changed: Arc<Notify>,
+    ) -> Owner {
+        Owner {
+            inner: Arc::new(Inner {
+                cfg,
+                store,
+                tasks_ready,
+                timers_changed,
+                kick: Notify::new(),
+                core: Mutex::new(Core { hot: HashMap::new(), defs: HashMap::new() }),
+                starts: StdMutex::new(Vec::new()),
+                passes: watch::channel(Passes::default()).0,
+                clock: Arc::new(system_clock),
+            }),
+        }
+    }
+
+    /// Runs the pass loop until `shutdown`; first recovers what a previous process left.
+    ///
+    /// # Errors
+    /// Only if recovery cannot read the store; pass errors are logged and retried.
+    pub async fn run(&self, shutdown: CancellationToken) -> Result<(), OwnerError> {
+        pass::recover(&self.inner).await?;
+        loop {
+            pass::run_pass(&self.inner).await;
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = self.inner.kick.notified() => {}
+                () = tokio::time::sleep(self.inner.cfg.idle_pass) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts an execution; idempotent by id. Answers once the start is durable.
+    ///
+    /// # Errors
+    /// `WORKFLOW_NOT_FOUND`, `INVALID_INPUT`, `PAYLOAD_TOO_LARGE`, `UNAVAILABLE`.
+    pub async fn start(&self, request: StartRequest) -> Result<Started, OwnerError> {
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .starts
+            .lock()
+            .map_err(|_| OwnerError::unavailable("owner lock poisoned"))?
+            .push(PendingStart { request, reply: Some(tx) });
+        self.inner.kick.notify_one();
+        rx.await.map_err(|_| OwnerError::unavailable("the owner stopped"))?
+    }
+
+    /// Returns once a pass that started after this call has finished, so every inbox entry
+    /// written before the call has been applied.
+    pub async fn wake(&self) {
+        let mut rx = self.inner.passes.subscribe();
+        let target = rx.borrow().started + 1;
+        self.inner.kick.notify_one();
+        // The sender lives as long as `self`; an error cannot happen while we hold it.
+        let _ = rx.wait_for(|p| p.finished >= target).await;
+    }
+
+    /// The definition of (workflow, version), latest version when `None`, from the cache or
+    /// the store.
+    ///
+    /// # Errors
+    /// `WORKFLOW_NOT_FOUND` or `STORAGE_ERROR`.
+    pub async fn definition(
+        &self,
+        workflow: &str,
+        version: Option<&str>,
+    ) -> Result<Arc<Definition>, OwnerError> {
+        let mut core = self.inner.core.lock().await;
+        pass::definition(&self.inner, &mut core, workflow, version).await
+    }
+
+    /// Evaluates a query over an execution's current state.
+    ///
+    /// # Errors
+    /// `EXECUTION_NOT_FOUND`, `UNKNOWN_QUERY`, `QUERY_FAILED`.
+    pub async fn query(
+        &self,
+        execution_id: &str,
+        name: &str,
+    ) -> Result<(Value, u64, u32), OwnerError> {
+        let snap = self.snapshot(execution_id).await?;
+        let value =
+            orbit_engine::query::query(&snap.def, &snap.state, name).map_err(OwnerError::from)?;
+        Ok((value, snap.state.last_seq, snap.state.run))
+    }
+
+    /// The definition and current state of an execution (hot, or rebuilt from history).
+    ///
+    /// # Errors
+    /// `EXECUTION_NOT_FOUND` or `STORAGE_ERROR`.
+    pub async fn snapshot(&self, execution_id: &str) -> Result<Snapshot, OwnerError> {
+        let mut core = self.inner.core.lock().await;
+        let hot = pass::hot(&self.inner, &mut core, execution_id).await?;
+        Ok(Snapshot {
+            def: hot.def.clone(),
+            state: hot.state.clone(),
+            root_id: hot.root_id.clone(),
+            epoch: hot.epoch,
+        })
+    }
+}
+
+/// An execution's definition and state at one moment.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Pinned definition.
+    pub def: Arc<Definition>,
+    /// Current run's state.
+    pub state: orbit_engine::State,
+    /// Root of its tree.
+    pub root_id: String,
+    /// Ownership epoch held.
+    pub epoch: Option<u64>,
+}

@@ -1,0 +1,497 @@
+//! One owner pass: take pending starts and inbox entries, apply them through the engine,
+//! decide to the fixpoint, and commit every execution touched in ONE transaction; then
+//! update memory, answer callers and wake whoever has new work.
+
+use crate::effects::{self, ChildStart};
+use crate::error::OwnerError;
+use crate::inbox::{self, Request};
+use crate::owner::{Inner, PendingStart, StartRequest, Started};
+use orbit_definition::Definition;
+use orbit_engine::event::{Event, HistoryEvent, Origin};
+use orbit_engine::{accept, advance, command::next_run, next_timer, State, Status};
+use orbit_store::{
+    CommitBatch, ExecutionFilter, ExecutionRow, InboxDone, NewOwner, ProjectionUpdate,
+};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// An execution held in memory by its owner.
+#[derive(Debug, Clone)]
+pub(crate) struct Hot {
+    pub def: Arc<Definition>,
+    pub state: State,
+    pub root_id: String,
+    pub epoch: Option<u64>,
+    /// The timer row's due time as last written; `None` when unknown (after a rebuild).
+    pub timer_at: Option<Option<u64>>,
+}
+
+/// What the pass loop owns.
+pub(crate) struct Core {
+    pub hot: HashMap<String, Hot>,
+    pub defs: HashMap<String, Arc<Definition>>,
+}
+
+/// One execution's work in this pass.
+struct Work {
+    hot: Hot,
+    /// Finished runs (continue-as-new) with their events, before the current one.
+    done_runs: Vec<(State, Vec<HistoryEvent>)>,
+    events: Vec<HistoryEvent>,
+    inbox_done: Vec<InboxDone>,
+    new_execution: Option<ExecutionRow>,
+    replies: Vec<PendingStart>,
+}
+
+impl Work {
+    fn record(&mut self, event: Event, origin: Origin, now: u64) -> u64 {
+        let he =
+            HistoryEvent { seq: self.hot.state.last_seq + 1, timestamp_ms: now, origin, event };
+        self.hot.state.apply(&he);
+        let seq = he.seq;
+        self.events.push(he);
+        seq
+    }
+}
+
+/// The definition of (workflow, version) — latest when `version` is `None` — parsed once and
+/// cached by hash.
+pub(crate) async fn definition(
+    inner: &Inner,
+    core: &mut Core,
+    workflow: &str,
+    version: Option<&str>,
+) -> Result<Arc<Definition>, OwnerError> {
+    let row = inner.store.get_definition(workflow, version).await?.ok_or_else(|| {
+        OwnerError::new(
+            "WORKFLOW_NOT_FOUND",
+            format!(
+                "no workflow `{workflow}`{}",
+                version.map(|v| format!(" version {v}")).unwrap_or_default()
+            ),
+        )
+    })?;
+    if let Some(d) = core.defs.get(&row.definition_hash) {
+        return Ok(d.clone());
+    }
+    let def = orbit_definition::parse(&row.document).map_err(|e| {
+        OwnerError::new(
+            "STORAGE_ERROR",
+            format!("stored definition {workflow}@{}: {e}", row.version),
+        )
+    })?;
+    let def = Arc::new(def);
+    core.defs.insert(row.definition_hash, def.clone());
+    Ok(def)
+}
+
+/// The hot execution, rebuilt from the store when not in memory.
+pub(crate) async fn hot<'a>(
+    inner: &Inner,
+    core: &'a mut Core,
+    id: &str,
+) -> Result<&'a mut Hot, OwnerError> {
+    if !core.hot.contains_key(id) {
+        let rebuilt = rebuild(inner, core, id).await?;
+        core.hot.insert(id.to_string(), rebuilt);
+    }
+    core.hot.get_mut(id).ok_or_else(|| OwnerError::new("EXECUTION_NOT_FOUND", id.to_string()))
+}
+
+async fn rebuild(inner: &Inner, core: &mut Core, id: &str) -> Result<Hot, OwnerError> {
+    let row =
+        inner.store.get_execution(id).await?.ok_or_else(|| {
+            OwnerError::new("EXECUTION_NOT_FOUND", format!("no execution `{id}`"))
+        })?;
+    let def = definition(inner, core, &row.workflow, Some(&row.version)).await?;
+    let history = inner.store.load_history(id, row.run).await?;
+    let state = State::from_history(&history);
+    let epoch = inner.store.get_owner(id).await?.map(|o| o.epoch);
+    Ok(Hot { def, state, root_id: row.root_id, epoch, timer_at: None })
+}
+
+/// Loads every open execution, restarts children that were asked for but never started, and
+/// lets the first pass rewrite timers.
+pub(crate) async fn recover(inner: &Inner) -> Result<(), OwnerError> {
+    let mut core = inner.core.lock().await;
+    for status in ["RUNNING", "COMPENSATING"] {
+        let mut token = None;
+        loop {
+            let page = inner
+                .store
+                .list_executions(ExecutionFilter {
+                    status: Some(status.into()),
+                    page_size: 500,
+                    page_token: token,
+                    ..Default::default()
+                })
+                .await?;
+            for row in page.executions {
+                match rebuild(inner, &mut core, &row.execution_id).await {
+                    Ok(h) => {
+                        core.hot.insert(row.execution_id.clone(), h);
+                    }
+                    Err(e) => {
+                        tracing::error!(execution_id = %row.execution_id, error = %e, "cannot rebuild execution")
+                    }
+                }
+            }
+            match page.next_page_token {
+                Some(t) => token = Some(t),
+                None => break,
+            }
+        }
+    }
+    let mut children = Vec::new();
+    for (id, h) in &core.hot {
+        for he_child in waiting_children(h) {
+            if inner.store.get_execution(&he_child.child_id).await?.is_none() {
+                tracing::info!(execution_id = %id, child = %he_child.child_id, "restarting a child that never started");
+                children.push(he_child);
+            }
+        }
+    }
+    drop(core);
+    queue_children(inner, children);
+    Ok(())
+}
+
+/// Children asked for by `ChildStarted` whose units still wait.
+fn waiting_children(h: &Hot) -> Vec<ChildStart> {
+    let mut out = Vec::new();
+    for (key, u) in &h.state.units {
+        if let Some(orbit_engine::state::Wait::Child(child_id)) = &u.wait {
+            if !u.status.is_resolved() {
+                let step = h.def.step(
+                    orbit_engine::unit::UnitKey::parse(key)
+                        .map(|k| k.step)
+                        .unwrap_or_default()
+                        .as_str(),
+                );
+                if let Some(orbit_definition::StepKind::Workflow { workflow, version }) =
+                    step.map(|s| &s.kind)
+                {
+                    out.push(ChildStart {
+                        child_id: child_id.clone(),
+                        workflow: workflow.clone(),
+                        version: version.clone(),
+                        input: u.input.clone().unwrap_or(Value::Null),
+                        parent: orbit_engine::ParentRef {
+                            execution_id: h.state.execution_id.clone(),
+                            step: key.clone(),
+                        },
+                        root_id: h.root_id.clone(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+fn queue_children(inner: &Inner, children: Vec<ChildStart>) {
+    if children.is_empty() {
+        return;
+    }
+    if let Ok(mut starts) = inner.starts.lock() {
+        for c in children {
+            starts.push(PendingStart {
+                request: StartRequest {
+                    execution_id: c.child_id,
+                    workflow: c.workflow,
+                    version: c.version,
+                    input: c.input,
+                    parent: Some(c.parent),
+                    root_id: Some(c.root_id),
+                    schedule_id: None,
+                },
+                reply: None,
+            });
+        }
+    }
+    inner.kick.notify_one();
+}
+
+/// Runs one pass; errors are logged (the next pass retries from the store).
+pub(crate) async fn run_pass(inner: &Inner) {
+    inner.passes.send_modify(|p| p.started += 1);
+    let started = inner.passes.borrow().started;
+    if let Err(e) = pass(inner).await {
+        tracing::error!(error = %e, "owner pass failed");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    inner.passes.send_modify(|p| p.finished = p.finished.max(started));
+}
+
+async fn pass(inner: &Inner) -> Result<(), OwnerError> {
+    let mut core = inner.core.lock().await;
+    let starts: Vec<PendingStart> =
+        inner.starts.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default();
+    let entries = inner.store.pending_inbox(None, inner.cfg.max_batch).await?;
+    if starts.is_empty() && entries.is_empty() {
+        return Ok(());
+    }
+    let now = (inner.clock)();
+    let limits = inner.cfg.limits.clone();
+    let mut work: BTreeMap<String, Work> = BTreeMap::new();
+
+    for mut start in starts {
+        let id = start.request.execution_id.clone();
+        if let Some(w) = work.get_mut(&id) {
+            w.replies.push(start);
+            continue;
+        }
+        match begin(inner, &mut core, &start.request, now).await {
+            Ok(Begin::Exists(started)) => reply(&mut start, Ok(started)),
+            Ok(Begin::New(new)) => {
+                let (hot, created, row) = *new;
+                let mut w = Work {
+                    hot,
+                    done_runs: vec![],
+                    events: vec![],
+                    inbox_done: vec![],
+                    new_execution: Some(row),
+                    replies: vec![],
+                };
+                w.record(created, Origin::Recorded, now);
+                w.replies.push(start);
+                work.insert(id, w);
+            }
+            Err(e) => reply(&mut start, Err(e)),
+        }
+    }
+
+    for entry in entries {
+        if !work.contains_key(&entry.execution_id) {
+            match hot(inner, &mut core, &entry.execution_id).await {
+                Ok(h) => {
+                    let w = Work {
+                        hot: h.clone(),
+                        done_runs: vec![],
+                        events: vec![],
+                        inbox_done: vec![],
+                        new_execution: None,
+                        replies: vec![],
+                    };
+                    work.insert(entry.execution_id.clone(), w);
+                }
+                Err(e) => {
+                    tracing::warn!(execution_id = %entry.execution_id, seq = entry.seq, error = %e, "inbox entry for an execution this owner cannot load");
+                    continue;
+                }
+            }
+        }
+        let Some(w) = work.get_mut(&entry.execution_id) else { continue };
+        let result = match inbox::request(&entry) {
+            Ok(Request::Tick) => json!({"ok": true}),
+            Ok(Request::Command(cmd)) => {
+                match accept(&w.hot.def, &w.hot.state, *cmd, now, &limits) {
+                    Ok(events) => {
+                        let mut seq = w.hot.state.last_seq;
+                        for e in events {
+                            seq = w.record(e, Origin::Recorded, now);
+                        }
+                        json!({"ok": true, "seq": seq})
+                    }
+                    Err(e) => json!({"error": {"code": e.code, "message": e.message}}),
+                }
+            }
+            Err((code, message)) => json!({"error": {"code": code, "message": message}}),
+        };
+        w.inbox_done.push(InboxDone { seq: entry.seq, result: Some(result) });
+    }
+
+    for w in work.values_mut() {
+        decide_all(w, now, &limits);
+    }
+
+    let mut batches = Vec::new();
+    let mut children = Vec::new();
+    let mut tasks = false;
+    let mut timers = false;
+    for (id, w) in &mut work {
+        let (bs, fx_children, t, tm) = batches_for(inner, id, w, now);
+        batches.extend(bs);
+        children.extend(fx_children);
+        tasks |= t;
+        timers |= tm;
+    }
+    match inner.store.commit_all(batches).await {
+        Ok(_) => {
+            for (id, mut w) in work {
+                let closed = w.hot.state.status().is_closed();
+                w.hot.timer_at = Some(next_timer(&w.hot.def, &w.hot.state));
+                let started = Started {
+                    execution_id: id.clone(),
+                    run: w.hot.state.run,
+                    created: true,
+                    version: w.hot.def.version.clone(),
+                    definition_hash: w.hot.def.hash.clone(),
+                };
+                for (i, mut r) in w.replies.into_iter().enumerate() {
+                    reply(
+                        &mut r,
+                        Ok(Started {
+                            created: i == 0 && w.new_execution.is_some(),
+                            ..started.clone()
+                        }),
+                    );
+                }
+                if closed {
+                    core.hot.remove(&id);
+                } else {
+                    core.hot.insert(id, w.hot);
+                }
+            }
+            drop(core);
+            if tasks {
+                inner.tasks_ready.notify_waiters();
+            }
+            if timers {
+                inner.timers_changed.notify_one();
+            }
+            queue_children(inner, children);
+            Ok(())
+        }
+        Err(e) => {
+            // Memory was never changed: forget these executions so the next pass rebuilds
+            // them from what the store really holds, and tell waiting starters.
+            let err = OwnerError::from(e);
+            for (id, w) in work {
+                core.hot.remove(&id);
+                for mut r in w.replies {
+                    reply(&mut r, Err(err.clone()));
+                }
+            }
+            Err(err)
+        }
+    }
+}
+
+fn reply(start: &mut PendingStart, result: Result<Started, OwnerError>) {
+    if let Some(tx) = start.reply.take() {
+        let _ = tx.send(result);
+    }
+}
+
+/// Decides to the fixpoint, following continue-as-new into the next runs.
+fn decide_all(w: &mut Work, now: u64, limits: &orbit_definition::Limits) {
+    for _ in 0..100 {
+        let decided = advance(&w.hot.def, &mut w.hot.state, now, limits);
+        w.events.extend(decided);
+        if w.hot.state.status() != Status::ContinuedAsNew {
+            return;
+        }
+        let next = next_run(&w.hot.def, &w.hot.state);
+        let finished = std::mem::take(&mut w.hot.state);
+        let events = std::mem::take(&mut w.events);
+        w.done_runs.push((finished, events));
+        for e in next {
+            w.record(e, Origin::Recorded, now);
+        }
+    }
+}
+
+enum Begin {
+    Exists(Started),
+    New(Box<(Hot, Event, ExecutionRow)>),
+}
+
+async fn begin(
+    inner: &Inner,
+    core: &mut Core,
+    req: &StartRequest,
+    now: u64,
+) -> Result<Begin, OwnerError> {
+    if let Some(row) = inner.store.get_execution(&req.execution_id).await? {
+        return Ok(Begin::Exists(Started {
+            execution_id: row.execution_id,
+            run: row.run,
+            created: false,
+            version: row.version,
+            definition_hash: row.definition_hash,
+        }));
+    }
+    let def = definition(inner, core, &req.workflow, req.version.as_deref()).await?;
+    let created = orbit_engine::start(
+        &def,
+        &req.execution_id,
+        req.input.clone(),
+        req.parent.clone(),
+        req.schedule_id.clone(),
+        1,
+        &inner.cfg.limits,
+    )?;
+    let root_id = req.root_id.clone().unwrap_or_else(|| req.execution_id.clone());
+    let row = ExecutionRow {
+        execution_id: req.execution_id.clone(),
+        run: 1,
+        root_id: root_id.clone(),
+        parent_id: req.parent.as_ref().map(|p| p.execution_id.clone()),
+        workflow: def.name.clone(),
+        version: def.version.clone(),
+        definition_hash: def.hash.clone(),
+        status: "RUNNING".into(),
+        schedule_id: req.schedule_id.clone(),
+        created_at_ms: now,
+        updated_at_ms: now,
+        closed_at_ms: None,
+        last_seq: 0,
+    };
+    let hot = Hot { def, state: State::default(), root_id, epoch: Some(1), timer_at: Some(None) };
+    Ok(Begin::New(Box::new((hot, created, row))))
+}
+
+/// The commit batches of one execution (one per run touched), the children to start after
+/// the commit, and whether tasks or timers changed.
+fn batches_for(
+    inner: &Inner,
+    id: &str,
+    w: &mut Work,
+    now: u64,
+) -> (Vec<CommitBatch>, Vec<ChildStart>, bool, bool) {
+    let mut batches = Vec::new();
+    let mut children = Vec::new();
+    let (mut tasks, mut timers) = (false, false);
+    let mut runs: Vec<(&State, &Vec<HistoryEvent>)> =
+        w.done_runs.iter().map(|(s, e)| (s, e)).collect();
+    runs.push((&w.hot.state, &w.events));
+    let last = runs.len() - 1;
+    for (i, (state, events)) in runs.into_iter().enumerate() {
+        let fx = effects::derive(&w.hot.def, state, events, &w.hot.root_id);
+        let (upsert, delete) = if i == last {
+            effects::timer_change(w.hot.timer_at, next_timer(&w.hot.def, state))
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        tasks |= !fx.tasks.is_empty();
+        timers |= !upsert.is_empty() || !delete.is_empty();
+        children.extend(fx.children);
+        let closed = state.status().is_closed();
+        batches.push(CommitBatch {
+            execution_id: id.to_string(),
+            run: state.run,
+            expected_epoch: if w.new_execution.is_some() { None } else { w.hot.epoch },
+            new_execution: if i == 0 { w.new_execution.clone() } else { None },
+            new_owner: (i == 0 && w.new_execution.is_some()).then(|| NewOwner {
+                root_id: w.hot.root_id.clone(),
+                node_id: inner.cfg.node_id.clone(),
+            }),
+            events: events.clone(),
+            projection: Some(ProjectionUpdate {
+                status: state.status().as_str().to_string(),
+                updated_at_ms: now,
+                closed_at_ms: closed.then_some(now),
+            }),
+            tasks_to_insert: fx.tasks,
+            units_to_cancel: fx.cancel_units,
+            inbox_to_insert: fx.inbox,
+            timers_to_upsert: upsert,
+            timers_to_delete: delete,
+            inbox_done: if i == 0 { std::mem::take(&mut w.inbox_done) } else { Vec::new() },
+            ..CommitBatch::default()
+        });
+    }
+    (batches, children, tasks, timers)
+}

@@ -1,0 +1,216 @@
+//! The owner against a real SQLite store: starts, inbox commands, timers, children,
+//! continue-as-new and recovery after the owner is dropped and rebuilt from the file.
+
+use orbit_engine::replay::replay;
+use orbit_owner::{Owner, OwnerConfig, StartRequest};
+use orbit_store::{SqliteStore, Store, TaskReport};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+fn temp_db(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("orbit-owner-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("orbit.db")
+}
+
+struct Rig {
+    store: Arc<dyn Store>,
+    owner: Owner,
+    stop: CancellationToken,
+}
+
+async fn rig(path: &PathBuf, defs: &[&str]) -> Rig {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(path).await.unwrap());
+    for d in defs {
+        let def = orbit_definition::parse(d).unwrap();
+        let doc = orbit_definition::canonical_json(&orbit_definition::to_document(&def));
+        store.put_definition(&def.name, &def.version, &def.hash, &doc).await.unwrap();
+    }
+    let owner = Owner::new(
+        OwnerConfig::default(),
+        store.clone(),
+        Arc::new(Notify::new()),
+        Arc::new(Notify::new()),
+    );
+    let stop = CancellationToken::new();
+    let o = owner.clone();
+    let s = stop.clone();
+    tokio::spawn(async move { o.run(s).await });
+    Rig { store, owner, stop }
+}
+
+fn start(id: &str, workflow: &str, input: Value) -> StartRequest {
+    StartRequest {
+        execution_id: id.into(),
+        workflow: workflow.into(),
+        version: None,
+        input,
+        parent: None,
+        root_id: None,
+        schedule_id: None,
+    }
+}
+
+const HELLO: &str = "name: hello\nversion: '1'\ntasks: { greet: {} }\nsteps: [ { id: g, task: greet, input: '${{ input.name }}' } ]\noutput: '${{ steps.g.output }}'\n";
+
+async fn complete_all(store: &Arc<dyn Store>, task: &str, f: impl Fn(&Value) -> Value) -> usize {
+    let rows = store.claim_tasks(&[task.to_string()], 100, "test-frontend", "s1").await.unwrap();
+    for row in &rows {
+        let token = row.token.clone().unwrap();
+        let report =
+            TaskReport { kind: "complete".into(), payload: json!({"output": f(&row.input)}) };
+        store.complete_task_row(&token, Some(report)).await.unwrap();
+    }
+    rows.len()
+}
+
+async fn assert_replays(store: &Arc<dyn Store>, owner: &Owner, id: &str) {
+    let row = store.get_execution(id).await.unwrap().unwrap();
+    let def = owner.definition(&row.workflow, Some(&row.version)).await.unwrap();
+    for run in 1..=row.run {
+        let history = store.load_history(id, run).await.unwrap();
+        replay(&def, &history, &orbit_definition::Limits::default())
+            .unwrap_or_else(|d| panic!("{id} run {run}: {d:?}"));
+    }
+}
+
+#[tokio::test]
+async fn start_is_idempotent_and_results_complete_the_execution() {
+    let path = temp_db("hello");
+    let r = rig(&path, &[HELLO]).await;
+    let first = r.owner.start(start("e1", "hello", json!({"name": "Ada"}))).await.unwrap();
+    assert!(first.created);
+    let again = r.owner.start(start("e1", "hello", json!({"name": "Bob"}))).await.unwrap();
+    assert!(!again.created);
+    assert_eq!(
+        r.owner.start(start("e2", "nope", json!({}))).await.unwrap_err().code,
+        "WORKFLOW_NOT_FOUND"
+    );
+
+    assert_eq!(
+        complete_all(&r.store, "greet", |i| json!(format!("hi {}", i.as_str().unwrap()))).await,
+        1
+    );
+    r.owner.wake().await;
+    let row = r.store.get_execution("e1").await.unwrap().unwrap();
+    assert_eq!(row.status, "COMPLETED");
+    let history = r.store.load_history("e1", 1).await.unwrap();
+    assert!(
+        matches!(&history.last().unwrap().event, orbit_engine::Event::WorkflowCompleted { output } if output == &json!("hi Ada"))
+    );
+    assert_replays(&r.store, &r.owner, "e1").await;
+    r.stop.cancel();
+}
+
+#[tokio::test]
+async fn signals_are_answered_through_the_inbox() {
+    let path = temp_db("signal");
+    let yaml = "name: s\nversion: '1'\nsignals: { go: { type: object, required: [by] } }\nsteps: [ { id: w, await: go } ]\noutput: '${{ steps.w.output.by }}'\n";
+    let r = rig(&path, &[yaml]).await;
+    r.owner.start(start("e", "s", json!({}))).await.unwrap();
+    let bad = r
+        .store
+        .enqueue_inbox("e", "signal", None, &json!({"name": "go", "payload": {}}))
+        .await
+        .unwrap();
+    let unknown = r
+        .store
+        .enqueue_inbox("e", "signal", None, &json!({"name": "stop", "payload": {}}))
+        .await
+        .unwrap();
+    let good = r
+        .store
+        .enqueue_inbox("e", "signal", None, &json!({"name": "go", "payload": {"by": "me"}}))
+        .await
+        .unwrap();
+    r.owner.wake().await;
+    let result = |s| {
+        let store = r.store.clone();
+        async move {
+            match store.inbox_result(s).await.unwrap() {
+                orbit_store::InboxStatus::Done(Some(v)) => v,
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    assert_eq!(result(bad).await["error"]["code"], "SIGNAL_PAYLOAD_INVALID");
+    assert_eq!(result(unknown).await["error"]["code"], "UNKNOWN_SIGNAL");
+    assert!(result(good).await["seq"].as_u64().unwrap() > 0);
+    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, "COMPLETED");
+    r.stop.cancel();
+}
+
+#[tokio::test]
+async fn timers_fire_through_the_inbox() {
+    let path = temp_db("timer");
+    let yaml = "name: z\nversion: '1'\nsteps: [ { id: nap, sleep: 50ms } ]\n";
+    let r = rig(&path, &[yaml]).await;
+    r.owner.start(start("e", "z", json!({}))).await.unwrap();
+    let at = r.store.next_timer_at().await.unwrap().expect("a timer row exists");
+    tokio::time::sleep(std::time::Duration::from_millis(80)).await;
+    let fired = r.store.fire_due_timers(at + 1, 10).await.unwrap();
+    assert_eq!(fired.len(), 1);
+    r.owner.wake().await;
+    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, "COMPLETED");
+    assert_eq!(r.store.next_timer_at().await.unwrap(), None, "a closed execution keeps no timer");
+    r.stop.cancel();
+}
+
+#[tokio::test]
+async fn children_start_and_resolve_their_parent() {
+    let path = temp_db("child");
+    let parent = "name: p\nversion: '1'\nsteps: [ { id: kid, workflow: c, input: { n: 2 } } ]\noutput: '${{ steps.kid.output }}'\n";
+    let child = "name: c\nversion: '1'\ntasks: { dbl: {} }\nsteps: [ { id: d, task: dbl, input: '${{ input.n }}' } ]\noutput: '${{ steps.d.output }}'\n";
+    let r = rig(&path, &[parent, child]).await;
+    r.owner.start(start("p1", "p", json!({}))).await.unwrap();
+    for _ in 0..50 {
+        if complete_all(&r.store, "dbl", |v| json!(v.as_f64().unwrap() * 2.0)).await > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    for _ in 0..3 {
+        r.owner.wake().await;
+    }
+    assert_eq!(r.store.get_execution("p1/kid").await.unwrap().unwrap().status, "COMPLETED");
+    let row = r.store.get_execution("p1").await.unwrap().unwrap();
+    assert_eq!(row.status, "COMPLETED");
+    assert_replays(&r.store, &r.owner, "p1").await;
+    r.stop.cancel();
+}
+
+#[tokio::test]
+async fn continue_as_new_writes_both_runs_in_one_pass() {
+    let path = temp_db("can");
+    let yaml = "name: l\nversion: '1'\nsteps:\n  - { id: n, compute: '${{ input.i + 1.0 }}' }\n  - { id: again, needs: [n], when: '${{ steps.n.output < 3 }}', continue_as_new: { input: { i: '${{ steps.n.output }}' } } }\noutput: '${{ steps.n.output }}'\n";
+    let r = rig(&path, &[yaml]).await;
+    r.owner.start(start("e", "l", json!({"i": 0}))).await.unwrap();
+    let row = r.store.get_execution("e").await.unwrap().unwrap();
+    assert_eq!((row.run, row.status.as_str()), (3, "COMPLETED"));
+    assert_eq!(
+        r.store.load_history("e", 1).await.unwrap().last().unwrap().event.type_name(),
+        "WorkflowContinuedAsNew"
+    );
+    assert_replays(&r.store, &r.owner, "e").await;
+    r.stop.cancel();
+}
+
+#[tokio::test]
+async fn a_new_owner_on_the_same_file_picks_up_open_executions() {
+    let path = temp_db("recover");
+    {
+        let r = rig(&path, &[HELLO]).await;
+        r.owner.start(start("e1", "hello", json!({"name": "Ada"}))).await.unwrap();
+        r.stop.cancel();
+    }
+    let r = rig(&path, &[]).await;
+    assert_eq!(complete_all(&r.store, "greet", |_| json!("late")).await, 1);
+    r.owner.wake().await;
+    assert_eq!(r.store.get_execution("e1").await.unwrap().unwrap().status, "COMPLETED");
+    assert_replays(&r.store, &r.owner, "e1").await;
+    r.stop.cancel();
+}

@@ -1,0 +1,151 @@
+//! The scheduler service: durable timers.
+//!
+//! Owners write one timer row per execution (its next wake-up) in the same transaction as
+//! the events that move it. The scheduler keeps the earliest due time, and when it passes
+//! claims the due rows and turns each into a `timer` inbox entry for its owner, deleting the
+//! row, in one transaction (`Store::fire_due_timers`) — so a timer fires once however many
+//! schedulers run — then wakes the owner. It sleeps until the next due time, or until an
+//! owner says a nearer timer exists; a long idle sleep is only a safety net.
+
+use orbit_api::internal::v1 as pb;
+use orbit_api::internal::v1::owner_service_server::OwnerService;
+use orbit_api::internal::v1::scheduler_service_server::SchedulerService;
+use orbit_server_kit::payload::{opt_ms_to_timestamp, opt_timestamp_to_ms};
+use orbit_store::Store;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+
+/// Timer rows fired per transaction.
+const FIRE_BATCH: u32 = 1000;
+
+/// The scheduler. Cheap to clone.
+#[derive(Clone)]
+pub struct Scheduler {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    node_id: String,
+    store: Arc<dyn Store>,
+    owner: Arc<dyn OwnerService>,
+    wake: Arc<Notify>,
+    idle: Duration,
+    clock: fn() -> u64,
+    last_scan_ms: AtomicU64,
+}
+
+impl Scheduler {
+    /// A scheduler over `store`; `wake` is notified when a nearer timer may exist; `owner` is
+    /// woken after timers fire.
+    #[must_use]
+    pub fn new(
+        node_id: &str,
+        store: Arc<dyn Store>,
+        owner: Arc<dyn OwnerService>,
+        wake: Arc<Notify>,
+        clock: fn() -> u64,
+    ) -> Scheduler {
+        Scheduler {
+            inner: Arc::new(Inner {
+                node_id: node_id.to_string(),
+                store,
+                owner,
+                wake,
+                idle: Duration::from_secs(5),
+                clock,
+                last_scan_ms: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Fires timers until `shutdown`.
+    pub async fn run(&self, shutdown: CancellationToken) {
+        let inner = &self.inner;
+        while !shutdown.is_cancelled() {
+            let now = (inner.clock)();
+            inner.last_scan_ms.store(now, Ordering::Relaxed);
+            let sleep_for = match self.fire(now).await {
+                Ok(n) if n == FIRE_BATCH as usize => continue,
+                Ok(_) => match inner.store.next_timer_at().await {
+                    Ok(Some(at)) => {
+                        Duration::from_millis(at.saturating_sub((inner.clock)())).min(inner.idle)
+                    }
+                    Ok(None) => inner.idle,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read the next timer");
+                        Duration::from_millis(200)
+                    }
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot fire timers");
+                    Duration::from_millis(200)
+                }
+            };
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = inner.wake.notified() => {}
+                () = tokio::time::sleep(sleep_for) => {}
+            }
+        }
+    }
+
+    /// Fires what is due at `now`; returns how many timers fired.
+    async fn fire(&self, now: u64) -> Result<usize, orbit_store::StoreError> {
+        let fired = self.inner.store.fire_due_timers(now, FIRE_BATCH).await?;
+        if !fired.is_empty() {
+            tracing::debug!(count = fired.len(), "timers fired");
+            let ids: Vec<String> = fired.iter().map(|(t, _)| t.execution_id.clone()).collect();
+            let owner = self.inner.owner.clone();
+            tokio::spawn(async move {
+                if let Err(e) = owner
+                    .wake(Request::new(pb::OwnerServiceWakeRequest { execution_ids: ids }))
+                    .await
+                {
+                    tracing::warn!(error = %e, "cannot wake the owner after firing timers");
+                }
+            });
+        }
+        Ok(fired.len())
+    }
+}
+
+#[tonic::async_trait]
+impl SchedulerService for Scheduler {
+    async fn wake(
+        &self,
+        request: Request<pb::SchedulerServiceWakeRequest>,
+    ) -> Result<Response<pb::SchedulerServiceWakeResponse>, Status> {
+        // The time is advisory: the scheduler re-reads the earliest due time anyway.
+        let _ = request.into_inner().next_fire_at.as_ref().map(|t| opt_timestamp_to_ms(Some(t)));
+        self.inner.wake.notify_one();
+        Ok(Response::new(pb::SchedulerServiceWakeResponse {}))
+    }
+
+    async fn status(
+        &self,
+        _request: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        let next =
+            self.inner.store.next_timer_at().await.map_err(|e| Status::internal(e.to_string()))?;
+        let now = (self.inner.clock)();
+        let due = self
+            .inner
+            .store
+            .due_timers(now, FIRE_BATCH)
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(pb::StatusResponse {
+            node_id: self.inner.node_id.clone(),
+            next_fire_at: opt_ms_to_timestamp(next),
+            due_timers: due.len() as u64,
+            due_schedules: 0,
+            last_scan_at: opt_ms_to_timestamp(Some(
+                self.inner.last_scan_ms.load(Ordering::Relaxed),
+            )),
+        }))
+    }
+}
