@@ -81,4 +81,5 @@ conformance_suite!(
     due_timers_fire_into_the_inbox_once,
     commit_all_is_all_or_nothing,
     units_are_cancelled_before_new_offers_and_inbox_entries_are_written,
+    a_failing_call_does_not_spoil_concurrent_ones,
 );

@@ -1,4 +1,5 @@
-//! [`CommitBatch`] on SQLite: one immediate transaction, checks first, then writes.
+//! [`CommitBatch`] on SQLite: one savepoint inside the writer's group transaction, checks
+//! first, then writes.
 //!
 //! Any error returns before `commit()`, and dropping the transaction rolls it back, so a
 //! refused batch leaves nothing behind.
@@ -8,21 +9,21 @@ use super::rows::{json_text, origin_name, to_i64, to_u32, to_u64};
 use super::sql;
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::{Result, StoreError};
-use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension};
 
 /// Apply the batches atomically: all of them, or none.
 pub(crate) fn commit_all(
     conn: &mut Connection,
     batches: Vec<CommitBatch>,
 ) -> Result<Vec<CommitOutcome>> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let outcomes = batches.into_iter().map(|b| apply(&tx, b)).collect::<Result<Vec<_>>>()?;
     tx.commit()?;
     Ok(outcomes)
 }
 
 /// Apply one batch inside the caller's transaction.
-fn apply(tx: &Transaction<'_>, batch: CommitBatch) -> Result<CommitOutcome> {
+fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
     let id = batch.execution_id.as_str();
     let now = to_i64(now_ms(), "now")?;
     let run = i64::from(batch.run);
@@ -137,7 +138,7 @@ fn apply(tx: &Transaction<'_>, batch: CommitBatch) -> Result<CommitOutcome> {
 }
 
 /// With an expected epoch, the owners row must exist and hold exactly that epoch.
-fn check_fence(tx: &Transaction<'_>, id: &str, expected: Option<u64>) -> Result<()> {
+fn check_fence(tx: &Connection, id: &str, expected: Option<u64>) -> Result<()> {
     let Some(expected) = expected else { return Ok(()) };
     let stored: Option<i64> = tx.query_row(sql::OWNER_EPOCH, [id], |r| r.get(0)).optional()?;
     match stored {
@@ -153,7 +154,7 @@ fn check_fence(tx: &Transaction<'_>, id: &str, expected: Option<u64>) -> Result<
 
 /// Check that the events continue the run's history, append them and move the projection's
 /// run and `last_seq`. Returns the run's last seq afterwards.
-fn append_events(tx: &Transaction<'_>, batch: &CommitBatch) -> Result<u64> {
+fn append_events(tx: &Connection, batch: &CommitBatch) -> Result<u64> {
     let id = batch.execution_id.as_str();
     let current: Option<(i64, i64)> = tx
         .query_row(sql::EXECUTION_RUN_AND_SEQ, [id], |r| Ok((r.get(0)?, r.get(1)?)))

@@ -5,7 +5,7 @@ use super::rows::{self, to_i64};
 use super::sql;
 use crate::error::{Result, StoreError};
 use crate::model::{DefinitionRow, PutOutcome};
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension};
 
 /// Insert, or compare with the stored hash.
 pub(crate) fn put(
@@ -15,7 +15,7 @@ pub(crate) fn put(
     hash: &str,
     document: &str,
 ) -> Result<PutOutcome> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let existing: Option<String> =
         tx.query_row(sql::DEFINITION_HASH, params![name, version], |r| r.get(0)).optional()?;
     let outcome = match existing {

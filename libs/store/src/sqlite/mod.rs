@@ -58,7 +58,7 @@ impl SqliteStore {
 #[async_trait::async_trait]
 impl Store for SqliteStore {
     async fn migrate(&self) -> Result<Vec<u32>> {
-        self.writer.run(migrate::migrate).await
+        self.writer.run_alone(migrate::migrate).await
     }
 
     async fn put_definition(

@@ -7,7 +7,7 @@ use crate::error::{Result, StoreError};
 use crate::model::{
     CompletedTask, InboxEntry, InboxStatus, OwnerRow, TaskReport, TaskRow, TimerRow,
 };
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 /// Queued → claimed, plus one `dispatched` inbox entry per claimed row, in one transaction.
@@ -23,7 +23,7 @@ pub(crate) fn claim_tasks(
     }
     let names = json_text(&json!(task_names));
     let now = to_i64(now_ms(), "now")?;
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let mut claimed = Vec::new();
     {
         let mut stmt = tx.prepare_cached(sql::TASK_CLAIM)?;
@@ -61,7 +61,7 @@ pub(crate) fn complete_task_row(
     report: Option<TaskReport>,
 ) -> Result<Option<CompletedTask>> {
     let now = to_i64(now_ms(), "now")?;
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let newly_done = tx.execute(sql::TASK_DONE, params![token, now])? > 0;
     let task = {
         let mut stmt = tx.prepare_cached(sql::TASK_BY_TOKEN)?;
@@ -150,7 +150,7 @@ pub(crate) fn fire_due_timers(
     limit: u32,
 ) -> Result<Vec<(TimerRow, u64)>> {
     let now = to_i64(super::conn::now_ms(), "now")?;
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let due = due_timers(&tx, now_ms, limit)?;
     let mut fired = Vec::with_capacity(due.len());
     for t in due {

@@ -60,3 +60,24 @@ pub async fn units_are_cancelled_before_new_offers_and_inbox_entries_are_written
     let inbox = store.pending_inbox(Some("c"), 10).await.unwrap();
     assert_eq!(inbox.iter().filter(|e| e.kind == "cancel").count(), 1);
 }
+
+pub async fn a_failing_call_does_not_spoil_concurrent_ones(b: &dyn Backend) {
+    let store = b.open().await;
+    let mut calls = Vec::new();
+    for i in 0..40 {
+        let store = store.clone();
+        calls.push(tokio::spawn(async move {
+            let mut batch = start_batch(&format!("e{i}"), "node-a");
+            if i % 10 == 3 {
+                batch.events[1].seq = 9; // refused
+            }
+            store.commit(batch).await
+        }));
+    }
+    for (i, call) in calls.into_iter().enumerate() {
+        let outcome = call.await.unwrap();
+        let exists = store.get_execution(&format!("e{i}")).await.unwrap().is_some();
+        assert_eq!(outcome.is_ok(), i % 10 != 3, "e{i}");
+        assert_eq!(exists, i % 10 != 3, "e{i}: written exactly when accepted");
+    }
+}
