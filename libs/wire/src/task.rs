@@ -24,12 +24,7 @@ pub fn task_error(error: &TaskError) -> wire::TaskError {
 /// A `details` value JSON cannot represent (NaN, infinity).
 pub fn task_error_from_wire(error: wire::TaskError) -> Result<TaskError, PayloadError> {
     let details = error.details.map(proto_to_json).transpose()?.filter(|d| !d.is_null());
-    Ok(TaskError {
-        code: error.code,
-        message: error.message,
-        retryable: error.retryable,
-        details,
-    })
+    Ok(TaskError { code: error.code, message: error.message, retryable: error.retryable, details })
 }
 
 /// The task name a unit runs (compensations included), or `None` for units that run no

@@ -125,10 +125,11 @@ impl Frontend {
 
     /// Both services, ready to add to a tonic router.
     #[must_use]
-    pub fn services(
-        &self,
-    ) -> (WorkflowServiceServer<WorkflowApi>, WorkerServiceServer<WorkerApi>) {
-        (WorkflowServiceServer::new(self.workflow_api()), WorkerServiceServer::new(self.worker_api()))
+    pub fn services(&self) -> (WorkflowServiceServer<WorkflowApi>, WorkerServiceServer<WorkerApi>) {
+        (
+            WorkflowServiceServer::new(self.workflow_api()),
+            WorkerServiceServer::new(self.worker_api()),
+        )
     }
 
     /// Worker sessions currently open on this frontend.

@@ -27,7 +27,10 @@ pub(crate) fn id<'a>(field: &str, value: &'a str) -> ApiResult<&'a str> {
 pub(crate) fn new_execution_id(value: &str) -> ApiResult<&str> {
     let value = id("execution_id", value)?;
     if value.contains('/') {
-        return Err(invalid("execution_id", "must not contain `/` (reserved for child executions)"));
+        return Err(invalid(
+            "execution_id",
+            "must not contain `/` (reserved for child executions)",
+        ));
     }
     Ok(value)
 }
@@ -89,7 +92,10 @@ pub(crate) fn numeric_token(token: &str) -> ApiResult<Option<u64>> {
     if token.is_empty() {
         return Ok(None);
     }
-    token.parse::<u64>().map(Some).map_err(|_| invalid("page_token", "is not a token this server issued"))
+    token
+        .parse::<u64>()
+        .map(Some)
+        .map_err(|_| invalid("page_token", "is not a token this server issued"))
 }
 
 #[cfg(test)]

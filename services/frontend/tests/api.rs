@@ -165,21 +165,34 @@ async fn start_describe_query_and_history() {
 
     let q = h
         .workflows
-        .query_execution(QueryExecutionRequest { execution_id: "e1".into(), name: "who".into(), run: 0 })
+        .query_execution(QueryExecutionRequest {
+            execution_id: "e1".into(),
+            name: "who".into(),
+            run: 0,
+        })
         .await
         .unwrap()
         .into_inner();
     assert_eq!(proto_to_json(q.result.unwrap()).unwrap(), json!("ada"));
     let unknown = h
         .workflows
-        .query_execution(QueryExecutionRequest { execution_id: "e1".into(), name: "x".into(), run: 0 })
+        .query_execution(QueryExecutionRequest {
+            execution_id: "e1".into(),
+            name: "x".into(),
+            run: 0,
+        })
         .await
         .unwrap_err();
     assert_eq!(code(&unknown), ErrorCode::UnknownQuery);
 
     let page = h
         .workflows
-        .get_history(GetHistoryRequest { execution_id: "e1".into(), run: 0, page_size: 2, page_token: String::new() })
+        .get_history(GetHistoryRequest {
+            execution_id: "e1".into(),
+            run: 0,
+            page_size: 2,
+            page_token: String::new(),
+        })
         .await
         .unwrap()
         .into_inner();
@@ -189,7 +202,12 @@ async fn start_describe_query_and_history() {
     assert_eq!(page.next_page_token, "3");
     let rest = h
         .workflows
-        .get_history(GetHistoryRequest { execution_id: "e1".into(), run: 0, page_size: 0, page_token: page.next_page_token })
+        .get_history(GetHistoryRequest {
+            execution_id: "e1".into(),
+            run: 0,
+            page_size: 0,
+            page_token: page.next_page_token,
+        })
         .await
         .unwrap()
         .into_inner();
@@ -205,7 +223,11 @@ async fn start_describe_query_and_history() {
     assert_eq!(code(&missing), ErrorCode::ExecutionNotFound);
     let bad = h
         .workflows
-        .start_execution(StartExecutionRequest { workflow: "greet".into(), execution_id: "a/b".into(), ..Default::default() })
+        .start_execution(StartExecutionRequest {
+            workflow: "greet".into(),
+            execution_id: "a/b".into(),
+            ..Default::default()
+        })
         .await
         .unwrap_err();
     assert_eq!(code(&bad), ErrorCode::InvalidArgument);
@@ -280,7 +302,11 @@ async fn list_executions_and_workflows_page() {
     assert!(page.workflows[0].document.is_empty());
     let next = h
         .workflows
-        .list_workflows(ListWorkflowsRequest { page_size: 1, page_token: page.next_page_token, ..Default::default() })
+        .list_workflows(ListWorkflowsRequest {
+            page_size: 1,
+            page_token: page.next_page_token,
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner();
@@ -311,13 +337,21 @@ async fn signals_are_recorded_or_refused_with_codes() {
     assert_eq!(d.buffered_signals.get("poke"), Some(&1));
     let update = h
         .workflows
-        .update_execution(UpdateExecutionRequest { execution_id: "s1".into(), name: "u".into(), ..Default::default() })
+        .update_execution(UpdateExecutionRequest {
+            execution_id: "s1".into(),
+            name: "u".into(),
+            ..Default::default()
+        })
         .await
         .unwrap_err();
     assert_eq!(update.code(), tonic::Code::Unimplemented);
     let cancelled = h
         .workflows
-        .cancel_execution(CancelExecutionRequest { execution_id: "s1".into(), reason: "test".into(), request_id: String::new() })
+        .cancel_execution(CancelExecutionRequest {
+            execution_id: "s1".into(),
+            reason: "test".into(),
+            request_id: String::new(),
+        })
         .await
         .unwrap()
         .into_inner();
@@ -374,7 +408,10 @@ async fn a_worker_receives_a_task_and_completes_it() {
     start(&mut h, "w-e1", "ada").await;
     let ServerKind::Task(task) = next(&mut inbound).await else { panic!("a task") };
     assert_eq!(task.execution_id, "w-e1");
-    assert_eq!((task.workflow.as_str(), task.step.as_str(), task.task.as_str()), ("greet", "say", "hello.say"));
+    assert_eq!(
+        (task.workflow.as_str(), task.step.as_str(), task.task.as_str()),
+        ("greet", "say", "hello.say")
+    );
     assert_eq!((task.attempt, task.redelivery), (1, false));
     assert_eq!(proto_to_json(task.input.unwrap()).unwrap(), json!({"name": "ada"}));
     assert!(!task.idempotency_key.is_empty());
@@ -388,12 +425,22 @@ async fn a_worker_receives_a_task_and_completes_it() {
     // The result reaches the owner; the execution completes. Watch waits for it.
     let mut watch = h
         .workflows
-        .watch_execution(WatchExecutionRequest { execution_id: "w-e1".into(), result_only: true, ..Default::default() })
+        .watch_execution(WatchExecutionRequest {
+            execution_id: "w-e1".into(),
+            result_only: true,
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner();
-    let message = tokio::time::timeout(Duration::from_secs(10), watch.message()).await.unwrap().unwrap().unwrap();
-    let Some(watch_execution_response::Kind::Result(result)) = message.kind else { panic!("a result") };
+    let message = tokio::time::timeout(Duration::from_secs(10), watch.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let Some(watch_execution_response::Kind::Result(result)) = message.kind else {
+        panic!("a result")
+    };
     assert_eq!(result.status(), ExecutionStatus::Completed);
     assert_eq!(proto_to_json(result.output.unwrap()).unwrap(), json!({"greeting": "hi ada"}));
     assert!(watch.message().await.unwrap().is_none(), "the watch ends after the result");
@@ -410,7 +457,10 @@ async fn a_worker_receives_a_task_and_completes_it() {
     // The full event stream from the start ends with the terminal event and the result.
     let mut events = h
         .workflows
-        .watch_execution(WatchExecutionRequest { execution_id: "w-e1".into(), ..Default::default() })
+        .watch_execution(WatchExecutionRequest {
+            execution_id: "w-e1".into(),
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner();

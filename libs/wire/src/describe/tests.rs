@@ -30,15 +30,24 @@ fn run(now: u64) -> (Definition, State) {
     let def = orbit_definition::parse(DOC).unwrap();
     let created = start(&def, "e1", json!(null), None, None, 1, &Limits::default()).unwrap();
     let mut state = State::default();
-    state.apply(&HistoryEvent { seq: 1, timestamp_ms: now, origin: Origin::Recorded, event: created });
+    state.apply(&HistoryEvent {
+        seq: 1,
+        timestamp_ms: now,
+        origin: Origin::Recorded,
+        event: created,
+    });
     advance(&def, &mut state, now, &Limits::default());
     (def, state)
 }
 
 fn record(def: &Definition, state: &mut State, command: Command, now: u64) {
     for event in accept(def, state, command, now, &Limits::default()).unwrap() {
-        let he =
-            HistoryEvent { seq: state.last_seq + 1, timestamp_ms: now, origin: Origin::Recorded, event };
+        let he = HistoryEvent {
+            seq: state.last_seq + 1,
+            timestamp_ms: now,
+            origin: Origin::Recorded,
+            event,
+        };
         state.apply(&he);
     }
     advance(def, state, now, &Limits::default());
@@ -91,7 +100,9 @@ fn completed_run_reports_output_and_no_pending_work() {
     advance(&def, &mut state, 20_000, &Limits::default());
     assert_eq!(state.status(), Status::Completed);
     let d = describe(&def, &state, wire::ExecutionInfo::default());
-    assert!(d.pending_tasks.is_empty() && d.pending_timers.is_empty() && d.pending_awaits.is_empty());
+    assert!(
+        d.pending_tasks.is_empty() && d.pending_timers.is_empty() && d.pending_awaits.is_empty()
+    );
     let output = orbit_server_kit::payload::proto_to_json(d.output.unwrap()).unwrap();
     assert_eq!(output, json!({"ok": true}));
     assert!(d.error.is_none());

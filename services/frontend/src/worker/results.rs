@@ -35,7 +35,8 @@ pub(crate) async fn complete(
     output: Option<prost_types::Value>,
 ) -> ApiResult<Outcome> {
     let token = validate::id("token", token)?;
-    let output = output.map(proto_to_json).transpose().map_err(|e| invalid("output", e.to_string()))?;
+    let output =
+        output.map(proto_to_json).transpose().map_err(|e| invalid("output", e.to_string()))?;
     let output = output.unwrap_or(Value::Null);
     if let Err(too_large) = validate::check_size("output", &output, shared.config.max_payload_bytes)
     {
@@ -46,7 +47,8 @@ pub(crate) async fn complete(
         });
         let report = TaskReport { kind: "fail".into(), payload: json!({"error": error}) };
         let recorded = record(shared, token, report).await?;
-        let reason = if recorded.reason.is_empty() { "PAYLOAD_TOO_LARGE" } else { &recorded.reason };
+        let reason =
+            if recorded.reason.is_empty() { "PAYLOAD_TOO_LARGE" } else { &recorded.reason };
         return Ok(Outcome::rejected(reason));
     }
     let report = TaskReport { kind: "complete".into(), payload: json!({"output": output}) };

@@ -201,7 +201,9 @@ async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
                     }
                 }
                 Ok(_) => {}
-                Err(e) => tracing::warn!(session = %session.id, error = %e, "claiming tasks failed"),
+                Err(e) => {
+                    tracing::warn!(session = %session.id, error = %e, "claiming tasks failed")
+                }
             }
         }
         tokio::select! {

@@ -13,8 +13,8 @@ use crate::Shared;
 use orbit_api::internal::v1 as internal;
 use orbit_api::v1::{
     CancelExecutionRequest, CancelExecutionResponse, SignalExecutionRequest,
-    SignalExecutionResponse, StartExecutionRequest, StartExecutionResponse,
-    UpdateExecutionRequest, UpdateExecutionResponse,
+    SignalExecutionResponse, StartExecutionRequest, StartExecutionResponse, UpdateExecutionRequest,
+    UpdateExecutionResponse,
 };
 use orbit_server_kit::ErrorCode;
 use orbit_store::InboxStatus;
@@ -155,4 +155,3 @@ async fn wait_reply(shared: &Shared, seq: u64) -> ApiResult<Option<Value>> {
         }
     }
 }
-

@@ -31,27 +31,24 @@ pub(crate) async fn register(
         };
         OrbitError::new(ErrorCode::InvalidDefinition, format!("invalid definition: {summary}"))
             .with_violations(
-                problems
-                    .iter()
-                    .map(|e| FieldViolation::new(&e.path, e.code.as_str(), &e.message)),
+                problems.iter().map(|e| FieldViolation::new(&e.path, e.code.as_str(), &e.message)),
             )
             .to_status()
     })?;
     let document = canonical_json(&to_document(&def));
-    let outcome = shared
-        .store
-        .put_definition(&def.name, &def.version, &def.hash, &document)
-        .await
-        .map_err(|e| match e {
-            StoreError::Conflict(m) => err(
-                ErrorCode::DefinitionConflict,
-                format!(
-                    "workflow {}@{} is already registered with another definition ({m})",
-                    def.name, def.version
+    let outcome =
+        shared.store.put_definition(&def.name, &def.version, &def.hash, &document).await.map_err(
+            |e| match e {
+                StoreError::Conflict(m) => err(
+                    ErrorCode::DefinitionConflict,
+                    format!(
+                        "workflow {}@{} is already registered with another definition ({m})",
+                        def.name, def.version
+                    ),
                 ),
-            ),
-            other => store(other),
-        })?;
+                other => store(other),
+            },
+        )?;
     let row = shared.store.get_definition(&def.name, Some(&def.version)).await.map_err(store)?;
     Ok(RegisterWorkflowResponse {
         name: def.name.clone(),
@@ -62,7 +59,10 @@ pub(crate) async fn register(
     })
 }
 
-pub(crate) async fn get(shared: &Shared, req: GetWorkflowRequest) -> ApiResult<GetWorkflowResponse> {
+pub(crate) async fn get(
+    shared: &Shared,
+    req: GetWorkflowRequest,
+) -> ApiResult<GetWorkflowResponse> {
     let name = validate::name("name", &req.name)?;
     let version = validate::optional("version", &req.version)?;
     let row = shared.store.get_definition(name, version).await.map_err(store)?;

@@ -15,10 +15,10 @@ use orbit_api::v1::{
     CancelExecutionRequest, CancelExecutionResponse, DescribeExecutionRequest,
     DescribeExecutionResponse, GetHistoryRequest, GetHistoryResponse, GetWorkflowRequest,
     GetWorkflowResponse, ListExecutionsRequest, ListExecutionsResponse, ListWorkflowsRequest,
-    ListWorkflowsResponse, QueryExecutionRequest, QueryExecutionResponse,
-    RegisterWorkflowRequest, RegisterWorkflowResponse, SignalExecutionRequest,
-    SignalExecutionResponse, StartExecutionRequest, StartExecutionResponse,
-    UpdateExecutionRequest, UpdateExecutionResponse, WatchExecutionRequest,
+    ListWorkflowsResponse, QueryExecutionRequest, QueryExecutionResponse, RegisterWorkflowRequest,
+    RegisterWorkflowResponse, SignalExecutionRequest, SignalExecutionResponse,
+    StartExecutionRequest, StartExecutionResponse, UpdateExecutionRequest, UpdateExecutionResponse,
+    WatchExecutionRequest,
 };
 use std::sync::Arc;
 use tonic::{Request, Response, Status};

@@ -20,7 +20,10 @@ use tonic::Status as GrpcStatus;
 /// The server stream of `WatchExecution`.
 pub type WatchStream = ReceiverStream<Result<WatchExecutionResponse, GrpcStatus>>;
 
-pub(crate) async fn watch(shared: Arc<Shared>, req: WatchExecutionRequest) -> ApiResult<WatchStream> {
+pub(crate) async fn watch(
+    shared: Arc<Shared>,
+    req: WatchExecutionRequest,
+) -> ApiResult<WatchStream> {
     let id = validate::id("execution_id", &req.execution_id)?.to_string();
     let row = execution(&shared, &id).await?;
     let run = resolve_run(&row, req.run)?;

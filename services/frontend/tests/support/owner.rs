@@ -9,9 +9,7 @@ use orbit_definition::{Definition, Limits};
 use orbit_engine::{accept, advance, start, Command, Event, HistoryEvent, Origin, State};
 use orbit_server_kit::payload::proto_to_json;
 use orbit_server_kit::{ErrorCode, OrbitError};
-use orbit_store::{
-    CommitBatch, ExecutionRow, InboxDone, NewTask, ProjectionUpdate, Store,
-};
+use orbit_store::{CommitBatch, ExecutionRow, InboxDone, NewTask, ProjectionUpdate, Store};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -42,7 +40,11 @@ fn internal_err(e: impl std::fmt::Display) -> Status {
     orbit("STORAGE_ERROR", e.to_string())
 }
 
-async fn definition(store: &dyn Store, name: &str, version: Option<&str>) -> Result<Definition, Status> {
+async fn definition(
+    store: &dyn Store,
+    name: &str,
+    version: Option<&str>,
+) -> Result<Definition, Status> {
     let row = store.get_definition(name, version).await.map_err(internal_err)?;
     let row = row.ok_or_else(|| orbit("WORKFLOW_NOT_FOUND", format!("no workflow {name}")))?;
     orbit_definition::parse(&row.document).map_err(internal_err)
@@ -126,7 +128,8 @@ impl OwnerService for TestOwner {
         let created = start(&def, &req.execution_id, input, None, None, 1, &limits)
             .map_err(|e| orbit(e.code, e.message))?;
         let now = now_ms();
-        let first = HistoryEvent { seq: 1, timestamp_ms: now, origin: Origin::Recorded, event: created };
+        let first =
+            HistoryEvent { seq: 1, timestamp_ms: now, origin: Origin::Recorded, event: created };
         let mut state = State::default();
         state.apply(&first);
         let mut events = vec![first];
