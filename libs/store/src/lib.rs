@@ -9,6 +9,7 @@
 //! transaction, fenced by the owner's epoch (see [`CommitBatch`]).
 
 mod batch;
+mod changes;
 mod error;
 pub mod migrations;
 mod model;
@@ -16,6 +17,7 @@ mod sqlite;
 mod store;
 
 pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewInbox, NewOwner, ProjectionUpdate};
+pub use changes::{ChangeHub, Subscription};
 pub use error::{Result, StoreError};
 pub use model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,

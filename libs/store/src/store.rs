@@ -55,6 +55,14 @@ pub trait Store: Send + Sync {
     /// The history of one run, in seq order (empty if there is none).
     async fn load_history(&self, execution_id: &str, run: u32) -> Result<Vec<HistoryEvent>>;
 
+    /// The events of one run after `after_seq`, in seq order (for watchers and paging).
+    async fn history_after(
+        &self,
+        execution_id: &str,
+        run: u32,
+        after_seq: u64,
+    ) -> Result<Vec<HistoryEvent>>;
+
     /// The projection of an execution.
     async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRow>>;
 

@@ -19,7 +19,7 @@ mod workflow;
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_api::v1::worker_service_server::WorkerServiceServer;
 use orbit_api::v1::workflow_service_server::WorkflowServiceServer;
-use orbit_store::Store;
+use orbit_store::{ChangeHub, Store};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -41,7 +41,8 @@ pub struct FrontendConfig {
     pub max_payload_bytes: u64,
     /// How long a signal or cancel waits for the owner's reply before `UNAVAILABLE`.
     pub reply_timeout_ms: u64,
-    /// How often `WatchExecution` polls the store for new events.
+    /// How often `WatchExecution` re-reads the store without a change notification (a
+    /// safety net: commits notify watchers directly).
     pub watch_poll_ms: u64,
     /// How often a session's dispatcher looks for tasks without a "tasks ready" signal.
     pub dispatch_fallback_ms: u64,
@@ -55,7 +56,7 @@ impl Default for FrontendConfig {
             session_timeout_ms: 30_000,
             max_payload_bytes: 2 * 1024 * 1024,
             reply_timeout_ms: 10_000,
-            watch_poll_ms: 20,
+            watch_poll_ms: 1_000,
             dispatch_fallback_ms: 250,
         }
     }
@@ -78,6 +79,8 @@ pub(crate) struct Shared {
     pub(crate) owner: Arc<dyn OwnerService>,
     /// Notified by the owner after it commits new task rows.
     pub(crate) tasks_ready: Arc<Notify>,
+    /// Tells watchers which executions' histories grew.
+    pub(crate) changes: Arc<ChangeHub>,
     pub(crate) defs: defs::DefinitionCache,
     pub(crate) sessions: worker::Registry,
 }
@@ -91,13 +94,15 @@ pub struct Frontend {
 impl Frontend {
     /// A frontend over `store`, routing commands to `owner` (the in-process owner in
     /// `orbit dev`, a gRPC client wrapper otherwise). `tasks_ready` is notified (with
-    /// `notify_waiters`) whenever new task rows are committed.
+    /// `notify_waiters`) whenever new task rows are committed; `changes` publishes the
+    /// executions whose histories grew (watch streams wait on it instead of polling).
     #[must_use]
     pub fn new(
         config: FrontendConfig,
         store: Arc<dyn Store>,
         owner: Arc<dyn OwnerService>,
         tasks_ready: Arc<Notify>,
+        changes: Arc<ChangeHub>,
     ) -> Frontend {
         Frontend {
             shared: Arc::new(Shared {
@@ -105,6 +110,7 @@ impl Frontend {
                 store,
                 owner,
                 tasks_ready,
+                changes,
                 defs: defs::DefinitionCache::default(),
                 sessions: worker::Registry::default(),
             }),

@@ -8,7 +8,7 @@ use orbit_frontend::{Frontend, FrontendConfig};
 use orbit_owner::{system_clock, Owner, OwnerConfig};
 use orbit_scheduler::Scheduler;
 use orbit_server_kit::{signal_token, ServerKit};
-use orbit_store::{SqliteStore, Store};
+use orbit_store::{ChangeHub, SqliteStore, Store};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -81,11 +81,13 @@ pub async fn serve(
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(db).await?);
     let tasks_ready = Arc::new(Notify::new());
     let timers_changed = Arc::new(Notify::new());
+    let changes = Arc::new(ChangeHub::new());
     let owner = Owner::new(
         OwnerConfig { node_id: "dev".into(), ..OwnerConfig::default() },
         store.clone(),
         tasks_ready.clone(),
         timers_changed.clone(),
+        changes.clone(),
     );
     let owner_api: Arc<dyn OwnerService> = Arc::new(owner.clone());
     let scheduler =
@@ -95,6 +97,7 @@ pub async fn serve(
         store,
         owner_api,
         tasks_ready,
+        changes,
     );
 
     let owner_task = {

@@ -9,7 +9,7 @@ use crate::error::OwnerError;
 use crate::pass::{self, Core};
 use orbit_definition::{Definition, Limits};
 use orbit_engine::event::ParentRef;
-use orbit_store::Store;
+use orbit_store::{ChangeHub, Store};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex as StdMutex};
@@ -94,6 +94,7 @@ pub(crate) struct Inner {
     pub store: Arc<dyn Store>,
     pub tasks_ready: Arc<Notify>,
     pub timers_changed: Arc<Notify>,
+    pub changes: Arc<ChangeHub>,
     pub kick: Notify,
     pub core: Mutex<Core>,
     pub starts: StdMutex<Vec<PendingStart>>,
@@ -117,13 +118,15 @@ pub fn system_clock() -> u64 {
 
 impl Owner {
     /// An owner over `store`. `tasks_ready` is notified after commits that queue tasks;
-    /// `timers_changed` after commits that move timers.
+    /// `timers_changed` after commits that move timers; `changes` hears every execution
+    /// whose history grew.
     #[must_use]
     pub fn new(
         cfg: OwnerConfig,
         store: Arc<dyn Store>,
         tasks_ready: Arc<Notify>,
         timers_changed: Arc<Notify>,
+        changes: Arc<ChangeHub>,
     ) -> Owner {
         Owner {
             inner: Arc::new(Inner {
@@ -131,6 +134,7 @@ impl Owner {
                 store,
                 tasks_ready,
                 timers_changed,
+                changes,
                 kick: Notify::new(),
                 core: Mutex::new(Core { hot: HashMap::new(), defs: HashMap::new() }),
                 starts: StdMutex::new(Vec::new()),

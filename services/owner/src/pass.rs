@@ -319,6 +319,7 @@ async fn pass(inner: &Inner) -> Result<(), OwnerError> {
     }
     match inner.store.commit_all(batches).await {
         Ok(_) => {
+            inner.changes.publish(work.keys().map(String::as_str));
             for (id, mut w) in work {
                 let closed = w.hot.state.status().is_closed();
                 w.hot.timer_at = Some(next_timer(&w.hot.def, &w.hot.state));

@@ -35,6 +35,7 @@ async fn rig(path: &PathBuf, defs: &[&str]) -> Rig {
         store.clone(),
         Arc::new(Notify::new()),
         Arc::new(Notify::new()),
+        Arc::new(orbit_store::ChangeHub::new()),
     );
     let stop = CancellationToken::new();
     let o = owner.clone();

@@ -97,6 +97,16 @@ impl Store for SqliteStore {
         self.writer.run(move |c| commit::commit_all(c, batches)).await
     }
 
+    async fn history_after(
+        &self,
+        execution_id: &str,
+        run: u32,
+        after_seq: u64,
+    ) -> Result<Vec<HistoryEvent>> {
+        let id = execution_id.to_string();
+        self.readers.run(move |c| reads::history_after(c, &id, run, after_seq)).await
+    }
+
     async fn load_history(&self, execution_id: &str, run: u32) -> Result<Vec<HistoryEvent>> {
         let id = execution_id.to_string();
         self.readers.run(move |c| reads::load_history(c, &id, run)).await

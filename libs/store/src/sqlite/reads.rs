@@ -12,8 +12,19 @@ const MAX_PAGE_SIZE: u32 = 1000;
 
 /// The events of one run, by seq.
 pub(crate) fn load_history(conn: &Connection, id: &str, run: u32) -> Result<Vec<HistoryEvent>> {
-    let mut stmt = conn.prepare_cached(sql::EVENT_LOAD)?;
-    let mut found = stmt.query(params![id, i64::from(run)])?;
+    history_after(conn, id, run, 0)
+}
+
+/// The events of one run after `after_seq`, by seq.
+pub(crate) fn history_after(
+    conn: &Connection,
+    id: &str,
+    run: u32,
+    after_seq: u64,
+) -> Result<Vec<HistoryEvent>> {
+    let mut stmt = conn.prepare_cached(sql::EVENT_LOAD_AFTER)?;
+    let after = i64::try_from(after_seq).unwrap_or(i64::MAX);
+    let mut found = stmt.query(params![id, i64::from(run), after])?;
     let mut out = Vec::new();
     while let Some(row) = found.next()? {
         out.push(rows::history_event(row)?);

@@ -68,8 +68,9 @@ pub(crate) const EXECUTION_SET_PROJECTION: &str =
 pub(crate) const EVENT_INSERT: &str = "INSERT INTO history_events
     (execution_id, run, seq, event_type, step, origin, payload, timestamp)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
-pub(crate) const EVENT_LOAD: &str = "SELECT seq, origin, payload, timestamp FROM history_events
-    WHERE execution_id = ?1 AND run = ?2 ORDER BY seq";
+pub(crate) const EVENT_LOAD_AFTER: &str =
+    "SELECT seq, origin, payload, timestamp FROM history_events
+    WHERE execution_id = ?1 AND run = ?2 AND seq > ?3 ORDER BY seq";
 
 // ---------------------------------------------------------------------- owners
 

@@ -1,8 +1,9 @@
 //! `WatchExecution`: the run's events as they are committed, then its result.
 //!
-//! The frontend holds no execution state, so the stream polls the store (every
-//! `watch_poll_ms`) while it is open, and ends after the run's terminal event (or follows
-//! continue-as-new into the next run when asked). A client that goes away ends the poll.
+//! The frontend holds no execution state: the stream reads new events from the store each
+//! time the owner publishes a change of this execution (and every `watch_poll_ms` as a
+//! safety net), and ends after the run's terminal event (or follows continue-as-new into the
+//! next run when asked). A client that goes away ends the stream.
 
 use super::reads::{execution, resolve_run};
 use crate::error::{store, ApiResult};
@@ -47,12 +48,19 @@ async fn follow(
     tx: &Tx,
 ) -> ApiResult<()> {
     let poll = Duration::from_millis(shared.config.watch_poll_ms.max(1));
+    // Subscribe before the first read, so a commit between the read and the wait is seen.
+    let changes = shared.changes.subscribe(id);
     let mut after = req.after_seq;
     loop {
-        let history = shared.store.load_history(id, run).await.map_err(store)?;
-        if !req.result_only {
-            let from = after;
-            for event in history.iter().filter(|e| e.seq > from) {
+        let closed = if req.result_only {
+            // Cheap check on the projection; the history is read once, at the end.
+            let row = shared.store.get_execution(id).await.map_err(store)?;
+            row.is_some_and(|r| {
+                r.run > run || orbit_wire::TERMINAL_STATUSES.contains(&r.status.as_str())
+            })
+        } else {
+            let events = shared.store.history_after(id, run, after).await.map_err(store)?;
+            for event in &events {
                 let msg = WatchExecutionResponse {
                     kind: Some(Kind::Event(orbit_wire::history_event(event, run))),
                 };
@@ -61,10 +69,13 @@ async fn follow(
                 }
                 after = event.seq;
             }
-        }
-        if let Some(last) = history.last().filter(|e| e.event.is_terminal()) {
+            events.last().is_some_and(|e| e.event.is_terminal())
+        };
+        if closed {
+            let history = shared.store.load_history(id, run).await.map_err(store)?;
             let state = State::from_history(&history);
-            if let Some(result) = orbit_wire::execution_result(&state, last.timestamp_ms) {
+            let closed_at = history.last().map_or(0, |e| e.timestamp_ms);
+            if let Some(result) = orbit_wire::execution_result(&state, closed_at) {
                 let msg = WatchExecutionResponse { kind: Some(Kind::Result(result)) };
                 if tx.send(Ok(msg)).await.is_err() {
                     return Ok(());
@@ -78,6 +89,7 @@ async fn follow(
             return Ok(());
         }
         tokio::select! {
+            () = changes.changed() => {}
             () = tokio::time::sleep(poll) => {}
             () = tx.closed() => return Ok(()),
         }
