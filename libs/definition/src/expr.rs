@@ -17,6 +17,13 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
+/// The CEL standard environment, built once: building it is far costlier than most
+/// evaluations.
+fn stdlib() -> Arc<cel::Env> {
+    static ENV: std::sync::OnceLock<Arc<cel::Env>> = std::sync::OnceLock::new();
+    ENV.get_or_init(|| Arc::new(cel::Env::stdlib())).clone()
+}
+
 /// The largest integer a JSON double carries exactly.
 const MAX_SAFE_INT: f64 = 9_007_199_254_740_992.0;
 
@@ -75,7 +82,7 @@ impl Expr {
     /// Any CEL runtime error (unknown name, no such overload, division by zero, ...), or a
     /// result that has no JSON form.
     pub fn eval(&self, scope: &Scope) -> Result<Value, ExprError> {
-        let mut ctx = Context::default();
+        let mut ctx = Context::with_env(stdlib());
         for name in &self.variables {
             if let Some(v) = scope.vars.get(name.as_str()) {
                 ctx.add_variable_from_value(name.clone(), to_cel(v));
