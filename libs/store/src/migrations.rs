@@ -16,8 +16,14 @@ pub struct Migration {
 }
 
 /// Every migration, in order.
-pub const MIGRATIONS: &[Migration] =
-    &[Migration { version: 1, name: "init", sql: include_str!("../migrations/0001_init.sql") }];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration { version: 1, name: "init", sql: include_str!("../migrations/0001_init.sql") },
+    Migration {
+        version: 2,
+        name: "pending_inbox_index",
+        sql: include_str!("../migrations/0002_pending_inbox_index.sql"),
+    },
+];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).
 pub const CREATE_SCHEMA_MIGRATIONS: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (

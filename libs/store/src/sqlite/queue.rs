@@ -109,8 +109,18 @@ pub(crate) fn pending_inbox(
     execution_id: Option<&str>,
     limit: u32,
 ) -> Result<Vec<InboxEntry>> {
-    let mut stmt = conn.prepare_cached(sql::INBOX_PENDING)?;
-    let mut found = stmt.query(params![execution_id, i64::from(limit)])?;
+    let limit = i64::from(limit);
+    let mut stmt;
+    let mut found = match execution_id {
+        Some(id) => {
+            stmt = conn.prepare_cached(sql::INBOX_PENDING_ONE)?;
+            stmt.query(params![id, limit])?
+        }
+        None => {
+            stmt = conn.prepare_cached(sql::INBOX_PENDING_ALL)?;
+            stmt.query(params![limit])?
+        }
+    };
     let mut out = Vec::new();
     while let Some(row) = found.next()? {
         out.push(rows::inbox(row)?);

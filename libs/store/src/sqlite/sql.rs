@@ -143,11 +143,13 @@ macro_rules! inbox_columns {
 pub(crate) const INBOX_INSERT: &str =
     "INSERT INTO inbox (execution_id, kind, token, payload, created_at)
     VALUES (?1, ?2, ?3, ?4, ?5) RETURNING seq";
-pub(crate) const INBOX_PENDING: &str = concat!(
+pub(crate) const INBOX_PENDING_ONE: &str = concat!(
     "SELECT ",
     inbox_columns!(),
-    " FROM inbox WHERE done_at IS NULL AND (?1 IS NULL OR execution_id = ?1) ORDER BY seq LIMIT ?2"
+    " FROM inbox WHERE done_at IS NULL AND execution_id = ?1 ORDER BY seq LIMIT ?2"
 );
+pub(crate) const INBOX_PENDING_ALL: &str =
+    concat!("SELECT ", inbox_columns!(), " FROM inbox WHERE done_at IS NULL ORDER BY seq LIMIT ?1");
 pub(crate) const INBOX_GET: &str =
     concat!("SELECT ", inbox_columns!(), " FROM inbox WHERE seq = ?1");
 /// Only a pending entry of the committing execution: an entry is applied at most once.

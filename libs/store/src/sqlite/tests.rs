@@ -57,7 +57,7 @@ async fn writer_uses_wal_and_full_sync() {
         })
         .await
         .unwrap();
-    assert_eq!(versions, [1]);
+    assert_eq!(versions, [1, 2]);
 }
 
 #[tokio::test]
