@@ -16,9 +16,9 @@ pub(crate) fn commit_all(
     conn: &mut Connection,
     batches: Vec<CommitBatch>,
 ) -> Result<Vec<CommitOutcome>> {
-    let tx = conn.savepoint()?;
-    let outcomes = batches.into_iter().map(|b| apply(&tx, b)).collect::<Result<Vec<_>>>()?;
-    tx.commit()?;
+    // The writer runs every job in its own savepoint (see `conn.rs`): no nested one here.
+    let tx: &Connection = conn;
+    let outcomes = batches.into_iter().map(|b| apply(tx, b)).collect::<Result<Vec<_>>>()?;
     Ok(outcomes)
 }
 
@@ -36,52 +36,56 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
                 row.execution_id, row.run, batch.run
             )));
         }
-        let inserted = tx.execute(
-            sql::EXECUTION_INSERT,
-            params![
-                id,
-                run,
-                row.root_id,
-                row.parent_id,
-                row.workflow,
-                row.version,
-                row.definition_hash,
-                row.status,
-                row.schedule_id,
-                to_i64(row.created_at_ms, "created_at")?,
-                to_i64(row.updated_at_ms, "updated_at")?,
-                row.closed_at_ms.map(|t| to_i64(t, "closed_at")).transpose()?,
-            ],
-        )?;
+        let inserted = tx.prepare_cached(sql::EXECUTION_INSERT)?.execute(params![
+            id,
+            run,
+            row.root_id,
+            row.parent_id,
+            row.workflow,
+            row.version,
+            row.definition_hash,
+            row.status,
+            row.schedule_id,
+            to_i64(row.created_at_ms, "created_at")?,
+            to_i64(row.updated_at_ms, "updated_at")?,
+            row.closed_at_ms.map(|t| to_i64(t, "closed_at")).transpose()?,
+        ])?;
         if inserted == 0 {
             return Err(StoreError::ExecutionExists(id.to_string()));
         }
     }
     if let Some(owner) = &batch.new_owner {
-        if tx.execute(sql::OWNER_INSERT, params![id, owner.root_id, owner.node_id, now])? == 0 {
+        if tx.prepare_cached(sql::OWNER_INSERT)?.execute(params![
+            id,
+            owner.root_id,
+            owner.node_id,
+            now
+        ])? == 0
+        {
             return Err(StoreError::Fenced(format!("execution {id} already has an owner")));
         }
     }
 
     let last_seq = append_events(tx, &batch)?;
     if let Some(p) = &batch.projection {
-        tx.execute(
-            sql::EXECUTION_SET_PROJECTION,
-            params![
-                id,
-                p.status,
-                to_i64(p.updated_at_ms, "updated_at")?,
-                p.closed_at_ms.map(|t| to_i64(t, "closed_at")).transpose()?,
-            ],
-        )?;
+        tx.prepare_cached(sql::EXECUTION_SET_PROJECTION)?.execute(params![
+            id,
+            p.status,
+            to_i64(p.updated_at_ms, "updated_at")?,
+            p.closed_at_ms.map(|t| to_i64(t, "closed_at")).transpose()?,
+        ])?;
     }
 
     // Cancel first: a redelivery cancels the lost offer and queues a new one in one batch.
     for task_id in &batch.tasks_to_cancel {
-        tx.execute(sql::TASK_CANCEL, params![to_i64(*task_id, "task id")?, id, now])?;
+        tx.prepare_cached(sql::TASK_CANCEL)?.execute(params![
+            to_i64(*task_id, "task id")?,
+            id,
+            now
+        ])?;
     }
     for unit in &batch.units_to_cancel {
-        tx.execute(sql::TASK_CANCEL_UNIT, params![id, unit, now])?;
+        tx.prepare_cached(sql::TASK_CANCEL_UNIT)?.execute(params![id, unit, now])?;
     }
     let mut task_ids = Vec::new();
     for t in &batch.tasks_to_insert {
@@ -108,8 +112,7 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
         }
     }
     for entry in &batch.inbox_to_insert {
-        let _seq: i64 = tx.query_row(
-            sql::INBOX_INSERT,
+        let _seq: i64 = tx.prepare_cached(sql::INBOX_INSERT)?.query_row(
             params![entry.execution_id, entry.kind, None::<String>, json_text(&entry.payload), now],
             |r| r.get(0),
         )?;
@@ -117,16 +120,22 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
 
     for t in &batch.timers_to_upsert {
         let fire_at = to_i64(t.fire_at_ms, "fire_at")?;
-        tx.execute(sql::TIMER_UPSERT, params![id, t.key, run, fire_at, json_text(&t.payload)])?;
+        tx.prepare_cached(sql::TIMER_UPSERT)?.execute(params![
+            id,
+            t.key,
+            run,
+            fire_at,
+            json_text(&t.payload)
+        ])?;
     }
     for key in &batch.timers_to_delete {
-        tx.execute(sql::TIMER_DELETE, params![id, key])?;
+        tx.prepare_cached(sql::TIMER_DELETE)?.execute(params![id, key])?;
     }
 
     for done in &batch.inbox_done {
         let result = done.result.as_ref().map(json_text);
         let seq = to_i64(done.seq, "inbox seq")?;
-        if tx.execute(sql::INBOX_MARK_DONE, params![seq, id, now, result])? != 1 {
+        if tx.prepare_cached(sql::INBOX_MARK_DONE)?.execute(params![seq, id, now, result])? != 1 {
             return Err(StoreError::Conflict(format!(
                 "inbox entry {} is not a pending entry of execution {id}",
                 done.seq
@@ -140,7 +149,8 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
 /// With an expected epoch, the owners row must exist and hold exactly that epoch.
 fn check_fence(tx: &Connection, id: &str, expected: Option<u64>) -> Result<()> {
     let Some(expected) = expected else { return Ok(()) };
-    let stored: Option<i64> = tx.query_row(sql::OWNER_EPOCH, [id], |r| r.get(0)).optional()?;
+    let stored: Option<i64> =
+        tx.prepare_cached(sql::OWNER_EPOCH)?.query_row([id], |r| r.get(0)).optional()?;
     match stored {
         None => Err(StoreError::Fenced(format!(
             "execution {id} has no owner; this writer held epoch {expected}"
@@ -183,26 +193,24 @@ fn append_events(tx: &Connection, batch: &CommitBatch) -> Result<u64> {
         }
         let payload = serde_json::to_string(&ev.event)
             .map_err(|e| StoreError::InvalidArgument(format!("event does not serialise: {e}")))?;
-        tx.execute(
-            sql::EVENT_INSERT,
-            params![
-                id,
-                i64::from(batch.run),
-                to_i64(ev.seq, "seq")?,
-                ev.event.type_name(),
-                ev.event.step(),
-                origin_name(ev.origin),
-                payload,
-                to_i64(ev.timestamp_ms, "timestamp")?,
-            ],
-        )?;
+        tx.prepare_cached(sql::EVENT_INSERT)?.execute(params![
+            id,
+            i64::from(batch.run),
+            to_i64(ev.seq, "seq")?,
+            ev.event.type_name(),
+            ev.event.step(),
+            origin_name(ev.origin),
+            payload,
+            to_i64(ev.timestamp_ms, "timestamp")?,
+        ])?;
         last = ev.seq;
     }
     if last != base || batch.run != current_run {
-        tx.execute(
-            sql::EXECUTION_SET_SEQ,
-            params![id, i64::from(batch.run), to_i64(last, "seq")?],
-        )?;
+        tx.prepare_cached(sql::EXECUTION_SET_SEQ)?.execute(params![
+            id,
+            i64::from(batch.run),
+            to_i64(last, "seq")?
+        ])?;
     }
     Ok(last)
 }

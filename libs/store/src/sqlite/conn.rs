@@ -158,9 +158,13 @@ fn run_group(conn: &mut Connection, first: Job, rx: &mpsc::Receiver<Job>) {
     }
     // Without a transaction nothing runs; dropping the jobs answers their callers with an
     // error ("dropped a job"), and nothing was written.
-    if conn.execute_batch("BEGIN IMMEDIATE").is_ok() {
+    if conn.prepare_cached("BEGIN IMMEDIATE").and_then(|mut s| s.execute([])).is_ok() {
         let replies: Vec<Reply> = group.into_iter().map(|job| job(conn)).collect();
-        let committed = conn.execute_batch("COMMIT").map_err(|e| e.to_string());
+        let committed = conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut s| s.execute([]))
+            .map(|_| ())
+            .map_err(|e| e.to_string());
         if committed.is_err() {
             let _ = conn.execute_batch("ROLLBACK");
         }
@@ -178,14 +182,12 @@ fn in_savepoint<T>(
     conn: &mut Connection,
     f: impl FnOnce(&mut Connection) -> Result<T>,
 ) -> Result<T> {
-    conn.execute_batch("SAVEPOINT orbit_job")?;
+    conn.prepare_cached("SAVEPOINT orbit_job")?.execute([])?;
     let result = f(conn);
-    let end = if result.is_ok() {
-        "RELEASE orbit_job"
-    } else {
-        "ROLLBACK TO orbit_job; RELEASE orbit_job"
-    };
-    conn.execute_batch(end)?;
+    if result.is_err() {
+        conn.prepare_cached("ROLLBACK TO orbit_job")?.execute([])?;
+    }
+    conn.prepare_cached("RELEASE orbit_job")?.execute([])?;
     result
 }
 

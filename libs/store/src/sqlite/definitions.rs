@@ -15,9 +15,12 @@ pub(crate) fn put(
     hash: &str,
     document: &str,
 ) -> Result<PutOutcome> {
-    let tx = conn.savepoint()?;
-    let existing: Option<String> =
-        tx.query_row(sql::DEFINITION_HASH, params![name, version], |r| r.get(0)).optional()?;
+    // The writer runs every job in its own savepoint (see `conn.rs`): no nested one here.
+    let tx: &Connection = conn;
+    let existing: Option<String> = tx
+        .prepare_cached(sql::DEFINITION_HASH)?
+        .query_row(params![name, version], |r| r.get(0))
+        .optional()?;
     let outcome = match existing {
         Some(h) if h == hash => PutOutcome::Unchanged,
         Some(h) => {
@@ -27,11 +30,11 @@ pub(crate) fn put(
         }
         None => {
             let now = to_i64(now_ms(), "now")?;
-            tx.execute(sql::DEFINITION_INSERT, params![name, version, hash, document, now])?;
+            tx.prepare_cached(sql::DEFINITION_INSERT)?
+                .execute(params![name, version, hash, document, now])?;
             PutOutcome::Created
         }
     };
-    tx.commit()?;
     Ok(outcome)
 }
 

@@ -23,7 +23,8 @@ pub(crate) fn claim_tasks(
     }
     let names = json_text(&json!(task_names));
     let now = to_i64(now_ms(), "now")?;
-    let tx = conn.savepoint()?;
+    // The writer runs every job in its own savepoint (see `conn.rs`): no nested one here.
+    let tx: &Connection = conn;
     let mut claimed = Vec::new();
     {
         let mut stmt = tx.prepare_cached(sql::TASK_CLAIM)?;
@@ -44,13 +45,11 @@ pub(crate) fn claim_tasks(
             "claimed_by": claimer,
             "session": session,
         });
-        let _seq: i64 = tx.query_row(
-            sql::INBOX_INSERT,
+        let _seq: i64 = tx.prepare_cached(sql::INBOX_INSERT)?.query_row(
             params![t.execution_id, "dispatched", t.token, json_text(&payload), now],
             |r| r.get(0),
         )?;
     }
-    tx.commit()?;
     Ok(claimed)
 }
 
@@ -61,8 +60,9 @@ pub(crate) fn complete_task_row(
     report: Option<TaskReport>,
 ) -> Result<Option<CompletedTask>> {
     let now = to_i64(now_ms(), "now")?;
-    let tx = conn.savepoint()?;
-    let newly_done = tx.execute(sql::TASK_DONE, params![token, now])? > 0;
+    // The writer runs every job in its own savepoint (see `conn.rs`): no nested one here.
+    let tx: &Connection = conn;
+    let newly_done = tx.prepare_cached(sql::TASK_DONE)?.execute(params![token, now])? > 0;
     let task = {
         let mut stmt = tx.prepare_cached(sql::TASK_BY_TOKEN)?;
         let mut found = stmt.query([token])?;
@@ -73,8 +73,7 @@ pub(crate) fn complete_task_row(
     };
     let inbox_seq = match report {
         Some(r) => {
-            let seq: i64 = tx.query_row(
-                sql::INBOX_INSERT,
+            let seq: i64 = tx.prepare_cached(sql::INBOX_INSERT)?.query_row(
                 params![task.execution_id, r.kind, token, json_text(&r.payload), now],
                 |row| row.get(0),
             )?;
@@ -82,7 +81,6 @@ pub(crate) fn complete_task_row(
         }
         None => None,
     };
-    tx.commit()?;
     Ok(Some(CompletedTask { task, newly_done, inbox_seq }))
 }
 
@@ -95,11 +93,9 @@ pub(crate) fn enqueue_inbox(
     payload: &Value,
 ) -> Result<u64> {
     let now = to_i64(now_ms(), "now")?;
-    let seq: i64 = conn.query_row(
-        sql::INBOX_INSERT,
-        params![execution_id, kind, token, json_text(payload), now],
-        |r| r.get(0),
-    )?;
+    let seq: i64 = conn
+        .prepare_cached(sql::INBOX_INSERT)?
+        .query_row(params![execution_id, kind, token, json_text(payload), now], |r| r.get(0))?;
     to_u64(seq, "inbox seq")
 }
 
@@ -160,7 +156,8 @@ pub(crate) fn fire_due_timers(
     limit: u32,
 ) -> Result<Vec<(TimerRow, u64)>> {
     let now = to_i64(super::conn::now_ms(), "now")?;
-    let tx = conn.savepoint()?;
+    // The writer runs every job in its own savepoint (see `conn.rs`): no nested one here.
+    let tx: &Connection = conn;
     let due = due_timers(&tx, now_ms, limit)?;
     let mut fired = Vec::with_capacity(due.len());
     for t in due {
@@ -170,21 +167,19 @@ pub(crate) fn fire_due_timers(
             "fire_at": t.fire_at_ms,
             "payload": t.payload,
         });
-        let seq: i64 = tx.query_row(
-            sql::INBOX_INSERT,
+        let seq: i64 = tx.prepare_cached(sql::INBOX_INSERT)?.query_row(
             params![t.execution_id, "timer", Option::<&str>::None, json_text(&payload), now],
             |r| r.get(0),
         )?;
-        tx.execute(sql::TIMER_DELETE, params![t.execution_id, t.key])?;
+        tx.prepare_cached(sql::TIMER_DELETE)?.execute(params![t.execution_id, t.key])?;
         fired.push((t, to_u64(seq, "inbox seq")?));
     }
-    tx.commit()?;
     Ok(fired)
 }
 
 /// The earliest due time.
 pub(crate) fn next_timer_at(conn: &Connection) -> Result<Option<u64>> {
-    let next: Option<i64> = conn.query_row(sql::TIMER_NEXT, [], |r| r.get(0))?;
+    let next: Option<i64> = conn.prepare_cached(sql::TIMER_NEXT)?.query_row([], |r| r.get(0))?;
     next.map(|t| to_u64(t, "timer fire_at")).transpose()
 }
 
@@ -196,10 +191,9 @@ pub(crate) fn claim_owner(
     node_id: &str,
 ) -> Result<u64> {
     let now = to_i64(now_ms(), "now")?;
-    let epoch: i64 =
-        conn.query_row(sql::OWNER_CLAIM, params![execution_id, root_id, node_id, now], |r| {
-            r.get(0)
-        })?;
+    let epoch: i64 = conn
+        .prepare_cached(sql::OWNER_CLAIM)?
+        .query_row(params![execution_id, root_id, node_id, now], |r| r.get(0))?;
     to_u64(epoch, "owner epoch")
 }
 
