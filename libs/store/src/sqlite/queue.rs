@@ -158,7 +158,7 @@ pub(crate) fn fire_due_timers(
     let now = to_i64(super::conn::now_ms(), "now")?;
     // The writer runs every job in its own savepoint (see `conn.rs`): no nested one here.
     let tx: &Connection = conn;
-    let due = due_timers(&tx, now_ms, limit)?;
+    let due = due_timers(tx, now_ms, limit)?;
     let mut fired = Vec::with_capacity(due.len());
     for t in due {
         let payload = json!({
