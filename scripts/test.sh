@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# Runs every check and test of the workspace: formatting, clippy, buf lint, cargo test.
-# Installs what it needs when missing (buf from PyPI). Safe to run repeatedly.
+# Runs every check and test of the workspace: formatting, clippy, buf lint, the Python
+# worker's own tests, and cargo test (unit, property, in-process gRPC and end-to-end tests
+# that start the real `orbit` binary, with Rust and Python workers).
+# Installs what it needs when missing (buf and the Python worker's packages from PyPI).
+# Safe to run repeatedly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
+pip_install() { python3 -m pip install --quiet --disable-pip-version-check "$@"; }
 
-# buf lints the protobuf API. pip puts it in the interpreter's scripts folder, which may
-# not be on PATH (pyenv shims need a rehash), so call it by its full path.
-BUF=$(command -v buf || true)
-if [ -z "$BUF" ]; then
+# buf lints the protobuf API and serves as a non-Rust gRPC client in the tests. pip puts it
+# in the interpreter's scripts folder, which may not be on PATH (pyenv shims need a
+# rehash), so that folder goes on PATH.
+PATH="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
+export PATH
+if ! command -v buf >/dev/null 2>&1; then
   step "installing buf (PyPI buf-bin)"
-  python3 -m pip install --quiet --disable-pip-version-check buf-bin==1.75.0
-  BUF="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/buf"
+  pip_install buf-bin==1.75.0
 fi
+
+step "python worker: packages and generated client"
+pip_install -r examples/python/requirements.txt
+examples/python/gen.sh
 
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -22,7 +31,10 @@ step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "buf lint"
-"$BUF" lint
+buf lint
+
+step "python worker tests"
+python3 -m pytest -q examples/python
 
 step "cargo test"
 cargo test --workspace --locked
