@@ -138,6 +138,40 @@ impl Frontend {
         )
     }
 
+    /// Hands back what a previous run of this frontend (same node id) left claimed: its
+    /// sessions died with it, so each attempt still claimed becomes uncertain and the owner
+    /// redelivers it (a worker that later reports it anyway still counts, rule 4). Call it
+    /// before serving.
+    ///
+    /// # Errors
+    /// The store cannot be read or written.
+    pub async fn recover_claims(&self) -> Result<usize, orbit_store::StoreError> {
+        let shared = &self.shared;
+        let claimed = shared.store.claimed_tasks(&shared.config.node_id).await?;
+        let mut executions = Vec::new();
+        for row in &claimed {
+            let Some(token) = row.token.as_deref() else { continue };
+            let payload = serde_json::json!({ "reason": "SESSION_LOST" });
+            shared
+                .store
+                .enqueue_inbox(&row.execution_id, "uncertain", Some(token), &payload)
+                .await?;
+            executions.push(row.execution_id.clone());
+        }
+        if !executions.is_empty() {
+            tracing::info!(
+                count = claimed.len(),
+                "claims of a previous run handed back as uncertain"
+            );
+            let wake =
+                orbit_api::internal::v1::OwnerServiceWakeRequest { execution_ids: executions };
+            if let Err(e) = shared.owner.wake(tonic::Request::new(wake)).await {
+                tracing::warn!(error = %e, "cannot wake the owner after handing back claims");
+            }
+        }
+        Ok(claimed.len())
+    }
+
     /// Worker sessions currently open on this frontend.
     #[must_use]
     pub fn open_sessions(&self) -> usize {

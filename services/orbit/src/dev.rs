@@ -109,6 +109,7 @@ pub async fn serve(
         tokio::spawn(async move { scheduler.run(shutdown).await })
     };
 
+    frontend.recover_claims().await?;
     let (workflows, workers) = frontend.services();
     let kit = ServerKit::new()
         .register_file_descriptor_set(orbit_api::FILE_DESCRIPTOR_SET)

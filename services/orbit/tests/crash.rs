@@ -90,3 +90,83 @@ async fn kill9_then_restart_completes_everything_once() {
         assert_eq!(successes.len(), 3, "{id}: {successes:?}");
     }
 }
+
+/// The worker dies with the server: claims of the dead process come back as uncertain
+/// attempts when it restarts, and a new worker gets them with the same idempotency keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_of_a_killed_server_are_redelivered_after_restart() {
+    let dir = TempDir::new("claims");
+    let db = dir.0.join("orbit.db");
+    let mut server = Server::start(&db, &[]).await;
+    let port = server.port;
+    let mut c = server.client().await;
+    register(&mut c, WORKFLOW).await;
+    let first_keys = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keys = first_keys.clone();
+    let stuck = Worker::builder(server.address())
+        .worker_id("stuck")
+        .max_concurrency(4)
+        .task("slow", "1", move |ctx: TaskContext| {
+            let keys = keys.clone();
+            async move {
+                keys.lock().unwrap().push(ctx.idempotency_key().to_string());
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok::<Value, TaskFailure>(Value::Null)
+            }
+        })
+        .build()
+        .unwrap();
+    let stuck = tokio::spawn(async move { stuck.run(CancellationToken::new()).await });
+    for i in 0..4 {
+        start(&mut c, "crashy", &format!("k-{i}"), json!({"n": i})).await.unwrap();
+    }
+    for _ in 0..100 {
+        if first_keys.lock().unwrap().len() == 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(first_keys.lock().unwrap().len(), 4, "the stuck worker holds all four tasks");
+    server.kill9();
+    stuck.abort();
+    drop(c);
+
+    let server = Server::start_on(&db, port, &[]).await;
+    let second_keys = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keys = second_keys.clone();
+    let stop = CancellationToken::new();
+    let fresh = Worker::builder(server.address())
+        .worker_id("fresh")
+        .max_concurrency(4)
+        .task("slow", "1", move |ctx: TaskContext| {
+            let keys = keys.clone();
+            async move {
+                if ctx.step() == "a" {
+                    keys.lock()
+                        .unwrap()
+                        .push((ctx.idempotency_key().to_string(), ctx.redelivery()));
+                }
+                Ok::<Value, TaskFailure>(ctx.input().clone())
+            }
+        })
+        .build()
+        .unwrap();
+    let s = stop.clone();
+    tokio::spawn(async move { fresh.run(s).await });
+    let mut c = server.client().await;
+    for i in 0..4 {
+        let (status, output) = result(&mut c, &format!("k-{i}"), Duration::from_secs(30)).await;
+        assert_eq!((status, output), (pb::ExecutionStatus::Completed, json!(i)));
+    }
+    stop.cancel();
+    let mut first: Vec<String> = first_keys.lock().unwrap().clone();
+    let mut second: Vec<(String, bool)> = second_keys.lock().unwrap().clone();
+    first.sort();
+    second.sort();
+    assert_eq!(
+        second.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+        first,
+        "same idempotency keys"
+    );
+    assert!(second.iter().all(|(_, redelivery)| *redelivery), "marked as redeliveries");
+}

@@ -178,3 +178,209 @@ pub fn code(status: &tonic::Status) -> String {
     orbit_server_kit::OrbitError::from_status(status)
         .map_or_else(|| format!("{:?}", status.code()), |e| e.code.as_str().to_string())
 }
+
+// ---------------------------------------------------------------------------------------
+// Helpers added for the worker-loss, bad-input, operability and Python-worker tests.
+
+use orbit_api::v1::worker_message::{Credits, Hello, Kind as WorkerKind};
+use orbit_api::v1::worker_service_client::WorkerServiceClient;
+use tonic::codegen::tokio_stream::wrappers::ReceiverStream;
+
+/// A worker `Session` stream driven by hand: the sender of worker messages and the
+/// server's message stream.
+pub struct RawSession {
+    pub tx: tokio::sync::mpsc::Sender<pb::WorkerMessage>,
+    pub rx: tonic::Streaming<pb::ServerMessage>,
+}
+
+pub fn hello(worker_id: &str, tasks: &[(&str, &str)], max_concurrency: u32) -> pb::WorkerMessage {
+    pb::WorkerMessage {
+        kind: Some(WorkerKind::Hello(Hello {
+            worker_id: worker_id.into(),
+            runtime: "e2e-test".into(),
+            sdk: "raw-stream".into(),
+            tasks: tasks
+                .iter()
+                .map(|(name, version)| pb::TaskRef {
+                    name: (*name).into(),
+                    version: (*version).into(),
+                })
+                .collect(),
+            max_concurrency,
+            labels: Default::default(),
+        })),
+    }
+}
+
+pub fn credits(n: u32) -> pb::WorkerMessage {
+    pb::WorkerMessage { kind: Some(WorkerKind::Credits(Credits { n })) }
+}
+
+pub async fn worker_client(address: &str) -> WorkerServiceClient<Channel> {
+    WorkerServiceClient::connect(address.to_string()).await.expect("connect worker client")
+}
+
+/// Opens a session whose first message is `first`; the call's own error, if any, is
+/// returned (the server may also answer with an error as the first stream item).
+pub async fn open_raw_session(
+    address: &str,
+    first: pb::WorkerMessage,
+) -> Result<RawSession, tonic::Status> {
+    let mut client = worker_client(address).await;
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tx.send(first).await.expect("queue first message");
+    let fut = client.session(ReceiverStream::new(rx));
+    let response = tokio::time::timeout(Duration::from_secs(10), fut)
+        .await
+        .expect("session call did not answer within 10s")?;
+    Ok(RawSession { tx, rx: response.into_inner() })
+}
+
+impl RawSession {
+    /// Hello, expects Welcome, then grants `n` credits.
+    pub async fn start(
+        address: &str,
+        worker_id: &str,
+        tasks: &[(&str, &str)],
+        n: u32,
+    ) -> RawSession {
+        let mut s = open_raw_session(address, hello(worker_id, tasks, n.max(1)))
+            .await
+            .expect("open session");
+        match s.next(Duration::from_secs(10)).await {
+            Some(pb::server_message::Kind::Welcome(_)) => {}
+            other => panic!("expected welcome, got {other:?}"),
+        }
+        s.tx.send(credits(n)).await.expect("send credits");
+        s
+    }
+
+    /// The next server message other than a ping, bounded; `None` at end of stream.
+    pub async fn next(&mut self, within: Duration) -> Option<pb::server_message::Kind> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let msg = tokio::time::timeout_at(deadline, self.rx.message())
+                .await
+                .unwrap_or_else(|_| panic!("no server message within {within:?}"))
+                .expect("session stream failed")?;
+            match msg.kind {
+                Some(pb::server_message::Kind::Ping(_)) | None => continue,
+                Some(kind) => return Some(kind),
+            }
+        }
+    }
+
+    /// The next delivered task, bounded.
+    pub async fn next_task(&mut self, within: Duration) -> pb::server_message::Task {
+        match self.next(within).await {
+            Some(pb::server_message::Kind::Task(t)) => t,
+            other => panic!("expected a task, got {other:?}"),
+        }
+    }
+
+    pub async fn complete(&self, token: &str, output: Value) {
+        let msg = pb::WorkerMessage {
+            kind: Some(WorkerKind::Complete(pb::worker_message::Complete {
+                token: token.into(),
+                output: Some(json_to_proto(output)),
+            })),
+        };
+        self.tx.send(msg).await.expect("send complete");
+    }
+}
+
+/// The whole history of the latest run of an execution (every page).
+pub async fn history(
+    client: &mut WorkflowServiceClient<Channel>,
+    id: &str,
+) -> Vec<pb::HistoryEvent> {
+    let mut events = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = client
+            .get_history(pb::GetHistoryRequest {
+                execution_id: id.into(),
+                run: 0,
+                page_size: 0,
+                page_token: page_token.clone(),
+            })
+            .await
+            .expect("get history")
+            .into_inner();
+        events.extend(page.events);
+        if page.next_page_token.is_empty() {
+            return events;
+        }
+        page_token = page.next_page_token;
+    }
+}
+
+/// Polls the history until `pred` holds (bounded); returns the last history read.
+pub async fn history_until(
+    client: &mut WorkflowServiceClient<Channel>,
+    id: &str,
+    within: Duration,
+    pred: impl Fn(&[pb::HistoryEvent]) -> bool,
+) -> Vec<pb::HistoryEvent> {
+    let deadline = Instant::now() + within;
+    loop {
+        let h = history(client, id).await;
+        if pred(&h) {
+            return h;
+        }
+        if Instant::now() >= deadline {
+            let types: Vec<_> = h.iter().map(|e| format!("{}({})", e.event_type, e.step)).collect();
+            panic!("history of {id} did not reach the expected state within {within:?}: {types:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A child process killed (and reaped) on drop.
+pub struct ChildGuard(pub Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs a command to its end, bounded: (exit success, stdout, stderr). Kills it on timeout.
+pub fn run_bounded(cmd: &mut Command, within: Duration) -> (bool, String, String) {
+    use std::io::Read;
+    let mut child = ChildGuard(
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}")),
+    );
+    let mut out = child.0.stdout.take().expect("stdout");
+    let mut err = child.0.stderr.take().expect("stderr");
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + within;
+    let status = loop {
+        if let Some(status) = child.0.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.0.kill();
+            let _ = child.0.wait();
+            panic!("{cmd:?} did not finish within {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = out_reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    (status.success(), stdout, stderr)
+}

@@ -1,0 +1,272 @@
+//! A worker lost mid-task: its `Session` stream ends while it holds a task. The server
+//! reports the attempt uncertain, redelivers the task to another worker (same idempotency
+//! key and attempt number, `redelivery = true`), and a late result from the lost worker
+//! does not change the outcome once the unit is resolved (docs/events.md, rule 4).
+
+mod common;
+
+use common::*;
+use orbit_api::v1 as pb;
+use orbit_server_kit::payload::json_to_proto;
+use orbit_worker::{TaskContext, TaskFailure, Worker};
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+const WORKFLOW: &str = r#"
+name: lossy
+version: "1"
+tasks: { work: {} }
+steps:
+  - { id: a, task: work, input: "${{ input }}" }
+output: "${{ steps.a.output }}"
+"#;
+
+const STEP: Duration = Duration::from_secs(15);
+
+/// What a worker saw of a delivered task.
+#[derive(Clone, Debug, PartialEq)]
+struct Seen {
+    token: String,
+    step: String,
+    idempotency_key: String,
+    attempt: u32,
+    redelivery: bool,
+}
+
+fn count(events: &[pb::HistoryEvent], event_type: &str, step: &str) -> usize {
+    events.iter().filter(|e| e.event_type == event_type && e.step == step).count()
+}
+
+fn types(events: &[pb::HistoryEvent]) -> Vec<String> {
+    events.iter().map(|e| format!("{}({})", e.event_type, e.step)).collect()
+}
+
+async fn late_complete(address: &str, token: &str, output: Value) -> pb::CompleteTaskResponse {
+    let mut wc = worker_client(address).await;
+    tokio::time::timeout(
+        STEP,
+        wc.complete_task(pb::CompleteTaskRequest {
+            token: token.into(),
+            output: Some(json_to_proto(output)),
+        }),
+    )
+    .await
+    .expect("CompleteTask did not answer in time")
+    .expect("CompleteTask with a stale token must answer (not accepted), not fail")
+    .into_inner()
+}
+
+/// The first worker (a raw stream) takes the task and vanishes; an SDK worker started
+/// afterwards gets the redelivery and completes it; the lost worker's late result loses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_worker_task_is_redelivered_and_its_late_result_is_ignored() {
+    let dir = TempDir::new("worker-loss");
+    let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
+    let address = server.address();
+    let mut c = server.client().await;
+    register(&mut c, WORKFLOW).await;
+    start(&mut c, "lossy", "loss-1", json!({"n": 1})).await.expect("start");
+
+    // Worker 1: Hello → Credits → Task, then it is "killed" (stream aborted).
+    let mut first = RawSession::start(&address, "worker-one", &[("work", "1")], 1).await;
+    let task1 = first.next_task(STEP).await;
+    assert_eq!(task1.execution_id, "loss-1");
+    assert_eq!(task1.step, "a");
+    assert_eq!(task1.attempt, 1);
+    assert!(!task1.redelivery, "the first delivery is not a redelivery: {task1:?}");
+    assert!(!task1.idempotency_key.is_empty());
+    history_until(&mut c, "loss-1", STEP, |h| count(h, "StepDispatched", "a") == 1).await;
+    let killed_at = Instant::now();
+    drop(first); // drops the sender (request stream ends) and the response stream
+
+    // The server notices the stream end and records the attempt uncertain (no session
+    // timeout involved: the server runs with the default 30 s one).
+    let h =
+        history_until(&mut c, "loss-1", STEP, |h| count(h, "StepAttemptUncertain", "a") == 1).await;
+    let noticed = killed_at.elapsed();
+    assert!(
+        noticed < Duration::from_secs(10),
+        "the lost session was noticed only after {noticed:?}: {:?}",
+        types(&h)
+    );
+
+    // Worker 2: an SDK worker started after the loss.
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let stop = CancellationToken::new();
+    let worker = {
+        let seen = seen.clone();
+        Worker::builder(address.clone())
+            .worker_id("worker-two")
+            .max_concurrency(2)
+            .task("work", "1", move |ctx: TaskContext| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap().push(Seen {
+                        token: ctx.token().to_string(),
+                        step: ctx.step().to_string(),
+                        idempotency_key: ctx.idempotency_key().to_string(),
+                        attempt: ctx.attempt(),
+                        redelivery: ctx.redelivery(),
+                    });
+                    Ok::<Value, TaskFailure>(json!({"by": "worker-two"}))
+                }
+            })
+            .build()
+            .expect("worker")
+    };
+    let s = stop.clone();
+    let worker_task = tokio::spawn(async move { worker.run(s).await });
+
+    let (status, output) = result(&mut c, "loss-1", STEP).await;
+    assert_eq!(status, pb::ExecutionStatus::Completed, "{output}");
+    assert_eq!(output, json!({"by": "worker-two"}));
+    let redelivered = seen.lock().unwrap().clone();
+    assert_eq!(redelivered.len(), 1, "the task ran once on worker two: {redelivered:?}");
+    let r = &redelivered[0];
+    assert_eq!(r.step, "a");
+    assert_eq!(r.idempotency_key, task1.idempotency_key, "same idempotency key");
+    assert_eq!(r.attempt, task1.attempt, "same attempt number");
+    assert!(r.redelivery, "the redelivered task must say redelivery = true: {r:?}");
+    assert_ne!(r.token, task1.token, "a redelivery gets its own token");
+
+    // The lost worker comes back with a late, different result for its old token.
+    let late = late_complete(&address, &task1.token, json!({"by": "worker-one"})).await;
+
+    let (status, output) = result(&mut c, "loss-1", STEP).await;
+    assert_eq!(status, pb::ExecutionStatus::Completed);
+    assert_eq!(output, json!({"by": "worker-two"}), "the late result must not change the output");
+    let h = if late.accepted {
+        // Recorded by the frontend: the owner must ignore it as stale.
+        history_until(&mut c, "loss-1", STEP, |h| {
+            h.iter().any(|e| e.event_type == "StaleResultIgnored")
+        })
+        .await
+    } else {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        history(&mut c, "loss-1").await
+    };
+    assert!(
+        !late.accepted || h.iter().any(|e| e.event_type == "StaleResultIgnored"),
+        "late result: {late:?}; history: {:?}",
+        types(&h)
+    );
+    assert_eq!(count(&h, "StepSucceeded", "a"), 1, "one success for the unit: {:?}", types(&h));
+    assert_eq!(count(&h, "StepAttemptUncertain", "a"), 1, "{:?}", types(&h));
+    assert_eq!(count(&h, "WorkflowCompleted", ""), 1, "{:?}", types(&h));
+    eprintln!("late CompleteTask answered {late:?}; history {:?}", types(&h));
+
+    stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), worker_task).await;
+}
+
+/// docs/events.md rule 4: "a success for any token ever issued to an unresolved unit is
+/// accepted (the work happened)". The lost worker's success arrives after the redelivery
+/// but before the second worker reports: it resolves the unit, and the second worker's
+/// result is the stale one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_worker_success_before_redelivered_result_wins() {
+    let dir = TempDir::new("worker-loss-rule4");
+    let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
+    let address = server.address();
+    let mut c = server.client().await;
+    register(&mut c, WORKFLOW).await;
+    start(&mut c, "lossy", "loss-2", json!({"n": 2})).await.expect("start");
+
+    let mut first = RawSession::start(&address, "worker-one", &[("work", "1")], 1).await;
+    let task1 = first.next_task(STEP).await;
+    history_until(&mut c, "loss-2", STEP, |h| count(h, "StepDispatched", "a") == 1).await;
+    drop(first);
+    history_until(&mut c, "loss-2", STEP, |h| count(h, "StepAttemptUncertain", "a") == 1).await;
+
+    // Worker 2 (raw) takes the redelivery and holds it.
+    let mut second = RawSession::start(&address, "worker-two", &[("work", "1")], 1).await;
+    let task2 = second.next_task(STEP).await;
+    assert!(task2.redelivery, "{task2:?}");
+    assert_eq!(task2.idempotency_key, task1.idempotency_key);
+    assert_eq!(task2.attempt, task1.attempt);
+    assert_ne!(task2.token, task1.token);
+
+    // The lost worker's success (the work happened) comes in first.
+    let late = late_complete(&address, &task1.token, json!({"by": "worker-one"})).await;
+    let (status, output) = result(&mut c, "loss-2", STEP).await;
+    assert_eq!(
+        (status, output.clone()),
+        (pb::ExecutionStatus::Completed, json!({"by": "worker-one"})),
+        "rule 4: a success for a token issued to the unresolved unit is accepted; \
+         CompleteTask answered {late:?}"
+    );
+    assert!(late.accepted, "the first token's success was applied, so it is accepted: {late:?}");
+
+    // Now worker 2 reports: recorded and ignored.
+    second.complete(&task2.token, json!({"by": "worker-two"})).await;
+    let ack = loop {
+        match second.next(STEP).await {
+            Some(pb::server_message::Kind::Ack(a)) => break a,
+            Some(pb::server_message::Kind::Cancel(_)) => continue,
+            other => panic!("expected an ack, got {other:?}"),
+        }
+    };
+    assert_eq!(ack.token, task2.token);
+    let h = if ack.accepted {
+        history_until(&mut c, "loss-2", STEP, |h| {
+            h.iter().any(|e| e.event_type == "StaleResultIgnored")
+        })
+        .await
+    } else {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        history(&mut c, "loss-2").await
+    };
+    eprintln!("second worker's ack {ack:?}; history {:?}", types(&h));
+    assert_eq!(count(&h, "StepSucceeded", "a"), 1, "{:?}", types(&h));
+    let (_, output) = result(&mut c, "loss-2", STEP).await;
+    assert_eq!(output, json!({"by": "worker-one"}));
+    drop(second);
+}
+
+/// `worker.proto`: `CompleteTaskResponse.accepted` is "true when the result was applied;
+/// false when it was recorded and ignored", and `Ack.accepted` is false for "the unit
+/// already resolved". A late result from a lost worker, after the redelivered attempt
+/// resolved the unit, is recorded as `StaleResultIgnored`, so it must be answered
+/// `accepted = false`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_result_for_a_resolved_unit_is_answered_not_accepted() {
+    let dir = TempDir::new("worker-loss-ack");
+    let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
+    let address = server.address();
+    let mut c = server.client().await;
+    register(&mut c, WORKFLOW).await;
+    start(&mut c, "lossy", "loss-3", json!({"n": 3})).await.expect("start");
+
+    let mut first = RawSession::start(&address, "worker-one", &[("work", "1")], 1).await;
+    let task1 = first.next_task(STEP).await;
+    history_until(&mut c, "loss-3", STEP, |h| count(h, "StepDispatched", "a") == 1).await;
+    drop(first);
+    history_until(&mut c, "loss-3", STEP, |h| count(h, "StepAttemptUncertain", "a") == 1).await;
+
+    let mut second = RawSession::start(&address, "worker-two", &[("work", "1")], 1).await;
+    let task2 = second.next_task(STEP).await;
+    assert!(task2.redelivery);
+    second.complete(&task2.token, json!({"by": "worker-two"})).await;
+    match second.next(STEP).await {
+        Some(pb::server_message::Kind::Ack(a)) => assert!(a.accepted, "{a:?}"),
+        other => panic!("expected an ack, got {other:?}"),
+    }
+    let (status, output) = result(&mut c, "loss-3", STEP).await;
+    assert_eq!((status, output), (pb::ExecutionStatus::Completed, json!({"by": "worker-two"})));
+
+    let late = late_complete(&address, &task1.token, json!({"by": "worker-one"})).await;
+    let h = history_until(&mut c, "loss-3", STEP, |h| {
+        h.iter().any(|e| e.event_type == "StaleResultIgnored")
+    })
+    .await;
+    assert_eq!(count(&h, "StepSucceeded", "a"), 1, "{:?}", types(&h));
+    assert!(
+        !late.accepted,
+        "the late result was recorded and ignored (StaleResultIgnored in {:?}), but \
+         CompleteTask answered {late:?}",
+        types(&h)
+    );
+    drop(second);
+}
