@@ -288,11 +288,15 @@ async fn pass(inner: &Inner) -> Result<(), OwnerError> {
             Ok(Request::Command(cmd)) => {
                 match accept(&w.hot.def, &w.hot.state, *cmd, now, &limits) {
                     Ok(events) => {
+                        // A result recorded as stale was kept but not applied: say so, so the frontend
+                        // can answer the worker `accepted: false`.
+                        let applied =
+                            !events.iter().any(|e| matches!(e, Event::StaleResultIgnored { .. }));
                         let mut seq = w.hot.state.last_seq;
                         for e in events {
                             seq = w.record(e, Origin::Recorded, now);
                         }
-                        json!({"ok": true, "seq": seq})
+                        json!({"ok": true, "seq": seq, "run": w.hot.state.run, "applied": applied})
                     }
                     Err(e) => json!({"error": {"code": e.code, "message": e.message}}),
                 }

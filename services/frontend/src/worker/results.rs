@@ -1,8 +1,10 @@
 //! Worker results (complete, fail, heartbeat details) → the task row and the owner's inbox.
 //!
 //! A result is recorded with `Store::complete_task_row`, which marks the row done and
-//! writes the inbox entry in one transaction; only then is it acknowledged, and the owner
-//! woken (without waiting for it). Heartbeat details must not finish the row, so they go
+//! writes the inbox entry in one transaction; then the owner is woken and its reply read, so
+//! the acknowledgement says whether the result counted (`accepted: false`, `STALE_RESULT`,
+//! when it arrived for a unit already resolved). Results are handled concurrently, so this
+//! wait never holds up a worker's stream. Heartbeat details must not finish the row, so they go
 //! to the inbox directly.
 
 use crate::error::{invalid, store, ApiResult};
@@ -85,13 +87,31 @@ async fn record(shared: &Arc<Shared>, token: &str, report: TaskReport) -> ApiRes
         return Ok(Outcome::rejected("UNKNOWN_TOKEN"));
     };
     shared.sessions.forget_token(token);
-    super::wake_owner(shared, vec![done.task.execution_id.clone()]);
-    Ok(if done.newly_done {
-        Outcome { accepted: true, reason: String::new() }
-    } else {
+    if !done.newly_done {
         // The row was already done: an earlier result for this token won. The entry is
         // still recorded; the owner ignores it as stale.
-        Outcome::rejected("ALREADY_REPORTED")
+        super::wake_owner(shared, vec![done.task.execution_id.clone()]);
+        return Ok(Outcome::rejected("ALREADY_REPORTED"));
+    }
+    // Durable now. Whether it counts is the owner's call (rule 4: a result for a unit that
+    // is already resolved is recorded as stale): wait for its pass and read its reply.
+    let wake = orbit_api::internal::v1::OwnerServiceWakeRequest {
+        execution_ids: vec![done.task.execution_id.clone()],
+    };
+    let _ = shared.owner.wake(tonic::Request::new(wake)).await;
+    let applied = match done.inbox_seq {
+        Some(seq) => match shared.store.inbox_result(seq).await.map_err(store)? {
+            orbit_store::InboxStatus::Done(Some(reply)) => {
+                reply.get("applied").and_then(Value::as_bool).unwrap_or(true)
+            }
+            _ => true,
+        },
+        None => true,
+    };
+    Ok(if applied {
+        Outcome { accepted: true, reason: String::new() }
+    } else {
+        Outcome::rejected("STALE_RESULT")
     })
 }
 

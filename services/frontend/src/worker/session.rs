@@ -116,7 +116,7 @@ fn open(hello: &Hello) -> ApiResult<Session> {
 /// One message after hello.
 async fn handle(
     shared: &Arc<Shared>,
-    session: &Session,
+    session: &Arc<Session>,
     message: WorkerMessage,
     tx: &Tx,
 ) -> ApiResult<()> {
@@ -140,25 +140,42 @@ async fn handle(
             }
             return Ok(());
         }
-        Some(Kind::Complete(c)) => {
-            let token = c.token.clone();
-            (token, results::complete(shared, &c.token, c.output).await)
-        }
-        Some(Kind::Fail(f)) => {
-            let token = f.token.clone();
-            (token, results::fail(shared, &f.token, f.error).await)
-        }
+        Some(Kind::Complete(c)) => Report::Complete(c),
+        Some(Kind::Fail(f)) => Report::Fail(f),
     };
-    let (token, outcome) = ack;
-    let (accepted, reason) = match outcome {
-        Ok(o) => (o.accepted, o.reason),
-        Err(e) => (false, stream_error(e)?),
-    };
-    // The result is durable (or refused) at this point; only now is it acknowledged.
-    session.changed.notify_waiters();
-    let ack = Ack { token, accepted, reason };
-    let _ = tx.send(msg(server_message::Kind::Ack(ack))).await;
+    // Results are recorded concurrently: each waits for its own commit (and the owner's
+    // reply), and a slow one never holds up the others on the stream.
+    let (shared, session, tx) = (shared.clone(), session.clone(), tx.clone());
+    tokio::spawn(async move {
+        let (token, outcome) = match ack {
+            Report::Complete(c) => {
+                (c.token.clone(), results::complete(&shared, &c.token, c.output).await)
+            }
+            Report::Fail(f) => (f.token.clone(), results::fail(&shared, &f.token, f.error).await),
+        };
+        let (accepted, reason) = match outcome {
+            Ok(o) => (o.accepted, o.reason),
+            Err(e) => match stream_error(e) {
+                Ok(reason) => (false, reason),
+                Err(e) => {
+                    // Not acknowledged: the worker keeps the result and sends it again.
+                    tracing::warn!(token = %token, error = %e, "cannot record a worker result");
+                    return;
+                }
+            },
+        };
+        // The result is durable (or refused) at this point; only now is it acknowledged.
+        session.changed.notify_waiters();
+        let ack = Ack { token, accepted, reason };
+        let _ = tx.send(msg(server_message::Kind::Ack(ack))).await;
+    });
     Ok(())
+}
+
+/// A worker result waiting to be recorded.
+enum Report {
+    Complete(orbit_api::v1::worker_message::Complete),
+    Fail(orbit_api::v1::worker_message::Fail),
 }
 
 /// A bad request on the stream is answered (as an ack reason) and the session goes on; a
