@@ -63,7 +63,10 @@ pub(crate) fn derive(
     for he in events {
         match &he.event {
             Event::StepScheduled { step, attempt, input, idempotency_key, .. } => {
-                if let Some((task, task_version)) = task_of(def, step) {
+                // HTTP offers never reach the queue: the owner refuses them at once.
+                if let Some((task, task_version)) =
+                    task_of(def, step).filter(|(t, _)| t != HTTP_TASK)
+                {
                     let offer = state.unit(step).map_or(0, |u| u.tokens.len()) + 1;
                     fx.tasks.push(NewTask {
                         unit_key: step.clone(),

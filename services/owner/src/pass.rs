@@ -385,6 +385,9 @@ fn decide_all(w: &mut Work, now: u64, limits: &orbit_definition::Limits) {
     for _ in 0..100 {
         let decided = advance(&w.hot.def, &mut w.hot.state, now, limits);
         w.events.extend(decided);
+        if refuse_http(w, now) {
+            continue;
+        }
         if w.hot.state.status() != Status::ContinuedAsNew {
             return;
         }
@@ -396,6 +399,35 @@ fn decide_all(w: &mut Work, now: u64, limits: &orbit_definition::Limits) {
             w.record(e, Origin::Recorded, now);
         }
     }
+}
+
+/// Built-in HTTP steps run only where the server enables the adapter, which this server
+/// does not: their offers fail at once with the non-retryable `ADAPTER_DISABLED` instead of
+/// waiting in a queue no worker serves. Returns whether anything was recorded.
+fn refuse_http(w: &mut Work, now: u64) -> bool {
+    let offers: Vec<(String, u32)> = w
+        .hot
+        .state
+        .units
+        .iter()
+        .filter(|(_, u)| u.status == orbit_engine::UnitStatus::Scheduled)
+        .filter(|(k, _)| {
+            effects::task_of(&w.hot.def, k).is_some_and(|(t, _)| t == effects::HTTP_TASK)
+        })
+        .map(|(k, u)| (k.clone(), u.attempt))
+        .collect();
+    for (step, attempt) in &offers {
+        let error = orbit_engine::TaskError::fatal(
+            "ADAPTER_DISABLED",
+            "built-in http steps are disabled on this server",
+        );
+        w.record(
+            Event::StepAttemptFailed { step: step.clone(), attempt: *attempt, error },
+            Origin::Recorded,
+            now,
+        );
+    }
+    !offers.is_empty()
 }
 
 enum Begin {

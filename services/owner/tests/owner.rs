@@ -215,3 +215,21 @@ async fn a_new_owner_on_the_same_file_picks_up_open_executions() {
     assert_replays(&r.store, &r.owner, "e1").await;
     r.stop.cancel();
 }
+
+#[tokio::test]
+async fn http_steps_fail_with_adapter_disabled() {
+    let path = temp_db("http");
+    let yaml = "name: h\nversion: '1'\nsteps: [ { id: call, http: { method: GET, url: 'https://example.invalid/x' } } ]\n";
+    let r = rig(&path, &[yaml]).await;
+    r.owner.start(start("e", "h", json!({}))).await.unwrap();
+    let row = r.store.get_execution("e").await.unwrap().unwrap();
+    assert_eq!(row.status, "FAILED");
+    let history = r.store.load_history("e", 1).await.unwrap();
+    assert!(history.iter().any(|h| matches!(&h.event, orbit_engine::Event::StepFailed { error, .. } if error.code == "ADAPTER_DISABLED")));
+    assert!(
+        r.store.claim_tasks(&["orbit.http".into()], 10, "fe", "s").await.unwrap().is_empty(),
+        "nothing was queued"
+    );
+    assert_replays(&r.store, &r.owner, "e").await;
+    r.stop.cancel();
+}
