@@ -8,6 +8,7 @@
 mod effects;
 mod error;
 mod grpc;
+mod hot;
 mod inbox;
 mod owner;
 mod pass;

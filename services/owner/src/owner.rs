@@ -6,7 +6,8 @@
 //! durable.
 
 use crate::error::OwnerError;
-use crate::pass::{self, Core};
+use crate::hot::{self, Core};
+use crate::pass;
 use orbit_definition::{Definition, Limits};
 use orbit_engine::event::ParentRef;
 use orbit_store::{ChangeHub, Store};
@@ -149,7 +150,7 @@ impl Owner {
     /// # Errors
     /// Only if recovery cannot read the store; pass errors are logged and retried.
     pub async fn run(&self, shutdown: CancellationToken) -> Result<(), OwnerError> {
-        pass::recover(&self.inner).await?;
+        hot::recover(&self.inner).await?;
         loop {
             pass::run_pass(&self.inner).await;
             tokio::select! {
@@ -197,7 +198,7 @@ impl Owner {
         version: Option<&str>,
     ) -> Result<Arc<Definition>, OwnerError> {
         let mut core = self.inner.core.lock().await;
-        pass::definition(&self.inner, &mut core, workflow, version).await
+        hot::definition(&self.inner, &mut core, workflow, version).await
     }
 
     /// Evaluates a query over an execution's current state.
@@ -221,7 +222,7 @@ impl Owner {
     /// `EXECUTION_NOT_FOUND` or `STORAGE_ERROR`.
     pub async fn snapshot(&self, execution_id: &str) -> Result<Snapshot, OwnerError> {
         let mut core = self.inner.core.lock().await;
-        let hot = pass::hot(&self.inner, &mut core, execution_id).await?;
+        let hot = hot::hot(&self.inner, &mut core, execution_id).await?;
         Ok(Snapshot {
             def: hot.def.clone(),
             state: hot.state.clone(),
