@@ -244,3 +244,30 @@ pub struct Snapshot {
     /// Ownership epoch held.
     pub epoch: Option<u64>,
 }
+
+impl Owner {
+    /// Runs the owner as its own service: the pass loop plus `orbit.internal.v1.OwnerService`
+    /// (with health and reflection) on `listener`, until `shutdown`.
+    ///
+    /// # Errors
+    /// Recovery cannot read the store, or the server fails.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: CancellationToken,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let runner = self.clone();
+        let stop = shutdown.clone();
+        let passes = tokio::spawn(async move { runner.run(stop).await });
+        orbit_server_kit::ServerKit::new()
+            .register_file_descriptor_set(orbit_api::FILE_DESCRIPTOR_SET)
+            .add_service(orbit_api::internal::v1::owner_service_server::OwnerServiceServer::new(
+                self,
+            ))
+            .serve(listener, shutdown.clone())
+            .await?;
+        shutdown.cancel();
+        passes.await??;
+        Ok(())
+    }
+}

@@ -233,3 +233,62 @@ async fn http_steps_fail_with_adapter_disabled() {
     assert_replays(&r.store, &r.owner, "e").await;
     r.stop.cancel();
 }
+
+#[tokio::test]
+async fn the_owner_serves_its_grpc_api_on_its_own_port() {
+    use orbit_api::internal::v1 as pb;
+    use orbit_api::internal::v1::owner_service_client::OwnerServiceClient;
+    let path = temp_db("serve");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(&path).await.unwrap());
+    let def = orbit_definition::parse(HELLO).unwrap();
+    let doc = orbit_definition::canonical_json(&orbit_definition::to_document(&def));
+    store.put_definition(&def.name, &def.version, &def.hash, &doc).await.unwrap();
+    let owner = Owner::new(
+        OwnerConfig::default(),
+        store.clone(),
+        Arc::new(Notify::new()),
+        Arc::new(Notify::new()),
+        Arc::new(orbit_store::ChangeHub::new()),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let served = tokio::spawn(owner.serve(listener, stop.clone()));
+    let mut client = loop {
+        if let Ok(c) = OwnerServiceClient::connect(format!("http://{addr}")).await {
+            break c;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let started = client
+        .start_execution(pb::StartExecutionRequest {
+            execution_id: "remote-1".into(),
+            workflow: "hello".into(),
+            input: Some(orbit_server_kit::payload::json_to_proto(json!({"name": "Ada"}))),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(started.created);
+    let missing = client
+        .start_execution(pb::StartExecutionRequest {
+            execution_id: "x".into(),
+            workflow: "nope".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        orbit_server_kit::OrbitError::from_status(&missing).unwrap().code.as_str(),
+        "WORKFLOW_NOT_FOUND"
+    );
+    assert_eq!(complete_all(&store, "greet", |_| json!("hi")).await, 1);
+    client
+        .wake(pb::OwnerServiceWakeRequest { execution_ids: vec!["remote-1".into()] })
+        .await
+        .unwrap();
+    assert_eq!(store.get_execution("remote-1").await.unwrap().unwrap().status, "COMPLETED");
+    stop.cancel();
+    served.await.unwrap().unwrap();
+}

@@ -149,3 +149,33 @@ impl SchedulerService for Scheduler {
         }))
     }
 }
+
+impl Scheduler {
+    /// Runs the scheduler as its own service: the timer loop plus
+    /// `orbit.internal.v1.SchedulerService` (with health and reflection) on `listener`, until
+    /// `shutdown`.
+    ///
+    /// # Errors
+    /// The server fails.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: CancellationToken,
+    ) -> Result<(), orbit_server_kit::ServeError> {
+        let runner = self.clone();
+        let stop = shutdown.clone();
+        let timers = tokio::spawn(async move { runner.run(stop).await });
+        let served = orbit_server_kit::ServerKit::new()
+            .register_file_descriptor_set(orbit_api::FILE_DESCRIPTOR_SET)
+            .add_service(
+                orbit_api::internal::v1::scheduler_service_server::SchedulerServiceServer::new(
+                    self,
+                ),
+            )
+            .serve(listener, shutdown.clone())
+            .await;
+        shutdown.cancel();
+        let _ = timers.await;
+        served
+    }
+}
