@@ -87,6 +87,19 @@ pub struct ExecutionPage {
     pub next_page_token: Option<String>,
 }
 
+/// The queued (unclaimed) backlog of one task name and version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueBacklog {
+    /// Task name.
+    pub task: String,
+    /// Task contract version.
+    pub task_version: String,
+    /// Rows in state `queued`.
+    pub queued: u64,
+    /// `created_at` of the oldest queued row, epoch milliseconds (store clock).
+    pub oldest_created_at_ms: u64,
+}
+
 /// The owner row of an execution.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnerRow {

@@ -12,7 +12,7 @@ use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::Result;
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, OwnerRow, PutOutcome, TaskReport, TaskRow, TimerRow,
+    InboxStatus, OwnerRow, PutOutcome, QueueBacklog, TaskReport, TaskRow, TimerRow,
 };
 use orbit_engine::HistoryEvent;
 use serde_json::Value;
@@ -114,6 +114,10 @@ pub trait Store: Send + Sync {
         token: &str,
         report: Option<TaskReport>,
     ) -> Result<Option<CompletedTask>>;
+
+    /// The backlog of queued (unclaimed) rows per task name and version, ordered by name
+    /// then version; tasks with nothing queued are absent. Read-only.
+    async fn queue_backlog(&self) -> Result<Vec<QueueBacklog>>;
 
     /// Timers due at `now_ms`, by due time.
     async fn due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<TimerRow>>;

@@ -82,4 +82,5 @@ conformance_suite!(
     commit_all_is_all_or_nothing,
     units_are_cancelled_before_new_offers_and_inbox_entries_are_written,
     a_failing_call_does_not_spoil_concurrent_ones,
+    queue_backlog_counts_queued_rows_per_task,
 );

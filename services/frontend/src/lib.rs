@@ -8,8 +8,10 @@
 //! committed.
 //!
 //! The binary adds the two services from [`Frontend::services`] to its server (the
-//! server kit adds health and reflection).
+//! server kit adds health and reflection), plus `AdminService` from
+//! [`Frontend::admin_service`].
 
+mod admin;
 mod defs;
 mod error;
 mod validate;
@@ -17,6 +19,7 @@ mod worker;
 mod workflow;
 
 use orbit_api::internal::v1::owner_service_server::OwnerService;
+use orbit_api::v1::admin_service_server::AdminServiceServer;
 use orbit_api::v1::worker_service_server::WorkerServiceServer;
 use orbit_api::v1::workflow_service_server::WorkflowServiceServer;
 use orbit_store::{ChangeHub, Store};
@@ -24,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 
+pub use admin::AdminApi;
 pub use worker::WorkerApi;
 pub use workflow::WorkflowApi;
 
@@ -83,6 +87,8 @@ pub(crate) struct Shared {
     pub(crate) changes: Arc<ChangeHub>,
     pub(crate) defs: defs::DefinitionCache,
     pub(crate) sessions: worker::Registry,
+    /// When this frontend was built, epoch milliseconds (reported by `ClusterStatus`).
+    pub(crate) started_at_ms: u64,
 }
 
 /// The frontend: build it, then hand [`Frontend::services`] to a server.
@@ -113,6 +119,7 @@ impl Frontend {
                 changes,
                 defs: defs::DefinitionCache::default(),
                 sessions: worker::Registry::default(),
+                started_at_ms: worker::now_ms(),
             }),
         }
     }
@@ -127,6 +134,18 @@ impl Frontend {
     #[must_use]
     pub fn worker_api(&self) -> WorkerApi {
         WorkerApi::new(self.shared.clone())
+    }
+
+    /// The `AdminService` implementation.
+    #[must_use]
+    pub fn admin_api(&self) -> AdminApi {
+        AdminApi::new(self.shared.clone())
+    }
+
+    /// `AdminService`, ready to add to a tonic router.
+    #[must_use]
+    pub fn admin_service(&self) -> AdminServiceServer<AdminApi> {
+        AdminServiceServer::new(self.admin_api())
     }
 
     /// Both services, ready to add to a tonic router.

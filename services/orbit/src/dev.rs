@@ -111,10 +111,12 @@ pub async fn serve(
 
     frontend.recover_claims().await?;
     let (workflows, workers) = frontend.services();
+    let admin = frontend.admin_service();
     let kit = ServerKit::new()
         .register_file_descriptor_set(orbit_api::FILE_DESCRIPTOR_SET)
         .add_service(workflows)
         .add_service(workers)
+        .add_service(admin)
         .add_service(OwnerServiceServer::new(owner))
         .add_service(SchedulerServiceServer::new(scheduler));
     if announce {

@@ -20,7 +20,7 @@ use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::Result;
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, OwnerRow, PutOutcome, TaskReport, TaskRow, TimerRow,
+    InboxStatus, OwnerRow, PutOutcome, QueueBacklog, TaskReport, TaskRow, TimerRow,
 };
 use crate::store::Store;
 use conn::{Readers, Writer};
@@ -172,6 +172,10 @@ impl Store for SqliteStore {
     ) -> Result<Option<CompletedTask>> {
         let token = token.to_string();
         self.writer.run(move |c| queue::complete_task_row(c, &token, report)).await
+    }
+
+    async fn queue_backlog(&self) -> Result<Vec<QueueBacklog>> {
+        self.readers.run(queue::queue_backlog).await
     }
 
     async fn due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<TimerRow>> {

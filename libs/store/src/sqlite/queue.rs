@@ -5,7 +5,7 @@ use super::rows::{self, json_text, to_i64, to_u64};
 use super::sql;
 use crate::error::{Result, StoreError};
 use crate::model::{
-    CompletedTask, InboxEntry, InboxStatus, OwnerRow, TaskReport, TaskRow, TimerRow,
+    CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskReport, TaskRow, TimerRow,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
@@ -211,6 +211,23 @@ pub(crate) fn claimed_by(conn: &Connection, claimer: &str) -> Result<Vec<TaskRow
     let mut out = Vec::new();
     while let Some(row) = found.next()? {
         out.push(rows::task(row)?);
+    }
+    Ok(out)
+}
+
+/// Queued rows per task name and version.
+pub(crate) fn queue_backlog(conn: &Connection) -> Result<Vec<QueueBacklog>> {
+    let mut stmt = conn.prepare_cached(sql::TASK_BACKLOG)?;
+    let mut found = stmt.query([])?;
+    let mut out = Vec::new();
+    while let Some(row) = found.next()? {
+        let (queued, oldest): (i64, i64) = (row.get(2)?, row.get(3)?);
+        out.push(QueueBacklog {
+            task: row.get(0)?,
+            task_version: row.get(1)?,
+            queued: to_u64(queued, "backlog count")?,
+            oldest_created_at_ms: to_u64(oldest, "task created_at")?,
+        });
     }
     Ok(out)
 }

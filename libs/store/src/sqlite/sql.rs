@@ -129,6 +129,10 @@ pub(crate) const TASK_CLAIMED_BY: &str = concat!(
 );
 pub(crate) const TASK_BY_TOKEN: &str =
     concat!("SELECT ", task_columns!(), " FROM task_queue WHERE token = ?1");
+/// Queued rows per task name and version, with the oldest row's `created_at`.
+pub(crate) const TASK_BACKLOG: &str =
+    "SELECT task, task_version, COUNT(*), MIN(created_at) FROM task_queue
+    WHERE state = 'queued' GROUP BY task, task_version ORDER BY task, task_version";
 pub(crate) const TASK_DONE: &str = "UPDATE task_queue SET state = 'done', updated_at = ?2
     WHERE token = ?1 AND state IN ('claimed', 'cancelled')";
 

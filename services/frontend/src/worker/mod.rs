@@ -4,7 +4,7 @@ mod registry;
 mod results;
 mod session;
 
-pub(crate) use registry::Registry;
+pub(crate) use registry::{now_ms, Registry, Session};
 
 use crate::Shared;
 use orbit_api::internal::v1::OwnerServiceWakeRequest;

@@ -5,8 +5,9 @@
 //! unary RPCs) or the session ends, when it is reported `uncertain` to the owner.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
 /// Every open session, by id.
@@ -26,6 +27,11 @@ impl Registry {
 
     pub(crate) fn len(&self) -> usize {
         lock(&self.sessions).len()
+    }
+
+    /// Every open session (for the admin views), in no particular order.
+    pub(crate) fn snapshot(&self) -> Vec<Arc<Session>> {
+        lock(&self.sessions).values().cloned().collect()
     }
 
     /// The execution of a token in flight on any session here.
@@ -51,10 +57,34 @@ pub(crate) struct Session {
     pub(crate) worker_id: String,
     pub(crate) task_names: Vec<String>,
     max_concurrency: u32,
+    /// What the worker said about itself in `hello`, shown by the admin API.
+    pub(crate) meta: WorkerMeta,
+    /// When the session was opened, epoch milliseconds.
+    pub(crate) connected_at_ms: u64,
+    /// When the worker was last heard from on this session, epoch milliseconds.
+    last_seen_ms: AtomicU64,
     state: Mutex<SessionState>,
     stopped: AtomicBool,
     /// Notified when credits arrive, a task finishes or the session stops.
     pub(crate) changed: Notify,
+}
+
+/// The descriptive parts of a worker's `hello` (not used for dispatch).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WorkerMeta {
+    pub(crate) runtime: String,
+    pub(crate) sdk: String,
+    /// (name, version) of every task offered, as sent.
+    pub(crate) tasks: Vec<(String, String)>,
+    pub(crate) labels: HashMap<String, String>,
+}
+
+/// A point-in-time view of a session's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SessionCounters {
+    pub(crate) credits: u32,
+    pub(crate) in_flight: u32,
+    pub(crate) draining: bool,
 }
 
 #[derive(Default)]
@@ -72,14 +102,46 @@ impl Session {
         task_names: Vec<String>,
         max_concurrency: u32,
     ) -> Session {
+        let now = now_ms();
         Session {
             id,
             worker_id,
             task_names,
             max_concurrency,
+            meta: WorkerMeta::default(),
+            connected_at_ms: now,
+            last_seen_ms: AtomicU64::new(now),
             state: Mutex::new(SessionState::default()),
             stopped: AtomicBool::new(false),
             changed: Notify::new(),
+        }
+    }
+
+    /// Attaches what the worker said about itself.
+    pub(crate) fn with_meta(mut self, meta: WorkerMeta) -> Session {
+        self.meta = meta;
+        self
+    }
+
+    pub(crate) fn max_concurrency(&self) -> u32 {
+        self.max_concurrency
+    }
+
+    /// The worker was heard from now.
+    pub(crate) fn touch(&self) {
+        self.last_seen_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    pub(crate) fn last_seen_ms(&self) -> u64 {
+        self.last_seen_ms.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn counters(&self) -> SessionCounters {
+        let state = lock(&self.state);
+        SessionCounters {
+            credits: state.credits,
+            in_flight: u32::try_from(state.in_flight.len()).unwrap_or(u32::MAX),
+            draining: state.draining,
         }
     }
 
@@ -127,6 +189,13 @@ impl Session {
     }
 }
 
+/// The system clock in epoch milliseconds.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Plain data under a short lock; a panic elsewhere leaves it consistent.
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -153,8 +222,11 @@ mod tests {
         registry.forget_token("a");
         assert_eq!(registry.execution_of("a"), None);
         assert_eq!(s.wanted(), 1);
+        assert_eq!(s.counters(), SessionCounters { credits: 3, in_flight: 1, draining: false });
+        assert_eq!(registry.snapshot().len(), 1);
         s.drain();
         assert_eq!(s.wanted(), 0);
+        assert!(s.counters().draining);
         assert_eq!(s.take_in_flight(), vec![("b".to_string(), "e1".to_string())]);
     }
 }

@@ -2,7 +2,7 @@
 //! while the worker has credits, results with acks after commit, pings, and the cleanup
 //! that reports in-flight attempts `uncertain` when the stream ends or goes silent.
 
-use super::registry::Session;
+use super::registry::{Session, WorkerMeta};
 use super::results;
 use crate::error::{err, invalid, ApiResult};
 use crate::validate;
@@ -67,6 +67,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut inbound: Streaming<WorkerMessag
     loop {
         match tokio::time::timeout(timeout, inbound.message()).await {
             Ok(Ok(Some(message))) => {
+                session.touch();
                 if let Err(e) = handle(&shared, &session, message, &tx).await {
                     let _ = tx.send(Err(e)).await;
                     break;
@@ -110,7 +111,13 @@ fn open(hello: &Hello) -> ApiResult<Session> {
         }
     }
     let id = format!("s-{}", validate::random_hex(12)?);
-    Ok(Session::new(id, worker_id.to_string(), names, hello.max_concurrency))
+    let meta = WorkerMeta {
+        runtime: hello.runtime.clone(),
+        sdk: hello.sdk.clone(),
+        tasks: hello.tasks.iter().map(|t| (t.name.clone(), t.version.clone())).collect(),
+        labels: hello.labels.clone(),
+    };
+    Ok(Session::new(id, worker_id.to_string(), names, hello.max_concurrency).with_meta(meta))
 }
 
 /// One message after hello.

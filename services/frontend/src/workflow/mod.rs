@@ -6,7 +6,7 @@
 
 mod commands;
 mod definitions;
-mod reads;
+pub(crate) mod reads;
 mod watch;
 
 use crate::Shared;

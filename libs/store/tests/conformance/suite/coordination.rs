@@ -167,3 +167,23 @@ pub async fn due_timers_fire_into_the_inbox_once(b: &dyn Backend) {
     assert!(store.fire_due_timers(600, 10).await.unwrap().is_empty(), "a timer fires once");
     assert_eq!(store.next_timer_at().await.unwrap(), Some(900));
 }
+
+pub async fn queue_backlog_counts_queued_rows_per_task(b: &dyn Backend) {
+    let store = b.open().await;
+    assert!(store.queue_backlog().await.unwrap().is_empty());
+    let mut batch = start_batch("e1", "node-a");
+    batch.tasks_to_insert =
+        vec![task("a1", "alpha"), task("a2", "alpha"), task("a3", "alpha"), task("b1", "beta")];
+    store.commit(batch).await.unwrap();
+    let claimed = store.claim_tasks(&["alpha".into()], 1, "fe", "s1").await.unwrap();
+    assert_eq!(claimed.len(), 1);
+
+    let backlog = store.queue_backlog().await.unwrap();
+    let summary: Vec<_> =
+        backlog.iter().map(|q| (q.task.as_str(), q.task_version.as_str(), q.queued)).collect();
+    assert_eq!(summary, [("alpha", "1", 2), ("beta", "1", 1)], "claimed rows are not backlog");
+    assert!(backlog.iter().all(|q| q.oldest_created_at_ms > 0));
+
+    store.claim_tasks(&["alpha".into(), "beta".into()], 10, "fe", "s1").await.unwrap();
+    assert!(store.queue_backlog().await.unwrap().is_empty());
+}

@@ -1,0 +1,93 @@
+//! `orbit.v1.AdminService`: the operator's read-only view of workers, task queues, the
+//! cluster and replay checks.
+//!
+//! Worker views come from this frontend's session registry; queue backlogs, owned
+//! executions and histories come from the store. There is no membership table yet: the
+//! cluster is this process (`orbit dev` serves the frontend, owner and scheduler together).
+//! Auth is not implemented yet: no token is checked.
+
+mod cluster;
+mod queues;
+mod replay;
+mod workers;
+
+use crate::Shared;
+use orbit_api::v1::admin_service_server::AdminService;
+use orbit_api::v1::{
+    ClusterStatusRequest, ClusterStatusResponse, DescribeTaskQueueRequest,
+    DescribeTaskQueueResponse, ListWorkersRequest, ListWorkersResponse, ReplayRequest,
+    ReplayResponse,
+};
+use std::sync::Arc;
+use tonic::{Request, Response, Status};
+
+/// The `AdminService` implementation; cheap to clone.
+#[derive(Clone)]
+pub struct AdminApi {
+    shared: Arc<Shared>,
+}
+
+impl AdminApi {
+    pub(crate) fn new(shared: Arc<Shared>) -> AdminApi {
+        AdminApi { shared }
+    }
+}
+
+#[tonic::async_trait]
+impl AdminService for AdminApi {
+    async fn cluster_status(
+        &self,
+        request: Request<ClusterStatusRequest>,
+    ) -> Result<Response<ClusterStatusResponse>, Status> {
+        cluster::status(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+
+    async fn list_workers(
+        &self,
+        request: Request<ListWorkersRequest>,
+    ) -> Result<Response<ListWorkersResponse>, Status> {
+        workers::list(&self.shared, request.into_inner()).map(Response::new)
+    }
+
+    async fn describe_task_queue(
+        &self,
+        request: Request<DescribeTaskQueueRequest>,
+    ) -> Result<Response<DescribeTaskQueueResponse>, Status> {
+        queues::describe(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+
+    async fn replay(
+        &self,
+        request: Request<ReplayRequest>,
+    ) -> Result<Response<ReplayResponse>, Status> {
+        replay::replay(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+}
+
+/// One page of an in-memory list, with an offset token: `(items, next_page_token)`.
+fn page<T>(
+    all: Vec<T>,
+    page_size: u32,
+    page_token: &str,
+) -> crate::error::ApiResult<(Vec<T>, String)> {
+    let size = crate::validate::page_size(page_size, 100, 1000);
+    let from = crate::validate::numeric_token(page_token)?.unwrap_or(0);
+    let from = usize::try_from(from).unwrap_or(usize::MAX);
+    let total = all.len();
+    let items: Vec<T> = all.into_iter().skip(from).take(size).collect();
+    let end = from.saturating_add(items.len());
+    let next = if end < total { end.to_string() } else { String::new() };
+    Ok((items, next))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn pages_hand_out_offsets_until_the_end() {
+        let (first, next) = super::page((0..5).collect(), 2, "").unwrap();
+        assert_eq!((first, next.as_str()), (vec![0, 1], "2"));
+        let (last, next) = super::page((0..5).collect(), 4, "2").unwrap();
+        assert_eq!((last, next.as_str()), (vec![2, 3, 4], ""));
+        assert!(super::page::<u8>(Vec::new(), 0, "x").is_err());
+    }
+}
