@@ -106,6 +106,9 @@ pub trait Store: Send + Sync {
     /// with it.
     async fn claimed_tasks(&self, claimer: &str) -> Result<Vec<TaskRow>>;
 
+    /// The task row a token was issued for (to see whether it was cancelled or done).
+    async fn task_by_token(&self, token: &str) -> Result<Option<TaskRow>>;
+
     /// Record a worker's result for `token`: the row becomes done (if it was claimed or
     /// cancelled) and, with a report, an inbox entry for the owner is written in the same
     /// transaction. `None` when no row carries the token.

@@ -160,6 +160,11 @@ impl Store for SqliteStore {
         self.writer.run(move |c| queue::claim_tasks(c, &names, limit, &claimer, &session)).await
     }
 
+    async fn task_by_token(&self, token: &str) -> Result<Option<TaskRow>> {
+        let token = token.to_string();
+        self.readers.run(move |c| queue::task_by_token(c, &token)).await
+    }
+
     async fn claimed_tasks(&self, claimer: &str) -> Result<Vec<TaskRow>> {
         let claimer = claimer.to_string();
         self.readers.run(move |c| queue::claimed_by(c, &claimer)).await

@@ -231,3 +231,10 @@ pub(crate) fn queue_backlog(conn: &Connection) -> Result<Vec<QueueBacklog>> {
     }
     Ok(out)
 }
+
+/// The row a token was issued for.
+pub(crate) fn task_by_token(conn: &Connection, token: &str) -> Result<Option<TaskRow>> {
+    let mut stmt = conn.prepare_cached(sql::TASK_BY_TOKEN)?;
+    let mut found = stmt.query(params![token])?;
+    found.next()?.map(rows::task).transpose()
+}

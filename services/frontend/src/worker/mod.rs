@@ -3,6 +3,7 @@
 mod registry;
 mod results;
 mod session;
+mod supervise;
 
 pub(crate) use registry::{now_ms, Registry, Session};
 

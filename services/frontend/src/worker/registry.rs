@@ -44,7 +44,7 @@ impl Registry {
     pub(crate) fn forget_token(&self, token: &str) {
         let sessions: Vec<_> = lock(&self.sessions).values().cloned().collect();
         for s in sessions {
-            if lock(&s.state).in_flight.remove(token).is_some() {
+            if s.release(token) {
                 return;
             }
         }
@@ -92,6 +92,8 @@ struct SessionState {
     credits: u32,
     /// token → execution id.
     in_flight: HashMap<String, String>,
+    /// token → when the worker last said it is working on it (epoch ms).
+    beats: HashMap<String, u64>,
     draining: bool,
 }
 
@@ -168,6 +170,31 @@ impl Session {
         let mut state = lock(&self.state);
         state.credits = state.credits.saturating_sub(1);
         state.in_flight.insert(token.to_string(), execution_id.to_string());
+        state.beats.insert(token.to_string(), now_ms());
+    }
+
+    /// The worker heartbeated these tokens.
+    pub(crate) fn beat(&self, tokens: &[String]) {
+        let now = now_ms();
+        let mut state = lock(&self.state);
+        for t in tokens {
+            if let Some(b) = state.beats.get_mut(t) {
+                *b = now;
+            }
+        }
+    }
+
+    /// When the worker last heartbeated `token`, if the session still holds it.
+    pub(crate) fn last_beat(&self, token: &str) -> Option<u64> {
+        let state = lock(&self.state);
+        state.in_flight.contains_key(token).then(|| state.beats.get(token).copied()).flatten()
+    }
+
+    /// Drops a token this session no longer runs (cancelled or timed out).
+    pub(crate) fn release(&self, token: &str) -> bool {
+        let mut state = lock(&self.state);
+        state.beats.remove(token);
+        state.in_flight.remove(token).is_some()
     }
 
     pub(crate) fn drain(&self) {

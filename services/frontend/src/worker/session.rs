@@ -4,6 +4,7 @@
 
 use super::registry::{Session, WorkerMeta};
 use super::results;
+use super::supervise::{supervise, Supervised};
 use crate::error::{err, invalid, ApiResult};
 use crate::validate;
 use crate::Shared;
@@ -22,7 +23,7 @@ use tonic::{Status, Streaming};
 
 pub(crate) type Tx = mpsc::Sender<Result<ServerMessage, Status>>;
 
-fn msg(kind: server_message::Kind) -> Result<ServerMessage, Status> {
+pub(crate) fn msg(kind: server_message::Kind) -> Result<ServerMessage, Status> {
     Ok(ServerMessage { kind: Some(kind) })
 }
 
@@ -141,6 +142,7 @@ async fn handle(
             return Ok(());
         }
         Some(Kind::Heartbeat(hb)) => {
+            session.beat(&hb.tokens);
             // Any message keeps the session alive; details are recorded per token.
             if let Err(e) = results::heartbeat(shared, &hb.tokens, hb.details).await {
                 stream_error(e)?;
@@ -241,7 +243,7 @@ async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
 /// Pushes claimed rows to the worker and wakes their owners (who apply the `dispatched`
 /// entries the claim wrote). A row whose push fails stays in flight and is reported
 /// uncertain when the session ends.
-async fn deliver(shared: &Arc<Shared>, session: &Session, rows: Vec<TaskRow>, tx: &Tx) {
+async fn deliver(shared: &Arc<Shared>, session: &Arc<Session>, rows: Vec<TaskRow>, tx: &Tx) {
     let mut executions: HashMap<String, Option<Context>> = HashMap::new();
     for row in rows {
         let Some(token) = row.token.clone() else { continue };
@@ -271,7 +273,13 @@ async fn deliver(shared: &Arc<Shared>, session: &Session, rows: Vec<TaskRow>, tx
             trace_context: None,
             heartbeat_timeout: timeouts.heartbeat_ms.map(ms_to_duration),
         };
+        let supervised = Supervised {
+            token: task.token.clone(),
+            execution_id: task.execution_id.clone(),
+            heartbeat_ms: timeouts.heartbeat_ms,
+        };
         let _ = tx.send(msg(server_message::Kind::Task(task))).await;
+        tokio::spawn(supervise(shared.clone(), session.clone(), tx.clone(), supervised));
     }
     super::wake_owner(shared, executions.into_keys().collect());
 }

@@ -1,0 +1,87 @@
+//! Watching a task while a worker holds it: cooperative cancellation and heartbeat timeouts.
+//!
+//! After a task is pushed, a small supervisor waits on the execution's change notifications
+//! (and a tick). When the owner has cancelled the task's row — the unit was cancelled,
+//! timed out, or resolved by another attempt — the worker is told `Cancel{token}`. When the
+//! step has a `heartbeat_timeout` and the worker has not named the token in a heartbeat for
+//! that long, the attempt is handed back as uncertain (`HEARTBEAT_TIMEOUT`), so the owner
+//! redelivers it, and the worker is told to stop. The supervisor ends when the session no
+//! longer holds the token (its result arrived, or the session ended).
+
+use super::registry::{now_ms, Session};
+use super::session::{msg, Tx};
+use crate::Shared;
+use orbit_api::v1::server_message::{self, Cancel};
+use orbit_store::TaskState;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Longest wait between two looks at a task without a change notification.
+const TICK: Duration = Duration::from_secs(5);
+
+/// What a supervisor watches.
+pub(crate) struct Supervised {
+    pub(crate) token: String,
+    pub(crate) execution_id: String,
+    pub(crate) heartbeat_ms: Option<u64>,
+}
+
+pub(crate) async fn supervise(
+    shared: Arc<Shared>,
+    session: Arc<Session>,
+    tx: Tx,
+    task: Supervised,
+) {
+    let changes = shared.changes.subscribe(&task.execution_id);
+    let tick = task.heartbeat_ms.map_or(TICK, |h| Duration::from_millis((h / 4).max(20)).min(TICK));
+    loop {
+        tokio::select! {
+            () = changes.changed() => {}
+            () = tokio::time::sleep(tick) => {}
+            () = tx.closed() => return,
+        }
+        if session.is_stopped() {
+            return;
+        }
+        let Some(last_beat) = session.last_beat(&task.token) else { return };
+        if let Some(limit) = task.heartbeat_ms {
+            if now_ms().saturating_sub(last_beat) > limit {
+                heartbeat_timeout(&shared, &session, &tx, &task).await;
+                return;
+            }
+        }
+        match shared.store.task_by_token(&task.token).await {
+            Ok(Some(row)) if row.state == TaskState::Cancelled => {
+                session.release(&task.token);
+                let cancel = Cancel {
+                    token: task.token.clone(),
+                    reason: "the attempt was cancelled".into(),
+                };
+                let _ = tx.send(msg(server_message::Kind::Cancel(cancel))).await;
+                return;
+            }
+            Ok(Some(row)) if row.state == TaskState::Done => return,
+            Ok(_) => {}
+            Err(e) => tracing::warn!(token = %task.token, error = %e, "cannot read a task row"),
+        }
+    }
+}
+
+async fn heartbeat_timeout(shared: &Arc<Shared>, session: &Session, tx: &Tx, task: &Supervised) {
+    tracing::info!(token = %task.token, execution_id = %task.execution_id, "no heartbeat in time: attempt handed back");
+    let payload = json!({ "reason": "HEARTBEAT_TIMEOUT" });
+    if let Err(e) = shared
+        .store
+        .enqueue_inbox(&task.execution_id, "uncertain", Some(&task.token), &payload)
+        .await
+    {
+        // The session keeps the token: when it ends, the attempt is handed back then.
+        tracing::warn!(token = %task.token, error = %e, "cannot hand back a silent attempt");
+        return;
+    }
+    session.release(&task.token);
+    super::wake_owner(shared, vec![task.execution_id.clone()]);
+    let cancel = Cancel { token: task.token.clone(), reason: "HEARTBEAT_TIMEOUT".into() };
+    let _ = tx.send(msg(server_message::Kind::Cancel(cancel))).await;
+}

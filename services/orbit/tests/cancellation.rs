@@ -1,0 +1,129 @@
+//! Cancellation reaches the worker holding a task, and a worker that stops heartbeating a
+//! task past the step's `heartbeat_timeout` loses it to a redelivery.
+
+mod common;
+
+use common::*;
+use orbit_api::v1 as pb;
+use orbit_worker::{TaskContext, TaskFailure, Worker};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Sends `cancelled` when the handler's future is dropped before it finished.
+struct OnDrop(tokio::sync::mpsc::UnboundedSender<&'static str>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.send("cancelled");
+    }
+}
+
+const WAITING: &str = r#"
+name: waiting
+version: "1"
+tasks: { hold: {} }
+steps:
+  - { id: h, task: hold, heartbeat_timeout: 400ms, retry: { max_attempts: 1 } }
+output: "${{ steps.h.output }}"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_an_execution_cancels_the_task_in_the_workers_hands() {
+    let dir = TempDir::new("cancel");
+    let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
+    let mut c = server.client().await;
+    register(&mut c, &WAITING.replace("heartbeat_timeout: 400ms, ", "")).await;
+    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
+    let stop = CancellationToken::new();
+    let worker = Worker::builder(server.address())
+        .worker_id("holder")
+        .task("hold", "1", move |_ctx: TaskContext| {
+            let seen = seen_tx.clone();
+            async move {
+                let _ = seen.send("started");
+                // The worker library drops a cancelled handler's future: the guard tells.
+                let _guard = OnDrop(seen.clone());
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                let _ = seen.send("timed out");
+                Err::<Value, TaskFailure>(TaskFailure::fatal("SLOW", "never cancelled"))
+            }
+        })
+        .build()
+        .unwrap();
+    let s = stop.clone();
+    tokio::spawn(async move { worker.run(s).await });
+    start(&mut c, "waiting", "w-1", json!({})).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), seen_rx.recv()).await.unwrap();
+    assert_eq!(first, Some("started"));
+    c.cancel_execution(pb::CancelExecutionRequest {
+        execution_id: "w-1".into(),
+        reason: "test".into(),
+        request_id: String::new(),
+    })
+    .await
+    .unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(10), seen_rx.recv())
+        .await
+        .expect("the worker heard");
+    assert_eq!(next, Some("cancelled"));
+    assert_eq!(
+        result(&mut c, "w-1", Duration::from_secs(10)).await.0,
+        pb::ExecutionStatus::Cancelled
+    );
+    stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_without_heartbeats_is_handed_back_and_redelivered() {
+    let dir = TempDir::new("heartbeat");
+    let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
+    let mut c = server.client().await;
+    register(&mut c, WAITING).await;
+    let deliveries = Arc::new(AtomicU32::new(0));
+    let stop = CancellationToken::new();
+    let d = deliveries.clone();
+    // The worker heartbeats every 5 s (the server's interval): far slower than the step's
+    // 400 ms heartbeat_timeout, so the first delivery goes silent for too long.
+    let worker = Worker::builder(server.address())
+        .worker_id("sleepy")
+        .task("hold", "1", move |ctx: TaskContext| {
+            let n = d.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n == 0 {
+                    tokio::select! {
+                        () = ctx.cancellation().cancelled() => {}
+                        () = tokio::time::sleep(Duration::from_secs(30)) => {}
+                    }
+                    return Err(TaskFailure::fatal("CANCELLED", "stopped"));
+                }
+                Ok::<Value, TaskFailure>(
+                    json!({"redelivery": ctx.redelivery(), "attempt": ctx.attempt()}),
+                )
+            }
+        })
+        .build()
+        .unwrap();
+    let s = stop.clone();
+    tokio::spawn(async move { worker.run(s).await });
+    start(&mut c, "waiting", "hb-1", json!({})).await.unwrap();
+    let (status, output) = result(&mut c, "hb-1", Duration::from_secs(20)).await;
+    assert_eq!(status, pb::ExecutionStatus::Completed, "{output}");
+    assert_eq!(output, json!({"redelivery": true, "attempt": 1}), "same attempt, redelivered");
+    let history = c
+        .get_history(pb::GetHistoryRequest { execution_id: "hb-1".into(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    let uncertain: Vec<String> = history
+        .events
+        .iter()
+        .filter(|e| e.event_type == "StepAttemptUncertain")
+        .map(|e| format!("{:?}", e.payload))
+        .collect();
+    assert_eq!(uncertain.len(), 1, "{uncertain:?}");
+    assert!(uncertain[0].contains("HEARTBEAT_TIMEOUT"), "{uncertain:?}");
+    stop.cancel();
+}
