@@ -148,6 +148,28 @@ impl Frontend {
         AdminServiceServer::new(self.admin_api())
     }
 
+    /// Serves the public API (workflows, workers, admin — with health and reflection) on
+    /// `listener` until `shutdown`, after handing back the claims of a previous run.
+    ///
+    /// # Errors
+    /// The store cannot be read, or the server fails.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.recover_claims().await?;
+        let (workflows, workers) = self.services();
+        orbit_server_kit::ServerKit::new()
+            .register_file_descriptor_set(orbit_api::FILE_DESCRIPTOR_SET)
+            .add_service(workflows)
+            .add_service(workers)
+            .add_service(self.admin_service())
+            .serve(listener, shutdown)
+            .await?;
+        Ok(())
+    }
+
     /// Both services, ready to add to a tonic router.
     #[must_use]
     pub fn services(&self) -> (WorkflowServiceServer<WorkflowApi>, WorkerServiceServer<WorkerApi>) {

@@ -15,7 +15,7 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 use tonic::Status;
@@ -68,15 +68,10 @@ async fn harness() -> Harness {
         ..FrontendConfig::default()
     };
     let frontend = Frontend::new(config, store, owner, ready, changes);
-    let (workflow, worker) = frontend.services();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(workflow)
-            .add_service(worker)
-            .serve_with_incoming(TcpListenerStream::new(listener)),
-    );
+    // The frontend's own `serve`: the same server a standalone frontend process runs.
+    tokio::spawn(frontend.serve(listener, CancellationToken::new()));
     let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
     Harness {
         _dir: dir,

@@ -51,6 +51,7 @@ async fn follow(
     // Subscribe before the first read, so a commit between the read and the wait is seen.
     let changes = shared.changes.subscribe(id);
     let mut after = req.after_seq;
+    let mut terminal_seen = false;
     loop {
         let closed = if req.result_only {
             // Cheap check on the projection; the history is read once, at the end.
@@ -69,7 +70,9 @@ async fn follow(
                 }
                 after = event.seq;
             }
-            events.last().is_some_and(|e| e.event.is_terminal())
+            // Not `last()`: a late result recorded as stale may follow the terminal event.
+            terminal_seen |= events.iter().any(|e| e.event.is_terminal());
+            terminal_seen
         };
         if closed {
             let history = shared.store.load_history(id, run).await.map_err(store)?;
@@ -84,6 +87,7 @@ async fn follow(
             if state.status() == Status::ContinuedAsNew && req.follow_continue_as_new {
                 run += 1;
                 after = 0;
+                terminal_seen = false;
                 continue;
             }
             return Ok(());
