@@ -1,24 +1,19 @@
 //! In-process gRPC tests of `AdminService`: real SQLite store in a temp dir, the frontend's
 //! services on a loopback port, generated clients, and the real owner in the same process.
 
-use orbit_api::v1::admin_service_client::AdminServiceClient;
+mod support;
+
 use orbit_api::v1::server_message::Kind as ServerKind;
 use orbit_api::v1::worker_message::{Complete, Credits, Hello, Kind as WorkerKind};
-use orbit_api::v1::worker_service_client::WorkerServiceClient;
-use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use orbit_api::v1::*;
-use orbit_frontend::{Frontend, FrontendConfig};
-use orbit_owner::{Owner, OwnerConfig};
+use orbit_frontend::FrontendConfig;
 use orbit_server_kit::payload::json_to_proto;
 use orbit_server_kit::{ErrorCode, OrbitError};
-use orbit_store::{ChangeHub, SqliteStore, Store};
 use serde_json::json;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, Notify};
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
-use tokio_util::sync::CancellationToken;
-use tonic::transport::Channel;
+use support::Harness;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 
 const GREET: &str = r#"
@@ -37,48 +32,9 @@ steps:
 output: ${{ steps.say.output }}
 "#;
 
-struct Harness {
-    _dir: tempfile::TempDir,
-    workflows: WorkflowServiceClient<Channel>,
-    workers: WorkerServiceClient<Channel>,
-    admin: AdminServiceClient<Channel>,
-}
-
 async fn harness() -> Harness {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open_and_migrate(dir.path().join("orbit.db")).await.unwrap();
-    let store: Arc<dyn Store> = Arc::new(store);
-    let ready = Arc::new(Notify::new());
-    let changes = Arc::new(ChangeHub::new());
-    let owner = Owner::new(
-        OwnerConfig::default(),
-        store.clone(),
-        ready.clone(),
-        Arc::new(Notify::new()),
-        changes.clone(),
-    );
-    let running = owner.clone();
-    tokio::spawn(async move { running.run(CancellationToken::new()).await });
-    let owner = Arc::new(owner);
-    let config = FrontendConfig { node_id: "fe-test".into(), ..FrontendConfig::default() };
-    let frontend = Frontend::new(config, store, owner, ready, changes);
-    let (workflow, worker) = frontend.services();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(workflow)
-            .add_service(worker)
-            .add_service(frontend.admin_service())
-            .serve_with_incoming(TcpListenerStream::new(listener)),
-    );
-    let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
-    Harness {
-        _dir: dir,
-        workflows: WorkflowServiceClient::new(channel.clone()),
-        workers: WorkerServiceClient::new(channel.clone()),
-        admin: AdminServiceClient::new(channel),
-    }
+    support::harness(FrontendConfig { node_id: "fe-test".into(), ..FrontendConfig::default() })
+        .await
 }
 
 fn code(status: &Status) -> ErrorCode {

@@ -1,23 +1,19 @@
 //! In-process gRPC tests of the frontend: real SQLite store in a temp dir, the frontend's
 //! services on a loopback port, generated clients, and the real owner in the same process.
 
+mod support;
+
 use orbit_api::v1::server_message::Kind as ServerKind;
 use orbit_api::v1::worker_message::{Complete, Credits, Hello, Kind as WorkerKind};
-use orbit_api::v1::worker_service_client::WorkerServiceClient;
-use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use orbit_api::v1::*;
-use orbit_frontend::{Frontend, FrontendConfig};
-use orbit_owner::{Owner, OwnerConfig};
+use orbit_frontend::FrontendConfig;
 use orbit_server_kit::payload::{json_to_proto, proto_to_json};
 use orbit_server_kit::{ErrorCode, OrbitError};
-use orbit_store::{ChangeHub, SqliteStore, Store};
 use serde_json::json;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, Notify};
+use support::Harness;
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tokio_util::sync::CancellationToken;
-use tonic::transport::Channel;
 use tonic::Status;
 
 const GREET: &str = r#"
@@ -40,44 +36,13 @@ steps:
 output: ${{ steps.say.output }}
 "#;
 
-struct Harness {
-    _dir: tempfile::TempDir,
-    workflows: WorkflowServiceClient<Channel>,
-    workers: WorkerServiceClient<Channel>,
-}
-
 async fn harness() -> Harness {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open_and_migrate(dir.path().join("orbit.db")).await.unwrap();
-    let store: Arc<dyn Store> = Arc::new(store);
-    let ready = Arc::new(Notify::new());
-    let changes = Arc::new(ChangeHub::new());
-    let owner = Owner::new(
-        OwnerConfig::default(),
-        store.clone(),
-        ready.clone(),
-        Arc::new(Notify::new()),
-        changes.clone(),
-    );
-    let running = owner.clone();
-    tokio::spawn(async move { running.run(CancellationToken::new()).await });
-    let owner = Arc::new(owner);
-    let config = FrontendConfig {
+    support::harness(FrontendConfig {
         node_id: "fe-test".into(),
         max_payload_bytes: 10_000,
         ..FrontendConfig::default()
-    };
-    let frontend = Frontend::new(config, store, owner, ready, changes);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    // The frontend's own `serve`: the same server a standalone frontend process runs.
-    tokio::spawn(frontend.serve(listener, CancellationToken::new()));
-    let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
-    Harness {
-        _dir: dir,
-        workflows: WorkflowServiceClient::new(channel.clone()),
-        workers: WorkerServiceClient::new(channel),
-    }
+    })
+    .await
 }
 
 fn code(status: &Status) -> ErrorCode {

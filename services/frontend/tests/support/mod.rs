@@ -1,0 +1,51 @@
+//! The server every frontend test talks to: a real SQLite store in a temp dir, the real
+//! owner in the same process, and the frontend's own `serve` on a loopback port.
+#![allow(dead_code, missing_docs)]
+
+use orbit_api::v1::admin_service_client::AdminServiceClient;
+use orbit_api::v1::worker_service_client::WorkerServiceClient;
+use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
+use orbit_frontend::{Frontend, FrontendConfig};
+use orbit_owner::{Owner, OwnerConfig};
+use orbit_store::{ChangeHub, SqliteStore, Store};
+use std::sync::Arc;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+
+pub struct Harness {
+    _dir: tempfile::TempDir,
+    pub workflows: WorkflowServiceClient<Channel>,
+    pub workers: WorkerServiceClient<Channel>,
+    pub admin: AdminServiceClient<Channel>,
+}
+
+/// Starts a store, an owner and a frontend configured by `config`.
+pub async fn harness(config: FrontendConfig) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open_and_migrate(dir.path().join("orbit.db")).await.unwrap();
+    let store: Arc<dyn Store> = Arc::new(store);
+    let ready = Arc::new(Notify::new());
+    let changes = Arc::new(ChangeHub::new());
+    let owner = Owner::new(
+        OwnerConfig::default(),
+        store.clone(),
+        ready.clone(),
+        Arc::new(Notify::new()),
+        changes.clone(),
+    );
+    let running = owner.clone();
+    tokio::spawn(async move { running.run(CancellationToken::new()).await });
+    let frontend = Frontend::new(config, store, Arc::new(owner), ready, changes);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // The frontend's own `serve`: the same server a standalone frontend process runs.
+    tokio::spawn(frontend.serve(listener, CancellationToken::new()));
+    let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
+    Harness {
+        _dir: dir,
+        workflows: WorkflowServiceClient::new(channel.clone()),
+        workers: WorkerServiceClient::new(channel.clone()),
+        admin: AdminServiceClient::new(channel),
+    }
+}
