@@ -23,7 +23,8 @@ struct Rig {
     stop: CancellationToken,
 }
 
-async fn rig(path: &PathBuf, defs: &[&str]) -> Rig {
+/// A store with `defs` registered and an owner over it (not running yet).
+async fn open(path: &PathBuf, defs: &[&str]) -> (Arc<dyn Store>, Owner) {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(path).await.unwrap());
     for d in defs {
         let def = orbit_definition::parse(d).unwrap();
@@ -37,6 +38,11 @@ async fn rig(path: &PathBuf, defs: &[&str]) -> Rig {
         Arc::new(Notify::new()),
         Arc::new(orbit_store::ChangeHub::new()),
     );
+    (store, owner)
+}
+
+async fn rig(path: &PathBuf, defs: &[&str]) -> Rig {
+    let (store, owner) = open(path, defs).await;
     let stop = CancellationToken::new();
     let o = owner.clone();
     let s = stop.clone();
@@ -239,17 +245,7 @@ async fn the_owner_serves_its_grpc_api_on_its_own_port() {
     use orbit_api::internal::v1 as pb;
     use orbit_api::internal::v1::owner_service_client::OwnerServiceClient;
     let path = temp_db("serve");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(&path).await.unwrap());
-    let def = orbit_definition::parse(HELLO).unwrap();
-    let doc = orbit_definition::canonical_json(&orbit_definition::to_document(&def));
-    store.put_definition(&def.name, &def.version, &def.hash, &doc).await.unwrap();
-    let owner = Owner::new(
-        OwnerConfig::default(),
-        store.clone(),
-        Arc::new(Notify::new()),
-        Arc::new(Notify::new()),
-        Arc::new(orbit_store::ChangeHub::new()),
-    );
+    let (store, owner) = open(&path, &[HELLO]).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = CancellationToken::new();
