@@ -8,13 +8,12 @@ use orbit_api::v1::worker_message::{Complete, Credits, Hello, Kind as WorkerKind
 use orbit_api::v1::*;
 use orbit_frontend::FrontendConfig;
 use orbit_server_kit::payload::json_to_proto;
-use orbit_server_kit::{ErrorCode, OrbitError};
+use orbit_server_kit::ErrorCode;
 use serde_json::json;
 use std::time::Duration;
-use support::Harness;
+use support::{code, next, say, Harness, Outbound};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::Status;
 
 const GREET: &str = r#"
 name: greet
@@ -37,10 +36,6 @@ async fn harness() -> Harness {
         .await
 }
 
-fn code(status: &Status) -> ErrorCode {
-    OrbitError::from_status(status).unwrap_or_else(|| panic!("no orbit code: {status:?}")).code
-}
-
 async fn register(h: &mut Harness) {
     let req = RegisterWorkflowRequest { document: GREET.into(), format: 0 };
     h.workflows.register_workflow(req).await.unwrap();
@@ -54,26 +49,6 @@ async fn start(h: &mut Harness, id: &str) {
         ..Default::default()
     };
     h.workflows.start_execution(req).await.unwrap();
-}
-
-type Outbound = mpsc::Sender<WorkerMessage>;
-
-fn say(kind: WorkerKind) -> WorkerMessage {
-    WorkerMessage { kind: Some(kind) }
-}
-
-async fn next(inbound: &mut tonic::Streaming<ServerMessage>) -> ServerKind {
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(10), inbound.message())
-            .await
-            .expect("a server message in time")
-            .unwrap()
-            .expect("the stream is open");
-        match message.kind.unwrap() {
-            ServerKind::Ping(_) => continue,
-            other => return other,
-        }
-    }
 }
 
 /// Opens a session of worker `w1` offering `hello.say@1`, up to its welcome.

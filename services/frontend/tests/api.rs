@@ -11,7 +11,7 @@ use orbit_server_kit::payload::{json_to_proto, proto_to_json};
 use orbit_server_kit::{ErrorCode, OrbitError};
 use serde_json::json;
 use std::time::Duration;
-use support::Harness;
+use support::{code, next, say, Harness, Outbound};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
@@ -43,10 +43,6 @@ async fn harness() -> Harness {
         ..FrontendConfig::default()
     })
     .await
-}
-
-fn code(status: &Status) -> ErrorCode {
-    OrbitError::from_status(status).unwrap_or_else(|| panic!("no orbit code: {status:?}")).code
 }
 
 async fn register(h: &mut Harness, doc: &str) -> Result<RegisterWorkflowResponse, Status> {
@@ -331,30 +327,10 @@ async fn signals_are_recorded_or_refused_with_codes() {
     assert_eq!(code(&late), ErrorCode::ExecutionFinished);
 }
 
-type Outbound = mpsc::Sender<WorkerMessage>;
-
 async fn open_session(h: &mut Harness) -> (Outbound, tonic::Streaming<ServerMessage>) {
     let (tx, rx) = mpsc::channel(16);
     let response = h.workers.session(ReceiverStream::new(rx)).await.unwrap();
     (tx, response.into_inner())
-}
-
-fn say(kind: WorkerKind) -> WorkerMessage {
-    WorkerMessage { kind: Some(kind) }
-}
-
-async fn next(inbound: &mut tonic::Streaming<ServerMessage>) -> ServerKind {
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(10), inbound.message())
-            .await
-            .expect("a server message in time")
-            .unwrap()
-            .expect("the stream is open");
-        match message.kind.unwrap() {
-            ServerKind::Ping(_) => continue,
-            other => return other,
-        }
-    }
 }
 
 #[tokio::test]

@@ -3,15 +3,22 @@
 #![allow(dead_code, missing_docs)]
 
 use orbit_api::v1::admin_service_client::AdminServiceClient;
+use orbit_api::v1::server_message::Kind as ServerKind;
+use orbit_api::v1::worker_message::Kind as WorkerKind;
 use orbit_api::v1::worker_service_client::WorkerServiceClient;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
+use orbit_api::v1::{ServerMessage, WorkerMessage};
 use orbit_frontend::{Frontend, FrontendConfig};
 use orbit_owner::{Owner, OwnerConfig};
+use orbit_server_kit::{ErrorCode, OrbitError};
 use orbit_store::{ChangeHub, SqliteStore, Store};
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
+use tonic::Status;
 
 pub struct Harness {
     _dir: tempfile::TempDir,
@@ -48,4 +55,32 @@ pub async fn harness(config: FrontendConfig) -> Harness {
         workers: WorkerServiceClient::new(channel.clone()),
         admin: AdminServiceClient::new(channel),
     }
+}
+
+/// The sending half of a worker stream.
+pub type Outbound = mpsc::Sender<WorkerMessage>;
+
+/// A worker message of this kind.
+pub fn say(kind: WorkerKind) -> WorkerMessage {
+    WorkerMessage { kind: Some(kind) }
+}
+
+/// The next server message that is not a ping (bounded wait).
+pub async fn next(inbound: &mut tonic::Streaming<ServerMessage>) -> ServerKind {
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(10), inbound.message())
+            .await
+            .expect("a server message in time")
+            .unwrap()
+            .expect("the stream is open");
+        match message.kind.unwrap() {
+            ServerKind::Ping(_) => continue,
+            other => return other,
+        }
+    }
+}
+
+/// The Orbit error code a status carries.
+pub fn code(status: &Status) -> ErrorCode {
+    OrbitError::from_status(status).unwrap_or_else(|| panic!("no orbit code: {status:?}")).code
 }
