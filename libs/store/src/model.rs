@@ -286,3 +286,42 @@ pub struct TimerRow {
     /// What to deliver when it fires.
     pub payload: Value,
 }
+
+/// What a node says about itself when it heartbeats (membership).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// Stable node id: a restarted process keeps it and resumes its own work.
+    pub node_id: String,
+    /// `frontend`, `owner` or `scheduler`.
+    pub service: String,
+    /// Unique per process start; a new incarnation resets `started_at`.
+    pub incarnation: String,
+    /// The address other services reach it at (`host:port`), if it serves one.
+    pub addr: Option<String>,
+}
+
+/// A `nodes` row. Times come from the store's clock (the database clock on PostgreSQL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRow {
+    /// Node id.
+    pub node_id: String,
+    /// Service it runs.
+    pub service: String,
+    /// Current incarnation.
+    pub incarnation: String,
+    /// Advertised address.
+    pub addr: Option<String>,
+    /// Last heartbeat, epoch milliseconds.
+    pub heartbeat_at_ms: u64,
+    /// Start of the current incarnation, epoch milliseconds.
+    pub started_at_ms: u64,
+}
+
+/// A root tree whose owner is not live: takeover work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrphanRoot {
+    /// Root execution id: the tree moves as one.
+    pub root_id: String,
+    /// The node that owns it and stopped heartbeating.
+    pub node_id: String,
+}

@@ -12,7 +12,8 @@ use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::Result;
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, OwnerRow, PutOutcome, QueueBacklog, TaskReport, TaskRow, TimerRow,
+    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskReport,
+    TaskRow, TimerRow,
 };
 use orbit_engine::HistoryEvent;
 use serde_json::Value;
@@ -139,4 +140,62 @@ pub trait Store: Send + Sync {
 
     /// The owners row of an execution.
     async fn get_owner(&self, execution_id: &str) -> Result<Option<OwnerRow>>;
+
+    // ------------------------------------------------------------------ membership
+
+    /// Records a heartbeat of `node` with the store's clock: inserts its `nodes` row or
+    /// refreshes it (a new incarnation also resets `started_at`). Returns the store's now.
+    async fn heartbeat_node(&self, node: &NodeInfo) -> Result<u64>;
+
+    /// Nodes (of `service`, or of every service) whose last heartbeat is no older than
+    /// `timeout_ms` by the store's clock, by node id.
+    async fn live_nodes(&self, service: Option<&str>, timeout_ms: u64) -> Result<Vec<NodeRow>>;
+
+    /// Every `nodes` row, live or not, by node id.
+    async fn list_nodes(&self) -> Result<Vec<NodeRow>>;
+
+    /// Deletes a node's row (a clean shutdown: it is dead at once, no timeout to wait).
+    async fn remove_node(&self, node_id: &str) -> Result<()>;
+
+    // ------------------------------------------------------------- owners at scale
+
+    /// Pending inbox entries, by seq, of the executions whose owners row names `node_id`,
+    /// plus those of the executions in `also` (the ones the caller holds in memory: if it
+    /// lost them, its commit is fenced and it drops them).
+    async fn pending_inbox_owned(
+        &self,
+        node_id: &str,
+        also: &[String],
+        limit: u32,
+    ) -> Result<Vec<InboxEntry>>;
+
+    /// Open executions (not in a terminal status) owned by `node_id`, by id.
+    async fn owned_executions(&self, node_id: &str) -> Result<Vec<String>>;
+
+    /// Root trees owned by a node with no live `owner` heartbeat within `timeout_ms` (or no
+    /// `nodes` row at all), that still have work: an open execution or a pending inbox
+    /// entry. Distinct (root, node) pairs, at most `limit`.
+    async fn orphaned_roots(&self, timeout_ms: u64, limit: u32) -> Result<Vec<OrphanRoot>>;
+
+    /// Takes over every owners row of `root_id` still held by `from_node`, in one
+    /// transaction: `node_id = to_node`, `epoch = epoch + 1`. Queued tasks of the tree are
+    /// announced again (PostgreSQL: NOTIFY). Returns (execution id, new epoch) of each row
+    /// taken; empty when another node took the tree first.
+    async fn take_over_root(
+        &self,
+        root_id: &str,
+        from_node: &str,
+        to_node: &str,
+    ) -> Result<Vec<(String, u64)>>;
+
+    // ------------------------------------------------------------ frontends at scale
+
+    /// Hands back every row still claimed by `claimer` (a dead or restarted frontend): each
+    /// becomes `cancelled` and gets one `uncertain` inbox entry with `reason` for its owner,
+    /// in one transaction, so concurrent callers never release a row twice. A worker that
+    /// still reports the attempt is recorded (rule 4 decides). Returns the rows released.
+    async fn release_claims(&self, claimer: &str, reason: &str) -> Result<Vec<TaskRow>>;
+
+    /// Claimers of `claimed` rows that have no live node (any service) within `timeout_ms`.
+    async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>>;
 }

@@ -5,6 +5,7 @@
 //! blocking pool. The per-area modules hold plain synchronous functions over a
 //! `rusqlite::Connection`; this module only routes each trait method to the right side.
 
+mod cluster;
 mod commit;
 mod conn;
 mod definitions;
@@ -20,7 +21,8 @@ use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::Result;
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, OwnerRow, PutOutcome, QueueBacklog, TaskReport, TaskRow, TimerRow,
+    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskReport,
+    TaskRow, TimerRow,
 };
 use crate::store::Store;
 use conn::{Readers, Writer};
@@ -203,5 +205,62 @@ impl Store for SqliteStore {
     async fn get_owner(&self, execution_id: &str) -> Result<Option<OwnerRow>> {
         let id = execution_id.to_string();
         self.readers.run(move |c| queue::get_owner(c, &id)).await
+    }
+
+    async fn heartbeat_node(&self, node: &NodeInfo) -> Result<u64> {
+        let node = node.clone();
+        self.writer.run(move |c| cluster::heartbeat(c, &node)).await
+    }
+
+    async fn live_nodes(&self, service: Option<&str>, timeout_ms: u64) -> Result<Vec<NodeRow>> {
+        let service = service.map(str::to_string);
+        self.readers.run(move |c| cluster::live(c, service.as_deref(), timeout_ms)).await
+    }
+
+    async fn list_nodes(&self) -> Result<Vec<NodeRow>> {
+        self.readers.run(cluster::list).await
+    }
+
+    async fn remove_node(&self, node_id: &str) -> Result<()> {
+        let id = node_id.to_string();
+        self.writer.run(move |c| cluster::remove(c, &id)).await
+    }
+
+    async fn pending_inbox_owned(
+        &self,
+        node_id: &str,
+        also: &[String],
+        limit: u32,
+    ) -> Result<Vec<InboxEntry>> {
+        let (node, also) = (node_id.to_string(), also.to_vec());
+        self.readers.run(move |c| cluster::pending_owned(c, &node, &also, limit)).await
+    }
+
+    async fn owned_executions(&self, node_id: &str) -> Result<Vec<String>> {
+        let node = node_id.to_string();
+        self.readers.run(move |c| cluster::owned(c, &node)).await
+    }
+
+    async fn orphaned_roots(&self, timeout_ms: u64, limit: u32) -> Result<Vec<OrphanRoot>> {
+        self.readers.run(move |c| cluster::orphaned_roots(c, timeout_ms, limit)).await
+    }
+
+    async fn take_over_root(
+        &self,
+        root_id: &str,
+        from_node: &str,
+        to_node: &str,
+    ) -> Result<Vec<(String, u64)>> {
+        let (root, from, to) = (root_id.to_string(), from_node.to_string(), to_node.to_string());
+        self.writer.run(move |c| cluster::take_over_root(c, &root, &from, &to)).await
+    }
+
+    async fn release_claims(&self, claimer: &str, reason: &str) -> Result<Vec<TaskRow>> {
+        let (claimer, reason) = (claimer.to_string(), reason.to_string());
+        self.writer.run(move |c| cluster::release_claims(c, &claimer, &reason)).await
+    }
+
+    async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>> {
+        self.readers.run(move |c| cluster::orphaned_claimers(c, timeout_ms)).await
     }
 }

@@ -173,3 +173,9 @@ pub(crate) const TIMER_DUE: &str =
     "SELECT execution_id, run, timer_key, fire_at, payload FROM timers
     WHERE fire_at <= ?1 ORDER BY fire_at, execution_id, timer_key LIMIT ?2";
 pub(crate) const TIMER_NEXT: &str = "SELECT MIN(fire_at) FROM timers";
+
+/// The task columns, for statements built at run time.
+pub(crate) const TASK_COLUMNS: &str = task_columns!();
+/// The inbox columns qualified by the alias `i`.
+pub(crate) const INBOX_COLUMNS_I: &str =
+    "i.seq, i.execution_id, i.kind, i.token, i.payload, i.created_at, i.done_at, i.result";

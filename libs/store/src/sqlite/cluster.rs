@@ -1,0 +1,199 @@
+//! Membership, owner takeover and orphaned claims on SQLite.
+//!
+//! `orbit dev` is one process, so nothing here races with another node; the functions exist
+//! so the services run the same code on both backends and the conformance suite can check
+//! the rules (PostgreSQL holds the row locks that make them safe between processes).
+
+use super::conn::now_ms;
+use super::rows::{self, json_text, to_i64, to_u64};
+use super::sql;
+use crate::error::Result;
+use crate::model::{InboxEntry, NodeInfo, NodeRow, OrphanRoot, TaskRow};
+use rusqlite::{params, Connection, Row};
+use serde_json::json;
+
+/// Statuses of an execution that still has work.
+const OPEN: &str = "('PENDING', 'RUNNING', 'COMPENSATING')";
+
+fn node(row: &Row<'_>) -> Result<NodeRow> {
+    Ok(NodeRow {
+        node_id: row.get(0)?,
+        service: row.get(1)?,
+        incarnation: row.get(2)?,
+        addr: row.get(3)?,
+        heartbeat_at_ms: to_u64(row.get(4)?, "node heartbeat_at")?,
+        started_at_ms: to_u64(row.get(5)?, "node started_at")?,
+    })
+}
+
+const NODE_COLUMNS: &str = "node_id, service, incarnation, addr, heartbeat_at, started_at";
+
+pub(crate) fn heartbeat(conn: &mut Connection, n: &NodeInfo) -> Result<u64> {
+    let now = now_ms();
+    conn.prepare_cached(
+        "INSERT INTO nodes (node_id, service, incarnation, addr, heartbeat_at, started_at)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+        ON CONFLICT (node_id) DO UPDATE SET service = excluded.service,
+            addr = excluded.addr, heartbeat_at = excluded.heartbeat_at,
+            started_at = CASE WHEN nodes.incarnation = excluded.incarnation
+                THEN nodes.started_at ELSE excluded.started_at END,
+            incarnation = excluded.incarnation",
+    )?
+    .execute(params![n.node_id, n.service, n.incarnation, n.addr, to_i64(now, "now")?])?;
+    Ok(now)
+}
+
+pub(crate) fn live(
+    conn: &Connection,
+    service: Option<&str>,
+    timeout_ms: u64,
+) -> Result<Vec<NodeRow>> {
+    let since = to_i64(now_ms().saturating_sub(timeout_ms), "since")?;
+    let sql = format!(
+        "SELECT {NODE_COLUMNS} FROM nodes WHERE heartbeat_at >= ?1
+        AND (?2 IS NULL OR service = ?2) ORDER BY node_id"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut found = stmt.query(params![since, service])?;
+    let mut out = Vec::new();
+    while let Some(row) = found.next()? {
+        out.push(node(row)?);
+    }
+    Ok(out)
+}
+
+pub(crate) fn list(conn: &Connection) -> Result<Vec<NodeRow>> {
+    let mut stmt =
+        conn.prepare_cached(&format!("SELECT {NODE_COLUMNS} FROM nodes ORDER BY node_id"))?;
+    let mut found = stmt.query([])?;
+    let mut out = Vec::new();
+    while let Some(row) = found.next()? {
+        out.push(node(row)?);
+    }
+    Ok(out)
+}
+
+pub(crate) fn remove(conn: &mut Connection, node_id: &str) -> Result<()> {
+    conn.prepare_cached("DELETE FROM nodes WHERE node_id = ?1")?.execute([node_id])?;
+    Ok(())
+}
+
+pub(crate) fn pending_owned(
+    conn: &Connection,
+    node_id: &str,
+    also: &[String],
+    limit: u32,
+) -> Result<Vec<InboxEntry>> {
+    let sql = format!(
+        "SELECT {} FROM inbox i WHERE i.done_at IS NULL AND (
+            i.execution_id IN (SELECT value FROM json_each(?2))
+            OR EXISTS (SELECT 1 FROM owners o
+                WHERE o.execution_id = i.execution_id AND o.node_id = ?1))
+        ORDER BY i.seq LIMIT ?3",
+        sql::INBOX_COLUMNS_I
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut found = stmt.query(params![node_id, json_text(&json!(also)), i64::from(limit)])?;
+    let mut out = Vec::new();
+    while let Some(row) = found.next()? {
+        out.push(rows::inbox(row)?);
+    }
+    Ok(out)
+}
+
+pub(crate) fn owned(conn: &Connection, node_id: &str) -> Result<Vec<String>> {
+    let sql = format!(
+        "SELECT o.execution_id FROM owners o JOIN executions e USING (execution_id)
+        WHERE o.node_id = ?1 AND e.status IN {OPEN} ORDER BY o.execution_id"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let ids =
+        stmt.query_map([node_id], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
+    Ok(ids)
+}
+
+pub(crate) fn orphaned_roots(
+    conn: &Connection,
+    timeout_ms: u64,
+    limit: u32,
+) -> Result<Vec<OrphanRoot>> {
+    let since = to_i64(now_ms().saturating_sub(timeout_ms), "since")?;
+    let sql = format!(
+        "SELECT DISTINCT o.root_id, o.node_id FROM owners o
+        WHERE o.node_id NOT IN (SELECT node_id FROM nodes
+                WHERE service = 'owner' AND heartbeat_at >= ?1)
+          AND (EXISTS (SELECT 1 FROM executions e
+                WHERE e.execution_id = o.execution_id AND e.status IN {OPEN})
+            OR EXISTS (SELECT 1 FROM inbox i
+                WHERE i.execution_id = o.execution_id AND i.done_at IS NULL))
+        ORDER BY o.root_id LIMIT ?2"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let roots = stmt
+        .query_map(params![since, i64::from(limit)], |r| {
+            Ok(OrphanRoot { root_id: r.get(0)?, node_id: r.get(1)? })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(roots)
+}
+
+pub(crate) fn take_over_root(
+    conn: &mut Connection,
+    root_id: &str,
+    from_node: &str,
+    to_node: &str,
+) -> Result<Vec<(String, u64)>> {
+    let now = to_i64(now_ms(), "now")?;
+    let mut stmt = conn.prepare_cached(
+        "UPDATE owners SET node_id = ?3, epoch = epoch + 1, since = ?4
+        WHERE root_id = ?1 AND node_id = ?2 RETURNING execution_id, epoch",
+    )?;
+    let mut found = stmt.query(params![root_id, from_node, to_node, now])?;
+    let mut out = Vec::new();
+    while let Some(row) = found.next()? {
+        out.push((row.get::<_, String>(0)?, to_u64(row.get(1)?, "owner epoch")?));
+    }
+    out.sort();
+    Ok(out)
+}
+
+pub(crate) fn release_claims(
+    conn: &mut Connection,
+    claimer: &str,
+    reason: &str,
+) -> Result<Vec<TaskRow>> {
+    let now = to_i64(now_ms(), "now")?;
+    let mut released = Vec::new();
+    {
+        let sql = format!(
+            "UPDATE task_queue SET state = 'cancelled', updated_at = ?2
+            WHERE state = 'claimed' AND claimed_by = ?1 RETURNING {}",
+            sql::TASK_COLUMNS
+        );
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut found = stmt.query(params![claimer, now])?;
+        while let Some(row) = found.next()? {
+            released.push(rows::task(row)?);
+        }
+    }
+    released.sort_by_key(|t| t.id);
+    let payload = json_text(&json!({ "reason": reason }));
+    for t in &released {
+        let _seq: i64 = conn
+            .prepare_cached(sql::INBOX_INSERT)?
+            .query_row(params![t.execution_id, "uncertain", t.token, payload, now], |r| r.get(0))?;
+    }
+    Ok(released)
+}
+
+pub(crate) fn orphaned_claimers(conn: &Connection, timeout_ms: u64) -> Result<Vec<String>> {
+    let since = to_i64(now_ms().saturating_sub(timeout_ms), "since")?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT DISTINCT claimed_by FROM task_queue
+        WHERE state = 'claimed' AND claimed_by IS NOT NULL
+          AND claimed_by NOT IN (SELECT node_id FROM nodes WHERE heartbeat_at >= ?1)
+        ORDER BY claimed_by",
+    )?;
+    let ids = stmt.query_map([since], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
+    Ok(ids)
+}
