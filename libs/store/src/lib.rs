@@ -21,8 +21,8 @@ pub use changes::{ChangeHub, Subscription};
 pub use error::{Result, StoreError};
 pub use model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, NewTask, NewTimer, OwnerRow, PutOutcome, QueueBacklog, TaskReport, TaskRow,
-    TaskState, TimerRow,
+    InboxStatus, NewTask, NewTimer, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome,
+    QueueBacklog, TaskReport, TaskRow, TaskState, TimerRow,
 };
 pub use sqlite::SqliteStore;
 pub use store::Store;

@@ -1,0 +1,1 @@
+//! Running Orbit's services as many processes on one database.
