@@ -8,3 +8,9 @@
 //!   right owner over gRPC.
 
 pub mod rendezvous;
+
+mod membership;
+mod remote;
+
+pub use membership::{Membership, MembershipConfig, OWNER_SERVICE};
+pub use remote::{RemoteOwners, RetryPolicy};
