@@ -12,6 +12,9 @@ mod hot;
 mod inbox;
 mod owner;
 mod pass;
+mod refused;
+mod resume;
+mod takeover;
 
 pub use error::OwnerError;
 pub use owner::{system_clock, Owner, OwnerConfig, Snapshot, StartRequest, Started};

@@ -8,6 +8,8 @@
 use crate::error::OwnerError;
 use crate::hot::{self, Core};
 use crate::pass;
+use crate::resume;
+use crate::takeover;
 use orbit_definition::{Definition, Limits};
 use orbit_engine::event::ParentRef;
 use orbit_store::{ChangeHub, Store};
@@ -30,6 +32,12 @@ pub struct OwnerConfig {
     /// A pass runs at least this often even without wake-ups (a safety net, not a poll
     /// interval: wake-ups drive the owner).
     pub idle_pass: Duration,
+    /// An owner whose last heartbeat is older than this is dead and its executions are
+    /// taken over (used by the takeover loop).
+    pub node_timeout_ms: u64,
+    /// How often [`Owner::run`] looks for executions of dead owners to take over; `None`
+    /// turns takeover off (`orbit dev`: the only owner cannot die without the others).
+    pub takeover_interval: Option<Duration>,
 }
 
 impl Default for OwnerConfig {
@@ -39,6 +47,8 @@ impl Default for OwnerConfig {
             limits: Limits::default(),
             max_batch: 4096,
             idle_pass: Duration::from_secs(1),
+            node_timeout_ms: 10_000,
+            takeover_interval: None,
         }
     }
 }
@@ -62,6 +72,9 @@ pub struct Started {
 pub(crate) struct PendingStart {
     pub request: StartRequest,
     pub reply: Option<oneshot::Sender<Result<Started, OwnerError>>>,
+    /// Passes that failed with this start in them through no fault of its own (another
+    /// execution of the pass was fenced); it is retried a few times, then answered.
+    pub retries: u32,
 }
 
 /// A request to start an execution (or a child).
@@ -145,12 +158,19 @@ impl Owner {
         }
     }
 
-    /// Runs the pass loop until `shutdown`; first recovers what a previous process left.
+    /// Runs the pass loop until `shutdown`; first resumes the executions this node id owns
+    /// (fencing a previous process of the same id). With `takeover_interval` set, the
+    /// takeover loop runs beside it.
     ///
     /// # Errors
     /// Only if recovery cannot read the store; pass errors are logged and retried.
     pub async fn run(&self, shutdown: CancellationToken) -> Result<(), OwnerError> {
-        hot::recover(&self.inner).await?;
+        resume::recover(&self.inner).await?;
+        let takeover = self.inner.cfg.takeover_interval.map(|interval| {
+            let (owner, stop) = (self.clone(), shutdown.clone());
+            let timeout = self.inner.cfg.node_timeout_ms;
+            tokio::spawn(async move { owner.run_takeover(timeout, interval, stop).await })
+        });
         loop {
             pass::run_pass(&self.inner).await;
             tokio::select! {
@@ -159,7 +179,57 @@ impl Owner {
                 () = tokio::time::sleep(self.inner.cfg.idle_pass) => {}
             }
         }
+        if let Some(t) = takeover {
+            let _ = t.await;
+        }
         Ok(())
+    }
+
+    /// Every `interval` until `shutdown`: drops hot executions another node took, and takes
+    /// over the root trees of owners silent for `node_timeout_ms` that rendezvous hashing
+    /// gives this node (see [`Owner::take_over_once`]). Errors are logged and retried.
+    pub async fn run_takeover(
+        &self,
+        node_timeout_ms: u64,
+        interval: Duration,
+        shutdown: CancellationToken,
+    ) {
+        loop {
+            if let Err(e) = self.take_over_once(node_timeout_ms).await {
+                tracing::warn!(node_id = %self.inner.cfg.node_id, error = %e, "takeover round failed");
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = tokio::time::sleep(interval) => {}
+            }
+        }
+    }
+
+    /// One takeover round; returns how many root trees this node took.
+    ///
+    /// # Errors
+    /// The store cannot be read or written.
+    pub async fn take_over_once(&self, node_timeout_ms: u64) -> Result<usize, OwnerError> {
+        takeover::round(&self.inner, node_timeout_ms).await
+    }
+
+    /// Wakes the pass loop without waiting for the pass (for database notifications).
+    pub fn kick(&self) {
+        self.inner.kick.notify_one();
+    }
+
+    /// This node's id.
+    #[must_use]
+    pub fn node_id(&self) -> &str {
+        &self.inner.cfg.node_id
+    }
+
+    /// The executions held in memory, by id.
+    pub async fn held(&self) -> Vec<String> {
+        let core = self.inner.core.lock().await;
+        let mut ids: Vec<String> = core.hot.keys().cloned().collect();
+        ids.sort();
+        ids
     }
 
     /// Starts an execution; idempotent by id. Answers once the start is durable.
@@ -172,7 +242,7 @@ impl Owner {
             .starts
             .lock()
             .map_err(|_| OwnerError::unavailable("owner lock poisoned"))?
-            .push(PendingStart { request, reply: Some(tx) });
+            .push(PendingStart { request, reply: Some(tx), retries: 0 });
         self.inner.kick.notify_one();
         rx.await.map_err(|_| OwnerError::unavailable("the owner stopped"))?
     }
@@ -216,19 +286,18 @@ impl Owner {
         Ok((value, snap.state.last_seq, snap.state.run))
     }
 
-    /// The definition and current state of an execution (hot, or rebuilt from history).
+    /// The definition and current state of an execution: the hot copy, or one rebuilt from
+    /// history for this read only (a read never makes this owner hold an execution).
     ///
     /// # Errors
     /// `EXECUTION_NOT_FOUND` or `STORAGE_ERROR`.
     pub async fn snapshot(&self, execution_id: &str) -> Result<Snapshot, OwnerError> {
         let mut core = self.inner.core.lock().await;
-        let hot = hot::hot(&self.inner, &mut core, execution_id).await?;
-        Ok(Snapshot {
-            def: hot.def.clone(),
-            state: hot.state.clone(),
-            root_id: hot.root_id.clone(),
-            epoch: hot.epoch,
-        })
+        let hot = match core.hot.get(execution_id) {
+            Some(h) => h.clone(),
+            None => hot::read(&self.inner, &mut core, execution_id).await?,
+        };
+        Ok(Snapshot { def: hot.def, state: hot.state, root_id: hot.root_id, epoch: hot.epoch })
     }
 }
 

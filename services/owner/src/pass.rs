@@ -4,24 +4,26 @@
 
 use crate::effects::{self, ChildStart};
 use crate::error::OwnerError;
-use crate::hot::{definition, hot, queue_children, Core, Hot};
+use crate::hot::{definition, hot, Core, Hot};
+use crate::resume::queue_children;
 use crate::inbox::{self, Request};
 use crate::owner::{Inner, PendingStart, StartRequest, Started};
 use orbit_engine::event::{Event, HistoryEvent, Origin};
 use orbit_engine::{accept, advance, command::next_run, next_timer, State, Status};
+use crate::refused::on_commit_error;
 use orbit_store::{CommitBatch, ExecutionRow, InboxDone, NewOwner, ProjectionUpdate};
 use serde_json::json;
 use std::collections::BTreeMap;
 
 /// One execution's work in this pass.
-struct Work {
-    hot: Hot,
+pub(crate) struct Work {
+    pub(crate) hot: Hot,
     /// Finished runs (continue-as-new) with their events, before the current one.
     done_runs: Vec<(State, Vec<HistoryEvent>)>,
     events: Vec<HistoryEvent>,
     inbox_done: Vec<InboxDone>,
-    new_execution: Option<ExecutionRow>,
-    replies: Vec<PendingStart>,
+    pub(crate) new_execution: Option<ExecutionRow>,
+    pub(crate) replies: Vec<PendingStart>,
 }
 
 impl Work {
@@ -50,7 +52,11 @@ async fn pass(inner: &Inner) -> Result<(), OwnerError> {
     let mut core = inner.core.lock().await;
     let starts: Vec<PendingStart> =
         inner.starts.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default();
-    let entries = inner.store.pending_inbox(None, inner.cfg.max_batch).await?;
+    // The entries of what this node owns, plus of what it holds in memory: if it lost one
+    // of those, the commit is fenced and the execution dropped (see `on_commit_error`).
+    let held: Vec<String> = core.hot.keys().cloned().collect();
+    let entries =
+        inner.store.pending_inbox_owned(&inner.cfg.node_id, &held, inner.cfg.max_batch).await?;
     if starts.is_empty() && entries.is_empty() {
         return Ok(());
     }
@@ -181,22 +187,11 @@ async fn pass(inner: &Inner) -> Result<(), OwnerError> {
             queue_children(inner, children);
             Ok(())
         }
-        Err(e) => {
-            // Memory was never changed: forget these executions so the next pass rebuilds
-            // them from what the store really holds, and tell waiting starters.
-            let err = OwnerError::from(e);
-            for (id, w) in work {
-                core.hot.remove(&id);
-                for mut r in w.replies {
-                    reply(&mut r, Err(err.clone()));
-                }
-            }
-            Err(err)
-        }
+        Err(e) => on_commit_error(inner, &mut core, work, e).await,
     }
 }
 
-fn reply(start: &mut PendingStart, result: Result<Started, OwnerError>) {
+pub(crate) fn reply(start: &mut PendingStart, result: Result<Started, OwnerError>) {
     if let Some(tx) = start.reply.take() {
         let _ = tx.send(result);
     }

@@ -1,0 +1,80 @@
+//! A pass whose commit the store refused. Memory was never changed, so every execution of
+//! the pass is forgotten and the next pass rebuilds those still owned from what the store
+//! holds.
+//!
+//! `Fenced` means another node took some of them over (a takeover while this node was
+//! paused or cut off): those are named in a warning and dropped for good — they are not
+//! reloaded, because the inbox query returns only entries of executions this node owns or
+//! holds — and their starters get `UNAVAILABLE`. Starters of the other executions are
+//! carried into the next pass, which runs at once and carries on with what is still owned.
+
+use crate::error::OwnerError;
+use crate::hot::Core;
+use crate::owner::Inner;
+use crate::pass::{reply, Work};
+use orbit_store::StoreError;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// How many times a start is carried into the next pass after a pass failed because of
+/// another execution in it (fenced, or created elsewhere at the same time).
+const START_RETRIES: u32 = 3;
+
+/// Handles a refused commit (see the module docs); `Ok` when the refusal was a fence that
+/// is now dealt with.
+pub(crate) async fn on_commit_error(
+    inner: &Inner,
+    core: &mut Core,
+    work: BTreeMap<String, Work>,
+    e: StoreError,
+) -> Result<(), OwnerError> {
+    let fenced = matches!(e, StoreError::Fenced(_));
+    let retry_starts = fenced || matches!(e, StoreError::ExecutionExists(_));
+    let lost = if fenced { lost_executions(inner, &work).await } else { BTreeSet::new() };
+    let err = OwnerError::from(e);
+    let mut carried = Vec::new();
+    for (id, w) in work {
+        core.hot.remove(&id);
+        for mut r in w.replies {
+            if retry_starts && !lost.contains(&id) && r.retries < START_RETRIES {
+                r.retries += 1;
+                carried.push(r);
+            } else {
+                reply(&mut r, Err(err.clone()));
+            }
+        }
+    }
+    if let Ok(mut starts) = inner.starts.lock() {
+        starts.extend(carried);
+    }
+    if !fenced {
+        return Err(err);
+    }
+    tracing::warn!(
+        node_id = %inner.cfg.node_id,
+        executions = ?lost,
+        error = %err,
+        "commit fenced: another owner took these executions over; dropped them from memory"
+    );
+    inner.kick.notify_one();
+    Ok(())
+}
+
+/// The executions of a fenced pass whose owners row no longer names this node at the epoch
+/// it held. New executions are not among them: they carry no epoch yet.
+async fn lost_executions(inner: &Inner, work: &BTreeMap<String, Work>) -> BTreeSet<String> {
+    let mut lost = BTreeSet::new();
+    for (id, w) in work {
+        if w.new_execution.is_some() {
+            continue;
+        }
+        match inner.store.get_owner(id).await {
+            Ok(Some(o)) if o.node_id == inner.cfg.node_id && Some(o.epoch) == w.hot.epoch => {}
+            Ok(_) => {
+                lost.insert(id.clone());
+            }
+            // Unknown: treat it as still owned; if it is not, the next pass is fenced again.
+            Err(e) => tracing::warn!(execution_id = %id, error = %e, "cannot read the owner"),
+        }
+    }
+    lost
+}

@@ -1,0 +1,156 @@
+//! Taking executions into memory in bulk: at start (the executions this node id owns) and
+//! after a takeover (a dead owner's root tree).
+//!
+//! Invariants: only executions whose owners row names this node are loaded, each with the
+//! epoch read from that row; a restarted node first moves its trees to a new epoch, so a
+//! previous process with the same node id (paused, or not yet gone) can never write again.
+//! Children a lost process asked for but never started are started again.
+
+use crate::effects::ChildStart;
+use crate::error::OwnerError;
+use crate::hot::{rebuild, Core, Hot};
+use crate::owner::{Inner, PendingStart, StartRequest};
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// Loads every open execution this node id owns, after fencing any previous process of the
+/// same id, and lets the first pass rewrite timers.
+pub(crate) async fn recover(inner: &Inner) -> Result<(), OwnerError> {
+    let me = inner.cfg.node_id.as_str();
+    let ids = inner.store.owned_executions(me).await?;
+    let mut roots = BTreeSet::new();
+    for id in &ids {
+        if let Some(o) = inner.store.get_owner(id).await? {
+            roots.insert(o.root_id);
+        }
+    }
+    for root in &roots {
+        inner.store.take_over_root(root, me, me).await?;
+    }
+    let mut core = inner.core.lock().await;
+    let loaded = load(inner, &mut core, &ids).await;
+    if !ids.is_empty() {
+        tracing::info!(node_id = %me, executions = loaded.len(), roots = roots.len(), "resumed the executions this node owns");
+    }
+    let children = missing_children(inner, &core, &loaded).await?;
+    drop(core);
+    queue_children(inner, children);
+    Ok(())
+}
+
+/// Takes the executions of a root tree this node just took over into memory, replacing any
+/// stale copy, and wakes the pass and the dispatchers (queued tasks are announced again).
+pub(crate) async fn adopt(
+    inner: &Inner,
+    root_id: &str,
+    from_node: &str,
+    rows: &[(String, u64)],
+) -> Result<(), OwnerError> {
+    let ids: Vec<String> = rows.iter().map(|(id, _)| id.clone()).collect();
+    let mut core = inner.core.lock().await;
+    for id in &ids {
+        core.hot.remove(id);
+    }
+    let loaded = load(inner, &mut core, &ids).await;
+    let children = missing_children(inner, &core, &loaded).await?;
+    drop(core);
+    let epoch = rows.iter().map(|(_, e)| *e).max().unwrap_or(0);
+    tracing::info!(
+        node_id = %inner.cfg.node_id,
+        "took over root {root_id} from {from_node} ({} executions, epoch {epoch})",
+        rows.len()
+    );
+    queue_children(inner, children);
+    inner.kick.notify_one();
+    inner.tasks_ready.notify_waiters();
+    Ok(())
+}
+
+/// Rebuilds `ids` (owned by this node) into memory; closed ones stay out. Returns the ids
+/// loaded. A failure is logged: the execution is rebuilt when its next inbox entry comes.
+async fn load(inner: &Inner, core: &mut Core, ids: &[String]) -> Vec<String> {
+    let mut loaded = Vec::new();
+    for id in ids {
+        match rebuild(inner, core, id, true).await {
+            Ok(h) if h.state.status().is_closed() => {}
+            Ok(h) => {
+                core.hot.insert(id.clone(), h);
+                loaded.push(id.clone());
+            }
+            Err(e) => tracing::error!(execution_id = %id, error = %e, "cannot rebuild execution"),
+        }
+    }
+    loaded
+}
+
+/// Children asked for by the executions in `ids` that were never created.
+async fn missing_children(
+    inner: &Inner,
+    core: &Core,
+    ids: &[String],
+) -> Result<Vec<ChildStart>, OwnerError> {
+    let mut children = Vec::new();
+    for id in ids {
+        let Some(h) = core.hot.get(id) else { continue };
+        for child in waiting_children(h) {
+            if inner.store.get_execution(&child.child_id).await?.is_none() {
+                tracing::info!(execution_id = %id, child = %child.child_id, "restarting a child that never started");
+                children.push(child);
+            }
+        }
+    }
+    Ok(children)
+}
+
+/// Children asked for by `ChildStarted` whose units still wait.
+fn waiting_children(h: &Hot) -> Vec<ChildStart> {
+    let mut out = Vec::new();
+    for (key, u) in &h.state.units {
+        let Some(orbit_engine::state::Wait::Child(child_id)) = &u.wait else { continue };
+        if u.status.is_resolved() {
+            continue;
+        }
+        let step = orbit_engine::unit::UnitKey::parse(key).map(|k| k.step).unwrap_or_default();
+        if let Some(orbit_definition::StepKind::Workflow { workflow, version }) =
+            h.def.step(step.as_str()).map(|s| &s.kind)
+        {
+            out.push(ChildStart {
+                child_id: child_id.clone(),
+                workflow: workflow.clone(),
+                version: version.clone(),
+                input: u.input.clone().unwrap_or(Value::Null),
+                parent: orbit_engine::ParentRef {
+                    execution_id: h.state.execution_id.clone(),
+                    step: key.clone(),
+                },
+                root_id: h.root_id.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// Queues child starts for the next pass (no one waits for their answer).
+pub(crate) fn queue_children(inner: &Inner, children: Vec<ChildStart>) {
+    if children.is_empty() {
+        return;
+    }
+    if let Ok(mut starts) = inner.starts.lock() {
+        for c in children {
+            starts.push(PendingStart {
+                request: StartRequest {
+                    execution_id: c.child_id,
+                    workflow: c.workflow,
+                    version: c.version,
+                    input: c.input,
+                    parent: Some(c.parent),
+                    root_id: Some(c.root_id),
+                    schedule_id: None,
+                },
+                reply: None,
+                retries: 0,
+            });
+        }
+    }
+    inner.kick.notify_one();
+}

@@ -1,0 +1,71 @@
+//! Takeover: live owners take over the root trees of owners that stopped heartbeating.
+//!
+//! Each round (every `takeover_interval`):
+//! 1. drop hot executions whose owners row no longer names this node (another node took
+//!    them while this one was paused); their commits would be fenced anyway, this frees the
+//!    memory and keeps them out of the inbox query;
+//! 2. list orphaned roots (owned by a node with no live heartbeat, still with work); for
+//!    each, rendezvous hashing of the root id over the live owners decides who takes it, so
+//!    the dead node's work spreads and two live owners never compete for one tree;
+//! 3. take the winner's trees one at a time (`epoch + 1` on every row of the tree, one
+//!    transaction: the dead owner is fenced) and rebuild them from history.
+
+use crate::error::OwnerError;
+use crate::owner::Inner;
+use crate::resume;
+use orbit_cluster::{rendezvous, OWNER_SERVICE};
+use std::collections::HashSet;
+
+/// Orphaned roots examined per round.
+const ROUND_LIMIT: u32 = 256;
+
+/// One takeover round; returns how many root trees this node took.
+pub(crate) async fn round(inner: &Inner, node_timeout_ms: u64) -> Result<usize, OwnerError> {
+    drop_lost(inner).await?;
+    let orphans = inner.store.orphaned_roots(node_timeout_ms, ROUND_LIMIT).await?;
+    if orphans.is_empty() {
+        return Ok(0);
+    }
+    let live = inner.store.live_nodes(Some(OWNER_SERVICE), node_timeout_ms).await?;
+    let me = inner.cfg.node_id.as_str();
+    let mut taken = 0;
+    for orphan in orphans {
+        let winner = rendezvous::pick(&orphan.root_id, &live).map(|n| n.node_id.as_str());
+        if winner != Some(me) {
+            continue;
+        }
+        let rows = inner.store.take_over_root(&orphan.root_id, &orphan.node_id, me).await?;
+        if rows.is_empty() {
+            // Another node moved it first (it saw a different set of live owners).
+            continue;
+        }
+        resume::adopt(inner, &orphan.root_id, &orphan.node_id, &rows).await?;
+        taken += 1;
+    }
+    Ok(taken)
+}
+
+/// Drops hot executions this node no longer owns.
+async fn drop_lost(inner: &Inner) -> Result<(), OwnerError> {
+    // The core lock is held across the read so no pass adds an execution in between.
+    let mut core = inner.core.lock().await;
+    if core.hot.is_empty() {
+        return Ok(());
+    }
+    let owned: HashSet<String> =
+        inner.store.owned_executions(&inner.cfg.node_id).await?.into_iter().collect();
+    let mut lost: Vec<String> = core
+        .hot
+        .iter()
+        .filter(|(id, h)| h.epoch.is_some() && !owned.contains(*id))
+        .map(|(id, _)| id.clone())
+        .collect();
+    lost.sort();
+    for id in &lost {
+        core.hot.remove(id);
+    }
+    if !lost.is_empty() {
+        tracing::warn!(node_id = %inner.cfg.node_id, executions = ?lost, "dropped executions another owner took over");
+    }
+    Ok(())
+}
