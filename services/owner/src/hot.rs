@@ -23,6 +23,9 @@ pub(crate) struct Hot {
 pub(crate) struct Core {
     pub hot: HashMap<String, Hot>,
     pub defs: HashMap<String, Arc<Definition>>,
+    /// Executions this process lost to a fence, with the owners row's epoch then. Only an
+    /// adoption at a higher epoch (a takeover by this process) brings one back.
+    pub lost: HashMap<String, u64>,
 }
 
 /// The definition of (workflow, version) — latest when `version` is `None` — parsed once and
@@ -90,6 +93,13 @@ pub(crate) async fn rebuild(
             "execution `{id}` is owned by node {} at epoch {}",
             o.node_id, o.epoch
         )));
+    }
+    if let Some(seen) = core.lost.get(id).filter(|_| owned_only) {
+        if owner.as_ref().is_none_or(|o| o.epoch <= *seen) {
+            return Err(OwnerError::unavailable(format!(
+                "execution `{id}` was taken from this process at epoch {seen}"
+            )));
+        }
     }
     let row =
         inner.store.get_execution(id).await?.ok_or_else(|| {

@@ -150,7 +150,11 @@ impl Owner {
                 timers_changed,
                 changes,
                 kick: Notify::new(),
-                core: Mutex::new(Core { hot: HashMap::new(), defs: HashMap::new() }),
+                core: Mutex::new(Core {
+                    hot: HashMap::new(),
+                    defs: HashMap::new(),
+                    lost: HashMap::new(),
+                }),
                 starts: StdMutex::new(Vec::new()),
                 passes: watch::channel(Passes::default()).0,
                 clock: Arc::new(system_clock),

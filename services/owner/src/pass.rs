@@ -5,12 +5,12 @@
 use crate::effects::{self, ChildStart};
 use crate::error::OwnerError;
 use crate::hot::{definition, hot, Core, Hot};
-use crate::resume::queue_children;
 use crate::inbox::{self, Request};
 use crate::owner::{Inner, PendingStart, StartRequest, Started};
+use crate::refused::on_commit_error;
+use crate::resume::queue_children;
 use orbit_engine::event::{Event, HistoryEvent, Origin};
 use orbit_engine::{accept, advance, command::next_run, next_timer, State, Status};
-use crate::refused::on_commit_error;
 use orbit_store::{CommitBatch, ExecutionRow, InboxDone, NewOwner, ProjectionUpdate};
 use serde_json::json;
 use std::collections::BTreeMap;

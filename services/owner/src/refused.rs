@@ -5,7 +5,9 @@
 //! `Fenced` means another node took some of them over (a takeover while this node was
 //! paused or cut off): those are named in a warning and dropped for good — they are not
 //! reloaded, because the inbox query returns only entries of executions this node owns or
-//! holds — and their starters get `UNAVAILABLE`. Starters of the other executions are
+//! holds, and because the epoch they were lost at is remembered (`Core::lost`): a newer
+//! process with the SAME node id owns them at a higher epoch, and this one must not pick
+//! that epoch up — and their starters get `UNAVAILABLE`. Starters of the other executions are
 //! carried into the next pass, which runs at once and carries on with what is still owned.
 
 use crate::error::OwnerError;
@@ -13,7 +15,7 @@ use crate::hot::Core;
 use crate::owner::Inner;
 use crate::pass::{reply, Work};
 use orbit_store::StoreError;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// How many times a start is carried into the next pass after a pass failed because of
 /// another execution in it (fenced, or created elsewhere at the same time).
@@ -29,13 +31,13 @@ pub(crate) async fn on_commit_error(
 ) -> Result<(), OwnerError> {
     let fenced = matches!(e, StoreError::Fenced(_));
     let retry_starts = fenced || matches!(e, StoreError::ExecutionExists(_));
-    let lost = if fenced { lost_executions(inner, &work).await } else { BTreeSet::new() };
+    let lost = if fenced { lost_executions(inner, &work).await } else { BTreeMap::new() };
     let err = OwnerError::from(e);
     let mut carried = Vec::new();
     for (id, w) in work {
         core.hot.remove(&id);
         for mut r in w.replies {
-            if retry_starts && !lost.contains(&id) && r.retries < START_RETRIES {
+            if retry_starts && !lost.contains_key(&id) && r.retries < START_RETRIES {
                 r.retries += 1;
                 carried.push(r);
             } else {
@@ -51,26 +53,28 @@ pub(crate) async fn on_commit_error(
     }
     tracing::warn!(
         node_id = %inner.cfg.node_id,
-        executions = ?lost,
+        executions = ?lost.keys().collect::<Vec<_>>(),
         error = %err,
         "commit fenced: another owner took these executions over; dropped them from memory"
     );
+    core.lost.extend(lost);
     inner.kick.notify_one();
     Ok(())
 }
 
 /// The executions of a fenced pass whose owners row no longer names this node at the epoch
-/// it held. New executions are not among them: they carry no epoch yet.
-async fn lost_executions(inner: &Inner, work: &BTreeMap<String, Work>) -> BTreeSet<String> {
-    let mut lost = BTreeSet::new();
+/// it held, with the epoch the row has now (`u64::MAX` when it is gone). New executions
+/// are not among them: they carry no epoch yet.
+async fn lost_executions(inner: &Inner, work: &BTreeMap<String, Work>) -> BTreeMap<String, u64> {
+    let mut lost = BTreeMap::new();
     for (id, w) in work {
         if w.new_execution.is_some() {
             continue;
         }
         match inner.store.get_owner(id).await {
             Ok(Some(o)) if o.node_id == inner.cfg.node_id && Some(o.epoch) == w.hot.epoch => {}
-            Ok(_) => {
-                lost.insert(id.clone());
+            Ok(o) => {
+                lost.insert(id.clone(), o.map_or(u64::MAX, |o| o.epoch));
             }
             // Unknown: treat it as still owned; if it is not, the next pass is fenced again.
             Err(e) => tracing::warn!(execution_id = %id, error = %e, "cannot read the owner"),

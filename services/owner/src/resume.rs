@@ -50,6 +50,7 @@ pub(crate) async fn adopt(
     let mut core = inner.core.lock().await;
     for id in &ids {
         core.hot.remove(id);
+        core.lost.remove(id);
     }
     let loaded = load(inner, &mut core, &ids).await;
     let children = missing_children(inner, &core, &loaded).await?;

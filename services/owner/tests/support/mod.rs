@@ -1,0 +1,124 @@
+//! Helpers of the owner's cluster tests: a store in a temp dir with definitions, owners
+//! with a node id, starts, heartbeats, inbox replies and the replay check.
+
+#![allow(dead_code)]
+
+use orbit_engine::replay::replay;
+use orbit_owner::{Owner, OwnerConfig, StartRequest};
+use orbit_store::{ChangeHub, InboxStatus, NodeInfo, SqliteStore, Store};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Waits for signals `one` then `two`.
+pub const TWO_SIGNALS: &str = "name: two\nversion: '1'\nsignals: { one: {}, two: {} }\nsteps:\n  - { id: a, await: one }\n  - { id: b, await: two, needs: [a] }\noutput: done\n";
+
+/// A parent whose child waits for signal `one`.
+pub const PARENT: &str = "name: parent\nversion: '1'\nsteps: [ { id: kid, workflow: two } ]\n";
+
+/// A migrated store in `dir` with `defs` registered.
+pub async fn store(dir: &tempfile::TempDir, defs: &[&str]) -> Arc<dyn Store> {
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open_and_migrate(dir.path().join("orbit.db")).await.unwrap());
+    for d in defs {
+        let def = orbit_definition::parse(d).unwrap();
+        let doc = orbit_definition::canonical_json(&orbit_definition::to_document(&def));
+        store.put_definition(&def.name, &def.version, &def.hash, &doc).await.unwrap();
+    }
+    store
+}
+
+/// An owner with node id `node` whose passes run only when woken (no idle pass), so a test
+/// decides which owner acts when.
+pub fn owner(store: &Arc<dyn Store>, node: &str) -> Owner {
+    Owner::new(
+        OwnerConfig {
+            node_id: node.into(),
+            idle_pass: Duration::from_secs(3600),
+            ..OwnerConfig::default()
+        },
+        store.clone(),
+        Arc::new(Notify::new()),
+        Arc::new(Notify::new()),
+        Arc::new(ChangeHub::new()),
+    )
+}
+
+/// Runs `owner`'s pass loop until `stop`.
+pub fn run(owner: &Owner, stop: &CancellationToken) -> tokio::task::JoinHandle<()> {
+    let (o, s) = (owner.clone(), stop.clone());
+    tokio::spawn(async move { o.run(s).await.unwrap() })
+}
+
+/// A root start request.
+pub fn start(id: &str, workflow: &str) -> StartRequest {
+    StartRequest {
+        execution_id: id.into(),
+        workflow: workflow.into(),
+        version: None,
+        input: json!({}),
+        parent: None,
+        root_id: None,
+        schedule_id: None,
+    }
+}
+
+/// Registers a heartbeat of owner `node` (advertising `addr`) now.
+pub async fn beat(store: &Arc<dyn Store>, node: &str, addr: Option<String>) {
+    let info =
+        NodeInfo { node_id: node.into(), service: "owner".into(), incarnation: "1".into(), addr };
+    store.heartbeat_node(&info).await.unwrap();
+}
+
+/// Writes signal `name` for `id`; returns the entry's seq.
+pub async fn signal(store: &Arc<dyn Store>, id: &str, name: &str) -> u64 {
+    store.enqueue_inbox(id, "signal", None, &json!({"name": name, "payload": {}})).await.unwrap()
+}
+
+/// The reply of an applied entry, waiting up to 5 s for it.
+pub async fn reply(store: &Arc<dyn Store>, seq: u64) -> Value {
+    for _ in 0..500 {
+        if let InboxStatus::Done(r) = store.inbox_result(seq).await.unwrap() {
+            return r.unwrap_or(Value::Null);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("inbox entry {seq} was not applied within 5 s");
+}
+
+/// Whether the entry is still pending.
+pub async fn pending(store: &Arc<dyn Store>, seq: u64) -> bool {
+    matches!(store.inbox_result(seq).await.unwrap(), InboxStatus::Pending)
+}
+
+/// The owners row of `id`: (node, epoch).
+pub async fn owner_of(store: &Arc<dyn Store>, id: &str) -> (String, u64) {
+    let o = store.get_owner(id).await.unwrap().unwrap();
+    (o.node_id, o.epoch)
+}
+
+/// Every run of `id` replays through the current decider, and its seqs are 1..=n.
+pub async fn assert_replays(store: &Arc<dyn Store>, owner: &Owner, id: &str) {
+    let row = store.get_execution(id).await.unwrap().unwrap();
+    let def = owner.definition(&row.workflow, Some(&row.version)).await.unwrap();
+    for run in 1..=row.run {
+        let history = store.load_history(id, run).await.unwrap();
+        let seqs: Vec<u64> = history.iter().map(|h| h.seq).collect();
+        assert_eq!(seqs, (1..=history.len() as u64).collect::<Vec<_>>(), "{id}: seqs");
+        replay(&def, &history, &orbit_definition::Limits::default())
+            .unwrap_or_else(|d| panic!("{id} run {run}: {d:?}"));
+    }
+}
+
+/// How many `SignalReceived` events named `name` the history of `id` holds.
+pub async fn signals_received(store: &Arc<dyn Store>, id: &str, name: &str) -> usize {
+    let history = store.load_history(id, 1).await.unwrap();
+    history
+        .iter()
+        .filter(|h| {
+            matches!(&h.event, orbit_engine::Event::SignalReceived { name: n, .. } if n == name)
+        })
+        .count()
+}
