@@ -63,6 +63,19 @@ impl Topology {
     /// Starts `frontends` frontends, `owners` owners and 1 scheduler (or as many as
     /// `schedulers`) with `extra` flags for every service, on a database of its own.
     pub fn start(name: &str, frontends: u32, owners: u32, schedulers: u32, extra: &[&str]) -> Topology {
+        Topology::start_with(name, frontends, owners, schedulers, "disable", extra)
+    }
+
+    /// [`Topology::start`] with the services reaching PostgreSQL with `sslmode` (`disable`,
+    /// `require` or `verify-full`).
+    pub fn start_with(
+        name: &str,
+        frontends: u32,
+        owners: u32,
+        schedulers: u32,
+        sslmode: &str,
+        extra: &[&str],
+    ) -> Topology {
         let admin_url = pg_admin_url();
         let dir = TempDir::new(&format!("topo-{name}"));
         let database = format!("orbit_e2e_{name}_{}", std::process::id()).replace('-', "_");
@@ -71,6 +84,7 @@ impl Topology {
         cmd.arg("start").arg("--dir").arg(&dir.0);
         cmd.args(["--database", &database, "--frontends", &f, "--owners", &o]);
         cmd.args(["--schedulers", &s, "--ports", "auto", "--bin", env!("CARGO_BIN_EXE_orbit")]);
+        cmd.args(["--sslmode", sslmode]);
         cmd.arg("--").args(extra);
         let (ok, out, err) = super::run_bounded(&mut cmd, Duration::from_secs(300));
         assert!(ok, "topology.sh start failed:\n{out}\n{err}");
@@ -229,4 +243,98 @@ pub async fn check_all(topo: &Topology, def: &orbit_definition::Definition, ids:
         let history = store.load_history(id, 1).await.expect("load history");
         assert_eq!(check_history(def, id, &history), units, "{id}: successful units");
     }
+}
+
+/// A workflow with three task units and a durable sleep between the first two: long enough
+/// to be caught in flight, short enough for a test.
+pub const STEADY: &str = r#"
+name: steady
+version: "1"
+tasks: { work: {} }
+steps:
+  - { id: a, task: work, input: "${{ input.n }}" }
+  - { id: nap, needs: [a], sleep: 300ms }
+  - { id: b, needs: [nap], task: work, input: "${{ steps.a.output }}" }
+  - { id: c, needs: [b], task: work, input: "${{ steps.b.output }}" }
+output: "${{ steps.c.output }}"
+"#;
+
+/// What a load worker saw: (execution id, step, idempotency key, redelivery) per run.
+pub type Runs = std::sync::Arc<std::sync::Mutex<Vec<(String, String, String, bool)>>>;
+
+/// Runs a worker for `work` on `endpoints` (comma-separated) that echoes its input after
+/// `delay`; returns the record of every task it ran.
+pub fn load_worker(
+    endpoints: &str,
+    worker_id: &str,
+    concurrency: u32,
+    delay: Duration,
+    stop: &tokio_util::sync::CancellationToken,
+) -> Runs {
+    use orbit_worker::{TaskContext, TaskFailure, Worker};
+    let runs: Runs = Runs::default();
+    let seen = runs.clone();
+    let worker = Worker::builder(endpoints.to_string())
+        .worker_id(worker_id)
+        .max_concurrency(concurrency)
+        .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(500))
+        .task("work", "1", move |ctx: TaskContext| {
+            let seen = seen.clone();
+            async move {
+                tokio::time::sleep(delay).await;
+                if let Ok(mut s) = seen.lock() {
+                    s.push((
+                        ctx.execution_id().to_string(),
+                        ctx.step().to_string(),
+                        ctx.idempotency_key().to_string(),
+                        ctx.redelivery(),
+                    ));
+                }
+                Ok::<serde_json::Value, TaskFailure>(ctx.input().clone())
+            }
+        })
+        .build()
+        .expect("worker");
+    let stop = stop.clone();
+    tokio::spawn(async move { worker.run(stop).await });
+    runs
+}
+
+/// Starts `n` executions of `steady` named `<prefix>-<i>` through the given clients in turn.
+pub async fn start_steady(
+    clients: &mut [WorkflowServiceClient<Channel>],
+    prefix: &str,
+    n: usize,
+) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let id = format!("{prefix}-{i}");
+        let k = i % clients.len();
+        super::start(&mut clients[k], "steady", &id, serde_json::json!(i))
+            .await
+            .unwrap_or_else(|e| panic!("start {id}: {e}"));
+        ids.push(id);
+    }
+    ids
+}
+
+/// Waits for every execution to complete with its own index as output.
+pub async fn expect_completed(client: &mut WorkflowServiceClient<Channel>, ids: &[String], within: Duration) {
+    let deadline = tokio::time::Instant::now() + within;
+    for (i, id) in ids.iter().enumerate() {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let (status, output) = super::result(client, id, left.max(Duration::from_secs(1))).await;
+        assert_eq!(status, orbit_api::v1::ExecutionStatus::Completed, "{id}: {output}");
+        assert_eq!(output, serde_json::json!(i), "{id}");
+    }
+}
+
+/// Runs a SQL query with psql on the topology's database; rows as `|`-separated lines.
+pub fn psql(topo: &Topology, sql: &str) -> Vec<String> {
+    let (ok, out, err) = super::run_bounded(
+        Command::new("psql").arg(&topo.database_url).args(["-qtAc", sql]),
+        Duration::from_secs(30),
+    );
+    assert!(ok, "psql {sql}: {err}");
+    out.lines().filter(|l| !l.is_empty()).map(str::to_string).collect()
 }
