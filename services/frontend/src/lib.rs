@@ -12,8 +12,10 @@
 //! [`Frontend::admin_service`].
 
 mod admin;
+mod claims;
 mod defs;
 mod error;
+mod reply;
 mod validate;
 mod worker;
 mod workflow;
@@ -50,6 +52,8 @@ pub struct FrontendConfig {
     pub watch_poll_ms: u64,
     /// How often a session's dispatcher looks for tasks without a "tasks ready" signal.
     pub dispatch_fallback_ms: u64,
+    /// A node whose last heartbeat is older than this is dead (`ClusterStatus` liveness).
+    pub node_timeout_ms: u64,
 }
 
 impl Default for FrontendConfig {
@@ -62,6 +66,7 @@ impl Default for FrontendConfig {
             reply_timeout_ms: 10_000,
             watch_poll_ms: 1_000,
             dispatch_fallback_ms: 250,
+            node_timeout_ms: 10_000,
         }
     }
 }
@@ -187,30 +192,28 @@ impl Frontend {
     /// # Errors
     /// The store cannot be read or written.
     pub async fn recover_claims(&self) -> Result<usize, orbit_store::StoreError> {
-        let shared = &self.shared;
-        let claimed = shared.store.claimed_tasks(&shared.config.node_id).await?;
-        let mut executions = Vec::new();
-        for row in &claimed {
-            let Some(token) = row.token.as_deref() else { continue };
-            let payload = serde_json::json!({ "reason": "SESSION_LOST" });
-            shared
-                .store
-                .enqueue_inbox(&row.execution_id, "uncertain", Some(token), &payload)
-                .await?;
-            executions.push(row.execution_id.clone());
-        }
-        if !executions.is_empty() {
-            tracing::info!(
-                count = claimed.len(),
-                "claims of a previous run handed back as uncertain"
-            );
-            let wake =
-                orbit_api::internal::v1::OwnerServiceWakeRequest { execution_ids: executions };
-            if let Err(e) = shared.owner.wake(tonic::Request::new(wake)).await {
-                tracing::warn!(error = %e, "cannot wake the owner after handing back claims");
-            }
-        }
-        Ok(claimed.len())
+        claims::recover(&self.shared).await
+    }
+
+    /// Every `interval` until `shutdown`: hands back the claims of frontends with no live
+    /// heartbeat within `node_timeout_ms` (killed, or cut off), so their attempts become
+    /// uncertain and are redelivered. Results workers send later for those tokens, through
+    /// any frontend, are still recorded. Errors are logged and retried.
+    pub async fn run_sweeper(
+        &self,
+        node_timeout_ms: u64,
+        interval: Duration,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) {
+        claims::sweep_until(&self.shared, node_timeout_ms, interval, shutdown).await;
+    }
+
+    /// One sweep (see [`Frontend::run_sweeper`]); returns how many claims were handed back.
+    ///
+    /// # Errors
+    /// The store cannot be read or written.
+    pub async fn sweep_once(&self, node_timeout_ms: u64) -> Result<usize, orbit_store::StoreError> {
+        claims::sweep(&self.shared, node_timeout_ms).await
     }
 
     /// Worker sessions currently open on this frontend.

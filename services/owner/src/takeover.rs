@@ -65,7 +65,7 @@ async fn drop_lost(inner: &Inner) -> Result<(), OwnerError> {
         core.hot.remove(id);
     }
     if !lost.is_empty() {
-        tracing::warn!(node_id = %inner.cfg.node_id, executions = ?lost, "dropped executions another owner took over");
+        tracing::warn!(node_id = %inner.cfg.node_id, executions = ?lost, "fenced: another owner took these executions over at a higher epoch; dropped them from memory");
     }
     Ok(())
 }

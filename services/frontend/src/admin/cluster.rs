@@ -1,5 +1,9 @@
-//! `ClusterStatus`. Without a membership table the cluster is this process: one node id
-//! serving the frontend, the owner and the scheduler (`orbit dev`).
+//! `ClusterStatus`. When nodes heartbeat in the `nodes` table (the split services), the
+//! answer is that table: every node, live when its last heartbeat (by the store's clock) is
+//! within the node timeout, dead ones only on request, each owner with the open executions
+//! it owns, and the open executions of dead owners as orphaned (waiting for takeover).
+//! Without rows the cluster is this process: one node id serving the frontend, the owner
+//! and the scheduler (`orbit dev`).
 
 use crate::error::{store, ApiResult};
 use crate::worker::now_ms;
@@ -8,12 +12,82 @@ use orbit_api::v1::{
     ClusterStatusRequest, ClusterStatusResponse, ExecutionStatus, Node, ServiceKind,
 };
 use orbit_server_kit::payload::ms_to_timestamp;
-use orbit_store::ExecutionFilter;
+use orbit_store::{ExecutionFilter, NodeRow};
+use std::collections::{BTreeSet, HashSet};
+
+/// Orphaned roots read to count orphaned executions.
+const ORPHAN_SCAN: u32 = 10_000;
 
 pub(super) async fn status(
     shared: &Shared,
-    _req: ClusterStatusRequest,
+    req: ClusterStatusRequest,
 ) -> ApiResult<ClusterStatusResponse> {
+    let rows = shared.store.list_nodes().await.map_err(store)?;
+    if rows.is_empty() {
+        return single_process(shared).await;
+    }
+    let timeout = shared.config.node_timeout_ms;
+    let live: HashSet<String> = shared
+        .store
+        .live_nodes(None, timeout)
+        .await
+        .map_err(store)?
+        .into_iter()
+        .map(|n| n.node_id)
+        .collect();
+    let mut nodes = Vec::new();
+    for row in rows {
+        let is_live = live.contains(&row.node_id);
+        if is_live || req.include_dead {
+            nodes.push(node(shared, row, is_live).await?);
+        }
+    }
+    nodes.sort_by(|a, b| (a.service, &a.node_id).cmp(&(b.service, &b.node_id)));
+    // Owners with work and no live heartbeat, whether or not their row still exists.
+    let dead_owners: BTreeSet<String> = shared
+        .store
+        .orphaned_roots(timeout, ORPHAN_SCAN)
+        .await
+        .map_err(store)?
+        .into_iter()
+        .map(|o| o.node_id)
+        .collect();
+    let mut orphaned_executions = 0u64;
+    for owner in dead_owners {
+        orphaned_executions +=
+            shared.store.owned_executions(&owner).await.map_err(store)?.len() as u64;
+    }
+    Ok(ClusterStatusResponse { nodes, orphaned_executions })
+}
+
+/// One `nodes` row on the wire.
+async fn node(shared: &Shared, row: NodeRow, live: bool) -> ApiResult<Node> {
+    let service = match row.service.as_str() {
+        "frontend" => ServiceKind::Frontend,
+        "owner" => ServiceKind::Owner,
+        "scheduler" => ServiceKind::Scheduler,
+        _ => ServiceKind::Unspecified,
+    };
+    let owned_executions = if service == ServiceKind::Owner {
+        shared.store.owned_executions(&row.node_id).await.map_err(store)?.len() as u64
+    } else {
+        0
+    };
+    Ok(Node {
+        node_id: row.node_id,
+        service: service.into(),
+        // Incarnations are start times in microseconds (see orbit-cluster's membership).
+        incarnation: row.incarnation.parse().unwrap_or(0),
+        addr: row.addr.unwrap_or_default(),
+        live,
+        heartbeat_at: Some(ms_to_timestamp(row.heartbeat_at_ms)),
+        started_at: Some(ms_to_timestamp(row.started_at_ms)),
+        owned_executions,
+    })
+}
+
+/// The answer of `orbit dev`: this process serves every service.
+async fn single_process(shared: &Shared) -> ApiResult<ClusterStatusResponse> {
     let owned = running_executions(shared).await?;
     let now = now_ms();
     let node = |service: ServiceKind, owned_executions: u64| Node {

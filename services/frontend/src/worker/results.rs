@@ -1,20 +1,21 @@
 //! Worker results (complete, fail, heartbeat details) → the task row and the owner's inbox.
 //!
 //! A result is recorded with `Store::complete_task_row`, which marks the row done and
-//! writes the inbox entry in one transaction; then the owner is woken and its reply read, so
-//! the acknowledgement says whether the result counted (`accepted: false`, `STALE_RESULT`,
-//! when it arrived for a unit already resolved). Results are handled concurrently, so this
-//! wait never holds up a worker's stream. Heartbeat details must not finish the row, so they go
-//! to the inbox directly.
+//! writes the inbox entry in one transaction; then the owner is woken and its reply awaited
+//! (on change notifications, up to `reply_timeout_ms`; without a reply in time the durable
+//! result is acknowledged as accepted), so the acknowledgement says whether the result
+//! counted (`accepted: false`, `STALE_RESULT`, when it arrived for a unit already
+//! resolved). Results are handled concurrently, so this wait never holds up a worker's
+//! stream. Heartbeat details must not finish the row, so they go to the inbox directly.
 
 use crate::error::{invalid, store, ApiResult};
-use crate::validate;
-use crate::Shared;
+use crate::{reply, validate, Shared};
 use orbit_api::v1 as wire;
 use orbit_server_kit::payload::proto_to_json;
 use orbit_store::TaskReport;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What the worker is told about its result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,18 +95,26 @@ async fn record(shared: &Arc<Shared>, token: &str, report: TaskReport) -> ApiRes
         return Ok(Outcome::rejected("ALREADY_REPORTED"));
     }
     // Durable now. Whether it counts is the owner's call (rule 4: a result for a unit that
-    // is already resolved is recorded as stale): wait for its pass and read its reply.
-    let wake = orbit_api::internal::v1::OwnerServiceWakeRequest {
-        execution_ids: vec![done.task.execution_id.clone()],
-    };
+    // is already resolved is recorded as stale): wait for its reply, driven by the
+    // execution's change notifications. Without a reply in time the result is still
+    // durable and will be applied, so it is acknowledged as accepted.
+    let execution_id = done.task.execution_id.clone();
+    let sub = shared.changes.subscribe(&execution_id);
+    let wake =
+        orbit_api::internal::v1::OwnerServiceWakeRequest { execution_ids: vec![execution_id] };
     let _ = shared.owner.wake(tonic::Request::new(wake)).await;
     let applied = match done.inbox_seq {
-        Some(seq) => match shared.store.inbox_result(seq).await.map_err(store)? {
-            orbit_store::InboxStatus::Done(Some(reply)) => {
-                reply.get("applied").and_then(Value::as_bool).unwrap_or(true)
+        Some(seq) => {
+            let timeout = Duration::from_millis(shared.config.reply_timeout_ms);
+            match reply::wait(shared, &sub, seq, timeout).await? {
+                Some(Some(reply)) => reply.get("applied").and_then(Value::as_bool).unwrap_or(true),
+                Some(None) => true,
+                None => {
+                    tracing::debug!(seq, "no owner reply in time; the durable result is acked");
+                    true
+                }
             }
-            _ => true,
-        },
+        }
         None => true,
     };
     Ok(if applied {

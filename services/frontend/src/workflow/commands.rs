@@ -1,15 +1,16 @@
 //! Commands for an execution's owner: start (through `OwnerService.StartExecution`) and
 //! signal / cancel (through the inbox).
 //!
-//! Inbox protocol: write the entry, call `OwnerService.Wake` for the execution, then wait
-//! (bounded by `reply_timeout_ms`) until the owner has marked the entry done with its reply:
+//! Inbox protocol: subscribe to the execution's changes, write the entry, call
+//! `OwnerService.Wake` (in one process it runs the owner's pass; split, the insert's
+//! notification already woke the owner), then wait — on change notifications, bounded by
+//! `reply_timeout_ms` — until the owner has marked the entry done with its reply:
 //! `{"ok": true, "seq": <history seq>, "run": <run>}` or `{"error": {"code", "message"}}`.
 
 use super::definitions::not_found;
 use super::reads::execution;
 use crate::error::{err, from_reply, store, ApiResult};
-use crate::validate;
-use crate::Shared;
+use crate::{reply, validate, Shared};
 use orbit_api::internal::v1 as internal;
 use orbit_api::v1::{
     CancelExecutionRequest, CancelExecutionResponse, SignalExecutionRequest,
@@ -17,10 +18,8 @@ use orbit_api::v1::{
     UpdateExecutionResponse,
 };
 use orbit_server_kit::ErrorCode;
-use orbit_store::InboxStatus;
 use serde_json::{json, Value};
 use std::time::Duration;
-use tokio::time::Instant;
 
 pub(crate) async fn start(
     shared: &Shared,
@@ -118,40 +117,23 @@ fn reply_run(reply: &Value) -> Option<u32> {
 
 /// Writes an inbox entry, wakes the owner and waits for its reply; returns the `ok` reply.
 async fn send(shared: &Shared, id: &str, kind: &str, payload: &Value) -> ApiResult<Value> {
+    let sub = shared.changes.subscribe(id);
     let seq = shared.store.enqueue_inbox(id, kind, None, payload).await.map_err(store)?;
     let wake = internal::OwnerServiceWakeRequest { execution_ids: vec![id.to_string()] };
     shared.owner.wake(tonic::Request::new(wake)).await?;
-    let reply = wait_reply(shared, seq).await?;
-    match reply {
-        Some(reply) if reply.get("error").is_some() => Err(from_reply(&reply["error"])),
-        Some(reply) => Ok(reply),
+    let timeout = Duration::from_millis(shared.config.reply_timeout_ms);
+    match reply::wait(shared, &sub, seq, timeout).await? {
+        Some(Some(reply)) if reply.get("error").is_some() => Err(from_reply(&reply["error"])),
+        Some(Some(reply)) => Ok(reply),
         // Applied without a reply: recorded, nothing to report.
-        None => Ok(Value::Null),
-    }
-}
-
-/// Polls the entry until done. The owner normally answers `Wake` only after applying the
-/// entries written before the call, so the first read usually finds the reply.
-async fn wait_reply(shared: &Shared, seq: u64) -> ApiResult<Option<Value>> {
-    let deadline = Instant::now() + Duration::from_millis(shared.config.reply_timeout_ms);
-    let mut pause = Duration::from_millis(2);
-    loop {
-        match shared.store.inbox_result(seq).await.map_err(store)? {
-            InboxStatus::Done(reply) => return Ok(reply),
-            InboxStatus::Pending if Instant::now() >= deadline => {
-                return Err(err(
-                    ErrorCode::Unavailable,
-                    format!(
-                        "the execution's owner has not applied the command (inbox entry {seq}) \
-                         within {} ms; it stays queued and will be applied",
-                        shared.config.reply_timeout_ms
-                    ),
-                ))
-            }
-            InboxStatus::Pending => {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_millis(50));
-            }
-        }
+        Some(None) => Ok(Value::Null),
+        None => Err(err(
+            ErrorCode::Unavailable,
+            format!(
+                "the execution's owner has not applied the command (inbox entry {seq}) within \
+                 {} ms; it stays queued and will be applied",
+                shared.config.reply_timeout_ms
+            ),
+        )),
     }
 }
