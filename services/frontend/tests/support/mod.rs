@@ -84,3 +84,4 @@ pub async fn next(inbound: &mut tonic::Streaming<ServerMessage>) -> ServerKind {
 pub fn code(status: &Status) -> ErrorCode {
     OrbitError::from_status(status).unwrap_or_else(|| panic!("no orbit code: {status:?}")).code
 }
+pub mod topology;
