@@ -6,6 +6,13 @@
 //! row, in one transaction (`Store::fire_due_timers`) — so a timer fires once however many
 //! schedulers run — then wakes the owner. It sleeps until the next due time, or until an
 //! owner says a nearer timer exists; a long idle sleep is only a safety net.
+//!
+//! Several schedulers may run at once (split mode): nothing here is shared between them but
+//! the store. The owner they wake is an `Arc<dyn OwnerService>` — the in-process owner in
+//! `orbit dev`, `RemoteOwners` otherwise (its `Wake` returns at once: the inbox insert's
+//! notification already woke the owner) — and their wake-ups come from the database's
+//! notifications in split mode. A scheduler that finds a due timer it could not fire backs
+//! off briefly instead of spinning while another scheduler commits it.
 
 use orbit_api::internal::v1 as pb;
 use orbit_api::internal::v1::owner_service_server::OwnerService;
@@ -21,6 +28,11 @@ use tonic::{Request, Response, Status};
 
 /// Timer rows fired per transaction.
 const FIRE_BATCH: u32 = 1000;
+
+/// The pause when a timer is due but this scheduler fired nothing: another scheduler holds
+/// the due rows (PostgreSQL skips rows locked by a concurrent claim) and is firing them.
+/// Without it, this one would spin on `next_timer_at` until the other commits.
+const CONTENDED: Duration = Duration::from_millis(10);
 
 /// The scheduler. Cheap to clone.
 #[derive(Clone)]
@@ -70,9 +82,14 @@ impl Scheduler {
             inner.last_scan_ms.store(now, Ordering::Relaxed);
             let sleep_for = match self.fire(now).await {
                 Ok(n) if n == FIRE_BATCH as usize => continue,
-                Ok(_) => match inner.store.next_timer_at().await {
+                Ok(fired) => match inner.store.next_timer_at().await {
                     Ok(Some(at)) => {
-                        Duration::from_millis(at.saturating_sub((inner.clock)())).min(inner.idle)
+                        let wait = Duration::from_millis(at.saturating_sub((inner.clock)()));
+                        if wait.is_zero() && fired == 0 {
+                            CONTENDED
+                        } else {
+                            wait.min(inner.idle)
+                        }
                     }
                     Ok(None) => inner.idle,
                     Err(e) => {
