@@ -1,11 +1,13 @@
 //! `orbit`: one binary for the services and the client.
 //!
 //! `orbit dev` runs the frontend, the owner and the scheduler in one process on an embedded
-//! SQLite file; the other subcommands are clients of a running server.
+//! SQLite file; `orbit frontend|owner|scheduler` run one service each, any number of them
+//! on one shared database; the other subcommands are clients of a running server.
 
 mod bench;
 mod client;
 mod dev;
+mod split;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -22,6 +24,12 @@ struct Cli {
 enum Command {
     /// Run every service in one process on an embedded SQLite file (the quick start).
     Dev(dev::DevArgs),
+    /// Run the frontend service (public API, worker streams) on a shared database.
+    Frontend(split::FrontendArgs),
+    /// Run the owner service (writes histories, takes over dead owners) on a shared database.
+    Owner(split::OwnerArgs),
+    /// Run the scheduler service (durable timers) on a shared database.
+    Scheduler(split::SchedulerArgs),
     /// Run N executions of a K-step workflow with in-process workers and print throughput and
     /// latency percentiles.
     Bench(bench::BenchArgs),
@@ -42,6 +50,9 @@ fn main() -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             Command::Dev(args) => dev::run(args).await,
+            Command::Frontend(args) => split::run_frontend(args).await,
+            Command::Owner(args) => split::run_owner(args).await,
+            Command::Scheduler(args) => split::run_scheduler(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Client(cmd) => client::run(cmd).await,
         }

@@ -1,0 +1,136 @@
+//! The database of a split service, chosen by the URL's scheme, and its wake-ups.
+//!
+//! * `postgres://` / `postgresql://`: [`orbit_store::PgStore`]; LISTEN/NOTIFY brings the
+//!   other processes' commits as [`Wakeup`]s.
+//! * `sqlite:` (one machine only): [`orbit_store::SqliteStore`] on a file every process
+//!   opens. SQLite's file locks serialize the writers of all processes, so claims, fencing
+//!   and takeovers stay atomic; there are no cross-process notifications, so a 100 ms tick
+//!   plays them (every wake-up kind at once; `Changed` is left to the readers' fallbacks).
+
+use orbit_store::{SqliteStore, Store};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How often the SQLite backend plays the notifications it cannot receive.
+const SQLITE_TICK: Duration = Duration::from_millis(100);
+
+/// What another process's commit tells this one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wakeup {
+    /// New inbox entries (owners).
+    Inbox,
+    /// New queued tasks (frontends).
+    Tasks,
+    /// Timers moved (schedulers).
+    Timers,
+    /// An execution's history grew (frontends' watchers and reply waiters).
+    Changed(String),
+    /// Notifications may have been missed (the connection was re-established): look again.
+    Reconnected,
+}
+
+/// Receives wake-ups.
+pub type Handler = Arc<dyn Fn(Wakeup) + Send + Sync>;
+
+/// How to reach the database.
+#[derive(Debug, Clone)]
+pub struct DatabaseOptions {
+    pub url: String,
+    pub ca_file: Option<PathBuf>,
+    pub pool_size: u32,
+    /// Shown in the database's session list (`orbit-owner-1`).
+    pub application_name: String,
+}
+
+/// A connected, migrated database.
+pub struct Database {
+    pub store: Arc<dyn Store>,
+    kind: Kind,
+}
+
+enum Kind {
+    Sqlite,
+}
+
+/// Why [`Database::connect`] failed.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// The flags are wrong; retrying will not help.
+    Config(String),
+    /// The database cannot be reached or migrated now (it may be starting).
+    Unreachable(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Config(m) | ConnectError::Unreachable(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The file a `sqlite:` URL names: `sqlite:///abs/path.db`, `sqlite://rel.db`, `sqlite:rel.db`.
+fn sqlite_path(url: &str) -> Option<PathBuf> {
+    let rest = url.strip_prefix("sqlite:")?;
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    (!path.is_empty()).then(|| PathBuf::from(path))
+}
+
+impl Database {
+    /// Connects and applies pending migrations (safe when many processes start at once).
+    ///
+    /// # Errors
+    /// A URL this build cannot use ([`ConnectError::Config`]: retrying will not help), or a
+    /// database that cannot be reached or migrated now.
+    pub async fn connect(o: &DatabaseOptions) -> Result<Database, ConnectError> {
+        if let Some(path) = sqlite_path(&o.url) {
+            let store = SqliteStore::open_and_migrate(&path)
+                .await
+                .map_err(|e| ConnectError::Unreachable(format!("sqlite {}: {e}", path.display())))?;
+            return Ok(Database { store: Arc::new(store), kind: Kind::Sqlite });
+        }
+        if o.url.starts_with("postgres://") || o.url.starts_with("postgresql://") {
+            return Err(ConnectError::Config(
+                "this build has no PostgreSQL backend yet (orbit_store::PgStore)".into(),
+            ));
+        }
+        Err(ConnectError::Config(
+            "--database-url must start with postgres://, postgresql:// or sqlite:".into(),
+        ))
+    }
+
+    /// Delivers wake-ups to `handler` until `shutdown`.
+    pub fn listen(&self, handler: Handler, shutdown: CancellationToken) -> JoinHandle<()> {
+        match &self.kind {
+            Kind::Sqlite => tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        () = tokio::time::sleep(SQLITE_TICK) => {}
+                    }
+                    handler(Wakeup::Inbox);
+                    handler(Wakeup::Tasks);
+                    handler(Wakeup::Timers);
+                }
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sqlite_path;
+    use std::path::PathBuf;
+
+    #[test]
+    fn sqlite_urls_name_a_file() {
+        assert_eq!(sqlite_path("sqlite:///tmp/o.db"), Some(PathBuf::from("/tmp/o.db")));
+        assert_eq!(sqlite_path("sqlite://o.db"), Some(PathBuf::from("o.db")));
+        assert_eq!(sqlite_path("sqlite:o.db"), Some(PathBuf::from("o.db")));
+        assert_eq!(sqlite_path("sqlite:"), None);
+        assert_eq!(sqlite_path("postgres://h/db"), None);
+    }
+}

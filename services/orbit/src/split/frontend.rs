@@ -1,0 +1,58 @@
+//! `orbit frontend`: the public API, worker streams and the sweeper of dead frontends'
+//! claims. Commands reach owners through the inbox and `RemoteOwners`; task notifications
+//! wake the dispatchers, change notifications the watchers and reply waiters.
+
+use super::args::FrontendArgs;
+use super::backend::Wakeup;
+use super::node::{self, prepare};
+use orbit_cluster::{RemoteOwners, RetryPolicy};
+use orbit_frontend::{Frontend, FrontendConfig};
+use orbit_store::ChangeHub;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// Runs a frontend until SIGINT/SIGTERM.
+pub async fn run(args: FrontendArgs) -> ExitCode {
+    let a = &args.common;
+    let node = match prepare("frontend", "127.0.0.1:7233", a).await {
+        Ok(n) => n,
+        Err(code) => return code,
+    };
+    let tasks_ready = Arc::new(Notify::new());
+    let changes = Arc::new(ChangeHub::new());
+    let owners = Arc::new(RemoteOwners::new(node.membership.clone(), RetryPolicy::default()));
+    let frontend = Frontend::new(
+        FrontendConfig {
+            node_id: node.node_id.clone(),
+            session_timeout_ms: args.session_timeout_ms,
+            reply_timeout_ms: args.reply_timeout_ms,
+            node_timeout_ms: a.node_timeout_ms,
+            ..FrontendConfig::default()
+        },
+        node.database.store.clone(),
+        owners,
+        tasks_ready.clone(),
+        changes.clone(),
+    );
+    let listen = node.database.listen(
+        Arc::new(move |w| match w {
+            Wakeup::Tasks | Wakeup::Reconnected => tasks_ready.notify_waiters(),
+            Wakeup::Changed(id) => changes.publish([id.as_str()]),
+            // Missed changes are covered by the watchers' and waiters' own re-reads.
+            Wakeup::Inbox | Wakeup::Timers => {}
+        }),
+        node.shutdown.clone(),
+    );
+    let sweeper = {
+        let (f, stop) = (frontend.clone(), node.shutdown.clone());
+        let timeout = a.node_timeout_ms;
+        let every = Duration::from_millis(a.heartbeat_ms);
+        tokio::spawn(async move { f.run_sweeper(timeout, every, stop).await })
+    };
+    let beat = node.heartbeat();
+    node.announce();
+    let served = frontend.serve(node.listener, node.shutdown.clone()).await;
+    node::finish(&node.node_id, served, &node.shutdown, vec![listen, sweeper, beat]).await
+}

@@ -1,0 +1,146 @@
+//! What every split service does before serving and after: logs, flags, the bound
+//! listener, the node id, the database (retried while it is unreachable, so services may
+//! start before it), membership, the ready line, and a clean stop.
+
+use super::args::CommonArgs;
+use super::backend::{ConnectError, Database, DatabaseOptions};
+use orbit_cluster::{Membership, MembershipConfig};
+use orbit_server_kit::signal_token;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long a starting service keeps trying to reach the database.
+const CONNECT_PATIENCE: Duration = Duration::from_secs(120);
+
+/// A split service ready to serve.
+pub struct Node {
+    pub service: &'static str,
+    pub node_id: String,
+    pub listener: TcpListener,
+    pub bound: SocketAddr,
+    pub database: Database,
+    pub membership: Membership,
+    pub shutdown: CancellationToken,
+}
+
+/// Prepares a node of `service`; an `Err` is the exit code (after saying why on stderr).
+pub async fn prepare(
+    service: &'static str,
+    default_listen: &str,
+    args: &CommonArgs,
+) -> Result<Node, ExitCode> {
+    crate::dev::init_logs(&args.log);
+    if let Err(e) = args.check() {
+        eprintln!("error: {e}");
+        return Err(ExitCode::from(2));
+    }
+    let listen = match args.listen {
+        Some(a) => a,
+        None => default_listen.parse().map_err(|_| ExitCode::from(2))?,
+    };
+    let listener = TcpListener::bind(listen).await.map_err(|e| {
+        eprintln!("error: cannot listen on {listen}: {e}");
+        ExitCode::from(5)
+    })?;
+    let bound = listener.local_addr().map_err(|e| {
+        eprintln!("error: cannot read the bound address: {e}");
+        ExitCode::from(5)
+    })?;
+    let node_id = args.node_id.clone().unwrap_or_else(|| format!("{service}-{}", bound.port()));
+    let shutdown = signal_token();
+    let options = DatabaseOptions {
+        url: args.database_url.clone(),
+        ca_file: args.database_ca_file.clone(),
+        pool_size: args.pool_size,
+        application_name: format!("orbit-{node_id}"),
+    };
+    let database = connect(&options, &shutdown).await?;
+    let membership = Membership::new(
+        database.store.clone(),
+        MembershipConfig {
+            node_id: node_id.clone(),
+            service: service.to_string(),
+            addr: Some(args.advertise.clone().unwrap_or_else(|| bound.to_string())),
+            heartbeat_interval: Duration::from_millis(args.heartbeat_ms),
+            node_timeout_ms: args.node_timeout_ms,
+        },
+    );
+    // Registered before serving: owners must be routable, frontends must look alive before
+    // they hand out claims.
+    while let Err(e) = membership.beat().await {
+        tracing::warn!(error = %e, "cannot register in the nodes table; retrying");
+        tokio::select! {
+            () = shutdown.cancelled() => return Err(ExitCode::from(4)),
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+    Ok(Node { service, node_id, listener, bound, database, membership, shutdown })
+}
+
+async fn connect(o: &DatabaseOptions, shutdown: &CancellationToken) -> Result<Database, ExitCode> {
+    let started = tokio::time::Instant::now();
+    let mut pause = Duration::from_millis(200);
+    loop {
+        match Database::connect(o).await {
+            Ok(db) => return Ok(db),
+            Err(ConnectError::Config(e)) => {
+                eprintln!("error: {e}");
+                return Err(ExitCode::from(2));
+            }
+            Err(ConnectError::Unreachable(e)) if started.elapsed() >= CONNECT_PATIENCE => {
+                eprintln!("error: cannot reach the database: {e}");
+                return Err(ExitCode::from(4));
+            }
+            Err(ConnectError::Unreachable(e)) => {
+                tracing::warn!(error = %e, "cannot reach the database yet; retrying");
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return Err(ExitCode::from(4)),
+            () = tokio::time::sleep(pause) => {}
+        }
+        pause = (pause * 2).min(Duration::from_secs(5));
+    }
+}
+
+impl Node {
+    /// Starts heartbeating (until shutdown, then the node row is removed).
+    pub fn heartbeat(&self) -> JoinHandle<()> {
+        let (m, stop) = (self.membership.clone(), self.shutdown.clone());
+        tokio::spawn(async move { m.run(stop).await })
+    }
+
+    /// The line tests and scripts wait for.
+    pub fn announce(&self) {
+        tracing::info!(service = self.service, node_id = %self.node_id, addr = %self.bound, "serving");
+        eprintln!("orbit {} {} serving on {}", self.service, self.node_id, self.bound);
+    }
+}
+
+/// Waits for the background tasks after the server stopped, and turns the outcome into the
+/// exit code.
+pub async fn finish(
+    node_id: &str,
+    served: Result<(), Box<dyn std::error::Error + Send + Sync>>,
+    shutdown: &CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+) -> ExitCode {
+    shutdown.cancel();
+    for t in tasks {
+        let _ = t.await;
+    }
+    match served {
+        Ok(()) => {
+            tracing::info!(node_id, "stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(4)
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! `orbit owner`: the pass loop, the takeover loop and `OwnerService`. Inbox notifications
+//! (and reconnects, after which some may have been missed) kick a pass.
+
+use super::args::OwnerArgs;
+use super::backend::Wakeup;
+use super::node::{self, prepare};
+use orbit_owner::{Owner, OwnerConfig};
+use orbit_store::ChangeHub;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// Runs an owner until SIGINT/SIGTERM.
+pub async fn run(args: OwnerArgs) -> ExitCode {
+    let a = &args.common;
+    let node = match prepare("owner", "127.0.0.1:7234", a).await {
+        Ok(n) => n,
+        Err(code) => return code,
+    };
+    let owner = Owner::new(
+        OwnerConfig {
+            node_id: node.node_id.clone(),
+            node_timeout_ms: a.node_timeout_ms,
+            takeover_interval: Some(Duration::from_millis(a.heartbeat_ms)),
+            ..OwnerConfig::default()
+        },
+        node.database.store.clone(),
+        // Frontends and schedulers hear about tasks and timers from the database.
+        Arc::new(Notify::new()),
+        Arc::new(Notify::new()),
+        Arc::new(ChangeHub::new()),
+    );
+    let kicked = owner.clone();
+    let listen = node.database.listen(
+        Arc::new(move |w| {
+            if matches!(w, Wakeup::Inbox | Wakeup::Reconnected) {
+                kicked.kick();
+            }
+        }),
+        node.shutdown.clone(),
+    );
+    let beat = node.heartbeat();
+    node.announce();
+    let served = owner.serve(node.listener, node.shutdown.clone()).await;
+    node::finish(&node.node_id, served, &node.shutdown, vec![listen, beat]).await
+}
