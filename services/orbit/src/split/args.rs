@@ -1,8 +1,8 @@
 //! The flags of `orbit frontend`, `orbit owner` and `orbit scheduler`, each also read from
 //! its `ORBIT_*` environment variable.
 
-use std::path::PathBuf;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 /// Flags every split service takes.
 #[derive(clap::Args, Debug, Clone)]
@@ -51,7 +51,9 @@ pub struct CommonArgs {
 
 /// Options of `orbit owner`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Example:\n  ORBIT_DATABASE_URL=postgres://orbit:orbit@localhost/orbit \\\n    orbit owner --node-id owner-1 --listen 0.0.0.0:7234 --advertise owner-1:7234")]
+#[command(
+    after_help = "Example:\n  ORBIT_DATABASE_URL=postgres://orbit:orbit@localhost/orbit \\\n    orbit owner --node-id owner-1 --listen 0.0.0.0:7234 --advertise owner-1:7234"
+)]
 pub struct OwnerArgs {
     #[command(flatten)]
     pub common: CommonArgs,
@@ -59,7 +61,9 @@ pub struct OwnerArgs {
 
 /// Options of `orbit frontend`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Example:\n  ORBIT_DATABASE_URL=postgres://orbit:orbit@localhost/orbit \\\n    orbit frontend --node-id frontend-1 --listen 0.0.0.0:7233")]
+#[command(
+    after_help = "Example:\n  ORBIT_DATABASE_URL=postgres://orbit:orbit@localhost/orbit \\\n    orbit frontend --node-id frontend-1 --listen 0.0.0.0:7233"
+)]
 pub struct FrontendArgs {
     #[command(flatten)]
     pub common: CommonArgs,
@@ -75,7 +79,9 @@ pub struct FrontendArgs {
 
 /// Options of `orbit scheduler`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Example:\n  ORBIT_DATABASE_URL=postgres://orbit:orbit@localhost/orbit \\\n    orbit scheduler --node-id scheduler-1 --listen 0.0.0.0:7235")]
+#[command(
+    after_help = "Example:\n  ORBIT_DATABASE_URL=postgres://orbit:orbit@localhost/orbit \\\n    orbit scheduler --node-id scheduler-1 --listen 0.0.0.0:7235"
+)]
 pub struct SchedulerArgs {
     #[command(flatten)]
     pub common: CommonArgs,

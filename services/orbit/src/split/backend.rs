@@ -87,9 +87,9 @@ impl Database {
     /// database that cannot be reached or migrated now.
     pub async fn connect(o: &DatabaseOptions) -> Result<Database, ConnectError> {
         if let Some(path) = sqlite_path(&o.url) {
-            let store = SqliteStore::open_and_migrate(&path)
-                .await
-                .map_err(|e| ConnectError::Unreachable(format!("sqlite {}: {e}", path.display())))?;
+            let store = SqliteStore::open_and_migrate(&path).await.map_err(|e| {
+                ConnectError::Unreachable(format!("sqlite {}: {e}", path.display()))
+            })?;
             return Ok(Database { store: Arc::new(store), kind: Kind::Sqlite });
         }
         if o.url.starts_with("postgres://") || o.url.starts_with("postgresql://") {

@@ -3,6 +3,7 @@
 #![allow(dead_code, missing_docs)]
 
 pub mod scenario;
+pub mod split;
 
 use orbit_api::v1 as pb;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;

@@ -1,0 +1,124 @@
+//! The split services as real processes (2 owners, 1 scheduler, 2 frontends) on one SQLite
+//! file: every example completes across frontends; a SIGKILLed owner's executions are taken
+//! over and complete once; a SIGTERMed service leaves the cluster cleanly.
+
+mod common;
+
+use common::scenario::{run_every_example, worker, EXAMPLES};
+use common::split::{Split, FAST};
+use common::*;
+use orbit_store::Store;
+use serde_json::json;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+fn topology(name: &str) -> Split {
+    let mut s = Split::new(name);
+    s.spawn("owner", "owner-1", FAST);
+    s.spawn("owner", "owner-2", FAST);
+    s.spawn("scheduler", "scheduler-1", FAST);
+    s.spawn("frontend", "frontend-1", FAST);
+    s.spawn("frontend", "frontend-2", FAST);
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_example_completes_across_frontends() {
+    let mut s = topology("split-examples");
+    let mut c = s.client("frontend-1").await;
+    let mut d = s.client("frontend-2").await;
+    for f in EXAMPLES {
+        register_example(&mut c, f).await;
+    }
+    let stop = CancellationToken::new();
+    worker(&s.url("frontend-1"), "examples-a", &stop);
+    worker(&s.url("frontend-2"), "examples-b", &stop);
+    run_every_example(&mut c, &mut d).await;
+    stop.cancel();
+    let store = s.store().await;
+    let nodes: Vec<String> =
+        store.list_nodes().await.unwrap().into_iter().map(|n| n.node_id).collect();
+    assert_eq!(nodes, ["frontend-1", "frontend-2", "owner-1", "owner-2", "scheduler-1"]);
+    // A clean stop removes the node's row at once.
+    assert!(s.node("scheduler-1").terminate(), "scheduler-1 exits 0 on SIGTERM");
+    let nodes = store.list_nodes().await.unwrap();
+    assert!(nodes.iter().all(|n| n.node_id != "scheduler-1"), "{nodes:?}");
+}
+
+/// Three task units with a durable sleep between the first two.
+const STEADY: &str = r#"
+name: steady
+version: "1"
+tasks: { work: {} }
+steps:
+  - { id: a, task: work, input: "${{ input.n }}" }
+  - { id: nap, needs: [a], sleep: 300ms }
+  - { id: b, needs: [nap], task: work, input: "${{ steps.a.output }}" }
+  - { id: c, needs: [b], task: work, input: "${{ steps.b.output }}" }
+output: "${{ steps.c.output }}"
+"#;
+
+fn echo_worker(address: &str, id: &str, stop: &CancellationToken) {
+    use orbit_worker::{TaskContext, TaskFailure, Worker};
+    let w = Worker::builder(address.to_string())
+        .worker_id(id)
+        .max_concurrency(16)
+        .task("work", "1", |ctx: TaskContext| async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Ok::<serde_json::Value, TaskFailure>(ctx.input().clone())
+        })
+        .build()
+        .expect("worker");
+    let stop = stop.clone();
+    tokio::spawn(async move { w.run(stop).await });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_owner_is_taken_over_and_everything_completes_once() {
+    let mut s = topology("split-ownerkill");
+    let mut clients = vec![s.client("frontend-1").await, s.client("frontend-2").await];
+    register(&mut clients[0], STEADY).await;
+    let stop = CancellationToken::new();
+    echo_worker(&s.url("frontend-1"), "w-a", &stop);
+    echo_worker(&s.url("frontend-2"), "w-b", &stop);
+    let ids: Vec<String> = (0..30).map(|i| format!("k-{i}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        start(&mut clients[i % 2], "steady", id, json!({"n": i})).await.expect("start");
+    }
+    let store = s.store().await;
+    let mut victims = Vec::new();
+    for id in &ids {
+        if store.get_owner(id).await.unwrap().unwrap().node_id == "owner-1" {
+            victims.push(id.clone());
+        }
+    }
+    assert!(!victims.is_empty(), "owner-1 owns some executions");
+    s.node("owner-1").kill9();
+
+    for (i, id) in ids.iter().enumerate() {
+        let (status, output) = result(&mut clients[1], id, Duration::from_secs(60)).await;
+        assert_eq!(status, orbit_api::v1::ExecutionStatus::Completed, "{id}: {output}");
+        assert_eq!(output, json!(i), "{id}");
+    }
+    stop.cancel();
+    for id in &victims {
+        let o = store.get_owner(id).await.unwrap().unwrap();
+        assert_eq!((o.node_id.as_str(), o.epoch), ("owner-2", 2), "{id}");
+    }
+    assert!(s.node("owner-2").log().contains("took over root"), "owner-2 logs its takeovers");
+    let def = orbit_definition::parse(STEADY).unwrap();
+    for id in &ids {
+        let history = store.load_history(id, 1).await.unwrap();
+        orbit_engine::replay::replay(&def, &history, &orbit_definition::Limits::default())
+            .unwrap_or_else(|d| panic!("{id}: {d:?}"));
+        let mut succeeded: Vec<&str> = history
+            .iter()
+            .filter_map(|h| match &h.event {
+                orbit_engine::Event::StepSucceeded { step, .. } => Some(step.as_str()),
+                _ => None,
+            })
+            .collect();
+        succeeded.sort_unstable();
+        assert_eq!(succeeded, ["a", "b", "c", "nap"], "{id}: each unit succeeded exactly once");
+    }
+}
