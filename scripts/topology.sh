@@ -112,7 +112,11 @@ case "$cmd" in
     url="${admin_url%/*}/$database"
     case "$sslmode" in
       disable | require) url="$url?sslmode=$sslmode" ;;
-      verify-full) url="$url?sslmode=verify-full&sslrootcert=$("$repo/scripts/pg.sh" ca)" ;;
+      verify-full)
+        ca="$(eval "$("$repo/scripts/pg.sh" env)"; echo "${ORBIT_TEST_PG_CA:-}")"
+        [ -n "$ca" ] || { echo "topology.sh: scripts/pg.sh printed no CA" >&2; exit 1; }
+        url="$url?sslmode=verify-full&sslrootcert=$ca"
+        ;;
       *) echo "topology.sh: --sslmode must be disable, require or verify-full" >&2; exit 2 ;;
     esac
     if [ -z "$bin" ]; then
