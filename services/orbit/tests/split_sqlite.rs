@@ -76,7 +76,7 @@ fn echo_worker(address: &str, id: &str, stop: &CancellationToken) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_owner_is_taken_over_and_everything_completes_once() {
     let mut s = topology("split-ownerkill");
-    let mut clients = vec![s.client("frontend-1").await, s.client("frontend-2").await];
+    let mut clients = [s.client("frontend-1").await, s.client("frontend-2").await];
     register(&mut clients[0], STEADY).await;
     let stop = CancellationToken::new();
     echo_worker(&s.url("frontend-1"), "w-a", &stop);

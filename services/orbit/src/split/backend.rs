@@ -4,8 +4,9 @@
 //!   other processes' commits as [`Wakeup`]s.
 //! * `sqlite:` (one machine only): [`orbit_store::SqliteStore`] on a file every process
 //!   opens. SQLite's file locks serialize the writers of all processes, so claims, fencing
-//!   and takeovers stay atomic; there are no cross-process notifications, so a 100 ms tick
-//!   plays them (every wake-up kind at once; `Changed` is left to the readers' fallbacks).
+//!   and takeovers stay atomic; there are no cross-process notifications, so every 100 ms
+//!   a `Reconnected` tells each service to look again (`Changed` is left to the readers'
+//!   fallbacks).
 
 use orbit_store::{SqliteStore, Store};
 use std::path::PathBuf;
@@ -87,6 +88,10 @@ impl Database {
     /// database that cannot be reached or migrated now.
     pub async fn connect(o: &DatabaseOptions) -> Result<Database, ConnectError> {
         if let Some(path) = sqlite_path(&o.url) {
+            if o.ca_file.is_some() {
+                tracing::warn!("--database-ca-file applies to PostgreSQL only; ignored");
+            }
+            tracing::info!(path = %path.display(), application = %o.application_name, pool_size = o.pool_size, "opening the shared SQLite file (one machine only; --pool-size is not used)");
             let store = SqliteStore::open_and_migrate(&path).await.map_err(|e| {
                 ConnectError::Unreachable(format!("sqlite {}: {e}", path.display()))
             })?;
@@ -111,9 +116,8 @@ impl Database {
                         () = shutdown.cancelled() => break,
                         () = tokio::time::sleep(SQLITE_TICK) => {}
                     }
-                    handler(Wakeup::Inbox);
-                    handler(Wakeup::Tasks);
-                    handler(Wakeup::Timers);
+                    // "Notifications may have been missed": each service looks again.
+                    handler(Wakeup::Reconnected);
                 }
             }),
         }
