@@ -198,8 +198,8 @@ impl Owner {
         interval: Duration,
         shutdown: CancellationToken,
     ) {
-        loop {
-            if let Err(e) = self.take_over_once(node_timeout_ms).await {
+        for n in 0.. {
+            if let Err(e) = takeover::round(&self.inner, node_timeout_ms, n).await {
                 tracing::warn!(node_id = %self.inner.cfg.node_id, error = %e, "takeover round failed");
             }
             tokio::select! {
@@ -209,12 +209,13 @@ impl Owner {
         }
     }
 
-    /// One takeover round; returns how many root trees this node took.
+    /// One takeover round, including the check that drops held executions another node
+    /// took; returns how many root trees this node took.
     ///
     /// # Errors
     /// The store cannot be read or written.
     pub async fn take_over_once(&self, node_timeout_ms: u64) -> Result<usize, OwnerError> {
-        takeover::round(&self.inner, node_timeout_ms).await
+        takeover::round(&self.inner, node_timeout_ms, 0).await
     }
 
     /// Wakes the pass loop without waiting for the pass (for database notifications).
