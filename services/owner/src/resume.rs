@@ -10,23 +10,37 @@ use crate::effects::ChildStart;
 use crate::error::OwnerError;
 use crate::hot::{rebuild, Core, Hot};
 use crate::owner::{Inner, PendingStart, StartRequest};
+use futures_util::stream::{self, StreamExt, TryStreamExt};
 use serde_json::Value;
 use std::collections::BTreeSet;
+
+/// Store calls in flight at once while resuming.
+const CONCURRENCY: usize = 64;
 
 /// Loads every open execution this node id owns, after fencing any previous process of the
 /// same id, and lets the first pass rewrite timers.
 pub(crate) async fn recover(inner: &Inner) -> Result<(), OwnerError> {
     let me = inner.cfg.node_id.as_str();
     let ids = inner.store.owned_executions(me).await?;
-    let mut roots = BTreeSet::new();
-    for id in &ids {
-        if let Some(o) = inner.store.get_owner(id).await? {
-            roots.insert(o.root_id);
-        }
-    }
-    for root in &roots {
-        inner.store.take_over_root(root, me, me).await?;
-    }
+    // Concurrent calls: the store batches them (SQLite group commit, a PostgreSQL pool),
+    // so a restart with many open executions does not pay one round trip each.
+    let owners: Vec<_> = stream::iter(ids.clone())
+        .map(|id| {
+            let store = inner.store.clone();
+            async move { store.get_owner(&id).await }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect()
+        .await?;
+    let roots: BTreeSet<String> = owners.into_iter().flatten().map(|o| o.root_id).collect();
+    let _: Vec<_> = stream::iter(roots.clone())
+        .map(|root| {
+            let (store, me) = (inner.store.clone(), me.to_string());
+            async move { store.take_over_root(&root, &me, &me).await }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect()
+        .await?;
     let mut core = inner.core.lock().await;
     let loaded = load(inner, &mut core, &ids).await;
     if !ids.is_empty() {
