@@ -88,6 +88,11 @@ impl PgBackend {
         PgBackend { name, url, created: OnceCell::new() }
     }
 
+    /// The database's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// The database's URL.
     pub fn url(&self) -> &str {
         &self.url
