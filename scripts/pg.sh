@@ -23,13 +23,26 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${ORBIT_PG_DIR:-$repo/target/pg}"
 port="${ORBIT_PG_PORT:-55432}"
 url="postgres://postgres@127.0.0.1:${port}/postgres"
-log="$dir/server.log"
 start_timeout=60
 
 die() {
   echo "pg.sh: $*" >&2
   exit 1
 }
+
+# As root the server runs as `postgres`, which must be able to reach the directory. A
+# checkout under a private home (/root is mode 700) is out of its reach: then the cluster
+# goes to /tmp instead, under a name derived from the requested path (so every subcommand
+# finds the same place).
+if [[ "$(id -u)" == 0 ]] && id postgres >/dev/null 2>&1; then
+  case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
+  probe="$dir"
+  while [[ ! -e "$probe" ]]; do probe="$(dirname "$probe")"; done
+  if ! runuser -u postgres -- test -x "$probe" 2>/dev/null; then
+    dir="/tmp/orbit-pg-$(printf '%s' "$dir" | cksum | cut -d' ' -f1)"
+  fi
+fi
+log="$dir/server.log"
 
 find_bin() {
   local d
