@@ -497,3 +497,127 @@ fn urls_for_test_databases_keep_the_query() {
     assert_eq!(url_for("postgres://u@h:1", "x"), "postgres://u@h:1/x");
     assert_eq!(with_param("postgres://h/d", "a", "1"), "postgres://h/d?a=1");
 }
+
+/// Counts round trips on one connection: a TCP proxy that counts the client's bursts (data
+/// to the server after data from it). Run on a current-thread runtime, a pipeline's
+/// requests all leave in one burst, so the count is exact.
+struct RoundTrips {
+    port: u16,
+    turns: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl RoundTrips {
+    async fn start(server: std::net::SocketAddr) -> RoundTrips {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let turns = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&turns);
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(upstream) = tokio::net::TcpStream::connect(server).await else { return };
+                let (mut cr, mut cw) = client.into_split();
+                let (mut ur, mut uw) = upstream.into_split();
+                // Whether the last bytes went from the server to the client.
+                let server_spoke = Arc::new(AtomicBool::new(true));
+                let (spoke, turns) = (Arc::clone(&server_spoke), Arc::clone(&counted));
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = cr.read(&mut buf).await {
+                        if n == 0 || uw.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                        if spoke.swap(false, Ordering::SeqCst) {
+                            turns.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                });
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = ur.read(&mut buf).await {
+                        if n == 0 || cw.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                        server_spoke.store(true, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        RoundTrips { port, turns }
+    }
+
+    fn count(&self) -> u64 {
+        self.turns.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Round trips `f` took.
+    async fn of<T>(&self, f: impl std::future::Future<Output = T>) -> (T, u64) {
+        let before = self.count();
+        let out = f.await;
+        (out, self.count() - before)
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn commits_and_queue_calls_take_few_round_trips() {
+    let db = PgBackend::new("round_trips");
+    db.connect().await.migrate().await.unwrap();
+    let (host_port, db_path) = {
+        let rest = db.url().split_once("@").map_or(db.url(), |(_, r)| r);
+        rest.split_once('/').unwrap()
+    };
+    let server: std::net::SocketAddr = host_port.parse().unwrap();
+    let proxy = RoundTrips::start(server).await;
+    let url = format!("postgres://postgres@127.0.0.1:{}/{db_path}?sslmode=disable", proxy.port);
+    let store = PgStore::connect(&url, PgOptions { pool_size: 1, ..options() }).await.unwrap();
+
+    // A decision pass over many executions: starts with tasks, timers and inbox entries.
+    let pass = |round: u32| {
+        (0..25)
+            .map(|i| {
+                let id = format!("e{round}-{i}");
+                let mut b = start_batch(&id, "node-a");
+                b.events.push(ev(3, scheduled("charge")));
+                b.tasks_to_insert = vec![task("charge", "payments"), task("ship", "shipping")];
+                b.timers_to_upsert = vec![timer("timeout", 99_000)];
+                b
+            })
+            .collect::<Vec<_>>()
+    };
+    store.commit_all(pass(0)).await.unwrap(); // prepares the statements once
+    let (outcomes, trips) = proxy.of(store.commit_all(pass(1))).await;
+    assert_eq!(outcomes.unwrap().len(), 25);
+    assert_eq!(trips, 2, "commit_all of 25 executions: lock+read, then write+commit");
+
+    let seq = store.enqueue_inbox("e1-0", "signal", None, &json!({})).await.unwrap();
+    let applied = CommitBatch {
+        execution_id: "e1-0".into(),
+        run: 1,
+        expected_epoch: Some(1),
+        events: vec![ev(4, scheduled("x"))],
+        inbox_done: vec![orbit_store::InboxDone { seq, result: Some(json!({"ok": true})) }],
+        ..CommitBatch::default()
+    };
+    let (done, trips) = proxy.of(store.commit(applied)).await;
+    done.unwrap();
+    assert_eq!(trips, 2, "a fenced commit applying an inbox entry");
+
+    let (seq, trips) = proxy.of(store.enqueue_inbox("e1-1", "signal", None, &json!({}))).await;
+    seq.unwrap();
+    assert_eq!(trips, 1, "enqueue_inbox");
+    // First uses prepare their statement (one more round trip, once per connection).
+    store.claim_tasks(&["nothing".into()], 1, "fe", "s").await.unwrap();
+    store.fire_due_timers(0, 1).await.unwrap();
+    let (claimed, trips) = proxy.of(store.claim_tasks(&["payments".into()], 10, "fe", "s")).await;
+    let claimed = claimed.unwrap();
+    assert_eq!((claimed.len(), trips), (10, 1), "claim_tasks");
+    let token = claimed[0].token.clone().unwrap();
+    let report = orbit_store::TaskReport { kind: "complete".into(), payload: json!({}) };
+    store.complete_task_row("none", None).await.unwrap();
+    let (done, trips) = proxy.of(store.complete_task_row(&token, Some(report))).await;
+    assert!(done.unwrap().unwrap().newly_done);
+    assert_eq!(trips, 1, "complete_task_row");
+    let (fired, trips) = proxy.of(store.fire_due_timers(100_000, 100)).await;
+    assert_eq!((fired.unwrap().len(), trips), (50, 1), "fire_due_timers");
+}
