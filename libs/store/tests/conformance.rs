@@ -90,6 +90,7 @@ macro_rules! every_case {
             units_are_cancelled_before_new_offers_and_inbox_entries_are_written,
             a_failing_call_does_not_spoil_concurrent_ones,
             queue_backlog_counts_queued_rows_per_task,
+            commit_all_applies_batches_of_one_execution_in_order,
             nodes_heartbeat_and_go_stale,
             a_new_incarnation_resets_started_at,
             pending_inbox_owned_is_the_nodes_and_the_also_entries,

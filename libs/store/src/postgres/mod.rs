@@ -23,6 +23,8 @@ mod queue;
 mod reads;
 mod rows;
 mod sql;
+#[cfg(test)]
+mod tests;
 mod tls;
 
 pub use listen::Wakeup;
