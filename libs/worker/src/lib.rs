@@ -26,8 +26,9 @@
 //!
 //! One stream at a time per [`Worker`]; everything below refers to `orbit.v1` messages.
 //!
-//! 1. **Handshake.** Connect (plain HTTP/2, `host:port` or an `http://` URI; optional
-//!    `authorization: Bearer` metadata), open `Session` and send `Hello{worker_id, runtime:
+//! 1. **Handshake.** Connect (plain HTTP/2, `host:port` or an `http://` URI — or several,
+//!    comma-separated, tried in turn: a failed connection or a broken stream moves to the
+//!    next frontend; optional `authorization: Bearer` metadata), open `Session` and send `Hello{worker_id, runtime:
 //!    "rust", sdk: "orbit-worker/<version>", tasks, max_concurrency, labels}` as the first
 //!    message. The first server message must be `Welcome` (within the handshake timeout);
 //!    its warnings are logged, its `heartbeat_interval` is used (a default when unset).

@@ -225,18 +225,16 @@ impl WorkerBuilder {
         if let Some((t, _)) = self.tasks.iter().find(|(t, _)| t.name.is_empty()) {
             return Err(WorkerError::Config(format!("task name must not be empty: {t:?}")));
         }
-        let uri = if self.endpoint.contains("://") {
-            self.endpoint.clone()
-        } else {
-            format!("http://{}", self.endpoint)
-        };
-        let endpoint = Endpoint::from_shared(uri.clone())
-            .map_err(|e| WorkerError::Config(format!("endpoint `{uri}`: {e}")))?
-            .connect_timeout(self.options.connect_timeout)
-            .tcp_nodelay(true)
-            .http2_keep_alive_interval(Duration::from_secs(30))
-            .keep_alive_timeout(Duration::from_secs(10))
-            .keep_alive_while_idle(true);
+        let endpoints = self
+            .endpoint
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .map(|e| endpoint(e, &self.options))
+            .collect::<Result<Vec<_>, _>>()?;
+        if endpoints.is_empty() {
+            return Err(WorkerError::Config("give at least one endpoint".into()));
+        }
         let bearer = match &self.bearer_token {
             Some(token) => {
                 Some(format!("Bearer {token}").parse::<MetadataValue<Ascii>>().map_err(|_| {
@@ -259,7 +257,8 @@ impl WorkerBuilder {
             .map(|(t, h)| ((t.name, t.version), h))
             .collect::<HashMap<_, _>>();
         Ok(Worker {
-            endpoint,
+            endpoints,
+            current: std::sync::atomic::AtomicUsize::new(0),
             hello,
             handlers: Arc::new(handlers),
             max_concurrency: self.max_concurrency,
@@ -272,6 +271,19 @@ impl WorkerBuilder {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         self.build()?.run(shutdown).await
     }
+}
+
+/// One server address (`host:port` or a URI) as a tonic endpoint.
+fn endpoint(address: &str, options: &Options) -> Result<Endpoint, WorkerError> {
+    let uri =
+        if address.contains("://") { address.to_string() } else { format!("http://{address}") };
+    Ok(Endpoint::from_shared(uri.clone())
+        .map_err(|e| WorkerError::Config(format!("endpoint `{uri}`: {e}")))?
+        .connect_timeout(options.connect_timeout)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .keep_alive_while_idle(true))
 }
 
 /// `<hostname>-<pid>`, or `rust-worker-<pid>` without a host name.
@@ -290,7 +302,10 @@ type Handlers = HashMap<(String, String), Handler>;
 
 /// An Orbit worker: one `WorkerService.Session` stream at a time, reconnecting as needed.
 pub struct Worker {
-    endpoint: Endpoint,
+    /// Every frontend this worker may use; it stays on one until its stream breaks, then
+    /// tries the next.
+    endpoints: Vec<Endpoint>,
+    current: std::sync::atomic::AtomicUsize,
     hello: worker_message::Hello,
     handlers: Arc<Handlers>,
     max_concurrency: u32,
@@ -301,7 +316,7 @@ pub struct Worker {
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Worker")
-            .field("endpoint", &self.endpoint.uri())
+            .field("endpoints", &self.endpoints.iter().map(Endpoint::uri).collect::<Vec<_>>())
             .field("hello", &self.hello)
             .finish_non_exhaustive()
     }
@@ -377,7 +392,8 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
 
 impl Worker {
     /// Starts configuring a worker that connects to `endpoint` (`host:port`, or a URI such
-    /// as `http://host:port`).
+    /// as `http://host:port`). Several frontends may be given, separated by commas: the
+    /// worker uses one at a time and moves to the next when a connection or stream fails.
     pub fn builder(endpoint: impl Into<String>) -> WorkerBuilder {
         WorkerBuilder {
             endpoint: endpoint.into(),
@@ -424,7 +440,10 @@ impl Worker {
                 Ok(SessionEnd::DrainTimedOut) => return Err(st.drain_timeout_error()),
                 Ok(SessionEnd::Closed) => info!("the server closed the session; reconnecting"),
                 Err(SessionError::Fatal(status)) => return Err(WorkerError::Rejected(status)),
-                Err(error) => warn!(%error, "worker session lost; reconnecting"),
+                Err(error) => {
+                    warn!(%error, "worker session lost; reconnecting");
+                    self.rotate();
+                }
             }
             st.credits.stream_reset();
             // Wait out the backoff, still collecting results of tasks that finish meanwhile.
@@ -449,6 +468,19 @@ impl Worker {
         }
     }
 
+    /// The endpoint the next connection goes to.
+    fn endpoint(&self) -> &Endpoint {
+        let i = self.current.load(std::sync::atomic::Ordering::Relaxed);
+        &self.endpoints[i % self.endpoints.len()]
+    }
+
+    /// After a failure, the next connection tries the next endpoint.
+    fn rotate(&self) {
+        if self.endpoints.len() > 1 {
+            self.current.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
     /// Connects, says hello and waits for the welcome.
     async fn open(
         &self,
@@ -456,7 +488,7 @@ impl Worker {
         (WorkerServiceClient<Channel>, OutTx, Streaming<ServerMessage>, server_message::Welcome),
         SessionError,
     > {
-        let channel = self.endpoint.connect().await.map_err(SessionError::Connect)?;
+        let channel = self.endpoint().connect().await.map_err(SessionError::Connect)?;
         let mut client = WorkerServiceClient::new(channel);
         let (out, rx) = mpsc::unbounded_channel();
         send(Some(&out), Out::Hello(self.hello.clone()))?;
@@ -1059,7 +1091,21 @@ mod tests {
         assert_eq!(w.hello.runtime, "rust");
         assert!(w.hello.sdk.starts_with("orbit-worker/"));
         assert_eq!(w.hello.tasks, vec![TaskRef { name: "t".into(), version: "1".into() }]);
-        assert_eq!(w.endpoint.uri().to_string(), "http://127.0.0.1:7233/");
+        assert_eq!(w.endpoint().uri().to_string(), "http://127.0.0.1:7233/");
+        assert!(ok(Worker::builder(" , ")).build().is_err(), "no endpoint");
+    }
+
+    #[test]
+    fn endpoints_rotate_after_a_failure() {
+        let w = Worker::builder("127.0.0.1:7233, http://127.0.0.1:7243")
+            .task("t", "1", |_c| async { Ok(Value::Null) })
+            .build()
+            .unwrap();
+        assert_eq!(w.endpoint().uri().to_string(), "http://127.0.0.1:7233/");
+        w.rotate();
+        assert_eq!(w.endpoint().uri().to_string(), "http://127.0.0.1:7243/");
+        w.rotate();
+        assert_eq!(w.endpoint().uri().to_string(), "http://127.0.0.1:7233/");
     }
 
     #[tokio::test]

@@ -41,7 +41,9 @@ pub struct BenchArgs {
     /// Tasks each worker runs at once.
     #[arg(long, default_value_t = 64)]
     pub worker_concurrency: u32,
-    /// Benchmark a running server instead of starting an embedded one.
+    /// Benchmark a running server instead of starting an embedded one. Several frontends
+    /// (comma-separated) share the load: worker `w` and execution `i` use frontend `w % n`
+    /// and `i % n`.
     #[arg(long)]
     pub address: Option<String>,
     /// SQLite file of the embedded server (a fresh temporary file by default).
@@ -82,8 +84,14 @@ pub async fn run(args: BenchArgs) -> ExitCode {
 async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     let stop = CancellationToken::new();
     let tmp = std::env::temp_dir().join(format!("orbit-bench-{}", std::process::id()));
-    let (address, server) = match &args.address {
-        Some(a) => (a.clone(), None),
+    let (addresses, server) = match &args.address {
+        Some(a) => (
+            a.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>(),
+            None,
+        ),
         None => {
             std::fs::create_dir_all(&tmp)?;
             let db = args.db.clone().unwrap_or_else(|| tmp.join("bench.db"));
@@ -93,11 +101,15 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
             let handle = tokio::spawn(async move {
                 dev::serve(&db, listener, s, FrontendConfig::default(), false).await
             });
-            (format!("http://{addr}"), Some(handle))
+            (vec![format!("http://{addr}")], Some(handle))
         }
     };
-    let channel = connect(&address).await?;
-    let mut client = WorkflowServiceClient::new(channel.clone());
+    anyhow::ensure!(!addresses.is_empty(), "--address names no server");
+    let mut channels = Vec::new();
+    for a in &addresses {
+        channels.push(connect(a).await?);
+    }
+    let mut client = WorkflowServiceClient::new(channels[0].clone());
     client
         .register_workflow(pb::RegisterWorkflowRequest {
             document: workflow(args.steps),
@@ -126,7 +138,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
                 Ok::<Value, TaskFailure>(ctx.input().clone())
             }
         };
-        let worker = Worker::builder(address.clone())
+        let worker = Worker::builder(addresses[w as usize % addresses.len()].clone())
             .worker_id(format!("bench-{w}"))
             .max_concurrency(args.worker_concurrency)
             .task("bench.step", "1", handler)
@@ -161,6 +173,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     let mut handles = Vec::new();
     for i in 0..args.executions {
         let permit = gate.clone().acquire_owned().await?;
+        let channel = &channels[usize::try_from(i).unwrap_or(0) % channels.len()];
         let mut client = WorkflowServiceClient::new(channel.clone());
         let (starts, e2e, failures, finished) =
             (starts.clone(), e2e.clone(), failures.clone(), finished.clone());

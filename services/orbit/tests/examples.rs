@@ -3,198 +3,21 @@
 
 mod common;
 
+use common::scenario::{run_every_example, worker, EXAMPLES};
 use common::*;
-use orbit_api::v1 as pb;
-use orbit_server_kit::payload::{json_to_proto, proto_to_json};
-use orbit_worker::{TaskContext, TaskFailure, Worker};
-use serde_json::{json, Value};
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-const WAIT: Duration = Duration::from_secs(30);
-
-fn text(ctx: &TaskContext, key: &str) -> String {
-    ctx.input()[key].as_str().unwrap_or_default().to_string()
-}
-
-/// One worker that serves every task of the examples.
-fn worker(address: &str, stop: &CancellationToken) {
-    let w = Worker::builder(address.to_string())
-        .worker_id("examples")
-        .max_concurrency(16)
-        .task("greet", "1", |ctx: TaskContext| async move {
-            Ok::<Value, TaskFailure>(json!({"greeting": format!("Hello, {}!", text(&ctx, "name"))}))
-        })
-        .task("payments.charge", "1", |ctx: TaskContext| async move {
-            let amount = ctx.input()["amount"].as_f64().unwrap_or(0.0);
-            if ctx.workflow() == "handlers" && amount > 100.0 {
-                return Err(TaskFailure::retryable("CARD_DECLINED", "declined"));
-            }
-            let order = ctx.input()["order_id"].as_str().or(ctx.input()["order"].as_str()).unwrap_or("1").to_string();
-            let id = if ctx.workflow() == "query" { "ch-7".to_string() } else if ctx.workflow() == "handlers" { "ch-1".into() } else { format!("ch-{order}") };
-            Ok(json!({"charge_id": id}))
-        })
-        .task("payments.refund", "1", |_ctx: TaskContext| async move { Ok(json!({})) })
-        .task("inventory.reserve", "1", |ctx: TaskContext| async move {
-            Ok(json!({"reservation": format!("r-{}", text(&ctx, "sku")), "reserved": text(&ctx, "sku")}))
-        })
-        .task("inventory.release", "1", |_ctx: TaskContext| async move { Ok(json!({})) })
-        .task("math.double", "1", |ctx: TaskContext| async move {
-            Ok(json!({"value": ctx.input()["n"].as_f64().unwrap_or(0.0) * 2.0}))
-        })
-        .task("notes.append", "1", |_ctx: TaskContext| async move { Ok(json!({})) })
-        .task("ops.alert", "1", |_ctx: TaskContext| async move { Ok(json!({})) })
-        .build()
-        .expect("worker");
-    let stop = stop.clone();
-    tokio::spawn(async move { w.run(stop).await });
-}
-
-async fn signal(
-    client: &mut orbit_api::v1::workflow_service_client::WorkflowServiceClient<
-        tonic::transport::Channel,
-    >,
-    id: &str,
-    name: &str,
-    payload: Value,
-) {
-    client
-        .signal_execution(pb::SignalExecutionRequest {
-            execution_id: id.into(),
-            name: name.into(),
-            payload: Some(json_to_proto(payload)),
-            request_id: String::new(),
-        })
-        .await
-        .unwrap_or_else(|e| panic!("signal {name} to {id}: {e}"));
-}
-
-/// Waits until the query answers `expected` (bounded).
-async fn query_until(
-    client: &mut orbit_api::v1::workflow_service_client::WorkflowServiceClient<
-        tonic::transport::Channel,
-    >,
-    id: &str,
-    name: &str,
-    expected: Value,
-) {
-    for _ in 0..300 {
-        let r = client
-            .query_execution(pb::QueryExecutionRequest {
-                execution_id: id.into(),
-                name: name.into(),
-                run: 0,
-            })
-            .await;
-        if let Ok(r) = r {
-            if r.into_inner().result.map(|v| proto_to_json(v).unwrap_or(Value::Null))
-                == Some(expected.clone())
-            {
-                return;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("query {name} on {id} never answered {expected}");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_example_runs_to_its_expected_output() {
     let dir = TempDir::new("examples");
     let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
     let mut c = server.client().await;
-    for f in [
-        "hello.yaml",
-        "order-saga.yaml",
-        "fan-out.yaml",
-        "parent.yaml",
-        "child.yaml",
-        "continue-as-new.yaml",
-        "handlers.yaml",
-        "query.yaml",
-    ] {
+    for f in EXAMPLES {
         register_example(&mut c, f).await;
     }
     let stop = CancellationToken::new();
-    worker(&server.address(), &stop);
-
-    start(&mut c, "hello", "hello-1", json!({"name": "Ada"})).await.unwrap();
-    assert_eq!(
-        result(&mut c, "hello-1", WAIT).await,
-        (pb::ExecutionStatus::Completed, json!({"greeting": "Hello, Ada!"}))
-    );
-
-    start(
-        &mut c,
-        "order-saga",
-        "order-1",
-        json!({"order_id": "o-1", "amount": 1500, "items": [{"sku": "a"}, {"sku": "b"}]}),
-    )
-    .await
-    .unwrap();
-    query_until(&mut c, "order-1", "charged", json!(true)).await;
-    signal(&mut c, "order-1", "approve", json!({"by": "ops"})).await;
-    // The saga sleeps 10 s before the receipt.
-    assert_eq!(
-        result(&mut c, "order-1", WAIT).await,
-        (
-            pb::ExecutionStatus::Completed,
-            json!({"order": "o-1", "charge_id": "ch-o-1", "approved_by": "ops", "reservations": ["r-a", "r-b"]})
-        )
-    );
-
-    start(&mut c, "fan-out", "fan-1", json!({"items": [1, 2, 3, 4, 5]})).await.unwrap();
-    assert_eq!(
-        result(&mut c, "fan-1", WAIT).await,
-        (
-            pb::ExecutionStatus::Completed,
-            json!({"doubled": [2, 4, 6, 8, 10], "count": 5, "sum": 30})
-        )
-    );
-
-    start(&mut c, "parent", "parent-1", json!({"numbers": [3, 4]})).await.unwrap();
-    assert_eq!(
-        result(&mut c, "parent-1", WAIT).await,
-        (pb::ExecutionStatus::Completed, json!({"doubled": [6, 8]}))
-    );
-
-    start(&mut c, "continue-as-new", "loop-1", json!({"count": 0, "limit": 3})).await.unwrap();
-    let watch = pb::WatchExecutionRequest {
-        execution_id: "loop-1".into(),
-        result_only: true,
-        follow_continue_as_new: true,
-        ..Default::default()
-    };
-    let mut stream = c.watch_execution(watch).await.unwrap().into_inner();
-    let mut last = None;
-    while let Ok(Some(m)) = tokio::time::timeout(WAIT, stream.message()).await.unwrap() {
-        if let Some(pb::watch_execution_response::Kind::Result(r)) = m.kind {
-            if r.status == pb::ExecutionStatus::Completed as i32 {
-                last = r.output.map(|o| proto_to_json(o).unwrap());
-                break;
-            }
-        }
-    }
-    assert_eq!(last, Some(json!({"count": 3})));
-
-    start(&mut c, "handlers", "handlers-1", json!({"amount": 500})).await.unwrap();
-    signal(&mut c, "handlers-1", "note", json!({"text": "call the customer"})).await;
-    signal(&mut c, "handlers-1", "proceed", json!({})).await;
-    assert_eq!(result(&mut c, "handlers-1", WAIT).await.0, pb::ExecutionStatus::Failed);
-
-    start(
-        &mut c,
-        "query",
-        "query-1",
-        json!({"order_id": "o-7", "items": [{"sku": "a"}, {"sku": "b"}]}),
-    )
-    .await
-    .unwrap();
-    query_until(&mut c, "query-1", "done", json!(1)).await;
-    signal(&mut c, "query-1", "packed", json!({})).await;
-    assert_eq!(
-        result(&mut c, "query-1", WAIT).await,
-        (pb::ExecutionStatus::Completed, json!({"order": "o-7", "charge_id": "ch-7"}))
-    );
+    worker(&server.address(), "examples", &stop);
+    let mut d = server.client().await;
+    run_every_example(&mut c, &mut d).await;
     stop.cancel();
 }

@@ -2,6 +2,8 @@
 //! talk to it over loopback gRPC, run in-process Rust workers, read the file afterwards.
 #![allow(dead_code, missing_docs)]
 
+pub mod scenario;
+
 use orbit_api::v1 as pb;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use orbit_server_kit::payload::{json_to_proto, proto_to_json};

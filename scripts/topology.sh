@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# The production topology on one machine, with real processes on loopback:
+# PostgreSQL (installed and started by scripts/pg.sh when needed), 2 frontends, 2 owners and
+# 1 scheduler, each its own `orbit` process sharing one database.
+#
+#   scripts/topology.sh start [options]   start everything, wait until every node serves
+#   scripts/topology.sh status [--dir D]  what runs (service, node id, pid, address, log)
+#   scripts/topology.sh stop [--dir D]    stop every process it started (and PostgreSQL,
+#                                         if this script started it)
+#
+# Options of `start`:
+#   --dir D          state and logs (default: target/topology)
+#   --database NAME  database to create and use (default: orbit)
+#   --frontends N    (default 2)   --owners N (default 2)   --schedulers N (default 1)
+#   --ports auto     pick free ports (tests); default: frontends 7233, 7243, ...;
+#                    owners 7234, 7244, ...; schedulers 7235, 7245, ...
+#   --sslmode MODE   how services reach PostgreSQL: disable | require | verify-full
+#                    (default: disable; verify-full uses the CA scripts/pg.sh made)
+#   --bin PATH       the orbit binary (default: $ORBIT_BIN, else target/release/orbit,
+#                    built when missing)
+#   -- ARGS          extra flags for every service (e.g. --node-timeout-ms 2000)
+#
+# After `start`, D/env holds ORBIT_DATABASE_URL and ORBIT_FRONTENDS (comma-separated
+# host:port list for workers and clients) and D/nodes one line per process:
+#   <service> <node-id> <pid> <host:port> <log file>
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+
+cmd="${1:-}"
+[ $# -gt 0 ] && shift
+dir="$repo/target/topology"
+database="orbit"
+frontends=2 owners=2 schedulers=1
+ports="fixed"
+sslmode="disable"
+bin="${ORBIT_BIN:-}"
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dir) dir="$2"; shift 2 ;;
+    --database) database="$2"; shift 2 ;;
+    --frontends) frontends="$2"; shift 2 ;;
+    --owners) owners="$2"; shift 2 ;;
+    --schedulers) schedulers="$2"; shift 2 ;;
+    --ports) ports="$2"; shift 2 ;;
+    --sslmode) sslmode="$2"; shift 2 ;;
+    --bin) bin="$2"; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "topology.sh: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+port_for() { # service index
+  if [ "$ports" = auto ]; then free_port; return; fi
+  local base
+  case "$1" in frontend) base=7233 ;; owner) base=7234 ;; scheduler) base=7235 ;; esac
+  echo $((base + 10 * $2))
+}
+
+wait_serving() { # log pid
+  local deadline=$((SECONDS + 60))
+  until grep -q "serving on" "$1" 2>/dev/null; do
+    if ! kill -0 "$2" 2>/dev/null; then
+      echo "topology.sh: process $2 exited; its log ($1):" >&2
+      tail -n 30 "$1" >&2 || true
+      return 1
+    fi
+    if [ $SECONDS -ge $deadline ]; then
+      echo "topology.sh: $1 did not say 'serving on' within 60 s" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+stop_all() {
+  [ -f "$dir/nodes" ] || { echo "topology.sh: nothing recorded in $dir"; return 0; }
+  local pids=()
+  while read -r _service _node pid _addr _log; do pids+=("$pid"); done <"$dir/nodes"
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  local deadline=$((SECONDS + 10))
+  for pid in "${pids[@]}"; do
+    while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  rm -f "$dir/nodes"
+  if [ -f "$dir/started-pg" ]; then
+    "$repo/scripts/pg.sh" stop
+    rm -f "$dir/started-pg"
+  fi
+  echo "topology stopped"
+}
+
+case "$cmd" in
+  start)
+    mkdir -p "$dir"
+    if [ -f "$dir/nodes" ]; then
+      echo "topology.sh: $dir already has a running topology; stop it first" >&2
+      exit 1
+    fi
+    if ! "$repo/scripts/pg.sh" status >/dev/null 2>&1; then
+      "$repo/scripts/pg.sh" start
+      touch "$dir/started-pg"
+    fi
+    admin_url="$("$repo/scripts/pg.sh" url)"
+    psql "$admin_url" -qtAc "SELECT 1 FROM pg_database WHERE datname = '$database'" | grep -q 1 \
+      || psql "$admin_url" -qc "CREATE DATABASE \"$database\""
+    url="${admin_url%/*}/$database"
+    case "$sslmode" in
+      disable | require) url="$url?sslmode=$sslmode" ;;
+      verify-full)
+        ca="$(eval "$("$repo/scripts/pg.sh" env)"; echo "${ORBIT_TEST_PG_CA:-}")"
+        [ -n "$ca" ] || { echo "topology.sh: scripts/pg.sh printed no CA" >&2; exit 1; }
+        url="$url?sslmode=verify-full&sslrootcert=$ca"
+        ;;
+      *) echo "topology.sh: --sslmode must be disable, require or verify-full" >&2; exit 2 ;;
+    esac
+    if [ -z "$bin" ]; then
+      bin="$repo/target/release/orbit"
+      [ -x "$bin" ] || (cd "$repo" && cargo build --release -p orbit)
+    fi
+    : >"$dir/nodes"
+    fe_list=""
+    start_node() { # service index
+      local service="$1" i="$2" port node log pid
+      port="$(port_for "$service" "$i")"
+      node="$service-$((i + 1))"
+      log="$dir/$node.log"
+      ORBIT_DATABASE_URL="$url" "$bin" "$service" --node-id "$node" \
+        --listen "127.0.0.1:$port" ${extra[@]+"${extra[@]}"} >"$log" 2>&1 &
+      pid=$!
+      echo "$service $node $pid 127.0.0.1:$port $log" >>"$dir/nodes"
+      wait_serving "$log" "$pid"
+      if [ "$service" = frontend ]; then fe_list="${fe_list:+$fe_list,}127.0.0.1:$port"; fi
+    }
+    trap 'stop_all >/dev/null 2>&1 || true' ERR
+    # Owners first: frontends route starts to live owners.
+    for ((i = 0; i < owners; i++)); do start_node owner "$i"; done
+    for ((i = 0; i < schedulers; i++)); do start_node scheduler "$i"; done
+    for ((i = 0; i < frontends; i++)); do start_node frontend "$i"; done
+    trap - ERR
+    {
+      echo "ORBIT_DATABASE_URL='$url'"
+      echo "ORBIT_FRONTENDS='$fe_list'"
+    } >"$dir/env"
+    cat "$dir/nodes"
+    echo "frontends: $fe_list   (state in $dir; stop with: scripts/topology.sh stop --dir $dir)"
+    ;;
+  status)
+    [ -f "$dir/nodes" ] || { echo "no topology in $dir"; exit 1; }
+    while read -r service node pid addr log; do
+      if kill -0 "$pid" 2>/dev/null; then state=up; else state=down; fi
+      echo "$service $node $pid $addr $state $log"
+    done <"$dir/nodes"
+    ;;
+  stop) stop_all ;;
+  *)
+    sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac
