@@ -169,6 +169,35 @@ async fn takeover_waits_for_an_in_flight_commit_then_fences_the_old_owner() {
     assert!(old.take_over_root("r", "node-old", "node-x").await.unwrap().is_empty());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_writers_of_one_execution_get_the_contract_errors() {
+    let db = PgBackend::new("racing_writers");
+    let (a, b) = (db.connect().await, db.connect().await);
+    a.migrate().await.unwrap();
+    for round in 0..10 {
+        // Two processes start the same execution: one wins, the other is told it exists.
+        let id = format!("e{round}");
+        let (x, y) =
+            tokio::join!(a.commit(start_batch(&id, "n1")), b.commit(start_batch(&id, "n2")));
+        let errors: Vec<StoreError> = [x, y].into_iter().filter_map(Result::err).collect();
+        assert_eq!(errors.len(), 1, "round {round}: {errors:?}");
+        assert!(matches!(errors[0], StoreError::ExecutionExists(_)), "{errors:?}");
+        // Two writers append the same seq: one wins, the other's seq no longer follows.
+        let append = |step: &str| CommitBatch {
+            execution_id: id.clone(),
+            run: 1,
+            expected_epoch: Some(1),
+            events: vec![ev(3, scheduled(step))],
+            ..CommitBatch::default()
+        };
+        let (x, y) = tokio::join!(a.commit(append("x")), b.commit(append("y")));
+        let errors: Vec<StoreError> = [x, y].into_iter().filter_map(Result::err).collect();
+        assert_eq!(errors.len(), 1, "round {round}: {errors:?}");
+        assert!(matches!(errors[0], StoreError::Conflict(_)), "{errors:?}");
+        assert_eq!(a.load_history(&id, 1).await.unwrap().len(), 3);
+    }
+}
+
 /// Whether the session of `application_name` uses TLS (from the server's own view).
 async fn uses_tls(application_name: &str) -> bool {
     let (client, connection) =

@@ -4,8 +4,8 @@
 //! SQLSTATE still tells whether a retry may help) or an already decided [`StoreError`]. At
 //! the trait boundary every error becomes a `StoreError`:
 //! * lost or refused connections, server shutdown, too many connections: `Unavailable`;
-//! * serialization failures and deadlocks (40001, 40P01) are retried by
-//!   [`retry`](super::conn::Pool) up to [`MAX_ATTEMPTS`] times, then `Unavailable`;
+//! * serialization failures and deadlocks (40001, 40P01) are retried by the backend's `run!`
+//!   (in `mod.rs`) up to [`MAX_ATTEMPTS`] times, then `Unavailable`;
 //! * unique violations that a concurrent writer caused: `ExecutionExists` for `executions`,
 //!   `Fenced` for `owners`, `Conflict` otherwise;
 //! * anything else: `Storage`.
