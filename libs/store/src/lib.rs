@@ -22,7 +22,7 @@ pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewInbox, NewOwner, Proje
 pub use changes::{ChangeHub, Subscription};
 pub use error::{Result, StoreError};
 pub use model::{
-    CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
+    CompletedTask, DbStats, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
     InboxStatus, NewTask, NewTimer, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome,
     QueueBacklog, TaskReport, TaskRow, TaskState, TimerRow,
 };

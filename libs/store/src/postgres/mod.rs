@@ -167,6 +167,11 @@ impl PgStore {
         self.inner.writes.load(Ordering::Relaxed)
     }
 
+    /// The database's transaction counters, for benchmarks: read twice and subtract.
+    pub async fn database_stats(&self) -> Result<crate::DbStats> {
+        run!(self, Kind::Read, |c| reads::stats(c))
+    }
+
     fn wrote(&self, yes: bool) {
         if yes {
             self.inner.writes.fetch_add(1, Ordering::Relaxed);

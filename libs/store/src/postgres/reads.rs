@@ -135,3 +135,23 @@ pub(crate) async fn list_executions(
     let next_page_token = if more { executions.last().map(page_token) } else { None };
     Ok(ExecutionPage { executions, next_page_token })
 }
+
+/// The database's transaction counters (see [`crate::DbStats`]). `pg_current_xact_id()`
+/// assigns this statement an id, so each reading counts itself once.
+pub(crate) async fn stats(conn: &mut PgConn) -> PgResult<crate::DbStats> {
+    let found = conn
+        .query(
+            "SELECT pg_current_xact_id()::text::bigint,
+                (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database())",
+            &[],
+        )
+        .await?;
+    let row = found.first().ok_or_else(|| {
+        super::error::PgErr::Store(crate::StoreError::Storage("no statistics row".into()))
+    })?;
+    let (xid, commits): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+    Ok(crate::DbStats {
+        write_transactions: u64::try_from(xid).unwrap_or(0),
+        commits: u64::try_from(commits).unwrap_or(0),
+    })
+}
