@@ -38,8 +38,12 @@ buf lint
 step "python worker tests"
 python3 -m pytest -q examples/python
 
-step "PostgreSQL for the store's tests (scripts/pg.sh)"
-scripts/pg.sh start >/dev/null
+step "PostgreSQL for the store's and the cluster's tests (scripts/pg.sh)"
+# Stopped again at exit when this script started it.
+if ! scripts/pg.sh status >/dev/null 2>&1; then
+  scripts/pg.sh start >/dev/null
+  trap 'scripts/pg.sh stop >/dev/null 2>&1 || true' EXIT
+fi
 eval "$(scripts/pg.sh env)"
 
 step "cargo test"
