@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every check and test of the workspace: formatting, clippy, buf lint, the Python
 # worker's own tests, and cargo test (unit, property, in-process gRPC and end-to-end tests
-# that start the real `orbit` binary, with Rust and Python workers).
-# Installs what it needs when missing (buf and the Python worker's packages from PyPI).
+# that start the real `orbit` binary, with Rust and Python workers; the store's tests on
+# SQLite and on a local PostgreSQL started by scripts/pg.sh).
+# Installs what it needs when missing (buf and the Python worker's packages from PyPI,
+# PostgreSQL from Debian's packages).
 # Safe to run repeatedly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +37,14 @@ buf lint
 
 step "python worker tests"
 python3 -m pytest -q examples/python
+
+step "PostgreSQL for the store's and the cluster's tests (scripts/pg.sh)"
+# Stopped again at exit when this script started it.
+if ! scripts/pg.sh status >/dev/null 2>&1; then
+  scripts/pg.sh start >/dev/null
+  trap 'scripts/pg.sh stop >/dev/null 2>&1 || true' EXIT
+fi
+eval "$(scripts/pg.sh env)"
 
 step "cargo test"
 cargo test --workspace --locked

@@ -2,8 +2,9 @@
 //!
 //! Every backend maps its failures onto these variants, so callers (and later the gRPC layer,
 //! which turns each variant into a stable Orbit code) never see a driver error type.
-//! `Storage` is the only variant that means "the database failed"; the others describe a
-//! request the stored state refuses.
+//! `Storage` means "the database failed"; `Unavailable` means it could not be reached (or
+//! kept refusing for transient reasons) and the same call may succeed later; the others
+//! describe a request the stored state refuses.
 
 /// What a store operation can fail with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -28,6 +29,11 @@ pub enum StoreError {
     /// The database failed, or returned data that cannot be decoded.
     #[error("storage: {0}")]
     Storage(String),
+    /// The database could not be reached, the connection was lost, no pooled connection
+    /// came free in time, or transactions kept conflicting: transient, retrying later may
+    /// succeed. When a write fails this way its outcome is unknown (it may have committed).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// The result type of every store operation.

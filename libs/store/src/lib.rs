@@ -1,8 +1,9 @@
 //! Orbit's storage layer.
 //!
 //! [`Store`] is the async trait every service talks to; [`SqliteStore`] is the embedded
-//! backend (`orbit dev`, single file, WAL). A PostgreSQL backend will implement the same trait
-//! and run the same conformance suite (`tests/conformance.rs`).
+//! backend (`orbit dev`, single file, WAL) and [`PgStore`] the production one (PostgreSQL,
+//! any number of processes on one database, `LISTEN/NOTIFY` wake-ups). Both run the same
+//! conformance suite (`tests/conformance.rs`).
 //!
 //! The history tables are the source of truth; the `executions` projection, task queue rows,
 //! timers and inbox acknowledgements of one decision are written with the events in one
@@ -13,6 +14,7 @@ mod changes;
 mod error;
 pub mod migrations;
 mod model;
+mod postgres;
 mod sqlite;
 mod store;
 
@@ -20,9 +22,10 @@ pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewInbox, NewOwner, Proje
 pub use changes::{ChangeHub, Subscription};
 pub use error::{Result, StoreError};
 pub use model::{
-    CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
+    CompletedTask, DbStats, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
     InboxStatus, NewTask, NewTimer, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome,
     QueueBacklog, TaskReport, TaskRow, TaskState, TimerRow,
 };
+pub use postgres::{PgOptions, PgStore, Wakeup};
 pub use sqlite::SqliteStore;
 pub use store::Store;

@@ -325,3 +325,13 @@ pub struct OrphanRoot {
     /// The node that owns it and stopped heartbeating.
     pub node_id: String,
 }
+
+/// Transaction counters of the whole database (every process), for benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DbStats {
+    /// Transaction ids assigned so far: every transaction that wrote took one.
+    pub write_transactions: u64,
+    /// Transactions committed in this database, reads included (`pg_stat_database`; the
+    /// server publishes backends' counts with a delay of up to a second).
+    pub commits: u64,
+}

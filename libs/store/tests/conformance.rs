@@ -2,9 +2,13 @@
 //!
 //! Each case in `conformance/suite/mod.rs` is a generic async fn over a [`Backend`] (something
 //! that can open a fresh, migrated store at one location, again and again). The
-//! `conformance_suite!` macro turns every case into a `#[tokio::test]` for one backend, so a
-//! new backend (PostgreSQL) adds one `Backend` impl and one macro call.
+//! `conformance_suite!` macro turns every case into a `#[tokio::test]` for one backend, and
+//! `every_case!` hands it the full list, so each backend runs every case: SQLite (a temp
+//! file) at the top level, PostgreSQL (a fresh database per case, see `conformance/pg.rs`)
+//! in `mod postgres`.
 
+#[path = "conformance/pg.rs"]
+mod pg;
 #[path = "conformance/suite/mod.rs"]
 mod suite;
 #[path = "conformance/support.rs"]
@@ -62,25 +66,48 @@ impl Backend for SqliteBackend {
     }
 }
 
-conformance_suite!(
-    SqliteBackend::new;
-    migrations_are_idempotent,
-    definitions_are_immutable,
-    commit_writes_everything_in_one_transaction,
-    refused_batches_leave_nothing_behind,
-    fencing_rejects_a_stale_epoch,
-    duplicate_execution_is_refused,
-    concurrent_claimers_never_share_a_row,
-    completing_a_task_records_the_result_once,
-    history_survives_reopening,
-    timers_come_due_in_order,
-    inbox_replies_reach_waiting_callers,
-    executions_list_with_filters_and_pages,
-    continue_as_new_starts_a_new_run,
-    definitions_latest_is_the_last_registered,
-    due_timers_fire_into_the_inbox_once,
-    commit_all_is_all_or_nothing,
-    units_are_cancelled_before_new_offers_and_inbox_entries_are_written,
-    a_failing_call_does_not_spoil_concurrent_ones,
-    queue_backlog_counts_queued_rows_per_task,
-);
+/// Invokes `$suite!($make; <every case>)`.
+macro_rules! every_case {
+    ($suite:ident, $make:path) => {
+        $suite!(
+            $make;
+            migrations_are_idempotent,
+            definitions_are_immutable,
+            commit_writes_everything_in_one_transaction,
+            refused_batches_leave_nothing_behind,
+            fencing_rejects_a_stale_epoch,
+            duplicate_execution_is_refused,
+            concurrent_claimers_never_share_a_row,
+            completing_a_task_records_the_result_once,
+            history_survives_reopening,
+            timers_come_due_in_order,
+            inbox_replies_reach_waiting_callers,
+            executions_list_with_filters_and_pages,
+            continue_as_new_starts_a_new_run,
+            definitions_latest_is_the_last_registered,
+            due_timers_fire_into_the_inbox_once,
+            commit_all_is_all_or_nothing,
+            units_are_cancelled_before_new_offers_and_inbox_entries_are_written,
+            a_failing_call_does_not_spoil_concurrent_ones,
+            queue_backlog_counts_queued_rows_per_task,
+            commit_all_applies_batches_of_one_execution_in_order,
+            nodes_heartbeat_and_go_stale,
+            a_new_incarnation_resets_started_at,
+            pending_inbox_owned_is_the_nodes_and_the_also_entries,
+            owned_executions_exclude_closed_ones,
+            orphaned_roots_are_trees_of_silent_owners_with_work,
+            take_over_root_moves_the_tree_and_fences_the_old_owner,
+            release_claims_hands_back_each_row_once,
+            orphaned_claimers_are_claimers_without_a_live_node,
+        );
+    };
+}
+
+every_case!(conformance_suite, SqliteBackend::new);
+
+/// The same cases on PostgreSQL (`ORBIT_TEST_DATABASE_URL`, see `conformance/pg.rs`).
+mod postgres {
+    use super::{pg::PgBackend, suite};
+
+    every_case!(conformance_suite, PgBackend::new);
+}

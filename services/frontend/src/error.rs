@@ -37,6 +37,9 @@ pub(crate) fn store(e: StoreError) -> Status {
         StoreError::Conflict(m) => (ErrorCode::StorageError, format!("conflict: {m}")),
         StoreError::Fenced(m) => (ErrorCode::Unavailable, format!("ownership moved: {m}")),
         StoreError::InvalidArgument(m) => (ErrorCode::InvalidArgument, m),
+        StoreError::Unavailable(m) => {
+            (ErrorCode::Unavailable, format!("database unavailable: {m}"))
+        }
         StoreError::Storage(m) => {
             tracing::error!(error = %m, "store failed");
             (ErrorCode::StorageError, m)

@@ -46,6 +46,10 @@ pub struct BenchArgs {
     /// and `i % n`.
     #[arg(long)]
     pub address: Option<String>,
+    /// With `--address`: the cluster's PostgreSQL URL, to count the database transactions per
+    /// completed task (read from the database's own counters before and after the run).
+    #[arg(long, env = "ORBIT_DATABASE_URL")]
+    pub database_url: Option<String>,
     /// SQLite file of the embedded server (a fresh temporary file by default).
     #[arg(long)]
     pub db: Option<std::path::PathBuf>,
@@ -117,6 +121,17 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         })
         .await?;
 
+    let db = match (&args.address, &args.database_url) {
+        (Some(_), Some(url)) => {
+            let opts = orbit_store::PgOptions { pool_size: 1, ..orbit_store::PgOptions::default() };
+            Some(orbit_store::PgStore::connect(url, opts).await?)
+        }
+        _ => None,
+    };
+    let before = match &db {
+        Some(db) => Some(db.database_stats().await?),
+        None => None,
+    };
     let starts: Arc<Mutex<HashMap<String, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
     let dispatch = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
     let tasks_done = Arc::new(AtomicU64::new(0));
@@ -204,6 +219,18 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     }
     let elapsed = began.elapsed();
     let _ = progress.await;
+    let transactions = match (&db, before) {
+        (Some(db), Some(before)) => {
+            // The server publishes commit counts with a delay of up to a second.
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let after = db.database_stats().await?;
+            Some((
+                after.write_transactions.saturating_sub(before.write_transactions + 1),
+                after.commits.saturating_sub(before.commits + 1),
+            ))
+        }
+        _ => None,
+    };
     stop.cancel();
     if let Some(s) = server {
         s.await??;
@@ -216,6 +243,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         failures.load(Ordering::Relaxed),
         &e2e,
         &dispatch,
+        transactions,
     );
     Ok(())
 }
@@ -258,12 +286,14 @@ fn report(
     failures: u64,
     e2e: &Mutex<Histogram<u64>>,
     dispatch: &Mutex<Histogram<u64>>,
+    transactions: Option<(u64, u64)>,
 ) {
     let secs = elapsed.as_secs_f64().max(1e-9);
     let pct = |h: &Mutex<Histogram<u64>>, q: f64| {
         h.lock().map_or(0.0, |h| h.value_at_quantile(q) as f64 / 1000.0)
     };
-    let out = json!({
+    let per_task = |n: u64| n as f64 / tasks.max(1) as f64;
+    let mut out = json!({
         "executions": args.executions,
         "steps": args.steps,
         "concurrency": args.concurrency,
@@ -274,6 +304,14 @@ fn report(
         "e2e_ms": { "p50": pct(e2e, 0.5), "p95": pct(e2e, 0.95), "p99": pct(e2e, 0.99) },
         "dispatch_ms": { "p50": pct(dispatch, 0.5), "p95": pct(dispatch, 0.95), "p99": pct(dispatch, 0.99) },
     });
+    if let Some((writes, commits)) = transactions {
+        out["database"] = json!({
+            "write_transactions": writes,
+            "write_transactions_per_task": per_task(writes),
+            "commits": commits,
+            "commits_per_task": per_task(commits),
+        });
+    }
     if args.output == "json" {
         println!("{out}");
         return;
@@ -299,6 +337,13 @@ fn report(
         pct(dispatch, 0.95),
         pct(dispatch, 0.99)
     );
+    if let Some((writes, commits)) = transactions {
+        println!(
+            "  database     {writes} write transactions ({:.2} per task), {commits} commits with reads ({:.2} per task)",
+            per_task(writes),
+            per_task(commits)
+        );
+    }
 }
 
 async fn connect(address: &str) -> anyhow::Result<Channel> {

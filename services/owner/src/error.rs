@@ -39,6 +39,9 @@ impl From<StoreError> for OwnerError {
             StoreError::NotFound(m) => OwnerError::new("EXECUTION_NOT_FOUND", m),
             StoreError::ExecutionExists(m) => OwnerError::new("EXECUTION_EXISTS", m),
             StoreError::Fenced(m) => OwnerError::unavailable(format!("fenced: {m}")),
+            StoreError::Unavailable(m) => {
+                OwnerError::unavailable(format!("database unavailable: {m}"))
+            }
             other => OwnerError::new("STORAGE_ERROR", other.to_string()),
         }
     }

@@ -81,3 +81,42 @@ pub async fn a_failing_call_does_not_spoil_concurrent_ones(b: &dyn Backend) {
         assert_eq!(exists, i % 10 != 3, "e{i}: written exactly when accepted");
     }
 }
+
+pub async fn commit_all_applies_batches_of_one_execution_in_order(b: &dyn Backend) {
+    let store = b.open().await;
+    // One call: e1 starts with an offer and a timer, a later batch of e1 cancels the unit
+    // and deletes the timer, e2 starts in between, and a third e1 batch queues a new offer.
+    let mut first = start_batch("e1", "node-a");
+    first.tasks_to_insert = vec![task("s", "t")];
+    first.timers_to_upsert = vec![crate::support::timer("retry", 500)];
+    let second = CommitBatch {
+        execution_id: "e1".into(),
+        run: 1,
+        expected_epoch: Some(1),
+        events: vec![ev(3, scheduled("s"))],
+        units_to_cancel: vec!["s".into()],
+        timers_to_delete: vec!["retry".into()],
+        ..CommitBatch::default()
+    };
+    let mut again = task("s", "t");
+    again.offer = 2;
+    let third = CommitBatch {
+        execution_id: "e1".into(),
+        run: 1,
+        expected_epoch: Some(1),
+        events: vec![ev(4, scheduled("s2"))],
+        tasks_to_insert: vec![again],
+        ..CommitBatch::default()
+    };
+    let outcomes =
+        store.commit_all(vec![first, start_batch("e2", "node-b"), second, third]).await.unwrap();
+    let seqs: Vec<u64> = outcomes.iter().map(|o| o.last_seq).collect();
+    assert_eq!(seqs, [2, 2, 3, 4], "each outcome is the run's last seq after its batch");
+    assert_eq!((outcomes[0].task_ids.len(), outcomes[3].task_ids.len()), (1, 1));
+    assert_eq!(store.get_execution("e1").await.unwrap().unwrap().last_seq, 4);
+    assert_eq!(store.next_timer_at().await.unwrap(), None, "the later batch deleted it");
+    let claimed = store.claim_tasks(&["t".into()], 10, "fe", "s").await.unwrap();
+    let offers: Vec<u32> = claimed.iter().map(|t| t.offer).collect();
+    assert_eq!(offers, [2], "the first offer was cancelled by the later batch");
+    assert_eq!(store.get_owner("e2").await.unwrap().unwrap().node_id, "node-b");
+}

@@ -3,11 +3,13 @@
 //! database.
 
 mod batching;
+mod cluster;
 mod commit;
 mod coordination;
 mod schema;
 
 pub use batching::*;
+pub use cluster::*;
 pub use commit::*;
 pub use coordination::*;
 pub use schema::*;

@@ -1,0 +1,156 @@
+//! Wake-ups across processes: `LISTEN` on a dedicated connection (not a pooled one: its
+//! socket must be read continuously) and a [`Wakeup`] per notification.
+//!
+//! Notifications are sent by the writes themselves, in their transaction (see `sql.rs` and
+//! `plan.rs`): `orbit_inbox` when inbox rows were inserted, `orbit_tasks` when task rows were
+//! queued or a tree changed owner, `orbit_timers` when timers were written, `orbit_changes`
+//! with the execution id when a commit appended events or applied inbox entries.
+//!
+//! A notification sent while the listener was disconnected is lost, so after every
+//! (re)connect the handler gets [`Wakeup::Reconnected`] and re-checks everything. The
+//! connection is re-established with capped exponential backoff (50 ms to 2 s); a silent
+//! connection is noticed by a periodic empty query.
+
+use super::conn::Connector;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_postgres::AsyncMessage;
+use tokio_util::sync::CancellationToken;
+
+/// What a notification (or a reconnect) asks the listener's owner to look at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wakeup {
+    /// New inbox entries (`orbit_inbox`).
+    Inbox,
+    /// New queued tasks, or a tree moved to another owner (`orbit_tasks`).
+    Tasks,
+    /// Timers were written or deleted (`orbit_timers`).
+    Timers,
+    /// The history of this execution grew or it applied inbox entries (`orbit_changes`).
+    Changed(String),
+    /// The listener (re)connected: notifications may have been missed, re-check everything.
+    Reconnected,
+}
+
+/// The channels listened to.
+pub(crate) const CHANNELS: [&str; 4] =
+    ["orbit_inbox", "orbit_tasks", "orbit_timers", "orbit_changes"];
+
+const BACKOFF_MIN: Duration = Duration::from_millis(50);
+const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// How often an idle listener checks that its connection still answers.
+const PING_EVERY: Duration = Duration::from_secs(10);
+/// How long that check may take.
+const PING_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The handler listeners call.
+pub(crate) type Handler = Arc<dyn Fn(Wakeup) + Send + Sync>;
+
+fn wakeup(channel: &str, payload: &str) -> Option<Wakeup> {
+    match channel {
+        "orbit_inbox" => Some(Wakeup::Inbox),
+        "orbit_tasks" => Some(Wakeup::Tasks),
+        "orbit_timers" => Some(Wakeup::Timers),
+        "orbit_changes" => Some(Wakeup::Changed(payload.to_string())),
+        _ => None,
+    }
+}
+
+/// Listens until `shutdown`, reconnecting as needed.
+pub(crate) async fn run(connector: Connector, handler: Handler, shutdown: CancellationToken) {
+    let mut delay = BACKOFF_MIN;
+    loop {
+        let session = tokio::select! {
+            () = shutdown.cancelled() => return,
+            s = session(&connector, &handler, &shutdown) => s,
+        };
+        if session == Ended::Shutdown {
+            return;
+        }
+        if session == Ended::AfterListening {
+            delay = BACKOFF_MIN;
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(BACKOFF_MAX);
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    /// Connecting or `LISTEN` failed.
+    BeforeListening,
+    /// The connection was lost after it listened.
+    AfterListening,
+    /// Shutdown was requested.
+    Shutdown,
+}
+
+/// One connection's life: connect, listen, deliver until the connection ends.
+async fn session(connector: &Connector, handler: &Handler, shutdown: &CancellationToken) -> Ended {
+    let Ok((client, mut connection)) = connector.config().connect(connector.tls()).await else {
+        return Ended::BeforeListening;
+    };
+    // The connection's messages (the notifications) are read on their own task, which also
+    // drives the client's queries; it ends when the socket does.
+    let (tx, mut rx) = mpsc::unbounded_channel::<(String, String)>();
+    let driver = tokio::spawn(async move {
+        while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            match message {
+                Ok(AsyncMessage::Notification(n)) => {
+                    if tx.send((n.channel().to_string(), n.payload().to_string())).is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => return,
+            }
+        }
+    });
+    let listen: String = CHANNELS.iter().map(|c| format!("LISTEN {c};")).collect();
+    if client.batch_execute(&listen).await.is_err() {
+        driver.abort();
+        return Ended::BeforeListening;
+    }
+    handler(Wakeup::Reconnected);
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.tick().await;
+    let ended = loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break Ended::Shutdown,
+            note = rx.recv() => match note {
+                Some((channel, payload)) => {
+                    if let Some(w) = wakeup(&channel, &payload) {
+                        handler(w);
+                    }
+                }
+                None => break Ended::AfterListening,
+            },
+            _ = ping.tick() => {
+                let alive = tokio::time::timeout(PING_TIMEOUT, client.batch_execute("")).await;
+                if !matches!(alive, Ok(Ok(()))) {
+                    break Ended::AfterListening;
+                }
+            }
+        }
+    };
+    driver.abort();
+    ended
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channels_map_to_wakeups() {
+        assert_eq!(wakeup("orbit_inbox", ""), Some(Wakeup::Inbox));
+        assert_eq!(wakeup("orbit_tasks", ""), Some(Wakeup::Tasks));
+        assert_eq!(wakeup("orbit_timers", ""), Some(Wakeup::Timers));
+        assert_eq!(wakeup("orbit_changes", "e1"), Some(Wakeup::Changed("e1".into())));
+        assert_eq!(wakeup("other", ""), None);
+    }
+}

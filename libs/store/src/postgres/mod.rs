@@ -1,0 +1,405 @@
+//! The PostgreSQL backend: a bb8 pool of tokio-postgres connections (TLS via rustls), the
+//! same schema and migrations as SQLite, row locks where SQLite relies on its single writer.
+//!
+//! This module only routes each [`Store`] method to the per-area modules (`commit`, `queue`,
+//! `cluster`, `reads`, `migrate`) through [`run!`], which checks a connection out of the pool
+//! and runs the operation again when PostgreSQL reports a serialization failure or deadlock
+//! (at most [`MAX_ATTEMPTS`](error::MAX_ATTEMPTS) times, with jittered backoff). Reads are
+//! also retried once on a connection that turned out to be dead; writes are not (their
+//! outcome is unknown), they fail with [`StoreError::Unavailable`].
+//!
+//! Bookkeeping times come from the database clock; wake-ups for other processes are sent
+//! by the writes themselves (`NOTIFY`, see [`PgStore::listen`]).
+
+mod cluster;
+mod commit;
+mod config;
+mod conn;
+mod error;
+mod listen;
+mod migrate;
+mod plan;
+mod queue;
+mod reads;
+mod rows;
+mod sql;
+#[cfg(test)]
+mod tests;
+mod tls;
+
+pub use listen::Wakeup;
+
+use crate::batch::{CommitBatch, CommitOutcome};
+use crate::error::{Result, StoreError};
+use crate::model::{
+    CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
+    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskReport,
+    TaskRow, TimerRow,
+};
+use crate::store::Store;
+use conn::{Connector, Pool};
+use orbit_engine::HistoryEvent;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How a [`PgStore`] connects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgOptions {
+    /// Most pooled connections open at once.
+    pub pool_size: u32,
+    /// PEM file of the CA certificates to trust for `sslmode=verify-ca|verify-full` (and
+    /// `require`, which then verifies the chain as libpq does). Takes precedence over the
+    /// URL's `sslrootcert`.
+    pub ca_file: Option<PathBuf>,
+    /// Reported to the server (`pg_stat_activity`) unless the URL names one.
+    pub application_name: String,
+    /// Limit for opening a connection, and for waiting for a free pooled one.
+    pub connect_timeout: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            pool_size: 16,
+            ca_file: None,
+            application_name: "orbit".into(),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A [`Store`] on a PostgreSQL database. Cheap to clone (clones share the pool).
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    connector: Connector,
+    writes: AtomicU64,
+}
+
+/// Whether a failed attempt may run again on another connection.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Read-only: also retried once after a lost connection.
+    Read,
+    /// Writes: retried only after serialization failures and deadlocks (rolled back).
+    Write,
+}
+
+/// Runs `$body` (an expression over `$conn: &mut PgConn`) on a pooled connection with the
+/// bounded retry described in the module docs; evaluates to `Result<_, StoreError>`.
+macro_rules! run {
+    ($store:expr, $kind:expr, |$conn:ident| $body:expr) => {{
+        let mut attempt = 1u32;
+        let mut reconnected = false;
+        loop {
+            let outcome: error::PgResult<_> = async {
+                let mut pooled = $store.inner.pool.get().await?;
+                let $conn: &mut conn::PgConn = &mut pooled;
+                $body.await
+            }
+            .await;
+            match outcome {
+                Err(e) if e.is_conflict() && attempt < error::MAX_ATTEMPTS => {
+                    error::backoff(attempt).await;
+                    attempt += 1;
+                }
+                Err(e) if $kind == Kind::Read && !reconnected && e.is_connection_lost() => {
+                    reconnected = true;
+                }
+                other => break other.map_err(error::PgErr::into_store),
+            }
+        }
+    }};
+}
+
+impl PgStore {
+    /// Connects (one connection at once, so a bad URL, TLS setup or password fails here).
+    /// Does not migrate: call [`Store::migrate`] or use [`PgStore::connect_and_migrate`].
+    ///
+    /// `url` is a libpq URL or keyword/value string; `sslmode` may be disable, prefer (the
+    /// default), require, verify-ca or verify-full, `sslrootcert` a PEM file (or `system`).
+    pub async fn connect(url: &str, opts: PgOptions) -> Result<PgStore> {
+        let mut target = config::parse(url)?;
+        if target.config.get_application_name().is_none() {
+            target.config.application_name(&opts.application_name);
+        }
+        if target.config.get_connect_timeout().is_none() {
+            target.config.connect_timeout(opts.connect_timeout);
+        }
+        target.config.keepalives_idle(Duration::from_secs(30));
+        let tls = tls::connector(target.ssl, opts.ca_file.as_deref(), &target.root_cert)?;
+        let connector = Connector::new(&target, tls);
+        let pool = Pool::open(connector.clone(), opts.pool_size, opts.connect_timeout).await?;
+        Ok(PgStore { inner: Arc::new(Inner { pool, connector, writes: AtomicU64::new(0) }) })
+    }
+
+    /// Connects and applies pending migrations.
+    pub async fn connect_and_migrate(url: &str, opts: PgOptions) -> Result<PgStore> {
+        let store = PgStore::connect(url, opts).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// LISTENs on a dedicated (non-pooled) connection for `orbit_inbox`, `orbit_tasks`,
+    /// `orbit_timers` and `orbit_changes`, and calls `handler` for each notification. On
+    /// connection loss it reconnects with capped backoff (50 ms .. 2 s); after each
+    /// (re)connect it calls `handler(Wakeup::Reconnected)` so callers re-check everything.
+    /// Stops on `shutdown`.
+    pub fn listen(
+        &self,
+        handler: Arc<dyn Fn(Wakeup) + Send + Sync>,
+        shutdown: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(listen::run(self.inner.connector.clone(), handler, shutdown))
+    }
+
+    /// Write transactions this process committed through this store (and its clones):
+    /// commits, claims that claimed, results, inbox entries, heartbeats, ... For benchmarks.
+    pub fn write_transactions(&self) -> u64 {
+        self.inner.writes.load(Ordering::Relaxed)
+    }
+
+    /// The database's transaction counters, for benchmarks: read twice and subtract.
+    pub async fn database_stats(&self) -> Result<crate::DbStats> {
+        run!(self, Kind::Read, |c| reads::stats(c))
+    }
+
+    fn wrote(&self, yes: bool) {
+        if yes {
+            self.inner.writes.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("write_transactions", &self.write_transactions()).finish()
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for PgStore {
+    async fn migrate(&self) -> Result<Vec<u32>> {
+        let applied = run!(self, Kind::Write, |c| migrate::migrate(c))?;
+        self.wrote(!applied.is_empty());
+        Ok(applied)
+    }
+
+    async fn put_definition(
+        &self,
+        name: &str,
+        version: &str,
+        hash: &str,
+        document: &str,
+    ) -> Result<PutOutcome> {
+        let (wrote, outcome) =
+            run!(self, Kind::Write, |c| reads::put_definition(c, name, version, hash, document))?;
+        self.wrote(wrote);
+        Ok(outcome)
+    }
+
+    async fn get_definition(
+        &self,
+        name: &str,
+        version: Option<&str>,
+    ) -> Result<Option<DefinitionRow>> {
+        run!(self, Kind::Read, |c| reads::get_definition(c, name, version))
+    }
+
+    async fn list_definitions(&self) -> Result<Vec<DefinitionRow>> {
+        run!(self, Kind::Read, |c| reads::list_definitions(c))
+    }
+
+    async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
+        let batches = [batch];
+        let mut outcomes = run!(self, Kind::Write, |c| commit::commit_all(c, &batches))?;
+        self.wrote(true);
+        outcomes.pop().ok_or_else(|| StoreError::Storage("commit produced no outcome".into()))
+    }
+
+    async fn commit_all(&self, batches: Vec<CommitBatch>) -> Result<Vec<CommitOutcome>> {
+        let outcomes = run!(self, Kind::Write, |c| commit::commit_all(c, &batches))?;
+        self.wrote(!batches.is_empty());
+        Ok(outcomes)
+    }
+
+    async fn load_history(&self, execution_id: &str, run: u32) -> Result<Vec<HistoryEvent>> {
+        run!(self, Kind::Read, |c| reads::history_after(c, execution_id, run, 0))
+    }
+
+    async fn history_after(
+        &self,
+        execution_id: &str,
+        run: u32,
+        after_seq: u64,
+    ) -> Result<Vec<HistoryEvent>> {
+        run!(self, Kind::Read, |c| reads::history_after(c, execution_id, run, after_seq))
+    }
+
+    async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRow>> {
+        run!(self, Kind::Read, |c| reads::get_execution(c, execution_id))
+    }
+
+    async fn list_executions(&self, filter: ExecutionFilter) -> Result<ExecutionPage> {
+        run!(self, Kind::Read, |c| reads::list_executions(c, &filter))
+    }
+
+    async fn enqueue_inbox(
+        &self,
+        execution_id: &str,
+        kind: &str,
+        token: Option<&str>,
+        payload: &Value,
+    ) -> Result<u64> {
+        let seq = run!(self, Kind::Write, |c| queue::enqueue_inbox(
+            c,
+            execution_id,
+            kind,
+            token,
+            payload
+        ))?;
+        self.wrote(true);
+        Ok(seq)
+    }
+
+    async fn pending_inbox(
+        &self,
+        execution_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<InboxEntry>> {
+        run!(self, Kind::Read, |c| queue::pending_inbox(c, execution_id, limit))
+    }
+
+    async fn inbox_result(&self, seq: u64) -> Result<InboxStatus> {
+        run!(self, Kind::Read, |c| queue::inbox_result(c, seq))
+    }
+
+    async fn claim_tasks(
+        &self,
+        task_names: &[String],
+        limit: u32,
+        claimer: &str,
+        session: &str,
+    ) -> Result<Vec<TaskRow>> {
+        let claimed = run!(self, Kind::Write, |c| queue::claim_tasks(
+            c, task_names, limit, claimer, session
+        ))?;
+        self.wrote(!claimed.is_empty());
+        Ok(claimed)
+    }
+
+    async fn claimed_tasks(&self, claimer: &str) -> Result<Vec<TaskRow>> {
+        run!(self, Kind::Read, |c| queue::claimed_by(c, claimer))
+    }
+
+    async fn task_by_token(&self, token: &str) -> Result<Option<TaskRow>> {
+        run!(self, Kind::Read, |c| queue::task_by_token(c, token))
+    }
+
+    async fn complete_task_row(
+        &self,
+        token: &str,
+        report: Option<TaskReport>,
+    ) -> Result<Option<CompletedTask>> {
+        let (wrote, done) =
+            run!(self, Kind::Write, |c| queue::complete_task_row(c, token, report.as_ref()))?;
+        self.wrote(wrote);
+        Ok(done)
+    }
+
+    async fn queue_backlog(&self) -> Result<Vec<QueueBacklog>> {
+        run!(self, Kind::Read, |c| queue::queue_backlog(c))
+    }
+
+    async fn due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<TimerRow>> {
+        run!(self, Kind::Read, |c| queue::due_timers(c, now_ms, limit))
+    }
+
+    async fn next_timer_at(&self) -> Result<Option<u64>> {
+        run!(self, Kind::Read, |c| queue::next_timer_at(c))
+    }
+
+    async fn fire_due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<(TimerRow, u64)>> {
+        let fired = run!(self, Kind::Write, |c| queue::fire_due_timers(c, now_ms, limit))?;
+        self.wrote(!fired.is_empty());
+        Ok(fired)
+    }
+
+    async fn claim_owner(&self, execution_id: &str, root_id: &str, node_id: &str) -> Result<u64> {
+        let epoch =
+            run!(self, Kind::Write, |c| queue::claim_owner(c, execution_id, root_id, node_id))?;
+        self.wrote(true);
+        Ok(epoch)
+    }
+
+    async fn get_owner(&self, execution_id: &str) -> Result<Option<OwnerRow>> {
+        run!(self, Kind::Read, |c| queue::get_owner(c, execution_id))
+    }
+
+    async fn heartbeat_node(&self, node: &NodeInfo) -> Result<u64> {
+        let now = run!(self, Kind::Write, |c| cluster::heartbeat(c, node))?;
+        self.wrote(true);
+        Ok(now)
+    }
+
+    async fn live_nodes(&self, service: Option<&str>, timeout_ms: u64) -> Result<Vec<NodeRow>> {
+        run!(self, Kind::Read, |c| cluster::live(c, service, timeout_ms))
+    }
+
+    async fn list_nodes(&self) -> Result<Vec<NodeRow>> {
+        run!(self, Kind::Read, |c| cluster::list(c))
+    }
+
+    async fn remove_node(&self, node_id: &str) -> Result<()> {
+        run!(self, Kind::Write, |c| cluster::remove(c, node_id))?;
+        self.wrote(true);
+        Ok(())
+    }
+
+    async fn pending_inbox_owned(
+        &self,
+        node_id: &str,
+        also: &[String],
+        limit: u32,
+    ) -> Result<Vec<InboxEntry>> {
+        run!(self, Kind::Read, |c| cluster::pending_owned(c, node_id, also, limit))
+    }
+
+    async fn owned_executions(&self, node_id: &str) -> Result<Vec<String>> {
+        run!(self, Kind::Read, |c| cluster::owned(c, node_id))
+    }
+
+    async fn orphaned_roots(&self, timeout_ms: u64, limit: u32) -> Result<Vec<OrphanRoot>> {
+        run!(self, Kind::Read, |c| cluster::orphaned_roots(c, timeout_ms, limit))
+    }
+
+    async fn take_over_root(
+        &self,
+        root_id: &str,
+        from_node: &str,
+        to_node: &str,
+    ) -> Result<Vec<(String, u64)>> {
+        let taken =
+            run!(self, Kind::Write, |c| cluster::take_over_root(c, root_id, from_node, to_node))?;
+        self.wrote(!taken.is_empty());
+        Ok(taken)
+    }
+
+    async fn release_claims(&self, claimer: &str, reason: &str) -> Result<Vec<TaskRow>> {
+        let released = run!(self, Kind::Write, |c| cluster::release_claims(c, claimer, reason))?;
+        self.wrote(!released.is_empty());
+        Ok(released)
+    }
+
+    async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>> {
+        run!(self, Kind::Read, |c| cluster::orphaned_claimers(c, timeout_ms))
+    }
+}

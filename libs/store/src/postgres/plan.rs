@@ -1,0 +1,393 @@
+//! The in-memory half of a PostgreSQL commit: checks every batch of a `commit_all` against
+//! the rows read (and locked) in the first round trip, and turns the accepted batches into
+//! multi-row statements.
+//!
+//! Checks run batch after batch in the SQLite backend's order (fence, new execution, new
+//! owner, history continuity, inbox entries), each seeing what the batches before it did,
+//! so both backends refuse the same call with the same error.
+//!
+//! Writes are grouped per kind into one `UNNEST` statement each. Grouping reorders writes
+//! across batches, which is only safe between different executions (a unit cancelled by a
+//! later batch of the same execution must cancel an offer an earlier one queued), so the
+//! batches are cut into segments in which each execution appears once, and every segment
+//! gets its own statements, in order.
+
+use super::rows::{origin_name, to_i64};
+use super::sql;
+use crate::batch::{CommitBatch, CommitOutcome};
+use crate::error::{Result, StoreError};
+use std::collections::{HashMap, HashSet};
+use tokio_postgres::types::ToSql;
+
+/// What round trip 1 read.
+#[derive(Debug, Default)]
+pub(crate) struct Read {
+    /// Epoch of each existing owners row.
+    pub(crate) owners: HashMap<String, u64>,
+    /// (run, last seq) of each existing execution.
+    pub(crate) executions: HashMap<String, (u32, u64)>,
+    /// Execution of each pending inbox entry among the seqs the batches apply.
+    pub(crate) pending: HashMap<u64, String>,
+}
+
+/// Which statement a write is (the caller reads the results of some).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WriteKind {
+    /// Its rows are the inserted task rows.
+    InsertTasks,
+    /// Nothing to read back.
+    Other,
+}
+
+/// One statement with its parameters.
+pub(crate) struct Write {
+    pub(crate) sql: &'static str,
+    pub(crate) params: Vec<Box<dyn ToSql + Sync + Send>>,
+    pub(crate) kind: WriteKind,
+}
+
+/// The key of a task offer: (execution, run, unit, attempt, offer).
+pub(crate) type TaskKey = (String, i64, String, i64, i64);
+
+/// The accepted batches as statements.
+pub(crate) struct Plan {
+    /// Every write, in order (the NOTIFYs last).
+    pub(crate) writes: Vec<Write>,
+    /// One outcome per batch (task ids are filled in from the insert's result).
+    pub(crate) outcomes: Vec<CommitOutcome>,
+    /// The offers each batch queued, in its order.
+    pub(crate) task_keys: Vec<Vec<TaskKey>>,
+}
+
+/// Declares a struct of column vectors (one per statement parameter, in order) and a
+/// `params` method that hands them to the statement.
+macro_rules! columns {
+    ($name:ident { $($field:ident: $ty:ty),* $(,)? }) => {
+        #[derive(Default)]
+        struct $name { $($field: Vec<$ty>),* }
+
+        impl $name {
+            fn params(self) -> Vec<Box<dyn ToSql + Sync + Send>> {
+                vec![$(Box::new(self.$field) as Box<dyn ToSql + Sync + Send>),*]
+            }
+        }
+    };
+}
+
+columns!(NewExecutions {
+    id: String, run: i64, root: String, parent: Option<String>, workflow: String,
+    version: String, hash: String, status: String, schedule: Option<String>, created: i64,
+    updated: i64, closed: Option<i64>,
+});
+columns!(NewOwners { id: String, root: String, node: String });
+columns!(Events {
+    id: String, run: i64, seq: i64, event_type: String, step: Option<String>, origin: String,
+    payload: String, timestamp: i64,
+});
+columns!(ExecutionUpdates {
+    id: String, run: i64, last_seq: i64, proj: bool, status: Option<String>,
+    updated: Option<i64>, closed: Option<i64>,
+});
+columns!(CancelIds { id: i64, execution: String });
+columns!(CancelUnits { execution: String, unit: String });
+columns!(Tasks {
+    execution: String,
+    run: i64,
+    unit: String,
+    attempt: i64,
+    offer: i64,
+    task: String,
+    version: String,
+    input: String,
+    key: String,
+});
+columns!(Inbox { execution: String, kind: String, payload: String });
+columns!(Timers { execution: String, key: String, run: i64, fire_at: i64, payload: String });
+columns!(TimerDeletes { execution: String, key: String });
+columns!(Done { seq: i64, result: Option<String> });
+
+/// One segment's rows.
+#[derive(Default)]
+struct Segment {
+    ids: HashSet<String>,
+    executions: NewExecutions,
+    owners: NewOwners,
+    events: Events,
+    updates: ExecutionUpdates,
+    cancel_ids: CancelIds,
+    cancel_units: CancelUnits,
+    tasks: Tasks,
+    inbox: Inbox,
+    timers: Timers,
+    timer_deletes: TimerDeletes,
+    done: Done,
+}
+
+impl Segment {
+    /// The segment's statements, in the order the SQLite backend writes.
+    fn into_writes(self, out: &mut Vec<Write>) {
+        let mut push = |sql, params, kind| out.push(Write { sql, params, kind });
+        let other = WriteKind::Other;
+        if !self.executions.id.is_empty() {
+            push(sql::COMMIT_INSERT_EXECUTIONS, self.executions.params(), other);
+        }
+        if !self.owners.id.is_empty() {
+            push(sql::COMMIT_INSERT_OWNERS, self.owners.params(), other);
+        }
+        if !self.events.id.is_empty() {
+            push(sql::COMMIT_INSERT_EVENTS, self.events.params(), other);
+        }
+        if !self.updates.id.is_empty() {
+            push(sql::COMMIT_UPDATE_EXECUTIONS, self.updates.params(), other);
+        }
+        // Cancel first: a redelivery cancels the lost offer and queues a new one.
+        if !self.cancel_ids.id.is_empty() {
+            push(sql::COMMIT_CANCEL_TASKS, self.cancel_ids.params(), other);
+        }
+        if !self.cancel_units.unit.is_empty() {
+            push(sql::COMMIT_CANCEL_UNITS, self.cancel_units.params(), other);
+        }
+        if !self.tasks.unit.is_empty() {
+            push(sql::COMMIT_INSERT_TASKS, self.tasks.params(), WriteKind::InsertTasks);
+        }
+        if !self.inbox.kind.is_empty() {
+            push(sql::COMMIT_INSERT_INBOX, self.inbox.params(), other);
+        }
+        if !self.timers.key.is_empty() {
+            push(sql::COMMIT_UPSERT_TIMERS, self.timers.params(), other);
+        }
+        if !self.timer_deletes.key.is_empty() {
+            push(sql::COMMIT_DELETE_TIMERS, self.timer_deletes.params(), other);
+        }
+        if !self.done.seq.is_empty() {
+            push(sql::COMMIT_INBOX_DONE, self.done.params(), other);
+        }
+    }
+}
+
+fn opt_i64(v: Option<u64>, what: &str) -> Result<Option<i64>> {
+    v.map(|v| to_i64(v, what)).transpose()
+}
+
+/// Checks the batches against what was read and plans their writes.
+pub(crate) fn plan(batches: &[CommitBatch], mut read: Read) -> Result<Plan> {
+    let mut writes = Vec::new();
+    let mut outcomes = Vec::with_capacity(batches.len());
+    let mut task_keys = Vec::with_capacity(batches.len());
+    let mut seg = Segment::default();
+    let mut notify: Vec<(&'static str, String)> = Vec::new();
+    for batch in batches {
+        if seg.ids.contains(&batch.execution_id) {
+            std::mem::take(&mut seg).into_writes(&mut writes);
+        }
+        seg.ids.insert(batch.execution_id.clone());
+        let (outcome, keys) = plan_one(batch, &mut read, &mut seg)?;
+        outcomes.push(outcome);
+        task_keys.push(keys);
+        let id = &batch.execution_id;
+        if !batch.events.is_empty() || !batch.inbox_done.is_empty() {
+            notify.push(("orbit_changes", id.clone()));
+        }
+        if !batch.inbox_to_insert.is_empty() {
+            notify.push(("orbit_inbox", String::new()));
+        }
+        if !batch.tasks_to_insert.is_empty() {
+            notify.push(("orbit_tasks", String::new()));
+        }
+        if !batch.timers_to_upsert.is_empty() || !batch.timers_to_delete.is_empty() {
+            notify.push(("orbit_timers", String::new()));
+        }
+    }
+    seg.into_writes(&mut writes);
+    notify.sort_unstable();
+    notify.dedup();
+    if !notify.is_empty() {
+        let (channels, payloads): (Vec<String>, Vec<String>) =
+            notify.into_iter().map(|(c, p)| (c.to_string(), p)).unzip();
+        writes.push(Write {
+            sql: sql::NOTIFY_MANY,
+            params: vec![Box::new(channels), Box::new(payloads)],
+            kind: WriteKind::Other,
+        });
+    }
+    Ok(Plan { writes, outcomes, task_keys })
+}
+
+/// Checks one batch (updating `read` with what it does) and adds its rows to `seg`.
+fn plan_one(
+    batch: &CommitBatch,
+    read: &mut Read,
+    seg: &mut Segment,
+) -> Result<(CommitOutcome, Vec<TaskKey>)> {
+    let id = batch.execution_id.as_str();
+    let run = i64::from(batch.run);
+
+    if let Some(expected) = batch.expected_epoch {
+        match read.owners.get(id) {
+            None => {
+                return Err(StoreError::Fenced(format!(
+                    "execution {id} has no owner; this writer held epoch {expected}"
+                )))
+            }
+            Some(e) if *e == expected => {}
+            Some(e) => {
+                return Err(StoreError::Fenced(format!(
+                    "execution {id} is at epoch {e}; this writer held epoch {expected}"
+                )))
+            }
+        }
+    }
+    if let Some(row) = &batch.new_execution {
+        if row.execution_id != id || row.run != batch.run {
+            return Err(StoreError::InvalidArgument(format!(
+                "new execution {}/run {} does not match batch {id}/run {}",
+                row.execution_id, row.run, batch.run
+            )));
+        }
+        if read.executions.contains_key(id) {
+            return Err(StoreError::ExecutionExists(id.to_string()));
+        }
+        let e = &mut seg.executions;
+        e.created.push(to_i64(row.created_at_ms, "created_at")?);
+        e.updated.push(to_i64(row.updated_at_ms, "updated_at")?);
+        e.closed.push(opt_i64(row.closed_at_ms, "closed_at")?);
+        e.id.push(id.to_string());
+        e.run.push(run);
+        e.root.push(row.root_id.clone());
+        e.parent.push(row.parent_id.clone());
+        e.workflow.push(row.workflow.clone());
+        e.version.push(row.version.clone());
+        e.hash.push(row.definition_hash.clone());
+        e.status.push(row.status.clone());
+        e.schedule.push(row.schedule_id.clone());
+        read.executions.insert(id.to_string(), (batch.run, 0));
+    }
+    if let Some(owner) = &batch.new_owner {
+        if read.owners.contains_key(id) {
+            return Err(StoreError::Fenced(format!("execution {id} already has an owner")));
+        }
+        seg.owners.id.push(id.to_string());
+        seg.owners.root.push(owner.root_id.clone());
+        seg.owners.node.push(owner.node_id.clone());
+        read.owners.insert(id.to_string(), 1);
+    }
+
+    let last_seq = plan_events(batch, read, seg)?;
+
+    for task_id in &batch.tasks_to_cancel {
+        seg.cancel_ids.id.push(to_i64(*task_id, "task id")?);
+        seg.cancel_ids.execution.push(id.to_string());
+    }
+    for unit in &batch.units_to_cancel {
+        seg.cancel_units.execution.push(id.to_string());
+        seg.cancel_units.unit.push(unit.clone());
+    }
+    let mut keys = Vec::with_capacity(batch.tasks_to_insert.len());
+    for t in &batch.tasks_to_insert {
+        let (attempt, offer) = (i64::from(t.attempt), i64::from(t.offer));
+        let s = &mut seg.tasks;
+        s.execution.push(id.to_string());
+        s.run.push(run);
+        s.unit.push(t.unit_key.clone());
+        s.attempt.push(attempt);
+        s.offer.push(offer);
+        s.task.push(t.task.clone());
+        s.version.push(t.task_version.clone());
+        s.input.push(t.input.to_string());
+        s.key.push(t.idempotency_key.clone());
+        keys.push((id.to_string(), run, t.unit_key.clone(), attempt, offer));
+    }
+    for entry in &batch.inbox_to_insert {
+        seg.inbox.execution.push(entry.execution_id.clone());
+        seg.inbox.kind.push(entry.kind.clone());
+        seg.inbox.payload.push(entry.payload.to_string());
+    }
+
+    // Upserting one key twice in a statement is an error: the last write of a key wins.
+    let mut last_write: HashMap<&str, usize> = HashMap::new();
+    for (i, t) in batch.timers_to_upsert.iter().enumerate() {
+        last_write.insert(t.key.as_str(), i);
+    }
+    for (i, t) in batch.timers_to_upsert.iter().enumerate() {
+        if last_write.get(t.key.as_str()) != Some(&i) {
+            continue;
+        }
+        let s = &mut seg.timers;
+        s.fire_at.push(to_i64(t.fire_at_ms, "fire_at")?);
+        s.execution.push(id.to_string());
+        s.key.push(t.key.clone());
+        s.run.push(run);
+        s.payload.push(t.payload.to_string());
+    }
+    for key in &batch.timers_to_delete {
+        seg.timer_deletes.execution.push(id.to_string());
+        seg.timer_deletes.key.push(key.clone());
+    }
+
+    for done in &batch.inbox_done {
+        if read.pending.get(&done.seq).map(String::as_str) != Some(id) {
+            return Err(StoreError::Conflict(format!(
+                "inbox entry {} is not a pending entry of execution {id}",
+                done.seq
+            )));
+        }
+        read.pending.remove(&done.seq);
+        seg.done.seq.push(to_i64(done.seq, "inbox seq")?);
+        seg.done.result.push(done.result.as_ref().map(ToString::to_string));
+    }
+    Ok((CommitOutcome { last_seq, task_ids: Vec::new() }, keys))
+}
+
+/// Checks that the events continue the run's history and plans them with the projection
+/// change. Returns the run's last seq afterwards.
+fn plan_events(batch: &CommitBatch, read: &mut Read, seg: &mut Segment) -> Result<u64> {
+    let id = batch.execution_id.as_str();
+    let Some(&(current_run, current_seq)) = read.executions.get(id) else {
+        return Err(StoreError::NotFound(format!("execution {id}")));
+    };
+    let base = match batch.run.cmp(&current_run) {
+        std::cmp::Ordering::Equal => current_seq,
+        std::cmp::Ordering::Greater => 0,
+        std::cmp::Ordering::Less => {
+            return Err(StoreError::Conflict(format!(
+                "execution {id} is at run {current_run}; run {} is over",
+                batch.run
+            )))
+        }
+    };
+    let mut last = base;
+    for ev in &batch.events {
+        if ev.seq != last + 1 {
+            return Err(StoreError::Conflict(format!(
+                "execution {id} run {}: event seq {} does not follow {last}",
+                batch.run, ev.seq
+            )));
+        }
+        let payload = serde_json::to_string(&ev.event)
+            .map_err(|e| StoreError::InvalidArgument(format!("event does not serialise: {e}")))?;
+        let s = &mut seg.events;
+        s.seq.push(to_i64(ev.seq, "seq")?);
+        s.timestamp.push(to_i64(ev.timestamp_ms, "timestamp")?);
+        s.id.push(id.to_string());
+        s.run.push(i64::from(batch.run));
+        s.event_type.push(ev.event.type_name().to_string());
+        s.step.push(ev.event.step().map(str::to_string));
+        s.origin.push(origin_name(ev.origin).to_string());
+        s.payload.push(payload);
+        last = ev.seq;
+    }
+    let moved = last != base || batch.run != current_run;
+    if moved || batch.projection.is_some() {
+        let p = batch.projection.as_ref();
+        let u = &mut seg.updates;
+        u.last_seq.push(to_i64(last, "seq")?);
+        u.updated.push(p.map(|p| to_i64(p.updated_at_ms, "updated_at")).transpose()?);
+        u.closed.push(opt_i64(p.and_then(|p| p.closed_at_ms), "closed_at")?);
+        u.id.push(id.to_string());
+        u.run.push(i64::from(batch.run));
+        u.proj.push(p.is_some());
+        u.status.push(p.map(|p| p.status.clone()));
+    }
+    read.executions.insert(id.to_string(), (batch.run, last));
+    Ok(last)
+}

@@ -1,0 +1,210 @@
+//! The coordination tables on PostgreSQL: task queue, inbox, timers and owners.
+//!
+//! Every write here is one statement (or one pipelined transaction): one round trip.
+//! Claims and timer firing take their rows `FOR UPDATE SKIP LOCKED`, so concurrent callers
+//! split the rows between them and never get the same one. Inbox writes wake the owners
+//! (`orbit_inbox`) in the same transaction.
+
+use super::conn::{all_ok, command, pipeline, step, PgConn};
+use super::error::{connection_lost, PgErr, PgResult};
+use super::rows::{self, get, get_u64, to_i64};
+use super::sql;
+use crate::error::{Result, StoreError};
+use crate::model::{
+    CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskReport, TaskRow, TimerRow,
+};
+use serde_json::Value;
+use tokio_postgres::types::ToSql;
+
+/// Queued → claimed, plus one `dispatched` inbox entry per claimed row, in one statement.
+pub(crate) async fn claim_tasks(
+    conn: &mut PgConn,
+    task_names: &[String],
+    limit: u32,
+    claimer: &str,
+    session: &str,
+) -> PgResult<Vec<TaskRow>> {
+    if task_names.is_empty() || limit == 0 {
+        return Ok(Vec::new());
+    }
+    let found =
+        conn.query(sql::TASK_CLAIM, &[&task_names, &i64::from(limit), &claimer, &session]).await?;
+    Ok(rows::all(&found, rows::task)?)
+}
+
+/// Marks the row of `token` done and records the report for its owner: one pipelined
+/// transaction (one round trip). Returns whether anything was written, with the outcome.
+pub(crate) async fn complete_task_row(
+    conn: &mut PgConn,
+    token: &str,
+    report: Option<&TaskReport>,
+) -> PgResult<(bool, Option<CompletedTask>)> {
+    let stmts = conn.prepare(&[sql::TASK_DONE, sql::TASK_BY_TOKEN, sql::TASK_REPORT]).await?;
+    let [done, by_token, report_stmt] = &stmts[..] else {
+        return Err(PgErr::Store(StoreError::Storage("statements missing".into())));
+    };
+    let payload = report.map(|r| r.payload.to_string());
+    let p_token: [&(dyn ToSql + Sync); 1] = [&token];
+    let kind = report.map(|r| r.kind.as_str());
+    let p_report: [&(dyn ToSql + Sync); 3] = [&token, &kind, &payload];
+    conn.begin_marker();
+    let mut outcomes = {
+        let client = conn.client();
+        let mut steps = vec![
+            command(client, "BEGIN"),
+            step(client, done, &p_token),
+            step(client, by_token, &p_token),
+        ];
+        if report.is_some() {
+            steps.push(step(client, report_stmt, &p_report));
+        }
+        steps.push(command(client, "COMMIT"));
+        pipeline(steps).await
+    };
+    let committed = outcomes.pop().unwrap_or_else(|| Ok(Vec::new()));
+    match &committed {
+        Err(e) if connection_lost(e) => {}
+        _ => conn.end_marker(),
+    }
+    let results = all_ok(outcomes)?;
+    committed?;
+    let newly_done = results.get(1).is_some_and(|r| !r.is_empty());
+    let Some(row) = results.get(2).and_then(|r| r.first()) else {
+        return Ok((false, None));
+    };
+    let task = rows::task(row)?;
+    let inbox_seq = match results.get(3).and_then(|r| r.first()) {
+        Some(r) => Some(get_u64(r, 0, "inbox seq")?),
+        None => None,
+    };
+    let wrote = newly_done || inbox_seq.is_some();
+    Ok((wrote, Some(CompletedTask { task, newly_done, inbox_seq })))
+}
+
+/// Appends an inbox entry; returns its seq.
+pub(crate) async fn enqueue_inbox(
+    conn: &mut PgConn,
+    execution_id: &str,
+    kind: &str,
+    token: Option<&str>,
+    payload: &Value,
+) -> PgResult<u64> {
+    let payload = payload.to_string();
+    let found = conn.query(sql::INBOX_INSERT, &[&execution_id, &kind, &token, &payload]).await?;
+    let row = found.first().ok_or_else(|| StoreError::Storage("insert returned no seq".into()))?;
+    Ok(get_u64(row, 0, "inbox seq")?)
+}
+
+/// Pending entries by seq.
+pub(crate) async fn pending_inbox(
+    conn: &mut PgConn,
+    execution_id: Option<&str>,
+    limit: u32,
+) -> PgResult<Vec<InboxEntry>> {
+    let limit = i64::from(limit);
+    let found = match execution_id {
+        Some(id) => conn.query(sql::INBOX_PENDING_ONE, &[&id, &limit]).await?,
+        None => conn.query(sql::INBOX_PENDING_ALL, &[&limit]).await?,
+    };
+    Ok(rows::all(&found, rows::inbox)?)
+}
+
+/// Pending or done (with the reply) for one entry.
+pub(crate) async fn inbox_result(conn: &mut PgConn, seq: u64) -> PgResult<InboxStatus> {
+    let Ok(seq_i) = i64::try_from(seq) else {
+        return Err(PgErr::Store(StoreError::NotFound(format!("inbox entry {seq}"))));
+    };
+    let found = conn.query(sql::INBOX_GET, &[&seq_i]).await?;
+    let Some(row) = found.first() else {
+        return Err(PgErr::Store(StoreError::NotFound(format!("inbox entry {seq}"))));
+    };
+    let entry = rows::inbox(row)?;
+    Ok(match entry.done_at_ms {
+        Some(_) => InboxStatus::Done(entry.result),
+        None => InboxStatus::Pending,
+    })
+}
+
+/// Timers due at `now`, by due time.
+pub(crate) async fn due_timers(
+    conn: &mut PgConn,
+    now_ms: u64,
+    limit: u32,
+) -> PgResult<Vec<TimerRow>> {
+    let now = to_i64(now_ms, "now")?;
+    let found = conn.query(sql::TIMER_DUE, &[&now, &i64::from(limit)]).await?;
+    Ok(rows::all(&found, rows::timer)?)
+}
+
+/// Due timers become `timer` inbox entries and are deleted, in one statement.
+pub(crate) async fn fire_due_timers(
+    conn: &mut PgConn,
+    now_ms: u64,
+    limit: u32,
+) -> PgResult<Vec<(TimerRow, u64)>> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let now = to_i64(now_ms, "now")?;
+    let found = conn.query(sql::TIMER_FIRE, &[&now, &i64::from(limit)]).await?;
+    let fired: Result<Vec<_>> =
+        found.iter().map(|r| Ok((rows::timer(r)?, get_u64(r, 5, "inbox seq")?))).collect();
+    Ok(fired?)
+}
+
+/// The earliest due time.
+pub(crate) async fn next_timer_at(conn: &mut PgConn) -> PgResult<Option<u64>> {
+    let found = conn.query(sql::TIMER_NEXT, &[]).await?;
+    let Some(row) = found.first() else { return Ok(None) };
+    let next: Option<i64> = get(row, 0, "timer fire_at")?;
+    Ok(next
+        .map(|t| u64::try_from(t).map_err(|_| StoreError::corrupt("timer fire_at", t)))
+        .transpose()?)
+}
+
+/// Inserts the owners row at epoch 1, or takes it over at the next epoch.
+pub(crate) async fn claim_owner(
+    conn: &mut PgConn,
+    execution_id: &str,
+    root_id: &str,
+    node_id: &str,
+) -> PgResult<u64> {
+    let found = conn.query(sql::OWNER_CLAIM, &[&execution_id, &root_id, &node_id]).await?;
+    let row = found.first().ok_or_else(|| StoreError::Storage("claim returned no epoch".into()))?;
+    Ok(get_u64(row, 0, "owner epoch")?)
+}
+
+/// The owners row, if any.
+pub(crate) async fn get_owner(conn: &mut PgConn, execution_id: &str) -> PgResult<Option<OwnerRow>> {
+    let found = conn.query(sql::OWNER_GET, &[&execution_id]).await?;
+    Ok(found.first().map(rows::owner).transpose()?)
+}
+
+/// Rows still claimed by `claimer`, oldest first.
+pub(crate) async fn claimed_by(conn: &mut PgConn, claimer: &str) -> PgResult<Vec<TaskRow>> {
+    let found = conn.query(sql::TASK_CLAIMED_BY, &[&claimer]).await?;
+    Ok(rows::all(&found, rows::task)?)
+}
+
+/// The row a token was issued for.
+pub(crate) async fn task_by_token(conn: &mut PgConn, token: &str) -> PgResult<Option<TaskRow>> {
+    let found = conn.query(sql::TASK_BY_TOKEN, &[&token]).await?;
+    Ok(found.first().map(rows::task).transpose()?)
+}
+
+/// Queued rows per task name and version.
+pub(crate) async fn queue_backlog(conn: &mut PgConn) -> PgResult<Vec<QueueBacklog>> {
+    let found = conn.query(sql::TASK_BACKLOG, &[]).await?;
+    let backlog: Result<Vec<_>> = found
+        .iter()
+        .map(|r| {
+            Ok(QueueBacklog {
+                task: get(r, 0, "task name")?,
+                task_version: get(r, 1, "task version")?,
+                queued: get_u64(r, 2, "backlog count")?,
+                oldest_created_at_ms: get_u64(r, 3, "task created_at")?,
+            })
+        })
+        .collect();
+    Ok(backlog?)
+}

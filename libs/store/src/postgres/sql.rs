@@ -1,0 +1,416 @@
+//! Every SQL statement of the PostgreSQL backend, one named constant each.
+//!
+//! Parameters carry explicit types (`$1::text[]`) so each statement prepares once per
+//! connection without guessing. Multi-row writes take one array per column and `UNNEST`
+//! them, so a commit of many rows is one statement. Bookkeeping times are the database
+//! clock: [`now_ms!`] is the current statement's start in epoch milliseconds. NOTIFYs are
+//! `pg_notify` calls evaluated once per written row (the server folds duplicates of one
+//! transaction into one notification, delivered at commit).
+
+/// The database clock, epoch milliseconds.
+macro_rules! now_ms {
+    () => {
+        "(extract(epoch from statement_timestamp()) * 1000)::bigint"
+    };
+}
+
+macro_rules! execution_columns {
+    () => {
+        "execution_id, run, root_id, parent_id, workflow, version, definition_hash, status, \
+         schedule_id, created_at, updated_at, closed_at, last_seq"
+    };
+}
+
+macro_rules! task_columns {
+    () => {
+        "id, execution_id, run, unit_key, attempt, offer, task, task_version, input, \
+         idempotency_key, state, claimed_by, session, token, created_at, claimed_at"
+    };
+}
+
+macro_rules! inbox_columns {
+    () => {
+        "seq, execution_id, kind, token, payload, created_at, done_at, result"
+    };
+}
+
+macro_rules! node_columns {
+    () => {
+        "node_id, service, incarnation, addr, heartbeat_at, started_at"
+    };
+}
+
+/// Statuses of an execution that still has work.
+macro_rules! open_statuses {
+    () => {
+        "('PENDING', 'RUNNING', 'COMPENSATING')"
+    };
+}
+
+// ------------------------------------------------------------------ migrations
+
+pub(crate) const MIGRATION_LOCK: &str = "SELECT pg_advisory_xact_lock($1::bigint)";
+pub(crate) const MIGRATION_VERSIONS: &str = "SELECT version FROM schema_migrations";
+pub(crate) const MIGRATION_RECORD: &str = concat!(
+    "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1::bigint, $2::text, ",
+    now_ms!(),
+    ")"
+);
+
+// ----------------------------------------------------------------- definitions
+
+/// Inserts unless (name, version) is taken; the hash is compared by the caller.
+pub(crate) const DEFINITION_INSERT: &str = concat!(
+    "INSERT INTO workflow_definitions (name, version, definition_hash, document, created_at)
+    VALUES ($1::text, $2::text, $3::text, $4::text, ",
+    now_ms!(),
+    ") ON CONFLICT (name, version) DO NOTHING RETURNING id"
+);
+pub(crate) const DEFINITION_HASH: &str = "SELECT definition_hash FROM workflow_definitions
+    WHERE name = $1::text AND version = $2::text";
+pub(crate) const DEFINITION_GET: &str =
+    "SELECT name, version, definition_hash, document, created_at
+    FROM workflow_definitions WHERE name = $1::text AND version = $2::text";
+pub(crate) const DEFINITION_LATEST: &str =
+    "SELECT name, version, definition_hash, document, created_at
+    FROM workflow_definitions WHERE name = $1::text ORDER BY id DESC LIMIT 1";
+pub(crate) const DEFINITION_LIST: &str =
+    "SELECT name, version, definition_hash, document, created_at
+    FROM workflow_definitions ORDER BY name, id";
+
+// ------------------------------------------------------------- reads: history
+
+pub(crate) const EXECUTION_GET: &str =
+    concat!("SELECT ", execution_columns!(), " FROM executions WHERE execution_id = $1::text");
+/// Filters are optional (NULL); the page continues strictly after the keyset
+/// (`created_at`, `execution_id`) of the previous page's last row, newest first.
+pub(crate) const EXECUTION_LIST: &str = concat!(
+    "SELECT ",
+    execution_columns!(),
+    " FROM executions
+    WHERE ($1::text IS NULL OR status = $1::text)
+      AND ($2::text IS NULL OR workflow = $2::text)
+      AND ($3::text IS NULL OR parent_id = $3::text)
+      AND ($4::bigint IS NULL OR created_at < $4::bigint
+           OR (created_at = $4::bigint AND execution_id < $5::text))
+    ORDER BY created_at DESC, execution_id DESC
+    LIMIT $6::bigint"
+);
+pub(crate) const EVENT_LOAD_AFTER: &str = "SELECT seq, origin, payload, timestamp
+    FROM history_events WHERE execution_id = $1::text AND run = $2::bigint AND seq > $3::bigint
+    ORDER BY seq";
+
+// ---------------------------------------------------------------------- commit
+
+/// Fencing: the owners rows of every execution of the commit, locked (shared) in id order
+/// so a takeover waits for the commit and two commits never deadlock.
+pub(crate) const COMMIT_LOCK_OWNERS: &str = "SELECT execution_id, epoch FROM owners
+    WHERE execution_id = ANY($1::text[]) ORDER BY execution_id FOR SHARE";
+/// The run and last seq of every execution of the commit, locked in id order: commits of
+/// one execution queue up here, so the seq check below cannot race.
+pub(crate) const COMMIT_LOCK_EXECUTIONS: &str = "SELECT execution_id, run, last_seq
+    FROM executions WHERE execution_id = ANY($1::text[]) ORDER BY execution_id
+    FOR NO KEY UPDATE";
+/// The pending entries among the inbox seqs the commit applies, locked.
+pub(crate) const COMMIT_LOCK_INBOX: &str = "SELECT seq, execution_id FROM inbox
+    WHERE seq = ANY($1::bigint[]) AND done_at IS NULL ORDER BY seq FOR UPDATE";
+
+/// Plain insert: an id taken concurrently fails with `executions_pkey`.
+pub(crate) const COMMIT_INSERT_EXECUTIONS: &str = concat!(
+    "INSERT INTO executions (",
+    execution_columns!(),
+    ") SELECT u.*, 0 FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
+        $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::bigint[],
+        $12::bigint[]) AS u"
+);
+/// Plain insert: an owner row created concurrently fails with `owners_pkey`.
+pub(crate) const COMMIT_INSERT_OWNERS: &str = concat!(
+    "INSERT INTO owners (execution_id, root_id, node_id, epoch, since)
+    SELECT u.id, u.root, u.node, 1, ",
+    now_ms!(),
+    " FROM UNNEST($1::text[], $2::text[], $3::text[]) AS u(id, root, node)"
+);
+pub(crate) const COMMIT_INSERT_EVENTS: &str = "INSERT INTO history_events
+    (execution_id, run, seq, event_type, step, origin, payload, timestamp)
+    SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[],
+        $6::text[], $7::text[], $8::bigint[])";
+/// Run and last seq always; the projection fields where `proj` is set.
+pub(crate) const COMMIT_UPDATE_EXECUTIONS: &str = "UPDATE executions e SET
+        run = u.run, last_seq = u.last_seq,
+        status = CASE WHEN u.proj THEN u.status ELSE e.status END,
+        updated_at = CASE WHEN u.proj THEN u.updated_at ELSE e.updated_at END,
+        closed_at = CASE WHEN u.proj THEN u.closed_at ELSE e.closed_at END
+    FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::bool[], $5::text[], $6::bigint[],
+        $7::bigint[]) AS u(id, run, last_seq, proj, status, updated_at, closed_at)
+    WHERE e.execution_id = u.id";
+pub(crate) const COMMIT_CANCEL_TASKS: &str = concat!(
+    "UPDATE task_queue t SET state = 'cancelled', updated_at = ",
+    now_ms!(),
+    " FROM UNNEST($1::bigint[], $2::text[]) AS u(id, eid)
+    WHERE t.id = u.id AND t.execution_id = u.eid AND t.state IN ('queued', 'claimed')"
+);
+pub(crate) const COMMIT_CANCEL_UNITS: &str = concat!(
+    "UPDATE task_queue t SET state = 'cancelled', updated_at = ",
+    now_ms!(),
+    " FROM UNNEST($1::text[], $2::text[]) AS u(eid, unit)
+    WHERE t.execution_id = u.eid AND t.unit_key = u.unit AND t.state IN ('queued', 'claimed')"
+);
+/// Offers already present are skipped; the inserted rows come back with their keys.
+pub(crate) const COMMIT_INSERT_TASKS: &str = concat!(
+    "INSERT INTO task_queue (execution_id, run, unit_key, attempt, offer, task, task_version,
+        input, idempotency_key, state, claim_count, created_at, updated_at)
+    SELECT u.eid, u.run, u.unit, u.attempt, u.offer, u.task, u.tv, u.input, u.ik, 'queued', 0, ",
+    now_ms!(),
+    ", ",
+    now_ms!(),
+    " FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::text[],
+        $7::text[], $8::text[], $9::text[])
+        WITH ORDINALITY AS u(eid, run, unit, attempt, offer, task, tv, input, ik, ord)
+    ORDER BY u.ord
+    ON CONFLICT (execution_id, run, unit_key, attempt, offer) DO NOTHING
+    RETURNING id, execution_id, run, unit_key, attempt, offer"
+);
+pub(crate) const COMMIT_INSERT_INBOX: &str = concat!(
+    "INSERT INTO inbox (execution_id, kind, token, payload, created_at)
+    SELECT u.eid, u.kind, NULL, u.payload, ",
+    now_ms!(),
+    " FROM UNNEST($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS u(eid, kind, payload, ord)
+    ORDER BY u.ord"
+);
+/// Keys are unique per statement (the caller keeps the last write of each).
+pub(crate) const COMMIT_UPSERT_TIMERS: &str =
+    "INSERT INTO timers (execution_id, timer_key, run, fire_at, payload)
+    SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[])
+    ON CONFLICT (execution_id, timer_key) DO UPDATE SET run = excluded.run,
+        fire_at = excluded.fire_at, payload = excluded.payload";
+pub(crate) const COMMIT_DELETE_TIMERS: &str = "DELETE FROM timers t
+    USING UNNEST($1::text[], $2::text[]) AS u(eid, tkey)
+    WHERE t.execution_id = u.eid AND t.timer_key = u.tkey";
+/// The seqs were checked (pending, of the right execution) and locked by the first round
+/// trip.
+pub(crate) const COMMIT_INBOX_DONE: &str = concat!(
+    "UPDATE inbox i SET done_at = ",
+    now_ms!(),
+    ", result = u.result FROM UNNEST($1::bigint[], $2::text[]) AS u(seq, result)
+    WHERE i.seq = u.seq"
+);
+pub(crate) const NOTIFY_MANY: &str = "SELECT pg_notify(u.channel, u.payload)
+    FROM UNNEST($1::text[], $2::text[]) AS u(channel, payload)";
+
+// ---------------------------------------------------------------------- owners
+
+/// Insert at epoch 1, or take over: the stored root is kept, the epoch moves on.
+pub(crate) const OWNER_CLAIM: &str = concat!(
+    "INSERT INTO owners (execution_id, root_id, node_id, epoch, since)
+    VALUES ($1::text, $2::text, $3::text, 1, ",
+    now_ms!(),
+    ") ON CONFLICT (execution_id) DO UPDATE SET node_id = excluded.node_id,
+        epoch = owners.epoch + 1, since = excluded.since
+    RETURNING epoch"
+);
+pub(crate) const OWNER_GET: &str = "SELECT execution_id, root_id, node_id, epoch, since
+    FROM owners WHERE execution_id = $1::text";
+
+// ------------------------------------------------------------------ task queue
+
+/// Oldest queued rows first; rows another claimer holds are skipped, never shared. Each
+/// claim writes its `dispatched` inbox entry (the payload SQLite writes) in the same
+/// statement, and wakes the owners.
+pub(crate) const TASK_CLAIM: &str = concat!(
+    "WITH picked AS (
+        SELECT id FROM task_queue
+        WHERE state = 'queued' AND task = ANY($1::text[])
+        ORDER BY id LIMIT $2::bigint
+        FOR UPDATE SKIP LOCKED),
+    claimed AS (
+        UPDATE task_queue t SET state = 'claimed', claimed_by = $3::text, session = $4::text,
+            token = 't' || t.id || '.' || (t.claim_count + 1), claim_count = t.claim_count + 1,
+            claimed_at = ",
+    now_ms!(),
+    ", updated_at = ",
+    now_ms!(),
+    " FROM picked WHERE t.id = picked.id
+        RETURNING t.*),
+    dispatched AS (
+        INSERT INTO inbox (execution_id, kind, token, payload, created_at)
+        SELECT c.execution_id, 'dispatched', c.token,
+            json_build_object('task_id', c.id, 'step', c.unit_key, 'attempt', c.attempt,
+                'offer', c.offer, 'token', c.token, 'claimed_by', $3::text,
+                'session', $4::text)::text, ",
+    now_ms!(),
+    " FROM claimed c ORDER BY c.id)
+    SELECT ",
+    task_columns!(),
+    ", pg_notify('orbit_inbox', '') FROM claimed ORDER BY id"
+);
+pub(crate) const TASK_CLAIMED_BY: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM task_queue WHERE state = 'claimed' AND claimed_by = $1::text ORDER BY id"
+);
+pub(crate) const TASK_BY_TOKEN: &str =
+    concat!("SELECT ", task_columns!(), " FROM task_queue WHERE token = $1::text");
+pub(crate) const TASK_DONE: &str = concat!(
+    "UPDATE task_queue SET state = 'done', updated_at = ",
+    now_ms!(),
+    " WHERE token = $1::text AND state IN ('claimed', 'cancelled') RETURNING id"
+);
+/// The worker's report for the owner of the row holding the token.
+pub(crate) const TASK_REPORT: &str = concat!(
+    "INSERT INTO inbox (execution_id, kind, token, payload, created_at)
+    SELECT execution_id, $2::text, $1::text, $3::text, ",
+    now_ms!(),
+    " FROM task_queue WHERE token = $1::text ORDER BY id LIMIT 1
+    RETURNING seq, pg_notify('orbit_inbox', '')"
+);
+pub(crate) const TASK_BACKLOG: &str =
+    "SELECT task, task_version, COUNT(*)::bigint, MIN(created_at) FROM task_queue
+    WHERE state = 'queued' GROUP BY task, task_version ORDER BY task, task_version";
+
+// ----------------------------------------------------------------------- inbox
+
+pub(crate) const INBOX_INSERT: &str = concat!(
+    "INSERT INTO inbox (execution_id, kind, token, payload, created_at)
+    VALUES ($1::text, $2::text, $3::text, $4::text, ",
+    now_ms!(),
+    ") RETURNING seq, pg_notify('orbit_inbox', '')"
+);
+pub(crate) const INBOX_PENDING_ONE: &str = concat!(
+    "SELECT ",
+    inbox_columns!(),
+    " FROM inbox WHERE done_at IS NULL AND execution_id = $1::text ORDER BY seq LIMIT $2::bigint"
+);
+pub(crate) const INBOX_PENDING_ALL: &str = concat!(
+    "SELECT ",
+    inbox_columns!(),
+    " FROM inbox WHERE done_at IS NULL ORDER BY seq LIMIT $1::bigint"
+);
+pub(crate) const INBOX_GET: &str =
+    concat!("SELECT ", inbox_columns!(), " FROM inbox WHERE seq = $1::bigint");
+
+// ---------------------------------------------------------------------- timers
+
+pub(crate) const TIMER_DUE: &str = "SELECT execution_id, run, timer_key, fire_at, payload
+    FROM timers WHERE fire_at <= $1::bigint
+    ORDER BY fire_at, execution_id, timer_key LIMIT $2::bigint";
+pub(crate) const TIMER_NEXT: &str = "SELECT MIN(fire_at) FROM timers";
+/// Due timers no other scheduler holds become `timer` inbox entries (seqs in due order)
+/// and are deleted, in one statement.
+pub(crate) const TIMER_FIRE: &str = concat!(
+    "WITH due AS (
+        SELECT execution_id, timer_key FROM timers WHERE fire_at <= $1::bigint
+        ORDER BY fire_at, execution_id, timer_key LIMIT $2::bigint
+        FOR UPDATE SKIP LOCKED),
+    fired AS (
+        DELETE FROM timers t USING due
+        WHERE t.execution_id = due.execution_id AND t.timer_key = due.timer_key
+        RETURNING t.execution_id, t.run, t.timer_key, t.fire_at, t.payload),
+    entries AS (
+        INSERT INTO inbox (execution_id, kind, token, payload, created_at)
+        SELECT f.execution_id, 'timer', NULL,
+            json_build_object('key', f.timer_key, 'run', f.run, 'fire_at', f.fire_at,
+                'payload', f.payload::json)::text, ",
+    now_ms!(),
+    " FROM fired f ORDER BY f.fire_at, f.execution_id, f.timer_key
+        RETURNING seq, execution_id, payload)
+    SELECT f.execution_id, f.run, f.timer_key, f.fire_at, f.payload, e.seq,
+        pg_notify('orbit_inbox', '')
+    FROM fired f JOIN entries e
+        ON e.execution_id = f.execution_id AND (e.payload::json ->> 'key') = f.timer_key
+    ORDER BY f.fire_at, f.execution_id, f.timer_key"
+);
+
+// --------------------------------------------------------------------- cluster
+
+pub(crate) const NODE_HEARTBEAT: &str = concat!(
+    "INSERT INTO nodes (",
+    node_columns!(),
+    ") VALUES ($1::text, $2::text, $3::text, $4::text, ",
+    now_ms!(),
+    ", ",
+    now_ms!(),
+    ") ON CONFLICT (node_id) DO UPDATE SET service = excluded.service,
+        addr = excluded.addr, heartbeat_at = excluded.heartbeat_at,
+        started_at = CASE WHEN nodes.incarnation = excluded.incarnation
+            THEN nodes.started_at ELSE excluded.started_at END,
+        incarnation = excluded.incarnation
+    RETURNING heartbeat_at"
+);
+pub(crate) const NODE_LIVE: &str = concat!(
+    "SELECT ",
+    node_columns!(),
+    " FROM nodes WHERE heartbeat_at >= ",
+    now_ms!(),
+    " - $1::bigint AND ($2::text IS NULL OR service = $2::text) ORDER BY node_id"
+);
+pub(crate) const NODE_LIST: &str =
+    concat!("SELECT ", node_columns!(), " FROM nodes ORDER BY node_id");
+pub(crate) const NODE_REMOVE: &str = "DELETE FROM nodes WHERE node_id = $1::text";
+pub(crate) const INBOX_PENDING_OWNED: &str = concat!(
+    "SELECT ",
+    inbox_columns!(),
+    " FROM inbox i WHERE i.done_at IS NULL AND (
+        i.execution_id = ANY($2::text[])
+        OR EXISTS (SELECT 1 FROM owners o
+            WHERE o.execution_id = i.execution_id AND o.node_id = $1::text))
+    ORDER BY i.seq LIMIT $3::bigint"
+);
+pub(crate) const OWNED_EXECUTIONS: &str = concat!(
+    "SELECT o.execution_id FROM owners o JOIN executions e USING (execution_id)
+    WHERE o.node_id = $1::text AND e.status IN ",
+    open_statuses!(),
+    " ORDER BY o.execution_id"
+);
+pub(crate) const ORPHANED_ROOTS: &str = concat!(
+    "SELECT DISTINCT o.root_id, o.node_id FROM owners o
+    WHERE o.node_id NOT IN (SELECT node_id FROM nodes
+            WHERE service = 'owner' AND heartbeat_at >= ",
+    now_ms!(),
+    " - $1::bigint)
+      AND (EXISTS (SELECT 1 FROM executions e
+            WHERE e.execution_id = o.execution_id AND e.status IN ",
+    open_statuses!(),
+    ")
+        OR EXISTS (SELECT 1 FROM inbox i
+            WHERE i.execution_id = o.execution_id AND i.done_at IS NULL))
+    ORDER BY o.root_id, o.node_id LIMIT $2::bigint"
+);
+/// Locks the tree's rows in id order first (as commits do), then moves them; rows another
+/// node took meanwhile no longer match. Wakes the frontends: the tree's queued tasks have
+/// a new owner to report to.
+pub(crate) const TAKE_OVER_ROOT: &str = concat!(
+    "WITH locked AS (
+        SELECT execution_id FROM owners WHERE root_id = $1::text AND node_id = $2::text
+        ORDER BY execution_id FOR UPDATE),
+    moved AS (
+        UPDATE owners o SET node_id = $3::text, epoch = o.epoch + 1, since = ",
+    now_ms!(),
+    " FROM locked WHERE o.execution_id = locked.execution_id
+        RETURNING o.execution_id, o.epoch)
+    SELECT execution_id, epoch, pg_notify('orbit_tasks', '') FROM moved ORDER BY execution_id"
+);
+/// Rows released concurrently by another caller no longer match `state = 'claimed'` once
+/// their lock is granted, so each row is released (and reported) once.
+pub(crate) const RELEASE_CLAIMS: &str = concat!(
+    "WITH released AS (
+        UPDATE task_queue SET state = 'cancelled', updated_at = ",
+    now_ms!(),
+    " WHERE state = 'claimed' AND claimed_by = $1::text
+        RETURNING *),
+    reported AS (
+        INSERT INTO inbox (execution_id, kind, token, payload, created_at)
+        SELECT r.execution_id, 'uncertain', r.token, $2::text, ",
+    now_ms!(),
+    " FROM released r ORDER BY r.id)
+    SELECT ",
+    task_columns!(),
+    ", pg_notify('orbit_inbox', '') FROM released ORDER BY id"
+);
+pub(crate) const ORPHANED_CLAIMERS: &str = concat!(
+    "SELECT DISTINCT claimed_by FROM task_queue
+    WHERE state = 'claimed' AND claimed_by IS NOT NULL
+      AND claimed_by NOT IN (SELECT node_id FROM nodes WHERE heartbeat_at >= ",
+    now_ms!(),
+    " - $1::bigint)
+    ORDER BY claimed_by"
+);

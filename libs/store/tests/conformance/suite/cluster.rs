@@ -1,0 +1,266 @@
+//! Membership, owners at scale and frontends at scale: heartbeats and liveness, owned
+//! inbox entries, orphaned trees and their takeover, released claims.
+//!
+//! Liveness uses the store's clock, so these cases wait real time (a few hundred ms) to let
+//! a heartbeat age past a timeout; the margins are wide enough for a loaded machine.
+
+use crate::support::{ev, scheduled, start_batch, task, Backend};
+use orbit_store::{
+    CommitBatch, InboxDone, NewOwner, NodeInfo, ProjectionUpdate, StoreError, TaskState,
+};
+use serde_json::json;
+use std::collections::HashSet;
+use std::time::Duration;
+
+fn node(id: &str, service: &str, incarnation: &str) -> NodeInfo {
+    NodeInfo {
+        node_id: id.into(),
+        service: service.into(),
+        incarnation: incarnation.into(),
+        addr: Some(format!("{id}:7234")),
+    }
+}
+
+/// How long a heartbeat is considered fresh in these cases, and how long to wait for one
+/// to go stale.
+const TIMEOUT_MS: u64 = 300;
+const STALE: Duration = Duration::from_millis(700);
+
+/// The start of `id` in tree `root`, owned by `owner`, with a status.
+fn start_in(id: &str, root: &str, owner: &str, status: &str) -> CommitBatch {
+    let mut batch = start_batch(id, owner);
+    if let Some(row) = batch.new_execution.as_mut() {
+        row.root_id = root.into();
+        row.status = status.into();
+        if id != root {
+            row.parent_id = Some(root.into());
+        }
+    }
+    batch.new_owner = Some(NewOwner { root_id: root.into(), node_id: owner.into() });
+    batch
+}
+
+pub async fn nodes_heartbeat_and_go_stale(b: &dyn Backend) {
+    let store = b.open().await;
+    let now = store.heartbeat_node(&node("owner-1", "owner", "i1")).await.unwrap();
+    assert!(now > 1_600_000_000_000, "the store's clock in epoch ms: {now}");
+    store.heartbeat_node(&node("fe-1", "frontend", "i1")).await.unwrap();
+    let ids =
+        |rows: Vec<orbit_store::NodeRow>| rows.into_iter().map(|n| n.node_id).collect::<Vec<_>>();
+    assert_eq!(ids(store.live_nodes(None, 60_000).await.unwrap()), ["fe-1", "owner-1"]);
+    assert_eq!(ids(store.live_nodes(Some("owner"), 60_000).await.unwrap()), ["owner-1"]);
+    let listed = store.list_nodes().await.unwrap();
+    assert_eq!(listed.len(), 2);
+    let owner = listed.iter().find(|n| n.node_id == "owner-1").unwrap();
+    assert_eq!(owner.addr.as_deref(), Some("owner-1:7234"));
+    assert_eq!((owner.heartbeat_at_ms, owner.started_at_ms), (now, now));
+
+    // Only fe-1 keeps heartbeating: owner-1 goes stale but stays listed.
+    tokio::time::sleep(STALE).await;
+    store.heartbeat_node(&node("fe-1", "frontend", "i1")).await.unwrap();
+    assert_eq!(ids(store.live_nodes(None, TIMEOUT_MS).await.unwrap()), ["fe-1"]);
+    assert!(store.live_nodes(Some("owner"), TIMEOUT_MS).await.unwrap().is_empty());
+    assert_eq!(store.list_nodes().await.unwrap().len(), 2);
+
+    // A clean shutdown removes the row at once.
+    store.remove_node("fe-1").await.unwrap();
+    store.remove_node("no-such-node").await.unwrap();
+    assert_eq!(ids(store.list_nodes().await.unwrap()), ["owner-1"]);
+}
+
+pub async fn a_new_incarnation_resets_started_at(b: &dyn Backend) {
+    let store = b.open().await;
+    let first = store.heartbeat_node(&node("n", "owner", "i1")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let second = store.heartbeat_node(&node("n", "owner", "i1")).await.unwrap();
+    assert!(second > first);
+    let row = store.list_nodes().await.unwrap().remove(0);
+    assert_eq!((row.started_at_ms, row.heartbeat_at_ms), (first, second), "same incarnation");
+
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut restarted = node("n", "owner", "i2");
+    restarted.addr = Some("elsewhere:1".into());
+    let third = store.heartbeat_node(&restarted).await.unwrap();
+    let row = store.list_nodes().await.unwrap().remove(0);
+    assert_eq!((row.started_at_ms, row.heartbeat_at_ms), (third, third), "restarted");
+    assert_eq!((row.incarnation.as_str(), row.addr.as_deref()), ("i2", Some("elsewhere:1")));
+}
+
+pub async fn pending_inbox_owned_is_the_nodes_and_the_also_entries(b: &dyn Backend) {
+    let store = b.open().await;
+    for (id, owner) in [("a1", "node-a"), ("a2", "node-a"), ("b1", "node-b")] {
+        store.commit(start_in(id, id, owner, "RUNNING")).await.unwrap();
+    }
+    let mut seqs = Vec::new();
+    for id in ["b1", "a1", "x", "a2", "y"] {
+        seqs.push(store.enqueue_inbox(id, "signal", None, &json!({"to": id})).await.unwrap());
+    }
+    // One entry of a1 is applied: applied entries are never returned.
+    let applied = CommitBatch {
+        execution_id: "a1".into(),
+        run: 1,
+        expected_epoch: Some(1),
+        inbox_done: vec![InboxDone { seq: seqs[1], result: None }],
+        ..CommitBatch::default()
+    };
+    store.commit(applied).await.unwrap();
+
+    let of = |entries: Vec<orbit_store::InboxEntry>| {
+        entries.into_iter().map(|e| e.execution_id).collect::<Vec<_>>()
+    };
+    let mine = store.pending_inbox_owned("node-a", &["x".into()], 100).await.unwrap();
+    assert_eq!(of(mine), ["x", "a2"], "owned ones and `also`, by seq; not b1, not y");
+    let mine = store.pending_inbox_owned("node-a", &[], 100).await.unwrap();
+    assert_eq!(of(mine), ["a2"]);
+    let theirs = store.pending_inbox_owned("node-b", &["y".into(), "a2".into()], 2).await.unwrap();
+    assert_eq!(of(theirs), ["b1", "a2"], "limit applies");
+    assert!(store.pending_inbox_owned("node-z", &[], 100).await.unwrap().is_empty());
+}
+
+pub async fn owned_executions_exclude_closed_ones(b: &dyn Backend) {
+    let store = b.open().await;
+    for (id, status) in [("e3", "RUNNING"), ("e1", "PENDING"), ("e2", "COMPENSATING")] {
+        store.commit(start_in(id, id, "node-a", status)).await.unwrap();
+    }
+    store.commit(start_in("done", "done", "node-a", "RUNNING")).await.unwrap();
+    store.commit(start_in("other", "other", "node-b", "RUNNING")).await.unwrap();
+    let close = CommitBatch {
+        execution_id: "done".into(),
+        run: 1,
+        expected_epoch: Some(1),
+        events: vec![ev(3, scheduled("s"))],
+        projection: Some(ProjectionUpdate {
+            status: "COMPLETED".into(),
+            updated_at_ms: 2_000,
+            closed_at_ms: Some(2_000),
+        }),
+        ..CommitBatch::default()
+    };
+    store.commit(close).await.unwrap();
+    assert_eq!(store.owned_executions("node-a").await.unwrap(), ["e1", "e2", "e3"]);
+    assert_eq!(store.owned_executions("node-b").await.unwrap(), ["other"]);
+    assert!(store.owned_executions("node-z").await.unwrap().is_empty());
+}
+
+pub async fn orphaned_roots_are_trees_of_silent_owners_with_work(b: &dyn Backend) {
+    let store = b.open().await;
+    // r1: running, with a child, owned by node-b. r2: closed and idle (nothing to take).
+    // r3: closed but with a pending inbox entry. r4: owned by the live node-a.
+    // r5: owned by node-c, which never heartbeat at all. r6: node-f only heartbeats as a
+    // frontend, which does not make it a live owner.
+    let trees = [
+        ("r1", "node-b", "RUNNING"),
+        ("r2", "node-b", "COMPLETED"),
+        ("r3", "node-b", "COMPLETED"),
+        ("r4", "node-a", "RUNNING"),
+        ("r5", "node-c", "RUNNING"),
+        ("r6", "node-f", "RUNNING"),
+    ];
+    for (root, owner, status) in trees {
+        store.commit(start_in(root, root, owner, status)).await.unwrap();
+    }
+    store.commit(start_in("r1-child", "r1", "node-b", "RUNNING")).await.unwrap();
+    store.enqueue_inbox("r3", "signal", None, &json!({})).await.unwrap();
+
+    store.heartbeat_node(&node("node-b", "owner", "i1")).await.unwrap();
+    tokio::time::sleep(STALE).await;
+    store.heartbeat_node(&node("node-a", "owner", "i1")).await.unwrap();
+    store.heartbeat_node(&node("node-f", "frontend", "i1")).await.unwrap();
+
+    let pairs = |found: Vec<orbit_store::OrphanRoot>| {
+        found.into_iter().map(|o| (o.root_id, o.node_id)).collect::<Vec<_>>()
+    };
+    let found = pairs(store.orphaned_roots(TIMEOUT_MS, 100).await.unwrap());
+    let expect = [("r1", "node-b"), ("r3", "node-b"), ("r5", "node-c"), ("r6", "node-f")];
+    let expect: Vec<(String, String)> =
+        expect.iter().map(|(r, n)| (r.to_string(), n.to_string())).collect();
+    assert_eq!(found, expect, "one pair per tree, live owners and idle trees left alone");
+    assert_eq!(store.orphaned_roots(TIMEOUT_MS, 2).await.unwrap().len(), 2, "limit applies");
+    // With a generous timeout node-b is still alive.
+    let found = pairs(store.orphaned_roots(60_000, 100).await.unwrap());
+    assert!(found.iter().all(|(_, n)| n != "node-b"), "{found:?}");
+}
+
+pub async fn take_over_root_moves_the_tree_and_fences_the_old_owner(b: &dyn Backend) {
+    let store = b.open().await;
+    store.commit(start_in("r", "r", "node-b", "RUNNING")).await.unwrap();
+    store.commit(start_in("r-child", "r", "node-b", "RUNNING")).await.unwrap();
+    store.commit(start_in("other", "other", "node-b", "RUNNING")).await.unwrap();
+
+    let taken = store.take_over_root("r", "node-b", "node-a").await.unwrap();
+    assert_eq!(taken, [("r".to_string(), 2), ("r-child".to_string(), 2)]);
+    let owner = store.get_owner("r-child").await.unwrap().unwrap();
+    assert_eq!((owner.node_id.as_str(), owner.epoch, owner.root_id.as_str()), ("node-a", 2, "r"));
+    assert_eq!(store.get_owner("other").await.unwrap().unwrap().node_id, "node-b", "other tree");
+
+    // The old owner's commit is fenced; the new owner's goes through.
+    let append = |epoch| CommitBatch {
+        execution_id: "r".into(),
+        run: 1,
+        expected_epoch: Some(epoch),
+        events: vec![ev(3, scheduled("s"))],
+        ..CommitBatch::default()
+    };
+    let err = store.commit(append(1)).await.unwrap_err();
+    assert!(matches!(err, StoreError::Fenced(_)), "{err:?}");
+    store.commit(append(2)).await.unwrap();
+
+    // Another node that also saw node-b die finds nothing left to take.
+    assert!(store.take_over_root("r", "node-b", "node-c").await.unwrap().is_empty());
+    assert_eq!(store.get_owner("r").await.unwrap().unwrap().epoch, 2);
+    assert_eq!(store.owned_executions("node-a").await.unwrap(), ["r", "r-child"]);
+}
+
+pub async fn release_claims_hands_back_each_row_once(b: &dyn Backend) {
+    let store = b.open().await;
+    let mut batch = start_batch("e1", "node-a");
+    batch.tasks_to_insert = (0..6).map(|i| task(&format!("u{i}"), "work")).collect();
+    store.commit(batch).await.unwrap();
+    let dead = store.claim_tasks(&["work".into()], 4, "fe-dead", "s-dead").await.unwrap();
+    let live = store.claim_tasks(&["work".into()], 4, "fe-live", "s-live").await.unwrap();
+    assert_eq!((dead.len(), live.len()), (4, 2));
+
+    // Two nodes release the dead frontend's claims at once.
+    let (one, two) = tokio::join!(
+        store.release_claims("fe-dead", "frontend fe-dead is gone"),
+        store.release_claims("fe-dead", "frontend fe-dead is gone"),
+    );
+    let (one, two) = (one.unwrap(), two.unwrap());
+    assert_eq!(one.len() + two.len(), 4, "every row released exactly once");
+    let released: HashSet<u64> = one.iter().chain(&two).map(|t| t.id).collect();
+    assert_eq!(released, dead.iter().map(|t| t.id).collect::<HashSet<_>>());
+    assert!(one.iter().chain(&two).all(|t| t.state == TaskState::Cancelled));
+
+    let inbox = store.pending_inbox(Some("e1"), 100).await.unwrap();
+    let uncertain: Vec<_> = inbox.iter().filter(|e| e.kind == "uncertain").collect();
+    assert_eq!(uncertain.len(), 4, "one uncertain entry per released row");
+    let tokens: HashSet<_> = uncertain.iter().map(|e| e.token.clone().unwrap()).collect();
+    assert_eq!(tokens, dead.iter().map(|t| t.token.clone().unwrap()).collect::<HashSet<_>>());
+    assert_eq!(uncertain[0].payload, json!({"reason": "frontend fe-dead is gone"}));
+
+    assert!(store.claimed_tasks("fe-dead").await.unwrap().is_empty());
+    assert_eq!(store.claimed_tasks("fe-live").await.unwrap().len(), 2, "others untouched");
+    assert!(store.release_claims("fe-dead", "again").await.unwrap().is_empty());
+    // A worker that still reports a released attempt is recorded for the owner.
+    let token = dead[0].token.clone().unwrap();
+    let report = orbit_store::TaskReport { kind: "complete".into(), payload: json!({}) };
+    let done = store.complete_task_row(&token, Some(report)).await.unwrap().unwrap();
+    assert!(done.newly_done && done.inbox_seq.is_some());
+}
+
+pub async fn orphaned_claimers_are_claimers_without_a_live_node(b: &dyn Backend) {
+    let store = b.open().await;
+    let mut batch = start_batch("e1", "node-a");
+    batch.tasks_to_insert = (0..3).map(|i| task(&format!("u{i}"), "work")).collect();
+    store.commit(batch).await.unwrap();
+    for fe in ["fe-stale", "fe-live", "fe-never"] {
+        store.claim_tasks(&["work".into()], 1, fe, "s").await.unwrap();
+    }
+    store.heartbeat_node(&node("fe-stale", "frontend", "i1")).await.unwrap();
+    tokio::time::sleep(STALE).await;
+    store.heartbeat_node(&node("fe-live", "frontend", "i1")).await.unwrap();
+    assert_eq!(store.orphaned_claimers(TIMEOUT_MS).await.unwrap(), ["fe-never", "fe-stale"]);
+    assert_eq!(store.orphaned_claimers(60_000).await.unwrap(), ["fe-never"]);
+    store.release_claims("fe-never", "gone").await.unwrap();
+    assert!(store.orphaned_claimers(60_000).await.unwrap().is_empty(), "released rows");
+}
