@@ -22,9 +22,9 @@ pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewInbox, NewOwner, Proje
 pub use changes::{ChangeHub, Subscription};
 pub use error::{Result, StoreError};
 pub use model::{
-    CompletedTask, DbStats, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, NewTask, NewTimer, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome,
-    QueueBacklog, TaskReport, TaskRow, TaskState, TimerRow,
+    CompletedTask, DbStats, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,
+    InboxEntry, InboxStatus, NewTask, NewTimer, NodeInfo, NodeRow, OrphanRoot, OwnerRow,
+    PutOutcome, QueueBacklog, TaskReport, TaskRow, TaskState, TimerRow,
 };
 pub use postgres::{PgOptions, PgStore, Wakeup};
 pub use sqlite::SqliteStore;

@@ -8,7 +8,8 @@
 //!   a `Reconnected` tells each service to look again (`Changed` is left to the readers'
 //!   fallbacks).
 
-use orbit_store::{SqliteStore, Store};
+pub use orbit_store::Wakeup;
+use orbit_store::{PgOptions, PgStore, SqliteStore, Store, StoreError};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,21 +18,6 @@ use tokio_util::sync::CancellationToken;
 
 /// How often the SQLite backend plays the notifications it cannot receive.
 const SQLITE_TICK: Duration = Duration::from_millis(100);
-
-/// What another process's commit tells this one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Wakeup {
-    /// New inbox entries (owners).
-    Inbox,
-    /// New queued tasks (frontends).
-    Tasks,
-    /// Timers moved (schedulers).
-    Timers,
-    /// An execution's history grew (frontends' watchers and reply waiters).
-    Changed(String),
-    /// Notifications may have been missed (the connection was re-established): look again.
-    Reconnected,
-}
 
 /// Receives wake-ups.
 pub type Handler = Arc<dyn Fn(Wakeup) + Send + Sync>;
@@ -54,6 +40,7 @@ pub struct Database {
 
 enum Kind {
     Sqlite,
+    Postgres(PgStore),
 }
 
 /// Why [`Database::connect`] failed.
@@ -98,9 +85,18 @@ impl Database {
             return Ok(Database { store: Arc::new(store), kind: Kind::Sqlite });
         }
         if o.url.starts_with("postgres://") || o.url.starts_with("postgresql://") {
-            return Err(ConnectError::Config(
-                "this build has no PostgreSQL backend yet (orbit_store::PgStore)".into(),
-            ));
+            let options = PgOptions {
+                pool_size: o.pool_size,
+                ca_file: o.ca_file.clone(),
+                application_name: o.application_name.clone(),
+                ..PgOptions::default()
+            };
+            return match PgStore::connect_and_migrate(&o.url, options).await {
+                Ok(pg) => Ok(Database { store: Arc::new(pg.clone()), kind: Kind::Postgres(pg) }),
+                // A malformed URL or an unreadable CA file: retrying will not help.
+                Err(StoreError::InvalidArgument(m)) => Err(ConnectError::Config(m)),
+                Err(e) => Err(ConnectError::Unreachable(e.to_string())),
+            };
         }
         Err(ConnectError::Config(
             "--database-url must start with postgres://, postgresql:// or sqlite:".into(),
@@ -110,6 +106,7 @@ impl Database {
     /// Delivers wake-ups to `handler` until `shutdown`.
     pub fn listen(&self, handler: Handler, shutdown: CancellationToken) -> JoinHandle<()> {
         match &self.kind {
+            Kind::Postgres(pg) => pg.listen(handler, shutdown),
             Kind::Sqlite => tokio::spawn(async move {
                 loop {
                     tokio::select! {
