@@ -198,10 +198,17 @@ impl Owner {
         interval: Duration,
         shutdown: CancellationToken,
     ) {
-        for n in 0.. {
-            if let Err(e) = takeover::round(&self.inner, node_timeout_ms, n).await {
+        let timeout = Duration::from_millis(node_timeout_ms);
+        let mut last = tokio::time::Instant::now();
+        for n in 0u64.. {
+            // A round long after the previous one means this process stalled (SIGSTOP, a
+            // starved host): the others may have taken its trees meanwhile, look now.
+            let stalled = last.elapsed() >= timeout;
+            let reconcile = stalled || n % takeover::RECONCILE_EVERY == 0;
+            if let Err(e) = takeover::round(&self.inner, node_timeout_ms, reconcile).await {
                 tracing::warn!(node_id = %self.inner.cfg.node_id, error = %e, "takeover round failed");
             }
+            last = tokio::time::Instant::now();
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = tokio::time::sleep(interval) => {}
@@ -215,7 +222,7 @@ impl Owner {
     /// # Errors
     /// The store cannot be read or written.
     pub async fn take_over_once(&self, node_timeout_ms: u64) -> Result<usize, OwnerError> {
-        takeover::round(&self.inner, node_timeout_ms, 0).await
+        takeover::round(&self.inner, node_timeout_ms, true).await
     }
 
     /// Wakes the pass loop without waiting for the pass (for database notifications).

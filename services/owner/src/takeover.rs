@@ -1,9 +1,10 @@
 //! Takeover: live owners take over the root trees of owners that stopped heartbeating.
 //!
 //! Each round (every `takeover_interval`):
-//! 1. every few rounds, drop hot executions whose owners row no longer names this node
-//!    (another node took them while this one was paused); their commits would be fenced
-//!    anyway, this frees the memory and keeps them out of the inbox query;
+//! 1. every few rounds — and at once after this process stalled for longer than the node
+//!    timeout (paused, starved), when others may have taken its trees — drop hot executions
+//!    whose owners row no longer names this node; their commits would be fenced anyway,
+//!    this frees the memory and keeps them out of the inbox query;
 //! 2. list orphaned roots (owned by a node with no live heartbeat, still with work); for
 //!    each, rendezvous hashing of the root id over the live owners decides who takes it, so
 //!    the dead node's work spreads and two live owners never compete for one tree;
@@ -22,16 +23,16 @@ const ROUND_LIMIT: u32 = 256;
 /// Rounds between two checks of the held executions against the owners table (the check
 /// reads every id this node owns, so it runs less often than the cheap orphan query; a
 /// stale copy that gets work sooner is dropped by its fenced commit anyway).
-const RECONCILE_EVERY: u64 = 10;
+pub(crate) const RECONCILE_EVERY: u64 = 10;
 
-/// One takeover round (the `n`-th of this process); returns how many root trees this
-/// node took.
+/// One takeover round; with `reconcile`, first drops held executions another node took.
+/// Returns how many root trees this node took.
 pub(crate) async fn round(
     inner: &Inner,
     node_timeout_ms: u64,
-    n: u64,
+    reconcile: bool,
 ) -> Result<usize, OwnerError> {
-    if n % RECONCILE_EVERY == 0 {
+    if reconcile {
         drop_lost(inner).await?;
     }
     let orphans = inner.store.orphaned_roots(node_timeout_ms, ROUND_LIMIT).await?;

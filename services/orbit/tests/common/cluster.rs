@@ -62,7 +62,13 @@ fn pg_admin_url() -> String {
 impl Topology {
     /// Starts `frontends` frontends, `owners` owners and 1 scheduler (or as many as
     /// `schedulers`) with `extra` flags for every service, on a database of its own.
-    pub fn start(name: &str, frontends: u32, owners: u32, schedulers: u32, extra: &[&str]) -> Topology {
+    pub fn start(
+        name: &str,
+        frontends: u32,
+        owners: u32,
+        schedulers: u32,
+        extra: &[&str],
+    ) -> Topology {
         Topology::start_with(name, frontends, owners, schedulers, "disable", extra)
     }
 
@@ -88,13 +94,8 @@ impl Topology {
         cmd.arg("--").args(extra);
         let (ok, out, err) = super::run_bounded(&mut cmd, Duration::from_secs(300));
         assert!(ok, "topology.sh start failed:\n{out}\n{err}");
-        let mut topo = Topology {
-            nodes: Vec::new(),
-            database_url: String::new(),
-            admin_url,
-            database,
-            dir,
-        };
+        let mut topo =
+            Topology { nodes: Vec::new(), database_url: String::new(), admin_url, database, dir };
         topo.reload();
         topo
     }
@@ -128,7 +129,10 @@ impl Topology {
     }
 
     pub fn node(&self, node_id: &str) -> &Node {
-        self.nodes.iter().find(|n| n.node_id == node_id).unwrap_or_else(|| panic!("no node {node_id}"))
+        self.nodes
+            .iter()
+            .find(|n| n.node_id == node_id)
+            .unwrap_or_else(|| panic!("no node {node_id}"))
     }
 
     /// `http://host:port` of every frontend.
@@ -223,7 +227,11 @@ impl Drop for Topology {
 
 /// Checks one execution's stored history: it replays through the current decider, and no
 /// unit succeeded twice. Returns the number of successful units.
-pub fn check_history(def: &orbit_definition::Definition, id: &str, history: &[HistoryEvent]) -> usize {
+pub fn check_history(
+    def: &orbit_definition::Definition,
+    id: &str,
+    history: &[HistoryEvent],
+) -> usize {
     orbit_engine::replay::replay(def, history, &orbit_definition::Limits::default())
         .unwrap_or_else(|d| panic!("{id}: replay diverged: {d:?}"));
     let mut successes: BTreeMap<String, usize> = BTreeMap::new();
@@ -237,7 +245,12 @@ pub fn check_history(def: &orbit_definition::Definition, id: &str, history: &[Hi
 }
 
 /// Reads every history of `ids` (run 1) from the topology's database and checks each.
-pub async fn check_all(topo: &Topology, def: &orbit_definition::Definition, ids: &[String], units: usize) {
+pub async fn check_all(
+    topo: &Topology,
+    def: &orbit_definition::Definition,
+    ids: &[String],
+    units: usize,
+) {
     let store = topo.store().await;
     for id in ids {
         let history = store.load_history(id, 1).await.expect("load history");
@@ -246,7 +259,11 @@ pub async fn check_all(topo: &Topology, def: &orbit_definition::Definition, ids:
 }
 
 /// A workflow with three task units and a durable sleep between the first two: long enough
-/// to be caught in flight, short enough for a test.
+/// to be caught in flight, short enough for a test. Its input is `{"n": <number>}` and its
+/// output that number; four units succeed (a, nap, b, c: a sleep succeeds too).
+/// Units of [`STEADY`] that succeed once each.
+pub const STEADY_UNITS: usize = 4;
+
 pub const STEADY: &str = r#"
 name: steady
 version: "1"
@@ -300,7 +317,8 @@ pub fn load_worker(
     runs
 }
 
-/// Starts `n` executions of `steady` named `<prefix>-<i>` through the given clients in turn.
+/// Starts `n` executions of `steady` named `<prefix>-<i>` (input `{"n": i}`) through the
+/// given clients in turn.
 pub async fn start_steady(
     clients: &mut [WorkflowServiceClient<Channel>],
     prefix: &str,
@@ -310,7 +328,7 @@ pub async fn start_steady(
     for i in 0..n {
         let id = format!("{prefix}-{i}");
         let k = i % clients.len();
-        super::start(&mut clients[k], "steady", &id, serde_json::json!(i))
+        super::start(&mut clients[k], "steady", &id, serde_json::json!({"n": i}))
             .await
             .unwrap_or_else(|e| panic!("start {id}: {e}"));
         ids.push(id);
@@ -319,7 +337,11 @@ pub async fn start_steady(
 }
 
 /// Waits for every execution to complete with its own index as output.
-pub async fn expect_completed(client: &mut WorkflowServiceClient<Channel>, ids: &[String], within: Duration) {
+pub async fn expect_completed(
+    client: &mut WorkflowServiceClient<Channel>,
+    ids: &[String],
+    within: Duration,
+) {
     let deadline = tokio::time::Instant::now() + within;
     for (i, id) in ids.iter().enumerate() {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());

@@ -50,10 +50,11 @@ async fn workers_move_to_the_other_frontend_and_their_results_land() {
         let state = psql(&topo, &format!("SELECT state FROM task_queue WHERE token = '{token}'"));
         assert_eq!(state, vec!["done"], "row of {token}");
     }
-    let runs: Vec<_> = runs_a.lock().unwrap().iter().chain(runs_b.lock().unwrap().iter()).cloned().collect();
+    let runs: Vec<_> =
+        runs_a.lock().unwrap().iter().chain(runs_b.lock().unwrap().iter()).cloned().collect();
     let redelivered: Vec<_> = runs.iter().filter(|r| r.3).collect();
     assert!(redelivered.is_empty(), "nothing was redelivered: {redelivered:?}");
     assert_eq!(runs.len(), ids.len() * 3, "each unit ran once");
     let def = orbit_definition::parse(STEADY).unwrap();
-    check_all(&topo, &def, &ids, 3).await;
+    check_all(&topo, &def, &ids, STEADY_UNITS).await;
 }

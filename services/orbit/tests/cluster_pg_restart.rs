@@ -13,7 +13,13 @@ use tokio_util::sync::CancellationToken;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_service_recovers_from_a_database_restart() {
     // A node timeout longer than the outage: nobody needs to take anything over.
-    let topo = Topology::start("pgrestart", 2, 2, 1, &["--node-timeout-ms", "15000", "--heartbeat-ms", "250"]);
+    let topo = Topology::start(
+        "pgrestart",
+        2,
+        2,
+        1,
+        &["--node-timeout-ms", "15000", "--heartbeat-ms", "250"],
+    );
     let mut clients = vec![topo.client(0).await, topo.client(1).await];
     common::register(&mut clients[0], STEADY).await;
     let stop = CancellationToken::new();
@@ -24,10 +30,12 @@ async fn every_service_recovers_from_a_database_restart() {
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let pg = repo().join("scripts/pg.sh");
-    let (ok, out, err) = common::run_bounded(std::process::Command::new(&pg).arg("stop"), Duration::from_secs(60));
+    let (ok, out, err) =
+        common::run_bounded(std::process::Command::new(&pg).arg("stop"), Duration::from_secs(60));
     assert!(ok, "pg.sh stop: {out}{err}");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let (ok, out, err) = common::run_bounded(std::process::Command::new(&pg).arg("start"), Duration::from_secs(120));
+    let (ok, out, err) =
+        common::run_bounded(std::process::Command::new(&pg).arg("start"), Duration::from_secs(120));
     assert!(ok, "pg.sh start: {out}{err}");
 
     expect_completed(&mut clients[1], &ids, Duration::from_secs(120)).await;
@@ -39,6 +47,6 @@ async fn every_service_recovers_from_a_database_restart() {
         assert!(topo.alive(&n.node_id), "{} survived the restart", n.node_id);
     }
     let def = orbit_definition::parse(STEADY).unwrap();
-    check_all(&topo, &def, &ids, 3).await;
-    check_all(&topo, &def, &more, 3).await;
+    check_all(&topo, &def, &ids, STEADY_UNITS).await;
+    check_all(&topo, &def, &more, STEADY_UNITS).await;
 }

@@ -31,9 +31,24 @@ async fn wait_moved_off(topo: &Topology, ids: &[String], node: &str, within: Dur
         if left == 0 {
             return began.elapsed();
         }
-        assert!(began.elapsed() < within, "{left} executions still owned by {node} after {within:?}");
+        assert!(
+            began.elapsed() < within,
+            "{left} executions still owned by {node} after {within:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The open executions `node` owns (one query: per-id queries take long enough for the
+/// executions to finish meanwhile).
+fn open_on(topo: &Topology, node: &str) -> Vec<String> {
+    psql(
+        topo,
+        &format!(
+            "SELECT o.execution_id FROM owners o JOIN executions e USING (execution_id) \
+             WHERE o.node_id = '{node}' AND e.status = 'RUNNING' ORDER BY 1"
+        ),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,21 +63,19 @@ async fn a_killed_owner_is_taken_over_and_everything_completes_once() {
     let ids = start_steady(&mut clients, "k", EXECUTIONS).await;
     tokio::time::sleep(Duration::from_millis(400)).await;
 
-    let victim: Vec<String> = ids
-        .iter()
-        .filter(|id| psql(&topo, &format!("SELECT node_id FROM owners WHERE execution_id = '{id}'")) == ["owner-1"])
-        .cloned()
-        .collect();
-    assert!(!victim.is_empty(), "owner-1 owns some of the executions");
     topo.signal("owner-1", "KILL");
-    let took = wait_moved_off(&topo, &victim, "owner-1", NODE_TIMEOUT + Duration::from_secs(8)).await;
+    // Read after the kill: what owner-1 still had open can only finish through a takeover.
+    let victim = open_on(&topo, "owner-1");
+    assert!(!victim.is_empty(), "owner-1 had executions in flight");
+    let took =
+        wait_moved_off(&topo, &victim, "owner-1", NODE_TIMEOUT + Duration::from_secs(8)).await;
     eprintln!("takeover of {} executions took {took:?} after the kill", victim.len());
     assert!(topo.log("owner-2").contains("took over root"), "owner-2 logs its takeover");
 
     expect_completed(&mut clients[1], &ids, Duration::from_secs(90)).await;
     stop.cancel();
     let def = orbit_definition::parse(STEADY).unwrap();
-    check_all(&topo, &def, &ids, 3).await;
+    check_all(&topo, &def, &ids, STEADY_UNITS).await;
     let epochs = psql(&topo, "SELECT DISTINCT epoch FROM owners ORDER BY 1");
     assert!(epochs.contains(&"2".to_string()), "taken-over executions are at epoch 2: {epochs:?}");
 }
@@ -79,13 +92,10 @@ async fn a_paused_owner_is_fenced_when_it_wakes() {
     let mut ids = start_steady(&mut clients, "p", EXECUTIONS).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    let held: Vec<String> = ids
-        .iter()
-        .filter(|id| psql(&topo, &format!("SELECT node_id FROM owners WHERE execution_id = '{id}'")) == ["owner-1"])
-        .cloned()
-        .collect();
-    assert!(!held.is_empty(), "owner-1 owns some of the executions");
     topo.signal("owner-1", "STOP");
+    // Read after the pause: what owner-1 still had open can only finish through a takeover.
+    let held = open_on(&topo, "owner-1");
+    assert!(!held.is_empty(), "owner-1 had executions in flight");
     wait_moved_off(&topo, &held, "owner-1", NODE_TIMEOUT + Duration::from_secs(8)).await;
     // Keep work flowing for the executions it held while it wakes up.
     ids.extend(start_steady(&mut clients, "q", 20).await);
@@ -101,7 +111,10 @@ async fn a_paused_owner_is_fenced_when_it_wakes() {
     stop.cancel();
     assert!(topo.alive("owner-1"), "the paused owner keeps running after it was fenced");
     let log = topo.log("owner-1");
-    assert!(log.contains("fenced"), "owner-1's stale append was refused by the epoch check:\n{log}");
+    assert!(
+        log.contains("fenced"),
+        "owner-1's stale append was refused by the epoch check:\n{log}"
+    );
     let def = orbit_definition::parse(STEADY).unwrap();
-    check_all(&topo, &def, &ids, 3).await;
+    check_all(&topo, &def, &ids, STEADY_UNITS).await;
 }
