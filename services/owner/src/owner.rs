@@ -203,9 +203,14 @@ impl Owner {
         for n in 0u64.. {
             // A round long after the previous one means this process stalled (SIGSTOP, a
             // starved host): the others may have taken its trees meanwhile, look now.
-            let stalled = last.elapsed() >= timeout;
-            let reconcile = stalled || n % takeover::RECONCILE_EVERY == 0;
-            if let Err(e) = takeover::round(&self.inner, node_timeout_ms, reconcile).await {
+            let check = if last.elapsed() >= timeout {
+                takeover::Check::Fence
+            } else if n % takeover::RECONCILE_EVERY == 0 {
+                takeover::Check::Read
+            } else {
+                takeover::Check::None
+            };
+            if let Err(e) = takeover::round(&self.inner, node_timeout_ms, check).await {
                 tracing::warn!(node_id = %self.inner.cfg.node_id, error = %e, "takeover round failed");
             }
             last = tokio::time::Instant::now();
@@ -222,7 +227,7 @@ impl Owner {
     /// # Errors
     /// The store cannot be read or written.
     pub async fn take_over_once(&self, node_timeout_ms: u64) -> Result<usize, OwnerError> {
-        takeover::round(&self.inner, node_timeout_ms, true).await
+        takeover::round(&self.inner, node_timeout_ms, takeover::Check::Read).await
     }
 
     /// Wakes the pass loop without waiting for the pass (for database notifications).

@@ -57,7 +57,7 @@ pub(crate) async fn on_commit_error(
         node_id = %inner.cfg.node_id,
         executions = ?lost.keys().collect::<Vec<_>>(),
         error = %err,
-        "commit fenced: another owner took these executions over; dropped them from memory"
+        "commit refused by the epoch check (fenced): another owner took these executions over; dropped them from memory"
     );
     core.lost.extend(lost);
     inner.kick.notify_one();

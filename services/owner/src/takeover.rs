@@ -1,10 +1,13 @@
 //! Takeover: live owners take over the root trees of owners that stopped heartbeating.
 //!
 //! Each round (every `takeover_interval`):
-//! 1. every few rounds — and at once after this process stalled for longer than the node
-//!    timeout (paused, starved), when others may have taken its trees — drop hot executions
-//!    whose owners row no longer names this node; their commits would be fenced anyway,
-//!    this frees the memory and keeps them out of the inbox query;
+//! 1. at once after this process stalled for longer than the node timeout (paused,
+//!    starved), when others may have taken its trees: prove every held execution through
+//!    the write path — an empty commit fenced by the epoch held — and drop those the
+//!    database refuses (the epoch check, not a read, decides); every few rounds otherwise,
+//!    drop hot executions whose owners row no longer names this node (a cheap read that
+//!    frees the memory and keeps them out of the inbox query; their commits would be
+//!    fenced anyway);
 //! 2. list orphaned roots (owned by a node with no live heartbeat, still with work); for
 //!    each, rendezvous hashing of the root id over the live owners decides who takes it, so
 //!    the dead node's work spreads and two live owners never compete for one tree;
@@ -15,6 +18,7 @@ use crate::error::OwnerError;
 use crate::owner::Inner;
 use crate::resume;
 use orbit_cluster::{rendezvous, OWNER_SERVICE};
+use orbit_store::{CommitBatch, StoreError};
 use std::collections::HashSet;
 
 /// Orphaned roots examined per round.
@@ -25,15 +29,28 @@ const ROUND_LIMIT: u32 = 256;
 /// stale copy that gets work sooner is dropped by its fenced commit anyway).
 pub(crate) const RECONCILE_EVERY: u64 = 10;
 
-/// One takeover round; with `reconcile`, first drops held executions another node took.
-/// Returns how many root trees this node took.
+/// What a round checks first about the executions this process holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// Nothing.
+    None,
+    /// Compare with the owners table (a read).
+    Read,
+    /// After a stall: an empty fenced commit per held execution.
+    Fence,
+}
+
+/// One takeover round, after `check` of the held executions. Returns how many root trees
+/// this node took.
 pub(crate) async fn round(
     inner: &Inner,
     node_timeout_ms: u64,
-    reconcile: bool,
+    check: Check,
 ) -> Result<usize, OwnerError> {
-    if reconcile {
-        drop_lost(inner).await?;
+    match check {
+        Check::None => {}
+        Check::Read => drop_lost(inner).await?,
+        Check::Fence => fence_held(inner).await?,
     }
     let orphans = inner.store.orphaned_roots(node_timeout_ms, ROUND_LIMIT).await?;
     if orphans.is_empty() {
@@ -56,6 +73,41 @@ pub(crate) async fn round(
         taken += 1;
     }
     Ok(taken)
+}
+
+/// Proves each held execution with an empty commit fenced by the epoch this process holds;
+/// drops those the database refuses (another owner took them at a higher epoch).
+async fn fence_held(inner: &Inner) -> Result<(), OwnerError> {
+    let mut core = inner.core.lock().await;
+    let mut held: Vec<(String, u32, u64)> = core
+        .hot
+        .iter()
+        .filter_map(|(id, h)| h.epoch.map(|e| (id.clone(), h.state.run, e)))
+        .collect();
+    held.sort();
+    let mut lost = Vec::new();
+    for (id, run, epoch) in held {
+        let probe = CommitBatch {
+            execution_id: id.clone(),
+            run,
+            expected_epoch: Some(epoch),
+            ..CommitBatch::default()
+        };
+        match inner.store.commit(probe).await {
+            Ok(_) => {}
+            Err(StoreError::Fenced(_)) => lost.push(id),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    for id in &lost {
+        core.hot.remove(id);
+        let now = inner.store.get_owner(id).await?.map_or(u64::MAX, |o| o.epoch);
+        core.lost.insert(id.clone(), now);
+    }
+    if !lost.is_empty() {
+        tracing::warn!(node_id = %inner.cfg.node_id, executions = ?lost, "after a stall: append refused by the epoch check (another owner took these executions over); dropped them from memory");
+    }
+    Ok(())
 }
 
 /// Drops hot executions this node no longer owns.
