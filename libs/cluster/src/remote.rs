@@ -34,6 +34,10 @@ pub struct RetryPolicy {
     pub max_backoff: Duration,
     /// How long to wait for a TCP connection to an owner.
     pub connect_timeout: Duration,
+    /// How long one attempt may take: an owner that accepted the connection but does not
+    /// answer (paused, overloaded) is given up on and the start tried again (it is
+    /// idempotent by id), by then perhaps at another owner.
+    pub attempt_timeout: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -43,6 +47,7 @@ impl Default for RetryPolicy {
             first_backoff: Duration::from_millis(50),
             max_backoff: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(2),
+            attempt_timeout: Duration::from_secs(4),
         }
     }
 }
@@ -146,7 +151,9 @@ impl RemoteOwners {
         let (node_id, addr) = self.pick(root_id)?;
         let mut client = self.client(&addr)?;
         let mut call = Request::new(request.clone());
-        call.set_timeout(deadline.saturating_duration_since(Instant::now()));
+        call.set_timeout(
+            deadline.saturating_duration_since(Instant::now()).min(self.retry.attempt_timeout),
+        );
         match client.start_execution(call).await {
             Ok(response) => Ok(Ok(response.into_inner())),
             Err(status) if retryable(&status) => {
@@ -164,6 +171,8 @@ impl RemoteOwners {
 fn retryable(status: &Status) -> bool {
     match status.code() {
         Code::Unavailable | Code::Cancelled => true,
+        // This attempt's own timeout (an owner that does not answer), not an Orbit answer.
+        Code::DeadlineExceeded => OrbitError::from_status(status).is_none(),
         // Connection resets and the like surface as `Unknown` without an Orbit code.
         Code::Unknown => OrbitError::from_status(status).is_none(),
         _ => false,
@@ -270,6 +279,7 @@ mod tests {
             first_backoff: Duration::from_millis(20),
             max_backoff: Duration::from_millis(100),
             connect_timeout: Duration::from_millis(200),
+            attempt_timeout: Duration::from_millis(200),
         }
     }
 

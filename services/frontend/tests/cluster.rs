@@ -242,3 +242,34 @@ async fn a_killed_owner_is_taken_over_and_new_starts_reach_the_live_one() {
     assert_eq!(owner1.owned_executions, 0);
     assert_eq!(cluster.orphaned_executions, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeat_details_reach_the_owner_through_any_frontend() {
+    let topo = Topology::start(1, 2).await;
+    let mut f1 = topo.workflows(0).await;
+    register(&mut f1, TASK).await;
+    start(&mut f1, "job", "beat-1").await;
+    let (_tx, mut inbound) = session(&topo, 0, "w-first").await;
+    let ServerKind::Task(task) = next(&mut inbound).await else { panic!("a task") };
+
+    // The worker's heartbeat arrives through the other frontend (it moved there).
+    let (tx2, _inbound2) = session(&topo, 1, "w-moved").await;
+    let beat = orbit_api::v1::worker_message::Heartbeat {
+        tokens: vec![task.token.clone()],
+        details: Some(json_to_proto(json!({"progress": 0.5}))),
+    };
+    tx2.send(say(WorkerKind::Heartbeat(beat))).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let history = topo.store.load_history("beat-1", 1).await.unwrap();
+        let recorded = history.iter().any(|h| {
+            matches!(&h.event, orbit_engine::Event::StepHeartbeat { details, .. }
+                if details == &json!({"progress": 0.5}))
+        });
+        if recorded {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "heartbeat details never recorded");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -124,8 +124,8 @@ async fn record(shared: &Arc<Shared>, token: &str, report: TaskReport) -> ApiRes
     })
 }
 
-/// Heartbeat details for tokens in flight on this frontend: one `heartbeat` inbox entry
-/// each. Tokens held elsewhere are skipped (their details are lost, the attempt is not).
+/// Heartbeat details: one `heartbeat` inbox entry per token still claimed, whichever
+/// frontend handed it out.
 pub(crate) async fn heartbeat(
     shared: &Arc<Shared>,
     tokens: &[String],
@@ -136,7 +136,15 @@ pub(crate) async fn heartbeat(
     validate::check_size("details", &details, shared.config.max_payload_bytes)?;
     let mut woken = Vec::new();
     for token in tokens {
-        let Some(execution_id) = shared.sessions.execution_of(token) else { continue };
+        // A token handed out through another frontend (the worker moved here after that one
+        // died) is found through its task row; details for unknown tokens are dropped.
+        let execution_id = match shared.sessions.execution_of(token) {
+            Some(id) => id,
+            None => match shared.store.task_by_token(token).await.map_err(store)? {
+                Some(row) if row.state == orbit_store::TaskState::Claimed => row.execution_id,
+                _ => continue,
+            },
+        };
         let payload = json!({"details": details});
         shared
             .store
