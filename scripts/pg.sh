@@ -149,6 +149,11 @@ start() {
   if running; then
     echo "pg.sh: already running on port $port" >&2
   else
+    # Another server (another checkout's pg.sh, a system PostgreSQL) on the port would make
+    # this one fail after a long wait: say so at once.
+    if "$bin/pg_isready" -q -h 127.0.0.1 -p "$port"; then
+      die "port $port is taken by another server; stop it or set ORBIT_PG_PORT"
+    fi
     # Left over from a crash: a stale pid file makes pg_ctl refuse to start.
     rm -f "$dir/postmaster.pid"
     if [[ "$(id -u)" == 0 ]]; then touch "$log" && chown postgres:postgres "$log"; fi

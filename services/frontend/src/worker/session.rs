@@ -156,11 +156,31 @@ async fn handle(
     // reply), and a slow one never holds up the others on the stream.
     let (shared, session, tx) = (shared.clone(), session.clone(), tx.clone());
     tokio::spawn(async move {
-        let (token, outcome) = match ack {
-            Report::Complete(c) => {
-                (c.token.clone(), results::complete(&shared, &c.token, c.output).await)
+        let token = match &ack {
+            Report::Complete(c) => c.token.clone(),
+            Report::Fail(f) => f.token.clone(),
+        };
+        // The database may be briefly unreachable (a restart, a failover): try again, with
+        // backoff, for as long as the session may stay silent. The worker resends only on
+        // a new stream, so giving up early would strand the result.
+        let deadline = tokio::time::Instant::now() + shared.config.session_timeout();
+        let mut pause = std::time::Duration::from_millis(50);
+        let outcome = loop {
+            let outcome = match &ack {
+                Report::Complete(c) => results::complete(&shared, &c.token, c.output.clone()).await,
+                Report::Fail(f) => results::fail(&shared, &f.token, f.error.clone()).await,
+            };
+            match outcome {
+                Err(e)
+                    if e.code() == tonic::Code::Unavailable
+                        && tokio::time::Instant::now() + pause < deadline =>
+                {
+                    tracing::debug!(token = %token, error = %e, "recording a worker result: retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_secs(1));
+                }
+                other => break other,
             }
-            Report::Fail(f) => (f.token.clone(), results::fail(&shared, &f.token, f.error).await),
         };
         let (accepted, reason) = match outcome {
             Ok(o) => (o.accepted, o.reason),
