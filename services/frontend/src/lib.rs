@@ -92,6 +92,9 @@ pub(crate) struct Shared {
     pub(crate) changes: Arc<ChangeHub>,
     pub(crate) defs: defs::DefinitionCache,
     pub(crate) sessions: worker::Registry,
+    /// Workflow and definition of recently dispatched runs, by (execution id, run).
+    pub(crate) contexts:
+        std::sync::Mutex<std::collections::HashMap<(String, u32), worker::Context>>,
     /// When this frontend was built, epoch milliseconds (reported by `ClusterStatus`).
     pub(crate) started_at_ms: u64,
 }
@@ -124,6 +127,7 @@ impl Frontend {
                 changes,
                 defs: defs::DefinitionCache::default(),
                 sessions: worker::Registry::default(),
+                contexts: std::sync::Mutex::default(),
                 started_at_ms: worker::now_ms(),
             }),
         }

@@ -5,7 +5,9 @@
 //! across processes the database's notifications feed the same hub). A waiter therefore
 //! subscribes to the execution BEFORE its first read of the entry: a reply committed before
 //! the subscription is seen by that read, one committed after it wakes the subscription.
-//! A short fallback re-read covers notifications lost across a database reconnect.
+//! A fallback re-read covers notifications lost across a database reconnect: first after
+//! 50 ms, then less and less often (up to once a second), since notifications are the rule
+//! and every re-read of every waiting reply is a database query.
 
 use crate::error::{store, ApiResult};
 use crate::Shared;
@@ -14,8 +16,10 @@ use serde_json::Value;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// The longest wait between two reads of a pending entry without a notification.
+/// The first wait for a notification before re-reading a pending entry anyway; it doubles
+/// after each such re-read up to [`FALLBACK_MAX`].
 const FALLBACK: Duration = Duration::from_millis(50);
+const FALLBACK_MAX: Duration = Duration::from_secs(1);
 
 /// Waits up to `timeout` for entry `seq` to be applied. `Some(reply)` once done (the reply
 /// itself may be absent); `None` if it is still pending at the deadline. `sub` must have
@@ -27,6 +31,7 @@ pub(crate) async fn wait(
     timeout: Duration,
 ) -> ApiResult<Option<Option<Value>>> {
     let deadline = Instant::now() + timeout;
+    let mut fallback = FALLBACK;
     loop {
         if let InboxStatus::Done(reply) = shared.store.inbox_result(seq).await.map_err(store)? {
             return Ok(Some(reply));
@@ -35,10 +40,10 @@ pub(crate) async fn wait(
         if now >= deadline {
             return Ok(None);
         }
-        let pause = FALLBACK.min(deadline - now);
+        let pause = fallback.min(deadline - now);
         tokio::select! {
             () = sub.changed() => {}
-            () = tokio::time::sleep(pause) => {}
+            () = tokio::time::sleep(pause) => fallback = (fallback * 2).min(FALLBACK_MAX),
         }
     }
 }

@@ -29,13 +29,19 @@ pub(crate) struct Core {
 }
 
 /// The definition of (workflow, version) — latest when `version` is `None` — parsed once and
-/// cached by hash.
+/// cached by hash; a named version is also cached by name and version (immutable), so it is
+/// read from the store once.
 pub(crate) async fn definition(
     inner: &Inner,
     core: &mut Core,
     workflow: &str,
     version: Option<&str>,
 ) -> Result<Arc<Definition>, OwnerError> {
+    // Hashes start with `sha256:`; this key cannot collide with one.
+    let named = version.map(|v| format!("@{workflow}\0{v}"));
+    if let Some(d) = named.as_ref().and_then(|k| core.defs.get(k)) {
+        return Ok(d.clone());
+    }
     let row = inner.store.get_definition(workflow, version).await?.ok_or_else(|| {
         OwnerError::new(
             "WORKFLOW_NOT_FOUND",
@@ -45,8 +51,11 @@ pub(crate) async fn definition(
             ),
         )
     })?;
-    if let Some(d) = core.defs.get(&row.definition_hash) {
-        return Ok(d.clone());
+    if let Some(d) = core.defs.get(&row.definition_hash).cloned() {
+        if let Some(k) = named {
+            core.defs.insert(k, d.clone());
+        }
+        return Ok(d);
     }
     let def = orbit_definition::parse(&row.document).map_err(|e| {
         OwnerError::new(
@@ -56,6 +65,9 @@ pub(crate) async fn definition(
     })?;
     let def = Arc::new(def);
     core.defs.insert(row.definition_hash, def.clone());
+    if let Some(k) = named {
+        core.defs.insert(k, def.clone());
+    }
     Ok(def)
 }
 

@@ -6,6 +6,7 @@ mod session;
 mod supervise;
 
 pub(crate) use registry::{now_ms, Registry, Session};
+pub(crate) use session::Context;
 
 use crate::Shared;
 use orbit_api::internal::v1::OwnerServiceWakeRequest;

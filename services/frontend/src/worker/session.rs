@@ -269,7 +269,7 @@ async fn deliver(shared: &Arc<Shared>, session: &Arc<Session>, rows: Vec<TaskRow
         let Some(token) = row.token.clone() else { continue };
         session.took(&token, &row.execution_id);
         if !executions.contains_key(&row.execution_id) {
-            let ctx = context(shared, &row.execution_id).await;
+            let ctx = context(shared, &row.execution_id, row.run).await;
             executions.insert(row.execution_id.clone(), ctx);
         }
         let ctx = executions.get(&row.execution_id).cloned().flatten();
@@ -305,21 +305,39 @@ async fn deliver(shared: &Arc<Shared>, session: &Arc<Session>, rows: Vec<TaskRow
 }
 
 #[derive(Clone)]
-struct Context {
+pub(crate) struct Context {
     workflow: String,
     def: Arc<orbit_definition::Definition>,
 }
 
-/// The workflow and definition of an execution, for the task message; `None` if unknown.
-async fn context(shared: &Shared, execution_id: &str) -> Option<Context> {
+/// The workflow and definition of an execution's run, for the task message; `None` if
+/// unknown. A run's workflow and pinned definition never change, so they are remembered
+/// (a bounded map: cleared when full) instead of read for every task.
+async fn context(shared: &Shared, execution_id: &str, run: u32) -> Option<Context> {
+    let key = (execution_id.to_string(), run);
+    if let Some(found) = shared.contexts.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return Some(found);
+    }
     let row = shared.store.get_execution(execution_id).await.ok()??;
     let def = shared
         .defs
         .pinned(shared.store.as_ref(), &row.workflow, &row.version, &row.definition_hash)
         .await
         .ok()?;
-    Some(Context { workflow: row.workflow, def })
+    let ctx = Context { workflow: row.workflow, def };
+    if row.run == run {
+        if let Ok(mut m) = shared.contexts.lock() {
+            if m.len() >= CONTEXTS {
+                m.clear();
+            }
+            m.insert(key, ctx.clone());
+        }
+    }
+    Some(ctx)
 }
+
+/// How many runs' contexts a frontend remembers.
+const CONTEXTS: usize = 10_000;
 
 async fn ping(every: Duration, tx: Tx) {
     loop {
