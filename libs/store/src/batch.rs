@@ -10,6 +10,7 @@
 //! * every inbox seq in `inbox_done` must be a pending entry of this execution, so an entry is
 //!   applied at most once.
 
+use crate::error::{Result, StoreError};
 use crate::model::{ExecutionRow, NewTask, NewTimer};
 use orbit_engine::HistoryEvent;
 use serde_json::Value;
@@ -96,4 +97,37 @@ pub struct NewInbox {
     pub kind: String,
     /// Command payload.
     pub payload: Value,
+}
+
+impl CommitBatch {
+    /// Checks that the batch's events continue the run's history, given the projection's
+    /// run and last seq now; every backend applies this rule. Returns `(base, last)`: the
+    /// seq before the first event (0 for a new run) and the run's last seq afterwards.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] for an older run or a seq that does not follow.
+    pub(crate) fn continuation(&self, current_run: u32, current_seq: u64) -> Result<(u64, u64)> {
+        let id = self.execution_id.as_str();
+        let base = match self.run.cmp(&current_run) {
+            std::cmp::Ordering::Equal => current_seq,
+            std::cmp::Ordering::Greater => 0,
+            std::cmp::Ordering::Less => {
+                return Err(StoreError::Conflict(format!(
+                    "execution {id} is at run {current_run}; run {} is over",
+                    self.run
+                )))
+            }
+        };
+        let mut last = base;
+        for ev in &self.events {
+            if ev.seq != last + 1 {
+                return Err(StoreError::Conflict(format!(
+                    "execution {id} run {}: event seq {} does not follow {last}",
+                    self.run, ev.seq
+                )));
+            }
+            last = ev.seq;
+        }
+        Ok((base, last))
+    }
 }

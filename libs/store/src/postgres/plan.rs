@@ -345,24 +345,8 @@ fn plan_events(batch: &CommitBatch, read: &mut Read, seg: &mut Segment) -> Resul
     let Some(&(current_run, current_seq)) = read.executions.get(id) else {
         return Err(StoreError::NotFound(format!("execution {id}")));
     };
-    let base = match batch.run.cmp(&current_run) {
-        std::cmp::Ordering::Equal => current_seq,
-        std::cmp::Ordering::Greater => 0,
-        std::cmp::Ordering::Less => {
-            return Err(StoreError::Conflict(format!(
-                "execution {id} is at run {current_run}; run {} is over",
-                batch.run
-            )))
-        }
-    };
-    let mut last = base;
+    let (base, last) = batch.continuation(current_run, current_seq)?;
     for ev in &batch.events {
-        if ev.seq != last + 1 {
-            return Err(StoreError::Conflict(format!(
-                "execution {id} run {}: event seq {} does not follow {last}",
-                batch.run, ev.seq
-            )));
-        }
         let payload = serde_json::to_string(&ev.event)
             .map_err(|e| StoreError::InvalidArgument(format!("event does not serialise: {e}")))?;
         let s = &mut seg.events;
@@ -374,7 +358,6 @@ fn plan_events(batch: &CommitBatch, read: &mut Read, seg: &mut Segment) -> Resul
         s.step.push(ev.event.step().map(str::to_string));
         s.origin.push(origin_name(ev.origin).to_string());
         s.payload.push(payload);
-        last = ev.seq;
     }
     let moved = last != base || batch.run != current_run;
     if moved || batch.projection.is_some() {

@@ -173,24 +173,9 @@ fn append_events(tx: &Connection, batch: &CommitBatch) -> Result<u64> {
         return Err(StoreError::NotFound(format!("execution {id}")));
     };
     let current_run = to_u32(current_run, "execution run")?;
-    let base = match batch.run.cmp(&current_run) {
-        std::cmp::Ordering::Equal => to_u64(current_seq, "execution last_seq")?,
-        std::cmp::Ordering::Greater => 0,
-        std::cmp::Ordering::Less => {
-            return Err(StoreError::Conflict(format!(
-                "execution {id} is at run {current_run}; run {} is over",
-                batch.run
-            )))
-        }
-    };
-    let mut last = base;
+    let (base, last) =
+        batch.continuation(current_run, to_u64(current_seq, "execution last_seq")?)?;
     for ev in &batch.events {
-        if ev.seq != last + 1 {
-            return Err(StoreError::Conflict(format!(
-                "execution {id} run {}: event seq {} does not follow {last}",
-                batch.run, ev.seq
-            )));
-        }
         let payload = serde_json::to_string(&ev.event)
             .map_err(|e| StoreError::InvalidArgument(format!("event does not serialise: {e}")))?;
         tx.prepare_cached(sql::EVENT_INSERT)?.execute(params![
@@ -203,7 +188,6 @@ fn append_events(tx: &Connection, batch: &CommitBatch) -> Result<u64> {
             payload,
             to_i64(ev.timestamp_ms, "timestamp")?,
         ])?;
-        last = ev.seq;
     }
     if last != base || batch.run != current_run {
         tx.prepare_cached(sql::EXECUTION_SET_SEQ)?.execute(params![
