@@ -23,19 +23,26 @@ const FALLBACK_MAX: Duration = Duration::from_secs(1);
 
 /// Waits up to `timeout` for entry `seq` to be applied. `Some(reply)` once done (the reply
 /// itself may be absent); `None` if it is still pending at the deadline. `sub` must have
-/// been taken on the entry's execution before this call.
+/// been taken on the entry's execution before this call; if it was taken before the entry
+/// was even written (`subscribed_before_write`), nothing can have been applied unseen, so
+/// the first read waits for a change (saving a query per reply).
 pub(crate) async fn wait(
     shared: &Shared,
     sub: &Subscription,
     seq: u64,
     timeout: Duration,
+    subscribed_before_write: bool,
 ) -> ApiResult<Option<Option<Value>>> {
     let deadline = Instant::now() + timeout;
     let mut fallback = FALLBACK;
+    let mut read = !subscribed_before_write;
     loop {
-        if let InboxStatus::Done(reply) = shared.store.inbox_result(seq).await.map_err(store)? {
-            return Ok(Some(reply));
+        if read {
+            if let InboxStatus::Done(reply) = shared.store.inbox_result(seq).await.map_err(store)? {
+                return Ok(Some(reply));
+            }
         }
+        read = true;
         let now = Instant::now();
         if now >= deadline {
             return Ok(None);

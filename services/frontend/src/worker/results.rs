@@ -83,6 +83,12 @@ pub(crate) async fn fail(
 }
 
 async fn record(shared: &Arc<Shared>, token: &str, report: TaskReport) -> ApiResult<Outcome> {
+    // A token this frontend handed out names its execution: subscribe before the write, so
+    // the owner's reply cannot be missed and needs no read before the first change.
+    let early = shared.sessions.execution_of(token).map(|id| {
+        let sub = shared.changes.subscribe(&id);
+        (id, sub)
+    });
     let done = shared.store.complete_task_row(token, Some(report)).await.map_err(store)?;
     let Some(done) = done else {
         return Ok(Outcome::rejected("UNKNOWN_TOKEN"));
@@ -99,14 +105,17 @@ async fn record(shared: &Arc<Shared>, token: &str, report: TaskReport) -> ApiRes
     // execution's change notifications. Without a reply in time the result is still
     // durable and will be applied, so it is acknowledged as accepted.
     let execution_id = done.task.execution_id.clone();
-    let sub = shared.changes.subscribe(&execution_id);
+    let (sub, before_write) = match early {
+        Some((id, sub)) if id == execution_id => (sub, true),
+        _ => (shared.changes.subscribe(&execution_id), false),
+    };
     let wake =
         orbit_api::internal::v1::OwnerServiceWakeRequest { execution_ids: vec![execution_id] };
     let _ = shared.owner.wake(tonic::Request::new(wake)).await;
     let applied = match done.inbox_seq {
         Some(seq) => {
             let timeout = Duration::from_millis(shared.config.reply_timeout_ms);
-            match reply::wait(shared, &sub, seq, timeout).await? {
+            match reply::wait(shared, &sub, seq, timeout, before_write).await? {
                 Some(Some(reply)) => reply.get("applied").and_then(Value::as_bool).unwrap_or(true),
                 Some(None) => true,
                 None => {

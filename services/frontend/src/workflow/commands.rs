@@ -122,7 +122,7 @@ async fn send(shared: &Shared, id: &str, kind: &str, payload: &Value) -> ApiResu
     let wake = internal::OwnerServiceWakeRequest { execution_ids: vec![id.to_string()] };
     shared.owner.wake(tonic::Request::new(wake)).await?;
     let timeout = Duration::from_millis(shared.config.reply_timeout_ms);
-    match reply::wait(shared, &sub, seq, timeout).await? {
+    match reply::wait(shared, &sub, seq, timeout, true).await? {
         Some(Some(reply)) if reply.get("error").is_some() => Err(from_reply(&reply["error"])),
         Some(Some(reply)) => Ok(reply),
         // Applied without a reply: recorded, nothing to report.
