@@ -87,6 +87,57 @@ pub struct ExecutionPage {
     pub next_page_token: Option<String>,
 }
 
+/// Keyset paging of [`ExecutionFilter`], the same on every backend: the page token is the
+/// last row's `<created_at>:<execution_id>`, and one extra row is fetched to learn whether
+/// another page follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PageWindow {
+    /// Rows in the page.
+    pub size: u32,
+    /// Rows to fetch (`size + 1`).
+    pub limit: i64,
+    /// The keyset to continue after, if any.
+    pub after_created: Option<i64>,
+    /// See `after_created`.
+    pub after_id: Option<String>,
+}
+
+impl ExecutionFilter {
+    /// The page this filter asks for.
+    pub(crate) fn window(&self) -> crate::Result<PageWindow> {
+        let size = match self.page_size {
+            0 => 100,
+            n => n.min(1000),
+        };
+        let (after_created, after_id) = match self.page_token.as_deref() {
+            Some(token) => {
+                let bad =
+                    || crate::StoreError::InvalidArgument(format!("bad page token {token:?}"));
+                let (created, id) = token.split_once(':').ok_or_else(bad)?;
+                (Some(created.parse().map_err(|_| bad())?), Some(id.to_string()))
+            }
+            None => (None, None),
+        };
+        Ok(PageWindow { size, limit: i64::from(size) + 1, after_created, after_id })
+    }
+}
+
+impl ExecutionPage {
+    /// The page made of the rows fetched for `window` (one more than a page when another
+    /// follows).
+    pub(crate) fn from_rows(mut executions: Vec<ExecutionRow>, window: &PageWindow) -> Self {
+        let size = window.size as usize;
+        let more = executions.len() > size;
+        executions.truncate(size);
+        let next_page_token = if more {
+            executions.last().map(|r| format!("{}:{}", r.created_at_ms, r.execution_id))
+        } else {
+            None
+        };
+        ExecutionPage { executions, next_page_token }
+    }
+}
+
 /// The queued (unclaimed) backlog of one task name and version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueBacklog {

@@ -5,15 +5,12 @@
 
 use super::conn::{all_ok, pipeline, step, PgConn};
 use super::error::PgResult;
-use super::rows::{self, get, to_i64};
+use super::rows::{self, get};
 use super::sql;
 use crate::error::StoreError;
 use crate::model::{DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, PutOutcome};
 use orbit_engine::HistoryEvent;
 use tokio_postgres::types::ToSql;
-
-const DEFAULT_PAGE_SIZE: u32 = 100;
-const MAX_PAGE_SIZE: u32 = 1000;
 
 /// Registers a definition: the insert and the read of the stored hash are pipelined (each
 /// its own statement, one round trip). Returns whether a row was written, and the outcome.
@@ -88,34 +85,12 @@ pub(crate) async fn get_execution(conn: &mut PgConn, id: &str) -> PgResult<Optio
     Ok(found.first().map(rows::execution).transpose()?)
 }
 
-/// The page token is the keyset of the last row: `<created_at>:<execution_id>` (the
-/// SQLite backend's format).
-fn page_token(row: &ExecutionRow) -> String {
-    format!("{}:{}", row.created_at_ms, row.execution_id)
-}
-
-fn parse_page_token(token: &str) -> Result<(i64, String), StoreError> {
-    let bad = || StoreError::InvalidArgument(format!("bad page token {token:?}"));
-    let (created, id) = token.split_once(':').ok_or_else(bad)?;
-    Ok((created.parse().map_err(|_| bad())?, id.to_string()))
-}
-
 /// A page of executions, newest first.
 pub(crate) async fn list_executions(
     conn: &mut PgConn,
     filter: &ExecutionFilter,
 ) -> PgResult<ExecutionPage> {
-    let size = match filter.page_size {
-        0 => DEFAULT_PAGE_SIZE,
-        n => n.min(MAX_PAGE_SIZE),
-    };
-    let after = filter.page_token.as_deref().map(parse_page_token).transpose()?;
-    let (after_created, after_id) = match after {
-        Some((c, id)) => (Some(c), Some(id)),
-        None => (None, None),
-    };
-    // One extra row tells whether another page follows.
-    let limit = to_i64(u64::from(size) + 1, "page size")?;
+    let w = filter.window()?;
     let found = conn
         .query(
             sql::EXECUTION_LIST,
@@ -123,17 +98,13 @@ pub(crate) async fn list_executions(
                 &filter.status,
                 &filter.workflow,
                 &filter.parent_id,
-                &after_created,
-                &after_id,
-                &limit,
+                &w.after_created,
+                &w.after_id,
+                &w.limit,
             ],
         )
         .await?;
-    let mut executions = rows::all(&found, rows::execution)?;
-    let more = executions.len() > size as usize;
-    executions.truncate(size as usize);
-    let next_page_token = if more { executions.last().map(page_token) } else { None };
-    Ok(ExecutionPage { executions, next_page_token })
+    Ok(ExecutionPage::from_rows(rows::all(&found, rows::execution)?, &w))
 }
 
 /// The database's transaction counters (see [`crate::DbStats`]). `pg_current_xact_id()`
