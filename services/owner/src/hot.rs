@@ -22,7 +22,10 @@ pub(crate) struct Hot {
 /// What the pass loop owns.
 pub(crate) struct Core {
     pub hot: HashMap<String, Hot>,
+    /// Parsed definitions by hash.
     pub defs: HashMap<String, Arc<Definition>>,
+    /// The same, by (name, version): immutable once registered, so read from the store once.
+    pub versions: HashMap<(String, String), Arc<Definition>>,
     /// Executions this process lost to a fence, with the owners row's epoch then. Only an
     /// adoption at a higher epoch (a takeover by this process) brings one back.
     pub lost: HashMap<String, u64>,
@@ -37,9 +40,7 @@ pub(crate) async fn definition(
     workflow: &str,
     version: Option<&str>,
 ) -> Result<Arc<Definition>, OwnerError> {
-    // Hashes start with `sha256:`; this key cannot collide with one.
-    let named = version.map(|v| format!("@{workflow}\0{v}"));
-    if let Some(d) = named.as_ref().and_then(|k| core.defs.get(k)) {
+    if let Some(d) = version.and_then(|v| core.versions.get(&(workflow.into(), v.into()))) {
         return Ok(d.clone());
     }
     let row = inner.store.get_definition(workflow, version).await?.ok_or_else(|| {
@@ -51,23 +52,21 @@ pub(crate) async fn definition(
             ),
         )
     })?;
-    if let Some(d) = core.defs.get(&row.definition_hash).cloned() {
-        if let Some(k) = named {
-            core.defs.insert(k, d.clone());
+    let def = match core.defs.get(&row.definition_hash) {
+        Some(d) => d.clone(),
+        None => {
+            let def = orbit_definition::parse(&row.document).map_err(|e| {
+                OwnerError::new(
+                    "STORAGE_ERROR",
+                    format!("stored definition {workflow}@{}: {e}", row.version),
+                )
+            })?;
+            let def = Arc::new(def);
+            core.defs.insert(row.definition_hash.clone(), def.clone());
+            def
         }
-        return Ok(d);
-    }
-    let def = orbit_definition::parse(&row.document).map_err(|e| {
-        OwnerError::new(
-            "STORAGE_ERROR",
-            format!("stored definition {workflow}@{}: {e}", row.version),
-        )
-    })?;
-    let def = Arc::new(def);
-    core.defs.insert(row.definition_hash, def.clone());
-    if let Some(k) = named {
-        core.defs.insert(k, def.clone());
-    }
+    };
+    core.versions.insert((row.name, row.version), def.clone());
     Ok(def)
 }
 

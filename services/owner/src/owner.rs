@@ -153,6 +153,7 @@ impl Owner {
                 core: Mutex::new(Core {
                     hot: HashMap::new(),
                     defs: HashMap::new(),
+                    versions: HashMap::new(),
                     lost: HashMap::new(),
                 }),
                 starts: StdMutex::new(Vec::new()),
