@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::cluster::{load_worker, STEADY};
 use common::scenario::{run_every_example, worker, EXAMPLES};
 use common::split::{Split, FAST};
 use common::*;
@@ -45,42 +46,14 @@ async fn every_example_completes_across_frontends() {
     assert!(nodes.iter().all(|n| n.node_id != "scheduler-1"), "{nodes:?}");
 }
 
-/// Three task units with a durable sleep between the first two.
-const STEADY: &str = r#"
-name: steady
-version: "1"
-tasks: { work: {} }
-steps:
-  - { id: a, task: work, input: "${{ input.n }}" }
-  - { id: nap, needs: [a], sleep: 300ms }
-  - { id: b, needs: [nap], task: work, input: "${{ steps.a.output }}" }
-  - { id: c, needs: [b], task: work, input: "${{ steps.b.output }}" }
-output: "${{ steps.c.output }}"
-"#;
-
-fn echo_worker(address: &str, id: &str, stop: &CancellationToken) {
-    use orbit_worker::{TaskContext, TaskFailure, Worker};
-    let w = Worker::builder(address.to_string())
-        .worker_id(id)
-        .max_concurrency(16)
-        .task("work", "1", |ctx: TaskContext| async move {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            Ok::<serde_json::Value, TaskFailure>(ctx.input().clone())
-        })
-        .build()
-        .expect("worker");
-    let stop = stop.clone();
-    tokio::spawn(async move { w.run(stop).await });
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_owner_is_taken_over_and_everything_completes_once() {
     let mut s = topology("split-ownerkill");
     let mut clients = [s.client("frontend-1").await, s.client("frontend-2").await];
     register(&mut clients[0], STEADY).await;
     let stop = CancellationToken::new();
-    echo_worker(&s.url("frontend-1"), "w-a", &stop);
-    echo_worker(&s.url("frontend-2"), "w-b", &stop);
+    load_worker(&s.url("frontend-1"), "w-a", 16, Duration::from_millis(100), &stop);
+    load_worker(&s.url("frontend-2"), "w-b", 16, Duration::from_millis(100), &stop);
     let ids: Vec<String> = (0..30).map(|i| format!("k-{i}")).collect();
     for (i, id) in ids.iter().enumerate() {
         start(&mut clients[i % 2], "steady", id, json!({"n": i})).await.expect("start");

@@ -5,7 +5,7 @@
 //! PostgreSQL must be running (`scripts/pg.sh start`; `scripts/test.sh` does it): the
 //! topology script would otherwise start it and stop it again with the topology.
 
-use super::{ChildGuard, TempDir};
+use super::TempDir;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use orbit_engine::event::Event;
 use orbit_engine::HistoryEvent;
@@ -183,23 +183,6 @@ impl Topology {
             .await
             .expect("connect to the topology's database")
     }
-
-    /// Starts one more process of `service` with the given node id and flags (a restart),
-    /// logged to the topology's directory; killed on drop of the guard.
-    pub fn spawn(&self, service: &str, node_id: &str, listen: &str, extra: &[&str]) -> ChildGuard {
-        let log = std::fs::File::create(self.dir.0.join(format!("{node_id}.restart.log")))
-            .expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_orbit"))
-            .arg(service)
-            .args(["--node-id", node_id, "--listen", listen])
-            .args(extra)
-            .env("ORBIT_DATABASE_URL", &self.database_url)
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn orbit service");
-        ChildGuard(child)
-    }
 }
 
 impl Drop for Topology {
@@ -258,12 +241,12 @@ pub async fn check_all(
     }
 }
 
-/// A workflow with three task units and a durable sleep between the first two: long enough
-/// to be caught in flight, short enough for a test. Its input is `{"n": <number>}` and its
-/// output that number; four units succeed (a, nap, b, c: a sleep succeeds too).
-/// Units of [`STEADY`] that succeed once each.
+/// Units of [`STEADY`] that succeed once each (a, nap, b, c: a sleep succeeds too).
 pub const STEADY_UNITS: usize = 4;
 
+/// A workflow with three task units and a durable sleep between the first two: long enough
+/// to be caught in flight, short enough for a test. Its input is `{"n": <number>}` and its
+/// output that number.
 pub const STEADY: &str = r#"
 name: steady
 version: "1"
