@@ -2,9 +2,10 @@
 //! cluster and replay checks.
 //!
 //! Worker views come from this frontend's session registry; queue backlogs, owned
-//! executions and histories come from the store. There is no membership table yet: the
-//! cluster is this process (`orbit dev` serves the frontend, owner and scheduler together).
-//! Auth is not implemented yet: no token is checked.
+//! executions and histories come from the store; `ClusterStatus` reads the `nodes` table
+//! (split services), or reports this process when it is empty (`orbit dev`). Sessions live
+//! in this frontend only, so the worker views and the in-flight counts of the queue
+//! view are this frontend's. Auth is not implemented yet: no token is checked.
 
 mod cluster;
 mod queues;

@@ -1,5 +1,5 @@
 //! `orbit worker list`, `orbit cluster status` and `orbit replay ID`: the operator's view
-//! over `AdminService`. Every call needs the admin token (`--token` / `ORBIT_TOKEN`).
+//! over `AdminService`. No token is checked yet (`--token` / `ORBIT_TOKEN` is sent as is).
 
 use clap::{Args, Subcommand};
 use orbit_api::v1::{
@@ -26,7 +26,8 @@ pub struct WorkerArgs {
 
 #[derive(Subcommand, Debug)]
 enum WorkerCommand {
-    /// List known workers: the tasks they offer, whether they are online, work in flight.
+    /// List the workers with a session on this frontend: the tasks they offer, their
+    /// sessions and work in flight. In a split deployment, ask each frontend.
     #[command(after_long_help = long_help!(
         "orbit worker list",
         "orbit worker list --online --task payments.charge --output json",

@@ -114,7 +114,8 @@ enum ExecutionCommand {
         /// The payload as JSON, or `@PATH` to read it from a file. Default: null.
         #[arg(long, value_name = "JSON")]
         payload: Option<String>,
-        /// A caller-chosen id that makes a retried signal count once.
+        /// A caller-chosen id sent as the request's `request_id`. Not deduplicated yet: a
+        /// retried signal is recorded again.
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
     },
@@ -145,7 +146,8 @@ enum ExecutionCommand {
         /// Why, recorded in the `CancelRequested` event.
         #[arg(long, value_name = "TEXT", default_value = "")]
         reason: String,
-        /// A caller-chosen id that makes a retried cancel answer the same.
+        /// A caller-chosen id sent as the request's `request_id`. Not deduplicated yet (a
+        /// repeated cancel records nothing new, but may answer a later seq).
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
     },

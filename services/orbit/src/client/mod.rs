@@ -77,10 +77,11 @@ pub enum ClientCommand {
         "orbit execution list --status running",
     ))]
     Execution(execution::ExecutionArgs),
-    /// List the workers known to the cluster (needs the admin token).
+    /// List the workers connected to the frontend you talk to (sessions are not shared
+    /// between frontends).
     #[command(after_long_help = long_help!("orbit worker list --online"))]
     Worker(admin::WorkerArgs),
-    /// Show the cluster's nodes and their liveness (needs the admin token).
+    /// Show the cluster's nodes and their liveness.
     #[command(after_long_help = long_help!("orbit cluster status --include-dead"))]
     Cluster(admin::ClusterArgs),
     /// Check that this server's decider reproduces an execution's history.
@@ -88,7 +89,7 @@ pub enum ClientCommand {
     /// Replays the stored history of one run through the decider of the server you talk to
     /// and reports the first event it would decide differently. Run it against a server of
     /// the new version before an upgrade meets running executions. Prints `OK` or the
-    /// divergence; a divergence exits 1. Needs the admin token.
+    /// divergence; a divergence exits 1.
     #[command(after_long_help = long_help!(
         "orbit replay order-1001",
         "orbit replay order-1001 --run 2 --output json",
@@ -108,8 +109,8 @@ pub struct ConnectArgs {
         value_name = "URL"
     )]
     pub address: String,
-    /// A bearer token sent as `authorization` metadata (the admin token for `worker`,
-    /// `cluster` and `replay`).
+    /// A bearer token sent as `authorization` metadata with every call. This server
+    /// version does not check tokens yet; no command needs one.
     #[arg(long, global = true, env = "ORBIT_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     pub token: Option<String>,
     /// How to print the result: `human` (tables, `key: value` lines) or `json` (one JSON

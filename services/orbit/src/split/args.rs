@@ -9,13 +9,14 @@ use std::path::PathBuf;
 pub struct CommonArgs {
     /// The shared database every service of the cluster uses. PostgreSQL
     /// (`postgres://user:pass@host:5432/orbit?sslmode=require`; sslmode disable, prefer,
-    /// require or verify-full), or `sqlite:///path/orbit.db` to try the split services on ONE
+    /// require, verify-ca or verify-full), or `sqlite:///path/orbit.db` to try the split services on ONE
     /// machine (no cross-process notifications: wake-ups fall back to a 100 ms poll).
     /// Example: --database-url postgres://orbit:secret@db:5432/orbit?sslmode=verify-full
     #[arg(long, env = "ORBIT_DATABASE_URL", value_name = "URL")]
     pub database_url: String,
     /// PEM file of the CA that signed the PostgreSQL server's certificate, for
-    /// sslmode=verify-full when the system roots do not include it.
+    /// sslmode=verify-ca or verify-full (with require, the chain is then verified too) when
+    /// the system roots do not include it.
     /// Example: --database-ca-file /etc/orbit/db-ca.pem
     #[arg(long, env = "ORBIT_DATABASE_CA_FILE", value_name = "PEM")]
     pub database_ca_file: Option<PathBuf>,
