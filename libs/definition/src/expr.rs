@@ -9,6 +9,8 @@
 //!
 //! Expressions are pure: there is no clock, no randomness and no IO in scope.
 
+use crate::cost::{self, Shape};
+use crate::limits;
 use cel::common::ast::{EntryExpr, Expr as Ast, IdedExpr};
 use cel::objects::{Key, Map as CelMap};
 use cel::{Context, Program, Value as Cel};
@@ -34,28 +36,119 @@ pub struct Expr {
     program: Arc<Program>,
     variables: BTreeSet<String>,
     step_refs: BTreeSet<String>,
+    /// Depth of the parsed tree (at most [`limits::MAX_AST_DEPTH`]).
+    depth: usize,
 }
 
 /// Why an expression failed to compile or evaluate.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ExprError(pub String);
+#[error("{message}")]
+pub struct ExprError {
+    /// What kind of failure.
+    pub kind: ExprErrorKind,
+    /// What went wrong, for people.
+    pub message: String,
+}
+
+/// The kinds of [`ExprError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExprErrorKind {
+    /// A syntax error, or a runtime error of CEL (unknown name, no such overload, ...).
+    Invalid,
+    /// Over a size limit at compile time or over the evaluation budget: see
+    /// [`crate::limits`] and [`crate::cost`].
+    Limit,
+}
+
+impl ExprError {
+    /// An invalid expression or a CEL runtime error.
+    #[must_use]
+    pub fn new(message: impl Into<String>) -> ExprError {
+        ExprError { kind: ExprErrorKind::Invalid, message: message.into() }
+    }
+
+    /// A limit exceeded.
+    #[must_use]
+    pub fn limit(message: impl Into<String>) -> ExprError {
+        ExprError { kind: ExprErrorKind::Limit, message: message.into() }
+    }
+
+    /// Whether a limit was exceeded.
+    #[must_use]
+    pub fn is_limit(&self) -> bool {
+        self.kind == ExprErrorKind::Limit
+    }
+
+    /// The task-level code a step failing with this error records: `EXPRESSION_LIMIT` for a
+    /// limit, `EXPRESSION_ERROR` otherwise.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self.kind {
+            ExprErrorKind::Invalid => "EXPRESSION_ERROR",
+            ExprErrorKind::Limit => "EXPRESSION_LIMIT",
+        }
+    }
+
+    /// The same kind with the message prefixed.
+    #[must_use]
+    pub fn context(self, prefix: &str) -> ExprError {
+        ExprError { kind: self.kind, message: format!("{prefix}{}", self.message) }
+    }
+}
+
+/// Evaluations of trees at most this deep run on the caller's thread; deeper ones on a
+/// thread of [`EVAL_STACK_BYTES`] (the interpreter takes tens of KiB of stack per level in
+/// a debug build).
+const INLINE_EVAL_DEPTH: usize = 8;
+
+/// The stack of the thread that evaluates deeper trees.
+const EVAL_STACK_BYTES: usize = 16 * 1024 * 1024;
+
+/// Runs `f` on a fresh thread with `stack` bytes of stack, waiting for it; a panic in it
+/// becomes an error.
+fn on_thread<T: Send>(
+    name: &str,
+    stack: usize,
+    f: impl FnOnce() -> Result<T, ExprError> + Send,
+) -> Result<T, ExprError> {
+    std::thread::scope(|s| {
+        let handle = std::thread::Builder::new()
+            .name(name.into())
+            .stack_size(stack)
+            .spawn_scoped(s, f)
+            .map_err(|e| ExprError::limit(format!("cannot start the {name} thread: {e}")))?;
+        handle.join().unwrap_or_else(|_| Err(ExprError::new(format!("the {name} panicked"))))
+    })
+}
 
 impl Expr {
     /// Compiles CEL source (without the `${{ }}` delimiters).
     ///
     /// # Errors
-    /// A syntax error, as the CEL parser reports it.
+    /// A syntax error, as the CEL parser reports it; or a source over the limits of
+    /// [`crate::limits`] (kind [`ExprErrorKind::Limit`]), checked before parsing.
     pub fn compile(source: &str) -> Result<Expr, ExprError> {
         let source = source.trim();
         if source.is_empty() {
-            return Err(ExprError("empty expression".into()));
+            return Err(ExprError::new("empty expression"));
         }
-        let program = Program::compile(source).map_err(|e| ExprError(e.to_string()))?;
-        let mut variables = BTreeSet::new();
-        let mut step_refs = BTreeSet::new();
-        collect_refs(program.expression(), &mut variables, &mut step_refs);
-        Ok(Expr { source: source.to_string(), program: Arc::new(program), variables, step_refs })
+        limits::check_source(source).map_err(ExprError::limit)?;
+        // The parser recurses per nesting level with large frames: give it a known stack.
+        // A tree over the limits is also dropped there (dropping recurses too).
+        on_thread("expression parser", limits::PARSE_STACK_BYTES, || {
+            let program = Program::compile(source).map_err(|e| ExprError::new(e.to_string()))?;
+            let depth = limits::check_ast(program.expression()).map_err(ExprError::limit)?;
+            let mut variables = BTreeSet::new();
+            let mut step_refs = BTreeSet::new();
+            collect_refs(program.expression(), &mut variables, &mut step_refs);
+            Ok(Expr {
+                source: source.to_string(),
+                program: Arc::new(program),
+                variables,
+                step_refs,
+                depth,
+            })
+        })
     }
 
     /// The CEL source.
@@ -76,19 +169,42 @@ impl Expr {
         &self.step_refs
     }
 
-    /// Evaluates over a scope of top-level variables.
+    /// Evaluates over a scope of top-level variables, within the budgets of
+    /// [`crate::cost`]: the bound is checked before anything runs.
     ///
     /// # Errors
     /// Any CEL runtime error (unknown name, no such overload, division by zero, ...), or a
-    /// result that has no JSON form.
+    /// result that has no JSON form; an evaluation over budget (kind
+    /// [`ExprErrorKind::Limit`]).
     pub fn eval(&self, scope: &Scope) -> Result<Value, ExprError> {
+        if self.depth <= INLINE_EVAL_DEPTH {
+            self.eval_here(scope)
+        } else {
+            on_thread("expression evaluator", EVAL_STACK_BYTES, || self.eval_here(scope))
+        }
+    }
+
+    fn eval_here(&self, scope: &Scope) -> Result<Value, ExprError> {
+        let mut env = Vec::new();
+        for name in &self.variables {
+            if let Some(v) = scope.vars.get(name.as_str()) {
+                let shape = Shape::of(v).ok_or_else(|| {
+                    ExprError::limit(format!(
+                        "`{name}` nests deeper than {} levels",
+                        limits::MAX_VALUE_DEPTH
+                    ))
+                })?;
+                env.push((name.clone(), shape));
+            }
+        }
+        cost::check(self.program.expression(), &mut env).map_err(ExprError::limit)?;
         let mut ctx = Context::with_env(stdlib());
         for name in &self.variables {
             if let Some(v) = scope.vars.get(name.as_str()) {
                 ctx.add_variable_from_value(name.clone(), to_cel(v));
             }
         }
-        let out = self.program.execute(&ctx).map_err(|e| ExprError(e.to_string()))?;
+        let out = self.program.execute(&ctx).map_err(|e| ExprError::new(e.to_string()))?;
         from_cel(&out)
     }
 
@@ -99,7 +215,7 @@ impl Expr {
     pub fn eval_bool(&self, scope: &Scope) -> Result<bool, ExprError> {
         match self.eval(scope)? {
             Value::Bool(b) => Ok(b),
-            other => Err(ExprError(format!("expected a boolean, got {}", kind_of(&other)))),
+            other => Err(ExprError::new(format!("expected a boolean, got {}", kind_of(&other)))),
         }
     }
 }
@@ -227,7 +343,7 @@ impl Template {
         match self {
             Template::Literal(v) => Ok(v.clone()),
             Template::Expr(e) => {
-                e.eval(scope).map_err(|err| ExprError(format!("${{{{ {} }}}}: {err}", e.source)))
+                e.eval(scope).map_err(|err| err.context(&format!("${{{{ {} }}}}: ", e.source)))
             }
             Template::Interpolated(parts) => {
                 let mut out = String::new();
@@ -238,7 +354,7 @@ impl Template {
                             Ok(Value::String(s)) => out.push_str(&s),
                             Ok(v) => out.push_str(&v.to_string()),
                             Err(err) => {
-                                return Err(ExprError(format!("${{{{ {} }}}}: {err}", e.source)))
+                                return Err(err.context(&format!("${{{{ {} }}}}: ", e.source)))
                             }
                         },
                     }
@@ -361,7 +477,7 @@ fn split_string(s: &str) -> Result<Vec<Piece>, ExprError> {
             pieces.push(Piece::Text(rest[..start].to_string()));
         }
         let body = &rest[start + 3..];
-        let end = find_close(body).ok_or_else(|| ExprError("unclosed `${{`".into()))?;
+        let end = find_close(body).ok_or_else(|| ExprError::new("unclosed `${{`"))?;
         pieces.push(Piece::Expr(body[..end].to_string()));
         rest = &body[end + 2..];
     }
@@ -399,6 +515,7 @@ fn find_close(body: &str) -> Option<usize> {
     None
 }
 
+/// Recursive over the tree, whose depth [`limits::check_ast`] bounded before this runs.
 fn collect_refs(e: &IdedExpr, vars: &mut BTreeSet<String>, steps: &mut BTreeSet<String>) {
     match &e.expr {
         Ast::Ident(name) => {
@@ -499,7 +616,7 @@ pub fn from_cel(v: &Cel) -> Result<Value, ExprError> {
             entries.sort_by(|a, b| a.0.cmp(&b.0));
             Value::Object(entries.into_iter().collect())
         }
-        other => other.json().map_err(|e| ExprError(e.to_string()))?,
+        other => other.json().map_err(|e| ExprError::new(e.to_string()))?,
     })
 }
 
@@ -515,12 +632,14 @@ fn key_string(k: &Key) -> String {
 #[allow(clippy::cast_possible_truncation, clippy::float_cmp)]
 fn double_to_json(f: f64) -> Result<Value, ExprError> {
     if !f.is_finite() {
-        return Err(ExprError(format!("{f} has no JSON form")));
+        return Err(ExprError::new(format!("{f} has no JSON form")));
     }
     if f.fract() == 0.0 && f.abs() <= MAX_SAFE_INT {
         return Ok(Value::from(f as i64));
     }
-    Number::from_f64(f).map(Value::Number).ok_or_else(|| ExprError(format!("{f} has no JSON form")))
+    Number::from_f64(f)
+        .map(Value::Number)
+        .ok_or_else(|| ExprError::new(format!("{f} has no JSON form")))
 }
 
 /// A short name of a JSON value's type, for messages.
