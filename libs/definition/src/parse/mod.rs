@@ -17,8 +17,11 @@ pub(crate) mod reader;
 mod source;
 mod steps;
 
+pub use source::Format;
+
 use crate::document::definition_hash;
-use crate::error::DefinitionErrors;
+use crate::error::{DefinitionError, DefinitionErrors, ErrorCode};
+use crate::limits::{value_depth, MAX_DOCUMENT_BYTES, MAX_DOCUMENT_DEPTH};
 use crate::model::Definition;
 use serde_json::Value;
 
@@ -26,9 +29,23 @@ use serde_json::Value;
 ///
 /// # Errors
 /// Every problem found, each with its path and code; text that is not YAML or JSON, or is
-/// not a mapping, is a single `PARSE_ERROR`.
+/// not a mapping, is a single `PARSE_ERROR`; a document over the size limits of
+/// [`crate::limits`] a single `DOCUMENT_LIMIT`.
 pub fn parse(document: &str) -> Result<Definition, DefinitionErrors> {
-    let value = source::read(document)?;
+    parse_as(document, Format::Detect)
+}
+
+/// As [`parse`], with the syntax declared rather than detected.
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_as(document: &str, format: Format) -> Result<Definition, DefinitionErrors> {
+    if document.len() > MAX_DOCUMENT_BYTES {
+        let message =
+            format!("the document is {} bytes; the limit is {MAX_DOCUMENT_BYTES}", document.len());
+        return Err(DefinitionError::new("", ErrorCode::DocumentLimit, message).into());
+    }
+    let value = source::read(document, format)?;
     parse_value(&value)
 }
 
@@ -37,6 +54,11 @@ pub fn parse(document: &str) -> Result<Definition, DefinitionErrors> {
 /// # Errors
 /// Every problem found, each with its path and code.
 pub fn parse_value(document: &Value) -> Result<Definition, DefinitionErrors> {
+    // Every reader below recurses over the document: bound its depth first, iteratively.
+    if value_depth(document, MAX_DOCUMENT_DEPTH) > MAX_DOCUMENT_DEPTH {
+        let message = format!("the document nests deeper than {MAX_DOCUMENT_DEPTH} levels");
+        return Err(DefinitionError::new("", ErrorCode::DocumentLimit, message).into());
+    }
     let mut errors = reader::Errors::default();
     let definition = definition::read(document, &mut errors);
     match definition {
