@@ -33,11 +33,41 @@ const MAX_SAFE_INT: f64 = 9_007_199_254_740_992.0;
 #[derive(Clone)]
 pub struct Expr {
     source: String,
-    program: Arc<Program>,
+    program: Compiled,
     variables: BTreeSet<String>,
     step_refs: BTreeSet<String>,
     /// Depth of the parsed tree (at most [`limits::MAX_AST_DEPTH`]).
     depth: usize,
+}
+
+/// A parsed program, or why a stored one is kept without its tree.
+#[derive(Clone)]
+enum Compiled {
+    Program(Arc<Program>),
+    /// A stored definition's expression over the limits (registered before they
+    /// existed): it loads, and every evaluation fails with this `EXPRESSION_LIMIT`.
+    Refused(Arc<str>),
+}
+
+thread_local! {
+    /// Set while a stored document is parsed (see [`stored`]).
+    static STORED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` (a parse) with the leniency of stored documents: an expression over the
+/// limits still compiles, into one whose evaluation fails with `EXPRESSION_LIMIT`, as long
+/// as the parser can survive it. A flag rather than a parameter, so the leniency does
+/// not thread through every reader of the document.
+pub(crate) fn stored<T>(f: impl FnOnce() -> T) -> T {
+    let before = STORED.with(|s| s.replace(true));
+    let out = f();
+    STORED.with(|s| s.set(before));
+    out
+}
+
+/// Whether a stored document is being parsed (see [`stored`]).
+pub(crate) fn is_stored() -> bool {
+    STORED.with(std::cell::Cell::get)
 }
 
 /// Why an expression failed to compile or evaluate.
@@ -132,22 +162,34 @@ impl Expr {
         if source.is_empty() {
             return Err(ExprError::new("empty expression"));
         }
-        limits::check_source(source).map_err(ExprError::limit)?;
+        let lenient = STORED.with(std::cell::Cell::get);
+        let refused = match limits::check_source(source) {
+            Ok(()) => None,
+            Err(why) if lenient => {
+                limits::check_source_parseable(source).map_err(ExprError::limit)?;
+                Some(why)
+            }
+            Err(why) => return Err(ExprError::limit(why)),
+        };
         // The parser recurses per nesting level with large frames: give it a known stack.
         // A tree over the limits is also dropped there (dropping recurses too).
         on_thread("expression parser", limits::PARSE_STACK_BYTES, || {
             let program = Program::compile(source).map_err(|e| ExprError::new(e.to_string()))?;
-            let depth = limits::check_ast(program.expression()).map_err(ExprError::limit)?;
+            let checked = limits::check_ast(program.expression());
+            let (depth, refused) = match (checked, refused) {
+                (Ok(depth), None) => (depth, None),
+                (Err(why), _) | (Ok(_), Some(why)) if lenient => (0, Some(why)),
+                (Err(why), _) | (Ok(_), Some(why)) => return Err(ExprError::limit(why)),
+            };
             let mut variables = BTreeSet::new();
             let mut step_refs = BTreeSet::new();
+            // On this thread's stack: deep enough for any tree the parser survived.
             collect_refs(program.expression(), &mut variables, &mut step_refs);
-            Ok(Expr {
-                source: source.to_string(),
-                program: Arc::new(program),
-                variables,
-                step_refs,
-                depth,
-            })
+            let program = match refused {
+                None => Compiled::Program(Arc::new(program)),
+                Some(why) => Compiled::Refused(why.into()),
+            };
+            Ok(Expr { source: source.to_string(), program, variables, step_refs, depth })
         })
     }
 
@@ -185,6 +227,10 @@ impl Expr {
     }
 
     fn eval_here(&self, scope: &Scope) -> Result<Value, ExprError> {
+        let program = match &self.program {
+            Compiled::Program(p) => p,
+            Compiled::Refused(why) => return Err(ExprError::limit(why.to_string())),
+        };
         let mut env = Vec::new();
         for name in &self.variables {
             if let Some(v) = scope.vars.get(name.as_str()) {
@@ -197,14 +243,14 @@ impl Expr {
                 env.push((name.clone(), shape));
             }
         }
-        cost::check(self.program.expression(), &mut env).map_err(ExprError::limit)?;
+        cost::check(program.expression(), &mut env).map_err(ExprError::limit)?;
         let mut ctx = Context::with_env(stdlib());
         for name in &self.variables {
             if let Some(v) = scope.vars.get(name.as_str()) {
                 ctx.add_variable_from_value(name.clone(), to_cel(v));
             }
         }
-        let out = self.program.execute(&ctx).map_err(|e| ExprError::new(e.to_string()))?;
+        let out = program.execute(&ctx).map_err(|e| ExprError::new(e.to_string()))?;
         from_cel(&out)
     }
 
@@ -515,7 +561,8 @@ fn find_close(body: &str) -> Option<usize> {
     None
 }
 
-/// Recursive over the tree, whose depth [`limits::check_ast`] bounded before this runs.
+/// Recursive over the tree: it runs on the parser's thread, whose stack holds any tree the
+/// parser itself survived.
 fn collect_refs(e: &IdedExpr, vars: &mut BTreeSet<String>, steps: &mut BTreeSet<String>) {
     match &e.expr {
         Ast::Ident(name) => {

@@ -51,10 +51,30 @@ pub const MAX_VALUE_DEPTH: usize = 128;
 /// space, only the pages touched are committed.
 pub const PARSE_STACK_BYTES: usize = 64 * 1024 * 1024;
 
+/// What the parser survives on a [`PARSE_STACK_BYTES`] stack (measured with a margin in a
+/// debug build): the bounds for expressions of stored definitions registered before the
+/// limits above existed, which load but fail every evaluation with `EXPRESSION_LIMIT`.
+const PARSEABLE_TOKENS: usize = 20_000;
+const PARSEABLE_NESTING: usize = 64;
+
 /// Why a source is refused before parsing, if it is.
 pub(crate) fn check_source(source: &str) -> Result<(), String> {
-    if source.len() > MAX_EXPR_BYTES {
-        return Err(format!("expression is {} bytes; the limit is {MAX_EXPR_BYTES}", source.len()));
+    check_lexical(source, MAX_EXPR_BYTES, MAX_EXPR_TOKENS, MAX_EXPR_NESTING)
+}
+
+/// Why a stored source cannot even be parsed safely, if it cannot.
+pub(crate) fn check_source_parseable(source: &str) -> Result<(), String> {
+    check_lexical(source, MAX_DOCUMENT_BYTES, PARSEABLE_TOKENS, PARSEABLE_NESTING)
+}
+
+fn check_lexical(
+    source: &str,
+    max_bytes: usize,
+    max_tokens: usize,
+    max_nesting: usize,
+) -> Result<(), String> {
+    if source.len() > max_bytes {
+        return Err(format!("expression is {} bytes; the limit is {max_bytes}", source.len()));
     }
     let bytes = source.as_bytes();
     let (mut tokens, mut depth, mut max_depth) = (0usize, 0usize, 0usize);
@@ -93,12 +113,12 @@ pub(crate) fn check_source(source: &str) -> Result<(), String> {
             _ => i += 1,
         }
     }
-    if tokens > MAX_EXPR_TOKENS {
-        return Err(format!("expression has {tokens} tokens; the limit is {MAX_EXPR_TOKENS}"));
+    if tokens > max_tokens {
+        return Err(format!("expression has {tokens} tokens; the limit is {max_tokens}"));
     }
-    if max_depth > MAX_EXPR_NESTING {
+    if max_depth > max_nesting {
         return Err(format!(
-            "expression nests brackets {max_depth} deep; the limit is {MAX_EXPR_NESTING}"
+            "expression nests brackets {max_depth} deep; the limit is {max_nesting}"
         ));
     }
     Ok(())

@@ -9,6 +9,7 @@ use orbit_api::v1 as pb;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use orbit_server_kit::payload::json_to_proto;
 use orbit_server_kit::OrbitError;
+use orbit_store::Store;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tonic::transport::Channel;
@@ -115,40 +116,45 @@ fn start_req(workflow: &str, id: &str, input: Value) -> pb::StartExecutionReques
 }
 
 /// The 2,000-term sum that once registered and then crashed the server (and every restart
-/// of it) when its step ran is refused at registration; the server stays up, and restarts.
+/// of it) when its step ran: now refused at registration. A definition stored before the
+/// limits existed (planted in the file here, as an older server wrote it) still loads; its
+/// step fails with `EXPRESSION_LIMIT`, the server stays up, and a restart comes up too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_long_sum_is_refused_and_the_server_survives_a_restart() {
+async fn a_long_sum_is_refused_and_a_stored_one_fails_its_step_without_a_crash() {
     let dir = TempDir::new("expr-sum");
     let db = dir.0.join("orbit.db");
     let mut server = Server::start(&db, &[]).await;
     let mut c = server.client().await;
 
     let doc = after_signal("long-sum", &long_sum(2_000));
-    match register_doc(&mut c, &doc).await {
-        // The fixed server refuses it where it is written, with the limit's code.
-        Err(status) => {
-            refused_with("2,000 terms", Err(status), "steps[1].compute", "EXPRESSION_LIMIT");
-        }
-        // Before the fix it registered: run it to the step, as the original report did.
-        Ok(_) => {
-            bounded("start", c.start_execution(start_req("long-sum", "sum-1", json!({}))))
-                .await
-                .expect("start");
-            let r = bounded("signal", c.signal_execution(signal("sum-1"))).await;
-            eprintln!("signal answered {r:?}");
-            still_serving(&mut c, "the 2,000-term step ran").await;
-            let (status, value) = result(&mut c, "sum-1", CALL).await;
-            assert_eq!(status, pb::ExecutionStatus::Failed, "{value}");
-            assert!(value.to_string().contains("EXPRESSION_LIMIT"), "{value}");
-        }
-    }
+    let r = register_doc(&mut c, &doc).await;
+    refused_with("2,000 terms", r, "steps[1].compute", "EXPRESSION_LIMIT");
     still_serving(&mut c, "the 2,000-term sum").await;
 
-    // A restart on the same file comes up and serves.
+    // The same definition as an older server stored it.
+    let def = orbit_definition::parse_stored(&doc).expect("a stored document loads");
+    let document = orbit_definition::canonical_json(&orbit_definition::to_document(&def));
+    let store = orbit_store::SqliteStore::open(&db).await.expect("open the server's file");
+    store.put_definition(&def.name, &def.version, &def.hash, &document).await.expect("plant");
+    drop(store);
+
+    bounded("start", c.start_execution(start_req("long-sum", "sum-1", json!({}))))
+        .await
+        .expect("start the stored definition");
+    bounded("signal", c.signal_execution(signal("sum-1"))).await.expect("signal");
+    still_serving(&mut c, "the 2,000-term step ran").await;
+    let (status, value) = result(&mut c, "sum-1", CALL).await;
+    assert_eq!(status, pb::ExecutionStatus::Failed, "{value}");
+    assert!(value.to_string().contains("EXPRESSION_LIMIT"), "{value}");
+
+    // A restart on the same file comes up, serves, and reads the execution.
     let port = server.port;
     server.kill9();
     let server = Server::start_on(&db, port, &[]).await;
-    still_serving(&mut server.client().await, "a restart").await;
+    let mut c = server.client().await;
+    still_serving(&mut c, "a restart").await;
+    let (status, _) = result(&mut c, "sum-1", CALL).await;
+    assert_eq!(status, pb::ExecutionStatus::Failed);
 }
 
 /// Expressions the parser could not survive are refused before it runs.

@@ -49,13 +49,30 @@ pub fn parse_as(document: &str, format: Format) -> Result<Definition, Definition
     parse_value(&value)
 }
 
+/// Parses a document stored by an earlier registration, perhaps before the current limits
+/// existed: the document size, step count and expression limits are not applied at load
+/// (the graph checks are iterative and expressions are parsed on a thread with a known
+/// stack, so the load itself is safe); an expression over the expression limits evaluates
+/// to an `EXPRESSION_LIMIT` failure instead of failing the load. Use [`parse`] for new
+/// documents.
+///
+/// # Errors
+/// As [`parse`], less the limits.
+pub fn parse_stored(document: &str) -> Result<Definition, DefinitionErrors> {
+    crate::expr::stored(|| {
+        let value = source::read(document, Format::Detect)?;
+        parse_value(&value)
+    })
+}
+
 /// As [`parse`], from a JSON value.
 ///
 /// # Errors
 /// Every problem found, each with its path and code.
 pub fn parse_value(document: &Value) -> Result<Definition, DefinitionErrors> {
     // Every reader below recurses over the document: bound its depth first, iteratively.
-    if value_depth(document, MAX_DOCUMENT_DEPTH) > MAX_DOCUMENT_DEPTH {
+    let stored = crate::expr::is_stored();
+    if !stored && value_depth(document, MAX_DOCUMENT_DEPTH) > MAX_DOCUMENT_DEPTH {
         let message = format!("the document nests deeper than {MAX_DOCUMENT_DEPTH} levels");
         return Err(DefinitionError::new("", ErrorCode::DocumentLimit, message).into());
     }
