@@ -456,6 +456,7 @@ impl Template {
     }
 }
 
+// Recursive over a document value, whose depth `parse` bounds (`limits`).
 fn compile_at(value: &Value, path: String, errors: &mut Vec<TemplateError>) -> Template {
     match value {
         Value::String(s) if s.contains("${{") => match split_string(s) {
@@ -622,6 +623,9 @@ fn collect_refs(e: &IdedExpr, vars: &mut BTreeSet<String>, steps: &mut BTreeSet<
 }
 
 /// JSON → CEL: numbers become doubles (see the module doc).
+///
+/// Recursive over the value: [`Expr::eval`] checks it is at most
+/// [`limits::MAX_VALUE_DEPTH`] deep first; other callers must bound it too.
 #[must_use]
 pub fn to_cel(v: &Value) -> Cel {
     match v {
@@ -642,6 +646,9 @@ pub fn to_cel(v: &Value) -> Cel {
 }
 
 /// CEL → JSON: whole doubles within ±2^53 become integers (see the module doc).
+///
+/// Recursive over the value: one an evaluation produced is at most as deep as its inputs
+/// plus its tree (both bounded, see [`crate::limits`]).
 ///
 /// # Errors
 /// Values without a JSON form (types, functions, non-finite doubles).

@@ -172,6 +172,8 @@ fn yaml_message(e: &serde_norway::Error) -> String {
     }
 }
 
+// Recursive over the YAML tree, whose nesting serde_norway bounds (128 levels) while
+// reading it.
 fn to_json(yaml: &Yaml, path: &str) -> Result<Value, DefinitionError> {
     let err = |message: String| DefinitionError::new(path, ErrorCode::ParseError, message);
     Ok(match yaml {
