@@ -9,12 +9,17 @@
 //!
 //! Expressions are pure: there is no clock, no randomness and no IO in scope.
 
+mod error;
+mod json;
+
+pub use error::{ExprError, ExprErrorKind};
+pub use json::{from_cel, kind_of, to_cel};
+
 use crate::cost::{self, Shape};
 use crate::limits;
 use cel::common::ast::{EntryExpr, Expr as Ast, IdedExpr};
-use cel::objects::{Key, Map as CelMap};
-use cel::{Context, Program, Value as Cel};
-use serde_json::{Map, Number, Value};
+use cel::{Context, Program};
+use serde_json::{Map, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
@@ -25,9 +30,6 @@ fn stdlib() -> Arc<cel::Env> {
     static ENV: std::sync::OnceLock<Arc<cel::Env>> = std::sync::OnceLock::new();
     ENV.get_or_init(|| Arc::new(cel::Env::stdlib())).clone()
 }
-
-/// The largest integer a JSON double carries exactly.
-const MAX_SAFE_INT: f64 = 9_007_199_254_740_992.0;
 
 /// A compiled CEL expression with the names it reads.
 #[derive(Clone)]
@@ -68,62 +70,6 @@ pub(crate) fn stored<T>(f: impl FnOnce() -> T) -> T {
 /// Whether a stored document is being parsed (see [`stored`]).
 pub(crate) fn is_stored() -> bool {
     STORED.with(std::cell::Cell::get)
-}
-
-/// Why an expression failed to compile or evaluate.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct ExprError {
-    /// What kind of failure.
-    pub kind: ExprErrorKind,
-    /// What went wrong, for people.
-    pub message: String,
-}
-
-/// The kinds of [`ExprError`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExprErrorKind {
-    /// A syntax error, or a runtime error of CEL (unknown name, no such overload, ...).
-    Invalid,
-    /// Over a size limit at compile time or over the evaluation budget: see
-    /// [`crate::limits`] and [`crate::cost`].
-    Limit,
-}
-
-impl ExprError {
-    /// An invalid expression or a CEL runtime error.
-    #[must_use]
-    pub fn new(message: impl Into<String>) -> ExprError {
-        ExprError { kind: ExprErrorKind::Invalid, message: message.into() }
-    }
-
-    /// A limit exceeded.
-    #[must_use]
-    pub fn limit(message: impl Into<String>) -> ExprError {
-        ExprError { kind: ExprErrorKind::Limit, message: message.into() }
-    }
-
-    /// Whether a limit was exceeded.
-    #[must_use]
-    pub fn is_limit(&self) -> bool {
-        self.kind == ExprErrorKind::Limit
-    }
-
-    /// The task-level code a step failing with this error records: `EXPRESSION_LIMIT` for a
-    /// limit, `EXPRESSION_ERROR` otherwise.
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self.kind {
-            ExprErrorKind::Invalid => "EXPRESSION_ERROR",
-            ExprErrorKind::Limit => "EXPRESSION_LIMIT",
-        }
-    }
-
-    /// The same kind with the message prefixed.
-    #[must_use]
-    pub fn context(self, prefix: &str) -> ExprError {
-        ExprError { kind: self.kind, message: format!("{prefix}{}", self.message) }
-    }
 }
 
 /// Evaluations of trees at most this deep run on the caller's thread; deeper ones on a
@@ -619,93 +565,6 @@ fn collect_refs(e: &IdedExpr, vars: &mut BTreeSet<String>, steps: &mut BTreeSet<
             EntryExpr::StructField(f) => collect_refs(&f.value, vars, steps),
         }),
         Ast::Literal(_) | Ast::Unspecified => {}
-    }
-}
-
-/// JSON → CEL: numbers become doubles (see the module doc).
-///
-/// Recursive over the value: [`Expr::eval`] checks it is at most
-/// [`limits::MAX_VALUE_DEPTH`] deep first; other callers must bound it too.
-#[must_use]
-pub fn to_cel(v: &Value) -> Cel {
-    match v {
-        Value::Null => Cel::Null,
-        Value::Bool(b) => Cel::Bool(*b),
-        #[allow(clippy::cast_precision_loss)]
-        Value::Number(n) => {
-            Cel::Float(n.as_f64().unwrap_or_else(|| n.as_i64().unwrap_or(0) as f64))
-        }
-        Value::String(s) => Cel::String(Arc::new(s.clone())),
-        Value::Array(items) => Cel::List(Arc::new(items.iter().map(to_cel).collect())),
-        Value::Object(fields) => {
-            let map: HashMap<Key, Cel> =
-                fields.iter().map(|(k, v)| (Key::String(Arc::new(k.clone())), to_cel(v))).collect();
-            Cel::Map(CelMap { map: Arc::new(map) })
-        }
-    }
-}
-
-/// CEL → JSON: whole doubles within ±2^53 become integers (see the module doc).
-///
-/// Recursive over the value: one an evaluation produced is at most as deep as its inputs
-/// plus its tree (both bounded, see [`crate::limits`]).
-///
-/// # Errors
-/// Values without a JSON form (types, functions, non-finite doubles).
-pub fn from_cel(v: &Cel) -> Result<Value, ExprError> {
-    Ok(match v {
-        Cel::Null => Value::Null,
-        Cel::Bool(b) => Value::Bool(*b),
-        Cel::Int(i) => Value::from(*i),
-        Cel::UInt(u) => Value::from(*u),
-        Cel::Float(f) => double_to_json(*f)?,
-        Cel::String(s) => Value::String(s.to_string()),
-        Cel::List(items) => Value::Array(items.iter().map(from_cel).collect::<Result<_, _>>()?),
-        Cel::Map(map) => {
-            let mut entries: Vec<(String, Value)> = map
-                .map
-                .iter()
-                .map(|(k, v)| Ok((key_string(k), from_cel(v)?)))
-                .collect::<Result<_, ExprError>>()?;
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            Value::Object(entries.into_iter().collect())
-        }
-        other => other.json().map_err(|e| ExprError::new(e.to_string()))?,
-    })
-}
-
-fn key_string(k: &Key) -> String {
-    match k {
-        Key::String(s) => s.to_string(),
-        Key::Int(i) => i.to_string(),
-        Key::Uint(u) => u.to_string(),
-        Key::Bool(b) => b.to_string(),
-    }
-}
-
-#[allow(clippy::cast_possible_truncation, clippy::float_cmp)]
-fn double_to_json(f: f64) -> Result<Value, ExprError> {
-    if !f.is_finite() {
-        return Err(ExprError::new(format!("{f} has no JSON form")));
-    }
-    if f.fract() == 0.0 && f.abs() <= MAX_SAFE_INT {
-        return Ok(Value::from(f as i64));
-    }
-    Number::from_f64(f)
-        .map(Value::Number)
-        .ok_or_else(|| ExprError::new(format!("{f} has no JSON form")))
-}
-
-/// A short name of a JSON value's type, for messages.
-#[must_use]
-pub fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 
