@@ -94,6 +94,8 @@ impl PartialEq for Contract {
 }
 
 /// Fills `default`s of missing object properties, recursing into objects and arrays.
+// Recursive over the schema (part of a document, whose depth `parse` bounds), not over
+// the value beyond it.
 fn apply_defaults(schema: &Value, value: &mut Value) {
     if value.is_null() {
         if let Some(d) = schema.get("default") {
@@ -124,6 +126,7 @@ fn apply_defaults(schema: &Value, value: &mut Value) {
     }
 }
 
+// Recursive over the schema, a part of a document whose depth `parse` bounds.
 fn check_schema(schema: &Value, path: &str, errors: &mut Vec<Violation>) {
     let mut err = |p: String, m: &str| errors.push(Violation { path: p, message: m.to_string() });
     let Value::Object(map) = schema else {

@@ -76,6 +76,7 @@ pub fn definition_hash(d: &Definition) -> String {
     format!("sha256:{}", hex::encode(digest))
 }
 
+// Recursive over a normalised document, whose depth `parse` bounds (`limits`).
 fn write_canonical(value: &Value, out: &mut String) {
     match value {
         Value::Object(map) => {

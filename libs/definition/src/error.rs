@@ -45,11 +45,15 @@ pub enum ErrorCode {
     InvalidSchema,
     /// A step with no kind, or with more than one.
     StepKind,
+    /// An expression over a size limit (bytes, tokens, nesting, parsed nodes or depth).
+    ExpressionLimit,
+    /// A document over a size limit (bytes, nesting depth, number of steps).
+    DocumentLimit,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and exhaustive tests.
-    pub const ALL: [ErrorCode; 15] = [
+    pub const ALL: [ErrorCode; 17] = [
         ErrorCode::ParseError,
         ErrorCode::MissingField,
         ErrorCode::UnknownField,
@@ -65,6 +69,8 @@ impl ErrorCode {
         ErrorCode::InvalidExpression,
         ErrorCode::InvalidSchema,
         ErrorCode::StepKind,
+        ErrorCode::ExpressionLimit,
+        ErrorCode::DocumentLimit,
     ];
 
     /// The stable SCREAMING_SNAKE string of the code.
@@ -86,6 +92,8 @@ impl ErrorCode {
             ErrorCode::InvalidExpression => "INVALID_EXPRESSION",
             ErrorCode::InvalidSchema => "INVALID_SCHEMA",
             ErrorCode::StepKind => "STEP_KIND",
+            ErrorCode::ExpressionLimit => "EXPRESSION_LIMIT",
+            ErrorCode::DocumentLimit => "DOCUMENT_LIMIT",
         }
     }
 

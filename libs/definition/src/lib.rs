@@ -7,10 +7,12 @@
 //! reports as `INVALID_DEFINITION`). [`to_document`] writes the normalised document back.
 
 pub mod contract;
+pub mod cost;
 mod document;
 mod duration;
 mod error;
 pub mod expr;
+pub mod limits;
 pub mod model;
 mod parse;
 
@@ -18,6 +20,6 @@ pub use contract::{Contract, Violation};
 pub use document::{canonical_json, definition_hash, to_document};
 pub use duration::{format_duration, parse_duration};
 pub use error::{DefinitionError, DefinitionErrors, ErrorCode};
-pub use expr::{Expr, ExprError, Scope, Template};
+pub use expr::{Expr, ExprError, ExprErrorKind, Scope, Template};
 pub use model::*;
-pub use parse::{parse, parse_value};
+pub use parse::{parse, parse_as, parse_stored, parse_value, Format};

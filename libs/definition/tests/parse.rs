@@ -162,3 +162,27 @@ fn a_step_without_a_kind_still_counts_for_references() {
     );
     assert!(errors.errors()[1].message.contains("did you mean `task`"), "{errors}");
 }
+
+/// A document stored before the expression limits existed still loads; the expression over
+/// them fails every evaluation with `EXPRESSION_LIMIT` instead of overflowing a stack.
+#[test]
+fn stored_documents_over_the_limits_load_and_fail_evaluation() {
+    let sum = vec!["1"; 3_000].join("+");
+    let doc = format!(
+        "name: legacy\nversion: \"1\"\nsteps:\n  - id: a\n    compute: \"${{{{ {sum} }}}}\"\n  - {{ id: b, needs: [a], compute: \"${{{{ steps.a.output }}}}\" }}\n"
+    );
+    let errors = orbit_definition::parse(&doc).unwrap_err();
+    assert!(
+        errors.contains(orbit_definition::ErrorCode::ExpressionLimit, "steps[0].compute"),
+        "{errors}"
+    );
+    let def = orbit_definition::parse_stored(&doc).expect("a stored document loads");
+    let orbit_definition::StepKind::Compute { value } = &def.steps[0].kind else { panic!() };
+    let err = value.render(&orbit_definition::Scope::new()).unwrap_err();
+    assert!(err.is_limit() && err.code() == "EXPRESSION_LIMIT", "{err}");
+    // The stored form hashes and re-reads the same.
+    let again = orbit_definition::parse_stored(&orbit_definition::canonical_json(
+        &orbit_definition::to_document(&def),
+    ));
+    assert_eq!(again.unwrap().hash, def.hash);
+}

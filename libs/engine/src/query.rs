@@ -10,7 +10,8 @@ use serde_json::Value;
 /// Evaluates query `name`.
 ///
 /// # Errors
-/// `UNKNOWN_QUERY` when the workflow has no such query; `QUERY_FAILED` when it fails.
+/// `UNKNOWN_QUERY` when the workflow has no such query; `QUERY_FAILED` when it fails;
+/// `EXPRESSION_LIMIT` when its evaluation is over budget.
 pub fn query(def: &Definition, state: &State, name: &str) -> Result<Value, CommandError> {
     let Some(expr) = def.queries.get(name) else {
         return Err(CommandError {
@@ -20,5 +21,8 @@ pub fn query(def: &Definition, state: &State, name: &str) -> Result<Value, Comma
     };
     let template = Template::Expr(expr.clone());
     let scope = scope::build(def, state, &Site::main(), &[&template]);
-    expr.eval(&scope).map_err(|e| CommandError { code: "QUERY_FAILED", message: e.to_string() })
+    expr.eval(&scope).map_err(|e| CommandError {
+        code: if e.is_limit() { "EXPRESSION_LIMIT" } else { "QUERY_FAILED" },
+        message: e.to_string(),
+    })
 }

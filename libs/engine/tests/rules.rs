@@ -127,6 +127,36 @@ fn rule1_fan_out_over_the_limit_fails_with_limit_exceeded() {
     assert!(sim.requests().is_empty());
 }
 
+const RUNAWAY: &str = r#"
+name: runaway
+version: "1"
+queries:
+  cube: "${{ input.L.all(a, input.L.all(b, input.L.all(c, true))) }}"
+steps:
+  - id: a
+    compute: "${{ input.L.all(a, input.L.all(b, input.L.all(c, true))) }}"
+"#;
+
+#[test]
+fn rule1_an_evaluation_over_budget_fails_the_step_with_expression_limit() {
+    let mut sim = sim_with(RUNAWAY);
+    let l: Vec<Value> = (0..1_000).map(|i| json!(i)).collect();
+    sim.start("runaway", "x", json!({"L": l})).unwrap();
+    sim.run(100);
+    let e = exec(&sim, "x");
+    assert_eq!(e.state.status(), Status::Failed);
+    let error = e.state.error.as_ref().unwrap();
+    assert_eq!(error.code, "EXPRESSION_LIMIT", "{}", error.message);
+    let q = query(&e.def, &e.state, "cube").unwrap_err();
+    assert_eq!(q.code, "EXPRESSION_LIMIT", "{}", q.message);
+    assert_replays(&sim);
+    // Over a small list the same expression runs.
+    let mut sim = sim_with(RUNAWAY);
+    sim.start("runaway", "y", json!({"L": [1, 2, 3]})).unwrap();
+    sim.run(100);
+    assert_eq!(exec(&sim, "y").state.status(), Status::Completed);
+}
+
 const TIMED: &str = r#"
 name: timed
 version: "1"

@@ -28,6 +28,36 @@ pub const ERROR_DOMAIN: &str = "orbit.dev";
 /// The `google.rpc.ErrorInfo.metadata` key holding the path of the first field violation.
 pub const ERROR_INFO_PATH_KEY: &str = "path";
 
+/// The longest status message sent, in bytes; longer ones are cut with "…".
+///
+/// The message travels in the `grpc-message` header and the violations in
+/// `grpc-status-details-bin`; gRPC clients cap response metadata (8 KiB in gRPC core), and
+/// a status over the cap reaches the client as `RESOURCE_EXHAUSTED` instead of the error.
+/// These bounds keep every status well under it, whatever the input was.
+pub const MAX_STATUS_MESSAGE_BYTES: usize = 1024;
+
+/// The most field violations sent in one status.
+pub const MAX_STATUS_VIOLATIONS: usize = 10;
+
+/// The most bytes of field paths and descriptions sent in one status, over all
+/// violations; each one is also cut to [`MAX_VIOLATION_TEXT_BYTES`].
+pub const MAX_STATUS_DETAILS_BYTES: usize = 2048;
+
+/// The longest path or description of one violation, in bytes.
+pub const MAX_VIOLATION_TEXT_BYTES: usize = 256;
+
+/// `text` cut to at most `max` bytes at a character boundary, marked with "…".
+fn truncated(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 /// Defines the closed enum, its stable strings and its list of every variant in one place,
 /// so the three can never disagree.
 macro_rules! error_codes {
@@ -89,6 +119,9 @@ error_codes! {
     SignalPayloadInvalid => "SIGNAL_PAYLOAD_INVALID",
     /// A query expression failed to evaluate.
     QueryFailed => "QUERY_FAILED",
+    /// An expression's evaluation is over its budget of steps or bytes (see
+    /// `docs/definitions.md`, "Limits").
+    ExpressionLimit => "EXPRESSION_LIMIT",
     /// A payload is over `max_payload_bytes`.
     PayloadTooLarge => "PAYLOAD_TOO_LARGE",
     /// A server limit is reached, for example `max_active_executions`.
@@ -120,7 +153,8 @@ impl ErrorCode {
             | ErrorCode::InvalidDefinition
             | ErrorCode::InvalidInput
             | ErrorCode::SignalPayloadInvalid
-            | ErrorCode::QueryFailed => Code::InvalidArgument,
+            | ErrorCode::QueryFailed
+            | ErrorCode::ExpressionLimit => Code::InvalidArgument,
             ErrorCode::WorkflowNotFound
             | ErrorCode::ExecutionNotFound
             | ErrorCode::UnknownSignal
@@ -212,28 +246,37 @@ impl OrbitError {
     pub fn to_status(&self) -> Status {
         let mut info_metadata = HashMap::new();
         if let Some(first) = self.details.iter().find(|v| !v.path.is_empty()) {
-            info_metadata.insert(ERROR_INFO_PATH_KEY.to_owned(), first.path.clone());
+            let path = truncated(&first.path, MAX_VIOLATION_TEXT_BYTES);
+            info_metadata.insert(ERROR_INFO_PATH_KEY.to_owned(), path);
         }
         let mut details =
             ErrorDetails::with_error_info(self.code.as_str(), ERROR_DOMAIN, info_metadata);
         if !self.details.is_empty() {
-            details.set_bad_request(
-                self.details
-                    .iter()
-                    .map(|v| tonic_types::FieldViolation {
-                        field: v.path.clone(),
-                        description: v.message.clone(),
-                        reason: v.code.clone(),
-                        localized_message: None,
-                    })
-                    .collect::<Vec<_>>(),
-            );
+            let mut budget = MAX_STATUS_DETAILS_BYTES;
+            let mut violations = Vec::new();
+            for v in self.details.iter().take(MAX_STATUS_VIOLATIONS) {
+                let field = truncated(&v.path, MAX_VIOLATION_TEXT_BYTES);
+                let description = truncated(&v.message, MAX_VIOLATION_TEXT_BYTES);
+                let reason = truncated(&v.code, MAX_VIOLATION_TEXT_BYTES);
+                let size = field.len() + description.len() + reason.len();
+                if size > budget && !violations.is_empty() {
+                    break;
+                }
+                budget = budget.saturating_sub(size);
+                violations.push(tonic_types::FieldViolation {
+                    field,
+                    description,
+                    reason,
+                    localized_message: None,
+                });
+            }
+            details.set_bad_request(violations);
         }
         let mut metadata = MetadataMap::new();
         metadata.insert(ERROR_CODE_METADATA_KEY, MetadataValue::from_static(self.code.as_str()));
         Status::with_error_details_and_metadata(
             self.code.grpc_code(),
-            self.message.clone(),
+            truncated(&self.message, MAX_STATUS_MESSAGE_BYTES),
             details,
             metadata,
         )

@@ -21,6 +21,7 @@ const EXPECTED: &[(&str, Code)] = &[
     ("EXECUTION_FINISHED", Code::FailedPrecondition),
     ("SIGNAL_PAYLOAD_INVALID", Code::InvalidArgument),
     ("QUERY_FAILED", Code::InvalidArgument),
+    ("EXPRESSION_LIMIT", Code::InvalidArgument),
     ("PAYLOAD_TOO_LARGE", Code::ResourceExhausted),
     ("RESOURCE_EXHAUSTED", Code::ResourceExhausted),
     ("UNAUTHENTICATED", Code::Unauthenticated),
@@ -98,4 +99,20 @@ fn statuses_without_an_orbit_code_are_not_orbit_errors() {
     let mut status = Status::not_found("x");
     status.metadata_mut().insert(ERROR_CODE_METADATA_KEY, "NOT_A_CODE".parse().unwrap());
     assert_eq!(OrbitError::from_status(&status), None);
+}
+
+#[test]
+fn statuses_stay_under_the_metadata_limit_whatever_the_error() {
+    use orbit_server_kit::error::{MAX_STATUS_MESSAGE_BYTES, MAX_STATUS_VIOLATIONS};
+    let long = "é".repeat(100_000);
+    let error = OrbitError::new(ErrorCode::InvalidDefinition, long.clone()).with_violations(
+        (0..5_000).map(|i| FieldViolation::new(format!("steps[{i}].{long}"), "CYCLE", &long)),
+    );
+    let status: Status = error.into();
+    assert!(status.message().len() <= MAX_STATUS_MESSAGE_BYTES, "{}", status.message().len());
+    assert!(status.message().ends_with('…'));
+    assert!(status.details().len() < 4096, "details of {} bytes", status.details().len());
+    let back = OrbitError::from_status(&status).expect("still an Orbit error");
+    assert_eq!(back.code, ErrorCode::InvalidDefinition);
+    assert!(!back.details.is_empty() && back.details.len() <= MAX_STATUS_VIOLATIONS);
 }

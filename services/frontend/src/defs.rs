@@ -33,7 +33,7 @@ impl DefinitionCache {
                 format!("definition {workflow}@{version} of a stored execution is missing"),
             ));
         };
-        let def = orbit_definition::parse(&row.document).map_err(|e| {
+        let def = orbit_definition::parse_stored(&row.document).map_err(|e| {
             err(ErrorCode::StorageError, format!("stored definition {workflow}@{version}: {e}"))
         })?;
         if def.hash != hash {

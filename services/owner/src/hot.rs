@@ -55,7 +55,7 @@ pub(crate) async fn definition(
     let def = match core.defs.get(&row.definition_hash) {
         Some(d) => d.clone(),
         None => {
-            let def = orbit_definition::parse(&row.document).map_err(|e| {
+            let def = orbit_definition::parse_stored(&row.document).map_err(|e| {
                 OwnerError::new(
                     "STORAGE_ERROR",
                     format!("stored definition {workflow}@{}: {e}", row.version),

@@ -292,16 +292,23 @@ impl Owner {
     /// Evaluates a query over an execution's current state.
     ///
     /// # Errors
-    /// `EXECUTION_NOT_FOUND`, `UNKNOWN_QUERY`, `QUERY_FAILED`.
+    /// `EXECUTION_NOT_FOUND`, `UNKNOWN_QUERY`, `QUERY_FAILED`, `EXPRESSION_LIMIT`.
     pub async fn query(
         &self,
         execution_id: &str,
         name: &str,
     ) -> Result<(Value, u64, u32), OwnerError> {
         let snap = self.snapshot(execution_id).await?;
-        let value =
-            orbit_engine::query::query(&snap.def, &snap.state, name).map_err(OwnerError::from)?;
-        Ok((value, snap.state.last_seq, snap.state.run))
+        let (seq, run) = (snap.state.last_seq, snap.state.run);
+        let name = name.to_string();
+        // Bounded by the expression budget, but CPU work: off the async runtime.
+        let value = tokio::task::spawn_blocking(move || {
+            orbit_engine::query::query(&snap.def, &snap.state, &name)
+        })
+        .await
+        .map_err(|e| OwnerError::new("QUERY_FAILED", format!("the query evaluation failed: {e}")))?
+        .map_err(OwnerError::from)?;
+        Ok((value, seq, run))
     }
 
     /// The definition and current state of an execution: the hot copy, or one rebuilt from

@@ -2,6 +2,7 @@
 
 use crate::error::ErrorCode;
 use crate::expr::{Expr, Template};
+use crate::limits::MAX_STEPS;
 use crate::model::{Body, Definition, Handlers, Limits, Outcome, Step};
 use crate::parse::contracts::{contract, signals, tasks, version};
 use crate::parse::exprs::{Compiler, StepRef, Vars};
@@ -36,6 +37,12 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
     if !document.is_object() {
         let message = format!("a workflow definition must be a mapping, got {}", a_kind(document));
         errors.push("", ErrorCode::ParseError, message);
+        return None;
+    }
+    if let Some((path, count)) = too_many_steps(document).filter(|_| !crate::expr::is_stored()) {
+        let message =
+            format!("the definition has {count} steps; the limit is {MAX_STEPS} over every body");
+        errors.push(path, ErrorCode::DocumentLimit, message);
         return None;
     }
     let mut obj = Obj::new(document, "", "a workflow definition", errors)?;
@@ -130,6 +137,21 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
         on_signal: on_signal.into_iter().map(|(k, v)| (k, steps(v))).collect(),
         hash: String::new(),
     })
+}
+
+/// The step count over every body, with the path of the largest body, when over
+/// [`MAX_STEPS`]. Checked before anything is read: reading a step compiles expressions.
+fn too_many_steps(document: &Value) -> Option<(&'static str, usize)> {
+    let len = |v: Option<&Value>| v.and_then(Value::as_array).map_or(0, Vec::len);
+    let main = len(document.get("steps"));
+    let nested = |key: &str| {
+        document
+            .get(key)
+            .and_then(Value::as_object)
+            .map_or(0, |m| m.values().map(|v| len(Some(v))).sum())
+    };
+    let count = main + nested("on") + nested("on_signal");
+    (count > MAX_STEPS).then(|| (if main * 2 >= count { "steps" } else { "" }, count))
 }
 
 fn limits(mut l: Obj, errors: &mut Errors) -> Limits {

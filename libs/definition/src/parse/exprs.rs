@@ -80,7 +80,12 @@ impl Compiler<'_> {
             Err(errs) => {
                 for e in errs {
                     let at = format!("{path}{}", e.path);
-                    self.errors.push(&at, ErrorCode::InvalidExpression, one_line(&e.error.0));
+                    let code = if e.error.is_limit() {
+                        ErrorCode::ExpressionLimit
+                    } else {
+                        ErrorCode::InvalidExpression
+                    };
+                    self.errors.push(&at, code, one_line(&e.error.message));
                 }
                 None
             }

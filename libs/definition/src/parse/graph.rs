@@ -84,12 +84,17 @@ fn listing(ids: &BTreeSet<String>) -> String {
     if ids.is_empty() {
         String::new()
     } else {
-        format!(" (steps here: {})", ids.iter().cloned().collect::<Vec<_>>().join(", "))
+        format!(" (steps here: {})", crate::parse::reader::short_list(ids.iter()))
     }
 }
 
-/// Depth-first search in document order; every back edge closes a cycle, reported at the
-/// step where the cycle starts with the whole loop in the message.
+/// How many steps of a cycle its message lists before "... and N more": the message
+/// travels in gRPC metadata, which clients cap (8 KiB by default).
+const CYCLE_LISTED: usize = 8;
+
+/// Depth-first search in document order, with an explicit stack (a body may have
+/// thousands of steps); every back edge closes a cycle, reported at the step where the
+/// cycle starts with the loop in the message (shortened past [`CYCLE_LISTED`] steps).
 fn find_cycles(body: &[Parsed], errors: &mut Errors) {
     let index: BTreeMap<&str, usize> =
         body.iter().enumerate().rev().map(|(i, p)| (p.step.id.as_str(), i)).collect();
@@ -100,43 +105,55 @@ fn find_cycles(body: &[Parsed], errors: &mut Errors) {
         Done,
     }
     let mut marks = vec![Mark::New; body.len()];
-    let mut stack: Vec<usize> = Vec::new();
+    // The active path, each step with the dependencies it has yet to visit.
+    let mut path: Vec<(usize, std::collections::btree_set::Iter<'_, String>)> = Vec::new();
+    // Where each active step sits on the path, to cut a cycle out of it.
+    let mut position = vec![usize::MAX; body.len()];
 
-    fn visit(
-        i: usize,
-        body: &[Parsed],
-        index: &BTreeMap<&str, usize>,
-        marks: &mut [Mark],
-        stack: &mut Vec<usize>,
-        errors: &mut Errors,
-    ) {
-        marks[i] = Mark::Active;
-        stack.push(i);
-        for dep in &body[i].step.deps {
+    for root in 0..body.len() {
+        if marks[root] != Mark::New {
+            continue;
+        }
+        marks[root] = Mark::Active;
+        position[root] = 0;
+        path.push((root, body[root].step.deps.iter()));
+        while let Some((i, deps)) = path.last_mut() {
+            let i = *i;
+            let Some(dep) = deps.next() else {
+                marks[i] = Mark::Done;
+                position[i] = usize::MAX;
+                path.pop();
+                continue;
+            };
             let Some(&j) = index.get(dep.as_str()) else { continue };
             match marks[j] {
-                Mark::New => visit(j, body, index, marks, stack, errors),
+                Mark::New => {
+                    marks[j] = Mark::Active;
+                    position[j] = path.len();
+                    path.push((j, body[j].step.deps.iter()));
+                }
                 Mark::Active => {
-                    let start = stack.iter().position(|&k| k == j).unwrap_or(0);
-                    let mut names: Vec<&str> =
-                        stack[start..].iter().map(|&k| body[k].step.id.as_str()).collect();
-                    names.push(&body[j].step.id);
-                    // The stack runs from dependant to dependency; show it in run order.
-                    names.reverse();
-                    let message = format!("dependency cycle: {}", names.join(" -> "));
-                    errors.push(&body[j].path, ErrorCode::Cycle, message);
+                    let cycle: Vec<usize> = path[position[j]..].iter().map(|(k, _)| *k).collect();
+                    errors.push(&body[j].path, ErrorCode::Cycle, cycle_message(body, &cycle, j));
                 }
                 Mark::Done => {}
             }
         }
-        stack.pop();
-        marks[i] = Mark::Done;
     }
+}
 
-    for i in 0..body.len() {
-        if marks[i] == Mark::New {
-            visit(i, body, &index, &mut marks, &mut stack, errors);
-        }
+/// `dependency cycle: a -> b -> c -> a`, in run order (the path runs from dependant to
+/// dependency), listing at most [`CYCLE_LISTED`] steps.
+fn cycle_message(body: &[Parsed], cycle: &[usize], start: usize) -> String {
+    let mut names: Vec<&str> = cycle.iter().map(|&k| body[k].step.id.as_str()).collect();
+    names.push(&body[start].step.id);
+    names.reverse();
+    if names.len() > CYCLE_LISTED + 1 {
+        let more = names.len() - 1 - CYCLE_LISTED;
+        let shown = names[..CYCLE_LISTED].join(" -> ");
+        format!("dependency cycle of {} steps: {shown} -> ... and {more} more", names.len() - 1)
+    } else {
+        format!("dependency cycle: {}", names.join(" -> "))
     }
 }
 
@@ -208,6 +225,24 @@ mod tests {
         assert_eq!(errs, ["CYCLE steps[0] dependency cycle: a -> b -> c -> a"]);
         let mut body = vec![step(0, "a", &["a"], &[])];
         assert_eq!(run(&mut body, None), ["CYCLE steps[0].needs[0] step `a` needs itself"]);
+    }
+
+    #[test]
+    fn long_chains_and_cycles_need_no_recursion() {
+        let n = 30_000;
+        let ids: Vec<String> = (0..n).map(|i| format!("s{i}")).collect();
+        let mut body: Vec<Parsed> = (0..n)
+            .map(|i| {
+                let need = if i == 0 { n - 1 } else { i - 1 };
+                step(i, &ids[i], &[ids[need].as_str()], &[])
+            })
+            .collect();
+        let errs = run(&mut body, None);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].contains(&format!("cycle of {n} steps")), "{}", errs[0]);
+        assert!(errs[0].contains("more") && errs[0].len() < 300, "{}", errs[0]);
+        body[0].needs.clear();
+        assert!(run(&mut body, None).is_empty());
     }
 
     #[test]

@@ -17,8 +17,11 @@ pub(crate) mod reader;
 mod source;
 mod steps;
 
+pub use source::Format;
+
 use crate::document::definition_hash;
-use crate::error::DefinitionErrors;
+use crate::error::{DefinitionError, DefinitionErrors, ErrorCode};
+use crate::limits::{value_depth, MAX_DOCUMENT_BYTES, MAX_DOCUMENT_DEPTH};
 use crate::model::Definition;
 use serde_json::Value;
 
@@ -26,10 +29,40 @@ use serde_json::Value;
 ///
 /// # Errors
 /// Every problem found, each with its path and code; text that is not YAML or JSON, or is
-/// not a mapping, is a single `PARSE_ERROR`.
+/// not a mapping, is a single `PARSE_ERROR`; a document over the size limits of
+/// [`crate::limits`] a single `DOCUMENT_LIMIT`.
 pub fn parse(document: &str) -> Result<Definition, DefinitionErrors> {
-    let value = source::read(document)?;
+    parse_as(document, Format::Detect)
+}
+
+/// As [`parse`], with the syntax declared rather than detected.
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_as(document: &str, format: Format) -> Result<Definition, DefinitionErrors> {
+    if document.len() > MAX_DOCUMENT_BYTES {
+        let message =
+            format!("the document is {} bytes; the limit is {MAX_DOCUMENT_BYTES}", document.len());
+        return Err(DefinitionError::new("", ErrorCode::DocumentLimit, message).into());
+    }
+    let value = source::read(document, format)?;
     parse_value(&value)
+}
+
+/// Parses a document stored by an earlier registration, perhaps before the current limits
+/// existed: the document size, step count and expression limits are not applied at load
+/// (the graph checks are iterative and expressions are parsed on a thread with a known
+/// stack, so the load itself is safe); an expression over the expression limits evaluates
+/// to an `EXPRESSION_LIMIT` failure instead of failing the load. Use [`parse`] for new
+/// documents.
+///
+/// # Errors
+/// As [`parse`], less the limits.
+pub fn parse_stored(document: &str) -> Result<Definition, DefinitionErrors> {
+    crate::expr::stored(|| {
+        let value = source::read(document, Format::Detect)?;
+        parse_value(&value)
+    })
 }
 
 /// As [`parse`], from a JSON value.
@@ -37,6 +70,12 @@ pub fn parse(document: &str) -> Result<Definition, DefinitionErrors> {
 /// # Errors
 /// Every problem found, each with its path and code.
 pub fn parse_value(document: &Value) -> Result<Definition, DefinitionErrors> {
+    // Every reader below recurses over the document: bound its depth first, iteratively.
+    let stored = crate::expr::is_stored();
+    if !stored && value_depth(document, MAX_DOCUMENT_DEPTH) > MAX_DOCUMENT_DEPTH {
+        let message = format!("the document nests deeper than {MAX_DOCUMENT_DEPTH} levels");
+        return Err(DefinitionError::new("", ErrorCode::DocumentLimit, message).into());
+    }
     let mut errors = reader::Errors::default();
     let definition = definition::read(document, &mut errors);
     match definition {

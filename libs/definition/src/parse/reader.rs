@@ -42,6 +42,20 @@ pub(crate) fn field_path(base: &str, name: &str) -> String {
     }
 }
 
+/// How many names a message lists before "and N more": messages travel in gRPC metadata.
+const LISTED: usize = 20;
+
+/// `a, b, c`, or the first [`LISTED`] names and "... and N more".
+pub(crate) fn short_list<'n>(names: impl ExactSizeIterator<Item = &'n String>) -> String {
+    let total = names.len();
+    let shown: Vec<&str> = names.take(LISTED).map(String::as_str).collect();
+    if total > LISTED {
+        format!("{}, ... and {} more", shown.join(", "), total - LISTED)
+    } else {
+        shown.join(", ")
+    }
+}
+
 /// `base[i]`.
 pub(crate) fn index_path(base: &str, i: usize) -> String {
     format!("{base}[{i}]")

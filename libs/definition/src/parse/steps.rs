@@ -68,7 +68,7 @@ fn listing(names: &BTreeSet<String>) -> String {
     if names.is_empty() {
         " (none are)".into()
     } else {
-        format!(" (declared: {})", names.iter().cloned().collect::<Vec<_>>().join(", "))
+        format!(" (declared: {})", crate::parse::reader::short_list(names.iter()))
     }
 }
 

@@ -6,7 +6,7 @@ use crate::event::{Event, TaskError};
 use crate::scope::{self, Site};
 use crate::state::{UnitStatus, Wait};
 use crate::unit::{child_execution_id, idempotency_key, Scope as UnitScope, UnitKey};
-use orbit_definition::{Step, StepKind, Template};
+use orbit_definition::{ExprError, Step, StepKind, Template};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -41,7 +41,7 @@ fn complete(ctx: &Ctx<'_>, out: &mut Vec<Event>) {
             None => out.push(Event::WorkflowCompleted { output }),
         },
         Err(e) => out.push(Event::OutputFailed {
-            error: TaskError::fatal("EXPRESSION_ERROR", format!("output: {e}")),
+            error: TaskError::fatal(e.code(), format!("output: {e}")),
         }),
     }
 }
@@ -141,7 +141,7 @@ fn start_step(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Event>) {
                 return;
             }
             Err(e) => {
-                out.push(expression_failed(k, "when", &e.to_string()));
+                out.push(expression_error(k, "when", &e));
                 return;
             }
         }
@@ -167,8 +167,14 @@ fn start_step(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Event>) {
             "for_each",
             &format!("expected a list, got {}", orbit_definition::expr::kind_of(&other)),
         )),
-        Err(e) => out.push(expression_failed(k, "for_each", &e.to_string())),
+        Err(e) => out.push(expression_error(k, "for_each", &e)),
     }
+}
+
+/// The step fails with the error's code: `EXPRESSION_LIMIT` over a budget, else
+/// `EXPRESSION_ERROR`.
+fn expression_error(step: String, what: &str, e: &ExprError) -> Event {
+    Event::StepFailed { step, error: TaskError::fatal(e.code(), format!("{what}: {e}")) }
 }
 
 fn expression_failed(step: String, what: &str, message: &str) -> Event {
@@ -247,7 +253,7 @@ pub(crate) fn start_unit(
     };
     let value = match rendered {
         Ok(v) => v,
-        Err(e) => return out.push(expression_failed(k, "input", &e.to_string())),
+        Err(e) => return out.push(expression_error(k, "input", &e)),
     };
     match &step.kind {
         StepKind::Task { task } => schedule_task(ctx, &k, Some(task), value, out),

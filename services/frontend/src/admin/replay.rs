@@ -22,7 +22,7 @@ pub(super) async fn replay(shared: &Shared, req: ReplayRequest) -> ApiResult<Rep
             format!("workflow `{}` version `{}` is not registered", row.workflow, row.version),
         )
     })?;
-    let def = orbit_definition::parse(&stored.document).map_err(|e| {
+    let def = orbit_definition::parse_stored(&stored.document).map_err(|e| {
         err(
             ErrorCode::InvalidDefinition,
             format!("workflow `{}` version `{}` no longer parses: {e}", row.workflow, row.version),

@@ -6,11 +6,12 @@
 use crate::error::{err, invalid, store, ApiResult};
 use crate::validate;
 use crate::Shared;
+use orbit_api::v1::DefinitionFormat;
 use orbit_api::v1::{
     GetWorkflowRequest, GetWorkflowResponse, ListWorkflowsRequest, ListWorkflowsResponse,
     RegisterWorkflowRequest, RegisterWorkflowResponse, WorkflowDefinition,
 };
-use orbit_definition::{canonical_json, to_document};
+use orbit_definition::{canonical_json, to_document, Format};
 use orbit_server_kit::payload::ms_to_timestamp;
 use orbit_server_kit::{ErrorCode, FieldViolation, OrbitError};
 use orbit_store::{DefinitionRow, PutOutcome, StoreError};
@@ -22,7 +23,21 @@ pub(crate) async fn register(
     if req.document.trim().is_empty() {
         return Err(invalid("document", "is required"));
     }
-    let def = orbit_definition::parse(&req.document).map_err(|errors| {
+    let format = match DefinitionFormat::try_from(req.format) {
+        Ok(DefinitionFormat::Unspecified) => Format::Detect,
+        Ok(DefinitionFormat::Yaml) => Format::Yaml,
+        Ok(DefinitionFormat::Json) => Format::Json,
+        Err(_) => return Err(invalid("format", format!("unknown format {}", req.format))),
+    };
+    // Parsing compiles every expression and checks the graph: CPU work sized by the
+    // document (bounded by the definition limits), so it runs off the async runtime.
+    let document = req.document;
+    let parsed = tokio::task::spawn_blocking(move || orbit_definition::parse_as(&document, format))
+        .await
+        .map_err(|e| {
+            err(ErrorCode::InvalidDefinition, format!("the definition check failed: {e}"))
+        })?;
+    let def = parsed.map_err(|errors| {
         let problems = errors.errors();
         let summary = match problems {
             [only] => only.to_string(),

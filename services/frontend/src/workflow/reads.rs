@@ -91,14 +91,20 @@ pub(crate) async fn query(
     let id = validate::id("execution_id", &req.execution_id)?;
     let name = validate::name("name", &req.name)?;
     let loaded = load_run(shared, id, req.run).await?;
-    let value = orbit_engine::query::query(&loaded.def, &loaded.state, name).map_err(|e| {
+    let as_of_seq = loaded.state.last_seq;
+    let name = name.to_string();
+    // The evaluation is bounded (EXPRESSION_LIMIT past its budget) but may still take a
+    // while: it runs off the async runtime so other RPCs keep being served.
+    let value = tokio::task::spawn_blocking(move || {
+        orbit_engine::query::query(&loaded.def, &loaded.state, &name)
+    })
+    .await
+    .map_err(|e| err(ErrorCode::QueryFailed, format!("the query evaluation failed: {e}")))?
+    .map_err(|e| {
         let code = e.code.parse().unwrap_or(ErrorCode::QueryFailed);
         err(code, e.message)
     })?;
-    Ok(QueryExecutionResponse {
-        result: Some(json_to_proto(value)),
-        as_of_seq: loaded.state.last_seq,
-    })
+    Ok(QueryExecutionResponse { result: Some(json_to_proto(value)), as_of_seq })
 }
 
 /// Pages by seq: the token is the seq of the next event to return.

@@ -71,6 +71,7 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 | ErrorCode::ExecutionExists
                 | ErrorCode::ExecutionFinished
                 | ErrorCode::QueryFailed
+                | ErrorCode::ExpressionLimit
                 | ErrorCode::ResourceExhausted
                 | ErrorCode::Unauthenticated
                 | ErrorCode::PermissionDenied

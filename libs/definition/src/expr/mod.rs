@@ -9,10 +9,17 @@
 //!
 //! Expressions are pure: there is no clock, no randomness and no IO in scope.
 
+mod error;
+mod json;
+
+pub use error::{ExprError, ExprErrorKind};
+pub use json::{from_cel, kind_of, to_cel};
+
+use crate::cost::{self, Shape};
+use crate::limits;
 use cel::common::ast::{EntryExpr, Expr as Ast, IdedExpr};
-use cel::objects::{Key, Map as CelMap};
-use cel::{Context, Program, Value as Cel};
-use serde_json::{Map, Number, Value};
+use cel::{Context, Program};
+use serde_json::{Map, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
@@ -24,38 +31,112 @@ fn stdlib() -> Arc<cel::Env> {
     ENV.get_or_init(|| Arc::new(cel::Env::stdlib())).clone()
 }
 
-/// The largest integer a JSON double carries exactly.
-const MAX_SAFE_INT: f64 = 9_007_199_254_740_992.0;
-
 /// A compiled CEL expression with the names it reads.
 #[derive(Clone)]
 pub struct Expr {
     source: String,
-    program: Arc<Program>,
+    program: Compiled,
     variables: BTreeSet<String>,
     step_refs: BTreeSet<String>,
+    /// Depth of the parsed tree (at most [`limits::MAX_AST_DEPTH`]).
+    depth: usize,
 }
 
-/// Why an expression failed to compile or evaluate.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ExprError(pub String);
+/// A parsed program, or why a stored one is kept without its tree.
+#[derive(Clone)]
+enum Compiled {
+    Program(Arc<Program>),
+    /// A stored definition's expression over the limits (registered before they
+    /// existed): it loads, and every evaluation fails with this `EXPRESSION_LIMIT`.
+    Refused(Arc<str>),
+}
+
+thread_local! {
+    /// Set while a stored document is parsed (see [`stored`]).
+    static STORED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` (a parse) with the leniency of stored documents: an expression over the
+/// limits still compiles, into one whose evaluation fails with `EXPRESSION_LIMIT`, as long
+/// as the parser can survive it. A flag rather than a parameter, so the leniency does
+/// not thread through every reader of the document.
+pub(crate) fn stored<T>(f: impl FnOnce() -> T) -> T {
+    let before = STORED.with(|s| s.replace(true));
+    let out = f();
+    STORED.with(|s| s.set(before));
+    out
+}
+
+/// Whether a stored document is being parsed (see [`stored`]).
+pub(crate) fn is_stored() -> bool {
+    STORED.with(std::cell::Cell::get)
+}
+
+/// Evaluations of trees at most this deep run on the caller's thread; deeper ones on a
+/// thread of [`EVAL_STACK_BYTES`] (the interpreter takes tens of KiB of stack per level in
+/// a debug build).
+const INLINE_EVAL_DEPTH: usize = 8;
+
+/// The stack of the thread that evaluates deeper trees.
+const EVAL_STACK_BYTES: usize = 16 * 1024 * 1024;
+
+/// Runs `f` on a fresh thread with `stack` bytes of stack, waiting for it; a panic in it
+/// becomes an error.
+fn on_thread<T: Send>(
+    name: &str,
+    stack: usize,
+    f: impl FnOnce() -> Result<T, ExprError> + Send,
+) -> Result<T, ExprError> {
+    std::thread::scope(|s| {
+        let handle = std::thread::Builder::new()
+            .name(name.into())
+            .stack_size(stack)
+            .spawn_scoped(s, f)
+            .map_err(|e| ExprError::limit(format!("cannot start the {name} thread: {e}")))?;
+        handle.join().unwrap_or_else(|_| Err(ExprError::new(format!("the {name} panicked"))))
+    })
+}
 
 impl Expr {
     /// Compiles CEL source (without the `${{ }}` delimiters).
     ///
     /// # Errors
-    /// A syntax error, as the CEL parser reports it.
+    /// A syntax error, as the CEL parser reports it; or a source over the limits of
+    /// [`crate::limits`] (kind [`ExprErrorKind::Limit`]), checked before parsing.
     pub fn compile(source: &str) -> Result<Expr, ExprError> {
         let source = source.trim();
         if source.is_empty() {
-            return Err(ExprError("empty expression".into()));
+            return Err(ExprError::new("empty expression"));
         }
-        let program = Program::compile(source).map_err(|e| ExprError(e.to_string()))?;
-        let mut variables = BTreeSet::new();
-        let mut step_refs = BTreeSet::new();
-        collect_refs(program.expression(), &mut variables, &mut step_refs);
-        Ok(Expr { source: source.to_string(), program: Arc::new(program), variables, step_refs })
+        let lenient = STORED.with(std::cell::Cell::get);
+        let refused = match limits::check_source(source) {
+            Ok(()) => None,
+            Err(why) if lenient => {
+                limits::check_source_parseable(source).map_err(ExprError::limit)?;
+                Some(why)
+            }
+            Err(why) => return Err(ExprError::limit(why)),
+        };
+        // The parser recurses per nesting level with large frames: give it a known stack.
+        // A tree over the limits is also dropped there (dropping recurses too).
+        on_thread("expression parser", limits::PARSE_STACK_BYTES, || {
+            let program = Program::compile(source).map_err(|e| ExprError::new(e.to_string()))?;
+            let checked = limits::check_ast(program.expression());
+            let (depth, refused) = match (checked, refused) {
+                (Ok(depth), None) => (depth, None),
+                (Err(why), _) | (Ok(_), Some(why)) if lenient => (0, Some(why)),
+                (Err(why), _) | (Ok(_), Some(why)) => return Err(ExprError::limit(why)),
+            };
+            let mut variables = BTreeSet::new();
+            let mut step_refs = BTreeSet::new();
+            // On this thread's stack: deep enough for any tree the parser survived.
+            collect_refs(program.expression(), &mut variables, &mut step_refs);
+            let program = match refused {
+                None => Compiled::Program(Arc::new(program)),
+                Some(why) => Compiled::Refused(why.into()),
+            };
+            Ok(Expr { source: source.to_string(), program, variables, step_refs, depth })
+        })
     }
 
     /// The CEL source.
@@ -76,19 +157,46 @@ impl Expr {
         &self.step_refs
     }
 
-    /// Evaluates over a scope of top-level variables.
+    /// Evaluates over a scope of top-level variables, within the budgets of
+    /// [`crate::cost`]: the bound is checked before anything runs.
     ///
     /// # Errors
     /// Any CEL runtime error (unknown name, no such overload, division by zero, ...), or a
-    /// result that has no JSON form.
+    /// result that has no JSON form; an evaluation over budget (kind
+    /// [`ExprErrorKind::Limit`]).
     pub fn eval(&self, scope: &Scope) -> Result<Value, ExprError> {
+        if self.depth <= INLINE_EVAL_DEPTH {
+            self.eval_here(scope)
+        } else {
+            on_thread("expression evaluator", EVAL_STACK_BYTES, || self.eval_here(scope))
+        }
+    }
+
+    fn eval_here(&self, scope: &Scope) -> Result<Value, ExprError> {
+        let program = match &self.program {
+            Compiled::Program(p) => p,
+            Compiled::Refused(why) => return Err(ExprError::limit(why.to_string())),
+        };
+        let mut env = Vec::new();
+        for name in &self.variables {
+            if let Some(v) = scope.vars.get(name.as_str()) {
+                let shape = Shape::of(v).ok_or_else(|| {
+                    ExprError::limit(format!(
+                        "`{name}` nests deeper than {} levels",
+                        limits::MAX_VALUE_DEPTH
+                    ))
+                })?;
+                env.push((name.clone(), shape));
+            }
+        }
+        cost::check(program.expression(), &mut env).map_err(ExprError::limit)?;
         let mut ctx = Context::with_env(stdlib());
         for name in &self.variables {
             if let Some(v) = scope.vars.get(name.as_str()) {
                 ctx.add_variable_from_value(name.clone(), to_cel(v));
             }
         }
-        let out = self.program.execute(&ctx).map_err(|e| ExprError(e.to_string()))?;
+        let out = program.execute(&ctx).map_err(|e| ExprError::new(e.to_string()))?;
         from_cel(&out)
     }
 
@@ -99,7 +207,7 @@ impl Expr {
     pub fn eval_bool(&self, scope: &Scope) -> Result<bool, ExprError> {
         match self.eval(scope)? {
             Value::Bool(b) => Ok(b),
-            other => Err(ExprError(format!("expected a boolean, got {}", kind_of(&other)))),
+            other => Err(ExprError::new(format!("expected a boolean, got {}", kind_of(&other)))),
         }
     }
 }
@@ -227,7 +335,7 @@ impl Template {
         match self {
             Template::Literal(v) => Ok(v.clone()),
             Template::Expr(e) => {
-                e.eval(scope).map_err(|err| ExprError(format!("${{{{ {} }}}}: {err}", e.source)))
+                e.eval(scope).map_err(|err| err.context(&format!("${{{{ {} }}}}: ", e.source)))
             }
             Template::Interpolated(parts) => {
                 let mut out = String::new();
@@ -238,7 +346,7 @@ impl Template {
                             Ok(Value::String(s)) => out.push_str(&s),
                             Ok(v) => out.push_str(&v.to_string()),
                             Err(err) => {
-                                return Err(ExprError(format!("${{{{ {} }}}}: {err}", e.source)))
+                                return Err(err.context(&format!("${{{{ {} }}}}: ", e.source)))
                             }
                         },
                     }
@@ -294,6 +402,7 @@ impl Template {
     }
 }
 
+// Recursive over a document value, whose depth `parse` bounds (`limits`).
 fn compile_at(value: &Value, path: String, errors: &mut Vec<TemplateError>) -> Template {
     match value {
         Value::String(s) if s.contains("${{") => match split_string(s) {
@@ -361,7 +470,7 @@ fn split_string(s: &str) -> Result<Vec<Piece>, ExprError> {
             pieces.push(Piece::Text(rest[..start].to_string()));
         }
         let body = &rest[start + 3..];
-        let end = find_close(body).ok_or_else(|| ExprError("unclosed `${{`".into()))?;
+        let end = find_close(body).ok_or_else(|| ExprError::new("unclosed `${{`"))?;
         pieces.push(Piece::Expr(body[..end].to_string()));
         rest = &body[end + 2..];
     }
@@ -399,6 +508,8 @@ fn find_close(body: &str) -> Option<usize> {
     None
 }
 
+/// Recursive over the tree: it runs on the parser's thread, whose stack holds any tree the
+/// parser itself survived.
 fn collect_refs(e: &IdedExpr, vars: &mut BTreeSet<String>, steps: &mut BTreeSet<String>) {
     match &e.expr {
         Ast::Ident(name) => {
@@ -454,85 +565,6 @@ fn collect_refs(e: &IdedExpr, vars: &mut BTreeSet<String>, steps: &mut BTreeSet<
             EntryExpr::StructField(f) => collect_refs(&f.value, vars, steps),
         }),
         Ast::Literal(_) | Ast::Unspecified => {}
-    }
-}
-
-/// JSON → CEL: numbers become doubles (see the module doc).
-#[must_use]
-pub fn to_cel(v: &Value) -> Cel {
-    match v {
-        Value::Null => Cel::Null,
-        Value::Bool(b) => Cel::Bool(*b),
-        #[allow(clippy::cast_precision_loss)]
-        Value::Number(n) => {
-            Cel::Float(n.as_f64().unwrap_or_else(|| n.as_i64().unwrap_or(0) as f64))
-        }
-        Value::String(s) => Cel::String(Arc::new(s.clone())),
-        Value::Array(items) => Cel::List(Arc::new(items.iter().map(to_cel).collect())),
-        Value::Object(fields) => {
-            let map: HashMap<Key, Cel> =
-                fields.iter().map(|(k, v)| (Key::String(Arc::new(k.clone())), to_cel(v))).collect();
-            Cel::Map(CelMap { map: Arc::new(map) })
-        }
-    }
-}
-
-/// CEL → JSON: whole doubles within ±2^53 become integers (see the module doc).
-///
-/// # Errors
-/// Values without a JSON form (types, functions, non-finite doubles).
-pub fn from_cel(v: &Cel) -> Result<Value, ExprError> {
-    Ok(match v {
-        Cel::Null => Value::Null,
-        Cel::Bool(b) => Value::Bool(*b),
-        Cel::Int(i) => Value::from(*i),
-        Cel::UInt(u) => Value::from(*u),
-        Cel::Float(f) => double_to_json(*f)?,
-        Cel::String(s) => Value::String(s.to_string()),
-        Cel::List(items) => Value::Array(items.iter().map(from_cel).collect::<Result<_, _>>()?),
-        Cel::Map(map) => {
-            let mut entries: Vec<(String, Value)> = map
-                .map
-                .iter()
-                .map(|(k, v)| Ok((key_string(k), from_cel(v)?)))
-                .collect::<Result<_, ExprError>>()?;
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            Value::Object(entries.into_iter().collect())
-        }
-        other => other.json().map_err(|e| ExprError(e.to_string()))?,
-    })
-}
-
-fn key_string(k: &Key) -> String {
-    match k {
-        Key::String(s) => s.to_string(),
-        Key::Int(i) => i.to_string(),
-        Key::Uint(u) => u.to_string(),
-        Key::Bool(b) => b.to_string(),
-    }
-}
-
-#[allow(clippy::cast_possible_truncation, clippy::float_cmp)]
-fn double_to_json(f: f64) -> Result<Value, ExprError> {
-    if !f.is_finite() {
-        return Err(ExprError(format!("{f} has no JSON form")));
-    }
-    if f.fract() == 0.0 && f.abs() <= MAX_SAFE_INT {
-        return Ok(Value::from(f as i64));
-    }
-    Number::from_f64(f).map(Value::Number).ok_or_else(|| ExprError(format!("{f} has no JSON form")))
-}
-
-/// A short name of a JSON value's type, for messages.
-#[must_use]
-pub fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 
