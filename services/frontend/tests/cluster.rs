@@ -161,6 +161,7 @@ async fn a_dead_frontends_claims_are_redelivered_and_its_late_result_still_count
         .complete_task(CompleteTaskRequest {
             token: old_token,
             output: Some(json_to_proto(json!("late"))),
+            worker_id: "w-dead".into(),
         })
         .await
         .unwrap()
@@ -172,6 +173,7 @@ async fn a_dead_frontends_claims_are_redelivered_and_its_late_result_still_count
         .complete_task(CompleteTaskRequest {
             token: task.token.clone(),
             output: Some(json_to_proto(json!("second"))),
+            worker_id: "w-live".into(),
         })
         .await
         .unwrap()
