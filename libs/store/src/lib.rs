@@ -26,6 +26,7 @@ pub use model::{
     InboxEntry, InboxStatus, NewTask, NewTimer, NodeInfo, NodeRow, OrphanRoot, OwnerRow,
     PutOutcome, QueueBacklog, TaskReport, TaskRow, TaskState, TimerRow,
 };
+pub use model::{new_task_token, MAX_CLAIM};
 pub use postgres::{PgOptions, PgStore, Wakeup};
 pub use sqlite::SqliteStore;
 pub use store::Store;
