@@ -21,12 +21,12 @@ mod store;
 pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewInbox, NewOwner, ProjectionUpdate};
 pub use changes::{ChangeHub, Subscription};
 pub use error::{Result, StoreError};
+pub use model::{new_task_token, MAX_CLAIM};
 pub use model::{
     CompletedTask, DbStats, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,
     InboxEntry, InboxStatus, NewTask, NewTimer, NodeInfo, NodeRow, OrphanRoot, OwnerRow,
     PutOutcome, QueueBacklog, TaskReport, TaskRow, TaskState, TimerRow,
 };
-pub use model::{new_task_token, MAX_CLAIM};
 pub use postgres::{PgOptions, PgStore, Wakeup};
 pub use sqlite::SqliteStore;
 pub use store::Store;

@@ -404,8 +404,9 @@ pub const MAX_CLAIM: u32 = 1_000;
 /// The operating system has no randomness to give ([`StoreError::Unavailable`]).
 pub fn new_task_token() -> crate::Result<String> {
     let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| crate::StoreError::Unavailable(format!("no randomness for a task token: {e}")))?;
+    getrandom::fill(&mut bytes).map_err(|e| {
+        crate::StoreError::Unavailable(format!("no randomness for a task token: {e}"))
+    })?;
     Ok(bytes.iter().fold(String::with_capacity(32), |mut hex, b| {
         use std::fmt::Write;
         let _ = write!(hex, "{b:02x}");

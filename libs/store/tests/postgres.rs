@@ -638,7 +638,8 @@ async fn commits_and_queue_calls_take_few_round_trips() {
     // First uses prepare their statement (one more round trip, once per connection).
     store.claim_tasks(&["nothing".into()], 1, "fe", "s", "w").await.unwrap();
     store.fire_due_timers(0, 1).await.unwrap();
-    let (claimed, trips) = proxy.of(store.claim_tasks(&["payments".into()], 10, "fe", "s", "w")).await;
+    let (claimed, trips) =
+        proxy.of(store.claim_tasks(&["payments".into()], 10, "fe", "s", "w")).await;
     let claimed = claimed.unwrap();
     assert_eq!((claimed.len(), trips), (10, 1), "claim_tasks");
     let token = claimed[0].token.clone().unwrap();

@@ -141,7 +141,8 @@ async fn a_dead_frontends_claims_are_redelivered_and_its_late_result_still_count
     start(&mut f1, "job", "lost-1").await;
     // A frontend that claimed the task for its worker and then died: it never heartbeats
     // again (here it never did at all).
-    let claimed = topo.store.claim_tasks(&["work".into()], 10, "frontend-9", "s-9", "w-dead").await.unwrap();
+    let claimed =
+        topo.store.claim_tasks(&["work".into()], 10, "frontend-9", "s-9", "w-dead").await.unwrap();
     assert_eq!(claimed.len(), 1);
     let old_token = claimed[0].token.clone().unwrap();
 

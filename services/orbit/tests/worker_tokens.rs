@@ -10,9 +10,9 @@ mod common;
 use common::split::{Split, FAST};
 use common::*;
 use orbit_api::v1 as pb;
+use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use orbit_server_kit::payload::json_to_proto;
 use serde_json::{json, Value};
-use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use std::time::Duration;
 use tonic::transport::Channel;
 
@@ -36,7 +36,11 @@ fn types(events: &[pb::HistoryEvent]) -> Vec<String> {
 }
 
 /// Starts one execution on `address` and hands its task to a raw session of `worker_id`.
-async fn dispatched(address: &str, id: &str, worker_id: &str) -> (RawSession, pb::server_message::Task) {
+async fn dispatched(
+    address: &str,
+    id: &str,
+    worker_id: &str,
+) -> (RawSession, pb::server_message::Task) {
     let mut c = client_at(address).await;
     register(&mut c, WORKFLOW).await;
     start(&mut c, "bound", id, json!({"n": 1})).await.expect("start");
@@ -204,7 +208,10 @@ async fn refused_everywhere(
 
     // Anonymous and foreign unary calls.
     assert_refused("anonymous CompleteTask", unary_complete(via, token, "", json!(1)).await);
-    assert_refused("CompleteTask as worker-b", unary_complete(via, token, "worker-b", json!(1)).await);
+    assert_refused(
+        "CompleteTask as worker-b",
+        unary_complete(via, token, "worker-b", json!(1)).await,
+    );
     assert_refused("anonymous FailTask", unary_fail(via, token, "").await);
 
     // Nothing was recorded: no result, no stale result, the execution still runs.

@@ -65,7 +65,8 @@ fn start(id: &str, workflow: &str, input: Value) -> StartRequest {
 const HELLO: &str = "name: hello\nversion: '1'\ntasks: { greet: {} }\nsteps: [ { id: g, task: greet, input: '${{ input.name }}' } ]\noutput: '${{ steps.g.output }}'\n";
 
 async fn complete_all(store: &Arc<dyn Store>, task: &str, f: impl Fn(&Value) -> Value) -> usize {
-    let rows = store.claim_tasks(&[task.to_string()], 100, "test-frontend", "s1", "w").await.unwrap();
+    let rows =
+        store.claim_tasks(&[task.to_string()], 100, "test-frontend", "s1", "w").await.unwrap();
     for row in &rows {
         let token = row.token.clone().unwrap();
         let report =

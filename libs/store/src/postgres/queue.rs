@@ -11,7 +11,8 @@ use super::rows::{self, get, get_u64, to_i64};
 use super::sql;
 use crate::error::{Result, StoreError};
 use crate::model::{
-    new_task_tokens, CompletedTask, MAX_CLAIM, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskReport, TaskRow, TimerRow,
+    new_task_tokens, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskReport,
+    TaskRow, TimerRow, MAX_CLAIM,
 };
 use serde_json::Value;
 use tokio_postgres::types::ToSql;

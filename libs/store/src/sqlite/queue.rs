@@ -5,7 +5,8 @@ use super::rows::{self, json_text, to_i64, to_u64};
 use super::sql;
 use crate::error::{Result, StoreError};
 use crate::model::{
-    new_task_tokens, CompletedTask, MAX_CLAIM, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskReport, TaskRow, TimerRow,
+    new_task_tokens, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskReport,
+    TaskRow, TimerRow, MAX_CLAIM,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};

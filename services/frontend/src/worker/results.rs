@@ -14,8 +14,8 @@
 //! nothing is written; heartbeat details for such tokens are dropped. The same worker id
 //! on a new stream, through any frontend, is the same worker (a reconnect).
 
-use crate::error::{err, invalid, store, ApiResult};
 use super::registry::Session;
+use crate::error::{err, invalid, store, ApiResult};
 use crate::{reply, validate, Shared};
 use orbit_api::v1 as wire;
 use orbit_server_kit::payload::proto_to_json;

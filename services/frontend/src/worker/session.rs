@@ -168,8 +168,7 @@ async fn handle(
         let outcome = loop {
             let outcome = match &ack {
                 Report::Complete(c) => {
-                    results::complete(&shared, &session.worker_id, &c.token, c.output.clone())
-                        .await
+                    results::complete(&shared, &session.worker_id, &c.token, c.output.clone()).await
                 }
                 Report::Fail(f) => {
                     results::fail(&shared, &session.worker_id, &f.token, f.error.clone()).await

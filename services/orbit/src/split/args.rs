@@ -44,6 +44,17 @@ pub struct CommonArgs {
     /// Example: --heartbeat-ms 500
     #[arg(long, env = "ORBIT_HEARTBEAT_MS", default_value_t = 1_000, value_name = "MS")]
     pub heartbeat_ms: u64,
+    /// Start even if another process heartbeats this --node-id (by default a live
+    /// duplicate makes the start fail with exit code 6; a process that died is waited out
+    /// for at most --node-timeout-ms). Use it only when the other process is gone for
+    /// good: two live processes with one id fence each other. Example: --take-over
+    #[arg(
+        long,
+        env = "ORBIT_TAKE_OVER",
+        value_parser = clap::builder::BoolishValueParser::new(),
+        action = clap::ArgAction::SetTrue
+    )]
+    pub take_over: bool,
     /// Log filter (`info`, `debug`, `orbit_owner=debug,info`, ...). Example: --log debug
     #[arg(long, env = "ORBIT_LOG", default_value = "info", value_name = "FILTER")]
     pub log: String,

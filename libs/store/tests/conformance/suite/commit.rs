@@ -36,7 +36,8 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
         store.inbox_result(seq).await.unwrap(),
         InboxStatus::Done(Some(json!({"accepted": true})))
     );
-    let claimed = store.claim_tasks(&["payments.charge".into()], 10, "fe-1", "s-1", "w").await.unwrap();
+    let claimed =
+        store.claim_tasks(&["payments.charge".into()], 10, "fe-1", "s-1", "w").await.unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].unit_key, "charge");
     assert_eq!(claimed[0].input, json!({"step": "charge"}));
@@ -58,7 +59,11 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
         ..CommitBatch::default()
     };
     store.commit(batch).await.unwrap();
-    assert!(store.claim_tasks(&["shipping".into()], 10, "fe-1", "s-1", "w").await.unwrap().is_empty());
+    assert!(store
+        .claim_tasks(&["shipping".into()], 10, "fe-1", "s-1", "w")
+        .await
+        .unwrap()
+        .is_empty());
     assert_eq!(store.next_timer_at().await.unwrap(), Some(7_000));
     let row = store.get_execution("e1").await.unwrap().unwrap();
     assert_eq!(
