@@ -255,8 +255,9 @@ async fn heartbeat_details_reach_the_owner_through_any_frontend() {
     let (_tx, mut inbound) = session(&topo, 0, "w-first").await;
     let ServerKind::Task(task) = next(&mut inbound).await else { panic!("a task") };
 
-    // The worker's heartbeat arrives through the other frontend (it moved there).
-    let (tx2, _inbound2) = session(&topo, 1, "w-moved").await;
+    // The worker's heartbeat arrives through the other frontend (it moved there, keeping
+    // its worker id: details for another worker's token would be dropped).
+    let (tx2, _inbound2) = session(&topo, 1, "w-first").await;
     let beat = orbit_api::v1::worker_message::Heartbeat {
         tokens: vec![task.token.clone()],
         details: Some(json_to_proto(json!({"progress": 0.5}))),
