@@ -14,6 +14,11 @@
 //! - when the connection had no open call for the whole timeout, the next read of
 //!   [`IdleIo`] reports end of stream: hyper ends the connection and the socket closes.
 //!   A client sees the connection go away between calls and reconnects on its next one.
+//!
+//! The close is abrupt, not a GOAWAY (tonic gives no handle on hyper's per-connection
+//! graceful shutdown): bytes already waiting on the socket at expiry count as activity and
+//! postpone the close, but a call sent while the close is on the wire fails UNAVAILABLE
+//! (retryable, nothing was processed).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -95,6 +100,14 @@ pub(crate) struct IdleIo {
 }
 
 impl IdleIo {
+    /// Restarts the idle clock now.
+    fn touch(&mut self) {
+        *self.activity.idle_since.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        if let (Some(timeout), Some(sleep)) = (self.timeout, self.sleep.as_mut()) {
+            sleep.as_mut().reset(Instant::now() + timeout);
+        }
+    }
+
     /// Whether the connection has been idle for the timeout; re-arms the timer otherwise.
     fn expired(&mut self, cx: &mut Context<'_>) -> bool {
         let (Some(timeout), Some(sleep)) = (self.timeout, self.sleep.as_mut()) else {
@@ -124,9 +137,20 @@ impl AsyncRead for IdleIo {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         if self.expired(cx) {
-            tracing::debug!(peer = ?self.peer, "closing an idle connection");
-            // End of stream: hyper ends the connection and drops the socket.
-            return Poll::Ready(Ok(()));
+            let before = buf.filled().len();
+            return match Pin::new(&mut self.inner).poll_read(cx, buf) {
+                // The peer spoke just now (a new call is arriving): not idle after all.
+                Poll::Ready(Ok(())) if buf.filled().len() > before => {
+                    self.touch();
+                    Poll::Ready(Ok(()))
+                }
+                Poll::Ready(other) => Poll::Ready(other),
+                Poll::Pending => {
+                    tracing::debug!(peer = ?self.peer, "closing an idle connection");
+                    // End of stream: hyper ends the connection and drops the socket.
+                    Poll::Ready(Ok(()))
+                }
+            };
         }
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
