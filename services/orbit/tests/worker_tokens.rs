@@ -192,6 +192,26 @@ async fn split_results_are_bound_across_frontends() {
     drop(first);
 }
 
+/// The production topology on PostgreSQL (two frontends, one owner): the same rules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_results_are_bound_across_frontends() {
+    let topo = common::cluster::Topology::start("tokens", 2, 1, 1, common::cluster::FAST);
+    let fe = topo.frontends();
+    let mut c = topo.client(0).await;
+    let (first, task) = dispatched(&fe[0], "bound-4", "worker-a").await;
+    assert_eq!(task.token.len(), 32, "{task:?}");
+
+    refused_everywhere(&fe[1], &task.token, &mut c, "bound-4").await;
+
+    let mut moved = RawSession::start(&fe[1], "worker-a", &[("work", "1")], 0).await;
+    moved.complete(&task.token, json!({"by": "worker-a"})).await;
+    let a = ack(&mut moved).await;
+    assert!(a.accepted, "the dispatched worker through another frontend: {a:?}");
+    let (status, output) = result(&mut c, "bound-4", STEP).await;
+    assert_eq!((status, output), (pb::ExecutionStatus::Completed, json!({"by": "worker-a"})));
+    drop(first);
+}
+
 /// Every forgery of `token` through `via` is refused and recorded nowhere.
 async fn refused_everywhere(
     via: &str,
@@ -205,6 +225,14 @@ async fn refused_everywhere(
     let a = ack(&mut other).await;
     assert!(!a.accepted, "another worker's stream must not complete the task: {a:?}");
     assert!(a.reason.starts_with("WORKER_MISMATCH"), "{a:?}");
+    // Its heartbeat details for the token are dropped, not recorded.
+    let beat = pb::WorkerMessage {
+        kind: Some(pb::worker_message::Kind::Heartbeat(pb::worker_message::Heartbeat {
+            tokens: vec![token.to_string()],
+            details: Some(json_to_proto(json!({"forged": true}))),
+        })),
+    };
+    other.tx.send(beat).await.expect("send heartbeat");
 
     // Anonymous and foreign unary calls.
     assert_refused("anonymous CompleteTask", unary_complete(via, token, "", json!(1)).await);
@@ -217,7 +245,13 @@ async fn refused_everywhere(
     // Nothing was recorded: no result, no stale result, the execution still runs.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let h = history(c, id).await;
-    for event in ["StepSucceeded", "StepAttemptFailed", "StaleResultIgnored", "WorkflowCompleted"] {
+    for event in [
+        "StepSucceeded",
+        "StepAttemptFailed",
+        "StaleResultIgnored",
+        "StepHeartbeat",
+        "WorkflowCompleted",
+    ] {
         assert_eq!(count(&h, event), 0, "{event} after forgeries: {:?}", types(&h));
     }
 }
