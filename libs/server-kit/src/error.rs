@@ -142,6 +142,9 @@ error_codes! {
     UnknownToken => "UNKNOWN_TOKEN",
     /// A worker stream was misused, for example a result before `Hello`.
     ProtocolError => "PROTOCOL_ERROR",
+    /// A task result from a caller other than the worker the attempt was dispatched to (or
+    /// from an anonymous unary call); nothing was recorded.
+    WorkerMismatch => "WORKER_MISMATCH",
 }
 
 impl ErrorCode {
@@ -167,7 +170,7 @@ impl ErrorCode {
             ErrorCode::ExecutionFinished | ErrorCode::ProtocolError => Code::FailedPrecondition,
             ErrorCode::PayloadTooLarge | ErrorCode::ResourceExhausted => Code::ResourceExhausted,
             ErrorCode::Unauthenticated => Code::Unauthenticated,
-            ErrorCode::PermissionDenied => Code::PermissionDenied,
+            ErrorCode::PermissionDenied | ErrorCode::WorkerMismatch => Code::PermissionDenied,
             ErrorCode::Unavailable => Code::Unavailable,
             ErrorCode::StorageError => Code::Internal,
         }

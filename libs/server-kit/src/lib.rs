@@ -5,16 +5,18 @@
 //! - [`payload`]: `google.protobuf.Value` ⇄ JSON and `Timestamp`/`Duration` ⇄ milliseconds,
 //!   the conversions done once at the edge.
 //! - [`server`]: [`ServerKit`], which assembles a server with health, reflection, message
-//!   limits and graceful shutdown on a bound listener.
+//!   limits, connection keepalive and idle timeout, and graceful shutdown on a bound
+//!   listener.
 //! - [`shutdown`]: a [`CancellationToken`](tokio_util::sync::CancellationToken) cancelled
 //!   by SIGINT/SIGTERM.
 
 pub mod error;
+mod idle;
 pub mod payload;
 pub mod server;
 pub mod shutdown;
 
 pub use error::{ErrorCode, FieldViolation, OrbitError, UnknownErrorCode};
 pub use payload::PayloadError;
-pub use server::{MessageLimits, ServeError, ServerKit, WithMessageLimits};
+pub use server::{ConnectionOptions, MessageLimits, ServeError, ServerKit, WithMessageLimits};
 pub use shutdown::signal_token;

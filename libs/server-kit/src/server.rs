@@ -16,6 +16,9 @@
 //! - Every added service gets the same message size limits ([`MessageLimits`]).
 //! - Shutdown drains in-flight calls for at most the grace period, then drops the rest
 //!   (long-lived worker streams would otherwise hold shutdown forever).
+//! - Every connection gets the [`ConnectionOptions`]: HTTP/2 keepalive pings (a peer that
+//!   stops answering them is dropped), TCP keepalive, and the idle timeout (a connection
+//!   with no open call for that long is closed; see [`crate::idle`]).
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -24,12 +27,15 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::body::Body;
 use tonic::codegen::http;
+use tonic::codegen::tokio_stream::StreamExt;
 use tonic::server::NamedService;
 use tonic::service::Routes;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
 use tonic_health::server::{HealthReporter, HealthService};
 use tonic_health::ServingStatus;
+
+use crate::idle::{IdleLayer, Tracker};
 
 /// The gRPC name of the health service.
 pub const HEALTH_SERVICE_NAME: &str = "grpc.health.v1.Health";
@@ -43,6 +49,44 @@ pub const REFLECTION_V1ALPHA_SERVICE_NAME: &str = "grpc.reflection.v1alpha.Serve
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 /// Default time in-flight calls get to finish after shutdown begins.
 pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(10);
+
+/// How long accepted connections live and how dead peers are found. `None` turns a
+/// setting off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionOptions {
+    /// A connection with no open call for this long is closed. Default 5 minutes: long
+    /// enough that a client between calls keeps its connection, short enough that
+    /// abandoned ones do not pile up. A worker's session stream is an open call.
+    pub idle_timeout: Option<Duration>,
+    /// How often the server pings a connection over HTTP/2 (default 30 s), so dead peers
+    /// and broken middleboxes are noticed even on a quiet worker stream.
+    pub http2_keepalive_interval: Option<Duration>,
+    /// How long a keepalive ping may stay unanswered before the connection is closed
+    /// (default 20 s).
+    pub http2_keepalive_timeout: Option<Duration>,
+    /// TCP keepalive idle time set on accepted sockets (default 60 s).
+    pub tcp_keepalive: Option<Duration>,
+}
+
+/// Default [`ConnectionOptions::idle_timeout`].
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default [`ConnectionOptions::http2_keepalive_interval`].
+pub const DEFAULT_HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// Default [`ConnectionOptions::http2_keepalive_timeout`].
+pub const DEFAULT_HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+/// Default [`ConnectionOptions::tcp_keepalive`].
+pub const DEFAULT_TCP_KEEPALIVE: Duration = Duration::from_secs(60);
+
+impl Default for ConnectionOptions {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            http2_keepalive_interval: Some(DEFAULT_HTTP2_KEEPALIVE_INTERVAL),
+            http2_keepalive_timeout: Some(DEFAULT_HTTP2_KEEPALIVE_TIMEOUT),
+            tcp_keepalive: Some(DEFAULT_TCP_KEEPALIVE),
+        }
+    }
+}
 
 /// Why a server stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -119,6 +163,7 @@ pub struct ServerKit {
     grace_period: Duration,
     request_timeout: Option<Duration>,
     concurrency_limit_per_connection: Option<usize>,
+    connections: ConnectionOptions,
     health: HealthReporter,
 }
 
@@ -140,6 +185,7 @@ impl ServerKit {
             grace_period: DEFAULT_GRACE_PERIOD,
             request_timeout: None,
             concurrency_limit_per_connection: None,
+            connections: ConnectionOptions::default(),
             health: HealthReporter::new(),
         }
     }
@@ -171,6 +217,13 @@ impl ServerKit {
     #[must_use]
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the keepalive and idle settings of accepted connections.
+    #[must_use]
+    pub fn connections(mut self, options: ConnectionOptions) -> Self {
+        self.connections = options;
         self
     }
 
@@ -273,7 +326,11 @@ impl ServerKit {
             );
 
         // The request stack, outer to inner. tonic applies these around every call.
+        let options = self.connections;
         let mut server = Server::builder()
+            // Keepalive: ping every connection, drop the ones whose peer stopped answering.
+            .http2_keepalive_interval(options.http2_keepalive_interval)
+            .http2_keepalive_timeout(options.http2_keepalive_timeout)
             // Trace: one span per call, named by its gRPC path, so handler logs carry it.
             .trace_fn(|request| tracing::info_span!("grpc", path = %request.uri().path()));
         if let Some(timeout) = self.request_timeout {
@@ -286,9 +343,17 @@ impl ServerKit {
             server = server.concurrency_limit_per_connection(limit).load_shed(true);
         }
         // Auth is not here yet: it will sit innermost, as an interceptor on the services.
+        // Idle tracking: counts the calls open on each connection (innermost, so a call
+        // counts until its response body is done).
+        let tracker = Tracker::new(options.idle_timeout);
+        let mut server = server.layer(IdleLayer::new(tracker.clone()));
 
         // The listener's stream of connections; TCP_NODELAY because gRPC frames are small.
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        // Each accepted socket is wrapped so an idle connection can end itself.
+        let incoming = TcpIncoming::from(listener)
+            .with_nodelay(Some(true))
+            .with_keepalive(options.tcp_keepalive)
+            .map(move |accepted| accepted.map(|stream| tracker.accept(stream)));
         // `drain` is cancelled only after health flipped, so clients see NOT_SERVING first.
         let drain = CancellationToken::new();
         let serving = server

@@ -32,6 +32,7 @@ const EXPECTED: &[(&str, Code)] = &[
     ("SCHEDULE_EXISTS", Code::AlreadyExists),
     ("UNKNOWN_TOKEN", Code::NotFound),
     ("PROTOCOL_ERROR", Code::FailedPrecondition),
+    ("WORKER_MISMATCH", Code::PermissionDenied),
 ];
 
 #[test]

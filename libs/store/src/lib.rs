@@ -21,6 +21,7 @@ mod store;
 pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewInbox, NewOwner, ProjectionUpdate};
 pub use changes::{ChangeHub, Subscription};
 pub use error::{Result, StoreError};
+pub use model::{new_task_token, MAX_CLAIM};
 pub use model::{
     CompletedTask, DbStats, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,
     InboxEntry, InboxStatus, NewTask, NewTimer, NodeInfo, NodeRow, OrphanRoot, OwnerRow,

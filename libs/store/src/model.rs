@@ -253,8 +253,12 @@ pub struct TaskRow {
     pub claimed_by: Option<String>,
     /// Claiming worker session.
     pub session: Option<String>,
-    /// The token of the current claim; a result must present it.
+    /// The token of the current claim: 128 random bits ([`new_task_token`]); a result
+    /// must present it.
     pub token: Option<String>,
+    /// The worker (`worker_id` of its hello) the current claim was made for: only it may
+    /// report a result for the token.
+    pub worker_id: Option<String>,
     /// When the row was queued, epoch milliseconds.
     pub created_at_ms: u64,
     /// When it was last claimed.
@@ -385,4 +389,52 @@ pub struct DbStats {
     /// Transactions committed in this database, reads included (`pg_stat_database`; the
     /// server publishes backends' counts with a delay of up to a second).
     pub commits: u64,
+}
+
+/// The most rows one [`Store::claim_tasks`](crate::Store::claim_tasks) call claims (a larger
+/// `limit` is cut to it): each row needs a fresh token drawn beforehand.
+pub const MAX_CLAIM: u32 = 1_000;
+
+/// A fresh task token: 128 bits from the operating system's secure random source, as 32
+/// lowercase hex digits. Nothing parses a token: it is only looked up in `task_queue`, whose
+/// row says which execution, unit and worker it belongs to, so it carries no information
+/// and cannot be guessed or forged from another one.
+///
+/// # Errors
+/// The operating system has no randomness to give ([`StoreError::Unavailable`]).
+pub fn new_task_token() -> crate::Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| {
+        crate::StoreError::Unavailable(format!("no randomness for a task token: {e}"))
+    })?;
+    Ok(bytes.iter().fold(String::with_capacity(32), |mut hex, b| {
+        use std::fmt::Write;
+        let _ = write!(hex, "{b:02x}");
+        hex
+    }))
+}
+
+/// `n` fresh tokens (see [`new_task_token`]).
+pub(crate) fn new_task_tokens(n: u32) -> crate::Result<Vec<String>> {
+    (0..n.min(MAX_CLAIM)).map(|_| new_task_token()).collect()
+}
+
+#[cfg(test)]
+mod token_tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_128_random_bits_in_hex() {
+        let tokens = new_task_tokens(64).expect("tokens");
+        assert_eq!(tokens.len(), 64);
+        for t in &tokens {
+            assert_eq!(t.len(), 32, "{t}");
+            assert!(t.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')), "{t}");
+        }
+        let mut unique = tokens.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), tokens.len(), "no two tokens alike");
+        assert_eq!(new_task_tokens(MAX_CLAIM + 5).expect("tokens").len(), MAX_CLAIM as usize);
+    }
 }

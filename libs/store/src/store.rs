@@ -90,8 +90,10 @@ pub trait Store: Send + Sync {
     /// [`StoreError::NotFound`](crate::StoreError::NotFound) if the entry does not exist.
     async fn inbox_result(&self, seq: u64) -> Result<InboxStatus>;
 
-    /// Claim up to `limit` queued rows of the given task names, oldest first, for a frontend
-    /// (`claimer`) and a worker `session`: queued → claimed with a fresh token. In the same
+    /// Claim up to `limit` (at most [`MAX_CLAIM`](crate::MAX_CLAIM)) queued rows of the
+    /// given task names, oldest first, for a frontend (`claimer`) and a worker `session` of
+    /// `worker_id`: queued → claimed with a fresh random token
+    /// ([`new_task_token`](crate::new_task_token)), bound to `worker_id`. In the same
     /// transaction a `dispatched` inbox entry is written per row for its owner. No row is
     /// ever handed to two claimers.
     async fn claim_tasks(
@@ -100,6 +102,7 @@ pub trait Store: Send + Sync {
         limit: u32,
         claimer: &str,
         session: &str,
+        worker_id: &str,
     ) -> Result<Vec<TaskRow>>;
 
     /// Rows still claimed by `claimer` (a frontend node), oldest first. A frontend that
@@ -110,12 +113,15 @@ pub trait Store: Send + Sync {
     /// The task row a token was issued for (to see whether it was cancelled or done).
     async fn task_by_token(&self, token: &str) -> Result<Option<TaskRow>>;
 
-    /// Record a worker's result for `token`: the row becomes done (if it was claimed or
-    /// cancelled) and, with a report, an inbox entry for the owner is written in the same
-    /// transaction. `None` when no row carries the token.
+    /// Record the result worker `worker_id` reports for `token`: the row becomes done (if it
+    /// was claimed or cancelled) and, with a report, an inbox entry for the owner is written
+    /// in the same transaction. `None` when no row carries the token. When the row was
+    /// claimed for another worker nothing is written: the row comes back unchanged
+    /// (`newly_done` false, no `inbox_seq`), its `worker_id` telling the caller why.
     async fn complete_task_row(
         &self,
         token: &str,
+        worker_id: &str,
         report: Option<TaskReport>,
     ) -> Result<Option<CompletedTask>>;
 

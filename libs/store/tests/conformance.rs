@@ -79,6 +79,7 @@ macro_rules! every_case {
             duplicate_execution_is_refused,
             concurrent_claimers_never_share_a_row,
             completing_a_task_records_the_result_once,
+            only_the_claiming_worker_completes_a_task,
             history_survives_reopening,
             timers_come_due_in_order,
             inbox_replies_reach_waiting_callers,

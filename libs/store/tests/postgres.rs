@@ -65,7 +65,7 @@ async fn two_stores_claiming_never_share_a_row() {
         tokio::spawn(async move {
             let mut got = Vec::new();
             loop {
-                let rows = store.claim_tasks(&["work".into()], 7, &name, &name).await.unwrap();
+                let rows = store.claim_tasks(&["work".into()], 7, &name, &name, "w").await.unwrap();
                 if rows.is_empty() {
                     return got;
                 }
@@ -382,7 +382,7 @@ async fn listen_delivers_wakeups_after_the_matching_writes() {
     store.commit(timers).await.unwrap();
     expect(&mut rx, &Wakeup::Timers).await;
 
-    let claimed = store.claim_tasks(&["payments".into()], 1, "fe", "s").await.unwrap();
+    let claimed = store.claim_tasks(&["payments".into()], 1, "fe", "s", "w").await.unwrap();
     assert_eq!(claimed.len(), 1);
     expect(&mut rx, &Wakeup::Inbox).await;
 
@@ -636,15 +636,16 @@ async fn commits_and_queue_calls_take_few_round_trips() {
     seq.unwrap();
     assert_eq!(trips, 1, "enqueue_inbox");
     // First uses prepare their statement (one more round trip, once per connection).
-    store.claim_tasks(&["nothing".into()], 1, "fe", "s").await.unwrap();
+    store.claim_tasks(&["nothing".into()], 1, "fe", "s", "w").await.unwrap();
     store.fire_due_timers(0, 1).await.unwrap();
-    let (claimed, trips) = proxy.of(store.claim_tasks(&["payments".into()], 10, "fe", "s")).await;
+    let (claimed, trips) =
+        proxy.of(store.claim_tasks(&["payments".into()], 10, "fe", "s", "w")).await;
     let claimed = claimed.unwrap();
     assert_eq!((claimed.len(), trips), (10, 1), "claim_tasks");
     let token = claimed[0].token.clone().unwrap();
     let report = orbit_store::TaskReport { kind: "complete".into(), payload: json!({}) };
-    store.complete_task_row("none", None).await.unwrap();
-    let (done, trips) = proxy.of(store.complete_task_row(&token, Some(report))).await;
+    store.complete_task_row("none", "w", None).await.unwrap();
+    let (done, trips) = proxy.of(store.complete_task_row(&token, "w", Some(report))).await;
     assert!(done.unwrap().unwrap().newly_done);
     assert_eq!(trips, 1, "complete_task_row");
     let (fired, trips) = proxy.of(store.fire_due_timers(100_000, 100)).await;

@@ -167,9 +167,23 @@ impl Frontend {
         listener: tokio::net::TcpListener,
         shutdown: tokio_util::sync::CancellationToken,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.serve_with(listener, shutdown, orbit_server_kit::ConnectionOptions::default()).await
+    }
+
+    /// [`Frontend::serve`] with the given keepalive and idle settings for connections.
+    ///
+    /// # Errors
+    /// The store cannot be read, or the server fails.
+    pub async fn serve_with(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: tokio_util::sync::CancellationToken,
+        connections: orbit_server_kit::ConnectionOptions,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         self.recover_claims().await?;
         let (workflows, workers) = self.services();
         orbit_server_kit::ServerKit::new()
+            .connections(connections)
             .register_file_descriptor_set(orbit_api::FILE_DESCRIPTOR_SET)
             .add_service(workflows)
             .add_service(workers)

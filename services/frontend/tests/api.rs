@@ -393,7 +393,11 @@ async fn a_worker_receives_a_task_and_completes_it() {
     // A second result for the same token is recorded and not accepted.
     let again = h
         .workers
-        .complete_task(CompleteTaskRequest { token: task.token.clone(), output: None })
+        .complete_task(CompleteTaskRequest {
+            token: task.token.clone(),
+            output: None,
+            worker_id: "w1".into(),
+        })
         .await
         .unwrap()
         .into_inner();
@@ -432,7 +436,11 @@ async fn unknown_tokens_are_not_accepted() {
     let mut h = harness().await;
     let unary = h
         .workers
-        .complete_task(CompleteTaskRequest { token: "t999.1".into(), output: None })
+        .complete_task(CompleteTaskRequest {
+            token: "t999.1".into(),
+            output: None,
+            worker_id: "w1".into(),
+        })
         .await
         .unwrap()
         .into_inner();
@@ -440,7 +448,7 @@ async fn unknown_tokens_are_not_accepted() {
     assert_eq!(unary.reason, "UNKNOWN_TOKEN");
     let fail = h
         .workers
-        .fail_task(FailTaskRequest { token: "t999.1".into(), error: None })
+        .fail_task(FailTaskRequest { token: "t999.1".into(), error: None, worker_id: "w1".into() })
         .await
         .unwrap_err();
     assert_eq!(code(&fail), ErrorCode::InvalidArgument);

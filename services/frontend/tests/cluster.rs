@@ -141,7 +141,8 @@ async fn a_dead_frontends_claims_are_redelivered_and_its_late_result_still_count
     start(&mut f1, "job", "lost-1").await;
     // A frontend that claimed the task for its worker and then died: it never heartbeats
     // again (here it never did at all).
-    let claimed = topo.store.claim_tasks(&["work".into()], 10, "frontend-9", "s-9").await.unwrap();
+    let claimed =
+        topo.store.claim_tasks(&["work".into()], 10, "frontend-9", "s-9", "w-dead").await.unwrap();
     assert_eq!(claimed.len(), 1);
     let old_token = claimed[0].token.clone().unwrap();
 
@@ -161,6 +162,7 @@ async fn a_dead_frontends_claims_are_redelivered_and_its_late_result_still_count
         .complete_task(CompleteTaskRequest {
             token: old_token,
             output: Some(json_to_proto(json!("late"))),
+            worker_id: "w-dead".into(),
         })
         .await
         .unwrap()
@@ -172,6 +174,7 @@ async fn a_dead_frontends_claims_are_redelivered_and_its_late_result_still_count
         .complete_task(CompleteTaskRequest {
             token: task.token.clone(),
             output: Some(json_to_proto(json!("second"))),
+            worker_id: "w-live".into(),
         })
         .await
         .unwrap()
@@ -252,8 +255,9 @@ async fn heartbeat_details_reach_the_owner_through_any_frontend() {
     let (_tx, mut inbound) = session(&topo, 0, "w-first").await;
     let ServerKind::Task(task) = next(&mut inbound).await else { panic!("a task") };
 
-    // The worker's heartbeat arrives through the other frontend (it moved there).
-    let (tx2, _inbound2) = session(&topo, 1, "w-moved").await;
+    // The worker's heartbeat arrives through the other frontend (it moved there, keeping
+    // its worker id: details for another worker's token would be dropped).
+    let (tx2, _inbound2) = session(&topo, 1, "w-first").await;
     let beat = orbit_api::v1::worker_message::Heartbeat {
         tokens: vec![task.token.clone()],
         details: Some(json_to_proto(json!({"progress": 0.5}))),

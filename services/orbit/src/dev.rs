@@ -35,6 +35,8 @@ pub struct DevArgs {
     /// How long a worker session may stay silent before its attempts become uncertain.
     #[arg(long, env = "ORBIT_SESSION_TIMEOUT_MS", default_value_t = 30_000)]
     pub session_timeout_ms: u64,
+    #[command(flatten)]
+    pub connections: crate::split::ConnectionArgs,
 }
 
 /// Runs `orbit dev` until SIGINT/SIGTERM.
@@ -50,7 +52,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
     let shutdown = signal_token();
     let config =
         FrontendConfig { session_timeout_ms: args.session_timeout_ms, ..FrontendConfig::default() };
-    match serve(&args.db, listener, shutdown, config, true).await {
+    match serve(&args.db, listener, shutdown, config, args.connections.options(), true).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -76,6 +78,7 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: CancellationToken,
     frontend: FrontendConfig,
+    connections: orbit_server_kit::ConnectionOptions,
     announce: bool,
 ) -> anyhow::Result<()> {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(db).await?);
@@ -113,6 +116,7 @@ pub async fn serve(
     let (workflows, workers) = frontend.services();
     let admin = frontend.admin_service();
     let kit = ServerKit::new()
+        .connections(connections)
         .register_file_descriptor_set(orbit_api::FILE_DESCRIPTOR_SET)
         .add_service(workflows)
         .add_service(workers)

@@ -239,6 +239,7 @@ steps:
         wc.complete_task(pb::CompleteTaskRequest {
             token: "t999999.1".into(),
             output: Some(json_to_proto(json!({"x": 1}))),
+            worker_id: "w".into(),
         }),
     )
     .await
@@ -248,7 +249,11 @@ steps:
     }
     match bounded(
         "complete garbage token",
-        wc.complete_task(pb::CompleteTaskRequest { token: "not-a-token".into(), output: None }),
+        wc.complete_task(pb::CompleteTaskRequest {
+            token: "not-a-token".into(),
+            output: None,
+            worker_id: "w".into(),
+        }),
     )
     .await
     {

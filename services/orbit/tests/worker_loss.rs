@@ -43,6 +43,8 @@ fn types(events: &[pb::HistoryEvent]) -> Vec<String> {
     events.iter().map(|e| format!("{}({})", e.event_type, e.step)).collect()
 }
 
+/// The lost worker (`worker-one`, the task's dispatched worker) reports through the unary
+/// call.
 async fn late_complete(address: &str, token: &str, output: Value) -> pb::CompleteTaskResponse {
     let mut wc = worker_client(address).await;
     tokio::time::timeout(
@@ -50,6 +52,7 @@ async fn late_complete(address: &str, token: &str, output: Value) -> pb::Complet
         wc.complete_task(pb::CompleteTaskRequest {
             token: token.into(),
             output: Some(json_to_proto(output)),
+            worker_id: "worker-one".into(),
         }),
     )
     .await

@@ -350,10 +350,24 @@ impl Owner {
         listener: tokio::net::TcpListener,
         shutdown: CancellationToken,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.serve_with(listener, shutdown, orbit_server_kit::ConnectionOptions::default()).await
+    }
+
+    /// [`Owner::serve`] with the given keepalive and idle settings for connections.
+    ///
+    /// # Errors
+    /// Recovery cannot read the store, or the server fails.
+    pub async fn serve_with(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: CancellationToken,
+        connections: orbit_server_kit::ConnectionOptions,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let runner = self.clone();
         let stop = shutdown.clone();
         let passes = tokio::spawn(async move { runner.run(stop).await });
         orbit_server_kit::ServerKit::new()
+            .connections(connections)
             .register_file_descriptor_set(orbit_api::FILE_DESCRIPTOR_SET)
             .add_service(orbit_api::internal::v1::owner_service_server::OwnerServiceServer::new(
                 self,

@@ -65,12 +65,13 @@ fn start(id: &str, workflow: &str, input: Value) -> StartRequest {
 const HELLO: &str = "name: hello\nversion: '1'\ntasks: { greet: {} }\nsteps: [ { id: g, task: greet, input: '${{ input.name }}' } ]\noutput: '${{ steps.g.output }}'\n";
 
 async fn complete_all(store: &Arc<dyn Store>, task: &str, f: impl Fn(&Value) -> Value) -> usize {
-    let rows = store.claim_tasks(&[task.to_string()], 100, "test-frontend", "s1").await.unwrap();
+    let rows =
+        store.claim_tasks(&[task.to_string()], 100, "test-frontend", "s1", "w").await.unwrap();
     for row in &rows {
         let token = row.token.clone().unwrap();
         let report =
             TaskReport { kind: "complete".into(), payload: json!({"output": f(&row.input)}) };
-        store.complete_task_row(&token, Some(report)).await.unwrap();
+        store.complete_task_row(&token, "w", Some(report)).await.unwrap();
     }
     rows.len()
 }
@@ -233,7 +234,7 @@ async fn http_steps_fail_with_adapter_disabled() {
     let history = r.store.load_history("e", 1).await.unwrap();
     assert!(history.iter().any(|h| matches!(&h.event, orbit_engine::Event::StepFailed { error, .. } if error.code == "ADAPTER_DISABLED")));
     assert!(
-        r.store.claim_tasks(&["orbit.http".into()], 10, "fe", "s").await.unwrap().is_empty(),
+        r.store.claim_tasks(&["orbit.http".into()], 10, "fe", "s", "w").await.unwrap().is_empty(),
         "nothing was queued"
     );
     assert_replays(&r.store, &r.owner, "e").await;

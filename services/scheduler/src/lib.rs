@@ -179,10 +179,24 @@ impl Scheduler {
         listener: tokio::net::TcpListener,
         shutdown: CancellationToken,
     ) -> Result<(), orbit_server_kit::ServeError> {
+        self.serve_with(listener, shutdown, orbit_server_kit::ConnectionOptions::default()).await
+    }
+
+    /// [`Scheduler::serve`] with the given keepalive and idle settings for connections.
+    ///
+    /// # Errors
+    /// The server fails.
+    pub async fn serve_with(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: CancellationToken,
+        connections: orbit_server_kit::ConnectionOptions,
+    ) -> Result<(), orbit_server_kit::ServeError> {
         let runner = self.clone();
         let stop = shutdown.clone();
         let timers = tokio::spawn(async move { runner.run(stop).await });
         let served = orbit_server_kit::ServerKit::new()
+            .connections(connections)
             .register_file_descriptor_set(orbit_api::FILE_DESCRIPTOR_SET)
             .add_service(
                 orbit_api::internal::v1::scheduler_service_server::SchedulerServiceServer::new(

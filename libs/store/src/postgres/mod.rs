@@ -288,9 +288,10 @@ impl Store for PgStore {
         limit: u32,
         claimer: &str,
         session: &str,
+        worker_id: &str,
     ) -> Result<Vec<TaskRow>> {
         let claimed = run!(self, Kind::Write, |c| queue::claim_tasks(
-            c, task_names, limit, claimer, session
+            c, task_names, limit, claimer, session, worker_id
         ))?;
         self.wrote(!claimed.is_empty());
         Ok(claimed)
@@ -307,10 +308,15 @@ impl Store for PgStore {
     async fn complete_task_row(
         &self,
         token: &str,
+        worker_id: &str,
         report: Option<TaskReport>,
     ) -> Result<Option<CompletedTask>> {
-        let (wrote, done) =
-            run!(self, Kind::Write, |c| queue::complete_task_row(c, token, report.as_ref()))?;
+        let (wrote, done) = run!(self, Kind::Write, |c| queue::complete_task_row(
+            c,
+            token,
+            worker_id,
+            report.as_ref()
+        ))?;
         self.wrote(wrote);
         Ok(done)
     }

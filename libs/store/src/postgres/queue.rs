@@ -11,7 +11,8 @@ use super::rows::{self, get, get_u64, to_i64};
 use super::sql;
 use crate::error::{Result, StoreError};
 use crate::model::{
-    CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskReport, TaskRow, TimerRow,
+    new_task_tokens, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskReport,
+    TaskRow, TimerRow, MAX_CLAIM,
 };
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
@@ -23,12 +24,20 @@ pub(crate) async fn claim_tasks(
     limit: u32,
     claimer: &str,
     session: &str,
+    worker_id: &str,
 ) -> PgResult<Vec<TaskRow>> {
     if task_names.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
-    let found =
-        conn.query(sql::TASK_CLAIM, &[&task_names, &i64::from(limit), &claimer, &session]).await?;
+    // One fresh token per row the statement may claim; the unused ones are dropped.
+    let limit = limit.min(MAX_CLAIM);
+    let tokens = new_task_tokens(limit).map_err(PgErr::Store)?;
+    let found = conn
+        .query(
+            sql::TASK_CLAIM,
+            &[&task_names, &i64::from(limit), &claimer, &session, &tokens, &worker_id],
+        )
+        .await?;
     Ok(rows::all(&found, rows::task)?)
 }
 
@@ -37,6 +46,7 @@ pub(crate) async fn claim_tasks(
 pub(crate) async fn complete_task_row(
     conn: &mut PgConn,
     token: &str,
+    worker_id: &str,
     report: Option<&TaskReport>,
 ) -> PgResult<(bool, Option<CompletedTask>)> {
     let stmts = conn.prepare(&[sql::TASK_DONE, sql::TASK_BY_TOKEN, sql::TASK_REPORT]).await?;
@@ -45,14 +55,15 @@ pub(crate) async fn complete_task_row(
     };
     let payload = report.map(|r| r.payload.to_string());
     let p_token: [&(dyn ToSql + Sync); 1] = [&token];
+    let p_done: [&(dyn ToSql + Sync); 2] = [&token, &worker_id];
     let kind = report.map(|r| r.kind.as_str());
-    let p_report: [&(dyn ToSql + Sync); 3] = [&token, &kind, &payload];
+    let p_report: [&(dyn ToSql + Sync); 4] = [&token, &kind, &payload, &worker_id];
     conn.begin_marker();
     let mut outcomes = {
         let client = conn.client();
         let mut steps = vec![
             command(client, "BEGIN"),
-            step(client, done, &p_token),
+            step(client, done, &p_done),
             step(client, by_token, &p_token),
         ];
         if report.is_some() {

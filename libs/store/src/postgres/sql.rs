@@ -24,7 +24,7 @@ macro_rules! execution_columns {
 macro_rules! task_columns {
     () => {
         "id, execution_id, run, unit_key, attempt, offer, task, task_version, input, \
-         idempotency_key, state, claimed_by, session, token, created_at, claimed_at"
+         idempotency_key, state, claimed_by, session, token, created_at, claimed_at, worker_id"
     };
 }
 
@@ -213,30 +213,33 @@ pub(crate) const OWNER_GET: &str = "SELECT execution_id, root_id, node_id, epoch
 
 // ------------------------------------------------------------------ task queue
 
-/// Oldest queued rows first; rows another claimer holds are skipped, never shared. Each
-/// claim writes its `dispatched` inbox entry (the payload SQLite writes) in the same
-/// statement, and wakes the owners.
+/// Oldest queued rows first; rows another claimer holds are skipped, never shared. The
+/// n-th picked row gets the n-th fresh random token of `$5` (see `model::new_task_token`)
+/// and the worker `$6` the claim is for. Each claim writes its `dispatched` inbox entry (the
+/// payload SQLite writes) in the same statement, and wakes the owners.
 pub(crate) const TASK_CLAIM: &str = concat!(
     "WITH picked AS (
         SELECT id FROM task_queue
         WHERE state = 'queued' AND task = ANY($1::text[])
         ORDER BY id LIMIT $2::bigint
         FOR UPDATE SKIP LOCKED),
+    numbered AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM picked),
     claimed AS (
         UPDATE task_queue t SET state = 'claimed', claimed_by = $3::text, session = $4::text,
-            token = 't' || t.id || '.' || (t.claim_count + 1), claim_count = t.claim_count + 1,
+            worker_id = $6::text, token = ($5::text[])[numbered.n::int],
+            claim_count = t.claim_count + 1,
             claimed_at = ",
     now_ms!(),
     ", updated_at = ",
     now_ms!(),
-    " FROM picked WHERE t.id = picked.id
+    " FROM numbered WHERE t.id = numbered.id
         RETURNING t.*),
     dispatched AS (
         INSERT INTO inbox (execution_id, kind, token, payload, created_at)
         SELECT c.execution_id, 'dispatched', c.token,
             json_build_object('task_id', c.id, 'step', c.unit_key, 'attempt', c.attempt,
                 'offer', c.offer, 'token', c.token, 'claimed_by', $3::text,
-                'session', $4::text)::text, ",
+                'session', $4::text, 'worker_id', $6::text)::text, ",
     now_ms!(),
     " FROM claimed c ORDER BY c.id)
     SELECT ",
@@ -253,14 +256,16 @@ pub(crate) const TASK_BY_TOKEN: &str =
 pub(crate) const TASK_DONE: &str = concat!(
     "UPDATE task_queue SET state = 'done', updated_at = ",
     now_ms!(),
-    " WHERE token = $1::text AND state IN ('claimed', 'cancelled') RETURNING id"
+    " WHERE token = $1::text AND worker_id = $2::text AND state IN ('claimed', 'cancelled')
+    RETURNING id"
 );
-/// The worker's report for the owner of the row holding the token.
+/// The worker's report for the owner of the row holding the token, if the row was claimed
+/// for that worker (`$4`).
 pub(crate) const TASK_REPORT: &str = concat!(
     "INSERT INTO inbox (execution_id, kind, token, payload, created_at)
     SELECT execution_id, $2::text, $1::text, $3::text, ",
     now_ms!(),
-    " FROM task_queue WHERE token = $1::text ORDER BY id LIMIT 1
+    " FROM task_queue WHERE token = $1::text AND worker_id = $4::text ORDER BY id LIMIT 1
     RETURNING seq, pg_notify('orbit_inbox', '')"
 );
 pub(crate) const TASK_BACKLOG: &str =

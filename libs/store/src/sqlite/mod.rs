@@ -156,10 +156,14 @@ impl Store for SqliteStore {
         limit: u32,
         claimer: &str,
         session: &str,
+        worker_id: &str,
     ) -> Result<Vec<TaskRow>> {
         let names = task_names.to_vec();
         let (claimer, session) = (claimer.to_string(), session.to_string());
-        self.writer.run(move |c| queue::claim_tasks(c, &names, limit, &claimer, &session)).await
+        let worker_id = worker_id.to_string();
+        self.writer
+            .run(move |c| queue::claim_tasks(c, &names, limit, &claimer, &session, &worker_id))
+            .await
     }
 
     async fn task_by_token(&self, token: &str) -> Result<Option<TaskRow>> {
@@ -175,10 +179,11 @@ impl Store for SqliteStore {
     async fn complete_task_row(
         &self,
         token: &str,
+        worker_id: &str,
         report: Option<TaskReport>,
     ) -> Result<Option<CompletedTask>> {
-        let token = token.to_string();
-        self.writer.run(move |c| queue::complete_task_row(c, &token, report)).await
+        let (token, worker_id) = (token.to_string(), worker_id.to_string());
+        self.writer.run(move |c| queue::complete_task_row(c, &token, &worker_id, report)).await
     }
 
     async fn queue_backlog(&self) -> Result<Vec<QueueBacklog>> {

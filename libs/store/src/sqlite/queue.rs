@@ -5,7 +5,8 @@ use super::rows::{self, json_text, to_i64, to_u64};
 use super::sql;
 use crate::error::{Result, StoreError};
 use crate::model::{
-    CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskReport, TaskRow, TimerRow,
+    new_task_tokens, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskReport,
+    TaskRow, TimerRow, MAX_CLAIM,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
@@ -17,6 +18,7 @@ pub(crate) fn claim_tasks(
     limit: u32,
     claimer: &str,
     session: &str,
+    worker_id: &str,
 ) -> Result<Vec<TaskRow>> {
     if task_names.is_empty() || limit == 0 {
         return Ok(Vec::new());
@@ -25,16 +27,19 @@ pub(crate) fn claim_tasks(
     let now = to_i64(now_ms(), "now")?;
     // The writer runs every job in its own savepoint (see `conn.rs`): no nested one here.
     let tx: &Connection = conn;
-    let mut claimed = Vec::new();
-    {
+    let ids: Vec<i64> = tx
+        .prepare_cached(sql::TASK_CLAIMABLE)?
+        .query_map(params![names, i64::from(limit.min(MAX_CLAIM))], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let tokens = new_task_tokens(u32::try_from(ids.len()).unwrap_or(MAX_CLAIM))?;
+    let mut claimed = Vec::with_capacity(ids.len());
+    for (id, token) in ids.iter().zip(&tokens) {
         let mut stmt = tx.prepare_cached(sql::TASK_CLAIM)?;
-        let mut found = stmt.query(params![names, i64::from(limit), claimer, session, now])?;
-        while let Some(row) = found.next()? {
+        let mut found = stmt.query(params![id, claimer, session, worker_id, token, now])?;
+        if let Some(row) = found.next()? {
             claimed.push(rows::task(row)?);
         }
     }
-    // RETURNING order is unspecified; hand tasks out oldest first.
-    claimed.sort_by_key(|t| t.id);
     for t in &claimed {
         let payload = json!({
             "task_id": t.id,
@@ -44,6 +49,7 @@ pub(crate) fn claim_tasks(
             "token": t.token,
             "claimed_by": claimer,
             "session": session,
+            "worker_id": worker_id,
         });
         let _seq: i64 = tx.prepare_cached(sql::INBOX_INSERT)?.query_row(
             params![t.execution_id, "dispatched", t.token, json_text(&payload), now],
@@ -53,16 +59,19 @@ pub(crate) fn claim_tasks(
     Ok(claimed)
 }
 
-/// Mark the row of `token` done and record the report for its owner, in one transaction.
+/// Mark the row of `token` done and record the report for its owner, in one transaction;
+/// only when the row was claimed for `worker_id` (otherwise nothing is written).
 pub(crate) fn complete_task_row(
     conn: &mut Connection,
     token: &str,
+    worker_id: &str,
     report: Option<TaskReport>,
 ) -> Result<Option<CompletedTask>> {
     let now = to_i64(now_ms(), "now")?;
     // The writer runs every job in its own savepoint (see `conn.rs`): no nested one here.
     let tx: &Connection = conn;
-    let newly_done = tx.prepare_cached(sql::TASK_DONE)?.execute(params![token, now])? > 0;
+    let newly_done =
+        tx.prepare_cached(sql::TASK_DONE)?.execute(params![token, now, worker_id])? > 0;
     let task = {
         let mut stmt = tx.prepare_cached(sql::TASK_BY_TOKEN)?;
         let mut found = stmt.query([token])?;
@@ -71,6 +80,9 @@ pub(crate) fn complete_task_row(
             None => return Ok(None),
         }
     };
+    if task.worker_id.as_deref() != Some(worker_id) {
+        return Ok(Some(CompletedTask { task, newly_done: false, inbox_seq: None }));
+    }
     let inbox_seq = match report {
         Some(r) => {
             let seq: i64 = tx.prepare_cached(sql::INBOX_INSERT)?.query_row(

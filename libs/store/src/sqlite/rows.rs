@@ -120,6 +120,7 @@ pub(crate) fn task(row: &Row<'_>) -> Result<TaskRow> {
         token: row.get(13)?,
         created_at_ms: to_u64(row.get(14)?, "task created_at")?,
         claimed_at_ms: opt_u64(row.get(15)?, "task claimed_at")?,
+        worker_id: row.get(16)?,
     })
 }
 

@@ -93,7 +93,7 @@ pub(crate) const OWNER_GET: &str =
 macro_rules! task_columns {
     () => {
         "id, execution_id, run, unit_key, attempt, offer, task, task_version, input, \
-         idempotency_key, state, claimed_by, session, token, created_at, claimed_at"
+         idempotency_key, state, claimed_by, session, token, created_at, claimed_at, worker_id"
     };
 }
 
@@ -108,17 +108,18 @@ pub(crate) const TASK_CANCEL: &str = "UPDATE task_queue SET state = 'cancelled',
 pub(crate) const TASK_CANCEL_UNIT: &str =
     "UPDATE task_queue SET state = 'cancelled', updated_at = ?3
     WHERE execution_id = ?1 AND unit_key = ?2 AND state IN ('queued', 'claimed')";
-/// `?1` is a JSON array of task names. The token is unique per (row, claim): the row id and
-/// how often it was claimed. The single writer makes select-then-update atomic here;
-/// PostgreSQL uses `FOR UPDATE SKIP LOCKED` for the same guarantee.
+/// `?1` is a JSON array of task names: the oldest queued rows of those tasks. The single
+/// writer makes select-then-update atomic here; PostgreSQL uses `FOR UPDATE SKIP LOCKED`
+/// for the same guarantee.
+pub(crate) const TASK_CLAIMABLE: &str = "SELECT id FROM task_queue
+    WHERE state = 'queued' AND task IN (SELECT value FROM json_each(?1))
+    ORDER BY id LIMIT ?2";
+/// One claim: a fresh random token (`?5`, see `model::new_task_token`) and the worker the
+/// claim is for, who alone may report its result.
 pub(crate) const TASK_CLAIM: &str = concat!(
-    "UPDATE task_queue SET state = 'claimed', claimed_by = ?3, session = ?4,
-        token = 't' || id || '.' || (claim_count + 1), claim_count = claim_count + 1,
-        claimed_at = ?5, updated_at = ?5
-    WHERE id IN (
-        SELECT id FROM task_queue
-        WHERE state = 'queued' AND task IN (SELECT value FROM json_each(?1))
-        ORDER BY id LIMIT ?2)
+    "UPDATE task_queue SET state = 'claimed', claimed_by = ?2, session = ?3, worker_id = ?4,
+        token = ?5, claim_count = claim_count + 1, claimed_at = ?6, updated_at = ?6
+    WHERE id = ?1 AND state = 'queued'
     RETURNING ",
     task_columns!()
 );
@@ -133,8 +134,9 @@ pub(crate) const TASK_BY_TOKEN: &str =
 pub(crate) const TASK_BACKLOG: &str =
     "SELECT task, task_version, COUNT(*), MIN(created_at) FROM task_queue
     WHERE state = 'queued' GROUP BY task, task_version ORDER BY task, task_version";
+/// Only the worker the row was claimed for (`?3`) finishes it.
 pub(crate) const TASK_DONE: &str = "UPDATE task_queue SET state = 'done', updated_at = ?2
-    WHERE token = ?1 AND state IN ('claimed', 'cancelled')";
+    WHERE token = ?1 AND worker_id = ?3 AND state IN ('claimed', 'cancelled')";
 
 // ----------------------------------------------------------------------- inbox
 

@@ -65,7 +65,8 @@ impl WorkerService for WorkerApi {
         request: Request<CompleteTaskRequest>,
     ) -> Result<Response<CompleteTaskResponse>, Status> {
         let req = request.into_inner();
-        let outcome = results::complete(&self.shared, &req.token, req.output).await?;
+        let outcome =
+            results::complete(&self.shared, &req.worker_id, &req.token, req.output).await?;
         Ok(Response::new(CompleteTaskResponse {
             accepted: outcome.accepted,
             reason: outcome.reason,
@@ -77,7 +78,7 @@ impl WorkerService for WorkerApi {
         request: Request<FailTaskRequest>,
     ) -> Result<Response<FailTaskResponse>, Status> {
         let req = request.into_inner();
-        let outcome = results::fail(&self.shared, &req.token, req.error).await?;
+        let outcome = results::fail(&self.shared, &req.worker_id, &req.token, req.error).await?;
         Ok(Response::new(FailTaskResponse { accepted: outcome.accepted, reason: outcome.reason }))
     }
 }

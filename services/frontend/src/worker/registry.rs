@@ -173,6 +173,11 @@ impl Session {
         state.beats.insert(token.to_string(), now_ms());
     }
 
+    /// The execution of `token` if it is in flight on this session.
+    pub(crate) fn execution_of(&self, token: &str) -> Option<String> {
+        lock(&self.state).in_flight.get(token).cloned()
+    }
+
     /// The worker heartbeated these tokens.
     pub(crate) fn beat(&self, tokens: &[String]) {
         let now = now_ms();

@@ -7,11 +7,19 @@
 //! counted (`accepted: false`, `STALE_RESULT`, when it arrived for a unit already
 //! resolved). Results are handled concurrently, so this wait never holds up a worker's
 //! stream. Heartbeat details must not finish the row, so they go to the inbox directly.
+//!
+//! A token is bound to the worker its row was claimed for (`task_queue.worker_id`): a
+//! result from any other worker id — another worker's stream, or a unary call naming
+//! another worker or none — is refused with `WORKER_MISMATCH` (PERMISSION_DENIED) and
+//! nothing is written; heartbeat details for such tokens are dropped. The same worker id
+//! on a new stream, through any frontend, is the same worker (a reconnect).
 
-use crate::error::{invalid, store, ApiResult};
+use super::registry::Session;
+use crate::error::{err, invalid, store, ApiResult};
 use crate::{reply, validate, Shared};
 use orbit_api::v1 as wire;
 use orbit_server_kit::payload::proto_to_json;
+use orbit_server_kit::ErrorCode;
 use orbit_store::TaskReport;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -34,12 +42,14 @@ impl Outcome {
 /// non-retryable `PAYLOAD_TOO_LARGE` failure instead, and not accepted.
 pub(crate) async fn complete(
     shared: &Arc<Shared>,
+    worker_id: &str,
     token: &str,
     output: Option<prost_types::Value>,
 ) -> ApiResult<Outcome> {
     let token = validate::id("token", token)?;
     let output =
         output.map(proto_to_json).transpose().map_err(|e| invalid("output", e.to_string()))?;
+    let worker_id = reporter(worker_id)?;
     let output = output.unwrap_or(Value::Null);
     if let Err(too_large) = validate::check_size("output", &output, shared.config.max_payload_bytes)
     {
@@ -49,18 +59,19 @@ pub(crate) async fn complete(
             "retryable": false,
         });
         let report = TaskReport { kind: "fail".into(), payload: json!({"error": error}) };
-        let recorded = record(shared, token, report).await?;
+        let recorded = record(shared, worker_id, token, report).await?;
         let reason =
             if recorded.reason.is_empty() { "PAYLOAD_TOO_LARGE" } else { &recorded.reason };
         return Ok(Outcome::rejected(reason));
     }
     let report = TaskReport { kind: "complete".into(), payload: json!({"output": output}) };
-    record(shared, token, report).await
+    record(shared, worker_id, token, report).await
 }
 
 /// Records a failed attempt; `error.code` is required.
 pub(crate) async fn fail(
     shared: &Arc<Shared>,
+    worker_id: &str,
     token: &str,
     error: Option<wire::TaskError>,
 ) -> ApiResult<Outcome> {
@@ -78,21 +89,52 @@ pub(crate) async fn fail(
         "details": error.details,
     });
     validate::check_size("error", &error_json, shared.config.max_payload_bytes)?;
+    let worker_id = reporter(worker_id)?;
     let report = TaskReport { kind: "fail".into(), payload: json!({"error": error_json}) };
-    record(shared, token, report).await
+    record(shared, worker_id, token, report).await
 }
 
-async fn record(shared: &Arc<Shared>, token: &str, report: TaskReport) -> ApiResult<Outcome> {
+/// The worker a result claims to come from: required (an anonymous result is refused
+/// before anything is looked up).
+fn reporter(worker_id: &str) -> ApiResult<&str> {
+    if worker_id.is_empty() {
+        return Err(err(
+            ErrorCode::WorkerMismatch,
+            "worker_id is required: a result is accepted only from the worker its task was \
+             dispatched to",
+        ));
+    }
+    validate::id("worker_id", worker_id)
+}
+
+fn mismatch(token: &str) -> tonic::Status {
+    err(
+        ErrorCode::WorkerMismatch,
+        format!("task token {token} was dispatched to another worker; nothing was recorded"),
+    )
+}
+
+async fn record(
+    shared: &Arc<Shared>,
+    worker_id: &str,
+    token: &str,
+    report: TaskReport,
+) -> ApiResult<Outcome> {
     // A token this frontend handed out names its execution: subscribe before the write, so
     // the owner's reply cannot be missed and needs no read before the first change.
     let early = shared.sessions.execution_of(token).map(|id| {
         let sub = shared.changes.subscribe(&id);
         (id, sub)
     });
-    let done = shared.store.complete_task_row(token, Some(report)).await.map_err(store)?;
+    let done =
+        shared.store.complete_task_row(token, worker_id, Some(report)).await.map_err(store)?;
     let Some(done) = done else {
         return Ok(Outcome::rejected("UNKNOWN_TOKEN"));
     };
+    if done.task.worker_id.as_deref() != Some(worker_id) {
+        tracing::warn!(%token, worker_id, "a result from a worker the task was not dispatched to");
+        return Err(mismatch(token));
+    }
     shared.sessions.forget_token(token);
     if !done.newly_done {
         // The row was already done: an earlier result for this token won. The entry is
@@ -133,10 +175,11 @@ async fn record(shared: &Arc<Shared>, token: &str, report: TaskReport) -> ApiRes
     })
 }
 
-/// Heartbeat details: one `heartbeat` inbox entry per token still claimed, whichever
-/// frontend handed it out.
+/// Heartbeat details: one `heartbeat` inbox entry per token still claimed for this
+/// session's worker, whichever frontend handed it out.
 pub(crate) async fn heartbeat(
     shared: &Arc<Shared>,
+    session: &Session,
     tokens: &[String],
     details: Option<prost_types::Value>,
 ) -> ApiResult<()> {
@@ -147,10 +190,16 @@ pub(crate) async fn heartbeat(
     for token in tokens {
         // A token handed out through another frontend (the worker moved here after that one
         // died) is found through its task row; details for unknown tokens are dropped.
-        let execution_id = match shared.sessions.execution_of(token) {
+        // Details for another worker's tokens are dropped like unknown ones.
+        let execution_id = match session.execution_of(token) {
             Some(id) => id,
             None => match shared.store.task_by_token(token).await.map_err(store)? {
-                Some(row) if row.state == orbit_store::TaskState::Claimed => row.execution_id,
+                Some(row)
+                    if row.state == orbit_store::TaskState::Claimed
+                        && row.worker_id.as_deref() == Some(session.worker_id.as_str()) =>
+                {
+                    row.execution_id
+                }
                 _ => continue,
             },
         };

@@ -144,7 +144,7 @@ async fn handle(
         Some(Kind::Heartbeat(hb)) => {
             session.beat(&hb.tokens);
             // Any message keeps the session alive; details are recorded per token.
-            if let Err(e) = results::heartbeat(shared, &hb.tokens, hb.details).await {
+            if let Err(e) = results::heartbeat(shared, session, &hb.tokens, hb.details).await {
                 stream_error(e)?;
             }
             return Ok(());
@@ -167,8 +167,12 @@ async fn handle(
         let mut pause = std::time::Duration::from_millis(50);
         let outcome = loop {
             let outcome = match &ack {
-                Report::Complete(c) => results::complete(&shared, &c.token, c.output.clone()).await,
-                Report::Fail(f) => results::fail(&shared, &f.token, f.error.clone()).await,
+                Report::Complete(c) => {
+                    results::complete(&shared, &session.worker_id, &c.token, c.output.clone()).await
+                }
+                Report::Fail(f) => {
+                    results::fail(&shared, &session.worker_id, &f.token, f.error.clone()).await
+                }
             };
             match outcome {
                 Err(e)
@@ -207,11 +211,17 @@ enum Report {
     Fail(orbit_api::v1::worker_message::Fail),
 }
 
-/// A bad request on the stream is answered (as an ack reason) and the session goes on; a
-/// storage or owner failure ends the stream so the worker retries elsewhere.
+/// A bad request on the stream (a malformed result, one for another worker's token) is
+/// answered as an ack reason and the session goes on; a storage or owner failure ends the
+/// stream so the worker retries elsewhere.
 fn stream_error(e: Status) -> ApiResult<String> {
     match OrbitError::from_status(&e) {
-        Some(o) if matches!(o.code, ErrorCode::InvalidArgument | ErrorCode::PayloadTooLarge) => {
+        Some(o)
+            if matches!(
+                o.code,
+                ErrorCode::InvalidArgument | ErrorCode::PayloadTooLarge | ErrorCode::WorkerMismatch
+            ) =>
+        {
             Ok(format!("{}: {}", o.code, o.message))
         }
         _ => Err(e),
@@ -232,11 +242,18 @@ async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
         if session.is_stopped() {
             return;
         }
-        let wanted = session.wanted();
+        // One claim takes at most `MAX_CLAIM` rows; a full batch loops for more at once.
+        let wanted = session.wanted().min(orbit_store::MAX_CLAIM);
         if wanted > 0 {
             let claimed = shared
                 .store
-                .claim_tasks(&session.task_names, wanted, &shared.config.node_id, &session.id)
+                .claim_tasks(
+                    &session.task_names,
+                    wanted,
+                    &shared.config.node_id,
+                    &session.id,
+                    &session.worker_id,
+                )
                 .await;
             match claimed {
                 Ok(rows) if !rows.is_empty() => {

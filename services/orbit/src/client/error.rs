@@ -77,7 +77,8 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 | ErrorCode::PermissionDenied
                 | ErrorCode::StorageError
                 | ErrorCode::ScheduleExists
-                | ErrorCode::ProtocolError,
+                | ErrorCode::ProtocolError
+                | ErrorCode::WorkerMismatch,
             ) => SERVER,
             // No Orbit code: a proxy, an unimplemented method or the transport answered.
             None => match status.code() {

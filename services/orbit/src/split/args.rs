@@ -4,6 +4,52 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+/// Keepalive and idle settings of the connections a server accepts (`orbit dev` and every
+/// split service). 0 turns a setting off.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ConnectionArgs {
+    /// Close a client connection that has had no open call for this long (a worker's
+    /// session stream is an open call, so it stays up). 0: never.
+    /// Example: --idle-timeout-ms 600000
+    #[arg(long, env = "ORBIT_IDLE_TIMEOUT_MS", default_value_t = 300_000, value_name = "MS")]
+    pub idle_timeout_ms: u64,
+    /// Send an HTTP/2 keepalive ping on every connection this often, to find dead peers
+    /// on quiet connections. 0: never. Example: --http2-keepalive-interval-ms 10000
+    #[arg(
+        long,
+        env = "ORBIT_HTTP2_KEEPALIVE_INTERVAL_MS",
+        default_value_t = 30_000,
+        value_name = "MS"
+    )]
+    pub http2_keepalive_interval_ms: u64,
+    /// Close a connection whose keepalive ping is not answered within this long.
+    /// Example: --http2-keepalive-timeout-ms 5000
+    #[arg(
+        long,
+        env = "ORBIT_HTTP2_KEEPALIVE_TIMEOUT_MS",
+        default_value_t = 20_000,
+        value_name = "MS"
+    )]
+    pub http2_keepalive_timeout_ms: u64,
+    /// TCP keepalive idle time on accepted sockets (the kernel probes a silent peer after
+    /// it). 0: off. Example: --tcp-keepalive-ms 30000
+    #[arg(long, env = "ORBIT_TCP_KEEPALIVE_MS", default_value_t = 60_000, value_name = "MS")]
+    pub tcp_keepalive_ms: u64,
+}
+
+impl ConnectionArgs {
+    /// The settings for the server builder.
+    pub fn options(&self) -> orbit_server_kit::ConnectionOptions {
+        let ms = |v: u64| (v > 0).then(|| std::time::Duration::from_millis(v));
+        orbit_server_kit::ConnectionOptions {
+            idle_timeout: ms(self.idle_timeout_ms),
+            http2_keepalive_interval: ms(self.http2_keepalive_interval_ms),
+            http2_keepalive_timeout: ms(self.http2_keepalive_timeout_ms),
+            tcp_keepalive: ms(self.tcp_keepalive_ms),
+        }
+    }
+}
+
 /// Flags every split service takes.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CommonArgs {
@@ -45,9 +91,22 @@ pub struct CommonArgs {
     /// Example: --heartbeat-ms 500
     #[arg(long, env = "ORBIT_HEARTBEAT_MS", default_value_t = 1_000, value_name = "MS")]
     pub heartbeat_ms: u64,
+    /// Start even if another process heartbeats this --node-id (by default a live
+    /// duplicate makes the start fail with exit code 6; a process that died is waited out
+    /// for at most --node-timeout-ms). Use it only when the other process is gone for
+    /// good: two live processes with one id fence each other. Example: --take-over
+    #[arg(
+        long,
+        env = "ORBIT_TAKE_OVER",
+        value_parser = clap::builder::BoolishValueParser::new(),
+        action = clap::ArgAction::SetTrue
+    )]
+    pub take_over: bool,
     /// Log filter (`info`, `debug`, `orbit_owner=debug,info`, ...). Example: --log debug
     #[arg(long, env = "ORBIT_LOG", default_value = "info", value_name = "FILTER")]
     pub log: String,
+    #[command(flatten)]
+    pub connections: ConnectionArgs,
 }
 
 /// Options of `orbit owner`.

@@ -53,6 +53,7 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
     };
     let beat = node.heartbeat();
     node.announce();
-    let served = frontend.serve(node.listener, node.shutdown.clone()).await;
+    let served =
+        frontend.serve_with(node.listener, node.shutdown.clone(), a.connections.options()).await;
     node::finish(&node.node_id, served, &node.shutdown, vec![listen, sweeper, beat]).await
 }

@@ -10,7 +10,7 @@ mod node;
 mod owner;
 mod scheduler;
 
-pub use args::{FrontendArgs, OwnerArgs, SchedulerArgs};
+pub use args::{ConnectionArgs, FrontendArgs, OwnerArgs, SchedulerArgs};
 pub use frontend::run as run_frontend;
 pub use owner::run as run_owner;
 pub use scheduler::run as run_scheduler;

@@ -4,7 +4,7 @@
 
 use super::args::CommonArgs;
 use super::backend::{ConnectError, Database, DatabaseOptions};
-use orbit_cluster::{Membership, MembershipConfig};
+use orbit_cluster::{claim_node_id, IdentityError, Membership, MembershipConfig, NodeIdClaim};
 use orbit_server_kit::signal_token;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -15,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 /// How long a starting service keeps trying to reach the database.
 const CONNECT_PATIENCE: Duration = Duration::from_secs(120);
+/// The exit code of a service whose node id another live process runs.
+pub const NODE_ID_IN_USE: u8 = 6;
 
 /// A split service ready to serve.
 pub struct Node {
@@ -69,6 +71,44 @@ pub async fn prepare(
             node_timeout_ms: args.node_timeout_ms,
         },
     );
+    // One process per node id: checked before the first beat, which would overwrite the
+    // other process's row.
+    let poll = Duration::from_millis(args.heartbeat_ms);
+    loop {
+        let claim = claim_node_id(
+            database.store.as_ref(),
+            &node_id,
+            args.node_timeout_ms,
+            poll,
+            args.take_over,
+        );
+        let outcome = tokio::select! {
+            () = shutdown.cancelled() => return Err(ExitCode::from(4)),
+            outcome = claim => outcome,
+        };
+        match outcome {
+            Ok(NodeIdClaim::Free) => break,
+            Ok(NodeIdClaim::Stale { waited }) => {
+                tracing::info!(%node_id, ?waited, "the previous process of this node id stopped heartbeating; starting");
+                break;
+            }
+            Ok(NodeIdClaim::TakenOver) => {
+                tracing::warn!(%node_id, "taking over node id {node_id} from a process that still heartbeats it (--take-over)");
+                break;
+            }
+            Err(IdentityError::InUse(in_use)) => {
+                eprintln!("error: {in_use}");
+                return Err(ExitCode::from(NODE_ID_IN_USE));
+            }
+            Err(IdentityError::Store(e)) => {
+                tracing::warn!(error = %e, "cannot read the nodes table; retrying");
+                tokio::select! {
+                    () = shutdown.cancelled() => return Err(ExitCode::from(4)),
+                    () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                }
+            }
+        }
+    }
     // Registered before serving: owners must be routable, frontends must look alive before
     // they hand out claims.
     while let Err(e) = membership.beat().await {

@@ -42,6 +42,7 @@ pub async fn run(args: OwnerArgs) -> ExitCode {
     );
     let beat = node.heartbeat();
     node.announce();
-    let served = owner.serve(node.listener, node.shutdown.clone()).await;
+    let served =
+        owner.serve_with(node.listener, node.shutdown.clone(), a.connections.options()).await;
     node::finish(&node.node_id, served, &node.shutdown, vec![listen, beat]).await
 }

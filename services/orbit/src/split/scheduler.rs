@@ -38,6 +38,9 @@ pub async fn run(args: SchedulerArgs) -> ExitCode {
     );
     let beat = node.heartbeat();
     node.announce();
-    let served = scheduler.serve(node.listener, node.shutdown.clone()).await.map_err(Into::into);
+    let served = scheduler
+        .serve_with(node.listener, node.shutdown.clone(), args.common.connections.options())
+        .await
+        .map_err(Into::into);
     node::finish(&node.node_id, served, &node.shutdown, vec![listen, beat]).await
 }

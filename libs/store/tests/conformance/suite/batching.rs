@@ -29,7 +29,7 @@ pub async fn units_are_cancelled_before_new_offers_and_inbox_entries_are_written
         ..CommitBatch::default()
     };
     store.commit(offer).await.unwrap();
-    let first = store.claim_tasks(&["t".into()], 10, "fe-1", "sess").await.unwrap();
+    let first = store.claim_tasks(&["t".into()], 10, "fe-1", "sess", "w").await.unwrap();
     assert_eq!(first.len(), 1);
     assert_eq!(
         store.claimed_tasks("fe-1").await.unwrap().len(),
@@ -53,7 +53,7 @@ pub async fn units_are_cancelled_before_new_offers_and_inbox_entries_are_written
     };
     store.commit(redeliver).await.unwrap();
     assert!(store.claimed_tasks("fe-1").await.unwrap().is_empty(), "the old claim was cancelled");
-    let second = store.claim_tasks(&["t".into()], 10, "fe-1", "sess").await.unwrap();
+    let second = store.claim_tasks(&["t".into()], 10, "fe-1", "sess", "w").await.unwrap();
     assert_eq!(second.len(), 1, "the new offer survived the cancel");
     assert_eq!(second[0].offer, 2);
     assert_eq!(second[0].state, TaskState::Claimed);
@@ -115,7 +115,7 @@ pub async fn commit_all_applies_batches_of_one_execution_in_order(b: &dyn Backen
     assert_eq!((outcomes[0].task_ids.len(), outcomes[3].task_ids.len()), (1, 1));
     assert_eq!(store.get_execution("e1").await.unwrap().unwrap().last_seq, 4);
     assert_eq!(store.next_timer_at().await.unwrap(), None, "the later batch deleted it");
-    let claimed = store.claim_tasks(&["t".into()], 10, "fe", "s").await.unwrap();
+    let claimed = store.claim_tasks(&["t".into()], 10, "fe", "s", "w").await.unwrap();
     let offers: Vec<u32> = claimed.iter().map(|t| t.offer).collect();
     assert_eq!(offers, [2], "the first offer was cancelled by the later batch");
     assert_eq!(store.get_owner("e2").await.unwrap().unwrap().node_id, "node-b");

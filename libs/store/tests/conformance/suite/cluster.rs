@@ -216,8 +216,8 @@ pub async fn release_claims_hands_back_each_row_once(b: &dyn Backend) {
     let mut batch = start_batch("e1", "node-a");
     batch.tasks_to_insert = (0..6).map(|i| task(&format!("u{i}"), "work")).collect();
     store.commit(batch).await.unwrap();
-    let dead = store.claim_tasks(&["work".into()], 4, "fe-dead", "s-dead").await.unwrap();
-    let live = store.claim_tasks(&["work".into()], 4, "fe-live", "s-live").await.unwrap();
+    let dead = store.claim_tasks(&["work".into()], 4, "fe-dead", "s-dead", "w").await.unwrap();
+    let live = store.claim_tasks(&["work".into()], 4, "fe-live", "s-live", "w").await.unwrap();
     assert_eq!((dead.len(), live.len()), (4, 2));
 
     // Two nodes release the dead frontend's claims at once.
@@ -244,7 +244,7 @@ pub async fn release_claims_hands_back_each_row_once(b: &dyn Backend) {
     // A worker that still reports a released attempt is recorded for the owner.
     let token = dead[0].token.clone().unwrap();
     let report = orbit_store::TaskReport { kind: "complete".into(), payload: json!({}) };
-    let done = store.complete_task_row(&token, Some(report)).await.unwrap().unwrap();
+    let done = store.complete_task_row(&token, "w", Some(report)).await.unwrap().unwrap();
     assert!(done.newly_done && done.inbox_seq.is_some());
 }
 
@@ -254,7 +254,7 @@ pub async fn orphaned_claimers_are_claimers_without_a_live_node(b: &dyn Backend)
     batch.tasks_to_insert = (0..3).map(|i| task(&format!("u{i}"), "work")).collect();
     store.commit(batch).await.unwrap();
     for fe in ["fe-stale", "fe-live", "fe-never"] {
-        store.claim_tasks(&["work".into()], 1, fe, "s").await.unwrap();
+        store.claim_tasks(&["work".into()], 1, fe, "s", "w").await.unwrap();
     }
     store.heartbeat_node(&node("fe-stale", "frontend", "i1")).await.unwrap();
     tokio::time::sleep(STALE).await;

@@ -36,7 +36,8 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
         store.inbox_result(seq).await.unwrap(),
         InboxStatus::Done(Some(json!({"accepted": true})))
     );
-    let claimed = store.claim_tasks(&["payments.charge".into()], 10, "fe-1", "s-1").await.unwrap();
+    let claimed =
+        store.claim_tasks(&["payments.charge".into()], 10, "fe-1", "s-1", "w").await.unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].unit_key, "charge");
     assert_eq!(claimed[0].input, json!({"step": "charge"}));
@@ -58,7 +59,11 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
         ..CommitBatch::default()
     };
     store.commit(batch).await.unwrap();
-    assert!(store.claim_tasks(&["shipping".into()], 10, "fe-1", "s-1").await.unwrap().is_empty());
+    assert!(store
+        .claim_tasks(&["shipping".into()], 10, "fe-1", "s-1", "w")
+        .await
+        .unwrap()
+        .is_empty());
     assert_eq!(store.next_timer_at().await.unwrap(), Some(7_000));
     let row = store.get_execution("e1").await.unwrap().unwrap();
     assert_eq!(
@@ -67,7 +72,7 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
     );
     // The claimed row was cancelled too: the worker's late result still finds it.
     let token = claimed[0].token.clone().unwrap();
-    let done = store.complete_task_row(&token, None).await.unwrap().unwrap();
+    let done = store.complete_task_row(&token, "w", None).await.unwrap().unwrap();
     assert_eq!(done.task.state, TaskState::Done);
 }
 
@@ -127,7 +132,7 @@ pub async fn refused_batches_leave_nothing_behind(b: &dyn Backend) {
     assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
     assert_eq!(snapshot(store.as_ref()).await, before);
     assert!(store
-        .claim_tasks(&["payments.charge".into()], 10, "fe", "s")
+        .claim_tasks(&["payments.charge".into()], 10, "fe", "s", "w")
         .await
         .unwrap()
         .is_empty());

@@ -26,7 +26,7 @@ pub async fn concurrent_claimers_never_share_a_row(b: &dyn Backend) {
         tokio::spawn(async move {
             let mut got = Vec::new();
             loop {
-                let rows = store.claim_tasks(&["work".into()], 3, name, name).await.unwrap();
+                let rows = store.claim_tasks(&["work".into()], 3, name, name, "w").await.unwrap();
                 if rows.is_empty() {
                     return got;
                 }
@@ -56,10 +56,10 @@ pub async fn completing_a_task_records_the_result_once(b: &dyn Backend) {
     let mut batch = start_batch("e1", "node-a");
     batch.tasks_to_insert = vec![task("charge", "payments.charge")];
     store.commit(batch).await.unwrap();
-    let claimed = store.claim_tasks(&["payments.charge".into()], 1, "fe", "s1").await.unwrap();
+    let claimed = store.claim_tasks(&["payments.charge".into()], 1, "fe", "s1", "w").await.unwrap();
     let token = claimed[0].token.clone().unwrap();
     let report = TaskReport { kind: "complete".into(), payload: json!({"output": 42}) };
-    let first = store.complete_task_row(&token, Some(report.clone())).await.unwrap().unwrap();
+    let first = store.complete_task_row(&token, "w", Some(report.clone())).await.unwrap().unwrap();
     assert!(first.newly_done);
     assert_eq!((first.task.state, first.task.execution_id.as_str()), (TaskState::Done, "e1"));
     let seq = first.inbox_seq.unwrap();
@@ -68,9 +68,40 @@ pub async fn completing_a_task_records_the_result_once(b: &dyn Backend) {
     assert_eq!((entry.kind.as_str(), entry.token.as_deref()), ("complete", Some(token.as_str())));
     assert_eq!(entry.payload, json!({"output": 42}));
     // A duplicate result is still recorded for the owner (who ignores it), never re-done.
-    let second = store.complete_task_row(&token, Some(report)).await.unwrap().unwrap();
+    let second = store.complete_task_row(&token, "w", Some(report)).await.unwrap().unwrap();
     assert!(!second.newly_done);
-    assert!(store.complete_task_row("no-such-token", None).await.unwrap().is_none());
+    assert!(store.complete_task_row("no-such-token", "w", None).await.unwrap().is_none());
+}
+
+/// Tokens are 128 random bits, bound to the claiming worker: another worker's result is
+/// refused (nothing written), the claiming worker's is recorded.
+pub async fn only_the_claiming_worker_completes_a_task(b: &dyn Backend) {
+    let store = b.open().await;
+    let mut batch = start_batch("e1", "node-a");
+    batch.tasks_to_insert = vec![task("charge", "payments.charge")];
+    store.commit(batch).await.unwrap();
+    let claimed =
+        store.claim_tasks(&["payments.charge".into()], 5, "fe", "s1", "worker-a").await.unwrap();
+    let token = claimed[0].token.clone().unwrap();
+    assert_eq!(token.len(), 32, "{token}");
+    assert!(token.chars().all(|c| c.is_ascii_hexdigit()), "{token}");
+    assert_eq!(claimed[0].worker_id.as_deref(), Some("worker-a"));
+    let dispatched = store.pending_inbox(Some("e1"), 10).await.unwrap();
+    assert_eq!(dispatched.len(), 1);
+    assert_eq!(dispatched[0].payload["worker_id"], json!("worker-a"));
+
+    let report = TaskReport { kind: "complete".into(), payload: json!({"output": 1}) };
+    let forged =
+        store.complete_task_row(&token, "worker-b", Some(report.clone())).await.unwrap().unwrap();
+    assert!(!forged.newly_done);
+    assert_eq!(forged.inbox_seq, None);
+    assert_eq!(forged.task.state, TaskState::Claimed, "the row is untouched");
+    assert_eq!(forged.task.worker_id.as_deref(), Some("worker-a"));
+    assert_eq!(store.pending_inbox(Some("e1"), 10).await.unwrap().len(), 1, "nothing written");
+
+    let real = store.complete_task_row(&token, "worker-a", Some(report)).await.unwrap().unwrap();
+    assert!(real.newly_done);
+    assert!(real.inbox_seq.is_some());
 }
 
 pub async fn timers_come_due_in_order(b: &dyn Backend) {
@@ -175,7 +206,7 @@ pub async fn queue_backlog_counts_queued_rows_per_task(b: &dyn Backend) {
     batch.tasks_to_insert =
         vec![task("a1", "alpha"), task("a2", "alpha"), task("a3", "alpha"), task("b1", "beta")];
     store.commit(batch).await.unwrap();
-    let claimed = store.claim_tasks(&["alpha".into()], 1, "fe", "s1").await.unwrap();
+    let claimed = store.claim_tasks(&["alpha".into()], 1, "fe", "s1", "w").await.unwrap();
     assert_eq!(claimed.len(), 1);
 
     let backlog = store.queue_backlog().await.unwrap();
@@ -184,6 +215,6 @@ pub async fn queue_backlog_counts_queued_rows_per_task(b: &dyn Backend) {
     assert_eq!(summary, [("alpha", "1", 2), ("beta", "1", 1)], "claimed rows are not backlog");
     assert!(backlog.iter().all(|q| q.oldest_created_at_ms > 0));
 
-    store.claim_tasks(&["alpha".into(), "beta".into()], 10, "fe", "s1").await.unwrap();
+    store.claim_tasks(&["alpha".into(), "beta".into()], 10, "fe", "s1", "w").await.unwrap();
     assert!(store.queue_backlog().await.unwrap().is_empty());
 }
