@@ -91,6 +91,9 @@ error_codes! {
     QueryFailed => "QUERY_FAILED",
     /// A payload is over `max_payload_bytes`.
     PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+    /// A payload nests arrays and objects deeper than the depth limit (below protobuf's
+    /// decode recursion limit; see `orbit_payload::MAX_DEPTH`).
+    PayloadTooDeep => "PAYLOAD_TOO_DEEP",
     /// A server limit is reached, for example `max_active_executions`.
     ResourceExhausted => "RESOURCE_EXHAUSTED",
     /// The request carries no valid credentials.
@@ -120,7 +123,8 @@ impl ErrorCode {
             | ErrorCode::InvalidDefinition
             | ErrorCode::InvalidInput
             | ErrorCode::SignalPayloadInvalid
-            | ErrorCode::QueryFailed => Code::InvalidArgument,
+            | ErrorCode::QueryFailed
+            | ErrorCode::PayloadTooDeep => Code::InvalidArgument,
             ErrorCode::WorkflowNotFound
             | ErrorCode::ExecutionNotFound
             | ErrorCode::UnknownSignal

@@ -22,6 +22,7 @@ const EXPECTED: &[(&str, Code)] = &[
     ("SIGNAL_PAYLOAD_INVALID", Code::InvalidArgument),
     ("QUERY_FAILED", Code::InvalidArgument),
     ("PAYLOAD_TOO_LARGE", Code::ResourceExhausted),
+    ("PAYLOAD_TOO_DEEP", Code::InvalidArgument),
     ("RESOURCE_EXHAUSTED", Code::ResourceExhausted),
     ("UNAUTHENTICATED", Code::Unauthenticated),
     ("PERMISSION_DENIED", Code::PermissionDenied),

@@ -9,9 +9,9 @@
 use orbit_api::v1 as pb;
 use orbit_payload::{measure, MAX_DEPTH};
 use orbit_server_kit::payload::json_to_proto;
+use proptest::prelude::*;
 use prost::Message;
 use prost_types::{value::Kind, Struct};
-use proptest::prelude::*;
 use serde_json::{json, Value};
 
 /// Levels of margin `MAX_DEPTH` keeps below the shallowest measured decode limit, for

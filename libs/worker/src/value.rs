@@ -14,6 +14,16 @@ use serde_json::{Map, Number, Value as Json};
 /// 2^53: the largest magnitude below which every integer is exactly representable as f64.
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_992.0;
 
+/// A non-retryable failure with the payload code (`PAYLOAD_TOO_LARGE`, `PAYLOAD_TOO_DEEP`)
+/// when `json` is over the server's default `max_payload_bytes` or nested deeper than the
+/// depth limit (see `orbit_payload`): such a value would be refused by the server, or not
+/// even decode there. A workflow's own, stricter limit is still checked by the server.
+pub(crate) fn refused(json: &Json, what: &str) -> Option<crate::TaskFailure> {
+    orbit_payload::check(json, Some(orbit_payload::DEFAULT_MAX_PAYLOAD_BYTES))
+        .err()
+        .map(|v| crate::TaskFailure::fatal(v.code(), v.message(what)))
+}
+
 /// Converts a JSON value to a protobuf value.
 pub(crate) fn to_proto(json: &Json) -> PbValue {
     let kind = match json {

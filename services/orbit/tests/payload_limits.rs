@@ -180,12 +180,11 @@ async fn commands_with_payloads_over_the_limits_are_refused_with_the_code() {
     }
 
     // The owner's internal start path checks the same.
-    let mut owner =
-        orbit_api::internal::v1::owner_service_client::OwnerServiceClient::connect(
-            server.address(),
-        )
-        .await
-        .expect("owner client");
+    let mut owner = orbit_api::internal::v1::owner_service_client::OwnerServiceClient::connect(
+        server.address(),
+    )
+    .await
+    .expect("owner client");
     let def = c
         .get_workflow(pb::GetWorkflowRequest { name: "echo".into(), version: String::new() })
         .await

@@ -15,6 +15,7 @@ const NEVER_RETRIED: &[&str] = &[
     "ADAPTER_DISABLED",
     "EXPRESSION_ERROR",
     "PAYLOAD_TOO_LARGE",
+    "PAYLOAD_TOO_DEEP",
     "CANCELLED",
 ];
 

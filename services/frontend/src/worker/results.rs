@@ -11,7 +11,8 @@
 use crate::error::{invalid, store, ApiResult};
 use crate::{reply, validate, Shared};
 use orbit_api::v1 as wire;
-use orbit_server_kit::payload::proto_to_json;
+use orbit_server_kit::payload::{check_limits, proto_to_json};
+use orbit_server_kit::OrbitError;
 use orbit_store::TaskReport;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -30,8 +31,8 @@ impl Outcome {
     }
 }
 
-/// Records a successful attempt. An output over `max_payload_bytes` is recorded as a
-/// non-retryable `PAYLOAD_TOO_LARGE` failure instead, and not accepted.
+/// Records a successful attempt. An output over the payload limits is recorded as a
+/// non-retryable `PAYLOAD_TOO_LARGE` / `PAYLOAD_TOO_DEEP` failure instead, and not accepted.
 pub(crate) async fn complete(
     shared: &Arc<Shared>,
     token: &str,
@@ -41,21 +42,32 @@ pub(crate) async fn complete(
     let output =
         output.map(proto_to_json).transpose().map_err(|e| invalid("output", e.to_string()))?;
     let output = output.unwrap_or(Value::Null);
-    if let Err(too_large) = validate::check_size("output", &output, shared.config.max_payload_bytes)
-    {
-        let error = json!({
-            "code": "PAYLOAD_TOO_LARGE",
-            "message": too_large.message(),
-            "retryable": false,
-        });
-        let report = TaskReport { kind: "fail".into(), payload: json!({"error": error}) };
-        let recorded = record(shared, token, report).await?;
-        let reason =
-            if recorded.reason.is_empty() { "PAYLOAD_TOO_LARGE" } else { &recorded.reason };
-        return Ok(Outcome::rejected(reason));
+    if let Err(refused) = check_limits("output", &output, shared.config.max_payload_bytes) {
+        return record_refused(shared, token, &refused).await;
     }
     let report = TaskReport { kind: "complete".into(), payload: json!({"output": output}) };
     record(shared, token, report).await
+}
+
+/// The attempt fails with the payload code instead of recording the refused value; the
+/// worker's ack says why (not accepted).
+async fn record_refused(
+    shared: &Arc<Shared>,
+    token: &str,
+    refused: &OrbitError,
+) -> ApiResult<Outcome> {
+    let recorded = record(shared, token, refused_report(refused)).await?;
+    let reason = if recorded.reason.is_empty() { refused.code.as_str() } else { &recorded.reason };
+    Ok(Outcome::rejected(reason))
+}
+
+fn refused_report(refused: &OrbitError) -> TaskReport {
+    let error = json!({
+        "code": refused.code.as_str(),
+        "message": refused.message,
+        "retryable": false,
+    });
+    TaskReport { kind: "fail".into(), payload: json!({"error": error}) }
 }
 
 /// Records a failed attempt; `error.code` is required.
@@ -77,7 +89,12 @@ pub(crate) async fn fail(
         "retryable": error.retryable,
         "details": error.details,
     });
-    validate::check_size("error", &error_json, shared.config.max_payload_bytes)?;
+    if let Err(refused) = check_limits("error", &error_json, shared.config.max_payload_bytes) {
+        // The attempt still failed: record that, without the details that are over the
+        // limits, under the payload code (the worker's code stays in the message).
+        let message = format!("{} (the worker reported {})", refused.message, error.code);
+        return record_refused(shared, token, &OrbitError::new(refused.code, message)).await;
+    }
     let report = TaskReport { kind: "fail".into(), payload: json!({"error": error_json}) };
     record(shared, token, report).await
 }
@@ -142,7 +159,22 @@ pub(crate) async fn heartbeat(
 ) -> ApiResult<()> {
     let Some(details) = details else { return Ok(()) };
     let details = proto_to_json(details).map_err(|e| invalid("details", e.to_string()))?;
-    validate::check_size("details", &details, shared.config.max_payload_bytes)?;
+    if let Err(refused) = check_limits("details", &details, shared.config.max_payload_bytes) {
+        // Nothing of the details is written: each attempt fails with the payload code (its
+        // later result is then answered as already reported).
+        for token in tokens {
+            if let Some(done) = shared
+                .store
+                .complete_task_row(token, Some(refused_report(&refused)))
+                .await
+                .map_err(store)?
+            {
+                shared.sessions.forget_token(token);
+                super::wake_owner(shared, vec![done.task.execution_id]);
+            }
+        }
+        return Ok(());
+    }
     let mut woken = Vec::new();
     for token in tokens {
         // A token handed out through another frontend (the worker moved here after that one
