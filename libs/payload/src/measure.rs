@@ -204,7 +204,7 @@ fn path<'a>(segs: impl Iterator<Item = Seg<'a>>) -> String {
     let mut out = String::new();
     for seg in segs {
         if out.len() > MAX_PATH {
-            out.push_str("…");
+            out.push('…');
             break;
         }
         match seg {

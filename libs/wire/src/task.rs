@@ -15,7 +15,7 @@ pub fn task_error(error: &TaskError) -> wire::TaskError {
         code: error.code.clone(),
         message: error.message.clone(),
         retryable: error.retryable,
-        details: error.details.clone().filter(|d| !d.is_null()).map(|d| read_value(d)),
+        details: error.details.clone().filter(|d| !d.is_null()).map(read_value),
     }
 }
 
