@@ -119,6 +119,17 @@ mod tests {
     }
 
     #[test]
+    fn values_over_the_payload_limits_are_refused_with_the_code() {
+        let deep = (0..=orbit_payload::MAX_DEPTH).fold(json!(1), |v, _| json!([v]));
+        let failure = refused(&deep, "output").expect("too deep");
+        assert_eq!((failure.code.as_str(), failure.retryable), ("PAYLOAD_TOO_DEEP", false));
+        // 300k small numbers: 600 kB of JSON, 3.3 MB as protobuf.
+        let wide = Json::Array(vec![json!(1); 300_000]);
+        assert_eq!(refused(&wide, "output").expect("too large").code, "PAYLOAD_TOO_LARGE");
+        assert!(refused(&json!({"ok": [1, 2]}), "output").is_none());
+    }
+
+    #[test]
     fn unset_reads_as_null() {
         assert_eq!(from_proto(&PbValue { kind: None }), Json::Null);
         assert_eq!(from_proto_opt(None), Json::Null);
