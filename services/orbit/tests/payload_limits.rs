@@ -52,6 +52,8 @@ const SIGNALLED: &str = r#"
 name: signalled
 version: "1"
 signals: { go: null }
+queries:
+  square: ${{ input.n.map(i, input.n) }}
 steps:
   - { id: wait, await: go }
 output: ${{ steps.wait.output }}
@@ -203,7 +205,13 @@ async fn commands_with_payloads_over_the_limits_are_refused_with_the_code() {
     assert_eq!(code(&status), "PAYLOAD_TOO_DEEP", "{status:?}");
 
     // Signals: refused, the execution keeps waiting and takes a good one.
-    start(&mut c, "signalled", "sig-1", json!({})).await.expect("start signalled");
+    let n: Vec<u32> = (0..1000).collect();
+    start(&mut c, "signalled", "sig-1", json!({ "n": n })).await.expect("start signalled");
+    // A query result over the limits is a clear error, not a broken response.
+    let query =
+        pb::QueryExecutionRequest { execution_id: "sig-1".into(), name: "square".into(), run: 0 };
+    let status = c.query_execution(query).await.unwrap_err();
+    assert_eq!(code(&status), "PAYLOAD_TOO_LARGE", "{status:?}");
     let signal = |payload: Value| pb::SignalExecutionRequest {
         execution_id: "sig-1".into(),
         name: "go".into(),
