@@ -403,3 +403,66 @@ async fn rows_written_past_the_limits_stay_readable() {
     assert_eq!(payload_of(done)["output"], chunk);
     watch_all(&mut c, "old-pages").await;
 }
+
+/// The Python worker (`examples/python/orbit_worker.py`) reports a result it cannot send as a
+/// Fail with the depth code, so the execution fails at once instead of retrying or hanging.
+/// Needs `pip install -r examples/python/requirements.txt && examples/python/gen.sh`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_worker_reports_a_too_deep_result_as_a_failure() {
+    use std::process::{Command, Stdio};
+    let py = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/python");
+    assert!(
+        py.join("gen/orbit/v1/worker_pb2.py").exists(),
+        "the generated Python client is missing: run \
+         `pip install -r examples/python/requirements.txt && examples/python/gen.sh` first"
+    );
+    let dir = TempDir::new("payload-python");
+    let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
+    let mut c = server.client().await;
+    register(&mut c, DEEP_TASK).await;
+    // A worker whose handler nests lists as deep as asked.
+    let script = r#"
+import sys
+from orbit_worker import Worker, parse_common_args, run_example
+
+def make(depth):
+    v = 1
+    for _ in range(depth):
+        v = [v]
+    return v
+
+def factory(**kwargs):
+    w = Worker(**kwargs)
+    w.register("deep.make", "1", lambda ctx: make(int(ctx.input["depth"])))
+    return w
+
+run_example(factory, parse_common_args("deep worker", sys.argv[1:]))
+"#;
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let log_path = dir.0.join("python.log");
+    let log = std::fs::File::create(&log_path).expect("log file");
+    let _worker = ChildGuard(
+        Command::new(python)
+            .current_dir(&py)
+            .args(["-c", script, "--address", &format!("127.0.0.1:{}", server.port)])
+            .args(["--worker-id", "py-deep", "--max-tasks", "2"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn python3"),
+    );
+    start(&mut c, "deep-task", "py-deep-60", json!({"depth": 60})).await.expect("start");
+    start(&mut c, "deep-task", "py-deep-3", json!({"depth": 3})).await.expect("start");
+    let code60 = tokio::time::timeout(WAIT, failed_with(&mut c, "py-deep-60")).await;
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    assert_eq!(code60.unwrap_or_else(|_| panic!("{}", log())), "PAYLOAD_TOO_DEEP", "{}", log());
+    let attempts = history(&mut c, "py-deep-60")
+        .await
+        .iter()
+        .filter(|e| e.event_type == "StepAttemptFailed")
+        .count();
+    assert_eq!(attempts, 1, "not retried");
+    let (status, output) = result(&mut c, "py-deep-3", WAIT).await;
+    assert_eq!((status, output), (pb::ExecutionStatus::Completed, json!([[[1]]])), "{}", log());
+}
