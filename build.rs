@@ -32,7 +32,13 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     // google.protobuf types map to prost-types; prost-build still needs their descriptors
     // in the set to decide which traits the generated messages can derive.
-    tonic_prost_build::configure().build_client(true).build_server(true).compile_fds(fds)?;
+    // `codec_path`: prost's codec, except that a message that does not decode is the
+    // sender's INVALID_ARGUMENT rather than INTERNAL (see src/codec.rs).
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .codec_path("crate::codec::OrbitCodec")
+        .compile_fds(fds)?;
     Ok(())
 }
 

@@ -9,6 +9,11 @@
 //!   included, for gRPC server reflection.
 //!
 //! Payloads are [`prost_types::Value`]; convert them to domain types at the edge.
+//!
+//! Every generated client and server uses [`codec::OrbitCodec`]: a message that does not
+//! decode is `INVALID_ARGUMENT` with the Orbit code, never `INTERNAL`.
+
+pub mod codec;
 
 /// The public API, package `orbit.v1`.
 #[allow(missing_docs, clippy::all, clippy::pedantic, clippy::nursery)]

@@ -56,6 +56,7 @@ import asyncio
 import collections
 import datetime
 import inspect
+import json
 import logging
 import math
 import os
@@ -114,6 +115,15 @@ _FATAL_CODES = {
     grpc.StatusCode.UNIMPLEMENTED,
 }
 _MAX_SAFE_INTEGER = 2**53
+
+# Payload limits, the server's (orbit_payload in the Rust tree; docs/events.md, "Payload
+# limits"): a result nested deeper than MAX_DEPTH, or larger than MAX_PAYLOAD_BYTES as JSON
+# or as protobuf, is refused by the server (or does not even decode there), so it is
+# reported as a Fail with the payload code instead and the execution goes on.
+MAX_DEPTH = 24
+MAX_PAYLOAD_BYTES = 2 * 1024 * 1024
+PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
+PAYLOAD_TOO_DEEP = "PAYLOAD_TOO_DEEP"
 _CLOSE_GRACE = 5.0
 
 log = logging.getLogger("orbit_worker")
@@ -177,6 +187,41 @@ def from_proto_value(v: Optional[struct_pb2.Value]) -> Json:
     if kind == "list_value":
         return [from_proto_value(item) for item in v.list_value.values]
     raise ValueError(f"unknown google.protobuf.Value kind {kind!r}")
+
+
+def payload_depth(obj: Json) -> int:
+    """Nesting depth of lists and dicts (a scalar is 0), walked without recursion."""
+    depth = 0
+    stack = [(obj, 0)]
+    while stack:
+        value, level = stack.pop()
+        if isinstance(value, Mapping):
+            children = value.values()
+        elif isinstance(value, (list, tuple)):
+            children = value
+        else:
+            continue
+        depth = max(depth, level + 1)
+        if depth > MAX_DEPTH:
+            return depth  # deep enough to refuse; no need to walk a hostile value further
+        stack.extend((child, level + 1) for child in children)
+    return depth
+
+
+def payload_violation(obj: Json, what: str) -> Optional[Tuple[str, str]]:
+    """``(code, message)`` when ``obj`` is over the payload limits, else None."""
+    depth = payload_depth(obj)
+    if depth > MAX_DEPTH:
+        return PAYLOAD_TOO_DEEP, f"{what} is nested more than {MAX_DEPTH} levels deep"
+    size = to_proto_value(obj).ByteSize()
+    try:
+        text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        size = max(size, len(text.encode("utf-8")))
+    except (TypeError, ValueError):
+        pass  # not JSON text (NaN, odd keys): the protobuf size still applies
+    if size > MAX_PAYLOAD_BYTES:
+        return PAYLOAD_TOO_LARGE, f"{what} is {size} bytes (max_payload_bytes {MAX_PAYLOAD_BYTES})"
+    return None
 
 
 def _optional_field(message: Any, field: str) -> Optional[Any]:
@@ -352,13 +397,21 @@ class _Running:
 
 
 def _fail_message(token: str, code: str, message: str, retryable: bool, details: Json = None):
-    error = common_pb2.TaskError(code=code or UNHANDLED_EXCEPTION, message=message, retryable=retryable)
+    code = code or UNHANDLED_EXCEPTION
+    violation = None if details is None else payload_violation(details, "details")
+    if violation is not None:
+        # The details cannot be sent: report the attempt failed with the payload code.
+        return _fail_message(token, violation[0], f"{violation[1]} (the task failed with {code})", False)
+    error = common_pb2.TaskError(code=code, message=message, retryable=retryable)
     if details is not None:
         error.details.CopyFrom(to_proto_value(details))
     return worker_pb2.WorkerMessage(fail=worker_pb2.WorkerMessage.Fail(token=token, error=error))
 
 
 def _complete_message(token: str, output: Json):
+    violation = None if output is None else payload_violation(output, "output")
+    if violation is not None:
+        return _fail_message(token, violation[0], violation[1], False)
     complete = worker_pb2.WorkerMessage.Complete(token=token)
     if output is not None:
         complete.output.CopyFrom(to_proto_value(output))
@@ -749,7 +802,11 @@ class Worker:
         def send() -> None:
             if token in self._running:
                 heartbeat = worker_pb2.WorkerMessage.Heartbeat(tokens=[token])
-                if details is not None:
+                violation = None if details is None else payload_violation(details, "heartbeat details")
+                if violation is not None:
+                    # The server would fail the attempt: keep it alive without the details.
+                    log.warning("heartbeat details dropped: %s", violation[1])
+                elif details is not None:
                     heartbeat.details.CopyFrom(to_proto_value(details))
                 self._send(worker_pb2.WorkerMessage(heartbeat=heartbeat))
 

@@ -288,3 +288,94 @@ def test_drain_grants_nothing_and_waits_for_acks():
         assert w._is_done()
 
     asyncio.run(scenario())
+
+
+# --------------------------------------------------------------------------------------
+# Payload limits
+
+
+def _nested_dicts(depth):
+    v = 1
+    for _ in range(depth):
+        v = {"k": v}
+    return v
+
+
+def _nested_lists(depth):
+    v = 1
+    for _ in range(depth):
+        v = [v]
+    return v
+
+
+def _deepest(wrap, shape):
+    """The deepest ``shape(d)`` that Python protobuf still decodes inside ``wrap``."""
+    d = 0
+    while True:
+        try:
+            # Building the message copies (encodes and decodes) sub-messages in upb, so it
+            # can hit the limit too.
+            message = wrap(shape(d + 1))
+            type(message).FromString(message.SerializeToString())
+        except Exception:  # noqa: BLE001 - the runtime's decode error (recursion limit)
+            return d
+        d += 1
+        assert d < 1000, "no decode limit found"
+
+
+def test_max_depth_decodes_in_python():
+    """The depth limit (docs/events.md, "Payload limits") stays below the Python runtime's
+    decode limit with margin, in the deepest messages the server sends a payload in (the
+    Rust side: libs/server-kit/tests/payload_depth.rs)."""
+    from orbit.v1 import common_pb2, workflow_pb2  # noqa: E402
+
+    def task(v):
+        return worker_pb2.ServerMessage(task=worker_pb2.ServerMessage.Task(input=to_proto_value(v)))
+
+    def history(v):
+        event = common_pb2.HistoryEvent(seq=1, event_type="StepFailed")
+        event.payload.update({"step": "s", "error": {"code": "E", "details": v}})
+        return workflow_pb2.GetHistoryResponse(events=[event])
+
+    def describe(v):
+        error = common_pb2.TaskError(code="E", details=to_proto_value(v))
+        unit = common_pb2.UnitSummary(key="s", last_error=error)
+        return workflow_pb2.DescribeExecutionResponse(
+            execution=common_pb2.ExecutionDescription(units=[unit])
+        )
+
+    shallowest = min(
+        _deepest(wrap, shape)
+        for wrap in (task, history, describe)
+        for shape in (_nested_dicts, _nested_lists)
+    )
+    print(f"python protobuf ({_runtime()}): shallowest decodable depth {shallowest}")
+    assert orbit_worker.MAX_DEPTH + 4 <= shallowest
+
+
+def _runtime():
+    from google.protobuf.internal import api_implementation
+
+    return api_implementation.Type()
+
+
+def test_results_over_the_limits_are_sent_as_a_fail_with_the_payload_code():
+    ok = orbit_worker._complete_message("t", _nested_lists(orbit_worker.MAX_DEPTH))
+    assert ok.WhichOneof("kind") == "complete"
+    deep = orbit_worker._complete_message("t", _nested_lists(orbit_worker.MAX_DEPTH + 1))
+    assert deep.WhichOneof("kind") == "fail"
+    assert deep.fail.error.code == "PAYLOAD_TOO_DEEP" and not deep.fail.error.retryable
+    big = orbit_worker._complete_message("t", [1] * 300_000)  # small as JSON, 3.3 MB as protobuf
+    assert big.fail.error.code == "PAYLOAD_TOO_LARGE"
+    failed = orbit_worker._fail_message("t", "CARD_DECLINED", "no", True, _nested_dicts(60))
+    assert failed.fail.error.code == "PAYLOAD_TOO_DEEP"
+    assert "CARD_DECLINED" in failed.fail.error.message
+    assert not failed.fail.error.HasField("details")
+
+
+def test_payload_depth_walks_without_recursion():
+    v = None
+    for _ in range(100_000):
+        v = [v]
+    assert orbit_worker.payload_depth(v) == orbit_worker.MAX_DEPTH + 1
+    assert orbit_worker.payload_depth({"a": [1, {"b": {}}]}) == 4

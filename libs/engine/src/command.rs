@@ -96,7 +96,7 @@ pub enum Command {
 /// The first event of an execution run: checks the input against the contract.
 ///
 /// # Errors
-/// `INVALID_INPUT` (contract) or `PAYLOAD_TOO_LARGE`.
+/// `INVALID_INPUT` (contract), `PAYLOAD_TOO_LARGE` or `PAYLOAD_TOO_DEEP`.
 #[allow(clippy::too_many_arguments)]
 pub fn start(
     def: &Definition,
@@ -153,16 +153,22 @@ pub fn next_run(def: &Definition, finished: &State) -> Vec<Event> {
     events
 }
 
+/// Refuses a command's payload over the limits (see [`payload_error`]).
 fn check_size(limits: &Limits, value: &Value, what: &str) -> Result<(), CommandError> {
-    let Some(max) = limits.max_payload_bytes else { return Ok(()) };
-    let size = serde_json::to_vec(value).map_or(0, |v| v.len() as u64);
-    if size > max {
-        return Err(refuse(
-            "PAYLOAD_TOO_LARGE",
-            format!("{what} is {size} bytes (max_payload_bytes {max})"),
-        ));
-    }
-    Ok(())
+    orbit_payload::check(value, limits.max_payload_bytes)
+        .map(drop)
+        .map_err(|v| refuse(v.code(), v.message(what)))
+}
+
+/// The non-retryable task error for a value about to be recorded that is over the effective
+/// `max_payload_bytes` (`PAYLOAD_TOO_LARGE`) or nested deeper than the depth limit
+/// (`PAYLOAD_TOO_DEEP`); `None` when it is within both. `what` names the value in the
+/// message, which also names the offending path.
+#[must_use]
+pub fn payload_error(limits: &Limits, value: &Value, what: &str) -> Option<TaskError> {
+    orbit_payload::check(value, limits.max_payload_bytes)
+        .err()
+        .map(|v| TaskError::fatal(v.code(), v.message(what)))
 }
 
 /// Turns a command received at `now` into recorded events (empty when it changes nothing, e.g. a repeated
@@ -170,6 +176,7 @@ fn check_size(limits: &Limits, value: &Value, what: &str) -> Result<(), CommandE
 ///
 /// # Errors
 /// `EXECUTION_FINISHED`, `UNKNOWN_SIGNAL`, `SIGNAL_PAYLOAD_INVALID`, `PAYLOAD_TOO_LARGE`,
+/// `PAYLOAD_TOO_DEEP`,
 /// `INVALID_ARGUMENT` (dispatch of a unit that is not scheduled).
 pub fn accept(
     def: &Definition,
@@ -216,24 +223,31 @@ pub fn accept(
                     attempt,
                     error: TaskError::fatal("OUTPUT_CONTRACT_VIOLATION", message),
                 },
-                Ok(output) => match check_size(&limits, &output, "output") {
-                    Err(e) => Event::StepAttemptFailed {
-                        step,
-                        attempt,
-                        error: TaskError::fatal(e.code, e.message),
-                    },
-                    Ok(()) => Event::StepSucceeded { step, attempt: Some(attempt), output },
+                Ok(output) => match payload_error(&limits, &output, "output") {
+                    Some(error) => Event::StepAttemptFailed { step, attempt, error },
+                    None => Event::StepSucceeded { step, attempt: Some(attempt), output },
                 },
             }])
         }
         Command::Fail { token, error } => Ok(vec![match live_token(state, &token, false) {
-            Some((step, attempt)) => Event::StepAttemptFailed { step, attempt, error },
+            Some((step, attempt)) => {
+                // Details over the limits are not recorded; the attempt fails with the payload
+                // code instead, keeping the worker's code in the message.
+                let bad = error
+                    .details
+                    .as_ref()
+                    .and_then(|d| payload_error(&limits, d, &format!("details of {}", error.code)));
+                Event::StepAttemptFailed { step, attempt, error: bad.unwrap_or(error) }
+            }
             None => stale(state, token, "failed"),
         }]),
         Command::Heartbeat { token, details } => {
             Ok(match (live_token(state, &token, false), details) {
                 (Some((step, attempt)), Some(details)) => {
-                    vec![Event::StepHeartbeat { step, attempt, details }]
+                    match payload_error(&limits, &details, "heartbeat details") {
+                        Some(error) => vec![Event::StepAttemptFailed { step, attempt, error }],
+                        None => vec![Event::StepHeartbeat { step, attempt, details }],
+                    }
                 }
                 _ => vec![],
             })
@@ -284,11 +298,14 @@ pub fn accept(
                 }]);
             }
             Ok(vec![match status {
-                Status::Completed => Event::StepSucceeded {
-                    step,
-                    attempt: None,
-                    output: output.unwrap_or(Value::Null),
-                },
+                Status::Completed => {
+                    let output = output.unwrap_or(Value::Null);
+                    // The child ran under its own limits; the parent records under its own.
+                    match payload_error(&limits, &output, "child output") {
+                        Some(error) => Event::StepFailed { step, error },
+                        None => Event::StepSucceeded { step, attempt: None, output },
+                    }
+                }
                 other => {
                     let cause =
                         error.map(|e| format!(": {} {}", e.code, e.message)).unwrap_or_default();

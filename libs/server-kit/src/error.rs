@@ -124,6 +124,9 @@ error_codes! {
     ExpressionLimit => "EXPRESSION_LIMIT",
     /// A payload is over `max_payload_bytes`.
     PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+    /// A payload nests arrays and objects deeper than the depth limit (below protobuf's
+    /// decode recursion limit; see `orbit_payload::MAX_DEPTH`).
+    PayloadTooDeep => "PAYLOAD_TOO_DEEP",
     /// A server limit is reached, for example `max_active_executions`.
     ResourceExhausted => "RESOURCE_EXHAUSTED",
     /// The request carries no valid credentials.
@@ -157,7 +160,8 @@ impl ErrorCode {
             | ErrorCode::InvalidInput
             | ErrorCode::SignalPayloadInvalid
             | ErrorCode::QueryFailed
-            | ErrorCode::ExpressionLimit => Code::InvalidArgument,
+            | ErrorCode::ExpressionLimit
+            | ErrorCode::PayloadTooDeep => Code::InvalidArgument,
             ErrorCode::WorkflowNotFound
             | ErrorCode::ExecutionNotFound
             | ErrorCode::UnknownSignal

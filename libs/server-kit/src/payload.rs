@@ -12,7 +12,11 @@
 //!   turned into `null`.
 //! - Timestamps and durations are truncated to whole milliseconds; negative ones and ones
 //!   with out-of-range nanos are rejected.
+//! - Payload limits (size and nesting depth) live in `orbit_payload`; [`check_limits`] maps
+//!   a violation to an API error, and [`fit`] / [`fit_fields`] are what reads send.
 
+use crate::error::{ErrorCode, FieldViolation, OrbitError};
+pub use orbit_payload::{fit, fit_fields, DEFAULT_MAX_PAYLOAD_BYTES, MAX_DEPTH, TRUNCATED_KEY};
 use prost_types::value::Kind;
 use prost_types::{ListValue, Struct};
 use serde_json::{Map, Number, Value as Json};
@@ -101,6 +105,27 @@ fn number_from_f64(n: f64) -> Result<Number, PayloadError> {
         return Ok(Number::from(n as i64));
     }
     Number::from_f64(n).ok_or(PayloadError::NonFiniteNumber(n))
+}
+
+/// Checks a payload against the depth limit and `max_bytes` (see `orbit_payload`), as a
+/// request field named `field`.
+///
+/// # Errors
+/// `PAYLOAD_TOO_DEEP` or `PAYLOAD_TOO_LARGE`, with a field violation at the offending path
+/// (`input[0][0]...` for a too-deep value).
+pub fn check_limits(field: &str, value: &Json, max_bytes: u64) -> Result<(), OrbitError> {
+    orbit_payload::check(value, Some(max_bytes)).map(drop).map_err(|v| {
+        let code = match v {
+            orbit_payload::Violation::TooLarge { .. } => ErrorCode::PayloadTooLarge,
+            orbit_payload::Violation::TooDeep { .. } => ErrorCode::PayloadTooDeep,
+        };
+        let message = v.message(field);
+        OrbitError::new(code, message.clone()).with_violation(FieldViolation::new(
+            v.path(field),
+            code.as_str(),
+            message,
+        ))
+    })
 }
 
 /// Converts epoch milliseconds into a wire timestamp.

@@ -23,6 +23,7 @@ const EXPECTED: &[(&str, Code)] = &[
     ("QUERY_FAILED", Code::InvalidArgument),
     ("EXPRESSION_LIMIT", Code::InvalidArgument),
     ("PAYLOAD_TOO_LARGE", Code::ResourceExhausted),
+    ("PAYLOAD_TOO_DEEP", Code::InvalidArgument),
     ("RESOURCE_EXHAUSTED", Code::ResourceExhausted),
     ("UNAUTHENTICATED", Code::Unauthenticated),
     ("PERMISSION_DENIED", Code::PermissionDenied),
@@ -116,4 +117,25 @@ fn statuses_stay_under_the_metadata_limit_whatever_the_error() {
     let back = OrbitError::from_status(&status).expect("still an Orbit error");
     assert_eq!(back.code, ErrorCode::InvalidDefinition);
     assert!(!back.details.is_empty() && back.details.len() <= MAX_STATUS_VIOLATIONS);
+}
+
+#[test]
+fn a_message_that_does_not_decode_is_an_orbit_invalid_argument() {
+    use prost::Message as _;
+    // The codec of every generated server speaks the same metadata key as this crate.
+    assert_eq!(orbit_api::codec::ERROR_CODE_METADATA_KEY, ERROR_CODE_METADATA_KEY);
+    // `document` (field 1) with bytes that are not UTF-8.
+    let bytes: &[u8] = &[0x0a, 0x02, 0xff, 0xfe];
+    let e = orbit_api::v1::RegisterWorkflowRequest::decode(bytes).unwrap_err();
+    let status = orbit_api::codec::decode_error(&e);
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().contains("UTF-8"), "{status:?}");
+    assert_eq!(OrbitError::from_status(&status).unwrap().code, ErrorCode::InvalidArgument);
+    // Too deep for prost: the message says so and names the payload limit.
+    let deep = (0..60).fold(prost_types::Value { kind: None }, |v, _| prost_types::Value {
+        kind: Some(prost_types::value::Kind::ListValue(prost_types::ListValue { values: vec![v] })),
+    });
+    let e = prost_types::Value::decode(deep.encode_to_vec().as_slice()).unwrap_err();
+    let status = orbit_api::codec::decode_error(&e);
+    assert!(status.message().contains("nested too deep"), "{status:?}");
 }

@@ -25,7 +25,7 @@ pub fn describe(
     info: wire::ExecutionInfo,
 ) -> wire::ExecutionDescription {
     let pending = pending_work(def, state);
-    wire::ExecutionDescription {
+    let mut description = wire::ExecutionDescription {
         info: Some(info),
         units: unit_summaries(def, state),
         pending_tasks: pending.tasks,
@@ -39,6 +39,42 @@ pub fn describe(
             None
         },
         error: run_error(state).as_ref().map(task_error),
+    };
+    fit_message(&mut description);
+    description
+}
+
+/// Leaves room for the response around the description and its status trailers.
+const MAX_DESCRIPTION_BYTES: usize =
+    orbit_server_kit::server::DEFAULT_MAX_MESSAGE_BYTES - 64 * 1024;
+
+/// Each payload is within the read limit, but many failed units with large details can
+/// still add up past a message: then the units' error details (the run's own error and
+/// output stay) are replaced by truncation markers, largest first, until it fits.
+fn fit_message(description: &mut wire::ExecutionDescription) {
+    use prost::Message as _;
+    let mut size = description.encoded_len();
+    if size <= MAX_DESCRIPTION_BYTES {
+        return;
+    }
+    let mut by_size: Vec<(usize, usize)> = description
+        .units
+        .iter()
+        .enumerate()
+        .filter_map(|(i, u)| Some((u.last_error.as_ref()?.details.as_ref()?.encoded_len(), i)))
+        .collect();
+    by_size.sort_unstable_by(|a, b| b.cmp(a));
+    for (len, i) in by_size {
+        if size <= MAX_DESCRIPTION_BYTES {
+            break;
+        }
+        if let Some(error) = description.units[i].last_error.as_mut() {
+            let marker = orbit_server_kit::payload::json_to_proto(serde_json::json!({
+                orbit_server_kit::payload::TRUNCATED_KEY: { "bytes": len, "depth": null }
+            }));
+            size = size.saturating_sub(len).saturating_add(marker.encoded_len());
+            error.details = Some(marker);
+        }
     }
 }
 

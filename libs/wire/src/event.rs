@@ -6,7 +6,7 @@
 
 use orbit_api::v1 as wire;
 use orbit_engine::{Event, HistoryEvent};
-use orbit_server_kit::payload::{json_object_to_struct, ms_to_timestamp};
+use orbit_server_kit::payload::{fit_fields, json_object_to_struct, ms_to_timestamp};
 use serde_json::{Map, Value};
 
 /// The event's fields as a JSON object (without the `type` tag).
@@ -24,15 +24,18 @@ pub fn event_payload(event: &Event) -> Map<String, Value> {
     }
 }
 
-/// The wire form of one event of run `run`.
+/// The wire form of one event of run `run`. A payload field over the read limits (a row
+/// written before the limits were enforced) is sent as the truncation marker, so the event
+/// always fits a message and decodes (see [`crate::READ_MAX_PAYLOAD_BYTES`]).
 #[must_use]
 pub fn history_event(event: &HistoryEvent, run: u32) -> wire::HistoryEvent {
+    let fields = fit_fields(event_payload(&event.event), crate::READ_MAX_PAYLOAD_BYTES);
     wire::HistoryEvent {
         seq: event.seq,
         run,
         event_type: event.event.type_name().to_string(),
         step: event.event.step().unwrap_or_default().to_string(),
-        payload: Some(json_object_to_struct(event_payload(&event.event))),
+        payload: Some(json_object_to_struct(fields)),
         timestamp: Some(ms_to_timestamp(event.timestamp_ms)),
     }
 }

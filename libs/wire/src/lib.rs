@@ -4,8 +4,17 @@
 //! here once: history events ([`history_event`]), store projections ([`execution_info`]),
 //! folded state ([`describe`], [`execution_result`]), task errors and status names.
 //!
+//! Reads never send a stored payload that would break the response: see
+//! [`READ_MAX_PAYLOAD_BYTES`].
+//!
 //! Everything here is pure: no IO and no clock. Payload and time conversions come from
 //! `orbit_server_kit::payload`; this crate only decides which domain field goes where.
+
+/// The largest payload a read sends as is: larger (or too deep) stored values are sent as
+/// the truncation marker `{"$orbit_truncated": {"bytes": N, "depth": D}}`. Half the 4 MiB
+/// message limit, the same as the default `max_payload_bytes` every value is written under,
+/// so only rows an older version wrote (or written under a raised limit) are truncated.
+pub const READ_MAX_PAYLOAD_BYTES: u64 = orbit_server_kit::payload::DEFAULT_MAX_PAYLOAD_BYTES;
 
 mod describe;
 mod event;

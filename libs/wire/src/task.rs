@@ -4,18 +4,24 @@ use orbit_api::v1 as wire;
 use orbit_definition::{Definition, StepKind};
 use orbit_engine::unit::UnitKey;
 use orbit_engine::TaskError;
-use orbit_server_kit::payload::{json_to_proto, proto_to_json, PayloadError};
+use orbit_server_kit::payload::{fit, json_to_proto, proto_to_json, PayloadError};
 use serde_json::Value;
 
-/// The wire form of a task error; `details` is unset when there are none (or null).
+/// The wire form of a task error; `details` is unset when there are none (or null), and
+/// the truncation marker when over the read limits (see [`crate::READ_MAX_PAYLOAD_BYTES`]).
 #[must_use]
 pub fn task_error(error: &TaskError) -> wire::TaskError {
     wire::TaskError {
         code: error.code.clone(),
         message: error.message.clone(),
         retryable: error.retryable,
-        details: error.details.clone().filter(|d| !d.is_null()).map(json_to_proto),
+        details: error.details.clone().filter(|d| !d.is_null()).map(read_value),
     }
+}
+
+/// A stored value as reads send it: within the limits, or the truncation marker.
+pub(crate) fn read_value(value: Value) -> prost_types::Value {
+    json_to_proto(fit(value, crate::READ_MAX_PAYLOAD_BYTES))
 }
 
 /// The domain form of a wire task error. Does not check that `code` is set.
@@ -74,9 +80,9 @@ pub fn task_timeouts(def: &Definition, unit: &str) -> TaskTimeouts {
     }
 }
 
-/// A JSON value that is `null` becomes unset on the wire.
+/// A stored value as reads send it ([`read_value`]); absent stays unset.
 pub(crate) fn opt_value(value: Option<&Value>) -> Option<prost_types::Value> {
-    value.cloned().map(json_to_proto)
+    value.cloned().map(read_value)
 }
 
 #[cfg(test)]

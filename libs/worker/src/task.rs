@@ -288,9 +288,15 @@ impl TaskContext {
     /// anything. Best effort: dropped while the worker is disconnected or after the task
     /// finished. Never blocks.
     pub fn heartbeat(&self, details: Value) {
-        let _ = self.events.send(Event::Heartbeat {
-            token: self.token.clone(),
-            details: value::to_proto_opt(&details),
-        });
+        // Details over the payload limits would fail the attempt on the server: keep the
+        // attempt alive without them.
+        let details = match value::refused(&details, "heartbeat details") {
+            Some(refused) => {
+                tracing::warn!(token = %self.token, error = %refused, "heartbeat details dropped");
+                None
+            }
+            None => value::to_proto_opt(&details),
+        };
+        let _ = self.events.send(Event::Heartbeat { token: self.token.clone(), details });
     }
 }

@@ -14,6 +14,16 @@ use serde_json::{Map, Number, Value as Json};
 /// 2^53: the largest magnitude below which every integer is exactly representable as f64.
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_992.0;
 
+/// A non-retryable failure with the payload code (`PAYLOAD_TOO_LARGE`, `PAYLOAD_TOO_DEEP`)
+/// when `json` is over the server's default `max_payload_bytes` or nested deeper than the
+/// depth limit (see `orbit_payload`): such a value would be refused by the server, or not
+/// even decode there. A workflow's own, stricter limit is still checked by the server.
+pub(crate) fn refused(json: &Json, what: &str) -> Option<crate::TaskFailure> {
+    orbit_payload::check(json, Some(orbit_payload::DEFAULT_MAX_PAYLOAD_BYTES))
+        .err()
+        .map(|v| crate::TaskFailure::fatal(v.code(), v.message(what)))
+}
+
 /// Converts a JSON value to a protobuf value.
 pub(crate) fn to_proto(json: &Json) -> PbValue {
     let kind = match json {
@@ -106,6 +116,17 @@ mod tests {
         for n in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
             assert_eq!(from_proto(&PbValue { kind: Some(Kind::NumberValue(n)) }), Json::Null);
         }
+    }
+
+    #[test]
+    fn values_over_the_payload_limits_are_refused_with_the_code() {
+        let deep = (0..=orbit_payload::MAX_DEPTH).fold(json!(1), |v, _| json!([v]));
+        let failure = refused(&deep, "output").expect("too deep");
+        assert_eq!((failure.code.as_str(), failure.retryable), ("PAYLOAD_TOO_DEEP", false));
+        // 300k small numbers: 600 kB of JSON, 3.3 MB as protobuf.
+        let wide = Json::Array(vec![json!(1); 300_000]);
+        assert_eq!(refused(&wide, "output").expect("too large").code, "PAYLOAD_TOO_LARGE");
+        assert!(refused(&json!({"ok": [1, 2]}), "output").is_none());
     }
 
     #[test]

@@ -810,9 +810,15 @@ fn panic_message(panic: &(dyn Any + Send)) -> String {
 /// The `Complete` or `Fail` message for a finished task.
 fn result_message(token: String, outcome: Outcome, cancel_reason: Option<String>) -> Out {
     match outcome {
-        Outcome::Returned(Ok(output)) => {
-            Out::Complete(worker_message::Complete { token, output: value::to_proto_opt(&output) })
-        }
+        Outcome::Returned(Ok(output)) => match value::refused(&output, "output") {
+            // The server could not take (or even decode) it: fail the attempt instead, so
+            // the execution goes on rather than waiting for a result that never arrives.
+            Some(refused) => fail_message(token, refused),
+            None => Out::Complete(worker_message::Complete {
+                token,
+                output: value::to_proto_opt(&output),
+            }),
+        },
         Outcome::Returned(Err(failure)) => fail_message(token, failure),
         Outcome::Panicked(message) => {
             fail_message(token, TaskFailure::unhandled(format!("task handler panicked: {message}")))
@@ -827,8 +833,18 @@ fn result_message(token: String, outcome: Outcome, cancel_reason: Option<String>
 }
 
 /// A `Fail` message; an empty code becomes `UNHANDLED_EXCEPTION` (the server requires one).
+/// Details over the payload limits are dropped and the payload code reported instead.
 fn fail_message(token: String, failure: TaskFailure) -> Out {
     let code = if failure.code.is_empty() { UNHANDLED_EXCEPTION.to_owned() } else { failure.code };
+    let refused = failure.details.as_deref().and_then(|d| value::refused(d, "details"));
+    let failure = match refused {
+        Some(mut refused) => {
+            refused.message = format!("{} (the task failed with {code})", refused.message);
+            return fail_message(token, refused);
+        }
+        None => TaskFailure { code, ..failure },
+    };
+    let code = failure.code;
     Out::Fail(worker_message::Fail {
         token,
         error: Some(TaskError {

@@ -43,7 +43,8 @@ pub struct FrontendConfig {
     /// How long a session lives without hearing from its worker; its in-flight attempts
     /// then become uncertain.
     pub session_timeout_ms: u64,
-    /// The largest serialized JSON payload (input, signal payload, task output) accepted.
+    /// The largest payload (input, signal payload, task output) accepted: the larger of its
+    /// JSON and protobuf length (see `orbit_payload`).
     pub max_payload_bytes: u64,
     /// How long a signal or cancel waits for the owner's reply before `UNAVAILABLE`.
     pub reply_timeout_ms: u64,
@@ -62,7 +63,7 @@ impl Default for FrontendConfig {
             node_id: "frontend".into(),
             heartbeat_interval_ms: 5_000,
             session_timeout_ms: 30_000,
-            max_payload_bytes: 2 * 1024 * 1024,
+            max_payload_bytes: orbit_server_kit::payload::DEFAULT_MAX_PAYLOAD_BYTES,
             reply_timeout_ms: 10_000,
             watch_poll_ms: 1_000,
             dispatch_fallback_ms: 250,

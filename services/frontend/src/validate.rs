@@ -2,7 +2,7 @@
 //! before a handler touches the store or the owner.
 
 use crate::error::{bad_payload, err, invalid, ApiResult};
-use orbit_server_kit::payload::proto_to_json;
+use orbit_server_kit::payload::{check_limits, proto_to_json};
 use orbit_server_kit::ErrorCode;
 use serde_json::Value;
 
@@ -49,7 +49,7 @@ pub(crate) fn optional<'a>(field: &str, value: &'a str) -> ApiResult<Option<&'a 
     }
 }
 
-/// A wire payload as JSON (unset is `null`), within `max_bytes` serialized.
+/// A wire payload as JSON (unset is `null`), within the payload limits.
 pub(crate) fn payload(
     field: &str,
     value: Option<prost_types::Value>,
@@ -61,16 +61,10 @@ pub(crate) fn payload(
     Ok(json)
 }
 
-/// `PAYLOAD_TOO_LARGE` when `value` serializes to more than `max_bytes`.
+/// `PAYLOAD_TOO_LARGE` over `max_bytes`, `PAYLOAD_TOO_DEEP` nested deeper than the depth
+/// limit (`orbit_payload`), with the offending path as a field violation.
 pub(crate) fn check_size(field: &str, value: &Value, max_bytes: u64) -> ApiResult<()> {
-    let size = serde_json::to_vec(value).map_or(0, |v| v.len() as u64);
-    if size > max_bytes {
-        return Err(err(
-            ErrorCode::PayloadTooLarge,
-            format!("{field} is {size} bytes (max_payload_bytes {max_bytes})"),
-        ));
-    }
-    Ok(())
+    check_limits(field, value, max_bytes).map_err(|e| e.to_status())
 }
 
 /// `n` random bytes in hex: generated execution ids (16 bytes) and session ids.

@@ -79,6 +79,13 @@ impl OwnerService for Owner {
     ) -> Result<Response<pb::QueryExecutionResponse>, Status> {
         let r = request.into_inner();
         let (value, as_of_seq, run) = self.query(&r.execution_id, &r.name).await?;
+        // A result over the payload limits would not fit (or decode in) the response.
+        let what = format!("query `{}` result", r.name);
+        orbit_server_kit::payload::check_limits(
+            &what,
+            &value,
+            orbit_server_kit::payload::DEFAULT_MAX_PAYLOAD_BYTES,
+        )?;
         Ok(Response::new(pb::QueryExecutionResponse {
             result: Some(json_to_proto(value)),
             as_of_seq,

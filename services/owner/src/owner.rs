@@ -44,7 +44,12 @@ impl Default for OwnerConfig {
     fn default() -> Self {
         OwnerConfig {
             node_id: "owner-1".into(),
-            limits: Limits::default(),
+            // The same default as the frontend's: the engine checks every value it records
+            // against it (and against a workflow's own, stricter, limit).
+            limits: Limits {
+                max_payload_bytes: Some(orbit_server_kit::payload::DEFAULT_MAX_PAYLOAD_BYTES),
+                ..Limits::default()
+            },
             max_batch: 4096,
             idle_pass: Duration::from_secs(1),
             node_timeout_ms: 10_000,

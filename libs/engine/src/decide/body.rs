@@ -36,7 +36,7 @@ fn complete(ctx: &Ctx<'_>, out: &mut Vec<Event>) {
     };
     let scope = scope::build(ctx.def, ctx.state, &Site::main(), &[template]);
     match template.render(&scope) {
-        Ok(output) => match oversize(ctx, &output) {
+        Ok(output) => match oversize(ctx, &output, "output") {
             Some(error) => out.push(Event::OutputFailed { error }),
             None => out.push(Event::WorkflowCompleted { output }),
         },
@@ -160,7 +160,15 @@ fn start_step(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Event>) {
                     format!("for_each has {} items (max_fan_out {max})", items.len()),
                 ),
             }),
-            _ => out.push(Event::StepFanOut { step: k, items }),
+            _ => {
+                // The frozen list is recorded in `StepFanOut`: it is a payload too.
+                let list = Value::Array(items);
+                if let Some(error) = oversize(ctx, &list, "for_each items") {
+                    out.push(Event::StepFailed { step: k, error });
+                } else if let Value::Array(items) = list {
+                    out.push(Event::StepFanOut { step: k, items });
+                }
+            }
         },
         Ok(other) => out.push(expression_failed(
             k,
@@ -255,10 +263,16 @@ pub(crate) fn start_unit(
         Ok(v) => v,
         Err(e) => return out.push(expression_error(k, "input", &e)),
     };
+    // A child's or the next run's input is recorded (and sent) as is: check it here.
+    if matches!(step.kind, StepKind::Workflow { .. } | StepKind::ContinueAsNew { .. }) {
+        if let Some(error) = oversize(ctx, &value, "input") {
+            return out.push(Event::StepFailed { step: k, error });
+        }
+    }
     match &step.kind {
         StepKind::Task { task } => schedule_task(ctx, &k, Some(task), value, out),
         StepKind::Http { .. } => schedule_task(ctx, &k, None, value, out),
-        StepKind::Compute { .. } => match oversize(ctx, &value) {
+        StepKind::Compute { .. } => match oversize(ctx, &value, "compute value") {
             Some(error) => out.push(Event::StepFailed { step: k, error }),
             None => out.push(Event::StepSucceeded { step: k, attempt: None, output: value }),
         },
@@ -315,7 +329,7 @@ pub(crate) fn schedule_task(
             });
         }
     };
-    if let Some(error) = oversize(ctx, &input) {
+    if let Some(error) = oversize(ctx, &input, "input") {
         return out.push(Event::StepFailed { step: k.into(), error });
     }
     out.push(Event::StepScheduled {
@@ -327,13 +341,11 @@ pub(crate) fn schedule_task(
     });
 }
 
-/// `PAYLOAD_TOO_LARGE` if the value's JSON exceeds `max_payload_bytes`.
-pub(crate) fn oversize(ctx: &Ctx<'_>, value: &Value) -> Option<TaskError> {
-    let max = ctx.limits.max_payload_bytes?;
-    let size = serde_json::to_vec(value).map_or(0, |v| v.len() as u64);
-    (size > max).then(|| {
-        TaskError::fatal("PAYLOAD_TOO_LARGE", format!("{size} bytes (max_payload_bytes {max})"))
-    })
+/// `PAYLOAD_TOO_LARGE` (over the effective `max_payload_bytes`) or `PAYLOAD_TOO_DEEP` (nested
+/// deeper than the depth limit) for a value about to be recorded; `what` names it in the
+/// message (`input`, `output`, `compute value`, ...).
+pub(crate) fn oversize(ctx: &Ctx<'_>, value: &Value, what: &str) -> Option<TaskError> {
+    crate::command::payload_error(&ctx.limits, value, what)
 }
 
 /// An RFC 3339 string or epoch milliseconds.

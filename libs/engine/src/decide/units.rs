@@ -16,6 +16,7 @@ const NEVER_RETRIED: &[&str] = &[
     "EXPRESSION_ERROR",
     "EXPRESSION_LIMIT",
     "PAYLOAD_TOO_LARGE",
+    "PAYLOAD_TOO_DEEP",
     "CANCELLED",
 ];
 

@@ -18,8 +18,8 @@ use super::registry::Session;
 use crate::error::{err, invalid, store, ApiResult};
 use crate::{reply, validate, Shared};
 use orbit_api::v1 as wire;
-use orbit_server_kit::payload::proto_to_json;
-use orbit_server_kit::ErrorCode;
+use orbit_server_kit::payload::{check_limits, proto_to_json};
+use orbit_server_kit::{ErrorCode, OrbitError};
 use orbit_store::TaskReport;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -38,8 +38,8 @@ impl Outcome {
     }
 }
 
-/// Records a successful attempt. An output over `max_payload_bytes` is recorded as a
-/// non-retryable `PAYLOAD_TOO_LARGE` failure instead, and not accepted.
+/// Records a successful attempt. An output over the payload limits is recorded as a
+/// non-retryable `PAYLOAD_TOO_LARGE` / `PAYLOAD_TOO_DEEP` failure instead, and not accepted.
 pub(crate) async fn complete(
     shared: &Arc<Shared>,
     worker_id: &str,
@@ -51,21 +51,33 @@ pub(crate) async fn complete(
         output.map(proto_to_json).transpose().map_err(|e| invalid("output", e.to_string()))?;
     let worker_id = reporter(worker_id)?;
     let output = output.unwrap_or(Value::Null);
-    if let Err(too_large) = validate::check_size("output", &output, shared.config.max_payload_bytes)
-    {
-        let error = json!({
-            "code": "PAYLOAD_TOO_LARGE",
-            "message": too_large.message(),
-            "retryable": false,
-        });
-        let report = TaskReport { kind: "fail".into(), payload: json!({"error": error}) };
-        let recorded = record(shared, worker_id, token, report).await?;
-        let reason =
-            if recorded.reason.is_empty() { "PAYLOAD_TOO_LARGE" } else { &recorded.reason };
-        return Ok(Outcome::rejected(reason));
+    if let Err(refused) = check_limits("output", &output, shared.config.max_payload_bytes) {
+        return record_refused(shared, worker_id, token, &refused).await;
     }
     let report = TaskReport { kind: "complete".into(), payload: json!({"output": output}) };
     record(shared, worker_id, token, report).await
+}
+
+/// The attempt fails with the payload code instead of recording the refused value; the
+/// worker's ack says why (not accepted).
+async fn record_refused(
+    shared: &Arc<Shared>,
+    worker_id: &str,
+    token: &str,
+    refused: &OrbitError,
+) -> ApiResult<Outcome> {
+    let recorded = record(shared, worker_id, token, refused_report(refused)).await?;
+    let reason = if recorded.reason.is_empty() { refused.code.as_str() } else { &recorded.reason };
+    Ok(Outcome::rejected(reason))
+}
+
+fn refused_report(refused: &OrbitError) -> TaskReport {
+    let error = json!({
+        "code": refused.code.as_str(),
+        "message": refused.message,
+        "retryable": false,
+    });
+    TaskReport { kind: "fail".into(), payload: json!({"error": error}) }
 }
 
 /// Records a failed attempt; `error.code` is required.
@@ -88,8 +100,14 @@ pub(crate) async fn fail(
         "retryable": error.retryable,
         "details": error.details,
     });
-    validate::check_size("error", &error_json, shared.config.max_payload_bytes)?;
     let worker_id = reporter(worker_id)?;
+    if let Err(refused) = check_limits("error", &error_json, shared.config.max_payload_bytes) {
+        // The attempt still failed: record that, without the details that are over the
+        // limits, under the payload code (the worker's code stays in the message).
+        let message = format!("{} (the worker reported {})", refused.message, error.code);
+        let refused = OrbitError::new(refused.code, message);
+        return record_refused(shared, worker_id, token, &refused).await;
+    }
     let report = TaskReport { kind: "fail".into(), payload: json!({"error": error_json}) };
     record(shared, worker_id, token, report).await
 }
@@ -185,7 +203,22 @@ pub(crate) async fn heartbeat(
 ) -> ApiResult<()> {
     let Some(details) = details else { return Ok(()) };
     let details = proto_to_json(details).map_err(|e| invalid("details", e.to_string()))?;
-    validate::check_size("details", &details, shared.config.max_payload_bytes)?;
+    if let Err(refused) = check_limits("details", &details, shared.config.max_payload_bytes) {
+        // Nothing of the details is written: each attempt fails with the payload code (its
+        // later result is then answered as already reported).
+        for token in tokens {
+            if let Some(done) = shared
+                .store
+                .complete_task_row(token, &session.worker_id, Some(refused_report(&refused)))
+                .await
+                .map_err(store)?
+            {
+                shared.sessions.forget_token(token);
+                super::wake_owner(shared, vec![done.task.execution_id]);
+            }
+        }
+        return Ok(());
+    }
     let mut woken = Vec::new();
     for token in tokens {
         // A token handed out through another frontend (the worker moved here after that one

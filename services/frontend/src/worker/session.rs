@@ -37,7 +37,8 @@ pub(crate) async fn run(shared: Arc<Shared>, mut inbound: Streaming<WorkerMessag
             let _ = tx.send(Err(e)).await;
             return;
         }
-        Ok(Ok(None) | Err(_)) => return,
+        Ok(Ok(None)) => return,
+        Ok(Err(status)) => return end_with(&tx, status).await,
         Err(_) => {
             let e = err(ErrorCode::ProtocolError, "no `hello` within the session timeout");
             let _ = tx.send(Err(e)).await;
@@ -77,6 +78,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut inbound: Streaming<WorkerMessag
             Ok(Ok(None)) => break,
             Ok(Err(status)) => {
                 tracing::debug!(session = %session.id, %status, "worker stream failed");
+                end_with(&tx, status).await;
                 break;
             }
             Err(_) => {
@@ -93,6 +95,17 @@ pub(crate) async fn run(shared: Arc<Shared>, mut inbound: Streaming<WorkerMessag
     shared.sessions.remove(&session.id);
     lose_in_flight(&shared, &session).await;
     tracing::info!(session = %session.id, "worker session closed");
+}
+
+/// Ends the stream with the status the inbound side failed with: a worker message that
+/// does not decode (invalid UTF-8, nested past protobuf's recursion limit) is answered
+/// `INVALID_ARGUMENT` saying what was wrong, never a silent OK. A transport failure (the
+/// worker went away) is sent too, to nobody.
+async fn end_with(tx: &Tx, status: Status) {
+    if status.code() == tonic::Code::InvalidArgument {
+        tracing::warn!(error = %status.message(), "a worker message did not decode; closing its stream");
+    }
+    let _ = tx.send(Err(status)).await;
 }
 
 /// Validates a hello into a session.

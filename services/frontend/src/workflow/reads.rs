@@ -13,7 +13,7 @@ use orbit_api::v1::{
 };
 use orbit_definition::Definition;
 use orbit_engine::{HistoryEvent, State};
-use orbit_server_kit::payload::{json_to_proto, timestamp_to_ms};
+use orbit_server_kit::payload::{check_limits, json_to_proto, timestamp_to_ms};
 use orbit_server_kit::ErrorCode;
 use orbit_store::{ExecutionFilter, ExecutionRow};
 use std::sync::Arc;
@@ -93,6 +93,7 @@ pub(crate) async fn query(
     let loaded = load_run(shared, id, req.run).await?;
     let as_of_seq = loaded.state.last_seq;
     let name = name.to_string();
+    let what = format!("query `{name}` result");
     // The evaluation is bounded (EXPRESSION_LIMIT past its budget) but may still take a
     // while: it runs off the async runtime so other RPCs keep being served.
     let value = tokio::task::spawn_blocking(move || {
@@ -104,27 +105,43 @@ pub(crate) async fn query(
         let code = e.code.parse().unwrap_or(ErrorCode::QueryFailed);
         err(code, e.message)
     })?;
+    // A result over the payload limits would not fit (or decode in) the response: say so.
+    check_limits(&what, &value, shared.config.max_payload_bytes).map_err(|e| e.to_status())?;
     Ok(QueryExecutionResponse { result: Some(json_to_proto(value)), as_of_seq })
 }
 
-/// Pages by seq: the token is the seq of the next event to return.
+/// The most event bytes one history page holds: the message limit less room for the rest
+/// of the response. Every event fits on its own (reads truncate payloads over the limits).
+const MAX_PAGE_BYTES: usize = orbit_server_kit::server::DEFAULT_MAX_MESSAGE_BYTES - 64 * 1024;
+
+/// Pages by seq: the token is the seq of the next event to return. A page ends at
+/// `page_size` events or before the event that would take it past [`MAX_PAGE_BYTES`]
+/// (never empty), so it always fits one message.
 pub(crate) async fn history(
     shared: &Shared,
     req: GetHistoryRequest,
 ) -> ApiResult<GetHistoryResponse> {
+    use prost::Message as _;
     let id = validate::id("execution_id", &req.execution_id)?;
     let size = validate::page_size(req.page_size, 1000, 10_000);
     let from = validate::numeric_token(&req.page_token)?.unwrap_or(1);
     let row = execution(shared, id).await?;
     let run = resolve_run(&row, req.run)?;
     let history = shared.store.load_history(id, run).await.map_err(store)?;
-    let mut page = history.iter().filter(|e| e.seq >= from);
-    let events: Vec<_> =
-        page.by_ref().take(size).map(|e| orbit_wire::history_event(e, run)).collect();
-    let next_page_token = match page.next() {
-        Some(next) => next.seq.to_string(),
-        None => String::new(),
-    };
+    let mut events = Vec::new();
+    let mut bytes = 0usize;
+    let mut next_page_token = String::new();
+    for e in history.iter().filter(|e| e.seq >= from) {
+        let wire = orbit_wire::history_event(e, run);
+        // A repeated field: tag, length, body.
+        let len = wire.encoded_len() + 8;
+        if events.len() >= size || (!events.is_empty() && bytes + len > MAX_PAGE_BYTES) {
+            next_page_token = e.seq.to_string();
+            break;
+        }
+        bytes += len;
+        events.push(wire);
+    }
     Ok(GetHistoryResponse { events, next_page_token, run })
 }
 

@@ -55,7 +55,8 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 | ErrorCode::InvalidDefinition
                 | ErrorCode::InvalidInput
                 | ErrorCode::SignalPayloadInvalid
-                | ErrorCode::PayloadTooLarge,
+                | ErrorCode::PayloadTooLarge
+                | ErrorCode::PayloadTooDeep,
             ) => USAGE,
             Some(
                 ErrorCode::WorkflowNotFound
@@ -196,6 +197,7 @@ mod tests {
             let expected = if name.starts_with("INVALID_")
                 || name == "SIGNAL_PAYLOAD_INVALID"
                 || name == "PAYLOAD_TOO_LARGE"
+                || name == "PAYLOAD_TOO_DEEP"
             {
                 2
             } else if name.ends_with("_NOT_FOUND") || name.starts_with("UNKNOWN_") {
