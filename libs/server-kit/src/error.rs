@@ -109,6 +109,8 @@ error_codes! {
     UnknownToken => "UNKNOWN_TOKEN",
     /// A worker stream was misused, for example a result before `Hello`.
     ProtocolError => "PROTOCOL_ERROR",
+    /// `ResumeExecution` of an execution that is not SUSPENDED (nothing changed).
+    ExecutionNotSuspended => "EXECUTION_NOT_SUSPENDED",
 }
 
 impl ErrorCode {
@@ -130,7 +132,9 @@ impl ErrorCode {
             ErrorCode::DefinitionConflict
             | ErrorCode::ExecutionExists
             | ErrorCode::ScheduleExists => Code::AlreadyExists,
-            ErrorCode::ExecutionFinished | ErrorCode::ProtocolError => Code::FailedPrecondition,
+            ErrorCode::ExecutionFinished
+            | ErrorCode::ProtocolError
+            | ErrorCode::ExecutionNotSuspended => Code::FailedPrecondition,
             ErrorCode::PayloadTooLarge | ErrorCode::ResourceExhausted => Code::ResourceExhausted,
             ErrorCode::Unauthenticated => Code::Unauthenticated,
             ErrorCode::PermissionDenied => Code::PermissionDenied,

@@ -6,6 +6,7 @@
 //!   the conversions done once at the edge.
 //! - [`server`]: [`ServerKit`], which assembles a server with health, reflection, message
 //!   limits and graceful shutdown on a bound listener.
+//! - [`validate`]: the request field rules (ids, payload sizes) every server applies.
 //! - [`shutdown`]: a [`CancellationToken`](tokio_util::sync::CancellationToken) cancelled
 //!   by SIGINT/SIGTERM.
 
@@ -13,6 +14,7 @@ pub mod error;
 pub mod payload;
 pub mod server;
 pub mod shutdown;
+pub mod validate;
 
 pub use error::{ErrorCode, FieldViolation, OrbitError, UnknownErrorCode};
 pub use payload::PayloadError;

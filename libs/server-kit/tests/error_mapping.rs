@@ -31,6 +31,7 @@ const EXPECTED: &[(&str, Code)] = &[
     ("SCHEDULE_EXISTS", Code::AlreadyExists),
     ("UNKNOWN_TOKEN", Code::NotFound),
     ("PROTOCOL_ERROR", Code::FailedPrecondition),
+    ("EXECUTION_NOT_SUSPENDED", Code::FailedPrecondition),
 ];
 
 #[test]
