@@ -35,6 +35,12 @@ pub struct DevArgs {
     /// How long a worker session may stay silent before its attempts become uncertain.
     #[arg(long, env = "ORBIT_SESSION_TIMEOUT_MS", default_value_t = 30_000)]
     pub session_timeout_ms: u64,
+    /// Poison quarantine: an execution whose processing failed this many times (a caught
+    /// panic, or the process ending while applying its entries) is parked as SUSPENDED
+    /// until `orbit execution resume|terminate`.
+    #[arg(long, env = "ORBIT_MAX_FAILURES", default_value_t = 3, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_failures: u32,
 }
 
 /// Runs `orbit dev` until SIGINT/SIGTERM.
@@ -50,7 +56,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
     let shutdown = signal_token();
     let config =
         FrontendConfig { session_timeout_ms: args.session_timeout_ms, ..FrontendConfig::default() };
-    match serve(&args.db, listener, shutdown, config, true).await {
+    match serve(&args.db, listener, shutdown, config, args.max_failures, true).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -76,6 +82,7 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: CancellationToken,
     frontend: FrontendConfig,
+    max_failures: u32,
     announce: bool,
 ) -> anyhow::Result<()> {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(db).await?);
@@ -83,7 +90,7 @@ pub async fn serve(
     let timers_changed = Arc::new(Notify::new());
     let changes = Arc::new(ChangeHub::new());
     let owner = Owner::new(
-        OwnerConfig { node_id: "dev".into(), ..OwnerConfig::default() },
+        OwnerConfig { node_id: "dev".into(), max_failures, ..OwnerConfig::default() },
         store.clone(),
         tasks_ready.clone(),
         timers_changed.clone(),
