@@ -51,6 +51,7 @@ pub(crate) async fn run(
         attempt(inner, core, together, now).await?;
     }
     for one in alone {
+        tracing::warn!(execution_id = %one.0, "recovery: applying an execution whose earlier attempt failed, alone");
         attempt(inner, core, vec![one], now).await?;
     }
     Ok(())
@@ -74,9 +75,6 @@ async fn attempt(
         })
         .collect();
     inner.store.note_faults(notes).await?;
-    if set.len() == 1 {
-        tracing::warn!(execution_id = %ids[0], "recovery: applying an execution whose earlier attempt failed, alone");
-    }
     let entries: Vec<InboxEntry> = set.into_iter().flat_map(|(_, e)| e).collect();
     let Applied { committed, failed } = match apply_set(inner, core, Vec::new(), entries, now).await
     {
