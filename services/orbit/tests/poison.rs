@@ -326,3 +326,134 @@ async fn an_aborting_signal_is_parked_after_restarts_and_a_suspended_one_can_be_
     assert!(describe(&mut c, "victim").await.suspension.is_none());
     assert!(child.0.try_wait().unwrap().is_none(), "the server stays up after terminate");
 }
+
+// ------------------------------------------------------------------------------------
+// Item 4: the internal OwnerService validates like the public API, and a child start must
+// match a relation the parent's own history holds.
+
+const VICTIM: &str = r#"
+name: victim
+version: "1"
+signals: { w: null }
+steps:
+  - { id: w, await: w }
+output: "${{ steps.w.output }}"
+"#;
+
+const QUICK: &str = r#"
+name: quick
+version: "1"
+steps:
+  - { id: c, compute: "${{ 1 }}" }
+output: "${{ steps.c.output }}"
+"#;
+
+const PARENT: &str = r#"
+name: parent
+version: "1"
+steps:
+  - { id: kid, workflow: victim@1 }
+output: "${{ steps.kid.output }}"
+"#;
+
+type OwnerClient =
+    orbit_api::internal::v1::owner_service_client::OwnerServiceClient<tonic::transport::Channel>;
+
+fn internal_start(id: &str, workflow: &str) -> orbit_api::internal::v1::StartExecutionRequest {
+    orbit_api::internal::v1::StartExecutionRequest {
+        execution_id: id.into(),
+        workflow: workflow.into(),
+        ..Default::default()
+    }
+}
+
+async fn refused(
+    owner: &mut OwnerClient,
+    req: orbit_api::internal::v1::StartExecutionRequest,
+) -> String {
+    let status = owner.start_execution(req).await.expect_err("refused");
+    code(&status)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owner_service_refuses_what_the_frontend_refuses_and_forged_children() {
+    let dir = TempDir::new("poison-internal");
+    let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
+    let mut c = server.client().await;
+    for doc in [VICTIM, QUICK, PARENT] {
+        register(&mut c, doc).await;
+    }
+    // `orbit dev` serves the internal OwnerService on the same port.
+    let mut owner = OwnerClient::connect(server.address()).await.expect("connect");
+
+    // Ids, sizes and existence, with the codes the frontend answers.
+    assert_eq!(refused(&mut owner, internal_start("", "quick")).await, "INVALID_ARGUMENT");
+    assert_eq!(refused(&mut owner, internal_start("a/b", "quick")).await, "INVALID_ARGUMENT");
+    assert_eq!(
+        refused(&mut owner, internal_start(&"x".repeat(10_000), "quick")).await,
+        "INVALID_ARGUMENT"
+    );
+    assert_eq!(refused(&mut owner, internal_start("a\u{7}b", "quick")).await, "INVALID_ARGUMENT");
+    assert_eq!(refused(&mut owner, internal_start("w-1", "")).await, "INVALID_ARGUMENT");
+    assert_eq!(refused(&mut owner, internal_start("w-1", "nope")).await, "WORKFLOW_NOT_FOUND");
+    let mut big = internal_start("big-1", "quick");
+    big.input = Some(orbit_server_kit::payload::json_to_proto(json!("x".repeat(3 * 1024 * 1024))));
+    assert_eq!(refused(&mut owner, big).await, "PAYLOAD_TOO_LARGE");
+    let mut hash = internal_start("h-1", "quick");
+    hash.definition_hash = "not-the-hash".into();
+    assert_eq!(refused(&mut owner, hash).await, "INVALID_ARGUMENT");
+    let mut root = internal_start("r-1", "quick");
+    root.root_id = "someone-else".into();
+    assert_eq!(refused(&mut owner, root).await, "INVALID_ARGUMENT");
+    let mut orphan = internal_start("nobody/w", "quick");
+    orphan.parent_id = "nobody".into();
+    assert_eq!(refused(&mut owner, orphan).await, "INVALID_ARGUMENT");
+    for id in ["a/b", "big-1", "h-1", "r-1", "nobody/w"] {
+        let req = pb::DescribeExecutionRequest { execution_id: id.into(), run: 0 };
+        let status = c.describe_execution(req).await.expect_err("nothing was created");
+        assert_eq!(code(&status), "EXECUTION_NOT_FOUND", "{id}");
+    }
+    // The correct hash is accepted.
+    let hash = c
+        .get_workflow(pb::GetWorkflowRequest { name: "quick".into(), version: String::new() })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut good = internal_start("good-1", "quick");
+    good.definition_hash = hash.workflow.map(|w| w.definition_hash).unwrap_or_default();
+    assert!(owner.start_execution(good).await.expect("a matching hash").into_inner().created);
+
+    // A forged child id `V/w` cannot complete victim V's `await` step `w`.
+    start(&mut c, "victim", "V", json!({})).await.unwrap();
+    let mut forged = internal_start("V/w", "quick");
+    forged.parent_id = "V".into();
+    assert_eq!(refused(&mut owner, forged).await, "INVALID_ARGUMENT");
+
+    // A real child relation is accepted (idempotently), with the parent's workflow only.
+    start(&mut c, "parent", "P", json!({})).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let child = loop {
+        let d = describe(&mut c, "P").await;
+        if let Some(k) = d.pending_children.first() {
+            break k.child_execution_id.clone();
+        }
+        assert!(Instant::now() < deadline, "the parent started no child");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut wrong = internal_start(&child, "quick");
+    wrong.parent_id = "P".into();
+    assert_eq!(refused(&mut owner, wrong).await, "INVALID_ARGUMENT");
+    let mut again = internal_start(&child, "victim");
+    again.parent_id = "P".into();
+    let again = owner.start_execution(again).await.expect("the real child").into_inner();
+    assert!(!again.created, "it exists already");
+
+    // V is untouched: still waiting, and its step completes only by its own signal.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let d = describe(&mut c, "V").await;
+    assert_eq!(status_of(&d), pb::ExecutionStatus::Running);
+    assert_eq!(d.pending_awaits.len(), 1, "{d:?}");
+    signal(&mut c, "V", "w").await;
+    let (status, output) = result(&mut c, "V", Duration::from_secs(30)).await;
+    assert_eq!((status, output), (pb::ExecutionStatus::Completed, json!({"by": "w"})));
+}
