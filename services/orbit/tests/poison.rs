@@ -290,8 +290,8 @@ async fn an_aborting_signal_is_parked_after_restarts_and_a_suspended_one_can_be_
                         break true;
                     }
                 }
-                Err(_) if next.0.try_wait().unwrap().is_some() => break false,
-                Err(e) => panic!("describe: {e}"),
+                // Dying right now: the next round sees the exit.
+                Err(_) => {}
             }
             assert!(Instant::now() < deadline, "neither parked nor dead");
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -456,4 +456,106 @@ async fn owner_service_refuses_what_the_frontend_refuses_and_forged_children() {
     signal(&mut c, "V", "w").await;
     let (status, output) = result(&mut c, "V", Duration::from_secs(30)).await;
     assert_eq!((status, output), (pb::ExecutionStatus::Completed, json!({"by": "w"})));
+}
+
+// ------------------------------------------------------------------------------------
+// A child start that kills the process: the parent's commit asked for it, so every restart
+// would start it again. It is counted like an entry and parked before its first decision.
+
+const BAD_CHILD: &str = r#"
+name: bad
+version: "1"
+steps:
+  - { id: c, compute: "${{ 1 }}" }
+output: "${{ steps.c.output }}"
+"#;
+
+const BAD_PARENT: &str = r#"
+name: bad-parent
+version: "1"
+steps:
+  - { id: kid, workflow: bad@1 }
+output: "${{ steps.kid.output }}"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_start_that_kills_the_process_is_parked_and_terminating_it_fails_the_parent() {
+    let dir = TempDir::new("poison-child");
+    let db = dir.0.join("orbit.db");
+    let port = free_port();
+    // Registered and started without the fault, so only the child's start aborts.
+    let mut first = ChildGuard(spawn_dev(&db, port, None));
+    let mut c = ready(&mut first.0, port).await.expect("orbit dev serves");
+    register(&mut c, BAD_CHILD).await;
+    register(&mut c, BAD_PARENT).await;
+    register(&mut c, WORKFLOW).await;
+    start(&mut c, "poisoned", "bystander", json!({})).await.unwrap();
+    drop(c);
+    drop(first);
+
+    let inject = Some("abort-on-start:bad");
+    let mut child = ChildGuard(spawn_dev(&db, port, inject));
+    let mut c = ready(&mut child.0, port).await.expect("orbit dev serves");
+    let _ = start(&mut c, "bad-parent", "P", json!({})).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the injected abort did not kill the server");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut died_after_restart = 0;
+    let (mut c, kid) = loop {
+        assert!(
+            died_after_restart <= MAX_FAILURES,
+            "still dying after {died_after_restart} restarts"
+        );
+        let mut next = ChildGuard(spawn_dev(&db, port, inject));
+        let Some(mut c) = ready(&mut next.0, port).await else {
+            died_after_restart += 1;
+            continue;
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let kid = loop {
+            if next.0.try_wait().unwrap().is_some() {
+                break None;
+            }
+            let listed = c
+                .list_executions(pb::ListExecutionsRequest {
+                    statuses: vec![pb::ExecutionStatus::Suspended.into()],
+                    ..Default::default()
+                })
+                .await;
+            match listed {
+                Ok(l) => {
+                    if let Some(e) = l.into_inner().executions.first() {
+                        break Some(e.execution_id.clone());
+                    }
+                }
+                // Dying right now: the next round sees the exit.
+                Err(_) => {}
+            }
+            assert!(Instant::now() < deadline, "neither parked nor dead");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        match kid {
+            Some(kid) => {
+                child = next;
+                break (c, kid);
+            }
+            None => died_after_restart += 1,
+        }
+    };
+    eprintln!("poison child test: {died_after_restart} restarts died before the child was parked");
+    assert!(kid.starts_with("P/"), "the parked one is P's child: {kid}");
+    let d = describe(&mut c, &kid).await;
+    assert_eq!(d.suspension.expect("suspension").failures, MAX_FAILURES);
+    assert_eq!(status_of(&describe(&mut c, "P").await), pb::ExecutionStatus::Running);
+    complete_others(&mut c, &["bystander".to_string()]).await;
+
+    // Terminating the child fails the parent's step, as a failed child does.
+    let (code, _, err) = cli(port, &["terminate", &kid, "--reason", "bad child"]);
+    assert_eq!(code, 0, "{err}");
+    let (status, error) = result(&mut c, "P", Duration::from_secs(30)).await;
+    assert_eq!(status, pb::ExecutionStatus::Failed, "{error}");
+    assert!(error.as_str().is_some_and(|e| e.contains("CHILD_FAILED")), "{error}");
+    assert!(child.0.try_wait().unwrap().is_none(), "the server stays up");
 }

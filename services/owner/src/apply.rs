@@ -54,19 +54,20 @@ impl Work {
 }
 
 /// An execution whose engine work panicked in this pass.
-#[derive(Debug, Clone)]
 pub(crate) struct Failed {
     pub execution_id: String,
     /// Its entries in the pass, by seq (empty for a start).
     pub seqs: Vec<u64>,
-    /// Whether it was being created (nothing stored to count or park).
+    /// Whether it was being created (nothing stored yet).
     pub new_execution: bool,
+    /// Its starts that nobody waits for (a child a parent asked for): retried, counted.
+    pub retry_starts: Vec<PendingStart>,
     /// The panic message.
     pub message: String,
 }
 
 /// What [`apply_set`] did.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Applied {
     /// Executions committed.
     pub committed: Vec<String>,
@@ -147,6 +148,9 @@ pub(crate) async fn apply_set(
         jobs.push((
             id,
             Box::new(move || {
+                if let Some(row) = &w.new_execution {
+                    crate::fault_inject::on_start(&row.workflow);
+                }
                 for entry in &entries {
                     apply_entry(&mut w, entry, now, &limits);
                 }
@@ -162,7 +166,7 @@ pub(crate) async fn apply_set(
     let mut work: BTreeMap<String, Work> = BTreeMap::new();
     let (mut batches, mut children, mut tasks, mut timers) = (vec![], vec![], false, false);
     for (id, outcome) in isolate::run(jobs).await? {
-        let (seqs, new_execution, mut replies) = meta.remove(&id).unwrap_or_default();
+        let (seqs, new_execution, replies) = meta.remove(&id).unwrap_or_default();
         match outcome {
             Ok(mut done) => {
                 batches.append(&mut done.batches);
@@ -173,6 +177,8 @@ pub(crate) async fn apply_set(
                 work.insert(id, done.work);
             }
             Err(message) => {
+                let (retry_starts, mut replies): (Vec<_>, Vec<_>) =
+                    replies.into_iter().partition(|r| r.reply.is_none());
                 for r in &mut replies {
                     reply(
                         r,
@@ -181,7 +187,13 @@ pub(crate) async fn apply_set(
                         ))),
                     );
                 }
-                applied.failed.push(Failed { execution_id: id, seqs, new_execution, message });
+                applied.failed.push(Failed {
+                    execution_id: id,
+                    seqs,
+                    new_execution,
+                    retry_starts,
+                    message,
+                });
             }
         }
     }
@@ -228,6 +240,28 @@ pub(crate) async fn apply_set(
         }
         Err(e) => on_commit_error(inner, core, work, e).await.map(|()| applied),
     }
+}
+
+/// Stores a start's `WorkflowCreated` (projection and owners row) WITHOUT its first
+/// decision: how a start that kept killing the process is kept, to be parked.
+pub(crate) async fn create_only(
+    inner: &Inner,
+    core: &mut Core,
+    start: PendingStart,
+    now: u64,
+) -> Result<(), OwnerError> {
+    let Begin::New(new) = begin(inner, core, &start.request, now).await? else { return Ok(()) };
+    let (hot, created, row) = *new;
+    let id = start.request.execution_id.clone();
+    let mut w = Work::new(hot);
+    w.new_execution = Some(row);
+    w.record(created, Origin::Recorded, now);
+    let (batches, _, _, _) = batches_for(&inner.cfg.node_id, &id, &mut w, now);
+    inner.store.commit_all(batches).await?;
+    inner.changes.publish([id.as_str()]);
+    w.hot.epoch = Some(1);
+    core.hot.insert(id, w.hot);
+    Ok(())
 }
 
 /// Applies one inbox entry to the execution's work, recording its reply.

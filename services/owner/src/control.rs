@@ -90,6 +90,9 @@ async fn resume(
         ));
     };
     core.suspects.insert(id.to_string());
+    // Decide again even when nothing else is pending (a start parked before its first
+    // decision): a `timer` entry is exactly "decide again".
+    inner.store.enqueue_inbox(id, "timer", None, &json!({})).await?;
     inner.quarantine.resumed.fetch_add(1, Ordering::Relaxed);
     tracing::warn!(execution_id = %id, seq = ?row.inbox_seq, failures = row.failures, "resumed a parked execution: its pending entries are applied again");
     inner.kick.notify_one();

@@ -60,10 +60,12 @@ async fn pass(inner: &Inner) -> Result<(), OwnerError> {
         .into_iter()
         .filter(|e| !touched.contains(&e.execution_id))
         .partition(|e| core.suspects.contains(&e.execution_id));
+    let (suspect_starts, starts): (Vec<PendingStart>, Vec<PendingStart>) =
+        starts.into_iter().partition(|s| core.suspects.contains(&s.request.execution_id));
 
     // 2. Recovery mode.
-    if !suspect.is_empty() {
-        recovery::run(inner, &mut core, suspect, now).await?;
+    if !suspect.is_empty() || !suspect_starts.is_empty() {
+        recovery::run(inner, &mut core, suspect_starts, suspect, now).await?;
     }
 
     // 3. Steady state.

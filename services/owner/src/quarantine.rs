@@ -75,7 +75,7 @@ pub(crate) async fn on_failures(
             panic = %f.message,
             "an execution's processing panicked; its work was dropped from the pass"
         );
-        if f.new_execution {
+        if f.new_execution && f.retry_starts.is_empty() {
             // Nothing is stored yet: the starter got an error and decides whether to retry.
             continue;
         }
@@ -88,9 +88,16 @@ pub(crate) async fn on_failures(
         let row = inner.store.note_faults(vec![note]).await?.pop();
         let failures = row.as_ref().map_or(0, |r| r.failures);
         if failures >= inner.cfg.max_failures {
+            for start in f.retry_starts {
+                crate::apply::create_only(inner, core, start, now).await?;
+            }
             park(inner, core, &f.execution_id, first, &format!("panicked: {}", f.message), now)
                 .await?;
         } else {
+            // A child start is retried (nobody else would ask again).
+            if let Ok(mut starts) = inner.starts.lock() {
+                starts.extend(f.retry_starts);
+            }
             // Its next attempt runs in recovery mode: counted first, alone.
             core.suspects.insert(f.execution_id);
         }

@@ -48,6 +48,8 @@ pub(crate) async fn recover(inner: &Inner) -> Result<(), OwnerError> {
         tracing::info!(node_id = %me, executions = loaded.len(), roots = roots.len(), "resumed the executions this node owns");
     }
     let children = missing_children(inner, &core, &loaded).await?;
+    // A child start a previous process died on is retried in recovery mode too.
+    core.suspects.extend(children.iter().map(|c| c.child_id.clone()));
     drop(core);
     queue_children(inner, children);
     Ok(())
@@ -70,6 +72,7 @@ pub(crate) async fn adopt(
     let loaded = load(inner, &mut core, &ids).await;
     mark_suspects(inner, &mut core, &loaded).await?;
     let children = missing_children(inner, &core, &loaded).await?;
+    core.suspects.extend(children.iter().map(|c| c.child_id.clone()));
     drop(core);
     let epoch = rows.iter().map(|(_, e)| *e).max().unwrap_or(0);
     tracing::info!(
