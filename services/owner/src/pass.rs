@@ -65,7 +65,11 @@ async fn pass(inner: &Inner) -> Result<(), OwnerError> {
 
     // 2. Recovery mode.
     if !suspect.is_empty() || !suspect_starts.is_empty() {
-        recovery::run(inner, &mut core, suspect_starts, suspect, now).await?;
+        // A failure here (the database) must not hold back the steady work below: the
+        // suspects stay suspects and are tried again by a later pass.
+        if let Err(e) = recovery::run(inner, &mut core, suspect_starts, suspect, now).await {
+            tracing::warn!(error = %e, "recovery attempt failed; retried");
+        }
     }
 
     // 3. Steady state.

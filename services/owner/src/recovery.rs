@@ -63,14 +63,13 @@ pub(crate) async fn run(
         match faults.get(&id).filter(|f| f.inbox_seq == first) {
             Some(f) if f.failures >= inner.cfg.max_failures => {
                 let reason = f.reason.clone();
-                if suspect.entries.is_empty() {
-                    // A start that kept killing the process: stored without its first
-                    // decision, then parked, so it is visible and an operator decides.
-                    for start in suspect.starts {
-                        create_only(inner, core, start, now).await?;
-                    }
+                if let Err(e) = park_suspect(inner, core, &id, suspect, first, &reason, now).await {
+                    // Not parked (fenced, database trouble): out of recovery mode here; the
+                    // next recovery (of this node or the next owner) counts it again.
+                    tracing::warn!(execution_id = %id, error = %e, "could not park an execution");
+                    core.suspects.remove(&id);
+                    core.hot.remove(&id);
                 }
-                quarantine::park(inner, core, &id, first, &reason, now).await?;
             }
             Some(f) if f.failures >= 1 => alone.push((id, suspect)),
             _ => together.push((id, suspect)),
@@ -84,6 +83,25 @@ pub(crate) async fn run(
         attempt(inner, core, vec![one], now).await?;
     }
     Ok(())
+}
+
+/// Parks a suspect that reached the limit; a start that never got stored is stored first
+/// without its first decision, so it is visible and an operator decides.
+async fn park_suspect(
+    inner: &Inner,
+    core: &mut Core,
+    id: &str,
+    suspect: Suspect,
+    first: Option<u64>,
+    reason: &str,
+    now: u64,
+) -> Result<(), OwnerError> {
+    if suspect.entries.is_empty() {
+        for start in suspect.starts {
+            create_only(inner, core, start, now).await?;
+        }
+    }
+    quarantine::park(inner, core, id, first, reason, now).await
 }
 
 /// Counts one attempt for each execution of `set` (committed), then applies them.
