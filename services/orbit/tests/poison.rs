@@ -277,21 +277,13 @@ async fn an_aborting_signal_is_parked_after_restarts_and_a_suspended_one_can_be_
             if next.0.try_wait().unwrap().is_some() {
                 break false;
             }
-            match c
-                .describe_execution(pb::DescribeExecutionRequest {
-                    execution_id: "victim".into(),
-                    run: 0,
-                })
-                .await
-            {
-                Ok(r) => {
-                    let d = r.into_inner().execution.expect("execution");
-                    if status_of(&d) == pb::ExecutionStatus::Suspended {
-                        break true;
-                    }
+            let req = pb::DescribeExecutionRequest { execution_id: "victim".into(), run: 0 };
+            // An error means it is dying right now: the next round sees the exit.
+            if let Ok(r) = c.describe_execution(req).await {
+                let d = r.into_inner().execution.expect("execution");
+                if status_of(&d) == pb::ExecutionStatus::Suspended {
+                    break true;
                 }
-                // Dying right now: the next round sees the exit.
-                Err(_) => {}
             }
             assert!(Instant::now() < deadline, "neither parked nor dead");
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -524,14 +516,11 @@ async fn a_child_start_that_kills_the_process_is_parked_and_terminating_it_fails
                     ..Default::default()
                 })
                 .await;
-            match listed {
-                Ok(l) => {
-                    if let Some(e) = l.into_inner().executions.first() {
-                        break Some(e.execution_id.clone());
-                    }
+            // An error means it is dying right now: the next round sees the exit.
+            if let Ok(l) = listed {
+                if let Some(e) = l.into_inner().executions.first() {
+                    break Some(e.execution_id.clone());
                 }
-                // Dying right now: the next round sees the exit.
-                Err(_) => {}
             }
             assert!(Instant::now() < deadline, "neither parked nor dead");
             tokio::time::sleep(Duration::from_millis(100)).await;
