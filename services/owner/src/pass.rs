@@ -2,7 +2,8 @@
 //!
 //! Order within a pass:
 //! 1. operator entries (`resume`, `terminate`, see `control`), each on its own;
-//! 2. entries of executions in recovery mode (see `recovery`), counted before the attempt;
+//! 2. entries of executions in recovery mode (see `recovery`) — recovered after a start or
+//!    a takeover, or not in memory at all — counted before the attempt;
 //! 3. everything else in steady state (see `apply`): ONE transaction for every execution
 //!    whose engine work succeeded; a panic drops only that execution's work and is counted
 //!    (see `quarantine`).
@@ -59,7 +60,11 @@ async fn pass(inner: &Inner) -> Result<(), OwnerError> {
     let (suspect, steady): (Vec<InboxEntry>, Vec<InboxEntry>) = rest
         .into_iter()
         .filter(|e| !touched.contains(&e.execution_id))
-        .partition(|e| core.suspects.contains(&e.execution_id));
+        // Not in memory = loaded from the store now (a takeover racing its adoption, a
+        // fence, a failed commit): a previous process may have died applying these entries.
+        .partition(|e| {
+            core.suspects.contains(&e.execution_id) || !core.hot.contains_key(&e.execution_id)
+        });
     let (suspect_starts, starts): (Vec<PendingStart>, Vec<PendingStart>) =
         starts.into_iter().partition(|s| core.suspects.contains(&s.request.execution_id));
 
