@@ -30,6 +30,10 @@ pub enum Status {
     TimedOut,
     /// Terminal for this run; the execution goes on in the next run.
     ContinuedAsNew,
+    /// Parked by its owner after repeated failures (poison quarantine): a projection-level
+    /// state the owner sets without running the engine; no history fold produces it. Not
+    /// closed: an operator resumes or terminates it.
+    Suspended,
 }
 
 impl Status {
@@ -45,13 +49,17 @@ impl Status {
             Status::Cancelled => "CANCELLED",
             Status::TimedOut => "TIMED_OUT",
             Status::ContinuedAsNew => "CONTINUED_AS_NEW",
+            Status::Suspended => "SUSPENDED",
         }
     }
 
     /// Whether the run has ended.
     #[must_use]
     pub fn is_closed(self) -> bool {
-        !matches!(self, Status::Pending | Status::Running | Status::Compensating)
+        !matches!(
+            self,
+            Status::Pending | Status::Running | Status::Compensating | Status::Suspended
+        )
     }
 }
 

@@ -148,6 +148,8 @@ error_codes! {
     /// A task result from a caller other than the worker the attempt was dispatched to (or
     /// from an anonymous unary call); nothing was recorded.
     WorkerMismatch => "WORKER_MISMATCH",
+    /// `ResumeExecution` of an execution that is not SUSPENDED (nothing changed).
+    ExecutionNotSuspended => "EXECUTION_NOT_SUSPENDED",
 }
 
 impl ErrorCode {
@@ -171,7 +173,9 @@ impl ErrorCode {
             ErrorCode::DefinitionConflict
             | ErrorCode::ExecutionExists
             | ErrorCode::ScheduleExists => Code::AlreadyExists,
-            ErrorCode::ExecutionFinished | ErrorCode::ProtocolError => Code::FailedPrecondition,
+            ErrorCode::ExecutionFinished
+            | ErrorCode::ProtocolError
+            | ErrorCode::ExecutionNotSuspended => Code::FailedPrecondition,
             ErrorCode::PayloadTooLarge | ErrorCode::ResourceExhausted => Code::ResourceExhausted,
             ErrorCode::Unauthenticated => Code::Unauthenticated,
             ErrorCode::PermissionDenied | ErrorCode::WorkerMismatch => Code::PermissionDenied,

@@ -7,6 +7,7 @@
 //! - [`server`]: [`ServerKit`], which assembles a server with health, reflection, message
 //!   limits, connection keepalive and idle timeout, and graceful shutdown on a bound
 //!   listener.
+//! - [`validate`]: the request field rules (ids, payload sizes) every server applies.
 //! - [`shutdown`]: a [`CancellationToken`](tokio_util::sync::CancellationToken) cancelled
 //!   by SIGINT/SIGTERM.
 
@@ -15,6 +16,7 @@ mod idle;
 pub mod payload;
 pub mod server;
 pub mod shutdown;
+pub mod validate;
 
 pub use error::{ErrorCode, FieldViolation, OrbitError, UnknownErrorCode};
 pub use payload::PayloadError;

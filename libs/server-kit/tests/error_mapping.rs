@@ -34,6 +34,7 @@ const EXPECTED: &[(&str, Code)] = &[
     ("UNKNOWN_TOKEN", Code::NotFound),
     ("PROTOCOL_ERROR", Code::FailedPrecondition),
     ("WORKER_MISMATCH", Code::PermissionDenied),
+    ("EXECUTION_NOT_SUSPENDED", Code::FailedPrecondition),
 ];
 
 #[test]

@@ -12,6 +12,7 @@
 mod batch;
 mod changes;
 mod error;
+mod fault;
 pub mod migrations;
 mod model;
 mod postgres;
@@ -21,6 +22,7 @@ mod store;
 pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewInbox, NewOwner, ProjectionUpdate};
 pub use changes::{ChangeHub, Subscription};
 pub use error::{Result, StoreError};
+pub use fault::{FaultNote, FaultRow, SUSPENDED};
 pub use model::{new_task_token, MAX_CLAIM};
 pub use model::{
     CompletedTask, DbStats, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,

@@ -24,6 +24,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0002_pending_inbox_index.sql"),
     },
     Migration {
+        version: 3,
+        name: "execution_faults",
+        sql: include_str!("../migrations/0003_execution_faults.sql"),
+    },
+    Migration {
         version: 5,
         name: "task_worker",
         sql: include_str!("../migrations/0005_task_worker.sql"),

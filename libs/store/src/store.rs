@@ -10,6 +10,7 @@
 
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::Result;
+use crate::fault::{FaultNote, FaultRow};
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
     InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskReport,
@@ -167,7 +168,8 @@ pub trait Store: Send + Sync {
 
     /// Pending inbox entries, by seq, of the executions whose owners row names `node_id`,
     /// plus those of the executions in `also` (the ones the caller holds in memory: if it
-    /// lost them, its commit is fenced and it drops them).
+    /// lost them, its commit is fenced and it drops them). Entries of parked executions
+    /// (see [`Store::park_execution`]) are left out, except `resume` and `terminate`.
     async fn pending_inbox_owned(
         &self,
         node_id: &str,
@@ -204,4 +206,38 @@ pub trait Store: Send + Sync {
 
     /// Claimers of `claimed` rows that have no live node (any service) within `timeout_ms`.
     async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>>;
+
+    // ------------------------------------------------------------- poison quarantine
+
+    /// Counts failures (see [`FaultNote`]) in one transaction; returns each row afterwards,
+    /// in the order of `notes`. Parked rows are returned unchanged.
+    async fn note_faults(&self, notes: Vec<FaultNote>) -> Result<Vec<FaultRow>>;
+
+    /// The fault rows of `ids` that exist, by execution id.
+    async fn faults(&self, ids: &[String]) -> Result<Vec<FaultRow>>;
+
+    /// Deletes the fault rows of `ids` (parked or not); missing rows are ignored.
+    async fn clear_faults(&self, ids: &[String]) -> Result<()>;
+
+    /// Parks an execution, fenced by `expected_epoch` like a commit: counts `note`, marks
+    /// the row parked (the offending entry is `note.inbox_seq`), keeps the projection's
+    /// status for unpark and sets it to `SUSPENDED`. Parking a parked execution only
+    /// updates the note. [`StoreError::NotFound`](crate::StoreError::NotFound) without a
+    /// projection, [`StoreError::Fenced`](crate::StoreError::Fenced) as for a commit.
+    async fn park_execution(
+        &self,
+        note: FaultNote,
+        expected_epoch: Option<u64>,
+        now_ms: u64,
+    ) -> Result<FaultRow>;
+
+    /// Unparks an execution, fenced like [`Store::park_execution`]: the projection gets its
+    /// status from before the park back and the fault row (mark and count) is deleted.
+    /// Returns the row removed, `None` when the execution was not parked (nothing changes).
+    async fn unpark_execution(
+        &self,
+        execution_id: &str,
+        expected_epoch: Option<u64>,
+        now_ms: u64,
+    ) -> Result<Option<FaultRow>>;
 }

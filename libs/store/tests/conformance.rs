@@ -100,6 +100,8 @@ macro_rules! every_case {
             take_over_root_moves_the_tree_and_fences_the_old_owner,
             release_claims_hands_back_each_row_once,
             orphaned_claimers_are_claimers_without_a_live_node,
+            faults_count_per_entry_and_restart_when_the_entry_moves,
+            parking_suspends_skips_entries_and_unparking_restores,
         );
     };
 }

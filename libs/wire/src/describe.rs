@@ -39,6 +39,8 @@ pub fn describe(
             None
         },
         error: run_error(state).as_ref().map(task_error),
+        // Parking is projection-level: the caller that read the fault row fills it in.
+        suspension: None,
     };
     fit_message(&mut description);
     description

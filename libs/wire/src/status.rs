@@ -22,6 +22,7 @@ pub fn execution_status_from_str(name: &str) -> ExecutionStatus {
         "CANCELLED" => ExecutionStatus::Cancelled,
         "TIMED_OUT" => ExecutionStatus::TimedOut,
         "CONTINUED_AS_NEW" => ExecutionStatus::ContinuedAsNew,
+        "SUSPENDED" => ExecutionStatus::Suspended,
         _ => ExecutionStatus::Unspecified,
     }
 }
@@ -44,6 +45,7 @@ pub fn status_name(status: ExecutionStatus) -> Option<&'static str> {
         ExecutionStatus::Cancelled => Some("CANCELLED"),
         ExecutionStatus::TimedOut => Some("TIMED_OUT"),
         ExecutionStatus::ContinuedAsNew => Some("CONTINUED_AS_NEW"),
+        ExecutionStatus::Suspended => Some("SUSPENDED"),
     }
 }
 
@@ -78,6 +80,7 @@ mod tests {
             Status::Cancelled,
             Status::TimedOut,
             Status::ContinuedAsNew,
+            Status::Suspended,
         ] {
             let wire = execution_status(status);
             assert_ne!(wire, ExecutionStatus::Unspecified, "{status:?}");

@@ -3,36 +3,19 @@
 
 use crate::error::{bad_payload, err, invalid, ApiResult};
 use orbit_server_kit::payload::{check_limits, proto_to_json};
+use orbit_server_kit::validate as rules;
 use orbit_server_kit::ErrorCode;
 use serde_json::Value;
 
-/// The longest id (execution, worker, request) accepted, in bytes.
-pub(crate) const MAX_ID_BYTES: usize = 256;
-
-/// A required, bounded id without control characters.
+/// A required, bounded id without control characters (the shared rule, also applied by the
+/// owner's internal API).
 pub(crate) fn id<'a>(field: &str, value: &'a str) -> ApiResult<&'a str> {
-    if value.is_empty() {
-        return Err(invalid(field, "is required"));
-    }
-    if value.len() > MAX_ID_BYTES {
-        return Err(invalid(field, format!("is longer than {MAX_ID_BYTES} bytes")));
-    }
-    if value.chars().any(char::is_control) {
-        return Err(invalid(field, "contains control characters"));
-    }
-    Ok(value)
+    rules::id(field, value).map_err(|e| e.to_status())
 }
 
 /// A caller-chosen execution id for a start: an [`id`] without `/` (reserved for children).
 pub(crate) fn new_execution_id(value: &str) -> ApiResult<&str> {
-    let value = id("execution_id", value)?;
-    if value.contains('/') {
-        return Err(invalid(
-            "execution_id",
-            "must not contain `/` (reserved for child executions)",
-        ));
-    }
-    Ok(value)
+    rules::new_execution_id("execution_id", value).map_err(|e| e.to_status())
 }
 
 /// A required name (workflow, signal, query).

@@ -103,8 +103,16 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
             let addr = listener.local_addr()?;
             let s = stop.clone();
             let handle = tokio::spawn(async move {
-                dev::serve(&db, listener, s, FrontendConfig::default(), Default::default(), false)
-                    .await
+                dev::serve(
+                    &db,
+                    listener,
+                    s,
+                    FrontendConfig::default(),
+                    Default::default(),
+                    3,
+                    false,
+                )
+                .await
             });
             (vec![format!("http://{addr}")], Some(handle))
         }

@@ -37,6 +37,12 @@ pub struct DevArgs {
     pub session_timeout_ms: u64,
     #[command(flatten)]
     pub connections: crate::split::ConnectionArgs,
+    /// Poison quarantine: an execution whose processing failed this many times (a caught
+    /// panic, or the process ending while applying its entries) is parked as SUSPENDED
+    /// until `orbit execution resume|terminate`.
+    #[arg(long, env = "ORBIT_MAX_FAILURES", default_value_t = 3, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_failures: u32,
 }
 
 /// Runs `orbit dev` until SIGINT/SIGTERM.
@@ -52,7 +58,17 @@ pub async fn run(args: DevArgs) -> ExitCode {
     let shutdown = signal_token();
     let config =
         FrontendConfig { session_timeout_ms: args.session_timeout_ms, ..FrontendConfig::default() };
-    match serve(&args.db, listener, shutdown, config, args.connections.options(), true).await {
+    match serve(
+        &args.db,
+        listener,
+        shutdown,
+        config,
+        args.connections.options(),
+        args.max_failures,
+        true,
+    )
+    .await
+    {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -79,6 +95,7 @@ pub async fn serve(
     shutdown: CancellationToken,
     frontend: FrontendConfig,
     connections: orbit_server_kit::ConnectionOptions,
+    max_failures: u32,
     announce: bool,
 ) -> anyhow::Result<()> {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(db).await?);
@@ -86,7 +103,7 @@ pub async fn serve(
     let timers_changed = Arc::new(Notify::new());
     let changes = Arc::new(ChangeHub::new());
     let owner = Owner::new(
-        OwnerConfig { node_id: "dev".into(), ..OwnerConfig::default() },
+        OwnerConfig { node_id: "dev".into(), max_failures, ..OwnerConfig::default() },
         store.clone(),
         tasks_ready.clone(),
         timers_changed.clone(),

@@ -7,6 +7,7 @@ use orbit_api::internal::v1 as pb;
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_engine::ParentRef;
 use orbit_server_kit::payload::{json_to_proto, proto_to_json};
+use orbit_server_kit::validate as rules;
 use orbit_server_kit::{ErrorCode, OrbitError};
 use std::str::FromStr;
 use tonic::{Request, Response, Status};
@@ -18,12 +19,120 @@ impl From<OwnerError> for Status {
     }
 }
 
-fn invalid(message: impl Into<String>) -> Status {
-    OrbitError::new(ErrorCode::InvalidArgument, message).to_status()
-}
-
 fn non_empty(s: String) -> Option<String> {
     (!s.is_empty()).then_some(s)
+}
+
+fn field(e: OrbitError) -> Status {
+    e.to_status()
+}
+
+/// Validates an internal start exactly like the public frontend does (shared id rules,
+/// input size, workflow existence), and checks what only internal callers send: the
+/// definition hash they resolved, and a child's relation to its parent.
+async fn validated(owner: &Owner, r: pb::StartExecutionRequest) -> Result<StartRequest, Status> {
+    let parent_id = rules::optional("parent_id", &r.parent_id).map_err(field)?.map(str::to_string);
+    if parent_id.is_some() {
+        rules::id("execution_id", &r.execution_id).map_err(field)?;
+    } else {
+        rules::new_execution_id("execution_id", &r.execution_id).map_err(field)?;
+    }
+    rules::id("workflow", &r.workflow).map_err(field)?;
+    rules::optional("version", &r.version).map_err(field)?;
+    rules::optional("root_id", &r.root_id).map_err(field)?;
+    rules::optional("schedule_id", &r.schedule_id).map_err(field)?;
+    rules::optional("definition_hash", &r.definition_hash).map_err(field)?;
+    let input = match r.input {
+        Some(v) => {
+            proto_to_json(v).map_err(|e| rules::invalid("input", e.to_string()).to_status())?
+        }
+        None => serde_json::Value::Null,
+    };
+    let max = owner.inner.cfg.limits.max_payload_bytes.unwrap_or(rules::DEFAULT_MAX_PAYLOAD_BYTES);
+    rules::check_size("input", &input, max).map_err(field)?;
+    let def = owner.definition(&r.workflow, non_empty(r.version.clone()).as_deref()).await?;
+    if !r.definition_hash.is_empty() && r.definition_hash != def.hash {
+        return Err(rules::invalid(
+            "definition_hash",
+            format!("is not the hash of {}@{} ({})", def.name, def.version, def.hash),
+        )
+        .to_status());
+    }
+    let (parent, root_id) = match parent_id {
+        Some(parent_id) => {
+            let (parent, root) = child_of(owner, &parent_id, &r.execution_id, &def.name).await?;
+            if !r.root_id.is_empty() && r.root_id != root {
+                return Err(rules::invalid(
+                    "root_id",
+                    format!("is not the parent's root `{root}`"),
+                )
+                .to_status());
+            }
+            (Some(parent), Some(root))
+        }
+        None => {
+            if !r.root_id.is_empty() && r.root_id != r.execution_id {
+                return Err(rules::invalid(
+                    "root_id",
+                    "must be empty or the execution id for an execution without a parent",
+                )
+                .to_status());
+            }
+            (None, None)
+        }
+    };
+    Ok(StartRequest {
+        execution_id: r.execution_id,
+        workflow: def.name.clone(),
+        // Pinned to the version resolved here, so the hash checked is the one that runs.
+        version: Some(def.version.clone()),
+        input,
+        parent,
+        root_id,
+        schedule_id: non_empty(r.schedule_id),
+    })
+}
+
+/// The parent unit that started `child_id`, found in the parent's own state (the unit whose
+/// `ChildStarted` named exactly this id, for this workflow), and the parent's root. A child
+/// id the parent never derived is refused: it could otherwise resolve another step.
+async fn child_of(
+    owner: &Owner,
+    parent_id: &str,
+    child_id: &str,
+    workflow: &str,
+) -> Result<(ParentRef, String), Status> {
+    let snap = owner.snapshot(parent_id).await.map_err(|e| {
+        if e.code == "EXECUTION_NOT_FOUND" {
+            rules::invalid("parent_id", format!("execution `{parent_id}` does not exist"))
+                .to_status()
+        } else {
+            Status::from(e)
+        }
+    })?;
+    let unit = snap.state.units.iter().find(
+        |(_, u)| matches!(&u.wait, Some(orbit_engine::state::Wait::Child(id)) if id == child_id),
+    );
+    let Some((key, _)) = unit else {
+        return Err(rules::invalid(
+            "execution_id",
+            format!("execution `{parent_id}` started no child `{child_id}`"),
+        )
+        .to_status());
+    };
+    let step = orbit_engine::unit::UnitKey::parse(key).map(|k| k.step).unwrap_or_default();
+    let expected = snap.def.step(step.as_str()).and_then(|s| match &s.kind {
+        orbit_definition::StepKind::Workflow { workflow, .. } => Some(workflow.as_str()),
+        _ => None,
+    });
+    if expected != Some(workflow) {
+        return Err(rules::invalid(
+            "workflow",
+            format!("unit `{key}` of `{parent_id}` starts {expected:?}, not `{workflow}`"),
+        )
+        .to_status());
+    }
+    Ok((ParentRef { execution_id: parent_id.to_string(), step: key.clone() }, snap.root_id))
 }
 
 #[tonic::async_trait]
@@ -32,30 +141,8 @@ impl OwnerService for Owner {
         &self,
         request: Request<pb::StartExecutionRequest>,
     ) -> Result<Response<pb::StartExecutionResponse>, Status> {
-        let r = request.into_inner();
-        if r.execution_id.is_empty() {
-            return Err(invalid("execution_id is required"));
-        }
-        let input = match r.input {
-            Some(v) => proto_to_json(v).map_err(|e| invalid(format!("input: {e}")))?,
-            None => serde_json::Value::Null,
-        };
-        let parent = non_empty(r.parent_id).map(|execution_id| {
-            // The parent's unit is the last path segment of a child id (`<parent>/<unit>`).
-            let step = r.execution_id.rsplit('/').next().unwrap_or_default().to_string();
-            ParentRef { execution_id, step }
-        });
-        let started = self
-            .start(StartRequest {
-                execution_id: r.execution_id,
-                workflow: r.workflow,
-                version: non_empty(r.version),
-                input,
-                parent,
-                root_id: non_empty(r.root_id),
-                schedule_id: non_empty(r.schedule_id),
-            })
-            .await?;
+        let start = validated(self, request.into_inner()).await?;
+        let started = self.start(start).await?;
         Ok(Response::new(pb::StartExecutionResponse {
             execution_id: started.execution_id,
             run: started.run,

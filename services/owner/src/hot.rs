@@ -5,7 +5,7 @@ use crate::error::OwnerError;
 use crate::owner::Inner;
 use orbit_definition::Definition;
 use orbit_engine::State;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// An execution held in memory by its owner.
@@ -29,6 +29,10 @@ pub(crate) struct Core {
     /// Executions this process lost to a fence, with the owners row's epoch then. Only an
     /// adoption at a higher epoch (a takeover by this process) brings one back.
     pub lost: HashMap<String, u64>,
+    /// Executions in recovery mode (see `recovery`): recovered after a start or a takeover
+    /// with pending entries, resumed by an operator, or after a caught panic. Their entries
+    /// are applied with an attempt count committed first.
+    pub suspects: BTreeSet<String>,
 }
 
 /// The definition of (workflow, version) — latest when `version` is `None` — parsed once and

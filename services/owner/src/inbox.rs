@@ -14,6 +14,17 @@ pub(crate) enum Request {
     Command(Box<Command>),
     /// Only decide again (a timer fired).
     Tick,
+    /// An operator action of the poison quarantine (never runs the engine on the entry).
+    Control(Control),
+}
+
+/// Operator actions on a parked (or any open) execution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Control {
+    /// Unpark: clear the mark and the count, apply the pending entries again.
+    Resume,
+    /// End it FAILED with code `TERMINATED`, without the decider.
+    Terminate { reason: String },
 }
 
 /// Why an entry could not be understood; recorded as its result.
@@ -36,6 +47,11 @@ pub(crate) fn request(entry: &InboxEntry) -> Result<Request, Refusal> {
     let p = &entry.payload;
     let command = match entry.kind.as_str() {
         "timer" => return Ok(Request::Tick),
+        "resume" => return Ok(Request::Control(Control::Resume)),
+        "terminate" => {
+            let reason = text(p, "reason").unwrap_or_default();
+            return Ok(Request::Control(Control::Terminate { reason }));
+        }
         "dispatched" => Command::Dispatched {
             step: text(p, "step")
                 .ok_or(("INVALID_ARGUMENT", "dispatched without step".to_string()))?,
@@ -78,6 +94,30 @@ pub(crate) fn request(entry: &InboxEntry) -> Result<Request, Refusal> {
         other => return Err(("INVALID_ARGUMENT", format!("unknown inbox kind `{other}`"))),
     };
     Ok(Request::Command(Box::new(command)))
+}
+
+/// A `child_closed` entry must come from the child the unit waits for: the child id in the
+/// entry is the one the parent's own history started for that unit (never derived from a
+/// caller-supplied id), so a forged child cannot resolve another execution's step.
+pub(crate) fn check_child(
+    state: &orbit_engine::State,
+    entry: &InboxEntry,
+    cmd: &Command,
+) -> Result<(), Refusal> {
+    let Command::ChildClosed { step, .. } = cmd else { return Ok(()) };
+    let child = text(&entry.payload, "child_id").unwrap_or_default();
+    let waits_for = state.unit(step).and_then(|u| match &u.wait {
+        Some(orbit_engine::state::Wait::Child(id)) => Some(id.as_str()),
+        _ => None,
+    });
+    if waits_for == Some(child.as_str()) {
+        Ok(())
+    } else {
+        Err((
+            "INVALID_ARGUMENT",
+            format!("child_closed from `{child}`: unit `{step}` does not wait for that child"),
+        ))
+    }
 }
 
 /// Parses an API status name; unknown names read as failed.

@@ -4,17 +4,30 @@
 //! applies them through the pure engine, decides to the fixpoint and commits every touched
 //! execution — history, projection, task offers, the timer row, consumed inbox entries — in
 //! one transaction, before memory changes and before anyone is answered.
+//!
+//! Poison quarantine: each execution's engine work runs off the runtime threads behind
+//! `catch_unwind`; failures — caught panics, and deaths of the process counted across
+//! restarts by the recovery mode — park an execution as SUSPENDED after `max_failures`,
+//! so one hostile input never takes the owner (or the next owner) down.
 
+mod apply;
+mod control;
 mod effects;
 mod error;
+mod fault_inject;
 mod grpc;
 mod hot;
 mod inbox;
+mod isolate;
 mod owner;
 mod pass;
+mod quarantine;
+mod recovery;
 mod refused;
 mod resume;
 mod takeover;
 
 pub use error::OwnerError;
+pub use fault_inject::FAULT_INJECT_ENV;
 pub use owner::{system_clock, Owner, OwnerConfig, Snapshot, StartRequest, Started};
+pub use quarantine::QuarantineStats;

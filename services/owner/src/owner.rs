@@ -38,6 +38,9 @@ pub struct OwnerConfig {
     /// How often [`Owner::run`] looks for executions of dead owners to take over; `None`
     /// turns takeover off (`orbit dev`: the only owner cannot die without the others).
     pub takeover_interval: Option<Duration>,
+    /// Failed attempts (caught panics, or deaths of the process while applying them) after
+    /// which an execution is parked as SUSPENDED (poison quarantine).
+    pub max_failures: u32,
 }
 
 impl Default for OwnerConfig {
@@ -54,6 +57,7 @@ impl Default for OwnerConfig {
             idle_pass: Duration::from_secs(1),
             node_timeout_ms: 10_000,
             takeover_interval: None,
+            max_failures: 3,
         }
     }
 }
@@ -119,6 +123,7 @@ pub(crate) struct Inner {
     pub starts: StdMutex<Vec<PendingStart>>,
     pub passes: watch::Sender<Passes>,
     pub clock: Arc<dyn Fn() -> u64 + Send + Sync>,
+    pub quarantine: crate::quarantine::Counters,
 }
 
 /// The owner service. Cheap to clone.
@@ -160,10 +165,12 @@ impl Owner {
                     defs: HashMap::new(),
                     versions: HashMap::new(),
                     lost: HashMap::new(),
+                    suspects: std::collections::BTreeSet::new(),
                 }),
                 starts: StdMutex::new(Vec::new()),
                 passes: watch::channel(Passes::default()).0,
                 clock: Arc::new(system_clock),
+                quarantine: crate::quarantine::Counters::default(),
             }),
         }
     }
@@ -239,6 +246,12 @@ impl Owner {
     /// Wakes the pass loop without waiting for the pass (for database notifications).
     pub fn kick(&self) {
         self.inner.kick.notify_one();
+    }
+
+    /// The poison quarantine's counters since this process started.
+    #[must_use]
+    pub fn quarantine_stats(&self) -> crate::QuarantineStats {
+        self.inner.quarantine.snapshot()
     }
 
     /// This node's id.

@@ -43,10 +43,13 @@ pub(crate) async fn recover(inner: &Inner) -> Result<(), OwnerError> {
         .await?;
     let mut core = inner.core.lock().await;
     let loaded = load(inner, &mut core, &ids).await;
+    mark_suspects(inner, &mut core, &loaded).await?;
     if !ids.is_empty() {
         tracing::info!(node_id = %me, executions = loaded.len(), roots = roots.len(), "resumed the executions this node owns");
     }
     let children = missing_children(inner, &core, &loaded).await?;
+    // A child start a previous process died on is retried in recovery mode too.
+    core.suspects.extend(children.iter().map(|c| c.child_id.clone()));
     drop(core);
     queue_children(inner, children);
     Ok(())
@@ -67,7 +70,9 @@ pub(crate) async fn adopt(
         core.lost.remove(id);
     }
     let loaded = load(inner, &mut core, &ids).await;
+    mark_suspects(inner, &mut core, &loaded).await?;
     let children = missing_children(inner, &core, &loaded).await?;
+    core.suspects.extend(children.iter().map(|c| c.child_id.clone()));
     drop(core);
     let epoch = rows.iter().map(|(_, e)| *e).max().unwrap_or(0);
     tracing::info!(
@@ -78,6 +83,28 @@ pub(crate) async fn adopt(
     queue_children(inner, children);
     inner.kick.notify_one();
     inner.tasks_ready.notify_waiters();
+    Ok(())
+}
+
+/// Puts the executions of `loaded` that have pending inbox entries into recovery mode: a
+/// previous process may have died applying them (see `recovery`). Those without entries
+/// stay in steady state, so a restart adds no writes for them.
+async fn mark_suspects(
+    inner: &Inner,
+    core: &mut Core,
+    loaded: &[String],
+) -> Result<(), OwnerError> {
+    if loaded.is_empty() {
+        return Ok(());
+    }
+    let loaded: BTreeSet<&String> = loaded.iter().collect();
+    let pending =
+        inner.store.pending_inbox_owned(&inner.cfg.node_id, &[], inner.cfg.max_batch).await?;
+    for e in pending {
+        if loaded.contains(&e.execution_id) {
+            core.suspects.insert(e.execution_id);
+        }
+    }
     Ok(())
 }
 

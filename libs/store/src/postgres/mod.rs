@@ -16,6 +16,7 @@ mod commit;
 mod config;
 mod conn;
 mod error;
+mod faults;
 mod listen;
 mod migrate;
 mod plan;
@@ -31,6 +32,7 @@ pub use listen::Wakeup;
 
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::{Result, StoreError};
+use crate::fault::{FaultNote, FaultRow};
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
     InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskReport,
@@ -407,5 +409,50 @@ impl Store for PgStore {
 
     async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>> {
         run!(self, Kind::Read, |c| cluster::orphaned_claimers(c, timeout_ms))
+    }
+
+    async fn note_faults(&self, notes: Vec<FaultNote>) -> Result<Vec<FaultRow>> {
+        if notes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = run!(self, Kind::Write, |c| faults::note(c, &notes))?;
+        self.wrote(true);
+        Ok(rows)
+    }
+
+    async fn faults(&self, ids: &[String]) -> Result<Vec<FaultRow>> {
+        run!(self, Kind::Read, |c| faults::get_many(c, ids))
+    }
+
+    async fn clear_faults(&self, ids: &[String]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        run!(self, Kind::Write, |c| faults::clear(c, ids))?;
+        self.wrote(true);
+        Ok(())
+    }
+
+    async fn park_execution(
+        &self,
+        note: FaultNote,
+        expected_epoch: Option<u64>,
+        now_ms: u64,
+    ) -> Result<FaultRow> {
+        let row = run!(self, Kind::Write, |c| faults::park(c, &note, expected_epoch, now_ms))?;
+        self.wrote(true);
+        Ok(row)
+    }
+
+    async fn unpark_execution(
+        &self,
+        execution_id: &str,
+        expected_epoch: Option<u64>,
+        now_ms: u64,
+    ) -> Result<Option<FaultRow>> {
+        let row =
+            run!(self, Kind::Write, |c| faults::unpark(c, execution_id, expected_epoch, now_ms))?;
+        self.wrote(true);
+        Ok(row)
     }
 }

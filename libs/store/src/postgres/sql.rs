@@ -358,6 +358,8 @@ pub(crate) const INBOX_PENDING_OWNED: &str = concat!(
         i.execution_id = ANY($2::text[])
         OR EXISTS (SELECT 1 FROM owners o
             WHERE o.execution_id = i.execution_id AND o.node_id = $1::text))
+    AND (i.kind IN ('resume', 'terminate') OR NOT EXISTS (SELECT 1 FROM execution_faults f
+        WHERE f.execution_id = i.execution_id AND f.parked_at IS NOT NULL))
     ORDER BY i.seq LIMIT $3::bigint"
 );
 pub(crate) const OWNED_EXECUTIONS: &str = concat!(

@@ -89,6 +89,8 @@ pub(crate) fn pending_owned(
             i.execution_id IN (SELECT value FROM json_each(?2))
             OR EXISTS (SELECT 1 FROM owners o
                 WHERE o.execution_id = i.execution_id AND o.node_id = ?1))
+        AND (i.kind IN ('resume', 'terminate') OR NOT EXISTS (SELECT 1 FROM execution_faults f
+            WHERE f.execution_id = i.execution_id AND f.parked_at IS NOT NULL))
         ORDER BY i.seq LIMIT ?3",
         sql::INBOX_COLUMNS_I
     );

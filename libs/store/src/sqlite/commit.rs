@@ -147,7 +147,7 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
 }
 
 /// With an expected epoch, the owners row must exist and hold exactly that epoch.
-fn check_fence(tx: &Connection, id: &str, expected: Option<u64>) -> Result<()> {
+pub(crate) fn check_fence(tx: &Connection, id: &str, expected: Option<u64>) -> Result<()> {
     let Some(expected) = expected else { return Ok(()) };
     let stored: Option<i64> =
         tx.prepare_cached(sql::OWNER_EPOCH)?.query_row([id], |r| r.get(0)).optional()?;

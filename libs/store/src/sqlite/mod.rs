@@ -9,6 +9,7 @@ mod cluster;
 mod commit;
 mod conn;
 mod definitions;
+mod faults;
 mod migrate;
 mod queue;
 mod reads;
@@ -19,6 +20,7 @@ mod tests;
 
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::Result;
+use crate::fault::{FaultNote, FaultRow};
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
     InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskReport,
@@ -267,5 +269,38 @@ impl Store for SqliteStore {
 
     async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>> {
         self.readers.run(move |c| cluster::orphaned_claimers(c, timeout_ms)).await
+    }
+
+    async fn note_faults(&self, notes: Vec<FaultNote>) -> Result<Vec<FaultRow>> {
+        self.writer.run(move |c| faults::note(c, &notes)).await
+    }
+
+    async fn faults(&self, ids: &[String]) -> Result<Vec<FaultRow>> {
+        let ids = ids.to_vec();
+        self.readers.run(move |c| faults::get(c, &ids)).await
+    }
+
+    async fn clear_faults(&self, ids: &[String]) -> Result<()> {
+        let ids = ids.to_vec();
+        self.writer.run(move |c| faults::clear(c, &ids)).await
+    }
+
+    async fn park_execution(
+        &self,
+        note: FaultNote,
+        expected_epoch: Option<u64>,
+        now_ms: u64,
+    ) -> Result<FaultRow> {
+        self.writer.run(move |c| faults::park(c, &note, expected_epoch, now_ms)).await
+    }
+
+    async fn unpark_execution(
+        &self,
+        execution_id: &str,
+        expected_epoch: Option<u64>,
+        now_ms: u64,
+    ) -> Result<Option<FaultRow>> {
+        let id = execution_id.to_string();
+        self.writer.run(move |c| faults::unpark(c, &id, expected_epoch, now_ms)).await
     }
 }

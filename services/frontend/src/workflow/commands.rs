@@ -116,7 +116,12 @@ fn reply_run(reply: &Value) -> Option<u32> {
 }
 
 /// Writes an inbox entry, wakes the owner and waits for its reply; returns the `ok` reply.
-async fn send(shared: &Shared, id: &str, kind: &str, payload: &Value) -> ApiResult<Value> {
+pub(crate) async fn send(
+    shared: &Shared,
+    id: &str,
+    kind: &str,
+    payload: &Value,
+) -> ApiResult<Value> {
     let sub = shared.changes.subscribe(id);
     let seq = shared.store.enqueue_inbox(id, kind, None, payload).await.map_err(store)?;
     let wake = internal::OwnerServiceWakeRequest { execution_ids: vec![id.to_string()] };

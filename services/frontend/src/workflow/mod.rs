@@ -2,10 +2,12 @@
 //!
 //! The trait impl only unwraps requests and delegates: definitions in [`definitions`],
 //! reads from the store in [`reads`], the event stream in [`watch`], and commands routed to
-//! the owner in [`commands`].
+//! the owner in [`commands`], and the poison quarantine's operator actions in
+//! [`quarantine`].
 
 mod commands;
 mod definitions;
+mod quarantine;
 pub(crate) mod reads;
 mod watch;
 
@@ -16,9 +18,10 @@ use orbit_api::v1::{
     DescribeExecutionResponse, GetHistoryRequest, GetHistoryResponse, GetWorkflowRequest,
     GetWorkflowResponse, ListExecutionsRequest, ListExecutionsResponse, ListWorkflowsRequest,
     ListWorkflowsResponse, QueryExecutionRequest, QueryExecutionResponse, RegisterWorkflowRequest,
-    RegisterWorkflowResponse, SignalExecutionRequest, SignalExecutionResponse,
-    StartExecutionRequest, StartExecutionResponse, UpdateExecutionRequest, UpdateExecutionResponse,
-    WatchExecutionRequest,
+    RegisterWorkflowResponse, ResumeExecutionRequest, ResumeExecutionResponse,
+    SignalExecutionRequest, SignalExecutionResponse, StartExecutionRequest, StartExecutionResponse,
+    TerminateExecutionRequest, TerminateExecutionResponse, UpdateExecutionRequest,
+    UpdateExecutionResponse, WatchExecutionRequest,
 };
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
@@ -121,5 +124,19 @@ impl WorkflowService for WorkflowApi {
         request: Request<UpdateExecutionRequest>,
     ) -> Result<Response<UpdateExecutionResponse>, Status> {
         commands::update(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+
+    async fn resume_execution(
+        &self,
+        request: Request<ResumeExecutionRequest>,
+    ) -> Result<Response<ResumeExecutionResponse>, Status> {
+        quarantine::resume(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+
+    async fn terminate_execution(
+        &self,
+        request: Request<TerminateExecutionRequest>,
+    ) -> Result<Response<TerminateExecutionResponse>, Status> {
+        quarantine::terminate(&self.shared, request.into_inner()).await.map(Response::new)
     }
 }

@@ -79,9 +79,17 @@ pub(crate) async fn describe(
     let id = validate::id("execution_id", &req.execution_id)?;
     let loaded = load_run(shared, id, req.run).await?;
     let info = loaded.info();
-    Ok(DescribeExecutionResponse {
-        execution: Some(orbit_wire::describe(&loaded.def, &loaded.state, info)),
-    })
+    let mut execution = orbit_wire::describe(&loaded.def, &loaded.state, info);
+    if loaded.run == loaded.row.run && loaded.row.status == orbit_store::SUSPENDED {
+        let faults = shared.store.faults(&[id.to_string()]).await.map_err(store)?;
+        execution.suspension = faults.into_iter().next().map(|f| orbit_api::v1::Suspension {
+            reason: f.reason,
+            entry_seq: f.inbox_seq.unwrap_or(0),
+            failures: f.failures,
+            suspended_at: f.parked_at_ms.map(orbit_server_kit::payload::ms_to_timestamp),
+        });
+    }
+    Ok(DescribeExecutionResponse { execution: Some(execution) })
 }
 
 pub(crate) async fn query(

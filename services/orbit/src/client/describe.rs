@@ -87,6 +87,11 @@ pub fn description_json(d: &ExecutionDescription) -> Json {
         "buffered_signals": buffered.into_iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
         "output": payload(d.output.clone().map(proto_to_json)),
         "error": d.error.as_ref().map_or(Json::Null, task_error_json),
+        "suspension": d.suspension.as_ref().map_or(Json::Null, |s| json!({
+            "reason": s.reason,
+            "entry_seq": s.entry_seq,
+            "failures": s.failures,
+        })),
     })
 }
 
@@ -103,6 +108,15 @@ pub fn description_text(d: &ExecutionDescription) -> String {
         if !details.is_null() {
             fields.add("details", pretty(&details));
         }
+    }
+    if let Some(s) = &d.suspension {
+        fields.add(
+            "suspended",
+            format!(
+                "inbox entry {} failed {} times: {} (orbit execution resume|terminate)",
+                s.entry_seq, s.failures, s.reason
+            ),
+        );
     }
     let mut out = fields.render();
 

@@ -71,6 +71,7 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 ErrorCode::DefinitionConflict
                 | ErrorCode::ExecutionExists
                 | ErrorCode::ExecutionFinished
+                | ErrorCode::ExecutionNotSuspended
                 | ErrorCode::QueryFailed
                 | ErrorCode::ExpressionLimit
                 | ErrorCode::ResourceExhausted

@@ -8,7 +8,8 @@ use clap::{Args, Subcommand};
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use orbit_api::v1::{
     CancelExecutionRequest, DescribeExecutionRequest, ExecutionStatus, QueryExecutionRequest,
-    SignalExecutionRequest, StartExecutionRequest,
+    ResumeExecutionRequest, SignalExecutionRequest, StartExecutionRequest,
+    TerminateExecutionRequest,
 };
 use orbit_server_kit::payload::{json_to_proto, proto_to_json};
 use serde_json::{json, Value as Json};
@@ -151,6 +152,32 @@ enum ExecutionCommand {
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
     },
+    /// Resume an execution parked by the poison quarantine (status SUSPENDED).
+    ///
+    /// Clears its failure count and the mark on the offending inbox entry; the owner
+    /// applies its pending entries again (alone, counted first: a poison that still fails is
+    /// parked again).
+    #[command(after_long_help = long_help!("orbit execution resume order-A-1",))]
+    Resume {
+        /// The execution id.
+        id: String,
+    },
+    /// End an open (typically SUSPENDED) execution as FAILED with code TERMINATED.
+    ///
+    /// The workflow's logic does not run on its pending entries: the terminal event is
+    /// written directly, unresolved units are cancelled (queued tasks withdrawn, running
+    /// children cancelled), its timer is dropped. No compensation runs. Repeating it is a
+    /// no-op.
+    #[command(after_long_help = long_help!(
+        "orbit execution terminate order-A-1 --reason 'poisoned by a bad definition'",
+    ))]
+    Terminate {
+        /// The execution id.
+        id: String,
+        /// Why, recorded as the message of the TERMINATED error.
+        #[arg(long, value_name = "TEXT", default_value = "")]
+        reason: String,
+    },
     /// List executions (their latest run each), newest first.
     #[command(after_long_help = long_help!(
         "orbit execution list",
@@ -263,6 +290,40 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
                     print_text("already winding down; nothing recorded\n");
                 }
                 Format::Human => print_text(&format!("cancel requested (seq {})\n", response.seq)),
+            }
+            Ok(())
+        }
+        ExecutionCommand::Resume { id } => {
+            let request = ResumeExecutionRequest { execution_id: id };
+            let response =
+                connect.workflow_client().await?.resume_execution(request).await?.into_inner();
+            match format {
+                Format::Json => print_json(&json!({
+                    "resumed": true,
+                    "entry_seq": response.entry_seq,
+                    "failures": response.failures,
+                })),
+                Format::Human => print_text(&format!(
+                    "resumed (inbox entry {} is applied again; {} failures cleared)\n",
+                    response.entry_seq, response.failures
+                )),
+            }
+            Ok(())
+        }
+        ExecutionCommand::Terminate { id, reason } => {
+            let request = TerminateExecutionRequest { execution_id: id, reason };
+            let response =
+                connect.workflow_client().await?.terminate_execution(request).await?.into_inner();
+            match format {
+                Format::Json => {
+                    print_json(&json!({"seq": response.seq, "terminated": response.terminated}));
+                }
+                Format::Human if !response.terminated => {
+                    print_text(&format!("already terminated (seq {})\n", response.seq));
+                }
+                Format::Human => {
+                    print_text(&format!("terminated: FAILED, TERMINATED (seq {})\n", response.seq));
+                }
             }
             Ok(())
         }

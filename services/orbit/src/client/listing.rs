@@ -23,6 +23,8 @@ pub enum StatusFilter {
     TimedOut,
     #[value(alias = "continued_as_new")]
     ContinuedAsNew,
+    /// Parked by the poison quarantine (`orbit execution resume|terminate`).
+    Suspended,
 }
 
 impl From<StatusFilter> for ExecutionStatus {
@@ -35,6 +37,7 @@ impl From<StatusFilter> for ExecutionStatus {
             StatusFilter::Cancelled => ExecutionStatus::Cancelled,
             StatusFilter::TimedOut => ExecutionStatus::TimedOut,
             StatusFilter::ContinuedAsNew => ExecutionStatus::ContinuedAsNew,
+            StatusFilter::Suspended => ExecutionStatus::Suspended,
         }
     }
 }
@@ -153,7 +156,8 @@ mod tests {
                 "FAILED",
                 "CANCELLED",
                 "TIMED_OUT",
-                "CONTINUED_AS_NEW"
+                "CONTINUED_AS_NEW",
+                "SUSPENDED"
             ]
         );
         assert_eq!(StatusFilter::from_str("TIMED_OUT", true), Ok(StatusFilter::TimedOut));

@@ -117,6 +117,13 @@ pub struct CommonArgs {
 pub struct OwnerArgs {
     #[command(flatten)]
     pub common: CommonArgs,
+    /// Poison quarantine: an execution whose processing failed this many times (a caught
+    /// panic, or an owner process ending while applying its entries — counted in the
+    /// database, across restarts and owners) is parked as SUSPENDED until
+    /// `orbit execution resume|terminate`. Example: --max-failures 5
+    #[arg(long, env = "ORBIT_MAX_FAILURES", default_value_t = 3, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_failures: u32,
 }
 
 /// Options of `orbit frontend`.

@@ -1,0 +1,73 @@
+//! Operator actions on executions parked by the poison quarantine: resume and terminate.
+//!
+//! Both travel through the inbox like a cancel, so the owner — the only writer — applies
+//! them under its epoch; the owner's pass lets `resume` and `terminate` entries through for
+//! a parked execution while it skips the others. The checks here answer the common
+//! mistakes without writing anything; the owner checks again with the state it holds.
+
+use super::commands::send;
+use super::reads::{execution, load_run};
+use crate::error::{err, ApiResult};
+use crate::{validate, Shared};
+use orbit_api::v1::{
+    ResumeExecutionRequest, ResumeExecutionResponse, TerminateExecutionRequest,
+    TerminateExecutionResponse,
+};
+use orbit_server_kit::ErrorCode;
+use serde_json::{json, Value};
+
+/// The error code of a terminated execution's `WorkflowFailed`.
+const TERMINATED: &str = "TERMINATED";
+
+fn finished(id: &str, status: &str) -> tonic::Status {
+    err(ErrorCode::ExecutionFinished, format!("execution `{id}` has already ended {status}"))
+}
+
+pub(crate) async fn resume(
+    shared: &Shared,
+    req: ResumeExecutionRequest,
+) -> ApiResult<ResumeExecutionResponse> {
+    let id = validate::id("execution_id", &req.execution_id)?;
+    let row = execution(shared, id).await?;
+    if orbit_wire::TERMINAL_STATUSES.contains(&row.status.as_str()) {
+        return Err(finished(id, &row.status));
+    }
+    if row.status != orbit_store::SUSPENDED {
+        return Err(err(
+            ErrorCode::ExecutionNotSuspended,
+            format!("execution `{id}` is {}, not SUSPENDED: nothing to resume", row.status),
+        ));
+    }
+    let reply = send(shared, id, "resume", &json!({})).await?;
+    let number = |key: &str| reply.get(key).and_then(Value::as_u64).unwrap_or(0);
+    Ok(ResumeExecutionResponse {
+        entry_seq: number("entry_seq"),
+        failures: u32::try_from(number("failures")).unwrap_or(u32::MAX),
+    })
+}
+
+pub(crate) async fn terminate(
+    shared: &Shared,
+    req: TerminateExecutionRequest,
+) -> ApiResult<TerminateExecutionResponse> {
+    let id = validate::id("execution_id", &req.execution_id)?;
+    let reason = json!(req.reason);
+    validate::check_size("reason", &reason, shared.config.max_payload_bytes)?;
+    let row = execution(shared, id).await?;
+    if orbit_wire::TERMINAL_STATUSES.contains(&row.status.as_str()) {
+        // Idempotent: a terminated execution answers as the first call did.
+        let loaded = load_run(shared, id, 0).await?;
+        if loaded.state.error.as_ref().is_some_and(|e| e.code == TERMINATED) {
+            return Ok(TerminateExecutionResponse {
+                seq: loaded.state.last_seq,
+                terminated: false,
+            });
+        }
+        return Err(finished(id, &row.status));
+    }
+    let reply = send(shared, id, "terminate", &json!({"reason": reason})).await?;
+    Ok(TerminateExecutionResponse {
+        seq: reply.get("seq").and_then(Value::as_u64).unwrap_or(0),
+        terminated: reply.get("terminated").and_then(Value::as_bool).unwrap_or(true),
+    })
+}

@@ -1,0 +1,457 @@
+//! Applying one set of starts and inbox entries: load the executions, run each one's engine
+//! work isolated (see `isolate`), commit the executions whose work succeeded in ONE
+//! transaction, then update memory, answer callers and wake whoever has new work.
+//!
+//! An execution whose engine work panicked is left out of the commit (its entries stay
+//! pending, memory keeps its previous state) and reported as [`Failed`]; counting and
+//! parking are the caller's (see `quarantine`).
+
+use crate::effects::{self, ChildStart};
+use crate::error::OwnerError;
+use crate::hot::{definition, hot, Core, Hot};
+use crate::inbox::{self, Request};
+use crate::isolate;
+use crate::owner::{Inner, PendingStart, StartRequest, Started};
+use crate::refused::on_commit_error;
+use crate::resume::queue_children;
+use orbit_engine::event::{Event, HistoryEvent, Origin};
+use orbit_engine::{accept, advance, command::next_run, next_timer, Command, State, Status};
+use orbit_store::{CommitBatch, ExecutionRow, InboxDone, InboxEntry, NewOwner, ProjectionUpdate};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// One execution's work in this pass.
+pub(crate) struct Work {
+    pub(crate) hot: Hot,
+    /// Finished runs (continue-as-new) with their events, before the current one.
+    done_runs: Vec<(State, Vec<HistoryEvent>)>,
+    pub(crate) events: Vec<HistoryEvent>,
+    pub(crate) inbox_done: Vec<InboxDone>,
+    pub(crate) new_execution: Option<ExecutionRow>,
+    pub(crate) replies: Vec<PendingStart>,
+}
+
+impl Work {
+    pub(crate) fn new(hot: Hot) -> Work {
+        Work {
+            hot,
+            done_runs: vec![],
+            events: vec![],
+            inbox_done: vec![],
+            new_execution: None,
+            replies: vec![],
+        }
+    }
+
+    pub(crate) fn record(&mut self, event: Event, origin: Origin, now: u64) -> u64 {
+        let he =
+            HistoryEvent { seq: self.hot.state.last_seq + 1, timestamp_ms: now, origin, event };
+        self.hot.state.apply(&he);
+        let seq = he.seq;
+        self.events.push(he);
+        seq
+    }
+}
+
+/// An execution whose engine work panicked in this pass.
+pub(crate) struct Failed {
+    pub execution_id: String,
+    /// Its entries in the pass, by seq (empty for a start).
+    pub seqs: Vec<u64>,
+    /// Whether it was being created (nothing stored yet).
+    pub new_execution: bool,
+    /// Its starts that nobody waits for (a child a parent asked for): retried, counted.
+    pub retry_starts: Vec<PendingStart>,
+    /// The panic message.
+    pub message: String,
+}
+
+/// What [`apply_set`] did.
+#[derive(Default)]
+pub(crate) struct Applied {
+    /// Executions committed.
+    pub committed: Vec<String>,
+    /// Executions whose engine work panicked (left out of the commit).
+    pub failed: Vec<Failed>,
+}
+
+/// What one execution's engine job hands back.
+struct Done {
+    work: Work,
+    batches: Vec<CommitBatch>,
+    children: Vec<ChildStart>,
+    tasks: bool,
+    timers: bool,
+}
+
+/// Applies `starts` and `entries` (see the module docs).
+///
+/// # Errors
+/// The commit was refused for a reason this pass cannot resolve (logged and retried by the
+/// pass loop), or the store cannot be read.
+pub(crate) async fn apply_set(
+    inner: &Inner,
+    core: &mut Core,
+    starts: Vec<PendingStart>,
+    entries: Vec<InboxEntry>,
+    now: u64,
+) -> Result<Applied, OwnerError> {
+    let mut work: BTreeMap<String, Work> = BTreeMap::new();
+    let mut inputs: BTreeMap<String, Vec<InboxEntry>> = BTreeMap::new();
+
+    for mut start in starts {
+        let id = start.request.execution_id.clone();
+        if let Some(w) = work.get_mut(&id) {
+            w.replies.push(start);
+            continue;
+        }
+        match begin(inner, core, &start.request, now).await {
+            Ok(Begin::Exists(started)) => reply(&mut start, Ok(started)),
+            Ok(Begin::New(new)) => {
+                let (hot, created, row) = *new;
+                let mut w = Work::new(hot);
+                w.new_execution = Some(row);
+                w.record(created, Origin::Recorded, now);
+                w.replies.push(start);
+                work.insert(id, w);
+            }
+            Err(e) => reply(&mut start, Err(e)),
+        }
+    }
+
+    for entry in entries {
+        if !work.contains_key(&entry.execution_id) {
+            match hot(inner, core, &entry.execution_id).await {
+                Ok(h) => {
+                    work.insert(entry.execution_id.clone(), Work::new(h.clone()));
+                }
+                Err(e) => {
+                    tracing::warn!(execution_id = %entry.execution_id, seq = entry.seq, error = %e, "inbox entry for an execution this owner cannot load");
+                    continue;
+                }
+            }
+        }
+        inputs.entry(entry.execution_id.clone()).or_default().push(entry);
+    }
+
+    let limits = inner.cfg.limits.clone();
+    let node_id = inner.cfg.node_id.clone();
+    let mut jobs: Vec<(String, isolate::Job<Done>)> = Vec::new();
+    let mut meta: BTreeMap<String, (Vec<u64>, bool, Vec<PendingStart>)> = BTreeMap::new();
+    for (id, mut w) in work {
+        let entries = inputs.remove(&id).unwrap_or_default();
+        let seqs = entries.iter().map(|e| e.seq).collect();
+        // Replies stay here: a panicking job must not take the callers' channels with it.
+        let replies = std::mem::take(&mut w.replies);
+        meta.insert(id.clone(), (seqs, w.new_execution.is_some(), replies));
+        let (limits, node_id, job_id) = (limits.clone(), node_id.clone(), id.clone());
+        jobs.push((
+            id,
+            Box::new(move || {
+                if let Some(row) = &w.new_execution {
+                    crate::fault_inject::on_start(&row.workflow);
+                }
+                for entry in &entries {
+                    apply_entry(&mut w, entry, now, &limits);
+                }
+                decide_all(&mut w, now, &limits);
+                let (batches, children, tasks, timers) =
+                    batches_for(&node_id, &job_id, &mut w, now);
+                Done { work: w, batches, children, tasks, timers }
+            }),
+        ));
+    }
+
+    let mut applied = Applied::default();
+    let mut work: BTreeMap<String, Work> = BTreeMap::new();
+    let (mut batches, mut children, mut tasks, mut timers) = (vec![], vec![], false, false);
+    for (id, outcome) in isolate::run(jobs).await? {
+        let (seqs, new_execution, replies) = meta.remove(&id).unwrap_or_default();
+        match outcome {
+            Ok(mut done) => {
+                batches.append(&mut done.batches);
+                children.append(&mut done.children);
+                tasks |= done.tasks;
+                timers |= done.timers;
+                done.work.replies = replies;
+                work.insert(id, done.work);
+            }
+            Err(message) => {
+                let (retry_starts, mut replies): (Vec<_>, Vec<_>) =
+                    replies.into_iter().partition(|r| r.reply.is_none());
+                for r in &mut replies {
+                    reply(
+                        r,
+                        Err(OwnerError::unavailable(format!(
+                            "processing execution `{id}` failed and was dropped: {message}"
+                        ))),
+                    );
+                }
+                applied.failed.push(Failed {
+                    execution_id: id,
+                    seqs,
+                    new_execution,
+                    retry_starts,
+                    message,
+                });
+            }
+        }
+    }
+    if work.is_empty() {
+        return Ok(applied);
+    }
+    match inner.store.commit_all(batches).await {
+        Ok(_) => {
+            inner.changes.publish(work.keys().map(String::as_str));
+            for (id, mut w) in work {
+                let closed = w.hot.state.status().is_closed();
+                w.hot.timer_at = Some(next_timer(&w.hot.def, &w.hot.state));
+                let started = Started {
+                    execution_id: id.clone(),
+                    run: w.hot.state.run,
+                    created: true,
+                    version: w.hot.def.version.clone(),
+                    definition_hash: w.hot.def.hash.clone(),
+                };
+                for (i, mut r) in w.replies.into_iter().enumerate() {
+                    reply(
+                        &mut r,
+                        Ok(Started {
+                            created: i == 0 && w.new_execution.is_some(),
+                            ..started.clone()
+                        }),
+                    );
+                }
+                applied.committed.push(id.clone());
+                if closed {
+                    core.hot.remove(&id);
+                } else {
+                    core.hot.insert(id, w.hot);
+                }
+            }
+            if tasks {
+                inner.tasks_ready.notify_waiters();
+            }
+            if timers {
+                inner.timers_changed.notify_one();
+            }
+            queue_children(inner, children);
+            Ok(applied)
+        }
+        Err(e) => on_commit_error(inner, core, work, e).await.map(|()| applied),
+    }
+}
+
+/// Stores a start's `WorkflowCreated` (projection and owners row) WITHOUT its first
+/// decision: how a start that kept killing the process is kept, to be parked.
+pub(crate) async fn create_only(
+    inner: &Inner,
+    core: &mut Core,
+    start: PendingStart,
+    now: u64,
+) -> Result<(), OwnerError> {
+    let Begin::New(new) = begin(inner, core, &start.request, now).await? else { return Ok(()) };
+    let (hot, created, row) = *new;
+    let id = start.request.execution_id.clone();
+    let mut w = Work::new(hot);
+    w.new_execution = Some(row);
+    w.record(created, Origin::Recorded, now);
+    let (batches, _, _, _) = batches_for(&inner.cfg.node_id, &id, &mut w, now);
+    inner.store.commit_all(batches).await?;
+    inner.changes.publish([id.as_str()]);
+    w.hot.epoch = Some(1);
+    core.hot.insert(id, w.hot);
+    Ok(())
+}
+
+/// Applies one inbox entry to the execution's work, recording its reply.
+fn apply_entry(w: &mut Work, entry: &InboxEntry, now: u64, limits: &orbit_definition::Limits) {
+    let result = match inbox::request(entry) {
+        Ok(Request::Tick) => json!({"ok": true}),
+        Ok(Request::Command(cmd)) => {
+            if let Command::Signal { name, .. } = cmd.as_ref() {
+                crate::fault_inject::on_signal(name);
+            }
+            if let Err((code, message)) = inbox::check_child(&w.hot.state, entry, &cmd) {
+                json!({"error": {"code": code, "message": message}})
+            } else {
+                match accept(&w.hot.def, &w.hot.state, *cmd, now, limits) {
+                    Ok(events) => {
+                        // A result recorded as stale was kept but not applied: say so, so the
+                        // frontend can answer the worker `accepted: false`.
+                        let applied =
+                            !events.iter().any(|e| matches!(e, Event::StaleResultIgnored { .. }));
+                        let mut seq = w.hot.state.last_seq;
+                        for e in events {
+                            seq = w.record(e, Origin::Recorded, now);
+                        }
+                        json!({"ok": true, "seq": seq, "run": w.hot.state.run, "applied": applied})
+                    }
+                    Err(e) => json!({"error": {"code": e.code, "message": e.message}}),
+                }
+            }
+        }
+        Ok(Request::Control(_)) => {
+            json!({"error": {"code": "INVALID_ARGUMENT", "message": "operator entry outside a control pass"}})
+        }
+        Err((code, message)) => json!({"error": {"code": code, "message": message}}),
+    };
+    w.inbox_done.push(InboxDone { seq: entry.seq, result: Some(result) });
+}
+
+pub(crate) fn reply(start: &mut PendingStart, result: Result<Started, OwnerError>) {
+    if let Some(tx) = start.reply.take() {
+        let _ = tx.send(result);
+    }
+}
+
+/// Decides to the fixpoint, following continue-as-new into the next runs.
+fn decide_all(w: &mut Work, now: u64, limits: &orbit_definition::Limits) {
+    for _ in 0..100 {
+        let decided = advance(&w.hot.def, &mut w.hot.state, now, limits);
+        w.events.extend(decided);
+        if refuse_http(w, now) {
+            continue;
+        }
+        if w.hot.state.status() != Status::ContinuedAsNew {
+            return;
+        }
+        let next = next_run(&w.hot.def, &w.hot.state);
+        let finished = std::mem::take(&mut w.hot.state);
+        let events = std::mem::take(&mut w.events);
+        w.done_runs.push((finished, events));
+        for e in next {
+            w.record(e, Origin::Recorded, now);
+        }
+    }
+}
+
+/// Built-in HTTP steps run only where the server enables the adapter, which this server
+/// does not: their offers fail at once with the non-retryable `ADAPTER_DISABLED` instead of
+/// waiting in a queue no worker serves. Returns whether anything was recorded.
+fn refuse_http(w: &mut Work, now: u64) -> bool {
+    let offers: Vec<(String, u32)> = w
+        .hot
+        .state
+        .units
+        .iter()
+        .filter(|(_, u)| u.status == orbit_engine::UnitStatus::Scheduled)
+        .filter(|(k, _)| {
+            effects::task_of(&w.hot.def, k).is_some_and(|(t, _)| t == effects::HTTP_TASK)
+        })
+        .map(|(k, u)| (k.clone(), u.attempt))
+        .collect();
+    for (step, attempt) in &offers {
+        let error = orbit_engine::TaskError::fatal(
+            "ADAPTER_DISABLED",
+            "built-in http steps are disabled on this server",
+        );
+        w.record(
+            Event::StepAttemptFailed { step: step.clone(), attempt: *attempt, error },
+            Origin::Recorded,
+            now,
+        );
+    }
+    !offers.is_empty()
+}
+
+enum Begin {
+    Exists(Started),
+    New(Box<(Hot, Event, ExecutionRow)>),
+}
+
+async fn begin(
+    inner: &Inner,
+    core: &mut Core,
+    req: &StartRequest,
+    now: u64,
+) -> Result<Begin, OwnerError> {
+    if let Some(row) = inner.store.get_execution(&req.execution_id).await? {
+        return Ok(Begin::Exists(Started {
+            execution_id: row.execution_id,
+            run: row.run,
+            created: false,
+            version: row.version,
+            definition_hash: row.definition_hash,
+        }));
+    }
+    let def = definition(inner, core, &req.workflow, req.version.as_deref()).await?;
+    let created = orbit_engine::start(
+        &def,
+        &req.execution_id,
+        req.input.clone(),
+        req.parent.clone(),
+        req.schedule_id.clone(),
+        1,
+        &inner.cfg.limits,
+    )?;
+    let root_id = req.root_id.clone().unwrap_or_else(|| req.execution_id.clone());
+    let row = ExecutionRow {
+        execution_id: req.execution_id.clone(),
+        run: 1,
+        root_id: root_id.clone(),
+        parent_id: req.parent.as_ref().map(|p| p.execution_id.clone()),
+        workflow: def.name.clone(),
+        version: def.version.clone(),
+        definition_hash: def.hash.clone(),
+        status: "RUNNING".into(),
+        schedule_id: req.schedule_id.clone(),
+        created_at_ms: now,
+        updated_at_ms: now,
+        closed_at_ms: None,
+        last_seq: 0,
+    };
+    let hot = Hot { def, state: State::default(), root_id, epoch: Some(1), timer_at: Some(None) };
+    Ok(Begin::New(Box::new((hot, created, row))))
+}
+
+/// The commit batches of one execution (one per run touched), the children to start after
+/// the commit, and whether tasks or timers changed.
+pub(crate) fn batches_for(
+    node_id: &str,
+    id: &str,
+    w: &mut Work,
+    now: u64,
+) -> (Vec<CommitBatch>, Vec<ChildStart>, bool, bool) {
+    let mut batches = Vec::new();
+    let mut children = Vec::new();
+    let (mut tasks, mut timers) = (false, false);
+    let mut runs: Vec<(&State, &Vec<HistoryEvent>)> =
+        w.done_runs.iter().map(|(s, e)| (s, e)).collect();
+    runs.push((&w.hot.state, &w.events));
+    let last = runs.len() - 1;
+    for (i, (state, events)) in runs.into_iter().enumerate() {
+        let fx = effects::derive(&w.hot.def, state, events, &w.hot.root_id);
+        let (upsert, delete) = if i == last {
+            effects::timer_change(w.hot.timer_at, next_timer(&w.hot.def, state))
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        tasks |= !fx.tasks.is_empty();
+        timers |= !upsert.is_empty() || !delete.is_empty();
+        children.extend(fx.children);
+        let closed = state.status().is_closed();
+        batches.push(CommitBatch {
+            execution_id: id.to_string(),
+            run: state.run,
+            expected_epoch: if w.new_execution.is_some() { None } else { w.hot.epoch },
+            new_execution: if i == 0 { w.new_execution.clone() } else { None },
+            new_owner: (i == 0 && w.new_execution.is_some())
+                .then(|| NewOwner { root_id: w.hot.root_id.clone(), node_id: node_id.to_string() }),
+            events: events.clone(),
+            projection: Some(ProjectionUpdate {
+                status: state.status().as_str().to_string(),
+                updated_at_ms: now,
+                closed_at_ms: closed.then_some(now),
+            }),
+            tasks_to_insert: fx.tasks,
+            units_to_cancel: fx.cancel_units,
+            inbox_to_insert: fx.inbox,
+            timers_to_upsert: upsert,
+            timers_to_delete: delete,
+            inbox_done: if i == 0 { std::mem::take(&mut w.inbox_done) } else { Vec::new() },
+            ..CommitBatch::default()
+        });
+    }
+    (batches, children, tasks, timers)
+}
