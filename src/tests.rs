@@ -69,6 +69,8 @@ fn every_expected_service_and_rpc_exists() {
                 "SignalExecution",
                 "QueryExecution",
                 "CancelExecution",
+                "ResumeExecution",
+                "TerminateExecution",
                 "UpdateExecution",
             ],
         ),

@@ -126,8 +126,9 @@ async fn computed_values_over_the_limits_fail_their_step_and_reads_keep_working(
     register(&mut c, BIG_COMPUTE).await;
     register(&mut c, &deep_compute_doc(40)).await;
 
-    // 1000 × 1000 numbers: ~3.9 MB of JSON, ~11 MB as protobuf.
-    let n: Vec<u32> = (0..1000).collect();
+    // 500 × 500 numbers: ~1 MB of JSON, ~2.75 MB as protobuf — within the expression
+    // budget (1000 × 1000 is refused earlier, by the budget, as EXPRESSION_LIMIT).
+    let n: Vec<u32> = (0..500).collect();
     start(&mut c, "big-compute", "big-1", json!({ "n": n })).await.expect("start big");
     assert_eq!(failed_with(&mut c, "big-1").await, "PAYLOAD_TOO_LARGE");
     let d = describe(&mut c, "big-1").await;
@@ -204,8 +205,9 @@ async fn commands_with_payloads_over_the_limits_are_refused_with_the_code() {
     let status = owner.start_execution(internal).await.unwrap_err();
     assert_eq!(code(&status), "PAYLOAD_TOO_DEEP", "{status:?}");
 
-    // Signals: refused, the execution keeps waiting and takes a good one.
-    let n: Vec<u32> = (0..1000).collect();
+    // Signals: refused, the execution keeps waiting and takes a good one. (500 × 500: within
+    // the expression budget, over the payload limit as protobuf.)
+    let n: Vec<u32> = (0..500).collect();
     start(&mut c, "signalled", "sig-1", json!({ "n": n })).await.expect("start signalled");
     // A query result over the limits is a clear error, not a broken response.
     let query =
