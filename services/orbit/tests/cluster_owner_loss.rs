@@ -31,10 +31,14 @@ async fn wait_moved_off(topo: &Topology, ids: &[String], node: &str, within: Dur
         if left == 0 {
             return began.elapsed();
         }
-        assert!(
-            began.elapsed() < within,
-            "{left} executions still owned by {node} after {within:?}"
-        );
+        if began.elapsed() >= within {
+            // What the takeover may be waiting behind (the logs are kept on failure).
+            let sessions = sessions_in_transaction(topo).join("\n");
+            panic!(
+                "{left} executions still owned by {node} after {within:?}; sessions in a \
+                 transaction or waiting for a lock:\n{sessions}"
+            );
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -115,6 +119,64 @@ async fn a_paused_owner_is_fenced_when_it_wakes() {
         log.contains("refused by the epoch check"),
         "owner-1's stale append was refused by the epoch check:\n{log}"
     );
+    let def = orbit_definition::parse(STEADY).unwrap();
+    check_all(&topo, &def, &ids, STEADY_UNITS).await;
+}
+
+/// Pauses `node` until it is caught between the two round trips of a commit: its session
+/// sits `idle in transaction` holding `FOR SHARE` locks on owners rows (the epoch fence).
+/// Resumes it between tries; returns once caught (the node stays stopped).
+fn pause_inside_a_commit(topo: &Topology, node: &str, tries: usize) -> bool {
+    let caught = format!(
+        "SELECT count(*) FROM pg_stat_activity a WHERE a.datname = '{}' \
+           AND a.application_name = 'orbit-{node}' AND a.state = 'idle in transaction' \
+           AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid \
+                       AND l.relation = 'owners'::regclass)",
+        topo.database
+    );
+    for i in 0..tries {
+        topo.signal(node, "STOP");
+        // Let the server finish what the node had already sent.
+        std::thread::sleep(Duration::from_millis(30));
+        if psql(topo, &caught).first().is_some_and(|n| n != "0") {
+            eprintln!("{node} paused inside a commit after {} tries", i + 1);
+            return true;
+        }
+        topo.signal(node, "CONT");
+        // A varying gap so the next pause lands elsewhere in the pass.
+        std::thread::sleep(Duration::from_millis(7 + (i as u64 * 13) % 41));
+    }
+    false
+}
+
+/// The flake of `a_paused_owner_is_fenced_when_it_wakes`, made deterministic: an owner
+/// paused inside a commit holds row locks on its owners rows, which the takeover's epoch
+/// bump (`FOR UPDATE`) must wait for. Takeover must still finish within the node timeout
+/// plus a few seconds, not whenever the server happens to end the paused session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_paused_inside_a_commit_is_taken_over() {
+    let topo = Topology::start("ownerlock", 2, 2, 1, FAST);
+    let mut clients = vec![topo.client(0).await, topo.client(1).await];
+    common::register(&mut clients[0], STEADY).await;
+    let stop = CancellationToken::new();
+    let fe = topo.frontends();
+    load_worker(&fe[0], "w-a", 16, Duration::from_millis(50), &stop);
+    load_worker(&fe[1], "w-b", 16, Duration::from_millis(50), &stop);
+    let ids = start_steady(&mut clients, "l", EXECUTIONS).await;
+
+    let topo_ref = &topo;
+    let caught =
+        tokio::task::block_in_place(|| pause_inside_a_commit(topo_ref, "owner-1", 400));
+    assert!(caught, "owner-1 was never caught inside a commit");
+    let held = open_on(&topo, "owner-1");
+    assert!(!held.is_empty(), "owner-1 had executions in flight");
+    let took =
+        wait_moved_off(&topo, &held, "owner-1", NODE_TIMEOUT * 2 + Duration::from_secs(3)).await;
+    eprintln!("takeover of {} executions took {took:?} after the pause", held.len());
+    topo.signal("owner-1", "CONT");
+
+    expect_completed(&mut clients[1], &ids, Duration::from_secs(90)).await;
+    stop.cancel();
     let def = orbit_definition::parse(STEADY).unwrap();
     check_all(&topo, &def, &ids, STEADY_UNITS).await;
 }
