@@ -130,7 +130,8 @@ async fn a_paused_owner_is_fenced_when_it_wakes() {
 
 /// Pauses `node` until it is caught between the two round trips of a commit: its session
 /// sits `idle in transaction` holding `FOR SHARE` locks on owners rows (the epoch fence).
-/// Resumes it between tries; returns once caught (the node stays stopped).
+/// Resumes it between tries; returns once caught (the node stays stopped), or `false`
+/// after `tries`.
 fn pause_inside_a_commit(topo: &Topology, node: &str, tries: usize) -> bool {
     let caught = format!(
         "SELECT count(*) FROM pg_stat_activity a WHERE a.datname = '{}' \
@@ -154,6 +155,33 @@ fn pause_inside_a_commit(topo: &Topology, node: &str, tries: usize) -> bool {
     false
 }
 
+/// Starts executions of `steady` named `<prefix>-<i>` one after the other until `stop`
+/// (at most `max`), so the owners commit all along; returns their ids.
+fn feed(
+    mut client: orbit_api::v1::workflow_service_client::WorkflowServiceClient<
+        tonic::transport::Channel,
+    >,
+    prefix: &'static str,
+    max: usize,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<Vec<String>> {
+    tokio::spawn(async move {
+        let mut ids = Vec::new();
+        for i in 0..max {
+            if stop.is_cancelled() {
+                break;
+            }
+            let id = format!("{prefix}-{i}");
+            common::start(&mut client, "steady", &id, serde_json::json!({"n": i}))
+                .await
+                .unwrap_or_else(|e| panic!("start {id}: {e}"));
+            ids.push(id);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        ids
+    })
+}
+
 /// The flake of `a_paused_owner_is_fenced_when_it_wakes`, made deterministic: an owner
 /// paused inside a commit holds row locks on its owners rows, which the takeover's epoch
 /// bump (`FOR UPDATE`) must wait for. Takeover must still finish within the node timeout
@@ -168,9 +196,13 @@ async fn an_owner_paused_inside_a_commit_is_taken_over() {
     load_worker(&fe[0], "w-a", 16, Duration::from_millis(50), &stop);
     load_worker(&fe[1], "w-b", 16, Duration::from_millis(50), &stop);
     let ids = start_steady(&mut clients, "l", EXECUTIONS).await;
+    // New executions all along, so there are commits to catch however slow the machine.
+    let feeding = CancellationToken::new();
+    let feeder = feed(topo.client(1).await, "m", 1000, feeding.clone());
 
     let topo_ref = &topo;
-    let caught = tokio::task::block_in_place(|| pause_inside_a_commit(topo_ref, "owner-1", 400));
+    let caught = tokio::task::block_in_place(|| pause_inside_a_commit(topo_ref, "owner-1", 600));
+    feeding.cancel();
     assert!(caught, "owner-1 was never caught inside a commit");
     let held = open_on(&topo, "owner-1");
     assert!(!held.is_empty(), "owner-1 had executions in flight");
@@ -184,7 +216,10 @@ async fn an_owner_paused_inside_a_commit_is_taken_over() {
     topo.signal("owner-1", "CONT");
 
     expect_completed(&mut clients[1], &ids, Duration::from_secs(90)).await;
+    let fed = feeder.await.expect("feeder");
+    expect_completed(&mut clients[0], &fed, Duration::from_secs(120)).await;
     stop.cancel();
     let def = orbit_definition::parse(STEADY).unwrap();
     check_all(&topo, &def, &ids, STEADY_UNITS).await;
+    check_all(&topo, &def, &fed, STEADY_UNITS).await;
 }
