@@ -52,9 +52,12 @@ for t in "${targets[@]}"; do
   log="target/fuzz-$t.log"
   # -timeout: one input running longer is a finding (a runaway expression);
   # -rss_limit_mb: so is a runaway allocation; -max_len: documents up to 16 KB.
-  if cargo fuzz run "${build_flags[@]}" "$t" "target/corpus/$t" "corpus/$t" -- \
+  # The stack is limited to 2 MB, what a tokio worker thread of the server has: libFuzzer
+  # runs inputs on the main thread, whose default 8 MB hides recursion that overflows in
+  # the server.
+  if (ulimit -s 2048 && cargo fuzz run "${build_flags[@]}" "$t" "target/corpus/$t" "corpus/$t" -- \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
-    -artifact_prefix="artifacts/$t/" -print_final_stats=1 >"$log" 2>&1; then
+    -artifact_prefix="artifacts/$t/" -print_final_stats=1) >"$log" 2>&1; then
     execs="$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' || echo '?')"
     rate="$(grep -Eo 'exec/s: [0-9]+' "$log" | tail -1 | grep -Eo '[0-9]+$' || echo '?')"
     cov="$(grep -Eo 'cov: [0-9]+' "$log" | tail -1 | grep -Eo '[0-9]+$' || echo '?')"
