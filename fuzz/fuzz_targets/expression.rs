@@ -13,8 +13,14 @@ fn scope() -> &'static Scope {
     static SCOPE: OnceLock<Scope> = OnceLock::new();
     SCOPE.get_or_init(|| {
         Scope::new()
-            .with("input", json!({"n": 3, "s": "abc", "list": [1, 2, 3], "obj": {"a": 1, "b": [true, null]}}))
-            .with("steps", json!({"a": {"output": {"x": 1.5, "y": "z"}}, "b": {"output": [1, "two"]}}))
+            .with(
+                "input",
+                json!({"n": 3, "s": "abc", "list": [1, 2, 3], "obj": {"a": 1, "b": [true, null]}}),
+            )
+            .with(
+                "steps",
+                json!({"a": {"output": {"x": 1.5, "y": "z"}}, "b": {"output": [1, "two"]}}),
+            )
             .with("item", json!("it"))
             .with("index", json!(2))
     })

@@ -41,7 +41,8 @@ fuzz_target!(|data: &[u8]| {
         0 => {
             let Ok(value) = prost_types::Value::decode(rest) else { return };
             let Ok(json) = proto_to_json(value) else { return };
-            let back = proto_to_json(json_to_proto(json.clone())).expect("a converted value converts back");
+            let back = proto_to_json(json_to_proto(json.clone()))
+                .expect("a converted value converts back");
             assert_eq!(back, json);
         }
         1 => {
