@@ -13,7 +13,8 @@
 # Inputs: the seeds in fuzz/corpus/<target>/ (kept in the repository) plus a working corpus
 # in fuzz/target/corpus/<target>/ (what libFuzzer finds, not committed). A crashing input is
 # written to fuzz/artifacts/<target>/: reproduce with
-#   RUSTC_BOOTSTRAP=1 cargo fuzz run <target> fuzz/artifacts/<target>/<file>   (in fuzz/)
+#   RUSTC_BOOTSTRAP=1 cargo fuzz run -O --sanitizer none --codegen-units 16 <target> \
+#     artifacts/<target>/<file>   (in fuzz/, under ulimit -s 2048)
 # and keep it there as a regression input (the crates' replay tests read that folder; see
 # docs/fuzzing.md).
 set -euo pipefail
@@ -38,7 +39,10 @@ fi
 # Rust code here has no `unsafe` (the workspace forbids it): AddressSanitizer would find
 # nothing Rust's checks do not, and doubles build and run time. Panics, stack overflows,
 # timeouts and memory limits are caught by libFuzzer itself.
-build_flags=(-O --sanitizer none)
+# 16 codegen units instead of cargo fuzz's 1: the build (a release build of every
+# dependency, in CI from scratch) is the largest part of this step's time; runs are
+# slightly slower per input.
+build_flags=(-O --sanitizer none --codegen-units 16)
 
 start=$SECONDS
 echo "==> cargo fuzz build (${targets[*]})"
