@@ -48,3 +48,10 @@ eval "$(scripts/pg.sh env)"
 
 step "cargo test"
 cargo test --workspace --locked
+
+step "fuzz targets, ${FUZZ_SECONDS:-30} s each (scripts/fuzz.sh; FUZZ_SECONDS=0 skips)"
+# Bounded: about 5 minutes of build on a fresh clone plus FUZZ_SECONDS per target (about 7
+# minutes in all; docs/fuzzing.md).
+if [ "${FUZZ_SECONDS:-30}" != 0 ]; then
+  scripts/fuzz.sh
+fi

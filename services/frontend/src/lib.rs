@@ -30,7 +30,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 pub use admin::AdminApi;
-pub use worker::WorkerApi;
+pub use worker::{check_message, Checked, WorkerApi};
 pub use workflow::WorkflowApi;
 
 /// How a frontend behaves. [`Default`] gives the documented defaults.

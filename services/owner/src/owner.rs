@@ -214,8 +214,10 @@ impl Owner {
         let timeout = Duration::from_millis(node_timeout_ms);
         let mut last = tokio::time::Instant::now();
         for n in 0u64.. {
-            // A round long after the previous one means this process stalled (SIGSTOP, a
-            // starved host): the others may have taken its trees meanwhile, look now.
+            // A round starting long after the previous one started means this process
+            // stalled (SIGSTOP, a starved host), whether it slept or was inside that round
+            // (waiting on the store) at the time: the others may have taken its trees
+            // meanwhile, look now. A round that merely ran long costs one extra check.
             let check = if last.elapsed() >= timeout {
                 takeover::Check::Fence
             } else if n % takeover::RECONCILE_EVERY == 0 {
@@ -223,10 +225,10 @@ impl Owner {
             } else {
                 takeover::Check::None
             };
+            last = tokio::time::Instant::now();
             if let Err(e) = takeover::round(&self.inner, node_timeout_ms, check).await {
                 tracing::warn!(node_id = %self.inner.cfg.node_id, error = %e, "takeover round failed");
             }
-            last = tokio::time::Instant::now();
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = tokio::time::sleep(interval) => {}

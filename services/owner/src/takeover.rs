@@ -13,6 +13,13 @@
 //!    the dead node's work spreads and two live owners never compete for one tree;
 //! 3. take the winner's trees one at a time (`epoch + 1` on every row of the tree, one
 //!    transaction: the dead owner is fenced) and rebuild them from history.
+//!
+//! The epoch bump waits for commits that hold the old epoch (`FOR SHARE`). An owner paused
+//! between the two round trips of a commit holds those locks until the database ends its
+//! session, after `idle_in_transaction_session_timeout`, which the split services set to
+//! the node timeout: by the time the others see the node dead its locks are gone or go
+//! within about one heartbeat, so a round never waits much longer than that (a longer wait
+//! is logged).
 
 use crate::error::OwnerError;
 use crate::owner::Inner;
@@ -64,7 +71,15 @@ pub(crate) async fn round(
         if winner != Some(me) {
             continue;
         }
+        let began = std::time::Instant::now();
         let rows = inner.store.take_over_root(&orphan.root_id, &orphan.node_id, me).await?;
+        let waited = began.elapsed();
+        if waited.as_millis() > u128::from(node_timeout_ms / 2) {
+            // The epoch bump waits for commits still holding the old epoch; a long wait means
+            // the old owner left a transaction open (paused mid-commit) and every other
+            // orphaned tree of this round waited too.
+            tracing::warn!(node_id = %me, root_id = %orphan.root_id, from = %orphan.node_id, waited_ms = waited.as_millis(), "takeover waited for the old owner's row locks");
+        }
         if rows.is_empty() {
             // Another node moved it first (it saw a different set of live owners).
             continue;

@@ -13,7 +13,9 @@
 //!   a closed connection (no round trip: it looks at the socket's state), so a restarted
 //!   server heals the pool by itself.
 //! * **Session settings** go in the startup packet: `idle_in_transaction_session_timeout`
-//!   (a paused process cannot hold row locks for ever) and no `lock_timeout`.
+//!   (a paused process cannot hold row locks for ever; the split services set it to the
+//!   node timeout, see [`super::PgOptions::idle_in_transaction_timeout`]) and no
+//!   `lock_timeout`.
 
 use super::config::Target;
 use super::error::{connection_lost, PgErr, PgResult};
@@ -28,9 +30,6 @@ use std::time::Duration;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
-
-/// How long the server lets a session sit idle inside a transaction before ending it.
-const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One pooled connection.
 pub(crate) struct PgConn {
@@ -163,13 +162,18 @@ pub(crate) struct Connector {
 
 impl Connector {
     /// A connector for `target` with `tls`; the session settings are added to the startup
-    /// options.
-    pub(crate) fn new(target: &Target, tls: MakeRustlsConnect) -> Connector {
+    /// options, with `idle_in_transaction` as the server's limit for a session sitting idle
+    /// inside a transaction.
+    pub(crate) fn new(
+        target: &Target,
+        tls: MakeRustlsConnect,
+        idle_in_transaction: Duration,
+    ) -> Connector {
         let mut config = target.config.clone();
-        let settings = format!(
-            "-c idle_in_transaction_session_timeout={} -c lock_timeout=0",
-            IDLE_IN_TRANSACTION_TIMEOUT.as_millis()
-        );
+        // 0 would mean "no limit" to the server: never let a rounding make it so.
+        let idle_ms = idle_in_transaction.as_millis().max(1);
+        let settings =
+            format!("-c idle_in_transaction_session_timeout={idle_ms} -c lock_timeout=0");
         let options = match config.get_options() {
             Some(o) if !o.trim().is_empty() => format!("{o} {settings}"),
             _ => settings,

@@ -61,6 +61,12 @@ pub struct PgOptions {
     pub application_name: String,
     /// Limit for opening a connection, and for waiting for a free pooled one.
     pub connect_timeout: Duration,
+    /// How long the server lets a session sit idle inside a transaction before it ends the
+    /// session (rolling back, releasing its row locks). A process paused (SIGSTOP, a
+    /// starved host) between two round trips of a commit holds `FOR SHARE` locks on its
+    /// owners rows, which a takeover's epoch bump waits for: the split services set this
+    /// to the node timeout, so the locks of a node others see dead go with it.
+    pub idle_in_transaction_timeout: Duration,
 }
 
 impl Default for PgOptions {
@@ -70,6 +76,7 @@ impl Default for PgOptions {
             ca_file: None,
             application_name: "orbit".into(),
             connect_timeout: Duration::from_secs(5),
+            idle_in_transaction_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -138,7 +145,7 @@ impl PgStore {
         }
         target.config.keepalives_idle(Duration::from_secs(30));
         let tls = tls::connector(target.ssl, opts.ca_file.as_deref(), &target.root_cert)?;
-        let connector = Connector::new(&target, tls);
+        let connector = Connector::new(&target, tls, opts.idle_in_transaction_timeout);
         let pool = Pool::open(connector.clone(), opts.pool_size, opts.connect_timeout).await?;
         Ok(PgStore { inner: Arc::new(Inner { pool, connector, writes: AtomicU64::new(0) }) })
     }

@@ -18,6 +18,25 @@ async fn store() -> PgStore {
     PgStore::connect(&url(), PgOptions { pool_size: 2, ..PgOptions::default() }).await.unwrap()
 }
 
+/// The split services set the idle-in-transaction limit to their node timeout.
+#[tokio::test]
+async fn the_idle_in_transaction_limit_is_configurable() {
+    let opts = PgOptions {
+        pool_size: 1,
+        idle_in_transaction_timeout: std::time::Duration::from_millis(1500),
+        ..PgOptions::default()
+    };
+    let store = PgStore::connect(&url(), opts).await.unwrap();
+    let conn = store.inner.pool.get().await.unwrap();
+    let rows =
+        conn.client().simple_query("SHOW idle_in_transaction_session_timeout").await.unwrap();
+    let value = rows.iter().find_map(|m| match m {
+        tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+        _ => None,
+    });
+    assert_eq!(value.as_deref(), Some("1500ms"));
+}
+
 #[tokio::test]
 async fn pooled_connections_carry_the_session_settings() {
     let store = store().await;

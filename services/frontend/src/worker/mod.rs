@@ -1,10 +1,12 @@
 //! `orbit.v1.WorkerService`: worker sessions and one-shot results.
 
+mod check;
 mod registry;
 mod results;
 mod session;
 mod supervise;
 
+pub use check::{check_message, Checked};
 pub(crate) use registry::{now_ms, Registry, Session};
 pub(crate) use session::Context;
 

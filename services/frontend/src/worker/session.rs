@@ -109,7 +109,7 @@ async fn end_with(tx: &Tx, status: Status) {
 }
 
 /// Validates a hello into a session.
-fn open(hello: &Hello) -> ApiResult<Session> {
+pub(super) fn open(hello: &Hello) -> ApiResult<Session> {
     let worker_id = validate::id("hello.worker_id", &hello.worker_id)?;
     if hello.tasks.is_empty() {
         return Err(invalid("hello.tasks", "at least one task is required"));

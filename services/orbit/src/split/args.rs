@@ -84,7 +84,9 @@ pub struct CommonArgs {
     #[arg(long, env = "ORBIT_NODE_ID", value_name = "ID")]
     pub node_id: Option<String>,
     /// A node whose last heartbeat (database clock) is older than this is dead: owners
-    /// take over its executions, frontends hand back its claims. Example: --node-timeout-ms 5000
+    /// take over its executions, frontends hand back its claims. PostgreSQL also ends this
+    /// node's sessions left idle inside a transaction this long (a paused process's row
+    /// locks go with its liveness). Example: --node-timeout-ms 5000
     #[arg(long, env = "ORBIT_NODE_TIMEOUT_MS", default_value_t = 10_000, value_name = "MS")]
     pub node_timeout_ms: u64,
     /// How often this node heartbeats (well below --node-timeout-ms).

@@ -30,6 +30,9 @@ pub struct DatabaseOptions {
     pub pool_size: u32,
     /// Shown in the database's session list (`orbit-owner-1`).
     pub application_name: String,
+    /// PostgreSQL ends a session idle inside a transaction for this long (the node
+    /// timeout: a paused node's row locks must not outlive its liveness).
+    pub idle_in_transaction_timeout: Duration,
 }
 
 /// A connected, migrated database.
@@ -89,6 +92,7 @@ impl Database {
                 pool_size: o.pool_size,
                 ca_file: o.ca_file.clone(),
                 application_name: o.application_name.clone(),
+                idle_in_transaction_timeout: o.idle_in_transaction_timeout,
                 ..PgOptions::default()
             };
             return match PgStore::connect_and_migrate(&o.url, options).await {

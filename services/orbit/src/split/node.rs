@@ -59,6 +59,9 @@ pub async fn prepare(
         ca_file: args.database_ca_file.clone(),
         pool_size: args.pool_size,
         application_name: format!("orbit-{node_id}"),
+        // Others take this node's work over once it is silent this long; a transaction it
+        // left open (paused between two round trips) must not hold their takeover back.
+        idle_in_transaction_timeout: Duration::from_millis(args.node_timeout_ms),
     };
     let database = connect(&options, &shutdown).await?;
     let membership = Membership::new(

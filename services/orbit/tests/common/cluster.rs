@@ -192,12 +192,15 @@ impl Drop for Topology {
             let _ = Command::new("kill").args(["-CONT", &n.pid.to_string()]).status();
             let _ = Command::new("kill").args(["-KILL", &n.pid.to_string()]).status();
         }
-        if std::env::var_os("ORBIT_KEEP_LOGS").is_some() {
+        // A failed test keeps its logs (the temporary dir goes with `self.dir`): a flake on
+        // a busy machine is explained from them, not reproduced by luck.
+        if std::env::var_os("ORBIT_KEEP_LOGS").is_some() || std::thread::panicking() {
             let keep = std::env::temp_dir().join(format!("orbit-logs-{}", self.database));
             let _ = std::fs::create_dir_all(&keep);
             for n in &self.nodes {
                 let _ = std::fs::copy(&n.log, keep.join(format!("{}.log", n.node_id)));
             }
+            eprintln!("logs of the topology kept in {}", keep.display());
         }
         let _ = Command::new("psql")
             .arg(&self.admin_url)
@@ -332,6 +335,23 @@ pub async fn expect_completed(
         assert_eq!(status, orbit_api::v1::ExecutionStatus::Completed, "{id}: {output}");
         assert_eq!(output, serde_json::json!(i), "{id}");
     }
+}
+
+/// The topology's database sessions that are inside a transaction or waiting for a lock,
+/// one line each (who, state, what it waits for, for how long, its last statement): what a
+/// stalled takeover or commit is waiting behind.
+pub fn sessions_in_transaction(topo: &Topology) -> Vec<String> {
+    psql(
+        topo,
+        &format!(
+            "SELECT application_name, pid, state, coalesce(wait_event_type || ':' || \
+             wait_event, '-'), now() - state_change, pg_blocking_pids(pid), \
+             left(regexp_replace(query, '\\s+', ' ', 'g'), 90) FROM pg_stat_activity \
+             WHERE datname = '{}' AND (state LIKE '%transaction%' OR wait_event_type = 'Lock') \
+             ORDER BY application_name, pid",
+            topo.database
+        ),
+    )
 }
 
 /// Runs a SQL query with psql on the topology's database; rows as `|`-separated lines.
