@@ -15,6 +15,7 @@ mod error;
 pub mod migrations;
 mod model;
 mod postgres;
+mod retention;
 mod sqlite;
 mod store;
 
@@ -27,5 +28,8 @@ pub use model::{
     PutOutcome, QueueBacklog, TaskReport, TaskRow, TaskState, TimerRow,
 };
 pub use postgres::{PgOptions, PgStore, Wakeup};
+pub use retention::{
+    DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased, FINISHED_REPLY,
+};
 pub use sqlite::SqliteStore;
 pub use store::Store;

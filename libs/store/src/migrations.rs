@@ -23,6 +23,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "pending_inbox_index",
         sql: include_str!("../migrations/0002_pending_inbox_index.sql"),
     },
+    Migration {
+        version: 3,
+        name: "retention",
+        sql: include_str!("../migrations/0003_retention.sql"),
+    },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).

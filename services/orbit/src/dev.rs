@@ -2,11 +2,12 @@
 //! SQLite file, serving the public API (plus health, reflection and the internal services)
 //! on one port.
 
+use crate::retention::{millis, RetentionArg, SweepArgs};
 use orbit_api::internal::v1::owner_service_server::{OwnerService, OwnerServiceServer};
 use orbit_api::internal::v1::scheduler_service_server::SchedulerServiceServer;
 use orbit_frontend::{Frontend, FrontendConfig};
 use orbit_owner::{system_clock, Owner, OwnerConfig};
-use orbit_scheduler::Scheduler;
+use orbit_scheduler::{Scheduler, Sweeper};
 use orbit_server_kit::{signal_token, ServerKit};
 use orbit_store::{ChangeHub, SqliteStore, Store};
 use std::net::SocketAddr;
@@ -35,6 +36,10 @@ pub struct DevArgs {
     /// How long a worker session may stay silent before its attempts become uncertain.
     #[arg(long, env = "ORBIT_SESSION_TIMEOUT_MS", default_value_t = 30_000)]
     pub session_timeout_ms: u64,
+    #[command(flatten)]
+    pub retention: RetentionArg,
+    #[command(flatten)]
+    pub sweep: SweepArgs,
 }
 
 /// Runs `orbit dev` until SIGINT/SIGTERM.
@@ -50,7 +55,12 @@ pub async fn run(args: DevArgs) -> ExitCode {
     let shutdown = signal_token();
     let config =
         FrontendConfig { session_timeout_ms: args.session_timeout_ms, ..FrontendConfig::default() };
-    match serve(&args.db, listener, shutdown, config, true).await {
+    if let Err(e) = args.sweep.check(config.reply_timeout_ms) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    let retention = (args.retention.clone(), args.sweep.clone());
+    match serve_with(&args.db, listener, shutdown, config, &retention, true).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -67,7 +77,8 @@ pub fn init_logs(filter: &str) {
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
-/// Serves every service on `listener` over the SQLite file at `db` until `shutdown`.
+/// Serves every service on `listener` over the SQLite file at `db` until `shutdown`, with
+/// the default retention.
 ///
 /// # Errors
 /// The store cannot be opened or migrated, or the server fails.
@@ -78,12 +89,32 @@ pub async fn serve(
     frontend: FrontendConfig,
     announce: bool,
 ) -> anyhow::Result<()> {
+    let retention = (RetentionArg::default(), SweepArgs::default());
+    serve_with(db, listener, shutdown, frontend, &retention, announce).await
+}
+
+/// [`serve`] with the retention of finished executions and the sweeper's pace.
+///
+/// # Errors
+/// The store cannot be opened or migrated, or the server fails.
+pub async fn serve_with(
+    db: &std::path::Path,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+    frontend: FrontendConfig,
+    (retention, sweep): &(RetentionArg, SweepArgs),
+    announce: bool,
+) -> anyhow::Result<()> {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(db).await?);
     let tasks_ready = Arc::new(Notify::new());
     let timers_changed = Arc::new(Notify::new());
     let changes = Arc::new(ChangeHub::new());
     let owner = Owner::new(
-        OwnerConfig { node_id: "dev".into(), ..OwnerConfig::default() },
+        OwnerConfig {
+            node_id: "dev".into(),
+            retention_ms: millis(retention.retention),
+            ..OwnerConfig::default()
+        },
         store.clone(),
         tasks_ready.clone(),
         timers_changed.clone(),
@@ -92,6 +123,7 @@ pub async fn serve(
     let owner_api: Arc<dyn OwnerService> = Arc::new(owner.clone());
     let scheduler =
         Scheduler::new("dev", store.clone(), owner_api.clone(), timers_changed, system_clock);
+    let sweeper = Sweeper::new(store.clone(), sweep.config(), system_clock);
     let frontend = Frontend::new(
         FrontendConfig { node_id: "dev".into(), ..frontend },
         store,
@@ -107,6 +139,11 @@ pub async fn serve(
     let scheduler_task = {
         let (scheduler, shutdown) = (scheduler.clone(), shutdown.clone());
         tokio::spawn(async move { scheduler.run(shutdown).await })
+    };
+
+    let sweeper_task = {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move { sweeper.run(shutdown).await })
     };
 
     frontend.recover_claims().await?;
@@ -128,5 +165,6 @@ pub async fn serve(
     shutdown.cancel();
     owner_task.await??;
     scheduler_task.await?;
+    sweeper_task.await?;
     Ok(())
 }

@@ -15,6 +15,22 @@ pub(crate) const TIMER_KEY: &str = "next";
 /// Task name and version used for built-in HTTP steps (run by the server, off by default).
 pub(crate) const HTTP_TASK: &str = "orbit.http";
 
+/// The server's retention of finished executions unless configured: 7 days.
+pub const DEFAULT_RETENTION_MS: u64 = 7 * 24 * 3_600_000;
+
+/// When a run in `status`, written at `now`, may be deleted: the workflow's `retention`
+/// (else the server's) after it closes; `None` while it is open (or continued as new: the
+/// execution goes on in the next run).
+pub(crate) fn delete_after(
+    def: &Definition,
+    status: orbit_engine::Status,
+    now: u64,
+    server_retention_ms: u64,
+) -> Option<u64> {
+    (status.is_closed() && status != orbit_engine::Status::ContinuedAsNew)
+        .then(|| now.saturating_add(def.retention_ms.unwrap_or(server_retention_ms)))
+}
+
 /// A child execution to start once the parent's commit is durable.
 #[derive(Debug, Clone)]
 pub(crate) struct ChildStart {

@@ -16,5 +16,6 @@ mod refused;
 mod resume;
 mod takeover;
 
+pub use effects::DEFAULT_RETENTION_MS;
 pub use error::OwnerError;
 pub use owner::{system_clock, Owner, OwnerConfig, Snapshot, StartRequest, Started};

@@ -38,6 +38,9 @@ pub struct OwnerConfig {
     /// How often [`Owner::run`] looks for executions of dead owners to take over; `None`
     /// turns takeover off (`orbit dev`: the only owner cannot die without the others).
     pub takeover_interval: Option<Duration>,
+    /// How long a finished execution is kept when its workflow sets no `retention`: the
+    /// closing commit records `delete_after = closed_at + retention` for the sweeper.
+    pub retention_ms: u64,
 }
 
 impl Default for OwnerConfig {
@@ -49,6 +52,7 @@ impl Default for OwnerConfig {
             idle_pass: Duration::from_secs(1),
             node_timeout_ms: 10_000,
             takeover_interval: None,
+            retention_ms: crate::effects::DEFAULT_RETENTION_MS,
         }
     }
 }

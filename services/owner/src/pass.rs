@@ -337,6 +337,12 @@ fn batches_for(
                 status: state.status().as_str().to_string(),
                 updated_at_ms: now,
                 closed_at_ms: closed.then_some(now),
+                delete_after_ms: effects::delete_after(
+                    &w.hot.def,
+                    state.status(),
+                    now,
+                    inner.cfg.retention_ms,
+                ),
             }),
             tasks_to_insert: fx.tasks,
             units_to_cancel: fx.cancel_units,

@@ -57,6 +57,8 @@ pub struct CommonArgs {
 pub struct OwnerArgs {
     #[command(flatten)]
     pub common: CommonArgs,
+    #[command(flatten)]
+    pub retention: crate::retention::RetentionArg,
 }
 
 /// Options of `orbit frontend`.
@@ -85,6 +87,8 @@ pub struct FrontendArgs {
 pub struct SchedulerArgs {
     #[command(flatten)]
     pub common: CommonArgs,
+    #[command(flatten)]
+    pub sweep: crate::retention::SweepArgs,
 }
 
 impl CommonArgs {

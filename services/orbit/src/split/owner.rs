@@ -23,6 +23,7 @@ pub async fn run(args: OwnerArgs) -> ExitCode {
             node_id: node.node_id.clone(),
             node_timeout_ms: a.node_timeout_ms,
             takeover_interval: Some(Duration::from_millis(a.heartbeat_ms)),
+            retention_ms: crate::retention::millis(args.retention.retention),
             ..OwnerConfig::default()
         },
         node.database.store.clone(),
