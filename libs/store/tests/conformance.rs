@@ -99,6 +99,11 @@ macro_rules! every_case {
             take_over_root_moves_the_tree_and_fences_the_old_owner,
             release_claims_hands_back_each_row_once,
             orphaned_claimers_are_claimers_without_a_live_node,
+            applied_rows_are_deleted_after_their_grace,
+            owners_of_closed_quiet_trees_are_released,
+            expired_trees_are_deleted_with_every_row,
+            expired_trees_go_in_bounded_batches_each_once,
+            delete_execution_refuses_open_trees_and_is_idempotent,
         );
     };
 }

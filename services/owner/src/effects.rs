@@ -28,7 +28,11 @@ pub(crate) fn delete_after(
     server_retention_ms: u64,
 ) -> Option<u64> {
     (status.is_closed() && status != orbit_engine::Status::ContinuedAsNew)
-        .then(|| now.saturating_add(def.retention_ms.unwrap_or(server_retention_ms)))
+        // Stored as a signed 64-bit column: an absurd retention means "never", not an error.
+        .then(|| {
+            now.saturating_add(def.retention_ms.unwrap_or(server_retention_ms))
+                .min(i64::MAX.unsigned_abs())
+        })
 }
 
 /// A child execution to start once the parent's commit is durable.

@@ -6,10 +6,12 @@ mod batching;
 mod cluster;
 mod commit;
 mod coordination;
+mod retention;
 mod schema;
 
 pub use batching::*;
 pub use cluster::*;
 pub use commit::*;
 pub use coordination::*;
+pub use retention::*;
 pub use schema::*;
