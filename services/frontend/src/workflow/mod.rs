@@ -6,6 +6,7 @@
 
 mod commands;
 mod definitions;
+mod delete;
 pub(crate) mod reads;
 mod watch;
 
@@ -121,5 +122,12 @@ impl WorkflowService for WorkflowApi {
         request: Request<UpdateExecutionRequest>,
     ) -> Result<Response<UpdateExecutionResponse>, Status> {
         commands::update(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+
+    async fn delete_execution(
+        &self,
+        request: Request<orbit_api::v1::DeleteExecutionRequest>,
+    ) -> Result<Response<orbit_api::v1::DeleteExecutionResponse>, Status> {
+        delete::delete(&self.shared, request.into_inner()).await.map(Response::new)
     }
 }

@@ -70,6 +70,7 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 ErrorCode::DefinitionConflict
                 | ErrorCode::ExecutionExists
                 | ErrorCode::ExecutionFinished
+                | ErrorCode::ExecutionNotFinished
                 | ErrorCode::QueryFailed
                 | ErrorCode::ResourceExhausted
                 | ErrorCode::Unauthenticated
