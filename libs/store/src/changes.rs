@@ -91,9 +91,9 @@ impl ChangeHub {
     /// Executions with at least one live subscriber (for tests and metrics).
     #[must_use]
     pub fn watched(&self) -> usize {
-        self.waiters
-            .lock()
-            .map_or(0, |w| w.by_id.values().filter(|l| l.iter().any(|n| n.strong_count() > 0)).count())
+        self.waiters.lock().map_or(0, |w| {
+            w.by_id.values().filter(|l| l.iter().any(|n| n.strong_count() > 0)).count()
+        })
     }
 }
 

@@ -169,3 +169,32 @@ pub(crate) fn timer_change(
         None => (Vec::new(), vec![TIMER_KEY.into()]),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{delete_after, DEFAULT_RETENTION_MS};
+    use orbit_engine::Status;
+
+    fn def(extra: &str) -> orbit_definition::Definition {
+        let doc = format!(
+            "name: r\nversion: \"1\"\n{extra}tasks: {{ t: {{}} }}\nsteps:\n  - {{ id: a, task: t }}\n"
+        );
+        orbit_definition::parse(&doc).expect("valid definition")
+    }
+
+    #[test]
+    fn a_closed_run_is_deletable_after_the_workflows_retention_or_the_servers() {
+        let (plain, own) = (def(""), def("retention: 30s\n"));
+        assert_eq!(delete_after(&plain, Status::Completed, 1_000, 5_000), Some(6_000));
+        assert_eq!(delete_after(&own, Status::Failed, 1_000, 5_000), Some(31_000));
+        assert_eq!(
+            delete_after(&own, Status::Cancelled, 1_000, DEFAULT_RETENTION_MS),
+            Some(31_000)
+        );
+        for open in [Status::Running, Status::Compensating, Status::ContinuedAsNew] {
+            assert_eq!(delete_after(&plain, open, 1_000, 5_000), None, "{open:?}");
+        }
+        let never = delete_after(&plain, Status::TimedOut, u64::MAX - 1, u64::MAX);
+        assert_eq!(never, Some(i64::MAX.unsigned_abs()), "stored as a signed column");
+    }
+}
