@@ -70,6 +70,7 @@ fn every_expected_service_and_rpc_exists() {
                 "QueryExecution",
                 "CancelExecution",
                 "UpdateExecution",
+                "DeleteExecution",
             ],
         ),
         ("orbit.v1.WorkerService", &["Session", "CompleteTask", "FailTask"]),
