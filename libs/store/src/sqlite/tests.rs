@@ -57,9 +57,9 @@ async fn writer_uses_wal_and_full_sync() {
         })
         .await
         .unwrap();
-    let shipped: Vec<i64> =
+    let expected: Vec<i64> =
         crate::migrations::MIGRATIONS.iter().map(|m| i64::from(m.version)).collect();
-    assert_eq!(versions, shipped);
+    assert_eq!(versions, expected);
 }
 
 #[tokio::test]

@@ -1,4 +1,4 @@
--- 0003: retention. A finished execution records when it may be deleted (`delete_after`,
+-- 0004: retention. A finished execution records when it may be deleted (`delete_after`,
 -- epoch ms, written by the owner with the closing commit from the workflow's `retention`
 -- or the server default); the sweeper deletes expired trees and applied (done) rows.
 ALTER TABLE executions ADD COLUMN delete_after BIGINT;
