@@ -72,6 +72,7 @@ fn every_expected_service_and_rpc_exists() {
                 "ResumeExecution",
                 "TerminateExecution",
                 "UpdateExecution",
+                "DeleteExecution",
             ],
         ),
         ("orbit.v1.WorkerService", &["Session", "CompleteTask", "FailTask"]),

@@ -23,6 +23,7 @@ pub fn to_document(d: &Definition) -> Value {
     doc.insert("version".into(), json!(d.version));
     put(&mut doc, "description", d.description.as_ref().map(|s| json!(s)));
     put(&mut doc, "timeout", d.timeout_ms.map(duration));
+    put(&mut doc, "retention", d.retention_ms.map(duration));
     let mut limits = Map::new();
     put(&mut limits, "max_fan_out", d.limits.max_fan_out.map(Value::from));
     put(&mut limits, "max_history_events", d.limits.max_history_events.map(Value::from));

@@ -20,6 +20,9 @@ pub struct Definition {
     pub description: Option<String>,
     /// Whole-execution timeout in milliseconds; reaching it times the execution out.
     pub timeout_ms: Option<u64>,
+    /// How long a finished execution is kept before it is deleted (overrides the server's
+    /// default retention), in milliseconds.
+    pub retention_ms: Option<u64>,
     /// Per-workflow limits (the stricter of these and the server's apply).
     pub limits: Limits,
     /// Contract of the execution input (defaults applied before validation).

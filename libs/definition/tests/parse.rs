@@ -186,3 +186,17 @@ fn stored_documents_over_the_limits_load_and_fail_evaluation() {
     ));
     assert_eq!(again.unwrap().hash, def.hash);
 }
+
+#[test]
+fn retention_is_a_duration_kept_in_the_normal_form() {
+    let doc = format!("{HEAD}retention: 1d12h\nsteps:\n  - {{ id: a, task: work }}\n");
+    let d = parse(&doc).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(d.retention_ms, Some(36 * 3_600_000));
+    let normal = orbit_definition::to_document(&d);
+    assert_eq!(normal["retention"], json!("1d12h"));
+    let without = parse(&format!("{HEAD}steps:\n  - {{ id: a, task: work }}\n")).unwrap();
+    assert_eq!(without.retention_ms, None);
+    assert_ne!(without.hash, d.hash, "the retention is part of the definition's identity");
+    let zero = format!("{HEAD}retention: 0s\nsteps:\n  - {{ id: a, task: work }}\n");
+    assert_eq!(errors_of(&zero), [(ErrorCode::InvalidDuration, "retention".to_string())]);
+}

@@ -115,6 +115,9 @@ error_codes! {
     ExecutionExists => "EXECUTION_EXISTS",
     /// The execution is closed and cannot take the request.
     ExecutionFinished => "EXECUTION_FINISHED",
+    /// The request needs a finished execution (deleting one) and it, or a descendant, is
+    /// still open.
+    ExecutionNotFinished => "EXECUTION_NOT_FINISHED",
     /// A signal payload does not match the signal's schema.
     SignalPayloadInvalid => "SIGNAL_PAYLOAD_INVALID",
     /// A query expression failed to evaluate.
@@ -175,7 +178,8 @@ impl ErrorCode {
             | ErrorCode::ScheduleExists => Code::AlreadyExists,
             ErrorCode::ExecutionFinished
             | ErrorCode::ProtocolError
-            | ErrorCode::ExecutionNotSuspended => Code::FailedPrecondition,
+            | ErrorCode::ExecutionNotSuspended
+            | ErrorCode::ExecutionNotFinished => Code::FailedPrecondition,
             ErrorCode::PayloadTooLarge | ErrorCode::ResourceExhausted => Code::ResourceExhausted,
             ErrorCode::Unauthenticated => Code::Unauthenticated,
             ErrorCode::PermissionDenied | ErrorCode::WorkerMismatch => Code::PermissionDenied,

@@ -19,6 +19,7 @@ const EXPECTED: &[(&str, Code)] = &[
     ("DEFINITION_CONFLICT", Code::AlreadyExists),
     ("EXECUTION_EXISTS", Code::AlreadyExists),
     ("EXECUTION_FINISHED", Code::FailedPrecondition),
+    ("EXECUTION_NOT_FINISHED", Code::FailedPrecondition),
     ("SIGNAL_PAYLOAD_INVALID", Code::InvalidArgument),
     ("QUERY_FAILED", Code::InvalidArgument),
     ("EXPRESSION_LIMIT", Code::InvalidArgument),

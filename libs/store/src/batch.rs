@@ -24,6 +24,9 @@ pub struct ProjectionUpdate {
     pub updated_at_ms: u64,
     /// Set when the execution becomes terminal.
     pub closed_at_ms: Option<u64>,
+    /// When a terminal execution may be deleted (its retention after closing); `None` while
+    /// it is open. Written with every projection change.
+    pub delete_after_ms: Option<u64>,
 }
 
 /// An owners row to create with the commit (the start of a root or child execution).

@@ -16,6 +16,7 @@ mod fault;
 pub mod migrations;
 mod model;
 mod postgres;
+mod retention;
 mod sqlite;
 mod store;
 
@@ -30,5 +31,8 @@ pub use model::{
     PutOutcome, QueueBacklog, TaskReport, TaskRow, TaskState, TimerRow,
 };
 pub use postgres::{PgOptions, PgStore, Wakeup};
+pub use retention::{
+    DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased, FINISHED_REPLY,
+};
 pub use sqlite::SqliteStore;
 pub use store::Store;

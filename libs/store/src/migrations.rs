@@ -29,6 +29,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0003_execution_faults.sql"),
     },
     Migration {
+        version: 4,
+        name: "retention",
+        sql: include_str!("../migrations/0004_retention.sql"),
+    },
+    Migration {
         version: 5,
         name: "task_worker",
         sql: include_str!("../migrations/0005_task_worker.sql"),

@@ -16,6 +16,7 @@ use crate::model::{
     InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskReport,
     TaskRow, TimerRow,
 };
+use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use orbit_engine::HistoryEvent;
 use serde_json::Value;
 
@@ -240,4 +241,28 @@ pub trait Store: Send + Sync {
         expected_epoch: Option<u64>,
         now_ms: u64,
     ) -> Result<Option<FaultRow>>;
+
+    // -------------------------------------------------------------------- retention
+
+    /// Deletes up to `limit` applied (`done`) inbox entries and up to `limit` `done` task rows
+    /// whose done time (store clock) is older than `grace_ms`, oldest first. A reply is read
+    /// by its waiter within the frontend's reply timeout, so a grace above it (with margin)
+    /// never deletes a reply someone still waits for.
+    async fn delete_done_rows(&self, grace_ms: u64, limit: u32) -> Result<DoneRowsDeleted>;
+
+    /// Deletes the owners rows of up to `limit` root trees whose root closed more than
+    /// `grace_ms` ago (store clock), with every execution of the tree closed and no pending
+    /// inbox entry; then answers up to `limit` pending entries of closed executions that have
+    /// no owners row with [`FINISHED_REPLY`](crate::FINISHED_REPLY) (no owner will apply
+    /// them). A commit still holding such an execution is fenced (no owners row).
+    async fn release_closed_owners(&self, grace_ms: u64, limit: u32) -> Result<OwnersReleased>;
+
+    /// Deletes up to `limit` root trees whose root's `delete_after` is before `now_ms` and
+    /// whose executions are all closed: every execution of the tree and all their rows.
+    /// Concurrent callers (PostgreSQL) take disjoint trees (`SKIP LOCKED`).
+    async fn delete_expired(&self, now_ms: u64, limit: u32) -> Result<ExecutionsDeleted>;
+
+    /// Deletes one execution and its descendants (by `parent_id`) with all their rows, if
+    /// every one of them is closed; otherwise deletes nothing and names the open ones.
+    async fn delete_execution(&self, execution_id: &str) -> Result<DeleteOutcome>;
 }

@@ -102,6 +102,11 @@ macro_rules! every_case {
             orphaned_claimers_are_claimers_without_a_live_node,
             faults_count_per_entry_and_restart_when_the_entry_moves,
             parking_suspends_skips_entries_and_unparking_restores,
+            applied_rows_are_deleted_after_their_grace,
+            owners_of_closed_quiet_trees_are_released,
+            expired_trees_are_deleted_with_every_row,
+            expired_trees_go_in_bounded_batches_each_once,
+            delete_execution_refuses_open_trees_and_is_idempotent,
         );
     };
 }

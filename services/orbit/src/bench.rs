@@ -35,6 +35,10 @@ pub struct BenchArgs {
     /// Executions in flight at once.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
+    /// Start executions at this fixed rate (per second) instead of as fast as the
+    /// concurrency allows; for soak runs (see scripts/soak.sh). 0: no pacing.
+    #[arg(long, env = "ORBIT_BENCH_RATE", default_value_t = 0.0)]
+    pub rate: f64,
     /// Worker processes' worth of sessions (each one stream).
     #[arg(long, default_value_t = 2)]
     pub workers: u32,
@@ -196,6 +200,11 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     let run_id = std::process::id();
     let mut handles = Vec::new();
     for i in 0..args.executions {
+        if args.rate > 0.0 {
+            // Execution i starts at i / rate seconds: a fixed rate, not a burst after a stall.
+            let due = began + Duration::from_secs_f64(i as f64 / args.rate);
+            tokio::time::sleep_until(due.into()).await;
+        }
         let permit = gate.clone().acquire_owned().await?;
         let channel = &channels[usize::try_from(i).unwrap_or(0) % channels.len()];
         let mut client = WorkflowServiceClient::new(channel.clone());

@@ -2,11 +2,12 @@
 //! SQLite file, serving the public API (plus health, reflection and the internal services)
 //! on one port.
 
+use crate::retention::{millis, RetentionArg, SweepArgs};
 use orbit_api::internal::v1::owner_service_server::{OwnerService, OwnerServiceServer};
 use orbit_api::internal::v1::scheduler_service_server::SchedulerServiceServer;
 use orbit_frontend::{Frontend, FrontendConfig};
 use orbit_owner::{system_clock, Owner, OwnerConfig};
-use orbit_scheduler::Scheduler;
+use orbit_scheduler::{Scheduler, Sweeper};
 use orbit_server_kit::{signal_token, ServerKit};
 use orbit_store::{ChangeHub, SqliteStore, Store};
 use std::net::SocketAddr;
@@ -43,6 +44,10 @@ pub struct DevArgs {
     #[arg(long, env = "ORBIT_MAX_FAILURES", default_value_t = 3, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_failures: u32,
+    #[command(flatten)]
+    pub retention: RetentionArg,
+    #[command(flatten)]
+    pub sweep: SweepArgs,
 }
 
 /// Runs `orbit dev` until SIGINT/SIGTERM.
@@ -58,17 +63,17 @@ pub async fn run(args: DevArgs) -> ExitCode {
     let shutdown = signal_token();
     let config =
         FrontendConfig { session_timeout_ms: args.session_timeout_ms, ..FrontendConfig::default() };
-    match serve(
-        &args.db,
-        listener,
-        shutdown,
-        config,
-        args.connections.options(),
-        args.max_failures,
-        true,
-    )
-    .await
-    {
+    if let Err(e) = args.sweep.check(config.reply_timeout_ms) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    let retention = (args.retention.clone(), args.sweep.clone());
+    let options = ServeOptions {
+        connections: args.connections.options(),
+        max_failures: args.max_failures,
+        retention: &retention,
+    };
+    match serve_with(&args.db, listener, shutdown, config, options, true).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -85,7 +90,8 @@ pub fn init_logs(filter: &str) {
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
-/// Serves every service on `listener` over the SQLite file at `db` until `shutdown`.
+/// Serves every service on `listener` over the SQLite file at `db` until `shutdown`, with
+/// the default retention.
 ///
 /// # Errors
 /// The store cannot be opened or migrated, or the server fails.
@@ -98,12 +104,46 @@ pub async fn serve(
     max_failures: u32,
     announce: bool,
 ) -> anyhow::Result<()> {
+    let retention = (RetentionArg::default(), SweepArgs::default());
+    let options = ServeOptions { connections, max_failures, retention: &retention };
+    serve_with(db, listener, shutdown, frontend, options, announce).await
+}
+
+/// What [`serve_with`] takes beyond [`serve`]'s defaults.
+pub struct ServeOptions<'a> {
+    /// Keepalive and idle timeout of the server's connections.
+    pub connections: orbit_server_kit::ConnectionOptions,
+    /// Failures after which an execution is parked (poison quarantine).
+    pub max_failures: u32,
+    /// The retention of finished executions and the sweeper's pace.
+    pub retention: &'a (RetentionArg, SweepArgs),
+}
+
+/// [`serve`] with its options: connections, the poison quarantine's threshold, the retention
+/// of finished executions and the sweeper's pace.
+///
+/// # Errors
+/// The store cannot be opened or migrated, or the server fails.
+pub async fn serve_with(
+    db: &std::path::Path,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+    frontend: FrontendConfig,
+    options: ServeOptions<'_>,
+    announce: bool,
+) -> anyhow::Result<()> {
+    let ServeOptions { connections, max_failures, retention: (retention, sweep) } = options;
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(db).await?);
     let tasks_ready = Arc::new(Notify::new());
     let timers_changed = Arc::new(Notify::new());
     let changes = Arc::new(ChangeHub::new());
     let owner = Owner::new(
-        OwnerConfig { node_id: "dev".into(), max_failures, ..OwnerConfig::default() },
+        OwnerConfig {
+            node_id: "dev".into(),
+            max_failures,
+            retention_ms: millis(retention.retention),
+            ..OwnerConfig::default()
+        },
         store.clone(),
         tasks_ready.clone(),
         timers_changed.clone(),
@@ -112,6 +152,7 @@ pub async fn serve(
     let owner_api: Arc<dyn OwnerService> = Arc::new(owner.clone());
     let scheduler =
         Scheduler::new("dev", store.clone(), owner_api.clone(), timers_changed, system_clock);
+    let sweeper = Sweeper::new(store.clone(), sweep.config(), system_clock);
     let frontend = Frontend::new(
         FrontendConfig { node_id: "dev".into(), ..frontend },
         store,
@@ -127,6 +168,11 @@ pub async fn serve(
     let scheduler_task = {
         let (scheduler, shutdown) = (scheduler.clone(), shutdown.clone());
         tokio::spawn(async move { scheduler.run(shutdown).await })
+    };
+
+    let sweeper_task = {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move { sweeper.run(shutdown).await })
     };
 
     frontend.recover_claims().await?;
@@ -149,5 +195,6 @@ pub async fn serve(
     shutdown.cancel();
     owner_task.await??;
     scheduler_task.await?;
+    sweeper_task.await?;
     Ok(())
 }

@@ -7,6 +7,7 @@
 mod bench;
 mod client;
 mod dev;
+mod retention;
 mod split;
 
 use clap::{Parser, Subcommand};

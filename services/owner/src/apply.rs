@@ -136,6 +136,7 @@ pub(crate) async fn apply_set(
 
     let limits = inner.cfg.limits.clone();
     let node_id = inner.cfg.node_id.clone();
+    let retention_ms = inner.cfg.retention_ms;
     let mut jobs: Vec<(String, isolate::Job<Done>)> = Vec::new();
     let mut meta: BTreeMap<String, (Vec<u64>, bool, Vec<PendingStart>)> = BTreeMap::new();
     for (id, mut w) in work {
@@ -156,7 +157,7 @@ pub(crate) async fn apply_set(
                 }
                 decide_all(&mut w, now, &limits);
                 let (batches, children, tasks, timers) =
-                    batches_for(&node_id, &job_id, &mut w, now);
+                    batches_for(&node_id, retention_ms, &job_id, &mut w, now);
                 Done { work: w, batches, children, tasks, timers }
             }),
         ));
@@ -256,7 +257,8 @@ pub(crate) async fn create_only(
     let mut w = Work::new(hot);
     w.new_execution = Some(row);
     w.record(created, Origin::Recorded, now);
-    let (batches, _, _, _) = batches_for(&inner.cfg.node_id, &id, &mut w, now);
+    let (batches, _, _, _) =
+        batches_for(&inner.cfg.node_id, inner.cfg.retention_ms, &id, &mut w, now);
     inner.store.commit_all(batches).await?;
     inner.changes.publish([id.as_str()]);
     w.hot.epoch = Some(1);
@@ -406,9 +408,11 @@ async fn begin(
 }
 
 /// The commit batches of one execution (one per run touched), the children to start after
-/// the commit, and whether tasks or timers changed.
+/// the commit, and whether tasks or timers changed. A closing run records when retention
+/// deletes it (`retention_ms` unless the workflow sets its own).
 pub(crate) fn batches_for(
     node_id: &str,
+    retention_ms: u64,
     id: &str,
     w: &mut Work,
     now: u64,
@@ -443,6 +447,12 @@ pub(crate) fn batches_for(
                 status: state.status().as_str().to_string(),
                 updated_at_ms: now,
                 closed_at_ms: closed.then_some(now),
+                delete_after_ms: effects::delete_after(
+                    &w.hot.def,
+                    state.status(),
+                    now,
+                    retention_ms,
+                ),
             }),
             tasks_to_insert: fx.tasks,
             units_to_cancel: fx.cancel_units,

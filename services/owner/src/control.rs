@@ -122,6 +122,7 @@ async fn terminate(
     }
     let pending = inner.store.pending_inbox(Some(&id), u32::MAX).await?;
     let node_id = inner.cfg.node_id.clone();
+    let retention_ms = inner.cfg.retention_ms;
     let (reason, entry_seq, job_id) = (reason.to_string(), entry.seq, id.clone());
     let job: isolate::Job<_> = Box::new(move || {
         let mut w = Work::new(h);
@@ -152,7 +153,7 @@ async fn terminate(
             };
             w.inbox_done.push(InboxDone { seq: p.seq, result: Some(result) });
         }
-        let out = batches_for(&node_id, &job_id, &mut w, now);
+        let out = batches_for(&node_id, retention_ms, &job_id, &mut w, now);
         (w, out)
     });
     let mut results = isolate::run(vec![(id.clone(), job)]).await?;

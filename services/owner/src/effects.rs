@@ -15,6 +15,26 @@ pub(crate) const TIMER_KEY: &str = "next";
 /// Task name and version used for built-in HTTP steps (run by the server, off by default).
 pub(crate) const HTTP_TASK: &str = "orbit.http";
 
+/// The server's retention of finished executions unless configured: 7 days.
+pub const DEFAULT_RETENTION_MS: u64 = 7 * 24 * 3_600_000;
+
+/// When a run in `status`, written at `now`, may be deleted: the workflow's `retention`
+/// (else the server's) after it closes; `None` while it is open (or continued as new: the
+/// execution goes on in the next run).
+pub(crate) fn delete_after(
+    def: &Definition,
+    status: orbit_engine::Status,
+    now: u64,
+    server_retention_ms: u64,
+) -> Option<u64> {
+    (status.is_closed() && status != orbit_engine::Status::ContinuedAsNew)
+        // Stored as a signed 64-bit column: an absurd retention means "never", not an error.
+        .then(|| {
+            now.saturating_add(def.retention_ms.unwrap_or(server_retention_ms))
+                .min(i64::MAX.unsigned_abs())
+        })
+}
+
 /// A child execution to start once the parent's commit is durable.
 #[derive(Debug, Clone)]
 pub(crate) struct ChildStart {
@@ -147,5 +167,34 @@ pub(crate) fn timer_change(
             Vec::new(),
         ),
         None => (Vec::new(), vec![TIMER_KEY.into()]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{delete_after, DEFAULT_RETENTION_MS};
+    use orbit_engine::Status;
+
+    fn def(extra: &str) -> orbit_definition::Definition {
+        let doc = format!(
+            "name: r\nversion: \"1\"\n{extra}tasks: {{ t: {{}} }}\nsteps:\n  - {{ id: a, task: t }}\n"
+        );
+        orbit_definition::parse(&doc).expect("valid definition")
+    }
+
+    #[test]
+    fn a_closed_run_is_deletable_after_the_workflows_retention_or_the_servers() {
+        let (plain, own) = (def(""), def("retention: 30s\n"));
+        assert_eq!(delete_after(&plain, Status::Completed, 1_000, 5_000), Some(6_000));
+        assert_eq!(delete_after(&own, Status::Failed, 1_000, 5_000), Some(31_000));
+        assert_eq!(
+            delete_after(&own, Status::Cancelled, 1_000, DEFAULT_RETENTION_MS),
+            Some(31_000)
+        );
+        for open in [Status::Running, Status::Compensating, Status::ContinuedAsNew] {
+            assert_eq!(delete_after(&plain, open, 1_000, 5_000), None, "{open:?}");
+        }
+        let never = delete_after(&plain, Status::TimedOut, u64::MAX - 1, u64::MAX);
+        assert_eq!(never, Some(i64::MAX.unsigned_abs()), "stored as a signed column");
     }
 }

@@ -27,6 +27,7 @@ mod refused;
 mod resume;
 mod takeover;
 
+pub use effects::DEFAULT_RETENTION_MS;
 pub use error::OwnerError;
 pub use fault_inject::FAULT_INJECT_ENV;
 pub use owner::{system_clock, Owner, OwnerConfig, Snapshot, StartRequest, Started};

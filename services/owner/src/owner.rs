@@ -41,6 +41,9 @@ pub struct OwnerConfig {
     /// Failed attempts (caught panics, or deaths of the process while applying them) after
     /// which an execution is parked as SUSPENDED (poison quarantine).
     pub max_failures: u32,
+    /// How long a finished execution is kept when its workflow sets no `retention`: the
+    /// closing commit records `delete_after = closed_at + retention` for the sweeper.
+    pub retention_ms: u64,
 }
 
 impl Default for OwnerConfig {
@@ -58,6 +61,7 @@ impl Default for OwnerConfig {
             node_timeout_ms: 10_000,
             takeover_interval: None,
             max_failures: 3,
+            retention_ms: crate::effects::DEFAULT_RETENTION_MS,
         }
     }
 }

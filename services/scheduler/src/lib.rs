@@ -14,6 +14,10 @@
 //! notifications in split mode. A scheduler that finds a due timer it could not fire backs
 //! off briefly instead of spinning while another scheduler commits it.
 
+mod sweeper;
+
+pub use sweeper::{Sweeper, SweeperConfig, Swept};
+
 use orbit_api::internal::v1 as pb;
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_api::internal::v1::scheduler_service_server::SchedulerService;

@@ -14,12 +14,13 @@ use crate::parse::steps::{read_body, Known, Parsed};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-const FIELDS: [&str; 14] = [
+const FIELDS: [&str; 15] = [
     "$schema",
     "name",
     "version",
     "description",
     "timeout",
+    "retention",
     "limits",
     "input",
     "tasks",
@@ -57,6 +58,7 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
     let version = obj.required("version", errors).and_then(|v| version(v, "version", errors));
     let description = obj.string("description", errors).map(str::to_string);
     let timeout_ms = duration(&mut obj, "timeout", true, errors);
+    let retention_ms = duration(&mut obj, "retention", true, errors);
     let limits =
         obj.object("limits", "limits", errors).map(|l| limits(l, errors)).unwrap_or_default();
     let input = obj.get("input").and_then(|s| contract(s, "input", errors));
@@ -125,6 +127,7 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
         version: version.unwrap_or_default(),
         description,
         timeout_ms,
+        retention_ms,
         limits,
         input,
         tasks,

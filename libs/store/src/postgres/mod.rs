@@ -22,6 +22,7 @@ mod migrate;
 mod plan;
 mod queue;
 mod reads;
+mod retention;
 mod rows;
 mod sql;
 #[cfg(test)]
@@ -38,6 +39,7 @@ use crate::model::{
     InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskReport,
     TaskRow, TimerRow,
 };
+use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::store::Store;
 use conn::{Connector, Pool};
 use orbit_engine::HistoryEvent;
@@ -461,5 +463,30 @@ impl Store for PgStore {
             run!(self, Kind::Write, |c| faults::unpark(c, execution_id, expected_epoch, now_ms))?;
         self.wrote(true);
         Ok(row)
+    }
+
+    async fn delete_done_rows(&self, grace_ms: u64, limit: u32) -> Result<DoneRowsDeleted> {
+        let done = run!(self, Kind::Write, |c| retention::delete_done_rows(c, grace_ms, limit))?;
+        self.wrote(done != DoneRowsDeleted::default());
+        Ok(done)
+    }
+
+    async fn release_closed_owners(&self, grace_ms: u64, limit: u32) -> Result<OwnersReleased> {
+        let done =
+            run!(self, Kind::Write, |c| retention::release_closed_owners(c, grace_ms, limit))?;
+        self.wrote(done != OwnersReleased::default());
+        Ok(done)
+    }
+
+    async fn delete_expired(&self, now_ms: u64, limit: u32) -> Result<ExecutionsDeleted> {
+        let done = run!(self, Kind::Write, |c| retention::delete_expired(c, now_ms, limit))?;
+        self.wrote(done != ExecutionsDeleted::default());
+        Ok(done)
+    }
+
+    async fn delete_execution(&self, execution_id: &str) -> Result<DeleteOutcome> {
+        let done = run!(self, Kind::Write, |c| retention::delete_execution(c, execution_id))?;
+        self.wrote(matches!(done, DeleteOutcome::Deleted(_)));
+        Ok(done)
     }
 }

@@ -86,7 +86,7 @@ columns!(Events {
 });
 columns!(ExecutionUpdates {
     id: String, run: i64, last_seq: i64, proj: bool, status: Option<String>,
-    updated: Option<i64>, closed: Option<i64>,
+    updated: Option<i64>, closed: Option<i64>, delete_after: Option<i64>,
 });
 columns!(CancelIds { id: i64, execution: String });
 columns!(CancelUnits { execution: String, unit: String });
@@ -366,6 +366,7 @@ fn plan_events(batch: &CommitBatch, read: &mut Read, seg: &mut Segment) -> Resul
         u.last_seq.push(to_i64(last, "seq")?);
         u.updated.push(p.map(|p| to_i64(p.updated_at_ms, "updated_at")).transpose()?);
         u.closed.push(opt_i64(p.and_then(|p| p.closed_at_ms), "closed_at")?);
+        u.delete_after.push(opt_i64(p.and_then(|p| p.delete_after_ms), "delete_after")?);
         u.id.push(id.to_string());
         u.run.push(i64::from(batch.run));
         u.proj.push(p.is_some());

@@ -139,9 +139,11 @@ pub(crate) const COMMIT_UPDATE_EXECUTIONS: &str = "UPDATE executions e SET
         run = u.run, last_seq = u.last_seq,
         status = CASE WHEN u.proj THEN u.status ELSE e.status END,
         updated_at = CASE WHEN u.proj THEN u.updated_at ELSE e.updated_at END,
-        closed_at = CASE WHEN u.proj THEN u.closed_at ELSE e.closed_at END
+        closed_at = CASE WHEN u.proj THEN u.closed_at ELSE e.closed_at END,
+        delete_after = CASE WHEN u.proj THEN u.delete_after ELSE e.delete_after END
     FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::bool[], $5::text[], $6::bigint[],
-        $7::bigint[]) AS u(id, run, last_seq, proj, status, updated_at, closed_at)
+        $7::bigint[], $8::bigint[])
+        AS u(id, run, last_seq, proj, status, updated_at, closed_at, delete_after)
     WHERE e.execution_id = u.id";
 pub(crate) const COMMIT_CANCEL_TASKS: &str = concat!(
     "UPDATE task_queue t SET state = 'cancelled', updated_at = ",

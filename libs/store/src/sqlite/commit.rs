@@ -73,6 +73,7 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
             p.status,
             to_i64(p.updated_at_ms, "updated_at")?,
             p.closed_at_ms.map(|t| to_i64(t, "closed_at")).transpose()?,
+            p.delete_after_ms.map(|t| to_i64(t, "delete_after")).transpose()?,
         ])?;
     }
 

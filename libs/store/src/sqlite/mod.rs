@@ -13,6 +13,7 @@ mod faults;
 mod migrate;
 mod queue;
 mod reads;
+mod retention;
 mod rows;
 mod sql;
 #[cfg(test)]
@@ -26,6 +27,7 @@ use crate::model::{
     InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskReport,
     TaskRow, TimerRow,
 };
+use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::store::Store;
 use conn::{Readers, Writer};
 use orbit_engine::HistoryEvent;
@@ -302,5 +304,22 @@ impl Store for SqliteStore {
     ) -> Result<Option<FaultRow>> {
         let id = execution_id.to_string();
         self.writer.run(move |c| faults::unpark(c, &id, expected_epoch, now_ms)).await
+    }
+
+    async fn delete_done_rows(&self, grace_ms: u64, limit: u32) -> Result<DoneRowsDeleted> {
+        self.writer.run(move |c| retention::delete_done_rows(c, grace_ms, limit)).await
+    }
+
+    async fn release_closed_owners(&self, grace_ms: u64, limit: u32) -> Result<OwnersReleased> {
+        self.writer.run(move |c| retention::release_closed_owners(c, grace_ms, limit)).await
+    }
+
+    async fn delete_expired(&self, now_ms: u64, limit: u32) -> Result<ExecutionsDeleted> {
+        self.writer.run(move |c| retention::delete_expired(c, now_ms, limit)).await
+    }
+
+    async fn delete_execution(&self, execution_id: &str) -> Result<DeleteOutcome> {
+        let id = execution_id.to_string();
+        self.writer.run(move |c| retention::delete_execution(c, &id)).await
     }
 }

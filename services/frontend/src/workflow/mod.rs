@@ -7,6 +7,7 @@
 
 mod commands;
 mod definitions;
+mod delete;
 mod quarantine;
 pub(crate) mod reads;
 mod watch;
@@ -138,5 +139,12 @@ impl WorkflowService for WorkflowApi {
         request: Request<TerminateExecutionRequest>,
     ) -> Result<Response<TerminateExecutionResponse>, Status> {
         quarantine::terminate(&self.shared, request.into_inner()).await.map(Response::new)
+    }
+
+    async fn delete_execution(
+        &self,
+        request: Request<orbit_api::v1::DeleteExecutionRequest>,
+    ) -> Result<Response<orbit_api::v1::DeleteExecutionResponse>, Status> {
+        delete::delete(&self.shared, request.into_inner()).await.map(Response::new)
     }
 }

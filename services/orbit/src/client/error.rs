@@ -72,6 +72,7 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 | ErrorCode::ExecutionExists
                 | ErrorCode::ExecutionFinished
                 | ErrorCode::ExecutionNotSuspended
+                | ErrorCode::ExecutionNotFinished
                 | ErrorCode::QueryFailed
                 | ErrorCode::ExpressionLimit
                 | ErrorCode::ResourceExhausted

@@ -178,6 +178,19 @@ enum ExecutionCommand {
         #[arg(long, value_name = "TEXT", default_value = "")]
         reason: String,
     },
+    /// Delete a finished execution now, with its children and all their stored rows.
+    ///
+    /// Finished executions are deleted by retention anyway (the server's --retention or the
+    /// workflow's `retention`); this deletes one at once. A running execution (or one with a
+    /// running descendant) is refused with EXECUTION_NOT_FINISHED; deleting it again
+    /// answers EXECUTION_NOT_FOUND.
+    #[command(after_long_help = long_help!(
+        "orbit execution delete order-A-1",
+    ))]
+    Delete {
+        /// The execution id.
+        id: String,
+    },
     /// List executions (their latest run each), newest first.
     #[command(after_long_help = long_help!(
         "orbit execution list",
@@ -306,6 +319,23 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
                 Format::Human => print_text(&format!(
                     "resumed (inbox entry {} is applied again; {} failures cleared)\n",
                     response.entry_seq, response.failures
+                )),
+            }
+            Ok(())
+        }
+        ExecutionCommand::Delete { id } => {
+            let request = orbit_api::v1::DeleteExecutionRequest { execution_id: id.clone() };
+            let response =
+                connect.workflow_client().await?.delete_execution(request).await?.into_inner();
+            match format {
+                Format::Json => print_json(&json!({
+                    "execution_id": id,
+                    "executions": response.executions,
+                    "events": response.events,
+                })),
+                Format::Human => print_text(&format!(
+                    "deleted {id} ({} executions, {} history events)\n",
+                    response.executions, response.events
                 )),
             }
             Ok(())

@@ -126,6 +126,8 @@ pub struct OwnerArgs {
     #[arg(long, env = "ORBIT_MAX_FAILURES", default_value_t = 3, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_failures: u32,
+    #[command(flatten)]
+    pub retention: crate::retention::RetentionArg,
 }
 
 /// Options of `orbit frontend`.
@@ -154,6 +156,8 @@ pub struct FrontendArgs {
 pub struct SchedulerArgs {
     #[command(flatten)]
     pub common: CommonArgs,
+    #[command(flatten)]
+    pub sweep: crate::retention::SweepArgs,
 }
 
 impl CommonArgs {

@@ -24,6 +24,7 @@ pub async fn run(args: OwnerArgs) -> ExitCode {
             node_timeout_ms: a.node_timeout_ms,
             takeover_interval: Some(Duration::from_millis(a.heartbeat_ms)),
             max_failures: args.max_failures,
+            retention_ms: crate::retention::millis(args.retention.retention),
             ..OwnerConfig::default()
         },
         node.database.store.clone(),

@@ -1,5 +1,6 @@
 //! `orbit scheduler`: durable timers. Timer notifications (and reconnects) make it look
-//! for the earliest due time again; fired timers reach owners through the inbox.
+//! for the earliest due time again; fired timers reach owners through the inbox. The
+//! retention sweeper runs beside the timer loop (any number of schedulers may sweep).
 
 use super::args::SchedulerArgs;
 use super::backend::Wakeup;
@@ -7,13 +8,18 @@ use super::node::{self, prepare};
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_cluster::{RemoteOwners, RetryPolicy};
 use orbit_owner::system_clock;
-use orbit_scheduler::Scheduler;
+use orbit_scheduler::{Scheduler, Sweeper};
 use std::process::ExitCode;
 use std::sync::Arc;
 use tokio::sync::Notify;
 
 /// Runs a scheduler until SIGINT/SIGTERM.
 pub async fn run(args: SchedulerArgs) -> ExitCode {
+    // Frontends' reply timeouts are their own flag; only a nonsensical interval is refused.
+    if let Err(e) = args.sweep.check(0) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let node = match prepare("scheduler", "127.0.0.1:7235", &args.common).await {
         Ok(n) => n,
         Err(code) => return code,
@@ -36,11 +42,16 @@ pub async fn run(args: SchedulerArgs) -> ExitCode {
         }),
         node.shutdown.clone(),
     );
+    let sweeper = Sweeper::new(node.database.store.clone(), args.sweep.config(), system_clock);
+    let sweep = {
+        let shutdown = node.shutdown.clone();
+        tokio::spawn(async move { sweeper.run(shutdown).await })
+    };
     let beat = node.heartbeat();
     node.announce();
     let served = scheduler
         .serve_with(node.listener, node.shutdown.clone(), args.common.connections.options())
         .await
         .map_err(Into::into);
-    node::finish(&node.node_id, served, &node.shutdown, vec![listen, beat]).await
+    node::finish(&node.node_id, served, &node.shutdown, vec![listen, beat, sweep]).await
 }

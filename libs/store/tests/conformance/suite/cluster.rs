@@ -133,6 +133,7 @@ pub async fn owned_executions_exclude_closed_ones(b: &dyn Backend) {
             status: "COMPLETED".into(),
             updated_at_ms: 2_000,
             closed_at_ms: Some(2_000),
+            delete_after_ms: None,
         }),
         ..CommitBatch::default()
     };

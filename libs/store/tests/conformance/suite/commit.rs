@@ -19,6 +19,7 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
         status: "running".into(),
         updated_at_ms: 1_003,
         closed_at_ms: None,
+        delete_after_ms: None,
     });
     let outcome = store.commit(batch).await.unwrap();
     assert_eq!(outcome.last_seq, 3);
@@ -55,6 +56,7 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
             status: "cancelled".into(),
             updated_at_ms: 1_004,
             closed_at_ms: Some(1_004),
+            delete_after_ms: None,
         }),
         ..CommitBatch::default()
     };
@@ -108,6 +110,7 @@ pub async fn refused_batches_leave_nothing_behind(b: &dyn Backend) {
             status: "completed".into(),
             updated_at_ms: 9,
             closed_at_ms: Some(9),
+            delete_after_ms: None,
         }),
         tasks_to_insert: vec![task("charge", "payments.charge")],
         timers_to_upsert: vec![timer("t", 5)],

@@ -7,6 +7,7 @@ mod cluster;
 mod commit;
 mod coordination;
 mod faults;
+mod retention;
 mod schema;
 
 pub use batching::*;
@@ -14,4 +15,5 @@ pub use cluster::*;
 pub use commit::*;
 pub use coordination::*;
 pub use faults::*;
+pub use retention::*;
 pub use schema::*;

@@ -87,6 +87,7 @@ pub async fn executions_list_with_filters_and_pages(b: &dyn Backend) {
                 status: "completed".into(),
                 updated_at_ms: 2_000,
                 closed_at_ms: Some(2_000),
+                delete_after_ms: None,
             }),
             ..CommitBatch::default()
         };

@@ -1,0 +1,81 @@
+//! The retention flags: how long finished executions are kept (read by the owner, which
+//! records `delete_after` when an execution closes) and how the sweeper deletes what expired
+//! and what was applied (run by the scheduler, and inside `orbit dev`).
+
+use orbit_scheduler::SweeperConfig;
+use std::time::Duration;
+
+/// Parses a flag's duration with the definition language's syntax (`90s`, `7d`, `1h30m`).
+pub fn duration(text: &str) -> Result<Duration, String> {
+    orbit_definition::parse_duration(text).map(Duration::from_millis)
+}
+
+/// Milliseconds of a flag's duration.
+pub fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `--retention`: for the process that closes executions (owner, dev).
+#[derive(clap::Args, Debug, Clone)]
+pub struct RetentionArg {
+    /// How long a finished execution (with its history, children and every row of theirs)
+    /// is kept before the sweeper deletes it, unless its workflow sets `retention`. Recorded
+    /// on the execution when it closes, so a change applies to executions closing after it.
+    /// Example: --retention 30d
+    #[arg(long, env = "ORBIT_RETENTION", default_value = "7d", value_parser = duration, value_name = "DURATION")]
+    pub retention: Duration,
+}
+
+/// The sweeper's flags: for the process that runs it (scheduler, dev).
+#[derive(clap::Args, Debug, Clone)]
+pub struct SweepArgs {
+    /// How long applied inbox entries and done task rows are kept, and how long a closed
+    /// execution tree keeps its owners rows. Must exceed the frontends' --reply-timeout-ms
+    /// (a waiting caller reads its reply within it). Example: --done-grace 2m
+    #[arg(long, env = "ORBIT_DONE_GRACE", default_value = "1m", value_parser = duration, value_name = "DURATION")]
+    pub done_grace: Duration,
+    /// How often the retention sweeper runs; each run deletes in batches of at most 500 rows
+    /// (50 execution trees) per transaction, pausing between batches. Example: --sweep-interval 30s
+    #[arg(long, env = "ORBIT_SWEEP_INTERVAL", default_value = "10s", value_parser = duration, value_name = "DURATION")]
+    pub sweep_interval: Duration,
+}
+
+impl SweepArgs {
+    /// The sweeper's configuration.
+    #[must_use]
+    pub fn config(&self) -> SweeperConfig {
+        SweeperConfig {
+            interval: self.sweep_interval,
+            done_grace: self.done_grace,
+            ..SweeperConfig::default()
+        }
+    }
+
+    /// Refuses a grace a waiting caller could outlive and a zero interval.
+    pub fn check(&self, reply_timeout_ms: u64) -> Result<(), String> {
+        if millis(self.done_grace) < reply_timeout_ms {
+            return Err(format!(
+                "--done-grace ({} ms) must be at least the reply timeout ({reply_timeout_ms} ms): \
+                 a caller waiting for an owner's reply must find it",
+                millis(self.done_grace)
+            ));
+        }
+        if self.sweep_interval.is_zero() {
+            return Err("--sweep-interval must be above zero".into());
+        }
+        Ok(())
+    }
+}
+
+impl Default for RetentionArg {
+    fn default() -> Self {
+        RetentionArg { retention: Duration::from_millis(orbit_owner::DEFAULT_RETENTION_MS) }
+    }
+}
+
+impl Default for SweepArgs {
+    fn default() -> Self {
+        let d = SweeperConfig::default();
+        SweepArgs { done_grace: d.done_grace, sweep_interval: d.interval }
+    }
+}

@@ -1,0 +1,64 @@
+//! The sweeper's round on a real SQLite store: it keeps taking full batches until one comes
+//! back short, so a backlog larger than a batch is cleared in one round, every sweep in turn.
+
+use orbit_scheduler::{Sweeper, SweeperConfig};
+use orbit_store::{CommitBatch, ExecutionRow, NewOwner, ProjectionUpdate, SqliteStore, Store};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+fn closed(id: &str) -> CommitBatch {
+    CommitBatch {
+        execution_id: id.into(),
+        run: 1,
+        new_execution: Some(ExecutionRow {
+            execution_id: id.into(),
+            run: 1,
+            root_id: id.into(),
+            parent_id: None,
+            workflow: "w".into(),
+            version: "1".into(),
+            definition_hash: "h".into(),
+            status: "RUNNING".into(),
+            schedule_id: None,
+            created_at_ms: 1_000,
+            updated_at_ms: 1_000,
+            closed_at_ms: None,
+            last_seq: 0,
+        }),
+        new_owner: Some(NewOwner { root_id: id.into(), node_id: "owner-1".into() }),
+        projection: Some(ProjectionUpdate {
+            status: "COMPLETED".into(),
+            updated_at_ms: 2_000,
+            closed_at_ms: Some(2_000),
+            delete_after_ms: Some(3_000),
+        }),
+        ..CommitBatch::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_round_clears_a_backlog_of_several_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open_and_migrate(dir.path().join("s.db")).await.unwrap());
+    let open = CommitBatch { projection: None, ..closed("running") };
+    store.commit(open).await.unwrap();
+    for i in 0..120 {
+        store.commit(closed(&format!("e{i:03}"))).await.unwrap();
+    }
+    let cfg = SweeperConfig {
+        tree_batch: 50,
+        pause: Duration::from_millis(1),
+        done_grace: Duration::from_secs(60),
+        ..SweeperConfig::default()
+    };
+    let sweeper = Sweeper::new(store.clone(), cfg, || 10_000);
+    let swept = sweeper.round(&CancellationToken::new()).await.unwrap();
+    assert_eq!(swept.owners, 120, "owners of the closed trees, in three batches");
+    assert_eq!(swept.expired.executions, 120, "expired trees, in three batches");
+    assert!(store.get_execution("e119").await.unwrap().is_none());
+    assert!(store.get_execution("running").await.unwrap().is_some());
+    assert!(store.get_owner("running").await.unwrap().is_some());
+    let again = sweeper.round(&CancellationToken::new()).await.unwrap();
+    assert_eq!(again, orbit_scheduler::Swept::default(), "nothing left");
+}
