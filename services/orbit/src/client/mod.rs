@@ -16,10 +16,11 @@ Exit codes:
      execution ended FAILED, CANCELLED or TIMED_OUT; `replay` found a divergence
   2  usage error or invalid input: bad arguments, unreadable file, malformed JSON, or a
      server error INVALID_ARGUMENT, INVALID_DEFINITION, INVALID_INPUT,
-     SIGNAL_PAYLOAD_INVALID, PAYLOAD_TOO_LARGE
+     SIGNAL_PAYLOAD_INVALID, PAYLOAD_TOO_LARGE, PAYLOAD_TOO_DEEP
   3  not found: WORKFLOW_NOT_FOUND, EXECUTION_NOT_FOUND, SCHEDULE_NOT_FOUND,
      UNKNOWN_SIGNAL, UNKNOWN_QUERY, UNKNOWN_TOKEN
   4  any other server error (DEFINITION_CONFLICT, EXECUTION_FINISHED, QUERY_FAILED,
+     EXPRESSION_LIMIT, EXECUTION_NOT_SUSPENDED, EXECUTION_NOT_FINISHED, WORKER_MISMATCH,
      PERMISSION_DENIED, STORAGE_ERROR, ...)
   5  cannot reach the server: connection refused, transport error, UNAVAILABLE
 
