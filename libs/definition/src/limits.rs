@@ -98,6 +98,9 @@ fn check_lexical(
                 i += 1;
             }
             c if c.is_ascii_alphanumeric() || c == b'_' || c == b'.' && next_digit(bytes, i) => {
+                // The first byte always advances (a leading `.` of `.5` would otherwise stop
+                // the loop below before it moved: found by the fuzzer as a hang).
+                i += 1;
                 while i < bytes.len()
                     && (bytes[i].is_ascii_alphanumeric() || matches!(bytes[i], b'_' | b'.'))
                 {
@@ -232,6 +235,14 @@ pub fn value_depth(value: &Value, limit: usize) -> usize {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_leading_dot_number_after_a_non_digit_is_scanned() {
+        // Once an endless loop: `.` after a non-digit, followed by a digit.
+        assert!(check_source("a:.0").is_ok());
+        assert!(check_source("input.0bunt + 1.0").is_ok());
+        assert!(check_source(".5 + x.y").is_ok());
+    }
 
     #[test]
     fn sources_are_bounded_before_parsing() {
