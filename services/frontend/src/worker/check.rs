@@ -3,8 +3,8 @@
 //!
 //! Exposed as [`check_message`] so the fuzz target `worker_message` (see `fuzz/`) drives the
 //! frontend's own conversion and validation with arbitrary decoded messages. It mirrors the
-//! order of the handlers' checks (token, payload conversion, size); a change to those checks
-//! belongs here too.
+//! order of the handlers' checks (token, payload conversion, size); the error conversion,
+//! [`error_json`], is the one `results::fail` itself calls.
 
 use super::session;
 use crate::error::{invalid, ApiResult};
@@ -106,20 +106,28 @@ pub fn check_message(
 /// A `fail` message's error object, as `results::fail` records it.
 fn fail_error(f: orbit_api::v1::worker_message::Fail, max_payload_bytes: u64) -> ApiResult<Value> {
     validate::id("token", &f.token)?;
-    let Some(error) = f.error else { return Err(invalid("error", "is required")) };
+    let (_, error_json) = error_json(f.error)?;
+    validate::check_size("error", &error_json, max_payload_bytes)?;
+    Ok(error_json)
+}
+
+/// A worker's task error as the inbox entry's error object (with the worker's code), after
+/// the checks both the stream and the unary `FailTask` make: present, with a code, details
+/// convertible. The one conversion `results::fail` records and the fuzz target drives.
+pub(crate) fn error_json(error: Option<orbit_api::v1::TaskError>) -> ApiResult<(String, Value)> {
+    let Some(error) = error else { return Err(invalid("error", "is required")) };
     if error.code.is_empty() {
         return Err(invalid("error.code", "is required"));
     }
     let error = orbit_wire::task_error_from_wire(error)
         .map_err(|e| invalid("error.details", e.to_string()))?;
-    let error_json = json!({
+    let value = json!({
         "code": error.code,
         "message": error.message,
         "retryable": error.retryable,
         "details": error.details,
     });
-    validate::check_size("error", &error_json, max_payload_bytes)?;
-    Ok(error_json)
+    Ok((error.code, value))
 }
 
 #[cfg(test)]

@@ -88,23 +88,12 @@ pub(crate) async fn fail(
     error: Option<wire::TaskError>,
 ) -> ApiResult<Outcome> {
     let token = validate::id("token", token)?;
-    let Some(error) = error else { return Err(invalid("error", "is required")) };
-    if error.code.is_empty() {
-        return Err(invalid("error.code", "is required"));
-    }
-    let error = orbit_wire::task_error_from_wire(error)
-        .map_err(|e| invalid("error.details", e.to_string()))?;
-    let error_json = json!({
-        "code": error.code,
-        "message": error.message,
-        "retryable": error.retryable,
-        "details": error.details,
-    });
+    let (code, error_json) = super::check::error_json(error)?;
     let worker_id = reporter(worker_id)?;
     if let Err(refused) = check_limits("error", &error_json, shared.config.max_payload_bytes) {
         // The attempt still failed: record that, without the details that are over the
         // limits, under the payload code (the worker's code stays in the message).
-        let message = format!("{} (the worker reported {})", refused.message, error.code);
+        let message = format!("{} (the worker reported {code})", refused.message);
         let refused = OrbitError::new(refused.code, message);
         return record_refused(shared, worker_id, token, &refused).await;
     }
