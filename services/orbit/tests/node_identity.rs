@@ -7,9 +7,7 @@
 mod common;
 
 use common::split::{Split, FAST};
-use common::ChildGuard;
 use orbit_store::{NodeRow, Store};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The exit code of a service refused because its node id is in use.
@@ -19,18 +17,7 @@ const NODE_ID_IN_USE: i32 = 6;
 /// exit code and stderr. Panics if it serves instead.
 fn run_to_exit(s: &Split, service: &str, node_id: &str) -> (i32, String) {
     let log = s.dir.0.join(format!("{node_id}-second.log"));
-    let file = std::fs::File::create(&log).expect("log file");
-    let child = Command::new(env!("CARGO_BIN_EXE_orbit"))
-        .arg(service)
-        .args(["--node-id", node_id, "--listen", "127.0.0.1:0"])
-        .args(FAST)
-        .env("ORBIT_DATABASE_URL", format!("sqlite://{}", s.db.display()))
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(file)
-        .spawn()
-        .expect("spawn orbit service");
-    let mut guard = ChildGuard(child);
+    let mut guard = s.start(service, node_id, FAST, &log);
     // It may watch the live node for up to one node timeout (1.5 s) before deciding.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

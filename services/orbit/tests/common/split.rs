@@ -5,7 +5,7 @@
 
 use super::{ChildGuard, TempDir};
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
@@ -64,11 +64,10 @@ impl Split {
         Split { dir, db, procs: Vec::new() }
     }
 
-    /// Starts `orbit <service> --node-id <node_id>` on a free port and waits for its ready
-    /// line; returns its index.
-    pub fn spawn(&mut self, service: &str, node_id: &str, extra: &[&str]) -> usize {
-        let log = self.dir.0.join(format!("{node_id}.log"));
-        let file = std::fs::File::create(&log).expect("log file");
+    /// Starts `orbit <service> --node-id <node_id>` on a free port over this database, its
+    /// stderr in `log`, without waiting for anything.
+    pub fn start(&self, service: &str, node_id: &str, extra: &[&str], log: &Path) -> ChildGuard {
+        let file = std::fs::File::create(log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_orbit"))
             .arg(service)
             .args(["--node-id", node_id, "--listen", "127.0.0.1:0"])
@@ -79,7 +78,14 @@ impl Split {
             .stderr(file)
             .spawn()
             .expect("spawn orbit service");
-        let mut guard = ChildGuard(child);
+        ChildGuard(child)
+    }
+
+    /// Starts `orbit <service> --node-id <node_id>` on a free port and waits for its ready
+    /// line; returns its index.
+    pub fn spawn(&mut self, service: &str, node_id: &str, extra: &[&str]) -> usize {
+        let log = self.dir.0.join(format!("{node_id}.log"));
+        let mut guard = self.start(service, node_id, extra, &log);
         let prefix = format!("orbit {service} {node_id} serving on ");
         let deadline = Instant::now() + Duration::from_secs(30);
         let addr = loop {
