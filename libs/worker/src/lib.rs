@@ -83,15 +83,20 @@
 //! integers.
 
 mod backoff;
+mod builder;
 mod credits;
 mod outbox;
+mod runner;
+mod session;
+mod state;
 mod task;
 mod value;
 mod worker;
 
+pub use builder::{WorkerBuilder, RUNTIME, SDK};
 pub use task::{
     TaskContext, TaskFailure, CANCELLED, INVALID_INPUT, TASK_NOT_REGISTERED, UNHANDLED_EXCEPTION,
     WORKER_OVER_CAPACITY,
 };
 pub use tokio_util::sync::CancellationToken;
-pub use worker::{Worker, WorkerBuilder, WorkerError, RUNTIME, SDK};
+pub use worker::{Worker, WorkerError};

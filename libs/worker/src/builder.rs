@@ -1,0 +1,291 @@
+//! Configuring a worker: [`WorkerBuilder`] collects identity, tasks and settings, and
+//! [`WorkerBuilder::build`] validates them once, so a [`Worker`] that exists is runnable
+//! (its endpoints parse, its bearer token is valid metadata, it has a task).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use orbit_api::v1::worker_message;
+use orbit_api::v1::TaskRef;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::transport::Endpoint;
+
+use crate::task::{Handler, HandlerFuture, TaskContext, TaskFailure};
+use crate::worker::{Worker, WorkerError};
+
+/// `Hello.runtime` sent by this worker.
+pub const RUNTIME: &str = "rust";
+
+/// `Hello.sdk` sent by this worker: `orbit-worker/<crate version>`.
+pub const SDK: &str = concat!("orbit-worker/", env!("CARGO_PKG_VERSION"));
+
+/// Settings of a [`Worker`] besides its identity and tasks.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    pub(crate) backoff_initial: Duration,
+    pub(crate) backoff_max: Duration,
+    pub(crate) drain_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) handshake_timeout: Duration,
+    pub(crate) default_heartbeat_interval: Duration,
+    pub(crate) outbox_capacity: Option<usize>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            backoff_initial: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            handshake_timeout: Duration::from_secs(10),
+            default_heartbeat_interval: Duration::from_secs(10),
+            outbox_capacity: None,
+        }
+    }
+}
+
+/// Configures a [`Worker`]; start with [`Worker::builder`].
+pub struct WorkerBuilder {
+    endpoint: String,
+    worker_id: Option<String>,
+    max_concurrency: u32,
+    labels: HashMap<String, String>,
+    tasks: Vec<(TaskRef, Handler)>,
+    bearer_token: Option<String>,
+    options: Options,
+}
+
+impl std::fmt::Debug for WorkerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("endpoint", &self.endpoint)
+            .field("worker_id", &self.worker_id)
+            .field("max_concurrency", &self.max_concurrency)
+            .field("tasks", &self.tasks.iter().map(|(t, _)| t).collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkerBuilder {
+    /// The worker's stable id (`Hello.worker_id`, at most 256 bytes). Keep it across
+    /// reconnects of one process. Default: `<hostname>-<pid>`.
+    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
+        self.worker_id = Some(id.into());
+        self
+    }
+
+    /// The most tasks run at once (`Hello.max_concurrency`, and the credit limit). At
+    /// least 1; default 10.
+    pub fn max_concurrency(mut self, n: u32) -> Self {
+        self.max_concurrency = n;
+        self
+    }
+
+    /// Adds a label shown in `ListWorkers` (`Hello.labels`).
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+
+    /// Registers the handler of task `name` at contract `version`. Registering the same
+    /// name and version again replaces the handler.
+    ///
+    /// A handler is any `Fn(TaskContext) -> impl Future<Output = Result<Value, TaskFailure>>`
+    /// (an `async fn` or a closure returning an `async` block). A panic in it is reported as
+    /// `Fail{code: "UNHANDLED_EXCEPTION", retryable: true}`.
+    pub fn task<F, Fut>(
+        mut self,
+        name: impl Into<String>,
+        version: impl Into<String>,
+        handler: F,
+    ) -> Self
+    where
+        F: Fn(TaskContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, TaskFailure>> + Send + 'static,
+    {
+        let task = TaskRef { name: name.into(), version: version.into() };
+        let handler: Handler = Arc::new(move |ctx| -> HandlerFuture { Box::pin(handler(ctx)) });
+        self.tasks.retain(|(t, _)| *t != task);
+        self.tasks.push((task, handler));
+        self
+    }
+
+    /// Sends `authorization: Bearer <token>` with the session.
+    pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
+        self.bearer_token = Some(token.into());
+        self
+    }
+
+    /// Reconnect delays: `initial`, doubling up to `max`, with jitter. Default 100 ms to
+    /// 10 s. The delay resets once a session is established.
+    pub fn reconnect_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.options.backoff_initial = initial;
+        self.options.backoff_max = max;
+        self
+    }
+
+    /// How long shutdown waits for in-flight tasks to finish and their results to be
+    /// acknowledged before aborting them. Default 30 s.
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.options.drain_timeout = timeout;
+        self
+    }
+
+    /// The TCP/HTTP2 connect timeout. Default 5 s.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.options.connect_timeout = timeout;
+        self
+    }
+
+    /// How long to wait for `Welcome` after connecting. Default 10 s.
+    pub fn handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.options.handshake_timeout = timeout;
+        self
+    }
+
+    /// The heartbeat interval used when `Welcome.heartbeat_interval` is unset or zero.
+    /// Default 10 s.
+    pub fn default_heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.options.default_heartbeat_interval = interval;
+        self
+    }
+
+    /// How many unacknowledged results the worker keeps before it stops granting credits.
+    /// Default `max(256, 4 × max_concurrency)`.
+    pub fn outbox_capacity(mut self, n: usize) -> Self {
+        self.options.outbox_capacity = Some(n);
+        self
+    }
+
+    /// Validates the settings.
+    pub fn build(self) -> Result<Worker, WorkerError> {
+        let worker_id = self.worker_id.unwrap_or_else(default_worker_id);
+        if worker_id.is_empty() || worker_id.len() > 256 {
+            return Err(WorkerError::Config(format!(
+                "worker_id must be 1 to 256 bytes, got {} bytes",
+                worker_id.len()
+            )));
+        }
+        if self.max_concurrency == 0 {
+            return Err(WorkerError::Config("max_concurrency must be at least 1".into()));
+        }
+        if self.tasks.is_empty() {
+            return Err(WorkerError::Config("register at least one task".into()));
+        }
+        if let Some((t, _)) = self.tasks.iter().find(|(t, _)| t.name.is_empty()) {
+            return Err(WorkerError::Config(format!("task name must not be empty: {t:?}")));
+        }
+        let endpoints = self
+            .endpoint
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .map(|e| endpoint(e, &self.options))
+            .collect::<Result<Vec<_>, _>>()?;
+        if endpoints.is_empty() {
+            return Err(WorkerError::Config("give at least one endpoint".into()));
+        }
+        let bearer = match &self.bearer_token {
+            Some(token) => {
+                Some(format!("Bearer {token}").parse::<MetadataValue<Ascii>>().map_err(|_| {
+                    WorkerError::Config("bearer token must be printable ASCII".into())
+                })?)
+            }
+            None => None,
+        };
+        let hello = worker_message::Hello {
+            worker_id,
+            runtime: RUNTIME.into(),
+            sdk: SDK.into(),
+            tasks: self.tasks.iter().map(|(t, _)| t.clone()).collect(),
+            max_concurrency: self.max_concurrency,
+            labels: self.labels,
+        };
+        let handlers = self
+            .tasks
+            .into_iter()
+            .map(|(t, h)| ((t.name, t.version), h))
+            .collect::<HashMap<_, _>>();
+        Ok(Worker {
+            endpoints,
+            current: AtomicUsize::new(0),
+            hello,
+            handlers: Arc::new(handlers),
+            max_concurrency: self.max_concurrency,
+            bearer,
+            options: self.options,
+        })
+    }
+
+    /// Builds the worker and runs it until `shutdown`; see [`Worker::run`].
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), WorkerError> {
+        self.build()?.run(shutdown).await
+    }
+}
+
+/// One server address (`host:port` or a URI) as a tonic endpoint.
+fn endpoint(address: &str, options: &Options) -> Result<Endpoint, WorkerError> {
+    let uri =
+        if address.contains("://") { address.to_string() } else { format!("http://{address}") };
+    Ok(Endpoint::from_shared(uri.clone())
+        .map_err(|e| WorkerError::Config(format!("endpoint `{uri}`: {e}")))?
+        .connect_timeout(options.connect_timeout)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .keep_alive_while_idle(true))
+}
+
+/// `<hostname>-<pid>`, or `rust-worker-<pid>` without a host name.
+fn default_worker_id() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "rust-worker".into());
+    format!("{host}-{}", std::process::id())
+}
+
+impl Worker {
+    /// Starts configuring a worker that connects to `endpoint` (`host:port`, or a URI such
+    /// as `http://host:port`). Several frontends may be given, separated by commas: the
+    /// worker uses one at a time and moves to the next when a connection or stream fails.
+    pub fn builder(endpoint: impl Into<String>) -> WorkerBuilder {
+        WorkerBuilder {
+            endpoint: endpoint.into(),
+            worker_id: None,
+            max_concurrency: 10,
+            labels: HashMap::new(),
+            tasks: Vec::new(),
+            bearer_token: None,
+            options: Options::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builder_validates() {
+        let ok = |b: WorkerBuilder| b.task("t", "1", |_c| async { Ok(Value::Null) });
+        assert!(Worker::builder("127.0.0.1:7233").build().is_err(), "no tasks");
+        assert!(ok(Worker::builder("127.0.0.1:7233")).max_concurrency(0).build().is_err());
+        assert!(ok(Worker::builder("127.0.0.1:7233")).worker_id("").build().is_err());
+        assert!(ok(Worker::builder("127.0.0.1:7233")).worker_id("x".repeat(257)).build().is_err());
+        let w = ok(Worker::builder("127.0.0.1:7233")).worker_id("w1").build().unwrap();
+        assert_eq!(w.hello.runtime, "rust");
+        assert!(w.hello.sdk.starts_with("orbit-worker/"));
+        assert_eq!(w.hello.tasks, vec![TaskRef { name: "t".into(), version: "1".into() }]);
+        assert_eq!(w.endpoint().uri().to_string(), "http://127.0.0.1:7233/");
+        assert!(ok(Worker::builder(" , ")).build().is_err(), "no endpoint");
+    }
+}
