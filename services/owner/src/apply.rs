@@ -269,7 +269,13 @@ pub(crate) async fn create_only(
 /// Applies one inbox entry to the execution's work, recording its reply.
 fn apply_entry(w: &mut Work, entry: &InboxEntry, now: u64, limits: &orbit_definition::Limits) {
     let result = match inbox::request(entry) {
-        Ok(Request::Tick) => json!({"ok": true}),
+        Ok(Request::Tick) => {
+            // Firing deleted the timer row: compare the next wake-up against no row, so the
+            // commit writes it again when the timer is not due by this owner's clock (a
+            // scheduler whose clock runs ahead) instead of leaving the execution asleep.
+            w.hot.timer_at = Some(None);
+            json!({"ok": true})
+        }
         Ok(Request::Command(cmd)) => {
             if let Command::Signal { name, .. } = cmd.as_ref() {
                 crate::fault_inject::on_signal(name);

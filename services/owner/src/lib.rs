@@ -11,6 +11,7 @@
 //! so one hostile input never takes the owner (or the next owner) down.
 
 mod apply;
+mod clock;
 mod control;
 mod effects;
 mod error;
@@ -27,8 +28,9 @@ mod refused;
 mod resume;
 mod takeover;
 
+pub use clock::{system_clock, Clock};
 pub use effects::DEFAULT_RETENTION_MS;
 pub use error::OwnerError;
 pub use fault_inject::FAULT_INJECT_ENV;
-pub use owner::{system_clock, Owner, OwnerConfig, Snapshot, StartRequest, Started};
+pub use owner::{Owner, OwnerConfig, Snapshot, StartRequest, Started};
 pub use quarantine::QuarantineStats;

@@ -5,6 +5,7 @@
 //! changes only after the store committed; a caller is answered only after its command is
 //! durable.
 
+use crate::clock::Clock;
 use crate::error::OwnerError;
 use crate::hot::{self, Core};
 use crate::pass;
@@ -44,6 +45,9 @@ pub struct OwnerConfig {
     /// How long a finished execution is kept when its workflow sets no `retention`: the
     /// closing commit records `delete_after = closed_at + retention` for the sweeper.
     pub retention_ms: u64,
+    /// Where a pass reads `now` (event timestamps, timer due times). Default: the system
+    /// clock; tests inject one they move by hand.
+    pub clock: Clock,
 }
 
 impl Default for OwnerConfig {
@@ -62,6 +66,7 @@ impl Default for OwnerConfig {
             takeover_interval: None,
             max_failures: 3,
             retention_ms: crate::effects::DEFAULT_RETENTION_MS,
+            clock: Clock::system(),
         }
     }
 }
@@ -126,7 +131,6 @@ pub(crate) struct Inner {
     pub core: Mutex<Core>,
     pub starts: StdMutex<Vec<PendingStart>>,
     pub passes: watch::Sender<Passes>,
-    pub clock: Arc<dyn Fn() -> u64 + Send + Sync>,
     pub quarantine: crate::quarantine::Counters,
 }
 
@@ -134,14 +138,6 @@ pub(crate) struct Inner {
 #[derive(Clone)]
 pub struct Owner {
     pub(crate) inner: Arc<Inner>,
-}
-
-/// Milliseconds since the epoch from the system clock.
-#[must_use]
-pub fn system_clock() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl Owner {
@@ -173,7 +169,6 @@ impl Owner {
                 }),
                 starts: StdMutex::new(Vec::new()),
                 passes: watch::channel(Passes::default()).0,
-                clock: Arc::new(system_clock),
                 quarantine: crate::quarantine::Counters::default(),
             }),
         }

@@ -41,7 +41,7 @@ async fn pass(inner: &Inner) -> Result<(), OwnerError> {
     if starts.is_empty() && entries.is_empty() {
         return Ok(());
     }
-    let now = (inner.clock)();
+    let now = inner.cfg.clock.now();
 
     // 1. Operator entries. An execution they touched sits out the rest of this pass.
     let mut touched = BTreeSet::new();

@@ -1,12 +1,17 @@
 //! The owner against a real SQLite store: starts, inbox commands, timers, children,
 //! continue-as-new and recovery after the owner is dropped and rebuilt from the file.
+//! Timer tests run the owner on a hand-moved clock and fire the store's due timers
+//! themselves (the scheduler's side), so no test waits for a timer in real time.
+
+mod support;
 
 use orbit_engine::replay::replay;
-use orbit_owner::{Owner, OwnerConfig, StartRequest};
+use orbit_owner::{Clock, Owner, OwnerConfig, StartRequest};
 use orbit_store::{SqliteStore, Store, TaskReport};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
+use support::ManualClock;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -25,6 +30,11 @@ struct Rig {
 
 /// A store with `defs` registered and an owner over it (not running yet).
 async fn open(path: &PathBuf, defs: &[&str]) -> (Arc<dyn Store>, Owner) {
+    open_on(path, defs, Clock::system()).await
+}
+
+/// [`open`] with an owner reading `now` from `clock`.
+async fn open_on(path: &PathBuf, defs: &[&str], clock: Clock) -> (Arc<dyn Store>, Owner) {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(path).await.unwrap());
     for d in defs {
         let def = orbit_definition::parse(d).unwrap();
@@ -32,7 +42,7 @@ async fn open(path: &PathBuf, defs: &[&str]) -> (Arc<dyn Store>, Owner) {
         store.put_definition(&def.name, &def.version, &def.hash, &doc).await.unwrap();
     }
     let owner = Owner::new(
-        OwnerConfig::default(),
+        OwnerConfig { clock, ..OwnerConfig::default() },
         store.clone(),
         Arc::new(Notify::new()),
         Arc::new(Notify::new()),
@@ -42,7 +52,12 @@ async fn open(path: &PathBuf, defs: &[&str]) -> (Arc<dyn Store>, Owner) {
 }
 
 async fn rig(path: &PathBuf, defs: &[&str]) -> Rig {
-    let (store, owner) = open(path, defs).await;
+    rig_on(path, defs, Clock::system()).await
+}
+
+/// [`rig`] with an owner reading `now` from `clock`.
+async fn rig_on(path: &PathBuf, defs: &[&str], clock: Clock) -> Rig {
+    let (store, owner) = open_on(path, defs, clock).await;
     let stop = CancellationToken::new();
     let o = owner.clone();
     let s = stop.clone();
@@ -152,19 +167,69 @@ async fn signals_are_answered_through_the_inbox() {
     r.stop.cancel();
 }
 
+/// A moment far from zero, so a due time computed from any other clock would show.
+const T0: u64 = 1_700_000_000_000;
+
+/// Sleeps 50 ms: one timer, due at the owner's `now` + 50.
+const NAP: &str = "name: z\nversion: '1'\nsteps: [ { id: nap, sleep: 50ms } ]\n";
+
+async fn status(store: &Arc<dyn Store>, id: &str) -> String {
+    store.get_execution(id).await.unwrap().unwrap().status
+}
+
 #[tokio::test]
-async fn timers_fire_through_the_inbox() {
+async fn timers_fire_through_the_inbox_at_their_due_time_and_not_before() {
     let path = temp_db("timer");
-    let yaml = "name: z\nversion: '1'\nsteps: [ { id: nap, sleep: 50ms } ]\n";
-    let r = rig(&path, &[yaml]).await;
+    let clock = ManualClock::at(T0);
+    let r = rig_on(&path, &[NAP], clock.clock()).await;
     r.owner.start(start("e", "z", json!({}))).await.unwrap();
     let at = r.store.next_timer_at().await.unwrap().expect("a timer row exists");
-    tokio::time::sleep(std::time::Duration::from_millis(80)).await;
-    let fired = r.store.fire_due_timers(at + 1, 10).await.unwrap();
+    assert_eq!(at, T0 + 50, "due 50 ms after the owner's now");
+
+    // The scheduler's side, by hand: a millisecond early nothing is due, and a pass on the
+    // owner changes nothing.
+    clock.set(at - 1);
+    assert!(r.store.fire_due_timers(at - 1, 10).await.unwrap().is_empty(), "not due yet");
+    r.owner.wake().await;
+    assert_eq!(status(&r.store, "e").await, "RUNNING", "the sleep is not over");
+    assert_eq!(r.store.next_timer_at().await.unwrap(), Some(at));
+
+    // Due: the row becomes a `timer` inbox entry, and the owner's pass ends the sleep.
+    clock.set(at);
+    let fired = r.store.fire_due_timers(at, 10).await.unwrap();
     assert_eq!(fired.len(), 1);
     r.owner.wake().await;
-    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, "COMPLETED");
+    assert_eq!(status(&r.store, "e").await, "COMPLETED");
+    let history = r.store.load_history("e", 1).await.unwrap();
+    assert_eq!(history.first().unwrap().timestamp_ms, T0, "events carry the owner's clock");
+    assert_eq!(history.last().unwrap().timestamp_ms, at, "completed when the timer fired");
     assert_eq!(r.store.next_timer_at().await.unwrap(), None, "a closed execution keeps no timer");
+    assert_replays(&r.store, &r.owner, "e").await;
+    r.stop.cancel();
+}
+
+#[tokio::test]
+async fn a_timer_fired_early_by_a_scheduler_whose_clock_runs_ahead_is_kept_until_due() {
+    // Split mode: the scheduler's host clock may run ahead of the owner's. Firing deleted
+    // the timer row; the owner, for which the sleep is not over, must write it again, or
+    // the execution would sleep for ever.
+    let path = temp_db("early-timer");
+    let clock = ManualClock::at(T0);
+    let r = rig_on(&path, &[NAP], clock.clock()).await;
+    r.owner.start(start("e", "z", json!({}))).await.unwrap();
+    let at = r.store.next_timer_at().await.unwrap().expect("a timer row exists");
+    clock.set(T0 + 10);
+    assert_eq!(r.store.fire_due_timers(at, 10).await.unwrap().len(), 1, "fired by its clock");
+    r.owner.wake().await;
+    assert_eq!(status(&r.store, "e").await, "RUNNING", "not due by the owner's clock");
+    assert_eq!(r.store.next_timer_at().await.unwrap(), Some(at), "the timer is written again");
+
+    clock.set(at);
+    assert_eq!(r.store.fire_due_timers(at, 10).await.unwrap().len(), 1);
+    r.owner.wake().await;
+    assert_eq!(status(&r.store, "e").await, "COMPLETED");
+    assert_eq!(r.store.next_timer_at().await.unwrap(), None);
+    assert_replays(&r.store, &r.owner, "e").await;
     r.stop.cancel();
 }
 
@@ -175,12 +240,17 @@ async fn children_start_and_resolve_their_parent() {
     let child = "name: c\nversion: '1'\ntasks: { dbl: {} }\nsteps: [ { id: d, task: dbl, input: '${{ input.n }}' } ]\noutput: '${{ steps.d.output }}'\n";
     let r = rig(&path, &[parent, child]).await;
     r.owner.start(start("p1", "p", json!({}))).await.unwrap();
-    for _ in 0..50 {
-        if complete_all(&r.store, "dbl", |v| json!(v.as_f64().unwrap() * 2.0)).await > 0 {
+    // The parent's commit queues the child's start for a later pass: run passes (no real
+    // waiting) until the child's task is offered.
+    let mut completed = 0;
+    for _ in 0..10 {
+        completed = complete_all(&r.store, "dbl", |v| json!(v.as_f64().unwrap() * 2.0)).await;
+        if completed > 0 {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        r.owner.wake().await;
     }
+    assert_eq!(completed, 1, "the child's task was offered");
     for _ in 0..3 {
         r.owner.wake().await;
     }

@@ -1,12 +1,14 @@
-//! Helpers of the owner's cluster tests: a store in a temp dir with definitions, owners
-//! with a node id, starts, heartbeats, inbox replies and the replay check.
+//! Helpers of the owner's tests: a store in a temp dir with definitions, owners with a node
+//! id (and optionally a hand-moved clock), starts, heartbeats, inbox replies and the replay
+//! check.
 
 #![allow(dead_code)]
 
 use orbit_engine::replay::replay;
-use orbit_owner::{Owner, OwnerConfig, StartRequest};
+use orbit_owner::{Clock, Owner, OwnerConfig, StartRequest};
 use orbit_store::{ChangeHub, InboxStatus, NodeInfo, SqliteStore, Store};
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -33,10 +35,16 @@ pub async fn store(dir: &tempfile::TempDir, defs: &[&str]) -> Arc<dyn Store> {
 /// An owner with node id `node` whose passes run only when woken (no idle pass), so a test
 /// decides which owner acts when.
 pub fn owner(store: &Arc<dyn Store>, node: &str) -> Owner {
+    owner_on(store, node, Clock::system())
+}
+
+/// [`owner`] reading `now` from `clock`.
+pub fn owner_on(store: &Arc<dyn Store>, node: &str, clock: Clock) -> Owner {
     Owner::new(
         OwnerConfig {
             node_id: node.into(),
             idle_pass: Duration::from_secs(3600),
+            clock,
             ..OwnerConfig::default()
         },
         store.clone(),
@@ -121,4 +129,33 @@ pub async fn signals_received(store: &Arc<dyn Store>, id: &str, name: &str) -> u
             matches!(&h.event, orbit_engine::Event::SignalReceived { name: n, .. } if n == name)
         })
         .count()
+}
+
+/// A clock the test moves by hand (milliseconds since the epoch): an owner on it stamps
+/// events and computes timer due times from whatever the test last set, so a timer test
+/// never waits a real duration. Clones share the time.
+#[derive(Clone, Debug)]
+pub struct ManualClock(Arc<AtomicU64>);
+
+impl ManualClock {
+    /// A clock standing at `ms`.
+    pub fn at(ms: u64) -> ManualClock {
+        ManualClock(Arc::new(AtomicU64::new(ms)))
+    }
+
+    /// The time now.
+    pub fn now(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Moves the clock to `ms` (also backwards: a test may model a skewed clock).
+    pub fn set(&self, ms: u64) {
+        self.0.store(ms, Ordering::SeqCst);
+    }
+
+    /// The owner's view of this clock.
+    pub fn clock(&self) -> Clock {
+        let t = self.0.clone();
+        Clock::from_fn(move || t.load(Ordering::SeqCst))
+    }
 }
