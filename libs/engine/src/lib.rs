@@ -2,14 +2,17 @@
 //! the replay check and an in-memory simulator.
 //!
 //! Nothing here does IO, reads a clock or draws random numbers: time comes in as `now`
-//! (epoch milliseconds) and tokens come in with commands. The owner service is the only
-//! caller that turns the results into effects.
+//! (epoch milliseconds) and tokens come in with commands. [`run::settle`] returns what the
+//! new events cause as typed [`effects::Effect`]s; the owner service maps them onto its
+//! commit and the simulator carries them out in memory.
 
 pub mod command;
 pub mod decide;
+pub mod effects;
 pub mod event;
 pub mod query;
 pub mod replay;
+pub mod run;
 pub mod scope;
 pub mod sim;
 
@@ -18,5 +21,7 @@ pub mod unit;
 
 pub use command::{accept, start, Command, CommandError};
 pub use decide::{advance, decide, decide_with, effective_limits, next_timer};
+pub use effects::{Capabilities, Effect, TaskOffer, HTTP_TASK};
 pub use event::{CompensationOutcome, Event, HistoryEvent, Origin, ParentRef, TaskError};
+pub use run::{settle, Pass, Run};
 pub use state::{State, Status, Unit, UnitStatus};

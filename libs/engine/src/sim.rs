@@ -1,13 +1,17 @@
 //! An in-memory simulator: drives whole executions with a manual clock and scripted task
-//! outcomes, starting children, continuing as new and delivering signals the way the server
-//! does. Used by tests and tooling; it exercises exactly the pure API the owner uses
-//! (`start`, `accept`, `advance`, `next_timer`, `next_run`).
+//! outcomes. Used by tests and tooling; it calls exactly the pure API the owner calls
+//! (`start`, `accept`, [`settle`]) and carries out the same [`Effect`]s in memory: offers go
+//! to the scripted handlers, children start and cancel, parents hear of their children's
+//! end, timers move the clock, continued runs are archived. Built-in `http` steps behave as
+//! on a server without the adapter (`ADAPTER_DISABLED`) unless [`Sim::capabilities`] enables
+//! it; then the handler registered for [`crate::effects::HTTP_TASK`] runs them.
 
-use crate::command::{accept, next_run, start, Command, CommandError};
-use crate::decide::{advance, next_timer};
-use crate::event::{Event, HistoryEvent, Origin, ParentRef, TaskError};
-use crate::state::{State, Status, UnitStatus, Wait};
-use orbit_definition::{Definition, Limits, StepKind};
+use crate::command::{accept, start, Command, CommandError};
+use crate::effects::{Capabilities, Effect, TaskOffer};
+use crate::event::{Event, HistoryEvent, ParentRef, TaskError};
+use crate::run::{settle, Pass};
+use crate::state::{State, Status, Wait};
+use orbit_definition::{Definition, Limits};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -19,7 +23,7 @@ pub struct TaskRequest {
     pub execution_id: String,
     /// Unit key.
     pub step: String,
-    /// Task name (`http` for built-in HTTP steps).
+    /// Task name (`orbit.http`, [`crate::effects::HTTP_TASK`], for built-in HTTP steps).
     pub task: String,
     /// Attempt number.
     pub attempt: u32,
@@ -69,12 +73,18 @@ pub struct Sim {
     pub latency_ms: u64,
     /// Server-wide limits.
     pub limits: Limits,
+    /// Built-in adapters this simulated server runs (none by default, like `orbit dev`).
+    pub capabilities: Capabilities,
     defs: Vec<Arc<Definition>>,
     executions: BTreeMap<String, SimExecution>,
     handlers: HashMap<String, Handler>,
     pending: Vec<(u64, String, Command)>,
     requests: Vec<TaskRequest>,
     next_token: u64,
+    /// Per execution: how many events at the end of its history no pass has settled yet.
+    unsettled: BTreeMap<String, usize>,
+    /// Per execution: its timer as the effects last set it.
+    timers: BTreeMap<String, Option<u64>>,
 }
 
 impl Default for Sim {
@@ -91,12 +101,15 @@ impl Sim {
             now: 1_700_000_000_000,
             latency_ms: 10,
             limits: Limits::default(),
+            capabilities: Capabilities::default(),
             defs: Vec::new(),
             executions: BTreeMap::new(),
             handlers: HashMap::new(),
             pending: Vec::new(),
             requests: Vec::new(),
             next_token: 0,
+            unsettled: BTreeMap::new(),
+            timers: BTreeMap::new(),
         }
     }
 
@@ -154,6 +167,9 @@ impl Sim {
         };
         record(&mut exec, vec![created], self.now);
         self.executions.insert(id.to_string(), exec);
+        self.unsettled.insert(id.to_string(), 1);
+        // Like a new execution on the server: no timer row yet.
+        self.timers.insert(id.to_string(), None);
         Ok(())
     }
 
@@ -167,6 +183,7 @@ impl Sim {
             .get_mut(id)
             .ok_or_else(|| CommandError { code: "EXECUTION_NOT_FOUND", message: id.to_string() })?;
         let events = accept(&exec.def, &exec.state, command, self.now, &self.limits)?;
+        *self.unsettled.entry(id.to_string()).or_default() += events.len();
         record(exec, events, self.now);
         Ok(())
     }
@@ -210,9 +227,7 @@ impl Sim {
     pub fn run(&mut self, max_steps: usize) -> bool {
         for _ in 0..max_steps {
             while self.step_once() {}
-            let due = self.pending.iter().map(|(at, _, _)| *at);
-            let timers = self.executions.values().filter_map(|e| next_timer(&e.def, &e.state));
-            match due.chain(timers).min() {
+            match self.next_due() {
                 Some(at) => self.now = self.now.max(at),
                 None => return true,
             }
@@ -224,9 +239,7 @@ impl Sim {
     pub fn run_until(&mut self, until: u64) {
         loop {
             while self.step_once() {}
-            let due = self.pending.iter().map(|(at, _, _)| *at);
-            let timers = self.executions.values().filter_map(|e| next_timer(&e.def, &e.state));
-            match due.chain(timers).min() {
+            match self.next_due() {
                 Some(at) if at <= until => self.now = self.now.max(at),
                 _ => {
                     self.now = self.now.max(until);
@@ -235,6 +248,12 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// The next time something is due: a worker's answer or a timer the effects set.
+    fn next_due(&self) -> Option<u64> {
+        let due = self.pending.iter().map(|(at, _, _)| *at);
+        due.chain(self.timers.values().flatten().copied()).min()
     }
 
     /// One pass over every execution; returns whether anything changed.
@@ -261,189 +280,123 @@ impl Sim {
         any
     }
 
+    /// Settles one execution (the owner's pass for it) and carries out the effects.
     fn drive(&mut self, id: &str) -> bool {
-        let now = self.now;
-        let limits = self.limits.clone();
+        let pass = Pass { now: self.now, limits: &self.limits, caps: self.capabilities };
+        let recorded = self.unsettled.remove(id).unwrap_or(0);
+        let before = self.timers.get(id).copied();
         let Some(exec) = self.executions.get_mut(id) else { return false };
-        let decided = advance(&exec.def, &mut exec.state, now, &limits);
-        let mut changed = !decided.is_empty();
-        exec.history.extend(decided);
-        changed |= self.dispatch(id);
-        changed |= self.children(id);
-        changed |= self.continue_as_new(id);
-        changed
-    }
-
-    fn dispatch(&mut self, id: &str) -> bool {
-        let exec = &self.executions[id];
-        let scheduled: Vec<(String, u32, Value, String, bool)> = exec
-            .state
-            .units
-            .iter()
-            .filter(|(_, u)| u.status == UnitStatus::Scheduled)
-            .map(|(k, u)| {
-                let input = u.input.clone().unwrap_or(Value::Null);
-                (
-                    k.clone(),
-                    u.attempt,
-                    input,
-                    u.idempotency_key.clone().unwrap_or_default(),
-                    u.redelivery,
-                )
-            })
-            .collect();
-        let def = exec.def.clone();
-        for (step, attempt, input, idempotency_key, redelivery) in &scheduled {
-            self.next_token += 1;
-            let token = format!("t{}", self.next_token);
-            let dispatched = Command::Dispatched {
-                step: step.clone(),
-                token: token.clone(),
-                worker_id: "sim-worker".into(),
-                session: "sim-session".into(),
-            };
-            if self.command(id, dispatched).is_err() {
-                continue;
-            }
-            let request = TaskRequest {
-                execution_id: id.to_string(),
-                step: step.clone(),
-                task: task_name(&def, step),
-                attempt: *attempt,
-                input: input.clone(),
-                idempotency_key: idempotency_key.clone(),
-                redelivery: *redelivery,
-                token: token.clone(),
-            };
-            let outcome = match self.handlers.get_mut(&request.task) {
-                Some(h) => h(&request),
-                None => TaskOutcome::Fail(TaskError::fatal(
-                    "NO_HANDLER",
-                    format!("no worker for `{}`", request.task),
-                )),
-            };
-            self.requests.push(request);
-            let at = self.now + self.latency_ms;
-            let command = match outcome {
-                TaskOutcome::Complete(output) => Command::Complete { token, output },
-                TaskOutcome::Fail(error) => Command::Fail { token, error },
-                TaskOutcome::Hang => continue,
-                TaskOutcome::Lose => Command::Uncertain { token, reason: "SESSION_LOST".into() },
-            };
-            self.pending.push((at, id.to_string(), command));
-        }
-        !scheduled.is_empty()
-    }
-
-    /// Starts requested children, cancels children of cancelled units, reports closed
-    /// children to their parents.
-    fn children(&mut self, id: &str) -> bool {
-        let exec = &self.executions[id];
+        let tail = exec.history.len().saturating_sub(recorded);
+        let runs = settle(&exec.def, &mut exec.state, exec.history[tail..].to_vec(), before, &pass);
         let mut changed = false;
-        let mut to_start = Vec::new();
-        let mut to_cancel = Vec::new();
-        for he in &exec.history {
-            if let Event::ChildStarted { step, child_id, workflow, version, input } = &he.event {
-                let unit = exec.state.unit(step);
-                let waiting = unit.is_some_and(|u| u.wait == Some(Wait::Child(child_id.clone())));
-                match (self.executions.get(child_id), unit.map(|u| u.status)) {
-                    (None, Some(UnitStatus::Waiting)) if waiting => {
-                        to_start.push((
-                            step.clone(),
-                            child_id.clone(),
-                            workflow.clone(),
-                            version.clone(),
-                            input.clone(),
-                        ));
-                    }
-                    (Some(child), Some(UnitStatus::Cancelled))
-                        if !child.state.status().is_closed() =>
-                    {
-                        to_cancel.push(child_id.clone());
-                    }
-                    _ => {}
-                }
+        let mut effects = Vec::new();
+        for (i, run) in runs.into_iter().enumerate() {
+            // The events the commands recorded are in the history already.
+            let skip = if i == 0 { recorded } else { 0 };
+            changed |= run.events.len() > skip;
+            exec.history.extend(run.events.into_iter().skip(skip));
+            if run.effects.iter().any(|e| matches!(e, Effect::ContinueAsNew { .. })) {
+                exec.archived.push(std::mem::take(&mut exec.history));
             }
+            effects.extend(run.effects);
         }
-        for (step, child_id, workflow, version, input) in to_start {
-            let parent = Some(ParentRef { execution_id: id.to_string(), step: step.clone() });
-            if let Err(e) = self.start_with(&workflow, version.as_deref(), &child_id, input, parent)
-            {
-                let closed = Command::ChildClosed {
-                    step,
-                    status: Status::Failed,
-                    output: None,
-                    error: Some(TaskError::fatal(e.code, e.message)),
-                };
-                let _ = self.command(id, closed);
-            }
-            changed = true;
-        }
-        for child in to_cancel {
-            changed |= self.cancel(&child, "parent is winding down").is_ok();
-        }
-        // This execution closed: tell its parent.
-        let exec = &self.executions[id];
-        let status = exec.state.status();
-        if let (Some(parent), true) =
-            (exec.state.parent.clone(), status.is_closed() && status != Status::ContinuedAsNew)
-        {
-            let waiting = self
-                .executions
-                .get(&parent.execution_id)
-                .and_then(|p| p.state.unit(&parent.step))
-                .is_some_and(|u| !u.status.is_resolved());
-            if waiting {
-                let closed = Command::ChildClosed {
-                    step: parent.step.clone(),
-                    status,
-                    output: exec.state.output.clone(),
-                    error: exec.state.error.clone(),
-                };
-                changed |= self.command(&parent.execution_id, closed).is_ok();
-            }
+        // Offers are claimed at once here, so a `CancelUnit` never finds one left to withdraw.
+        for effect in effects {
+            changed |= self.carry_out(id, effect);
         }
         changed
     }
 
-    fn continue_as_new(&mut self, id: &str) -> bool {
-        let now = self.now;
-        let exec = self.executions.get_mut(id).expect("driven execution exists");
-        if exec.state.status() != Status::ContinuedAsNew {
+    /// Carries out one effect of execution `id`; returns whether it changed anything.
+    fn carry_out(&mut self, id: &str, effect: Effect) -> bool {
+        match effect {
+            Effect::OfferTask(offer) | Effect::RunAdapter { offer, .. } => self.dispatch(id, offer),
+            Effect::StartChild { child_id, workflow, version, input, parent } => {
+                let step = parent.step.clone();
+                let started =
+                    self.start_with(&workflow, version.as_deref(), &child_id, input, Some(parent));
+                if let Err(e) = started {
+                    let closed = Command::ChildClosed {
+                        step,
+                        status: Status::Failed,
+                        output: None,
+                        error: Some(TaskError::fatal(e.code, e.message)),
+                    };
+                    let _ = self.command(id, closed);
+                }
+                true
+            }
+            Effect::CancelChild { child_id, reason } => self.cancel(&child_id, &reason).is_ok(),
+            Effect::NotifyParent { parent, child_id, status, output, error } => {
+                // The owner's check on a `child_closed` entry: only the child the parent's
+                // unit waits for may resolve it.
+                let waits = self
+                    .executions
+                    .get(&parent.execution_id)
+                    .and_then(|p| p.state.unit(&parent.step))
+                    .is_some_and(|u| u.wait == Some(Wait::Child(child_id.clone())));
+                let closed = Command::ChildClosed { step: parent.step, status, output, error };
+                waits && self.command(&parent.execution_id, closed).is_ok()
+            }
+            Effect::SetTimer { at } => {
+                self.timers.insert(id.to_string(), Some(at));
+                false
+            }
+            Effect::ClearTimer => {
+                self.timers.insert(id.to_string(), None);
+                false
+            }
+            // The history was archived by `drive`; nothing is queued per unit here.
+            Effect::ContinueAsNew { .. } | Effect::CancelUnit { .. } => false,
+        }
+    }
+
+    /// A worker claims `offer` at once and answers after the latency.
+    fn dispatch(&mut self, id: &str, offer: TaskOffer) -> bool {
+        self.next_token += 1;
+        let token = format!("t{}", self.next_token);
+        let dispatched = Command::Dispatched {
+            step: offer.unit.clone(),
+            token: token.clone(),
+            worker_id: "sim-worker".into(),
+            session: "sim-session".into(),
+        };
+        if self.command(id, dispatched).is_err() {
             return false;
         }
-        let events = next_run(&exec.def, &exec.state);
-        exec.archived.push(std::mem::take(&mut exec.history));
-        exec.state = State::default();
-        record(exec, events, now);
+        let redelivery = self.executions[id].state.unit(&offer.unit).is_some_and(|u| u.redelivery);
+        let request = TaskRequest {
+            execution_id: id.to_string(),
+            step: offer.unit,
+            task: offer.task,
+            attempt: offer.attempt,
+            input: offer.input,
+            idempotency_key: offer.idempotency_key,
+            redelivery,
+            token: token.clone(),
+        };
+        let outcome = match self.handlers.get_mut(&request.task) {
+            Some(h) => h(&request),
+            None => TaskOutcome::Fail(TaskError::fatal(
+                "NO_HANDLER",
+                format!("no worker for `{}`", request.task),
+            )),
+        };
+        self.requests.push(request);
+        let at = self.now + self.latency_ms;
+        let command = match outcome {
+            TaskOutcome::Complete(output) => Command::Complete { token, output },
+            TaskOutcome::Fail(error) => Command::Fail { token, error },
+            TaskOutcome::Hang => return true,
+            TaskOutcome::Lose => Command::Uncertain { token, reason: "SESSION_LOST".into() },
+        };
+        self.pending.push((at, id.to_string(), command));
         true
     }
 }
 
 fn record(exec: &mut SimExecution, events: Vec<Event>, now: u64) {
     for event in events {
-        let he = HistoryEvent {
-            seq: exec.state.last_seq + 1,
-            timestamp_ms: now,
-            origin: Origin::Recorded,
-            event,
-        };
-        exec.state.apply(&he);
-        exec.history.push(he);
-    }
-}
-
-fn task_name(def: &Definition, step: &str) -> String {
-    let Some(key) = crate::unit::UnitKey::parse(step) else { return String::new() };
-    let Some(s) = def.body(&key.scope.body()).iter().find(|s| s.id == key.step) else {
-        return String::new();
-    };
-    if key.compensate {
-        return s.compensate.as_ref().map(|c| c.task.clone()).unwrap_or_default();
-    }
-    match &s.kind {
-        StepKind::Task { task } => task.clone(),
-        StepKind::Http { .. } => "http".into(),
-        _ => String::new(),
+        crate::run::record(&mut exec.state, &mut exec.history, event, now);
     }
 }

@@ -1,6 +1,8 @@
 //! Applying one set of starts and inbox entries: load the executions, run each one's engine
-//! work isolated (see `isolate`), commit the executions whose work succeeded in ONE
-//! transaction, then update memory, answer callers and wake whoever has new work.
+//! work isolated (see `isolate`): apply the entries, then `orbit_engine::settle`, whose
+//! effects `effects::rows` maps onto commit batches; commit the executions whose work
+//! succeeded in ONE transaction, then update memory, answer callers and wake whoever has
+//! new work.
 //!
 //! An execution whose engine work panicked is left out of the commit (its entries stay
 //! pending, memory keeps its previous state) and reported as [`Failed`]; counting and
@@ -14,17 +16,21 @@ use crate::isolate;
 use crate::owner::{Inner, PendingStart, StartRequest, Started};
 use crate::refused::on_commit_error;
 use crate::resume::queue_children;
-use orbit_engine::event::{Event, HistoryEvent, Origin};
-use orbit_engine::{accept, advance, command::next_run, next_timer, Command, State, Status};
+use orbit_engine::event::{Event, HistoryEvent};
+use orbit_engine::run::{effects_of, Pass, Run};
+use orbit_engine::{accept, next_timer, settle, Capabilities, Command, State};
 use orbit_store::{CommitBatch, ExecutionRow, InboxDone, InboxEntry, NewOwner, ProjectionUpdate};
 use serde_json::json;
 use std::collections::BTreeMap;
 
+/// The built-in adapters this server runs: none, so http steps fail `ADAPTER_DISABLED`.
+pub(crate) const CAPABILITIES: Capabilities = Capabilities { http: false };
+
 /// One execution's work in this pass.
 pub(crate) struct Work {
     pub(crate) hot: Hot,
-    /// Finished runs (continue-as-new) with their events, before the current one.
-    done_runs: Vec<(State, Vec<HistoryEvent>)>,
+    /// Events recorded in this pass before the engine settles them (a start, accepted
+    /// commands, an operator's terminate).
     pub(crate) events: Vec<HistoryEvent>,
     pub(crate) inbox_done: Vec<InboxDone>,
     pub(crate) new_execution: Option<ExecutionRow>,
@@ -33,23 +39,24 @@ pub(crate) struct Work {
 
 impl Work {
     pub(crate) fn new(hot: Hot) -> Work {
-        Work {
-            hot,
-            done_runs: vec![],
-            events: vec![],
-            inbox_done: vec![],
-            new_execution: None,
-            replies: vec![],
-        }
+        Work { hot, events: vec![], inbox_done: vec![], new_execution: None, replies: vec![] }
     }
 
-    pub(crate) fn record(&mut self, event: Event, origin: Origin, now: u64) -> u64 {
-        let he =
-            HistoryEvent { seq: self.hot.state.last_seq + 1, timestamp_ms: now, origin, event };
-        self.hot.state.apply(&he);
-        let seq = he.seq;
-        self.events.push(he);
-        seq
+    pub(crate) fn record(&mut self, event: Event, now: u64) -> u64 {
+        orbit_engine::run::record(&mut self.hot.state, &mut self.events, event, now)
+    }
+
+    /// Decides to the fixpoint after the recorded events (see `orbit_engine::settle`).
+    pub(crate) fn settle(&mut self, now: u64, limits: &orbit_definition::Limits) -> Vec<Run> {
+        let pass = Pass { now, limits, caps: CAPABILITIES };
+        let recorded = std::mem::take(&mut self.events);
+        settle(&self.hot.def, &mut self.hot.state, recorded, self.hot.timer_at, &pass)
+    }
+
+    /// The run touched by the recorded events, without deciding.
+    pub(crate) fn undecided(&mut self) -> Vec<Run> {
+        let recorded = std::mem::take(&mut self.events);
+        vec![effects_of(&self.hot.def, &self.hot.state, recorded, self.hot.timer_at, CAPABILITIES)]
     }
 }
 
@@ -111,7 +118,7 @@ pub(crate) async fn apply_set(
                 let (hot, created, row) = *new;
                 let mut w = Work::new(hot);
                 w.new_execution = Some(row);
-                w.record(created, Origin::Recorded, now);
+                w.record(created, now);
                 w.replies.push(start);
                 work.insert(id, w);
             }
@@ -155,9 +162,9 @@ pub(crate) async fn apply_set(
                 for entry in &entries {
                     apply_entry(&mut w, entry, now, &limits);
                 }
-                decide_all(&mut w, now, &limits);
+                let runs = w.settle(now, &limits);
                 let (batches, children, tasks, timers) =
-                    batches_for(&node_id, retention_ms, &job_id, &mut w, now);
+                    batches_for(&node_id, retention_ms, &job_id, &mut w, runs, now);
                 Done { work: w, batches, children, tasks, timers }
             }),
         ));
@@ -256,9 +263,10 @@ pub(crate) async fn create_only(
     let id = start.request.execution_id.clone();
     let mut w = Work::new(hot);
     w.new_execution = Some(row);
-    w.record(created, Origin::Recorded, now);
+    w.record(created, now);
+    let runs = w.undecided();
     let (batches, _, _, _) =
-        batches_for(&inner.cfg.node_id, inner.cfg.retention_ms, &id, &mut w, now);
+        batches_for(&inner.cfg.node_id, inner.cfg.retention_ms, &id, &mut w, runs, now);
     inner.store.commit_all(batches).await?;
     inner.changes.publish([id.as_str()]);
     w.hot.epoch = Some(1);
@@ -291,7 +299,7 @@ fn apply_entry(w: &mut Work, entry: &InboxEntry, now: u64, limits: &orbit_defini
                             !events.iter().any(|e| matches!(e, Event::StaleResultIgnored { .. }));
                         let mut seq = w.hot.state.last_seq;
                         for e in events {
-                            seq = w.record(e, Origin::Recorded, now);
+                            seq = w.record(e, now);
                         }
                         json!({"ok": true, "seq": seq, "run": w.hot.state.run, "applied": applied})
                     }
@@ -311,56 +319,6 @@ pub(crate) fn reply(start: &mut PendingStart, result: Result<Started, OwnerError
     if let Some(tx) = start.reply.take() {
         let _ = tx.send(result);
     }
-}
-
-/// Decides to the fixpoint, following continue-as-new into the next runs.
-fn decide_all(w: &mut Work, now: u64, limits: &orbit_definition::Limits) {
-    for _ in 0..100 {
-        let decided = advance(&w.hot.def, &mut w.hot.state, now, limits);
-        w.events.extend(decided);
-        if refuse_http(w, now) {
-            continue;
-        }
-        if w.hot.state.status() != Status::ContinuedAsNew {
-            return;
-        }
-        let next = next_run(&w.hot.def, &w.hot.state);
-        let finished = std::mem::take(&mut w.hot.state);
-        let events = std::mem::take(&mut w.events);
-        w.done_runs.push((finished, events));
-        for e in next {
-            w.record(e, Origin::Recorded, now);
-        }
-    }
-}
-
-/// Built-in HTTP steps run only where the server enables the adapter, which this server
-/// does not: their offers fail at once with the non-retryable `ADAPTER_DISABLED` instead of
-/// waiting in a queue no worker serves. Returns whether anything was recorded.
-fn refuse_http(w: &mut Work, now: u64) -> bool {
-    let offers: Vec<(String, u32)> = w
-        .hot
-        .state
-        .units
-        .iter()
-        .filter(|(_, u)| u.status == orbit_engine::UnitStatus::Scheduled)
-        .filter(|(k, _)| {
-            effects::task_of(&w.hot.def, k).is_some_and(|(t, _)| t == effects::HTTP_TASK)
-        })
-        .map(|(k, u)| (k.clone(), u.attempt))
-        .collect();
-    for (step, attempt) in &offers {
-        let error = orbit_engine::TaskError::fatal(
-            "ADAPTER_DISABLED",
-            "built-in http steps are disabled on this server",
-        );
-        w.record(
-            Event::StepAttemptFailed { step: step.clone(), attempt: *attempt, error },
-            Origin::Recorded,
-            now,
-        );
-    }
-    !offers.is_empty()
 }
 
 enum Begin {
@@ -413,58 +371,45 @@ async fn begin(
     Ok(Begin::New(Box::new((hot, created, row))))
 }
 
-/// The commit batches of one execution (one per run touched), the children to start after
-/// the commit, and whether tasks or timers changed. A closing run records when retention
-/// deletes it (`retention_ms` unless the workflow sets its own).
+/// The commit batches of one execution (one per run touched, oldest first), the children
+/// to start after the commit, and whether tasks or timers changed. A closing run records
+/// when retention deletes it (`retention_ms` unless the workflow sets its own).
 pub(crate) fn batches_for(
     node_id: &str,
     retention_ms: u64,
     id: &str,
     w: &mut Work,
+    runs: Vec<Run>,
     now: u64,
 ) -> (Vec<CommitBatch>, Vec<ChildStart>, bool, bool) {
     let mut batches = Vec::new();
     let mut children = Vec::new();
     let (mut tasks, mut timers) = (false, false);
-    let mut runs: Vec<(&State, &Vec<HistoryEvent>)> =
-        w.done_runs.iter().map(|(s, e)| (s, e)).collect();
-    runs.push((&w.hot.state, &w.events));
-    let last = runs.len() - 1;
-    for (i, (state, events)) in runs.into_iter().enumerate() {
-        let fx = effects::derive(&w.hot.def, state, events, &w.hot.root_id);
-        let (upsert, delete) = if i == last {
-            effects::timer_change(w.hot.timer_at, next_timer(&w.hot.def, state))
-        } else {
-            (Vec::new(), Vec::new())
-        };
-        tasks |= !fx.tasks.is_empty();
-        timers |= !upsert.is_empty() || !delete.is_empty();
-        children.extend(fx.children);
-        let closed = state.status().is_closed();
+    for (i, run) in runs.into_iter().enumerate() {
+        let mut rows = effects::rows(run.effects, &w.hot.root_id);
+        tasks |= !rows.tasks.is_empty();
+        timers |= !rows.timers_to_upsert.is_empty() || !rows.timers_to_delete.is_empty();
+        children.append(&mut rows.children);
+        let closed = run.status.is_closed();
         batches.push(CommitBatch {
             execution_id: id.to_string(),
-            run: state.run,
+            run: run.run,
             expected_epoch: if w.new_execution.is_some() { None } else { w.hot.epoch },
             new_execution: if i == 0 { w.new_execution.clone() } else { None },
             new_owner: (i == 0 && w.new_execution.is_some())
                 .then(|| NewOwner { root_id: w.hot.root_id.clone(), node_id: node_id.to_string() }),
-            events: events.clone(),
+            events: run.events,
             projection: Some(ProjectionUpdate {
-                status: state.status().as_str().to_string(),
+                status: run.status.as_str().to_string(),
                 updated_at_ms: now,
                 closed_at_ms: closed.then_some(now),
-                delete_after_ms: effects::delete_after(
-                    &w.hot.def,
-                    state.status(),
-                    now,
-                    retention_ms,
-                ),
+                delete_after_ms: effects::delete_after(&w.hot.def, run.status, now, retention_ms),
             }),
-            tasks_to_insert: fx.tasks,
-            units_to_cancel: fx.cancel_units,
-            inbox_to_insert: fx.inbox,
-            timers_to_upsert: upsert,
-            timers_to_delete: delete,
+            tasks_to_insert: rows.tasks,
+            units_to_cancel: rows.cancel_units,
+            inbox_to_insert: rows.inbox,
+            timers_to_upsert: rows.timers_to_upsert,
+            timers_to_delete: rows.timers_to_delete,
             inbox_done: if i == 0 { std::mem::take(&mut w.inbox_done) } else { Vec::new() },
             ..CommitBatch::default()
         });

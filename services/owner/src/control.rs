@@ -17,7 +17,7 @@ use crate::inbox::Control;
 use crate::isolate;
 use crate::owner::Inner;
 use crate::resume::queue_children;
-use orbit_engine::event::{CompensationOutcome, Event, Origin};
+use orbit_engine::event::{CompensationOutcome, Event};
 use orbit_engine::{next_timer, Status, TaskError};
 use orbit_store::{CommitBatch, InboxDone, InboxEntry};
 use serde_json::{json, Value};
@@ -136,15 +136,12 @@ async fn terminate(
             .collect();
         open.sort();
         for step in open {
-            w.record(Event::StepCancelled { step }, Origin::Recorded, now);
+            w.record(Event::StepCancelled { step }, now);
         }
         let message = if reason.is_empty() { "terminated by an operator".into() } else { reason };
         let error = TaskError::fatal(TERMINATED, message);
-        let seq = w.record(
-            Event::WorkflowFailed { error, compensation: CompensationOutcome::None },
-            Origin::Recorded,
-            now,
-        );
+        let seq =
+            w.record(Event::WorkflowFailed { error, compensation: CompensationOutcome::None }, now);
         for p in &pending {
             let result = if p.seq == entry_seq {
                 json!({"ok": true, "seq": seq, "terminated": true})
@@ -153,7 +150,8 @@ async fn terminate(
             };
             w.inbox_done.push(InboxDone { seq: p.seq, result: Some(result) });
         }
-        let out = batches_for(&node_id, retention_ms, &job_id, &mut w, now);
+        let runs = w.undecided();
+        let out = batches_for(&node_id, retention_ms, &job_id, &mut w, runs, now);
         (w, out)
     });
     let mut results = isolate::run(vec![(id.clone(), job)]).await?;

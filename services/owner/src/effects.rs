@@ -1,19 +1,17 @@
-//! What a run's new events mean for the tables beside the history: task offers to queue or
-//! cancel, the execution's timer, inbox entries for other executions (a child's end for its
-//! parent, a cancel for a child), and children to start after the commit.
+//! The engine's [`Effect`]s of one run, mapped onto the tables beside the history: task
+//! offers to queue or cancel, the execution's timer row, inbox entries for other executions
+//! (a child's end for its parent, a cancel for a child), and children to start after the
+//! commit. What an event causes is decided by `orbit_engine::effects`, not here.
 
-use orbit_definition::{Definition, StepKind};
-use orbit_engine::event::{Event, HistoryEvent, ParentRef};
-use orbit_engine::state::{State, Wait};
-use orbit_engine::unit::UnitKey;
+use orbit_definition::Definition;
+use orbit_engine::effects::{Effect, TaskOffer};
+use orbit_engine::event::ParentRef;
+use orbit_engine::{Status, TaskError};
 use orbit_store::{NewInbox, NewTask, NewTimer};
 use serde_json::{json, Value};
 
 /// The key of the one timer row an execution has: the next time its decider has work.
 pub(crate) const TIMER_KEY: &str = "next";
-
-/// Task name and version used for built-in HTTP steps (run by the server, off by default).
-pub(crate) const HTTP_TASK: &str = "orbit.http";
 
 /// The server's retention of finished executions unless configured: 7 days.
 pub const DEFAULT_RETENTION_MS: u64 = 7 * 24 * 3_600_000;
@@ -46,127 +44,90 @@ pub(crate) struct ChildStart {
     pub root_id: String,
 }
 
-/// Side tables for one run's batch.
+/// Side-table rows for one run's batch.
 #[derive(Debug, Default)]
-pub(crate) struct Effects {
+pub(crate) struct Rows {
     pub tasks: Vec<NewTask>,
     pub cancel_units: Vec<String>,
     pub inbox: Vec<NewInbox>,
     pub children: Vec<ChildStart>,
+    pub timers_to_upsert: Vec<NewTimer>,
+    pub timers_to_delete: Vec<String>,
 }
 
-/// The task name and version of a unit.
-pub(crate) fn task_of(def: &Definition, unit: &str) -> Option<(String, String)> {
-    let key = UnitKey::parse(unit)?;
-    let step = def.body(&key.scope.body()).iter().find(|s| s.id == key.step)?;
-    let name = if key.compensate {
-        step.compensate.as_ref()?.task.clone()
-    } else {
-        match &step.kind {
-            StepKind::Task { task } => task.clone(),
-            StepKind::Http { .. } => return Some((HTTP_TASK.into(), "1".into())),
-            _ => return None,
-        }
-    };
-    let version = def.tasks.get(&name).map_or_else(|| "1".to_string(), |c| c.version.clone());
-    Some((name, version))
-}
-
-/// Derives the effects of `events` (already applied to `state`).
-pub(crate) fn derive(
-    def: &Definition,
-    state: &State,
-    events: &[HistoryEvent],
-    root_id: &str,
-) -> Effects {
-    let mut fx = Effects::default();
-    for he in events {
-        match &he.event {
-            Event::StepScheduled { step, attempt, input, idempotency_key, .. } => {
-                // HTTP offers never reach the queue: the owner refuses them at once.
-                if let Some((task, task_version)) =
-                    task_of(def, step).filter(|(t, _)| t != HTTP_TASK)
-                {
-                    let offer = state.unit(step).map_or(0, |u| u.tokens.len()) + 1;
-                    fx.tasks.push(NewTask {
-                        unit_key: step.clone(),
-                        attempt: *attempt,
-                        offer: u32::try_from(offer).unwrap_or(u32::MAX),
-                        task,
-                        task_version,
-                        input: input.clone(),
-                        idempotency_key: idempotency_key.clone(),
-                    });
-                }
+/// Maps one run's effects onto rows; children inherit the execution's `root_id`.
+pub(crate) fn rows(effects: Vec<Effect>, root_id: &str) -> Rows {
+    let mut rows = Rows::default();
+    for effect in effects {
+        match effect {
+            // A built-in adapter's attempt goes to the queue under its task name: whoever
+            // serves it runs it (this server never enables one, see `apply::CAPABILITIES`).
+            Effect::OfferTask(offer) | Effect::RunAdapter { offer, .. } => {
+                rows.tasks.push(task(offer));
             }
-            Event::StepCancelled { step } => {
-                fx.cancel_units.push(step.clone());
-                if let Some(Wait::Child(child)) = state.unit(step).and_then(|u| u.wait.clone()) {
-                    fx.inbox.push(NewInbox {
-                        execution_id: child,
-                        kind: "cancel".into(),
-                        payload: json!({"reason": "the parent is winding down"}),
-                    });
-                }
-            }
-            Event::StepSucceeded { step, .. }
-            | Event::StepFailed { step, .. }
-            | Event::StepAttemptFailed { step, .. }
-            | Event::StepAttemptUncertain { step, .. } => fx.cancel_units.push(step.clone()),
-            Event::ChildStarted { step, child_id, workflow, version, input } => {
-                fx.children.push(ChildStart {
-                    child_id: child_id.clone(),
-                    workflow: workflow.clone(),
-                    version: version.clone(),
-                    input: input.clone(),
-                    parent: ParentRef {
-                        execution_id: state.execution_id.clone(),
-                        step: step.clone(),
-                    },
+            Effect::CancelUnit { unit } => rows.cancel_units.push(unit),
+            Effect::StartChild { child_id, workflow, version, input, parent } => {
+                rows.children.push(ChildStart {
+                    child_id,
+                    workflow,
+                    version,
+                    input,
+                    parent,
                     root_id: root_id.to_string(),
-                })
+                });
             }
-            _ => {}
+            Effect::CancelChild { child_id, reason } => rows.inbox.push(cancel(child_id, &reason)),
+            Effect::NotifyParent { parent, child_id, status, output, error } => {
+                rows.inbox.push(child_closed(parent, &child_id, status, output, error));
+            }
+            Effect::SetTimer { at } => rows.timers_to_upsert.push(NewTimer {
+                key: TIMER_KEY.into(),
+                fire_at_ms: at,
+                payload: json!({}),
+            }),
+            Effect::ClearTimer => rows.timers_to_delete.push(TIMER_KEY.into()),
+            // Each run is its own batch already (see `apply::batches_for`).
+            Effect::ContinueAsNew { .. } => {}
         }
     }
-    // Cancelling a unit's rows must not cancel the offer queued for it in the same batch: the
-    // store cancels first, then queues; but a unit resolved in this batch keeps no offer.
-    fx.cancel_units.sort();
-    fx.cancel_units.dedup();
-    let status = state.status();
-    if status.is_closed() && status != orbit_engine::Status::ContinuedAsNew {
-        if let Some(parent) = &state.parent {
-            fx.inbox.push(NewInbox {
-                execution_id: parent.execution_id.clone(),
-                kind: "child_closed".into(),
-                payload: json!({
-                    "step": parent.step,
-                    "child_id": state.execution_id,
-                    "status": status.as_str(),
-                    "output": state.output,
-                    "error": state.error,
-                }),
-            });
-        }
-    }
-    fx
+    rows
 }
 
-/// The timer row change for a run whose next wake-up moved from `before` to `after`
-/// (`before = None` when unknown, e.g. after a rebuild).
-pub(crate) fn timer_change(
-    before: Option<Option<u64>>,
-    after: Option<u64>,
-) -> (Vec<NewTimer>, Vec<String>) {
-    if before == Some(after) {
-        return (Vec::new(), Vec::new());
+fn task(o: TaskOffer) -> NewTask {
+    NewTask {
+        unit_key: o.unit,
+        attempt: o.attempt,
+        offer: o.offer,
+        task: o.task,
+        task_version: o.task_version,
+        input: o.input,
+        idempotency_key: o.idempotency_key,
     }
-    match after {
-        Some(at) => (
-            vec![NewTimer { key: TIMER_KEY.into(), fire_at_ms: at, payload: json!({}) }],
-            Vec::new(),
-        ),
-        None => (Vec::new(), vec![TIMER_KEY.into()]),
+}
+
+/// The inbox entry asking a child to cancel.
+fn cancel(child_id: String, reason: &str) -> NewInbox {
+    NewInbox { execution_id: child_id, kind: "cancel".into(), payload: json!({"reason": reason}) }
+}
+
+/// The inbox entry telling a parent its child closed.
+fn child_closed(
+    parent: ParentRef,
+    child_id: &str,
+    status: Status,
+    output: Option<Value>,
+    error: Option<TaskError>,
+) -> NewInbox {
+    NewInbox {
+        execution_id: parent.execution_id,
+        kind: "child_closed".into(),
+        payload: json!({
+            "step": parent.step,
+            "child_id": child_id,
+            "status": status.as_str(),
+            "output": output,
+            "error": error,
+        }),
     }
 }
 

@@ -261,6 +261,45 @@ async fn children_start_and_resolve_their_parent() {
     r.stop.cancel();
 }
 
+/// Only the pass that closes a child tells its parent: an entry that touches the closed
+/// child later (here a timer tick) writes no second `child_closed` into the parent's inbox.
+#[tokio::test]
+async fn a_closed_child_touched_again_does_not_notify_its_parent_twice() {
+    let path = temp_db("child-once");
+    let parent = "name: p\nversion: '1'\nsteps: [ { id: kid, workflow: c, input: { n: 2 } } ]\noutput: '${{ steps.kid.output }}'\n";
+    let child = "name: c\nversion: '1'\ntasks: { dbl: {} }\nsteps: [ { id: d, task: dbl, input: '${{ input.n }}' } ]\noutput: '${{ steps.d.output }}'\n";
+    let r = rig(&path, &[parent, child]).await;
+    r.owner.start(start("p1", "p", json!({}))).await.unwrap();
+    for _ in 0..50 {
+        if complete_all(&r.store, "dbl", |v| json!(v.as_f64().unwrap() * 2.0)).await > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    for _ in 0..3 {
+        r.owner.wake().await;
+    }
+    assert_eq!(r.store.get_execution("p1").await.unwrap().unwrap().status, "COMPLETED");
+    let before = r.store.load_history("p1", 1).await.unwrap().len();
+    let tick = r.store.enqueue_inbox("p1/kid", "timer", None, &json!({})).await.unwrap();
+    for _ in 0..3 {
+        r.owner.wake().await;
+    }
+    let applied = r.store.inbox_result(tick).await.unwrap();
+    assert!(matches!(applied, orbit_store::InboxStatus::Done(_)), "the tick was applied");
+    let history = r.store.load_history("p1", 1).await.unwrap();
+    // Inbox seqs are one sequence for every execution: a second `child_closed` for the
+    // parent would be the next entry (the parent's check refuses it, so its history alone
+    // would not show it).
+    let next = r.store.inbox_result(tick + 1).await;
+    assert!(
+        matches!(next, Err(orbit_store::StoreError::NotFound(_))),
+        "no entry after the tick: {next:?}"
+    );
+    assert_eq!(history.len(), before, "the parent heard of its child once: {history:?}");
+    r.stop.cancel();
+}
+
 #[tokio::test]
 async fn continue_as_new_writes_both_runs_in_one_pass() {
     let path = temp_db("can");

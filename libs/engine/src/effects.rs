@@ -1,0 +1,250 @@
+//! What a run's new events cause outside its history: task offers, cancelled offers,
+//! children to start or cancel, a parent to notify, the execution's timer, continue-as-new
+//! and built-in adapters to run. Derived once, here, for both the served owner (which maps
+//! each [`Effect`] onto its commit batch) and the simulator (which carries them out in
+//! memory), so a workflow behaves the same in both.
+
+use crate::event::{Event, HistoryEvent, ParentRef, TaskError};
+use crate::state::{State, Status, Wait};
+use crate::unit::UnitKey;
+use orbit_definition::{Definition, StepKind};
+use serde_json::Value;
+
+/// Task name (and queue) of built-in HTTP steps.
+pub const HTTP_TASK: &str = "orbit.http";
+
+/// Task version of built-in HTTP steps.
+pub const HTTP_TASK_VERSION: &str = "1";
+
+/// The code of the non-retryable failure recorded for an offer of a disabled adapter.
+pub const ADAPTER_DISABLED: &str = "ADAPTER_DISABLED";
+
+/// The reason sent with the cancel of a child whose parent unit was cancelled.
+pub const CHILD_CANCEL_REASON: &str = "the parent is winding down";
+
+/// The built-in adapters a host can run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Built-in `http` steps. Off: their offers fail at once with `ADAPTER_DISABLED` instead
+    /// of waiting in a queue nobody serves.
+    pub http: bool,
+}
+
+/// A built-in adapter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Adapter {
+    /// The `http` step kind, run as task [`HTTP_TASK`].
+    Http,
+}
+
+/// One attempt of a unit offered to whoever runs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskOffer {
+    /// The unit key.
+    pub unit: String,
+    /// The attempt number.
+    pub attempt: u32,
+    /// Which offer of the attempt this is (1 + offers already issued a token).
+    pub offer: u32,
+    /// Task name.
+    pub task: String,
+    /// Task version.
+    pub task_version: String,
+    /// Rendered input.
+    pub input: Value,
+    /// Idempotency key.
+    pub idempotency_key: String,
+}
+
+/// Something a run's new events ask of the world around the history.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Queue an attempt for workers.
+    OfferTask(TaskOffer),
+    /// Run an attempt with a built-in adapter the host enabled.
+    RunAdapter {
+        /// Which adapter.
+        adapter: Adapter,
+        /// The attempt (its task is the adapter's task name).
+        offer: TaskOffer,
+    },
+    /// Withdraw every queued offer of a unit (it resolved, failed an attempt or was
+    /// cancelled).
+    CancelUnit {
+        /// The unit key.
+        unit: String,
+    },
+    /// Start a child execution.
+    StartChild {
+        /// The child's execution id.
+        child_id: String,
+        /// Its workflow.
+        workflow: String,
+        /// Its pinned version, if the step names one.
+        version: Option<String>,
+        /// Its input.
+        input: Value,
+        /// The unit of this run it resolves.
+        parent: ParentRef,
+    },
+    /// Ask a running child to cancel.
+    CancelChild {
+        /// The child's execution id.
+        child_id: String,
+        /// Why.
+        reason: String,
+    },
+    /// Tell this run's parent that it closed.
+    NotifyParent {
+        /// The parent's unit waiting for this child.
+        parent: ParentRef,
+        /// This execution's id.
+        child_id: String,
+        /// How it closed.
+        status: Status,
+        /// Its output.
+        output: Option<Value>,
+        /// Its error.
+        error: Option<TaskError>,
+    },
+    /// The execution's next wake-up moved to `at`.
+    SetTimer {
+        /// Epoch milliseconds.
+        at: u64,
+    },
+    /// The execution has no wake-up any more.
+    ClearTimer,
+    /// This run ended by continue-as-new; the next `Run` of the same pass opens with the
+    /// next run's first events.
+    ContinueAsNew {
+        /// The run that ended.
+        finished_run: u32,
+        /// The run that follows.
+        next_run: u32,
+    },
+}
+
+/// The task name and version a unit is offered as; `None` for units no worker runs.
+#[must_use]
+pub fn task_of(def: &Definition, unit: &str) -> Option<(String, String)> {
+    let key = UnitKey::parse(unit)?;
+    let step = def.body(&key.scope.body()).iter().find(|s| s.id == key.step)?;
+    let name = if key.compensate {
+        step.compensate.as_ref()?.task.clone()
+    } else {
+        match &step.kind {
+            StepKind::Task { task } => task.clone(),
+            StepKind::Http { .. } => return Some((HTTP_TASK.into(), HTTP_TASK_VERSION.into())),
+            _ => return None,
+        }
+    };
+    let version = def.tasks.get(&name).map_or_else(|| "1".to_string(), |c| c.version.clone());
+    Some((name, version))
+}
+
+/// The failure recorded for an http offer when the adapter is off.
+#[must_use]
+pub fn adapter_disabled() -> TaskError {
+    TaskError::fatal(ADAPTER_DISABLED, "built-in http steps are disabled on this server")
+}
+
+/// The effects of `events` (already applied to `state`), timer and continue-as-new aside.
+///
+/// Order: offers, child cancels and child starts in event order, then the units whose
+/// offers to withdraw (sorted, once each), then the parent notification. A host applies
+/// withdrawals before offers: a unit scheduled again in the same pass keeps its new offer.
+#[must_use]
+pub fn derive(
+    def: &Definition,
+    state: &State,
+    events: &[HistoryEvent],
+    caps: Capabilities,
+) -> Vec<Effect> {
+    let mut fx = Vec::new();
+    let mut cancel = Vec::new();
+    let mut closed = false;
+    for he in events {
+        match &he.event {
+            Event::StepScheduled { step, attempt, input, idempotency_key, .. } => {
+                let Some((task, task_version)) = task_of(def, step) else { continue };
+                let offer = state.unit(step).map_or(0, |u| u.tokens.len()) + 1;
+                let offer = TaskOffer {
+                    unit: step.clone(),
+                    attempt: *attempt,
+                    offer: u32::try_from(offer).unwrap_or(u32::MAX),
+                    task,
+                    task_version,
+                    input: input.clone(),
+                    idempotency_key: idempotency_key.clone(),
+                };
+                if offer.task != HTTP_TASK {
+                    fx.push(Effect::OfferTask(offer));
+                } else if caps.http {
+                    fx.push(Effect::RunAdapter { adapter: Adapter::Http, offer });
+                }
+                // Off: `settle` already recorded the attempt's ADAPTER_DISABLED failure.
+            }
+            Event::StepCancelled { step } => {
+                cancel.push(step.clone());
+                if let Some(Wait::Child(child)) = state.unit(step).and_then(|u| u.wait.clone()) {
+                    fx.push(Effect::CancelChild {
+                        child_id: child,
+                        reason: CHILD_CANCEL_REASON.into(),
+                    });
+                }
+            }
+            Event::StepSucceeded { step, .. }
+            | Event::StepFailed { step, .. }
+            | Event::StepAttemptFailed { step, .. }
+            | Event::StepAttemptUncertain { step, .. } => cancel.push(step.clone()),
+            Event::ChildStarted { step, child_id, workflow, version, input } => {
+                fx.push(Effect::StartChild {
+                    child_id: child_id.clone(),
+                    workflow: workflow.clone(),
+                    version: version.clone(),
+                    input: input.clone(),
+                    parent: ParentRef {
+                        execution_id: state.execution_id.clone(),
+                        step: step.clone(),
+                    },
+                });
+            }
+            Event::WorkflowCompleted { .. }
+            | Event::WorkflowFailed { .. }
+            | Event::WorkflowCancelled { .. }
+            | Event::WorkflowTimedOut { .. } => closed = true,
+            _ => {}
+        }
+    }
+    cancel.sort();
+    cancel.dedup();
+    fx.extend(cancel.into_iter().map(|unit| Effect::CancelUnit { unit }));
+    // Only the pass that records the close tells the parent: touching a closed child again
+    // (a late result) must not resolve, or stale-mark, the parent's unit a second time.
+    let status = state.status();
+    if closed && status.is_closed() && status != Status::ContinuedAsNew {
+        if let Some(parent) = &state.parent {
+            fx.push(Effect::NotifyParent {
+                parent: parent.clone(),
+                child_id: state.execution_id.clone(),
+                status,
+                output: state.output.clone(),
+                error: state.error.clone(),
+            });
+        }
+    }
+    fx
+}
+
+/// The timer effect of a wake-up that moved from `before` to `after` (`before = None`
+/// when unknown, e.g. after a rebuild: the timer is then written again).
+#[must_use]
+pub fn timer_change(before: Option<Option<u64>>, after: Option<u64>) -> Option<Effect> {
+    if before == Some(after) {
+        return None;
+    }
+    Some(match after {
+        Some(at) => Effect::SetTimer { at },
+        None => Effect::ClearTimer,
+    })
+}

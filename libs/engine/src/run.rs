@@ -1,0 +1,138 @@
+//! One execution's engine work in a pass: given the events a host already recorded (by
+//! [`crate::accept`] or [`crate::start`]), decide to the fixpoint, refuse offers of disabled
+//! adapters, follow continue-as-new into the next runs, and return per run touched its new
+//! events and their [`Effect`]s. The served owner and the simulator both call [`settle`],
+//! so what an event causes is worked out in one place.
+
+use crate::command::next_run;
+use crate::decide::{advance, next_timer};
+use crate::effects::HTTP_TASK;
+use crate::effects::{adapter_disabled, derive, task_of, timer_change, Capabilities, Effect};
+use crate::event::{Event, HistoryEvent, Origin};
+use crate::state::{State, Status, UnitStatus};
+use orbit_definition::{Definition, Limits};
+
+/// Continue-as-new runs followed in one pass at most: a workflow that continues without
+/// waiting for anything must not spin a pass forever.
+const MAX_ROUNDS: usize = 100;
+
+/// What a pass runs with.
+#[derive(Debug, Clone, Copy)]
+pub struct Pass<'a> {
+    /// The clock, epoch milliseconds.
+    pub now: u64,
+    /// Server-wide limits.
+    pub limits: &'a Limits,
+    /// Built-in adapters the host runs.
+    pub caps: Capabilities,
+}
+
+/// One run touched by a pass.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    /// The run number.
+    pub run: u32,
+    /// Its status after the pass.
+    pub status: Status,
+    /// Its new events, in order (those the host recorded first).
+    pub events: Vec<HistoryEvent>,
+    /// What they cause.
+    pub effects: Vec<Effect>,
+}
+
+/// Records `event` on `state` as the next seq (origin `Recorded`); returns that seq.
+pub fn record(state: &mut State, events: &mut Vec<HistoryEvent>, event: Event, now: u64) -> u64 {
+    let he = HistoryEvent {
+        seq: state.last_seq + 1,
+        timestamp_ms: now,
+        origin: Origin::Recorded,
+        event,
+    };
+    state.apply(&he);
+    let seq = he.seq;
+    events.push(he);
+    seq
+}
+
+/// Decides `state` to the fixpoint after the host recorded `recorded` (already applied),
+/// and returns every run touched, oldest first; `state` ends as the last run's.
+///
+/// `timer_before` is the execution's stored wake-up (`None` when unknown): the last run
+/// carries `SetTimer`/`ClearTimer` only when it changed. A continued run carries
+/// `ContinueAsNew` and no timer.
+pub fn settle(
+    def: &Definition,
+    state: &mut State,
+    recorded: Vec<HistoryEvent>,
+    timer_before: Option<Option<u64>>,
+    pass: &Pass<'_>,
+) -> Vec<Run> {
+    let mut runs = Vec::new();
+    let mut events = recorded;
+    for _ in 0..MAX_ROUNDS {
+        events.extend(advance(def, state, pass.now, pass.limits));
+        if !pass.caps.http && refuse_http(def, state, &mut events, pass.now) {
+            continue;
+        }
+        if state.status() != Status::ContinuedAsNew {
+            break;
+        }
+        let first = next_run(def, state);
+        let finished = std::mem::take(state);
+        let mut fx = derive(def, &finished, &events, pass.caps);
+        fx.push(Effect::ContinueAsNew { finished_run: finished.run, next_run: finished.run + 1 });
+        runs.push(Run {
+            run: finished.run,
+            status: finished.status(),
+            events: std::mem::take(&mut events),
+            effects: fx,
+        });
+        for e in first {
+            record(state, &mut events, e, pass.now);
+        }
+    }
+    runs.push(effects_of(def, state, events, timer_before, pass.caps));
+    runs
+}
+
+/// The run touched by events a host recorded without deciding (a start stored before its
+/// first decision, an operator's terminate): their effects and the timer change.
+#[must_use]
+pub fn effects_of(
+    def: &Definition,
+    state: &State,
+    events: Vec<HistoryEvent>,
+    timer_before: Option<Option<u64>>,
+    caps: Capabilities,
+) -> Run {
+    let mut effects = derive(def, state, &events, caps);
+    effects.extend(timer_change(timer_before, next_timer(def, state)));
+    Run { run: state.run, status: state.status(), events, effects }
+}
+
+/// Records the non-retryable `ADAPTER_DISABLED` failure of every offered http attempt (they
+/// would otherwise wait in a queue nobody serves). Returns whether anything was recorded.
+fn refuse_http(
+    def: &Definition,
+    state: &mut State,
+    events: &mut Vec<HistoryEvent>,
+    now: u64,
+) -> bool {
+    let offers: Vec<(String, u32)> = state
+        .units
+        .iter()
+        .filter(|(_, u)| u.status == UnitStatus::Scheduled)
+        .filter(|(k, _)| task_of(def, k).is_some_and(|(t, _)| t == HTTP_TASK))
+        .map(|(k, u)| (k.clone(), u.attempt))
+        .collect();
+    for (step, attempt) in &offers {
+        let error = adapter_disabled();
+        record(
+            state,
+            events,
+            Event::StepAttemptFailed { step: step.clone(), attempt: *attempt, error },
+            now,
+        );
+    }
+    !offers.is_empty()
+}
