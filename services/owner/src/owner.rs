@@ -156,6 +156,20 @@ impl Owner {
         timers_changed: Arc<Notify>,
         changes: Arc<ChangeHub>,
     ) -> Owner {
+        Owner::with_clock(cfg, store, tasks_ready, timers_changed, changes, Arc::new(system_clock))
+    }
+
+    /// [`Owner::new`] with `clock` (epoch milliseconds) as the time of every pass, so tests
+    /// can drive timers with a manual clock instead of sleeping.
+    #[must_use]
+    pub fn with_clock(
+        cfg: OwnerConfig,
+        store: Arc<dyn Store>,
+        tasks_ready: Arc<Notify>,
+        timers_changed: Arc<Notify>,
+        changes: Arc<ChangeHub>,
+        clock: Arc<dyn Fn() -> u64 + Send + Sync>,
+    ) -> Owner {
         Owner {
             inner: Arc::new(Inner {
                 cfg,
@@ -173,7 +187,7 @@ impl Owner {
                 }),
                 starts: StdMutex::new(Vec::new()),
                 passes: watch::channel(Passes::default()).0,
-                clock: Arc::new(system_clock),
+                clock,
                 quarantine: crate::quarantine::Counters::default(),
             }),
         }
