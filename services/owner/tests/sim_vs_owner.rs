@@ -108,8 +108,14 @@ async fn check(case: &Case) -> Result<(), (String, String)> {
     let owner = owner_side::run(case, &defs, &limits, LATENCY_MS)
         .await
         .map_err(|e| fail("owner driver error", e))?;
-    match diff(&render(&sim), &render(&owner)) {
+    let (sim, owner) = (render(&sim), render(&owner));
+    match diff(&sim, &owner) {
         None => Ok(()),
+        // `ORBIT_PROP_FULL=1` shows both histories whole instead of the diff.
+        Some(_) if std::env::var("ORBIT_PROP_FULL").is_ok_and(|v| v == "1") => Err((
+            signature(&diff(&sim, &owner).unwrap_or_default()),
+            format!("--- sim\n{}\n--- owner\n{}", sim.join("\n"), owner.join("\n")),
+        )),
         Some(d) => Err((signature(&d), d)),
     }
 }

@@ -5,17 +5,20 @@
 //! of runs, and per run every event in seq order as (timestamp − T0, origin, the event's
 //! JSON). Two fields are masked because they are the claimer's, not the engine's: a
 //! dispatch's `token`, `worker_id` and `session` (random 128-bit tokens in the store), and
-//! a stale result's `token`. Within one instant the order in which a claimer takes
-//! several offers of one execution is the store's (oldest row first) on one side and the
-//! unit-key order on the other, so each run of consecutive `StepDispatched` events with
-//! one timestamp is compared sorted by step.
+//! a stale result's `token`. Commands that reach one execution in the same instant
+//! (results, dispatches, children's ends, signals) arrive in an order the engine does not
+//! choose: the simulator records a dispatch right after the decision that scheduled the
+//! unit, while in the owner a child that closed in the same pass wrote its `child_closed`
+//! entry before the claimer wrote the `dispatched` one. So each maximal run of consecutive
+//! recorded (command) events with one timestamp is compared as a set (sorted); decided
+//! events, and the order of everything across them, are compared as they are.
 
 pub mod gen;
 pub mod owner_side;
 pub mod sim_side;
 
 use orbit_definition::Definition;
-use orbit_engine::{Event, HistoryEvent};
+use orbit_engine::{Event, HistoryEvent, Origin};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The root execution's id on both sides.
@@ -39,7 +42,7 @@ pub fn task_names(defs: &[Definition]) -> Vec<String> {
 
 /// One history as comparable lines (see the module docs).
 pub fn lines(history: &[HistoryEvent]) -> Vec<String> {
-    let mut events: Vec<(u64, String, Option<String>)> = history
+    let mut events: Vec<(u64, bool, String)> = history
         .iter()
         .map(|he| {
             let mut event = he.event.clone();
@@ -55,25 +58,19 @@ pub fn lines(history: &[HistoryEvent]) -> Vec<String> {
             let json = serde_json::to_string(&event).unwrap_or_else(|e| e.to_string());
             let line =
                 format!("+{}ms {:?} {json}", he.timestamp_ms.saturating_sub(gen::T0), he.origin);
-            let dispatch = match &he.event {
-                Event::StepDispatched { step, .. } => Some(step.clone()),
-                _ => None,
-            };
-            (he.timestamp_ms, line, dispatch)
+            (he.timestamp_ms, he.origin == Origin::Recorded, line)
         })
         .collect();
     let mut i = 0;
     while i < events.len() {
         let mut j = i;
-        while j < events.len() && events[j].2.is_some() && events[j].0 == events[i].0 {
+        while j < events.len() && events[j].1 && events[j].0 == events[i].0 {
             j += 1;
         }
-        if j > i + 1 {
-            events[i..j].sort_by(|a, b| a.2.cmp(&b.2));
-        }
+        events[i..j].sort();
         i = j.max(i + 1);
     }
-    events.into_iter().map(|(_, line, _)| line).collect()
+    events.into_iter().map(|(_, _, line)| line).collect()
 }
 
 /// Each execution's runs as text: `== <id> run <n>` headers, then the run's lines.
