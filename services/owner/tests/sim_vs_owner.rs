@@ -21,6 +21,28 @@ use std::collections::BTreeMap;
 /// The simulator's default worker latency; the owner's driver answers after the same.
 const LATENCY_MS: u64 = 10;
 
+/// Event types a few hundred generated cases must produce between them.
+const EXERCISED: &[&str] = &[
+    "StepScheduled",
+    "StepSkipped",
+    "StepFanOut",
+    "StepAttemptFailed",
+    "RetryScheduled",
+    "StepFailed",
+    "TimerFired",
+    "AwaitStarted",
+    "SignalDelivered",
+    "ChildStarted",
+    "CompensationStarted",
+    "HandlersStarted",
+    "StaleResultIgnored",
+    "WorkflowCompleted",
+    "WorkflowFailed",
+    "WorkflowCancelled",
+    "WorkflowTimedOut",
+    "WorkflowContinuedAsNew",
+];
+
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -87,8 +109,12 @@ fn examples() -> Vec<Case> {
     cases
 }
 
-/// Runs `case` on both sides; `Err` holds the report of a disagreement (or a failure).
-async fn check(case: &Case) -> Result<(), (String, String)> {
+/// Runs `case` on both sides, counting the owner's events by type in `seen`; `Err` holds
+/// the report of a disagreement (or a failure).
+async fn check(
+    case: &Case,
+    seen: &mut BTreeMap<&'static str, usize>,
+) -> Result<(), (String, String)> {
     let fail = |sig: &str, body: String| (sig.to_string(), body);
     let defs: Vec<_> = case
         .defs
@@ -108,6 +134,9 @@ async fn check(case: &Case) -> Result<(), (String, String)> {
     let owner = owner_side::run(case, &defs, &limits, LATENCY_MS)
         .await
         .map_err(|e| fail("owner driver error", e))?;
+    for he in owner.values().flatten().flatten() {
+        *seen.entry(he.event.type_name()).or_default() += 1;
+    }
     let (sim, owner) = (render(&sim), render(&owner));
     match diff(&sim, &owner) {
         None => Ok(()),
@@ -130,12 +159,13 @@ async fn the_simulator_and_the_owner_write_the_same_histories() {
     cases.retain(|c| with_http || !c.http);
 
     let mut failures: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut seen = BTreeMap::new();
     let mut printed = 0;
     let (mut ran, mut http_cases) = (0, 0);
     for case in &cases {
         ran += 1;
         http_cases += usize::from(case.http);
-        if let Err((sig, body)) = check(case).await {
+        if let Err((sig, body)) = check(case, &mut seen).await {
             // Every disagreement is counted; the first few of each kind are shown whole.
             let seen = failures.entry(sig.clone()).or_default();
             if seen.len() < 2 && printed < 12 {
@@ -157,5 +187,12 @@ async fn the_simulator_and_the_owner_write_the_same_histories() {
         let shown: Vec<_> = names.iter().take(8).cloned().collect();
         eprintln!("  {} x {sig}: {}", names.len(), shown.join(", "));
     }
+    eprintln!("events written by the owner, by type: {seen:?}");
     assert_eq!(failed, 0, "the simulator and the owner disagree on {failed} of {ran} cases");
+    // The generator really reaches every construct (a generator that degenerated, say to
+    // definitions that all fail at once, would compare nothing of interest).
+    if count >= 100 {
+        let missing: Vec<_> = EXERCISED.iter().filter(|k| !seen.contains_key(*k)).collect();
+        assert!(missing.is_empty(), "no generated case produced {missing:?}");
+    }
 }
