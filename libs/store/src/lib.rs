@@ -39,9 +39,9 @@ pub use postgres::{PgOptions, PgStore, Wakeup};
 pub use retention::{
     DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased, FINISHED_REPLY,
 };
-pub use sqlite::SqliteStore;
 pub use roles::{
     Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites, Ownership,
     Retention, TaskQueue, Timers,
 };
+pub use sqlite::SqliteStore;
 pub use store::{FrontendStore, MembershipStore, OwnerStore, SchedulerStore, Store};

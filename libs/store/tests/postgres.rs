@@ -55,7 +55,10 @@ async fn concurrent_migrations_apply_each_version_once() {
         .expect("connect to the test database");
     let driver = tokio::spawn(connection);
     let tables: Vec<String> = client
-        .query("SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public'", &[])
+        .query(
+            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public'",
+            &[],
+        )
         .await
         .expect("list tables")
         .iter()

@@ -254,13 +254,7 @@ impl Inbox for PgStore {
         token: Option<&str>,
         payload: &Value,
     ) -> Result<u64> {
-        run!(self, Kind::Write, |c| queue::enqueue_inbox(
-            c,
-            execution_id,
-            kind,
-            token,
-            payload
-        ))
+        run!(self, Kind::Write, |c| queue::enqueue_inbox(c, execution_id, kind, token, payload))
     }
 
     async fn inbox_result(&self, seq: u64) -> Result<InboxStatus> {
@@ -368,12 +362,7 @@ impl TaskQueue for PgStore {
         worker_id: &str,
         report: Option<TaskReport>,
     ) -> Result<Option<CompletedTask>> {
-        run!(self, Kind::Write, |c| queue::complete_task_row(
-            c,
-            token,
-            worker_id,
-            report.as_ref()
-        ))
+        run!(self, Kind::Write, |c| queue::complete_task_row(c, token, worker_id, report.as_ref()))
     }
 
     async fn queue_backlog(&self) -> Result<Vec<QueueBacklog>> {
