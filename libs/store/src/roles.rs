@@ -1,5 +1,7 @@
 //! The role traits: the storage surface cut by who needs it. Every backend implements each
-//! one; the services hold only the views of [`crate::store`] made of the roles they need.
+//! one; each service holds only a view made of the roles it needs
+//! ([`FrontendStore`](crate::FrontendStore), [`OwnerStore`](crate::OwnerStore),
+//! [`SchedulerStore`](crate::SchedulerStore), [`MembershipStore`](crate::MembershipStore)).
 //!
 //! Conventions every backend follows:
 //! * domain times (event timestamps, projection times, timer due times) come from the caller;

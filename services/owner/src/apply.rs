@@ -460,7 +460,6 @@ pub(crate) fn batches_for(
             timers_to_upsert: upsert,
             timers_to_delete: delete,
             inbox_done: if i == 0 { std::mem::take(&mut w.inbox_done) } else { Vec::new() },
-            ..CommitBatch::default()
         });
     }
     (batches, children, tasks, timers)
