@@ -401,7 +401,8 @@ pub const MAX_CLAIM: u32 = 1_000;
 /// and cannot be guessed or forged from another one.
 ///
 /// # Errors
-/// The operating system has no randomness to give ([`StoreError::Unavailable`](crate::StoreError::Unavailable)).
+/// The operating system has no randomness to give
+/// ([`StoreError::Unavailable`](crate::StoreError::Unavailable)).
 pub fn new_task_token() -> crate::Result<String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|e| {

@@ -14,10 +14,12 @@
 //! | [`MembershipStore`] | nodes, ownership | `orbit-cluster` (`Membership`, `RemoteOwners`) |
 //! | [`Store`] | every role, migrations included | the process wiring (`orbit dev`, split), tests |
 //!
-//! **Only the owner writes history.** History, projections and the applying of inbox entries
-//! are written only by [`OwnerWrites::commit`] / [`OwnerWrites::commit_all`], and
-//! [`OwnerStore`] is the only view with [`OwnerWrites`]. The frontend's and the scheduler's
-//! store types have no such method, so the frontend cannot commit history:
+//! **Only the owner writes history.** History, projections, owners rows and the applying of
+//! inbox entries are written only by the methods of [`OwnerWrites`] ([`OwnerWrites::commit`],
+//! [`OwnerWrites::commit_all`], takeover, parking), and [`OwnerStore`] is the only view with
+//! that role (deleting closed trees, [`Deletion`] and [`Retention`], removes rows, it never
+//! writes them). The frontend's and the scheduler's store types have no such method, so the
+//! frontend cannot commit history:
 //!
 //! ```compile_fail,E0599
 //! use orbit_store::{FrontendStore, OwnerWrites};
