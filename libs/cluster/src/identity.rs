@@ -16,7 +16,7 @@
 //! instant with a fresh id can both pass; the check guards against the common mistake (a
 //! second deployment, a copy-pasted id), not against a deliberate race.
 
-use orbit_store::{NodeRow, Store, StoreError};
+use orbit_store::{NodeRow, Nodes, StoreError};
 use std::time::Duration;
 
 /// Another process heartbeats the node id.
@@ -75,7 +75,7 @@ pub enum NodeIdClaim {
 /// [`IdentityError::InUse`] when another process heartbeats the id; [`IdentityError::Store`]
 /// when the table cannot be read.
 pub async fn claim_node_id(
-    store: &dyn Store,
+    store: &dyn Nodes,
     node_id: &str,
     node_timeout_ms: u64,
     poll: Duration,
@@ -115,11 +115,11 @@ pub async fn claim_node_id(
     }
 }
 
-async fn row(store: &dyn Store, node_id: &str) -> Result<Option<NodeRow>, StoreError> {
+async fn row(store: &dyn Nodes, node_id: &str) -> Result<Option<NodeRow>, StoreError> {
     Ok(store.list_nodes().await?.into_iter().find(|n| n.node_id == node_id))
 }
 
-async fn live(store: &dyn Store, node_id: &str, timeout_ms: u64) -> Result<bool, StoreError> {
+async fn live(store: &dyn Nodes, node_id: &str, timeout_ms: u64) -> Result<bool, StoreError> {
     Ok(store.live_nodes(None, timeout_ms).await?.iter().any(|n| n.node_id == node_id))
 }
 
@@ -127,7 +127,7 @@ async fn live(store: &dyn Store, node_id: &str, timeout_ms: u64) -> Result<bool,
 mod tests {
     use super::*;
     use crate::{Membership, MembershipConfig};
-    use orbit_store::SqliteStore;
+    use orbit_store::{SqliteStore, Store};
     use std::sync::Arc;
     use tokio_util::sync::CancellationToken;
 

@@ -8,7 +8,7 @@
 //! On a clean shutdown the node deletes its row, so owners take over its work at once
 //! instead of after the timeout.
 
-use orbit_store::{NodeInfo, NodeRow, Store, StoreError};
+use orbit_store::{MembershipStore, NodeInfo, NodeRow, StoreError};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -38,7 +38,7 @@ pub struct Membership {
 }
 
 struct Inner {
-    store: Arc<dyn Store>,
+    store: Arc<dyn MembershipStore>,
     info: NodeInfo,
     heartbeat_interval: Duration,
     node_timeout_ms: u64,
@@ -49,7 +49,7 @@ impl Membership {
     /// Membership of a new incarnation of `config.node_id` (not yet registered: call
     /// [`Membership::beat`] or [`Membership::run`]).
     #[must_use]
-    pub fn new(store: Arc<dyn Store>, config: MembershipConfig) -> Membership {
+    pub fn new(store: Arc<dyn MembershipStore>, config: MembershipConfig) -> Membership {
         let info = NodeInfo {
             node_id: config.node_id,
             service: config.service,
@@ -87,7 +87,7 @@ impl Membership {
 
     /// The store the membership lives in.
     #[must_use]
-    pub fn store(&self) -> &Arc<dyn Store> {
+    pub fn store(&self) -> &Arc<dyn MembershipStore> {
         &self.inner.store
     }
 
@@ -170,7 +170,7 @@ fn new_incarnation() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use orbit_store::SqliteStore;
+    use orbit_store::{SqliteStore, Store};
 
     async fn store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
         Arc::new(SqliteStore::open_and_migrate(dir.path().join("m.db")).await.expect("store"))

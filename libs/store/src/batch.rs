@@ -55,8 +55,10 @@ pub struct CommitBatch {
     /// The run the events belong to. A run greater than the projection's starts a new run
     /// (continue-as-new): its events start at seq 1 and the projection moves to it.
     pub run: u32,
-    /// The fence: the epoch this writer holds. `None` only when no owner row exists yet or
-    /// the writer is the single-process dev mode that does not use owners.
+    /// The fence: the epoch this writer holds, checked against the owners row. `None` skips
+    /// the check: for the commit that creates the execution (its `new_owner` row starts at
+    /// epoch 1) and for an execution the owner loaded without an owners row (released by
+    /// retention after it closed). `orbit dev` fences like the split (its node id is `dev`).
     pub expected_epoch: Option<u64>,
     /// Create the projection row (first commit of an execution).
     pub new_execution: Option<ExecutionRow>,
@@ -68,8 +70,6 @@ pub struct CommitBatch {
     pub projection: Option<ProjectionUpdate>,
     /// Task offers to queue.
     pub tasks_to_insert: Vec<NewTask>,
-    /// Task rows of this execution to cancel (queued or claimed rows only).
-    pub tasks_to_cancel: Vec<u64>,
     /// Units of this execution whose task rows (queued or claimed) are cancelled.
     pub units_to_cancel: Vec<String>,
     /// Inbox entries to write for other executions (a child's end for its parent).

@@ -5,7 +5,7 @@
 //! * a healthy execution has no row: rows are written only on failure and recovery paths;
 //! * a note for another `inbox_seq` than the row's restarts the count (progress was made);
 //! * a parked row is never changed by a note, only by park/unpark and cleared by
-//!   [`Store::clear_faults`](crate::Store::clear_faults);
+//!   [`OwnerWrites::clear_faults`](crate::OwnerWrites::clear_faults);
 //! * park and unpark are fenced by the owner's epoch like a commit, and move the
 //!   projection status (`SUSPENDED` while parked, the previous status back on unpark).
 

@@ -1,8 +1,12 @@
 //! Orbit's storage layer.
 //!
-//! [`Store`] is the async trait every service talks to; [`SqliteStore`] is the embedded
-//! backend (`orbit dev`, single file, WAL) and [`PgStore`] the production one (PostgreSQL,
-//! any number of processes on one database, `LISTEN/NOTIFY` wake-ups). Both run the same
+//! The storage surface is a set of async role traits ([`roles`]: definitions, reads, inbox,
+//! owner writes, task queue, timers, nodes, ownership, retention, deletion, migrations); each
+//! service holds a view made of the roles it needs ([`FrontendStore`], [`OwnerStore`],
+//! [`SchedulerStore`], [`MembershipStore`]), so only the owner can write history; [`Store`]
+//! is all of them, for the process wiring. [`SqliteStore`] is the embedded backend
+//! (`orbit dev`, single file, WAL) and [`PgStore`] the production one (PostgreSQL, any
+//! number of processes on one database, `LISTEN/NOTIFY` wake-ups). Both run the same
 //! conformance suite (`tests/conformance.rs`).
 //!
 //! The history tables are the source of truth; the `executions` projection, task queue rows,
@@ -17,6 +21,7 @@ pub mod migrations;
 mod model;
 mod postgres;
 mod retention;
+pub mod roles;
 mod sqlite;
 mod store;
 
@@ -34,5 +39,9 @@ pub use postgres::{PgOptions, PgStore, Wakeup};
 pub use retention::{
     DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased, FINISHED_REPLY,
 };
+pub use roles::{
+    Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites, Ownership,
+    Retention, TaskQueue, Timers,
+};
 pub use sqlite::SqliteStore;
-pub use store::Store;
+pub use store::{FrontendStore, MembershipStore, OwnerStore, SchedulerStore, Store};

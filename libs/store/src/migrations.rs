@@ -38,6 +38,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "task_worker",
         sql: include_str!("../migrations/0005_task_worker.sql"),
     },
+    Migration {
+        version: 6,
+        name: "drop_worker_tables",
+        sql: include_str!("../migrations/0006_drop_worker_tables.sql"),
+    },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).

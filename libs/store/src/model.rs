@@ -1,4 +1,4 @@
-//! Plain row types the [`Store`](crate::Store) trait reads and writes.
+//! Plain row types the [`Store`](crate::Store) role traits read and write.
 //!
 //! They mirror the tables of `migrations/0001_init.sql` but carry domain types (`u64`
 //! milliseconds, `serde_json::Value`, `Option` for nullable columns); backends convert at the
@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-/// Whether [`Store::put_definition`](crate::Store::put_definition) wrote a row.
+/// Whether [`Definitions::put_definition`](crate::Definitions::put_definition) wrote a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PutOutcome {
     /// A new (name, version) was registered.
@@ -62,7 +62,7 @@ pub struct ExecutionRow {
     pub last_seq: u64,
 }
 
-/// Filter and page for [`Store::list_executions`](crate::Store::list_executions).
+/// Filter and page for [`ExecutionReads::list_executions`](crate::ExecutionReads::list_executions).
 /// Executions are listed newest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExecutionFilter {
@@ -274,7 +274,7 @@ pub struct TaskReport {
     pub payload: Value,
 }
 
-/// The outcome of [`Store::complete_task_row`](crate::Store::complete_task_row).
+/// The outcome of [`TaskQueue::complete_task_row`](crate::TaskQueue::complete_task_row).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompletedTask {
     /// The row, after the update.
@@ -391,7 +391,7 @@ pub struct DbStats {
     pub commits: u64,
 }
 
-/// The most rows one [`Store::claim_tasks`](crate::Store::claim_tasks) call claims (a larger
+/// The most rows one [`TaskQueue::claim_tasks`](crate::TaskQueue::claim_tasks) call claims (a larger
 /// `limit` is cut to it): each row needs a fresh token drawn beforehand.
 pub const MAX_CLAIM: u32 = 1_000;
 
@@ -401,7 +401,8 @@ pub const MAX_CLAIM: u32 = 1_000;
 /// and cannot be guessed or forged from another one.
 ///
 /// # Errors
-/// The operating system has no randomness to give ([`StoreError::Unavailable`]).
+/// The operating system has no randomness to give
+/// ([`StoreError::Unavailable`](crate::StoreError::Unavailable)).
 pub fn new_task_token() -> crate::Result<String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|e| {

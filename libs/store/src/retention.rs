@@ -1,4 +1,4 @@
-//! What the retention methods of [`Store`](crate::Store) report.
+//! What the [`Retention`](crate::Retention) and [`Deletion`](crate::Deletion) methods report.
 //!
 //! Retention is three sweeps, each in bounded batches so none holds the writer (SQLite) or
 //! many row locks (PostgreSQL) for long:
@@ -13,7 +13,7 @@
 //!   tree closed, is deleted with its children and every row of theirs (history of every run,
 //!   inbox, task, timer and owners rows).
 
-/// Rows deleted by [`Store::delete_done_rows`](crate::Store::delete_done_rows).
+/// Rows deleted by [`Retention::delete_done_rows`](crate::Retention::delete_done_rows).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DoneRowsDeleted {
     /// Applied inbox entries deleted.
@@ -22,7 +22,7 @@ pub struct DoneRowsDeleted {
     pub tasks: u64,
 }
 
-/// What [`Store::release_closed_owners`](crate::Store::release_closed_owners) did.
+/// What [`Retention::release_closed_owners`](crate::Retention::release_closed_owners) did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OwnersReleased {
     /// Root trees whose owners rows were deleted.
@@ -62,7 +62,7 @@ impl ExecutionsDeleted {
     }
 }
 
-/// The outcome of [`Store::delete_execution`](crate::Store::delete_execution).
+/// The outcome of [`Deletion::delete_execution`](crate::Deletion::delete_execution).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeleteOutcome {
     /// The execution and its children are gone.

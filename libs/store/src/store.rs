@@ -1,268 +1,113 @@
-//! The [`Store`] trait: the whole storage surface the services use, one implementation per
-//! backend (SQLite now, PostgreSQL later), checked by the same conformance suite.
+//! The per-service views of the storage surface, and [`Store`], all of it.
 //!
-//! Conventions every backend follows:
-//! * domain times (event timestamps, projection times, timer due times) come from the caller;
-//!   bookkeeping times (`created_at` of inbox and queue rows, claim and done times, owner
-//!   `since`) come from the store's clock (the database clock on PostgreSQL);
-//! * a method either fully applies or changes nothing;
-//! * no method blocks the async runtime.
+//! The surface is cut into role traits ([`crate::roles`]): [`Definitions`],
+//! [`ExecutionReads`], [`Inbox`], [`OwnerWrites`], [`TaskQueue`], [`Timers`], [`Nodes`],
+//! [`Ownership`], [`Retention`], [`Deletion`], [`Migrations`]. Each backend ([`SqliteStore`],
+//! [`PgStore`]) implements every role and is checked by one conformance suite. A service holds
+//! the view made of the roles it needs, so what it may write is a matter of types:
+//!
+//! | view | roles | held by |
+//! |---|---|---|
+//! | [`FrontendStore`] | definitions, reads, inbox, task queue, nodes, ownership, deletion | `orbit-frontend` |
+//! | [`OwnerStore`] | definitions, reads, inbox, owner writes, nodes, ownership | `orbit-owner` |
+//! | [`SchedulerStore`] | timers, retention | `orbit-scheduler` (timer loop and sweeper) |
+//! | [`MembershipStore`] | nodes, ownership | `orbit-cluster` (`Membership`, `RemoteOwners`) |
+//! | [`Store`] | every role, migrations included | the process wiring (`orbit dev`, split), tests |
+//!
+//! **Only the owner writes history.** History, projections, owners rows and the applying of
+//! inbox entries are written only by the methods of [`OwnerWrites`] ([`OwnerWrites::commit`],
+//! [`OwnerWrites::commit_all`], takeover, parking), and [`OwnerStore`] is the only view with
+//! that role (deleting closed trees, [`Deletion`] and [`Retention`], removes rows, it never
+//! writes them). The frontend's and the scheduler's store types have no such method, so the
+//! frontend cannot commit history:
+//!
+//! ```compile_fail,E0599
+//! use orbit_store::{FrontendStore, OwnerWrites};
+//! async fn write(store: std::sync::Arc<dyn FrontendStore>) {
+//!     let _ = store.commit_all(Vec::new()).await;
+//! }
+//! ```
+//!
+//! nor can the scheduler:
+//!
+//! ```compile_fail,E0599
+//! use orbit_store::{OwnerWrites, SchedulerStore};
+//! async fn write(store: std::sync::Arc<dyn SchedulerStore>) {
+//!     let _ = store.commit(orbit_store::CommitBatch::default()).await;
+//! }
+//! ```
+//!
+//! while the owner can, and a [`Store`] becomes any view by trait upcasting:
+//!
+//! ```
+//! use orbit_store::{FrontendStore, OwnerStore, Store};
+//! use std::sync::Arc;
+//! async fn write(store: Arc<dyn OwnerStore>) {
+//!     let _ = store.commit_all(Vec::new()).await;
+//! }
+//! fn views(store: Arc<dyn Store>) -> (Arc<dyn FrontendStore>, Arc<dyn OwnerStore>) {
+//!     (store.clone(), store)
+//! }
+//! ```
+//!
+//! The views and [`Store`] have no methods of their own and a blanket implementation each:
+//! whatever implements their roles is one. Methods of a role are callable on a view's trait
+//! object without importing the role; on a concrete backend, import the role (or all of them:
+//! `use orbit_store::roles::*`).
+//!
+//! [`SqliteStore`]: crate::SqliteStore
+//! [`PgStore`]: crate::PgStore
 
-use crate::batch::{CommitBatch, CommitOutcome};
-use crate::error::Result;
-use crate::fault::{FaultNote, FaultRow};
-use crate::model::{
-    CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskReport,
-    TaskRow, TimerRow,
+use crate::roles::{
+    Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites, Ownership,
+    Retention, TaskQueue, Timers,
 };
-use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
-use orbit_engine::HistoryEvent;
-use serde_json::Value;
 
-/// Async storage for definitions, histories, the queue, the inbox, timers and owners.
-#[async_trait::async_trait]
-pub trait Store: Send + Sync {
-    /// Apply the numbered migrations not yet recorded in `schema_migrations`, in order.
-    /// Idempotent. Returns the versions applied by this call.
-    async fn migrate(&self) -> Result<Vec<u32>>;
+/// What the frontend may do: register and read definitions, read executions, write inbox
+/// commands and read their replies, serve the task queue to workers, read the cluster, delete
+/// a closed execution on request. It cannot write history (no [`OwnerWrites`]).
+pub trait FrontendStore:
+    Definitions + ExecutionReads + Inbox + TaskQueue + Nodes + Ownership + Deletion
+{
+}
 
-    /// Register a definition. Immutable per (name, version): the same hash again is
-    /// `Unchanged`, a different hash is [`StoreError::Conflict`](crate::StoreError::Conflict).
-    async fn put_definition(
-        &self,
-        name: &str,
-        version: &str,
-        hash: &str,
-        document: &str,
-    ) -> Result<PutOutcome>;
+impl<T> FrontendStore for T where
+    T: Definitions + ExecutionReads + Inbox + TaskQueue + Nodes + Ownership + Deletion + ?Sized
+{
+}
 
-    /// A definition by (name, version), or the latest registered version of `name` when
-    /// `version` is `None`.
-    async fn get_definition(
-        &self,
-        name: &str,
-        version: Option<&str>,
-    ) -> Result<Option<DefinitionRow>>;
+/// What an owner may do: the only view that writes history ([`OwnerWrites`]), plus the
+/// reads it rebuilds executions from and the cluster reads of its takeover round.
+pub trait OwnerStore:
+    Definitions + ExecutionReads + Inbox + OwnerWrites + Nodes + Ownership
+{
+}
 
-    /// Every definition, by name then registration order.
-    async fn list_definitions(&self) -> Result<Vec<DefinitionRow>>;
+impl<T> OwnerStore for T where
+    T: Definitions + ExecutionReads + Inbox + OwnerWrites + Nodes + Ownership + ?Sized
+{
+}
 
-    /// Apply one [`CommitBatch`] atomically (fence, projection, events, tasks, timers, inbox).
-    async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome>;
+/// What the scheduler may do: fire timers (into inbox entries) and sweep retention.
+pub trait SchedulerStore: Timers + Retention {}
 
-    /// Apply several batches (any executions) in ONE transaction: all or none. This is how an
-    /// owner commits a whole decision pass under load.
-    async fn commit_all(&self, batches: Vec<CommitBatch>) -> Result<Vec<CommitOutcome>>;
+impl<T: Timers + Retention + ?Sized> SchedulerStore for T {}
 
-    /// The history of one run, in seq order (empty if there is none).
-    async fn load_history(&self, execution_id: &str, run: u32) -> Result<Vec<HistoryEvent>>;
+/// What cluster membership needs: heartbeats and liveness, and who owns an execution (to
+/// route a call to its owner).
+pub trait MembershipStore: Nodes + Ownership {}
 
-    /// The events of one run after `after_seq`, in seq order (for watchers and paging).
-    async fn history_after(
-        &self,
-        execution_id: &str,
-        run: u32,
-        after_seq: u64,
-    ) -> Result<Vec<HistoryEvent>>;
+impl<T: Nodes + Ownership + ?Sized> MembershipStore for T {}
 
-    /// The projection of an execution.
-    async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRow>>;
+/// The whole storage surface, every role and migrations: what a process that builds several
+/// services (`orbit dev`, the split wiring, tests) opens, then hands each service its view
+/// (`Arc<dyn Store>` coerces to `Arc<dyn FrontendStore>` and the others).
+pub trait Store:
+    Migrations + FrontendStore + OwnerStore + SchedulerStore + MembershipStore
+{
+}
 
-    /// A page of executions matching `filter`, newest first.
-    async fn list_executions(&self, filter: ExecutionFilter) -> Result<ExecutionPage>;
-
-    /// Write a command for an execution's owner; returns its seq.
-    async fn enqueue_inbox(
-        &self,
-        execution_id: &str,
-        kind: &str,
-        token: Option<&str>,
-        payload: &Value,
-    ) -> Result<u64>;
-
-    /// Pending (not done) inbox entries, by seq; of one execution or of all.
-    async fn pending_inbox(
-        &self,
-        execution_id: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<InboxEntry>>;
-
-    /// Whether an inbox entry was applied, and the owner's reply.
-    /// [`StoreError::NotFound`](crate::StoreError::NotFound) if the entry does not exist.
-    async fn inbox_result(&self, seq: u64) -> Result<InboxStatus>;
-
-    /// Claim up to `limit` (at most [`MAX_CLAIM`](crate::MAX_CLAIM)) queued rows of the
-    /// given task names, oldest first, for a frontend (`claimer`) and a worker `session` of
-    /// `worker_id`: queued → claimed with a fresh random token
-    /// ([`new_task_token`](crate::new_task_token)), bound to `worker_id`. In the same
-    /// transaction a `dispatched` inbox entry is written per row for its owner. No row is
-    /// ever handed to two claimers.
-    async fn claim_tasks(
-        &self,
-        task_names: &[String],
-        limit: u32,
-        claimer: &str,
-        session: &str,
-        worker_id: &str,
-    ) -> Result<Vec<TaskRow>>;
-
-    /// Rows still claimed by `claimer` (a frontend node), oldest first. A frontend that
-    /// starts again finds here the claims of its previous incarnation, whose sessions died
-    /// with it.
-    async fn claimed_tasks(&self, claimer: &str) -> Result<Vec<TaskRow>>;
-
-    /// The task row a token was issued for (to see whether it was cancelled or done).
-    async fn task_by_token(&self, token: &str) -> Result<Option<TaskRow>>;
-
-    /// Record the result worker `worker_id` reports for `token`: the row becomes done (if it
-    /// was claimed or cancelled) and, with a report, an inbox entry for the owner is written
-    /// in the same transaction. `None` when no row carries the token. When the row was
-    /// claimed for another worker nothing is written: the row comes back unchanged
-    /// (`newly_done` false, no `inbox_seq`), its `worker_id` telling the caller why.
-    async fn complete_task_row(
-        &self,
-        token: &str,
-        worker_id: &str,
-        report: Option<TaskReport>,
-    ) -> Result<Option<CompletedTask>>;
-
-    /// The backlog of queued (unclaimed) rows per task name and version, ordered by name
-    /// then version; tasks with nothing queued are absent. Read-only.
-    async fn queue_backlog(&self) -> Result<Vec<QueueBacklog>>;
-
-    /// Timers due at `now_ms`, by due time.
-    async fn due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<TimerRow>>;
-
-    /// The earliest due time of any timer.
-    async fn next_timer_at(&self) -> Result<Option<u64>>;
-
-    /// The scheduler's step: take up to `limit` timers due at `now_ms` (by due time), and in
-    /// one transaction turn each into a `timer` inbox entry for its execution and delete it.
-    /// Returns each fired timer with the seq of its inbox entry.
-    async fn fire_due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<(TimerRow, u64)>>;
-
-    /// Make `node_id` the owner of an execution and return its epoch: 1 for a new owners
-    /// row, the previous epoch + 1 for a takeover (which fences the previous owner).
-    async fn claim_owner(&self, execution_id: &str, root_id: &str, node_id: &str) -> Result<u64>;
-
-    /// The owners row of an execution.
-    async fn get_owner(&self, execution_id: &str) -> Result<Option<OwnerRow>>;
-
-    // ------------------------------------------------------------------ membership
-
-    /// Records a heartbeat of `node` with the store's clock: inserts its `nodes` row or
-    /// refreshes it (a new incarnation also resets `started_at`). Returns the store's now.
-    async fn heartbeat_node(&self, node: &NodeInfo) -> Result<u64>;
-
-    /// Nodes (of `service`, or of every service) whose last heartbeat is no older than
-    /// `timeout_ms` by the store's clock, by node id.
-    async fn live_nodes(&self, service: Option<&str>, timeout_ms: u64) -> Result<Vec<NodeRow>>;
-
-    /// Every `nodes` row, live or not, by node id.
-    async fn list_nodes(&self) -> Result<Vec<NodeRow>>;
-
-    /// Deletes a node's row (a clean shutdown: it is dead at once, no timeout to wait).
-    async fn remove_node(&self, node_id: &str) -> Result<()>;
-
-    // ------------------------------------------------------------- owners at scale
-
-    /// Pending inbox entries, by seq, of the executions whose owners row names `node_id`,
-    /// plus those of the executions in `also` (the ones the caller holds in memory: if it
-    /// lost them, its commit is fenced and it drops them). Entries of parked executions
-    /// (see [`Store::park_execution`]) are left out, except `resume` and `terminate`.
-    async fn pending_inbox_owned(
-        &self,
-        node_id: &str,
-        also: &[String],
-        limit: u32,
-    ) -> Result<Vec<InboxEntry>>;
-
-    /// Open executions (not in a terminal status) owned by `node_id`, by id.
-    async fn owned_executions(&self, node_id: &str) -> Result<Vec<String>>;
-
-    /// Root trees owned by a node with no live `owner` heartbeat within `timeout_ms` (or no
-    /// `nodes` row at all), that still have work: an open execution or a pending inbox
-    /// entry. Distinct (root, node) pairs, at most `limit`.
-    async fn orphaned_roots(&self, timeout_ms: u64, limit: u32) -> Result<Vec<OrphanRoot>>;
-
-    /// Takes over every owners row of `root_id` still held by `from_node`, in one
-    /// transaction: `node_id = to_node`, `epoch = epoch + 1`. Queued tasks of the tree are
-    /// announced again (PostgreSQL: NOTIFY). Returns (execution id, new epoch) of each row
-    /// taken; empty when another node took the tree first.
-    async fn take_over_root(
-        &self,
-        root_id: &str,
-        from_node: &str,
-        to_node: &str,
-    ) -> Result<Vec<(String, u64)>>;
-
-    // ------------------------------------------------------------ frontends at scale
-
-    /// Hands back every row still claimed by `claimer` (a dead or restarted frontend): each
-    /// becomes `cancelled` and gets one `uncertain` inbox entry with `reason` for its owner,
-    /// in one transaction, so concurrent callers never release a row twice. A worker that
-    /// still reports the attempt is recorded (rule 4 decides). Returns the rows released.
-    async fn release_claims(&self, claimer: &str, reason: &str) -> Result<Vec<TaskRow>>;
-
-    /// Claimers of `claimed` rows that have no live node (any service) within `timeout_ms`.
-    async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>>;
-
-    // ------------------------------------------------------------- poison quarantine
-
-    /// Counts failures (see [`FaultNote`]) in one transaction; returns each row afterwards,
-    /// in the order of `notes`. Parked rows are returned unchanged.
-    async fn note_faults(&self, notes: Vec<FaultNote>) -> Result<Vec<FaultRow>>;
-
-    /// The fault rows of `ids` that exist, by execution id.
-    async fn faults(&self, ids: &[String]) -> Result<Vec<FaultRow>>;
-
-    /// Deletes the fault rows of `ids` (parked or not); missing rows are ignored.
-    async fn clear_faults(&self, ids: &[String]) -> Result<()>;
-
-    /// Parks an execution, fenced by `expected_epoch` like a commit: counts `note`, marks
-    /// the row parked (the offending entry is `note.inbox_seq`), keeps the projection's
-    /// status for unpark and sets it to `SUSPENDED`. Parking a parked execution only
-    /// updates the note. [`StoreError::NotFound`](crate::StoreError::NotFound) without a
-    /// projection, [`StoreError::Fenced`](crate::StoreError::Fenced) as for a commit.
-    async fn park_execution(
-        &self,
-        note: FaultNote,
-        expected_epoch: Option<u64>,
-        now_ms: u64,
-    ) -> Result<FaultRow>;
-
-    /// Unparks an execution, fenced like [`Store::park_execution`]: the projection gets its
-    /// status from before the park back and the fault row (mark and count) is deleted.
-    /// Returns the row removed, `None` when the execution was not parked (nothing changes).
-    async fn unpark_execution(
-        &self,
-        execution_id: &str,
-        expected_epoch: Option<u64>,
-        now_ms: u64,
-    ) -> Result<Option<FaultRow>>;
-
-    // -------------------------------------------------------------------- retention
-
-    /// Deletes up to `limit` applied (`done`) inbox entries and up to `limit` `done` task rows
-    /// whose done time (store clock) is older than `grace_ms`, oldest first. A reply is read
-    /// by its waiter within the frontend's reply timeout, so a grace above it (with margin)
-    /// never deletes a reply someone still waits for.
-    async fn delete_done_rows(&self, grace_ms: u64, limit: u32) -> Result<DoneRowsDeleted>;
-
-    /// Deletes the owners rows of up to `limit` root trees whose root closed more than
-    /// `grace_ms` ago (store clock), with every execution of the tree closed and no pending
-    /// inbox entry; then answers up to `limit` pending entries of closed executions that have
-    /// no owners row with [`FINISHED_REPLY`](crate::FINISHED_REPLY) (no owner will apply
-    /// them). A commit still holding such an execution is fenced (no owners row).
-    async fn release_closed_owners(&self, grace_ms: u64, limit: u32) -> Result<OwnersReleased>;
-
-    /// Deletes up to `limit` root trees whose root's `delete_after` is before `now_ms` and
-    /// whose executions are all closed: every execution of the tree and all their rows.
-    /// Concurrent callers (PostgreSQL) take disjoint trees (`SKIP LOCKED`).
-    async fn delete_expired(&self, now_ms: u64, limit: u32) -> Result<ExecutionsDeleted>;
-
-    /// Deletes one execution and its descendants (by `parent_id`) with all their rows, if
-    /// every one of them is closed; otherwise deletes nothing and names the open ones.
-    async fn delete_execution(&self, execution_id: &str) -> Result<DeleteOutcome>;
+impl<T> Store for T where
+    T: Migrations + FrontendStore + OwnerStore + SchedulerStore + MembershipStore + ?Sized
+{
 }

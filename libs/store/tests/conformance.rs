@@ -14,7 +14,7 @@ mod suite;
 #[path = "conformance/support.rs"]
 mod support;
 
-use orbit_store::{SqliteStore, Store};
+use orbit_store::{Migrations, SqliteStore, Store};
 use std::path::PathBuf;
 use std::sync::Arc;
 use support::Backend;

@@ -4,7 +4,7 @@
 use crate::error::{err, store, ApiResult};
 use orbit_definition::Definition;
 use orbit_server_kit::ErrorCode;
-use orbit_store::Store;
+use orbit_store::Definitions;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -18,7 +18,7 @@ impl DefinitionCache {
     /// The definition an execution is pinned to.
     pub(crate) async fn pinned(
         &self,
-        store: &dyn Store,
+        store: &dyn Definitions,
         workflow: &str,
         version: &str,
         hash: &str,

@@ -24,7 +24,7 @@ use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_api::v1::admin_service_server::AdminServiceServer;
 use orbit_api::v1::worker_service_server::WorkerServiceServer;
 use orbit_api::v1::workflow_service_server::WorkflowServiceServer;
-use orbit_store::{ChangeHub, Store};
+use orbit_store::{ChangeHub, FrontendStore};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -85,7 +85,8 @@ impl FrontendConfig {
 /// What every handler shares.
 pub(crate) struct Shared {
     pub(crate) config: FrontendConfig,
-    pub(crate) store: Arc<dyn Store>,
+    /// The frontend's view of the store: it has no `commit`, so it cannot write history.
+    pub(crate) store: Arc<dyn FrontendStore>,
     pub(crate) owner: Arc<dyn OwnerService>,
     /// Notified by the owner after it commits new task rows.
     pub(crate) tasks_ready: Arc<Notify>,
@@ -114,7 +115,7 @@ impl Frontend {
     #[must_use]
     pub fn new(
         config: FrontendConfig,
-        store: Arc<dyn Store>,
+        store: Arc<dyn FrontendStore>,
         owner: Arc<dyn OwnerService>,
         tasks_ready: Arc<Notify>,
         changes: Arc<ChangeHub>,

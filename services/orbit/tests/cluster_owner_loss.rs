@@ -26,7 +26,7 @@ async fn wait_moved_off(topo: &Topology, ids: &[String], node: &str, within: Dur
     loop {
         let mut left = 0;
         for id in ids {
-            let owner = orbit_store::Store::get_owner(&store, id).await.expect("owners row");
+            let owner = orbit_store::Ownership::get_owner(&store, id).await.expect("owners row");
             if owner.is_some_and(|o| o.node_id == node) {
                 left += 1;
             }

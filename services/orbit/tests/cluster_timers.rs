@@ -51,7 +51,7 @@ async fn two_schedulers_never_fire_a_timer_twice() {
     let store = topo.store().await;
     let def = orbit_definition::parse(SLEEPY).unwrap();
     for id in &ids {
-        let h = orbit_store::Store::load_history(&store, id, 1).await.unwrap();
+        let h = orbit_store::ExecutionReads::load_history(&store, id, 1).await.unwrap();
         check_history(&def, id, &h);
         let fires = h.iter().filter(|e| matches!(e.event, Event::TimerFired { .. })).count();
         assert_eq!(fires, 3, "{id}: each sleep fired once");

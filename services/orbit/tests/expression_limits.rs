@@ -9,7 +9,7 @@ use orbit_api::v1 as pb;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use orbit_server_kit::payload::json_to_proto;
 use orbit_server_kit::OrbitError;
-use orbit_store::Store;
+use orbit_store::roles::*;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tonic::transport::Channel;

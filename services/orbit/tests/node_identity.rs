@@ -7,7 +7,8 @@
 mod common;
 
 use common::split::{Split, FAST};
-use orbit_store::{NodeRow, Store};
+use orbit_store::roles::*;
+use orbit_store::NodeRow;
 use std::time::{Duration, Instant};
 
 /// The exit code of a service refused because its node id is in use.

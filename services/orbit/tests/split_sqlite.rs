@@ -8,7 +8,7 @@ use common::cluster::{load_worker, STEADY};
 use common::scenario::{run_every_example, worker, EXAMPLES};
 use common::split::{Split, FAST};
 use common::*;
-use orbit_store::Store;
+use orbit_store::roles::*;
 use serde_json::json;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;

@@ -411,7 +411,6 @@ pub(crate) fn batches_for(
             timers_to_upsert: rows.timers_to_upsert,
             timers_to_delete: rows.timers_to_delete,
             inbox_done: if i == 0 { std::mem::take(&mut w.inbox_done) } else { Vec::new() },
-            ..CommitBatch::default()
         });
     }
     (batches, children, tasks, timers)

@@ -13,7 +13,7 @@ use crate::resume;
 use crate::takeover;
 use orbit_definition::{Definition, Limits};
 use orbit_engine::event::ParentRef;
-use orbit_store::{ChangeHub, Store};
+use orbit_store::{ChangeHub, OwnerStore};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex as StdMutex};
@@ -123,7 +123,7 @@ pub(crate) struct Passes {
 
 pub(crate) struct Inner {
     pub cfg: OwnerConfig,
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn OwnerStore>,
     pub tasks_ready: Arc<Notify>,
     pub timers_changed: Arc<Notify>,
     pub changes: Arc<ChangeHub>,
@@ -147,7 +147,7 @@ impl Owner {
     #[must_use]
     pub fn new(
         cfg: OwnerConfig,
-        store: Arc<dyn Store>,
+        store: Arc<dyn OwnerStore>,
         tasks_ready: Arc<Notify>,
         timers_changed: Arc<Notify>,
         changes: Arc<ChangeHub>,

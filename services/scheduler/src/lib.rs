@@ -3,7 +3,7 @@
 //! Owners write one timer row per execution (its next wake-up) in the same transaction as
 //! the events that move it. The scheduler keeps the earliest due time, and when it passes
 //! claims the due rows and turns each into a `timer` inbox entry for its owner, deleting the
-//! row, in one transaction (`Store::fire_due_timers`) — so a timer fires once however many
+//! row, in one transaction (`Timers::fire_due_timers`) — so a timer fires once however many
 //! schedulers run — then wakes the owner. It sleeps until the next due time, or until an
 //! owner says a nearer timer exists; a long idle sleep is only a safety net.
 //!
@@ -22,7 +22,7 @@ use orbit_api::internal::v1 as pb;
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_api::internal::v1::scheduler_service_server::SchedulerService;
 use orbit_server_kit::payload::{opt_ms_to_timestamp, opt_timestamp_to_ms};
-use orbit_store::Store;
+use orbit_store::SchedulerStore;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +46,7 @@ pub struct Scheduler {
 
 struct Inner {
     node_id: String,
-    store: Arc<dyn Store>,
+    store: Arc<dyn SchedulerStore>,
     owner: Arc<dyn OwnerService>,
     wake: Arc<Notify>,
     idle: Duration,
@@ -60,7 +60,7 @@ impl Scheduler {
     #[must_use]
     pub fn new(
         node_id: &str,
-        store: Arc<dyn Store>,
+        store: Arc<dyn SchedulerStore>,
         owner: Arc<dyn OwnerService>,
         wake: Arc<Notify>,
         clock: fn() -> u64,

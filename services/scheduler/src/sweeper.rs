@@ -16,7 +16,7 @@
 //! (`SKIP LOCKED`); on SQLite each batch is one short job of the single writer. Errors are
 //! logged and the round ends; the next round retries.
 
-use orbit_store::{ExecutionsDeleted, Store};
+use orbit_store::{ExecutionsDeleted, SchedulerStore};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -69,7 +69,7 @@ pub struct Swept {
 /// The sweeper. Cheap to clone.
 #[derive(Clone)]
 pub struct Sweeper {
-    store: Arc<dyn Store>,
+    store: Arc<dyn SchedulerStore>,
     cfg: SweeperConfig,
     clock: fn() -> u64,
 }
@@ -81,7 +81,7 @@ fn millis(d: Duration) -> u64 {
 impl Sweeper {
     /// A sweeper over `store`; `clock` is the domain clock `delete_after` was written with.
     #[must_use]
-    pub fn new(store: Arc<dyn Store>, cfg: SweeperConfig, clock: fn() -> u64) -> Sweeper {
+    pub fn new(store: Arc<dyn SchedulerStore>, cfg: SweeperConfig, clock: fn() -> u64) -> Sweeper {
         Sweeper { store, cfg, clock }
     }
 

@@ -2,7 +2,8 @@
 //! back short, so a backlog larger than a batch is cleared in one round, every sweep in turn.
 
 use orbit_scheduler::{Sweeper, SweeperConfig};
-use orbit_store::{CommitBatch, ExecutionRow, NewOwner, ProjectionUpdate, SqliteStore, Store};
+use orbit_store::roles::*;
+use orbit_store::{CommitBatch, ExecutionRow, NewOwner, ProjectionUpdate, SqliteStore};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;

@@ -1,7 +1,7 @@
 //! The PostgreSQL backend: a bb8 pool of tokio-postgres connections (TLS via rustls), the
 //! same schema and migrations as SQLite, row locks where SQLite relies on its single writer.
 //!
-//! This module only routes each [`Store`] method to the per-area modules (`commit`, `queue`,
+//! This module only routes each role method (see [`crate::roles`]) to the per-area modules (`commit`, `queue`,
 //! `cluster`, `reads`, `migrate`) through [`run!`], which checks a connection out of the pool
 //! and runs the operation again when PostgreSQL reports a serialization failure or deadlock
 //! (at most [`MAX_ATTEMPTS`](error::MAX_ATTEMPTS) times, with jittered backoff). Reads are
@@ -40,12 +40,14 @@ use crate::model::{
     TaskRow, TimerRow,
 };
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
-use crate::store::Store;
+use crate::roles::{
+    Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites, Ownership,
+    Retention, TaskQueue, Timers,
+};
 use conn::{Connector, Pool};
 use orbit_engine::HistoryEvent;
 use serde_json::Value;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -83,7 +85,7 @@ impl Default for PgOptions {
     }
 }
 
-/// A [`Store`] on a PostgreSQL database. Cheap to clone (clones share the pool).
+/// A [`Store`](crate::Store) (every role) on a PostgreSQL database. Cheap to clone (clones share the pool).
 #[derive(Clone)]
 pub struct PgStore {
     inner: Arc<Inner>,
@@ -92,7 +94,6 @@ pub struct PgStore {
 struct Inner {
     pool: Pool,
     connector: Connector,
-    writes: AtomicU64,
 }
 
 /// Whether a failed attempt may run again on another connection.
@@ -133,7 +134,7 @@ macro_rules! run {
 
 impl PgStore {
     /// Connects (one connection at once, so a bad URL, TLS setup or password fails here).
-    /// Does not migrate: call [`Store::migrate`] or use [`PgStore::connect_and_migrate`].
+    /// Does not migrate: call [`Migrations::migrate`] or use [`PgStore::connect_and_migrate`].
     ///
     /// `url` is a libpq URL or keyword/value string; `sslmode` may be disable, prefer (the
     /// default), require, verify-ca or verify-full, `sslrootcert` a PEM file (or `system`).
@@ -149,7 +150,7 @@ impl PgStore {
         let tls = tls::connector(target.ssl, opts.ca_file.as_deref(), &target.root_cert)?;
         let connector = Connector::new(&target, tls, opts.idle_in_transaction_timeout);
         let pool = Pool::open(connector.clone(), opts.pool_size, opts.connect_timeout).await?;
-        Ok(PgStore { inner: Arc::new(Inner { pool, connector, writes: AtomicU64::new(0) }) })
+        Ok(PgStore { inner: Arc::new(Inner { pool, connector }) })
     }
 
     /// Connects and applies pending migrations.
@@ -172,38 +173,27 @@ impl PgStore {
         tokio::spawn(listen::run(self.inner.connector.clone(), handler, shutdown))
     }
 
-    /// Write transactions this process committed through this store (and its clones):
-    /// commits, claims that claimed, results, inbox entries, heartbeats, ... For benchmarks.
-    pub fn write_transactions(&self) -> u64 {
-        self.inner.writes.load(Ordering::Relaxed)
-    }
-
     /// The database's transaction counters, for benchmarks: read twice and subtract.
     pub async fn database_stats(&self) -> Result<crate::DbStats> {
         run!(self, Kind::Read, |c| reads::stats(c))
-    }
-
-    fn wrote(&self, yes: bool) {
-        if yes {
-            self.inner.writes.fetch_add(1, Ordering::Relaxed);
-        }
     }
 }
 
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgStore").field("write_transactions", &self.write_transactions()).finish()
+        f.debug_struct("PgStore").finish_non_exhaustive()
     }
 }
 
 #[async_trait::async_trait]
-impl Store for PgStore {
+impl Migrations for PgStore {
     async fn migrate(&self) -> Result<Vec<u32>> {
-        let applied = run!(self, Kind::Write, |c| migrate::migrate(c))?;
-        self.wrote(!applied.is_empty());
-        Ok(applied)
+        run!(self, Kind::Write, |c| migrate::migrate(c))
     }
+}
 
+#[async_trait::async_trait]
+impl Definitions for PgStore {
     async fn put_definition(
         &self,
         name: &str,
@@ -211,10 +201,7 @@ impl Store for PgStore {
         hash: &str,
         document: &str,
     ) -> Result<PutOutcome> {
-        let (wrote, outcome) =
-            run!(self, Kind::Write, |c| reads::put_definition(c, name, version, hash, document))?;
-        self.wrote(wrote);
-        Ok(outcome)
+        run!(self, Kind::Write, |c| reads::put_definition(c, name, version, hash, document))
     }
 
     async fn get_definition(
@@ -228,20 +215,10 @@ impl Store for PgStore {
     async fn list_definitions(&self) -> Result<Vec<DefinitionRow>> {
         run!(self, Kind::Read, |c| reads::list_definitions(c))
     }
+}
 
-    async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
-        let batches = [batch];
-        let mut outcomes = run!(self, Kind::Write, |c| commit::commit_all(c, &batches))?;
-        self.wrote(true);
-        outcomes.pop().ok_or_else(|| StoreError::Storage("commit produced no outcome".into()))
-    }
-
-    async fn commit_all(&self, batches: Vec<CommitBatch>) -> Result<Vec<CommitOutcome>> {
-        let outcomes = run!(self, Kind::Write, |c| commit::commit_all(c, &batches))?;
-        self.wrote(!batches.is_empty());
-        Ok(outcomes)
-    }
-
+#[async_trait::async_trait]
+impl ExecutionReads for PgStore {
     async fn load_history(&self, execution_id: &str, run: u32) -> Result<Vec<HistoryEvent>> {
         run!(self, Kind::Read, |c| reads::history_after(c, execution_id, run, 0))
     }
@@ -263,6 +240,13 @@ impl Store for PgStore {
         run!(self, Kind::Read, |c| reads::list_executions(c, &filter))
     }
 
+    async fn faults(&self, ids: &[String]) -> Result<Vec<FaultRow>> {
+        run!(self, Kind::Read, |c| faults::get_many(c, ids))
+    }
+}
+
+#[async_trait::async_trait]
+impl Inbox for PgStore {
     async fn enqueue_inbox(
         &self,
         execution_id: &str,
@@ -270,15 +254,24 @@ impl Store for PgStore {
         token: Option<&str>,
         payload: &Value,
     ) -> Result<u64> {
-        let seq = run!(self, Kind::Write, |c| queue::enqueue_inbox(
-            c,
-            execution_id,
-            kind,
-            token,
-            payload
-        ))?;
-        self.wrote(true);
-        Ok(seq)
+        run!(self, Kind::Write, |c| queue::enqueue_inbox(c, execution_id, kind, token, payload))
+    }
+
+    async fn inbox_result(&self, seq: u64) -> Result<InboxStatus> {
+        run!(self, Kind::Read, |c| queue::inbox_result(c, seq))
+    }
+}
+
+#[async_trait::async_trait]
+impl OwnerWrites for PgStore {
+    async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
+        let batches = [batch];
+        let mut outcomes = run!(self, Kind::Write, |c| commit::commit_all(c, &batches))?;
+        outcomes.pop().ok_or_else(|| StoreError::Storage("commit produced no outcome".into()))
+    }
+
+    async fn commit_all(&self, batches: Vec<CommitBatch>) -> Result<Vec<CommitOutcome>> {
+        run!(self, Kind::Write, |c| commit::commit_all(c, &batches))
     }
 
     async fn pending_inbox(
@@ -289,10 +282,59 @@ impl Store for PgStore {
         run!(self, Kind::Read, |c| queue::pending_inbox(c, execution_id, limit))
     }
 
-    async fn inbox_result(&self, seq: u64) -> Result<InboxStatus> {
-        run!(self, Kind::Read, |c| queue::inbox_result(c, seq))
+    async fn pending_inbox_owned(
+        &self,
+        node_id: &str,
+        also: &[String],
+        limit: u32,
+    ) -> Result<Vec<InboxEntry>> {
+        run!(self, Kind::Read, |c| cluster::pending_owned(c, node_id, also, limit))
     }
 
+    async fn take_over_root(
+        &self,
+        root_id: &str,
+        from_node: &str,
+        to_node: &str,
+    ) -> Result<Vec<(String, u64)>> {
+        run!(self, Kind::Write, |c| cluster::take_over_root(c, root_id, from_node, to_node))
+    }
+
+    async fn note_faults(&self, notes: Vec<FaultNote>) -> Result<Vec<FaultRow>> {
+        if notes.is_empty() {
+            return Ok(Vec::new());
+        }
+        run!(self, Kind::Write, |c| faults::note(c, &notes))
+    }
+
+    async fn clear_faults(&self, ids: &[String]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        run!(self, Kind::Write, |c| faults::clear(c, ids))
+    }
+
+    async fn park_execution(
+        &self,
+        note: FaultNote,
+        expected_epoch: Option<u64>,
+        now_ms: u64,
+    ) -> Result<FaultRow> {
+        run!(self, Kind::Write, |c| faults::park(c, &note, expected_epoch, now_ms))
+    }
+
+    async fn unpark_execution(
+        &self,
+        execution_id: &str,
+        expected_epoch: Option<u64>,
+        now_ms: u64,
+    ) -> Result<Option<FaultRow>> {
+        run!(self, Kind::Write, |c| faults::unpark(c, execution_id, expected_epoch, now_ms))
+    }
+}
+
+#[async_trait::async_trait]
+impl TaskQueue for PgStore {
     async fn claim_tasks(
         &self,
         task_names: &[String],
@@ -301,11 +343,9 @@ impl Store for PgStore {
         session: &str,
         worker_id: &str,
     ) -> Result<Vec<TaskRow>> {
-        let claimed = run!(self, Kind::Write, |c| queue::claim_tasks(
+        run!(self, Kind::Write, |c| queue::claim_tasks(
             c, task_names, limit, claimer, session, worker_id
-        ))?;
-        self.wrote(!claimed.is_empty());
-        Ok(claimed)
+        ))
     }
 
     async fn claimed_tasks(&self, claimer: &str) -> Result<Vec<TaskRow>> {
@@ -322,20 +362,24 @@ impl Store for PgStore {
         worker_id: &str,
         report: Option<TaskReport>,
     ) -> Result<Option<CompletedTask>> {
-        let (wrote, done) = run!(self, Kind::Write, |c| queue::complete_task_row(
-            c,
-            token,
-            worker_id,
-            report.as_ref()
-        ))?;
-        self.wrote(wrote);
-        Ok(done)
+        run!(self, Kind::Write, |c| queue::complete_task_row(c, token, worker_id, report.as_ref()))
     }
 
     async fn queue_backlog(&self) -> Result<Vec<QueueBacklog>> {
         run!(self, Kind::Read, |c| queue::queue_backlog(c))
     }
 
+    async fn release_claims(&self, claimer: &str, reason: &str) -> Result<Vec<TaskRow>> {
+        run!(self, Kind::Write, |c| cluster::release_claims(c, claimer, reason))
+    }
+
+    async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>> {
+        run!(self, Kind::Read, |c| cluster::orphaned_claimers(c, timeout_ms))
+    }
+}
+
+#[async_trait::async_trait]
+impl Timers for PgStore {
     async fn due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<TimerRow>> {
         run!(self, Kind::Read, |c| queue::due_timers(c, now_ms, limit))
     }
@@ -345,26 +389,14 @@ impl Store for PgStore {
     }
 
     async fn fire_due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<(TimerRow, u64)>> {
-        let fired = run!(self, Kind::Write, |c| queue::fire_due_timers(c, now_ms, limit))?;
-        self.wrote(!fired.is_empty());
-        Ok(fired)
+        run!(self, Kind::Write, |c| queue::fire_due_timers(c, now_ms, limit))
     }
+}
 
-    async fn claim_owner(&self, execution_id: &str, root_id: &str, node_id: &str) -> Result<u64> {
-        let epoch =
-            run!(self, Kind::Write, |c| queue::claim_owner(c, execution_id, root_id, node_id))?;
-        self.wrote(true);
-        Ok(epoch)
-    }
-
-    async fn get_owner(&self, execution_id: &str) -> Result<Option<OwnerRow>> {
-        run!(self, Kind::Read, |c| queue::get_owner(c, execution_id))
-    }
-
+#[async_trait::async_trait]
+impl Nodes for PgStore {
     async fn heartbeat_node(&self, node: &NodeInfo) -> Result<u64> {
-        let now = run!(self, Kind::Write, |c| cluster::heartbeat(c, node))?;
-        self.wrote(true);
-        Ok(now)
+        run!(self, Kind::Write, |c| cluster::heartbeat(c, node))
     }
 
     async fn live_nodes(&self, service: Option<&str>, timeout_ms: u64) -> Result<Vec<NodeRow>> {
@@ -376,18 +408,14 @@ impl Store for PgStore {
     }
 
     async fn remove_node(&self, node_id: &str) -> Result<()> {
-        run!(self, Kind::Write, |c| cluster::remove(c, node_id))?;
-        self.wrote(true);
-        Ok(())
+        run!(self, Kind::Write, |c| cluster::remove(c, node_id))
     }
+}
 
-    async fn pending_inbox_owned(
-        &self,
-        node_id: &str,
-        also: &[String],
-        limit: u32,
-    ) -> Result<Vec<InboxEntry>> {
-        run!(self, Kind::Read, |c| cluster::pending_owned(c, node_id, also, limit))
+#[async_trait::async_trait]
+impl Ownership for PgStore {
+    async fn get_owner(&self, execution_id: &str) -> Result<Option<OwnerRow>> {
+        run!(self, Kind::Read, |c| queue::get_owner(c, execution_id))
     }
 
     async fn owned_executions(&self, node_id: &str) -> Result<Vec<String>> {
@@ -397,96 +425,26 @@ impl Store for PgStore {
     async fn orphaned_roots(&self, timeout_ms: u64, limit: u32) -> Result<Vec<OrphanRoot>> {
         run!(self, Kind::Read, |c| cluster::orphaned_roots(c, timeout_ms, limit))
     }
+}
 
-    async fn take_over_root(
-        &self,
-        root_id: &str,
-        from_node: &str,
-        to_node: &str,
-    ) -> Result<Vec<(String, u64)>> {
-        let taken =
-            run!(self, Kind::Write, |c| cluster::take_over_root(c, root_id, from_node, to_node))?;
-        self.wrote(!taken.is_empty());
-        Ok(taken)
-    }
-
-    async fn release_claims(&self, claimer: &str, reason: &str) -> Result<Vec<TaskRow>> {
-        let released = run!(self, Kind::Write, |c| cluster::release_claims(c, claimer, reason))?;
-        self.wrote(!released.is_empty());
-        Ok(released)
-    }
-
-    async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>> {
-        run!(self, Kind::Read, |c| cluster::orphaned_claimers(c, timeout_ms))
-    }
-
-    async fn note_faults(&self, notes: Vec<FaultNote>) -> Result<Vec<FaultRow>> {
-        if notes.is_empty() {
-            return Ok(Vec::new());
-        }
-        let rows = run!(self, Kind::Write, |c| faults::note(c, &notes))?;
-        self.wrote(true);
-        Ok(rows)
-    }
-
-    async fn faults(&self, ids: &[String]) -> Result<Vec<FaultRow>> {
-        run!(self, Kind::Read, |c| faults::get_many(c, ids))
-    }
-
-    async fn clear_faults(&self, ids: &[String]) -> Result<()> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        run!(self, Kind::Write, |c| faults::clear(c, ids))?;
-        self.wrote(true);
-        Ok(())
-    }
-
-    async fn park_execution(
-        &self,
-        note: FaultNote,
-        expected_epoch: Option<u64>,
-        now_ms: u64,
-    ) -> Result<FaultRow> {
-        let row = run!(self, Kind::Write, |c| faults::park(c, &note, expected_epoch, now_ms))?;
-        self.wrote(true);
-        Ok(row)
-    }
-
-    async fn unpark_execution(
-        &self,
-        execution_id: &str,
-        expected_epoch: Option<u64>,
-        now_ms: u64,
-    ) -> Result<Option<FaultRow>> {
-        let row =
-            run!(self, Kind::Write, |c| faults::unpark(c, execution_id, expected_epoch, now_ms))?;
-        self.wrote(true);
-        Ok(row)
-    }
-
+#[async_trait::async_trait]
+impl Retention for PgStore {
     async fn delete_done_rows(&self, grace_ms: u64, limit: u32) -> Result<DoneRowsDeleted> {
-        let done = run!(self, Kind::Write, |c| retention::delete_done_rows(c, grace_ms, limit))?;
-        self.wrote(done != DoneRowsDeleted::default());
-        Ok(done)
+        run!(self, Kind::Write, |c| retention::delete_done_rows(c, grace_ms, limit))
     }
 
     async fn release_closed_owners(&self, grace_ms: u64, limit: u32) -> Result<OwnersReleased> {
-        let done =
-            run!(self, Kind::Write, |c| retention::release_closed_owners(c, grace_ms, limit))?;
-        self.wrote(done != OwnersReleased::default());
-        Ok(done)
+        run!(self, Kind::Write, |c| retention::release_closed_owners(c, grace_ms, limit))
     }
 
     async fn delete_expired(&self, now_ms: u64, limit: u32) -> Result<ExecutionsDeleted> {
-        let done = run!(self, Kind::Write, |c| retention::delete_expired(c, now_ms, limit))?;
-        self.wrote(done != ExecutionsDeleted::default());
-        Ok(done)
+        run!(self, Kind::Write, |c| retention::delete_expired(c, now_ms, limit))
     }
+}
 
+#[async_trait::async_trait]
+impl Deletion for PgStore {
     async fn delete_execution(&self, execution_id: &str) -> Result<DeleteOutcome> {
-        let done = run!(self, Kind::Write, |c| retention::delete_execution(c, execution_id))?;
-        self.wrote(matches!(done, DeleteOutcome::Deleted(_)));
-        Ok(done)
+        run!(self, Kind::Write, |c| retention::delete_execution(c, execution_id))
     }
 }

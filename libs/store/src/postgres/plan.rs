@@ -88,7 +88,6 @@ columns!(ExecutionUpdates {
     id: String, run: i64, last_seq: i64, proj: bool, status: Option<String>,
     updated: Option<i64>, closed: Option<i64>, delete_after: Option<i64>,
 });
-columns!(CancelIds { id: i64, execution: String });
 columns!(CancelUnits { execution: String, unit: String });
 columns!(Tasks {
     execution: String,
@@ -114,7 +113,6 @@ struct Segment {
     owners: NewOwners,
     events: Events,
     updates: ExecutionUpdates,
-    cancel_ids: CancelIds,
     cancel_units: CancelUnits,
     tasks: Tasks,
     inbox: Inbox,
@@ -141,9 +139,6 @@ impl Segment {
             push(sql::COMMIT_UPDATE_EXECUTIONS, self.updates.params(), other);
         }
         // Cancel first: a redelivery cancels the lost offer and queues a new one.
-        if !self.cancel_ids.id.is_empty() {
-            push(sql::COMMIT_CANCEL_TASKS, self.cancel_ids.params(), other);
-        }
         if !self.cancel_units.unit.is_empty() {
             push(sql::COMMIT_CANCEL_UNITS, self.cancel_units.params(), other);
         }
@@ -274,10 +269,6 @@ fn plan_one(
 
     let last_seq = plan_events(batch, read, seg)?;
 
-    for task_id in &batch.tasks_to_cancel {
-        seg.cancel_ids.id.push(to_i64(*task_id, "task id")?);
-        seg.cancel_ids.execution.push(id.to_string());
-    }
     for unit in &batch.units_to_cancel {
         seg.cancel_units.execution.push(id.to_string());
         seg.cancel_units.unit.push(unit.clone());

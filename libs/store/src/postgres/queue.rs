@@ -42,13 +42,13 @@ pub(crate) async fn claim_tasks(
 }
 
 /// Marks the row of `token` done and records the report for its owner: one pipelined
-/// transaction (one round trip). Returns whether anything was written, with the outcome.
+/// transaction (one round trip).
 pub(crate) async fn complete_task_row(
     conn: &mut PgConn,
     token: &str,
     worker_id: &str,
     report: Option<&TaskReport>,
-) -> PgResult<(bool, Option<CompletedTask>)> {
+) -> PgResult<Option<CompletedTask>> {
     let stmts = conn.prepare(&[sql::TASK_DONE, sql::TASK_BY_TOKEN, sql::TASK_REPORT]).await?;
     let [done, by_token, report_stmt] = &stmts[..] else {
         return Err(PgErr::Store(StoreError::Storage("statements missing".into())));
@@ -81,15 +81,14 @@ pub(crate) async fn complete_task_row(
     committed?;
     let newly_done = results.get(1).is_some_and(|r| !r.is_empty());
     let Some(row) = results.get(2).and_then(|r| r.first()) else {
-        return Ok((false, None));
+        return Ok(None);
     };
     let task = rows::task(row)?;
     let inbox_seq = match results.get(3).and_then(|r| r.first()) {
         Some(r) => Some(get_u64(r, 0, "inbox seq")?),
         None => None,
     };
-    let wrote = newly_done || inbox_seq.is_some();
-    Ok((wrote, Some(CompletedTask { task, newly_done, inbox_seq })))
+    Ok(Some(CompletedTask { task, newly_done, inbox_seq }))
 }
 
 /// Appends an inbox entry; returns its seq.
@@ -171,18 +170,6 @@ pub(crate) async fn next_timer_at(conn: &mut PgConn) -> PgResult<Option<u64>> {
     Ok(next
         .map(|t| u64::try_from(t).map_err(|_| StoreError::corrupt("timer fire_at", t)))
         .transpose()?)
-}
-
-/// Inserts the owners row at epoch 1, or takes it over at the next epoch.
-pub(crate) async fn claim_owner(
-    conn: &mut PgConn,
-    execution_id: &str,
-    root_id: &str,
-    node_id: &str,
-) -> PgResult<u64> {
-    let found = conn.query(sql::OWNER_CLAIM, &[&execution_id, &root_id, &node_id]).await?;
-    let row = found.first().ok_or_else(|| StoreError::Storage("claim returned no epoch".into()))?;
-    Ok(get_u64(row, 0, "owner epoch")?)
 }
 
 /// The owners row, if any.

@@ -13,14 +13,14 @@ use orbit_engine::HistoryEvent;
 use tokio_postgres::types::ToSql;
 
 /// Registers a definition: the insert and the read of the stored hash are pipelined (each
-/// its own statement, one round trip). Returns whether a row was written, and the outcome.
+/// its own statement, one round trip).
 pub(crate) async fn put_definition(
     conn: &mut PgConn,
     name: &str,
     version: &str,
     hash: &str,
     document: &str,
-) -> PgResult<(bool, PutOutcome)> {
+) -> PgResult<PutOutcome> {
     let stmts = conn.prepare(&[sql::DEFINITION_INSERT, sql::DEFINITION_HASH]).await?;
     let [insert, stored] = &stmts[..] else {
         return Err(StoreError::Storage("statements missing".into()).into());
@@ -32,14 +32,14 @@ pub(crate) async fn put_definition(
         pipeline(vec![step(client, insert, &p_insert), step(client, stored, &p_hash)]).await,
     )?;
     if results.first().is_some_and(|r| !r.is_empty()) {
-        return Ok((true, PutOutcome::Created));
+        return Ok(PutOutcome::Created);
     }
     let Some(row) = results.get(1).and_then(|r| r.first()) else {
         return Err(StoreError::Storage(format!("definition {name}@{version} vanished")).into());
     };
     let stored: String = get(row, 0, "definition hash")?;
     if stored == hash {
-        Ok((false, PutOutcome::Unchanged))
+        Ok(PutOutcome::Unchanged)
     } else {
         Err(StoreError::Conflict(format!(
             "definition {name}@{version} is registered with hash {stored}, not {hash}"

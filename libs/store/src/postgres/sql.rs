@@ -145,12 +145,6 @@ pub(crate) const COMMIT_UPDATE_EXECUTIONS: &str = "UPDATE executions e SET
         $7::bigint[], $8::bigint[])
         AS u(id, run, last_seq, proj, status, updated_at, closed_at, delete_after)
     WHERE e.execution_id = u.id";
-pub(crate) const COMMIT_CANCEL_TASKS: &str = concat!(
-    "UPDATE task_queue t SET state = 'cancelled', updated_at = ",
-    now_ms!(),
-    " FROM UNNEST($1::bigint[], $2::text[]) AS u(id, eid)
-    WHERE t.id = u.id AND t.execution_id = u.eid AND t.state IN ('queued', 'claimed')"
-);
 pub(crate) const COMMIT_CANCEL_UNITS: &str = concat!(
     "UPDATE task_queue t SET state = 'cancelled', updated_at = ",
     now_ms!(),
@@ -202,14 +196,6 @@ pub(crate) const NOTIFY_MANY: &str = "SELECT pg_notify(u.channel, u.payload)
 // ---------------------------------------------------------------------- owners
 
 /// Insert at epoch 1, or take over: the stored root is kept, the epoch moves on.
-pub(crate) const OWNER_CLAIM: &str = concat!(
-    "INSERT INTO owners (execution_id, root_id, node_id, epoch, since)
-    VALUES ($1::text, $2::text, $3::text, 1, ",
-    now_ms!(),
-    ") ON CONFLICT (execution_id) DO UPDATE SET node_id = excluded.node_id,
-        epoch = owners.epoch + 1, since = excluded.since
-    RETURNING epoch"
-);
 pub(crate) const OWNER_GET: &str = "SELECT execution_id, root_id, node_id, epoch, since
     FROM owners WHERE execution_id = $1::text";
 

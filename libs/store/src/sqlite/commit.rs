@@ -78,13 +78,6 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
     }
 
     // Cancel first: a redelivery cancels the lost offer and queues a new one in one batch.
-    for task_id in &batch.tasks_to_cancel {
-        tx.prepare_cached(sql::TASK_CANCEL)?.execute(params![
-            to_i64(*task_id, "task id")?,
-            id,
-            now
-        ])?;
-    }
     for unit in &batch.units_to_cancel {
         tx.prepare_cached(sql::TASK_CANCEL_UNIT)?.execute(params![id, unit, now])?;
     }

@@ -28,7 +28,10 @@ use crate::model::{
     TaskRow, TimerRow,
 };
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
-use crate::store::Store;
+use crate::roles::{
+    Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites, Ownership,
+    Retention, TaskQueue, Timers,
+};
 use conn::{Readers, Writer};
 use orbit_engine::HistoryEvent;
 use serde_json::Value;
@@ -37,14 +40,14 @@ use std::path::Path;
 /// How many read-only connections a store opens.
 const READERS: usize = 4;
 
-/// A [`Store`] on a SQLite file.
+/// A [`Store`](crate::Store) (every role) on a SQLite file.
 pub struct SqliteStore {
     writer: Writer,
     readers: Readers,
 }
 
 impl SqliteStore {
-    /// Open (or create) the database file. Does not migrate: call [`Store::migrate`].
+    /// Open (or create) the database file. Does not migrate: call [`Migrations::migrate`].
     pub async fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
         let path = path.as_ref().to_path_buf();
         // The writer creates the file and switches it to WAL before any reader opens it.
@@ -62,11 +65,14 @@ impl SqliteStore {
 }
 
 #[async_trait::async_trait]
-impl Store for SqliteStore {
+impl Migrations for SqliteStore {
     async fn migrate(&self) -> Result<Vec<u32>> {
         self.writer.run_alone(migrate::migrate).await
     }
+}
 
+#[async_trait::async_trait]
+impl Definitions for SqliteStore {
     async fn put_definition(
         &self,
         name: &str,
@@ -91,16 +97,13 @@ impl Store for SqliteStore {
     async fn list_definitions(&self) -> Result<Vec<DefinitionRow>> {
         self.readers.run(definitions::list).await
     }
+}
 
-    async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
-        let mut outcomes = self.writer.run(move |c| commit::commit_all(c, vec![batch])).await?;
-        outcomes
-            .pop()
-            .ok_or_else(|| crate::StoreError::Storage("commit produced no outcome".into()))
-    }
-
-    async fn commit_all(&self, batches: Vec<CommitBatch>) -> Result<Vec<CommitOutcome>> {
-        self.writer.run(move |c| commit::commit_all(c, batches)).await
+#[async_trait::async_trait]
+impl ExecutionReads for SqliteStore {
+    async fn load_history(&self, execution_id: &str, run: u32) -> Result<Vec<HistoryEvent>> {
+        let id = execution_id.to_string();
+        self.readers.run(move |c| reads::load_history(c, &id, run)).await
     }
 
     async fn history_after(
@@ -113,11 +116,6 @@ impl Store for SqliteStore {
         self.readers.run(move |c| reads::history_after(c, &id, run, after_seq)).await
     }
 
-    async fn load_history(&self, execution_id: &str, run: u32) -> Result<Vec<HistoryEvent>> {
-        let id = execution_id.to_string();
-        self.readers.run(move |c| reads::load_history(c, &id, run)).await
-    }
-
     async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRow>> {
         let id = execution_id.to_string();
         self.readers.run(move |c| reads::get_execution(c, &id)).await
@@ -127,6 +125,14 @@ impl Store for SqliteStore {
         self.readers.run(move |c| reads::list_executions(c, &filter)).await
     }
 
+    async fn faults(&self, ids: &[String]) -> Result<Vec<FaultRow>> {
+        let ids = ids.to_vec();
+        self.readers.run(move |c| faults::get(c, &ids)).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Inbox for SqliteStore {
     async fn enqueue_inbox(
         &self,
         execution_id: &str,
@@ -141,6 +147,24 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn inbox_result(&self, seq: u64) -> Result<InboxStatus> {
+        self.readers.run(move |c| queue::inbox_result(c, seq)).await
+    }
+}
+
+#[async_trait::async_trait]
+impl OwnerWrites for SqliteStore {
+    async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
+        let mut outcomes = self.writer.run(move |c| commit::commit_all(c, vec![batch])).await?;
+        outcomes
+            .pop()
+            .ok_or_else(|| crate::StoreError::Storage("commit produced no outcome".into()))
+    }
+
+    async fn commit_all(&self, batches: Vec<CommitBatch>) -> Result<Vec<CommitOutcome>> {
+        self.writer.run(move |c| commit::commit_all(c, batches)).await
+    }
+
     async fn pending_inbox(
         &self,
         execution_id: Option<&str>,
@@ -148,91 +172,6 @@ impl Store for SqliteStore {
     ) -> Result<Vec<InboxEntry>> {
         let id = execution_id.map(str::to_string);
         self.readers.run(move |c| queue::pending_inbox(c, id.as_deref(), limit)).await
-    }
-
-    async fn inbox_result(&self, seq: u64) -> Result<InboxStatus> {
-        self.readers.run(move |c| queue::inbox_result(c, seq)).await
-    }
-
-    async fn claim_tasks(
-        &self,
-        task_names: &[String],
-        limit: u32,
-        claimer: &str,
-        session: &str,
-        worker_id: &str,
-    ) -> Result<Vec<TaskRow>> {
-        let names = task_names.to_vec();
-        let (claimer, session) = (claimer.to_string(), session.to_string());
-        let worker_id = worker_id.to_string();
-        self.writer
-            .run(move |c| queue::claim_tasks(c, &names, limit, &claimer, &session, &worker_id))
-            .await
-    }
-
-    async fn task_by_token(&self, token: &str) -> Result<Option<TaskRow>> {
-        let token = token.to_string();
-        self.readers.run(move |c| queue::task_by_token(c, &token)).await
-    }
-
-    async fn claimed_tasks(&self, claimer: &str) -> Result<Vec<TaskRow>> {
-        let claimer = claimer.to_string();
-        self.readers.run(move |c| queue::claimed_by(c, &claimer)).await
-    }
-
-    async fn complete_task_row(
-        &self,
-        token: &str,
-        worker_id: &str,
-        report: Option<TaskReport>,
-    ) -> Result<Option<CompletedTask>> {
-        let (token, worker_id) = (token.to_string(), worker_id.to_string());
-        self.writer.run(move |c| queue::complete_task_row(c, &token, &worker_id, report)).await
-    }
-
-    async fn queue_backlog(&self) -> Result<Vec<QueueBacklog>> {
-        self.readers.run(queue::queue_backlog).await
-    }
-
-    async fn due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<TimerRow>> {
-        self.readers.run(move |c| queue::due_timers(c, now_ms, limit)).await
-    }
-
-    async fn next_timer_at(&self) -> Result<Option<u64>> {
-        self.readers.run(queue::next_timer_at).await
-    }
-
-    async fn fire_due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<(TimerRow, u64)>> {
-        self.writer.run(move |c| queue::fire_due_timers(c, now_ms, limit)).await
-    }
-
-    async fn claim_owner(&self, execution_id: &str, root_id: &str, node_id: &str) -> Result<u64> {
-        let (id, root, node) = (execution_id.to_string(), root_id.to_string(), node_id.to_string());
-        self.writer.run(move |c| queue::claim_owner(c, &id, &root, &node)).await
-    }
-
-    async fn get_owner(&self, execution_id: &str) -> Result<Option<OwnerRow>> {
-        let id = execution_id.to_string();
-        self.readers.run(move |c| queue::get_owner(c, &id)).await
-    }
-
-    async fn heartbeat_node(&self, node: &NodeInfo) -> Result<u64> {
-        let node = node.clone();
-        self.writer.run(move |c| cluster::heartbeat(c, &node)).await
-    }
-
-    async fn live_nodes(&self, service: Option<&str>, timeout_ms: u64) -> Result<Vec<NodeRow>> {
-        let service = service.map(str::to_string);
-        self.readers.run(move |c| cluster::live(c, service.as_deref(), timeout_ms)).await
-    }
-
-    async fn list_nodes(&self) -> Result<Vec<NodeRow>> {
-        self.readers.run(cluster::list).await
-    }
-
-    async fn remove_node(&self, node_id: &str) -> Result<()> {
-        let id = node_id.to_string();
-        self.writer.run(move |c| cluster::remove(c, &id)).await
     }
 
     async fn pending_inbox_owned(
@@ -245,15 +184,6 @@ impl Store for SqliteStore {
         self.readers.run(move |c| cluster::pending_owned(c, &node, &also, limit)).await
     }
 
-    async fn owned_executions(&self, node_id: &str) -> Result<Vec<String>> {
-        let node = node_id.to_string();
-        self.readers.run(move |c| cluster::owned(c, &node)).await
-    }
-
-    async fn orphaned_roots(&self, timeout_ms: u64, limit: u32) -> Result<Vec<OrphanRoot>> {
-        self.readers.run(move |c| cluster::orphaned_roots(c, timeout_ms, limit)).await
-    }
-
     async fn take_over_root(
         &self,
         root_id: &str,
@@ -264,22 +194,8 @@ impl Store for SqliteStore {
         self.writer.run(move |c| cluster::take_over_root(c, &root, &from, &to)).await
     }
 
-    async fn release_claims(&self, claimer: &str, reason: &str) -> Result<Vec<TaskRow>> {
-        let (claimer, reason) = (claimer.to_string(), reason.to_string());
-        self.writer.run(move |c| cluster::release_claims(c, &claimer, &reason)).await
-    }
-
-    async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>> {
-        self.readers.run(move |c| cluster::orphaned_claimers(c, timeout_ms)).await
-    }
-
     async fn note_faults(&self, notes: Vec<FaultNote>) -> Result<Vec<FaultRow>> {
         self.writer.run(move |c| faults::note(c, &notes)).await
-    }
-
-    async fn faults(&self, ids: &[String]) -> Result<Vec<FaultRow>> {
-        let ids = ids.to_vec();
-        self.readers.run(move |c| faults::get(c, &ids)).await
     }
 
     async fn clear_faults(&self, ids: &[String]) -> Result<()> {
@@ -305,7 +221,116 @@ impl Store for SqliteStore {
         let id = execution_id.to_string();
         self.writer.run(move |c| faults::unpark(c, &id, expected_epoch, now_ms)).await
     }
+}
 
+#[async_trait::async_trait]
+impl TaskQueue for SqliteStore {
+    async fn claim_tasks(
+        &self,
+        task_names: &[String],
+        limit: u32,
+        claimer: &str,
+        session: &str,
+        worker_id: &str,
+    ) -> Result<Vec<TaskRow>> {
+        let names = task_names.to_vec();
+        let (claimer, session) = (claimer.to_string(), session.to_string());
+        let worker_id = worker_id.to_string();
+        self.writer
+            .run(move |c| queue::claim_tasks(c, &names, limit, &claimer, &session, &worker_id))
+            .await
+    }
+
+    async fn claimed_tasks(&self, claimer: &str) -> Result<Vec<TaskRow>> {
+        let claimer = claimer.to_string();
+        self.readers.run(move |c| queue::claimed_by(c, &claimer)).await
+    }
+
+    async fn task_by_token(&self, token: &str) -> Result<Option<TaskRow>> {
+        let token = token.to_string();
+        self.readers.run(move |c| queue::task_by_token(c, &token)).await
+    }
+
+    async fn complete_task_row(
+        &self,
+        token: &str,
+        worker_id: &str,
+        report: Option<TaskReport>,
+    ) -> Result<Option<CompletedTask>> {
+        let (token, worker_id) = (token.to_string(), worker_id.to_string());
+        self.writer.run(move |c| queue::complete_task_row(c, &token, &worker_id, report)).await
+    }
+
+    async fn queue_backlog(&self) -> Result<Vec<QueueBacklog>> {
+        self.readers.run(queue::queue_backlog).await
+    }
+
+    async fn release_claims(&self, claimer: &str, reason: &str) -> Result<Vec<TaskRow>> {
+        let (claimer, reason) = (claimer.to_string(), reason.to_string());
+        self.writer.run(move |c| cluster::release_claims(c, &claimer, &reason)).await
+    }
+
+    async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>> {
+        self.readers.run(move |c| cluster::orphaned_claimers(c, timeout_ms)).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Timers for SqliteStore {
+    async fn due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<TimerRow>> {
+        self.readers.run(move |c| queue::due_timers(c, now_ms, limit)).await
+    }
+
+    async fn next_timer_at(&self) -> Result<Option<u64>> {
+        self.readers.run(queue::next_timer_at).await
+    }
+
+    async fn fire_due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<(TimerRow, u64)>> {
+        self.writer.run(move |c| queue::fire_due_timers(c, now_ms, limit)).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Nodes for SqliteStore {
+    async fn heartbeat_node(&self, node: &NodeInfo) -> Result<u64> {
+        let node = node.clone();
+        self.writer.run(move |c| cluster::heartbeat(c, &node)).await
+    }
+
+    async fn live_nodes(&self, service: Option<&str>, timeout_ms: u64) -> Result<Vec<NodeRow>> {
+        let service = service.map(str::to_string);
+        self.readers.run(move |c| cluster::live(c, service.as_deref(), timeout_ms)).await
+    }
+
+    async fn list_nodes(&self) -> Result<Vec<NodeRow>> {
+        self.readers.run(cluster::list).await
+    }
+
+    async fn remove_node(&self, node_id: &str) -> Result<()> {
+        let id = node_id.to_string();
+        self.writer.run(move |c| cluster::remove(c, &id)).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Ownership for SqliteStore {
+    async fn get_owner(&self, execution_id: &str) -> Result<Option<OwnerRow>> {
+        let id = execution_id.to_string();
+        self.readers.run(move |c| queue::get_owner(c, &id)).await
+    }
+
+    async fn owned_executions(&self, node_id: &str) -> Result<Vec<String>> {
+        let node = node_id.to_string();
+        self.readers.run(move |c| cluster::owned(c, &node)).await
+    }
+
+    async fn orphaned_roots(&self, timeout_ms: u64, limit: u32) -> Result<Vec<OrphanRoot>> {
+        self.readers.run(move |c| cluster::orphaned_roots(c, timeout_ms, limit)).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Retention for SqliteStore {
     async fn delete_done_rows(&self, grace_ms: u64, limit: u32) -> Result<DoneRowsDeleted> {
         self.writer.run(move |c| retention::delete_done_rows(c, grace_ms, limit)).await
     }
@@ -317,7 +342,10 @@ impl Store for SqliteStore {
     async fn delete_expired(&self, now_ms: u64, limit: u32) -> Result<ExecutionsDeleted> {
         self.writer.run(move |c| retention::delete_expired(c, now_ms, limit)).await
     }
+}
 
+#[async_trait::async_trait]
+impl Deletion for SqliteStore {
     async fn delete_execution(&self, execution_id: &str) -> Result<DeleteOutcome> {
         let id = execution_id.to_string();
         self.writer.run(move |c| retention::delete_execution(c, &id)).await

@@ -195,20 +195,6 @@ pub(crate) fn next_timer_at(conn: &Connection) -> Result<Option<u64>> {
     next.map(|t| to_u64(t, "timer fire_at")).transpose()
 }
 
-/// Insert the owners row at epoch 1, or take it over at the next epoch.
-pub(crate) fn claim_owner(
-    conn: &mut Connection,
-    execution_id: &str,
-    root_id: &str,
-    node_id: &str,
-) -> Result<u64> {
-    let now = to_i64(now_ms(), "now")?;
-    let epoch: i64 = conn
-        .prepare_cached(sql::OWNER_CLAIM)?
-        .query_row(params![execution_id, root_id, node_id, now], |r| r.get(0))?;
-    to_u64(epoch, "owner epoch")
-}
-
 /// The owners row, if any.
 pub(crate) fn get_owner(conn: &Connection, execution_id: &str) -> Result<Option<OwnerRow>> {
     let mut stmt = conn.prepare_cached(sql::OWNER_GET)?;

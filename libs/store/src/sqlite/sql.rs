@@ -79,12 +79,6 @@ pub(crate) const OWNER_INSERT: &str =
     "INSERT INTO owners (execution_id, root_id, node_id, epoch, since)
     VALUES (?1, ?2, ?3, 1, ?4) ON CONFLICT (execution_id) DO NOTHING";
 /// Insert at epoch 1, or take over: the stored root is kept, the epoch moves on.
-pub(crate) const OWNER_CLAIM: &str =
-    "INSERT INTO owners (execution_id, root_id, node_id, epoch, since)
-    VALUES (?1, ?2, ?3, 1, ?4)
-    ON CONFLICT (execution_id) DO UPDATE SET node_id = excluded.node_id, epoch = owners.epoch + 1,
-        since = excluded.since
-    RETURNING epoch";
 pub(crate) const OWNER_GET: &str =
     "SELECT execution_id, root_id, node_id, epoch, since FROM owners WHERE execution_id = ?1";
 
@@ -103,8 +97,6 @@ pub(crate) const TASK_INSERT: &str = "INSERT INTO task_queue
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'queued', 0, ?10, ?10)
     ON CONFLICT (execution_id, run, unit_key, attempt, offer) DO NOTHING
     RETURNING id";
-pub(crate) const TASK_CANCEL: &str = "UPDATE task_queue SET state = 'cancelled', updated_at = ?3
-    WHERE id = ?1 AND execution_id = ?2 AND state IN ('queued', 'claimed')";
 pub(crate) const TASK_CANCEL_UNIT: &str =
     "UPDATE task_queue SET state = 'cancelled', updated_at = ?3
     WHERE execution_id = ?1 AND unit_key = ?2 AND state IN ('queued', 'claimed')";

@@ -4,7 +4,8 @@
 use super::SqliteStore;
 use crate::batch::{CommitBatch, NewOwner};
 use crate::model::ExecutionRow;
-use crate::{Store, StoreError};
+use crate::roles::{ExecutionReads, OwnerWrites, Ownership};
+use crate::StoreError;
 use orbit_engine::{Event, HistoryEvent, Origin};
 use rusqlite::Connection;
 use std::path::PathBuf;
@@ -61,6 +62,25 @@ async fn writer_uses_wal_and_full_sync() {
         crate::migrations::MIGRATIONS.iter().map(|m| i64::from(m.version)).collect();
     assert_eq!(versions, shipped);
     assert_eq!(shipped[..3], [1, 2, 3]);
+}
+
+/// 0001 creates `worker_sessions` and `workers`, 0006 drops them; `schedules` stays.
+#[tokio::test]
+async fn the_unused_worker_tables_are_dropped() {
+    let db = TempDb::new("worker-tables");
+    let store = SqliteStore::open_and_migrate(&db.0).await.unwrap();
+    let tables: Vec<String> = store
+        .readers
+        .run(|c| {
+            let mut stmt = c.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+        .unwrap();
+    assert!(tables.iter().any(|t| t == "schedules"), "{tables:?}");
+    assert!(tables.iter().any(|t| t == "task_queue"), "{tables:?}");
+    assert!(!tables.iter().any(|t| t == "worker_sessions" || t == "workers"), "{tables:?}");
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
-use orbit_store::{PgOptions, PgStore, Store};
+use orbit_store::{Migrations, PgOptions, PgStore, Store};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use tokio::sync::OnceCell;

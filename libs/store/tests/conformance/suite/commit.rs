@@ -43,13 +43,14 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
     assert_eq!(claimed[0].unit_key, "charge");
     assert_eq!(claimed[0].input, json!({"step": "charge"}));
 
-    // Cancelling by id, moving and deleting timers, closing the projection.
+    // Cancelling units (a claimed and a queued row), moving and deleting timers, closing the
+    // projection.
     let batch = CommitBatch {
         execution_id: "e1".into(),
         run: 1,
         expected_epoch: Some(1),
         events: vec![ev(4, Event::StepCancelled { step: "ship".into() })],
-        tasks_to_cancel: outcome.task_ids.clone(),
+        units_to_cancel: vec!["charge".into(), "ship".into()],
         timers_to_upsert: vec![timer("retry:charge", 7_000)],
         timers_to_delete: vec!["workflow_timeout".into(), "never-existed".into()],
         projection: Some(ProjectionUpdate {
@@ -150,7 +151,8 @@ pub async fn refused_batches_leave_nothing_behind(b: &dyn Backend) {
 pub async fn fencing_rejects_a_stale_epoch(b: &dyn Backend) {
     let store = b.open().await;
     start(store.as_ref(), "e1").await;
-    assert_eq!(store.claim_owner("e1", "e1", "node-b").await.unwrap(), 2);
+    let taken = store.take_over_root("e1", "node-a", "node-b").await.unwrap();
+    assert_eq!(taken, [("e1".to_string(), 2)]);
     let owner = store.get_owner("e1").await.unwrap().unwrap();
     assert_eq!((owner.node_id.as_str(), owner.epoch), ("node-b", 2));
 
@@ -173,11 +175,12 @@ pub async fn fencing_rejects_a_stale_epoch(b: &dyn Backend) {
     batch.execution_id = "e2".into();
     assert!(matches!(store.commit(batch).await, Err(StoreError::Fenced(_))));
     // A second start of the same owner row is refused as well.
+    start(store.as_ref(), "e3").await;
     let mut twice = start_batch("e3", "node-a");
     twice.new_execution = None;
     twice.events.clear();
-    assert_eq!(store.claim_owner("e3", "e3", "node-a").await.unwrap(), 1);
     assert!(matches!(store.commit(twice).await, Err(StoreError::Fenced(_))));
+    assert_eq!(store.get_owner("e3").await.unwrap().unwrap().epoch, 1);
 }
 
 pub async fn duplicate_execution_is_refused(b: &dyn Backend) {
