@@ -96,3 +96,30 @@ fn the_simulator_dispatches_nothing_for_a_unit_cancelled_in_its_batch() {
     assert!(sim.requests().is_empty(), "no worker saw `a`");
     assert!(events_of(&exec(&sim, "x").history, "StaleResultIgnored").is_empty());
 }
+
+/// Messages between executions arrive the round after they were sent, like the served
+/// owner's inbox entries the pass after: a parent's cancel sent in the instant its child's
+/// own result arrives lands after the child decided on that result (a retry here), not
+/// between the result and the decision.
+#[test]
+fn the_simulator_delivers_a_parents_cancel_after_the_childs_own_decision_of_that_instant() {
+    const PARENT: &str = "name: p\nversion: '1'\ntasks: { t: {} }\nsteps:\n  - { id: kid, workflow: c }\n  - { id: boom, task: t }\n";
+    const CHILD: &str = "name: c\nversion: '1'\ntasks: { u: {} }\nsteps:\n  - { id: k, task: u, retry: { max_attempts: 3, initial_interval: 1s } }\n";
+    let mut sim = orbit_engine::sim::Sim::new();
+    sim.register(def(CHILD)).register(def(PARENT));
+    sim.on_task("t", |_| {
+        orbit_engine::sim::TaskOutcome::Fail(orbit_engine::TaskError::fatal("BOOM", "no"))
+    });
+    sim.on_task("u", |_| {
+        orbit_engine::sim::TaskOutcome::Fail(orbit_engine::TaskError::retryable("FLAKY", "again"))
+    });
+    sim.start("p", "p", json!({})).unwrap();
+    sim.run(10);
+    assert_eq!(exec(&sim, "p").state.status(), Status::Failed);
+    let child = types(&exec(&sim, "p/kid").history);
+    let at =
+        |name: &str| child.iter().position(|t| *t == name).unwrap_or_else(|| panic!("{child:?}"));
+    assert!(at("RetryScheduled") < at("CancelRequested"), "the child decided first: {child:?}");
+    assert_eq!(exec(&sim, "p/kid").state.status(), Status::Cancelled);
+    assert_replays(&sim);
+}
