@@ -5,7 +5,7 @@
 //! memory), so a workflow behaves the same in both.
 
 use crate::event::{Event, HistoryEvent, ParentRef, TaskError};
-use crate::state::{State, Status, Wait};
+use crate::state::{State, Status, UnitStatus, Wait};
 use crate::unit::UnitKey;
 use orbit_definition::{Definition, StepKind};
 use serde_json::Value;
@@ -153,6 +153,9 @@ pub fn adapter_disabled() -> TaskError {
 /// Order: offers, child cancels and child starts in event order, then the units whose
 /// offers to withdraw (sorted, once each), then the parent notification. A host applies
 /// withdrawals before offers: a unit scheduled again in the same pass keeps its new offer.
+/// Only what is still wanted at the end of `events` is offered or started: nothing for a
+/// unit no longer scheduled (or waiting for that child), nothing once the run closed or
+/// continued as new.
 #[must_use]
 pub fn derive(
     def: &Definition,
@@ -218,6 +221,7 @@ pub fn derive(
     }
     cancel.sort();
     cancel.dedup();
+    let mut fx = still_wanted(state, fx);
     fx.extend(cancel.into_iter().map(|unit| Effect::CancelUnit { unit }));
     // Only the pass that records the close tells the parent: touching a closed child again
     // (a late result) must not resolve, or stale-mark, the parent's unit a second time.
@@ -234,6 +238,46 @@ pub fn derive(
         }
     }
     fx
+}
+
+/// Keeps only the offers and child starts the batch still wants at its end: events are
+/// derived one by one, but a unit scheduled (or a child started) and then cancelled, or
+/// left behind by the run's close or continue-as-new, in the same batch must not reach a
+/// worker or start a child (its answer could only be recorded as stale after the terminal
+/// event). The cancel of a child that is never started goes too. One pass over the
+/// effects: no work per step beyond a unit lookup.
+fn still_wanted(state: &State, fx: Vec<Effect>) -> Vec<Effect> {
+    let open = !state.status().is_closed();
+    let offered = |o: &TaskOffer| {
+        open && state
+            .unit(&o.unit)
+            .is_some_and(|u| u.status == UnitStatus::Scheduled && u.attempt == o.attempt)
+    };
+    let mut dropped: Vec<String> = Vec::new();
+    let mut kept = Vec::with_capacity(fx.len());
+    for effect in fx {
+        match &effect {
+            Effect::OfferTask(o) | Effect::RunAdapter { offer: o, .. } if !offered(o) => {}
+            Effect::StartChild { child_id, parent, .. } => {
+                let waits = state.unit(&parent.step).is_some_and(|u| {
+                    !u.status.is_resolved()
+                        && u.wait.as_ref() == Some(&Wait::Child(child_id.clone()))
+                });
+                if open && waits {
+                    kept.push(effect);
+                } else {
+                    dropped.push(child_id.clone());
+                }
+            }
+            _ => kept.push(effect),
+        }
+    }
+    if !dropped.is_empty() {
+        kept.retain(
+            |e| !matches!(e, Effect::CancelChild { child_id, .. } if dropped.contains(child_id)),
+        );
+    }
+    kept
 }
 
 /// The timer effect of a wake-up that moved from `before` to `after` (`before = None`

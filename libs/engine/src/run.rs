@@ -118,6 +118,10 @@ fn refuse_http(
     events: &mut Vec<HistoryEvent>,
     now: u64,
 ) -> bool {
+    // A closed (or continued) run offers nothing (see `derive`): no failure to record.
+    if state.status().is_closed() {
+        return false;
+    }
     let offers: Vec<(String, u32)> = state
         .units
         .iter()

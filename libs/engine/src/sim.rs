@@ -2,9 +2,11 @@
 //! outcomes. Used by tests and tooling; it calls exactly the pure API the owner calls
 //! (`start`, `accept`, [`settle`]) and carries out the same [`Effect`]s in memory: offers go
 //! to the scripted handlers, children start and cancel, parents hear of their children's
-//! end, timers move the clock, continued runs are archived. Built-in `http` steps behave as
-//! on a server without the adapter (`ADAPTER_DISABLED`) unless [`Sim::capabilities`] enables
-//! it; then the handler registered for [`crate::effects::HTTP_TASK`] runs them.
+//! end (messages between executions arrive the round after they were sent, like the served
+//! owner's inbox entries the pass after), timers move the clock, continued runs are
+//! archived. Built-in `http` steps behave as on a server without the adapter
+//! (`ADAPTER_DISABLED`) unless [`Sim::capabilities`] enables it; then the handler
+//! registered for [`crate::effects::HTTP_TASK`] runs them.
 
 use crate::command::{accept, start, Command, CommandError};
 use crate::effects::{Capabilities, Effect, TaskOffer};
@@ -85,6 +87,22 @@ pub struct Sim {
     unsettled: BTreeMap<String, usize>,
     /// Per execution: its timer as the effects last set it.
     timers: BTreeMap<String, Option<u64>>,
+    /// Messages between executions (a child's cancel, a child's end for its parent), sent
+    /// by one round's effects and delivered at the start of the next, as the served owner
+    /// writes them to the inbox in one pass and applies them in the next: a parent's cancel
+    /// never lands between a child's recorded result and the child's own decision on it.
+    mail: Vec<Mail>,
+}
+
+/// A message from one execution to another, delivered the round after it was sent.
+#[derive(Debug)]
+struct Mail {
+    /// The execution it goes to.
+    to: String,
+    /// For a child's end: the child, which the parent's unit must still wait for then
+    /// (the owner's check on a `child_closed` entry when it applies it).
+    from_child: Option<String>,
+    command: Command,
 }
 
 impl Default for Sim {
@@ -110,6 +128,7 @@ impl Sim {
             next_token: 0,
             unsettled: BTreeMap::new(),
             timers: BTreeMap::new(),
+            mail: Vec::new(),
         }
     }
 
@@ -252,6 +271,9 @@ impl Sim {
 
     /// The next time something is due: a worker's answer or a timer the effects set.
     fn next_due(&self) -> Option<u64> {
+        if !self.mail.is_empty() {
+            return Some(self.now);
+        }
         let due = self.pending.iter().map(|(at, _, _)| *at);
         due.chain(self.timers.values().flatten().copied()).min()
     }
@@ -271,11 +293,27 @@ impl Sim {
         let (due, later): (Vec<_>, Vec<_>) =
             self.pending.drain(..).partition(|(at, _, _)| *at <= now);
         self.pending = later;
-        let any = !due.is_empty();
+        let mail = std::mem::take(&mut self.mail);
+        let any = !due.is_empty() || !mail.is_empty();
         for (_, id, command) in due {
             // A refused command (e.g. a result for a finished execution) is what a real
             // server would answer with an error; the simulation goes on.
             let _ = self.command(&id, command);
+        }
+        for Mail { to, from_child, command } in mail {
+            let (Command::ChildClosed { step, .. }, Some(child)) = (&command, &from_child) else {
+                let _ = self.command(&to, command);
+                continue;
+            };
+            // Only the child the parent's unit waits for may resolve it.
+            let waits = self
+                .executions
+                .get(&to)
+                .and_then(|p| p.state.unit(step))
+                .is_some_and(|u| u.wait.as_ref() == Some(&Wait::Child(child.clone())));
+            if waits {
+                let _ = self.command(&to, command);
+            }
         }
         any
     }
@@ -316,27 +354,26 @@ impl Sim {
                 let started =
                     self.start_with(&workflow, version.as_deref(), &child_id, input, Some(parent));
                 if let Err(e) = started {
-                    let closed = Command::ChildClosed {
+                    let command = Command::ChildClosed {
                         step,
                         status: Status::Failed,
                         output: None,
                         error: Some(TaskError::fatal(e.code, e.message)),
                     };
-                    let _ = self.command(id, closed);
+                    self.mail.push(Mail { to: id.to_string(), from_child: None, command });
                 }
                 true
             }
-            Effect::CancelChild { child_id, reason } => self.cancel(&child_id, &reason).is_ok(),
+            Effect::CancelChild { child_id, reason } => {
+                let command = Command::Cancel { reason };
+                self.mail.push(Mail { to: child_id, from_child: None, command });
+                true
+            }
             Effect::NotifyParent { parent, child_id, status, output, error } => {
-                // The owner's check on a `child_closed` entry: only the child the parent's
-                // unit waits for may resolve it.
-                let waits = self
-                    .executions
-                    .get(&parent.execution_id)
-                    .and_then(|p| p.state.unit(&parent.step))
-                    .is_some_and(|u| u.wait == Some(Wait::Child(child_id.clone())));
-                let closed = Command::ChildClosed { step: parent.step, status, output, error };
-                waits && self.command(&parent.execution_id, closed).is_ok()
+                let command = Command::ChildClosed { step: parent.step, status, output, error };
+                let to = parent.execution_id;
+                self.mail.push(Mail { to, from_child: Some(child_id), command });
+                true
             }
             Effect::SetTimer { at } => {
                 self.timers.insert(id.to_string(), Some(at));

@@ -136,11 +136,8 @@ pub fn diff(sim: &[String], owner: &[String]) -> Option<String> {
 }
 
 /// A short name for a difference, to group cases that disagree the same way: the first
-/// changed line's event type on each side (or the known `http` difference).
+/// changed line's event type on each side.
 pub fn signature(d: &str) -> String {
-    if d.lines().any(|l| l.starts_with('+') && l.contains("ADAPTER_DISABLED")) {
-        return "http step: the owner fails it ADAPTER_DISABLED, the simulator runs it".into();
-    }
     let kind = |prefix: char| {
         d.lines()
             .find(|l| l.starts_with(prefix))
