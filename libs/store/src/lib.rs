@@ -13,6 +13,7 @@ mod batch;
 mod changes;
 mod error;
 mod fault;
+pub mod inbox;
 pub mod migrations;
 mod model;
 mod postgres;
@@ -23,12 +24,13 @@ mod store;
 pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewInbox, NewOwner, ProjectionUpdate};
 pub use changes::{ChangeHub, Subscription};
 pub use error::{Result, StoreError};
+pub use inbox::{InboxKind, InboxMessage, InboxReply};
 pub use fault::{FaultNote, FaultRow, SUSPENDED};
 pub use model::{new_task_token, MAX_CLAIM};
 pub use model::{
     CompletedTask, DbStats, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,
     InboxEntry, InboxStatus, NewTask, NewTimer, NodeInfo, NodeRow, OrphanRoot, OwnerRow,
-    PutOutcome, QueueBacklog, TaskReport, TaskRow, TaskState, TimerRow,
+    PutOutcome, QueueBacklog, TaskRow, TaskState, TimerRow,
 };
 pub use postgres::{PgOptions, PgStore, Wakeup};
 pub use retention::{

@@ -265,15 +265,6 @@ pub struct TaskRow {
     pub claimed_at_ms: Option<u64>,
 }
 
-/// What a frontend records when a worker reports a result for a token.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TaskReport {
-    /// Inbox kind (`complete`, `fail`, ...).
-    pub kind: String,
-    /// The result payload for the owner.
-    pub payload: Value,
-}
-
 /// The outcome of [`Store::complete_task_row`](crate::Store::complete_task_row).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompletedTask {
@@ -292,7 +283,9 @@ pub struct InboxEntry {
     pub seq: u64,
     /// Execution the command is for.
     pub execution_id: String,
-    /// Command kind (`signal`, `complete`, `timer`, ...).
+    /// The kind column, as stored: [`InboxMessage::decode`](crate::InboxMessage::decode)
+    /// reads it with the token and payload (a row that does not decode is refused by its
+    /// owner, not skipped).
     pub kind: String,
     /// Task token, for worker results.
     pub token: Option<String>,
@@ -302,7 +295,8 @@ pub struct InboxEntry {
     pub created_at_ms: u64,
     /// When the owner applied it.
     pub done_at_ms: Option<u64>,
-    /// The owner's reply, for callers that wait.
+    /// The owner's reply as stored, for callers that wait (read it with
+    /// [`InboxReply::from_json`](crate::InboxReply::from_json)).
     pub result: Option<Value>,
 }
 
@@ -312,7 +306,7 @@ pub enum InboxStatus {
     /// Not applied yet.
     Pending,
     /// Applied; the owner's reply if it recorded one.
-    Done(Option<Value>),
+    Done(Option<crate::InboxReply>),
 }
 
 /// A durable timer to write with a commit.

@@ -8,17 +8,17 @@
 //! * a method either fully applies or changes nothing;
 //! * no method blocks the async runtime.
 
+use crate::inbox::InboxMessage;
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::Result;
 use crate::fault::{FaultNote, FaultRow};
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskReport,
+    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog,
     TaskRow, TimerRow,
 };
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use orbit_engine::HistoryEvent;
-use serde_json::Value;
 
 /// Async storage for definitions, histories, the queue, the inbox, timers and owners.
 #[async_trait::async_trait]
@@ -73,13 +73,7 @@ pub trait Store: Send + Sync {
     async fn list_executions(&self, filter: ExecutionFilter) -> Result<ExecutionPage>;
 
     /// Write a command for an execution's owner; returns its seq.
-    async fn enqueue_inbox(
-        &self,
-        execution_id: &str,
-        kind: &str,
-        token: Option<&str>,
-        payload: &Value,
-    ) -> Result<u64>;
+    async fn enqueue_inbox(&self, execution_id: &str, message: &InboxMessage) -> Result<u64>;
 
     /// Pending (not done) inbox entries, by seq; of one execution or of all.
     async fn pending_inbox(
@@ -124,7 +118,7 @@ pub trait Store: Send + Sync {
         &self,
         token: &str,
         worker_id: &str,
-        report: Option<TaskReport>,
+        report: Option<InboxMessage>,
     ) -> Result<Option<CompletedTask>>;
 
     /// The backlog of queued (unclaimed) rows per task name and version, ordered by name

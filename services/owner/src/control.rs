@@ -12,6 +12,7 @@
 
 use crate::apply::{batches_for, Work};
 use crate::error::OwnerError;
+use orbit_engine::ErrorCode;
 use crate::hot::{hot, Core};
 use crate::inbox::Control;
 use crate::isolate;
@@ -80,12 +81,11 @@ async fn resume(
 ) -> Result<Option<Value>, OwnerError> {
     let h = hot(inner, core, id).await?;
     if h.state.status().is_closed() {
-        return Err(OwnerError::new("EXECUTION_FINISHED", format!("execution `{id}` has ended")));
+        return Err(OwnerError::new(ErrorCode::ExecutionFinished, format!("execution `{id}` has ended")));
     }
     let epoch = h.epoch;
     let Some(row) = inner.store.unpark_execution(id, epoch, now).await? else {
-        return Err(OwnerError::new(
-            "EXECUTION_NOT_SUSPENDED",
+        return Err(OwnerError::new(ErrorCode::ExecutionNotSuspended,
             format!("execution `{id}` is not SUSPENDED: nothing to resume"),
         ));
     };
@@ -118,7 +118,7 @@ async fn terminate(
         {
             return Ok(Some(json!({"ok": true, "seq": h.state.last_seq, "terminated": false})));
         }
-        return Err(OwnerError::new("EXECUTION_FINISHED", format!("execution `{id}` has ended")));
+        return Err(OwnerError::new(ErrorCode::ExecutionFinished, format!("execution `{id}` has ended")));
     }
     let pending = inner.store.pending_inbox(Some(&id), u32::MAX).await?;
     let node_id = inner.cfg.node_id.clone();
@@ -160,7 +160,7 @@ async fn terminate(
     let (_, outcome) =
         results.pop().ok_or_else(|| OwnerError::unavailable("no terminate outcome"))?;
     let (w, (batches, children, tasks, timers)) = outcome.map_err(|m| {
-        OwnerError::new("STORAGE_ERROR", format!("terminating `{id}` panicked: {m}"))
+        OwnerError::new(ErrorCode::StorageError, format!("terminating `{id}` panicked: {m}"))
     })?;
     inner.store.commit_all(batches).await?;
     inner.store.clear_faults(std::slice::from_ref(&id)).await?;

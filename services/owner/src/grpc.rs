@@ -9,13 +9,11 @@ use orbit_engine::ParentRef;
 use orbit_server_kit::payload::{json_to_proto, proto_to_json};
 use orbit_server_kit::validate as rules;
 use orbit_server_kit::{ErrorCode, OrbitError};
-use std::str::FromStr;
 use tonic::{Request, Response, Status};
 
 impl From<OwnerError> for Status {
     fn from(e: OwnerError) -> Status {
-        let code = ErrorCode::from_str(e.code).unwrap_or(ErrorCode::StorageError);
-        OrbitError::new(code, e.message).to_status()
+        OrbitError::new(e.code, e.message).to_status()
     }
 }
 

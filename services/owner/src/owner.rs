@@ -6,6 +6,7 @@
 //! durable.
 
 use crate::error::OwnerError;
+use orbit_engine::ErrorCode;
 use crate::hot::{self, Core};
 use crate::pass;
 use crate::resume;
@@ -330,7 +331,7 @@ impl Owner {
             orbit_engine::query::query(&snap.def, &snap.state, &name)
         })
         .await
-        .map_err(|e| OwnerError::new("QUERY_FAILED", format!("the query evaluation failed: {e}")))?
+        .map_err(|e| OwnerError::new(ErrorCode::QueryFailed, format!("the query evaluation failed: {e}")))?
         .map_err(OwnerError::from)?;
         Ok((value, seq, run))
     }

@@ -36,14 +36,14 @@ use crate::error::{Result, StoreError};
 use crate::fault::{FaultNote, FaultRow};
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskReport,
+    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog,
     TaskRow, TimerRow,
 };
+use crate::inbox::InboxMessage;
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::store::Store;
 use conn::{Connector, Pool};
 use orbit_engine::HistoryEvent;
-use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -263,20 +263,8 @@ impl Store for PgStore {
         run!(self, Kind::Read, |c| reads::list_executions(c, &filter))
     }
 
-    async fn enqueue_inbox(
-        &self,
-        execution_id: &str,
-        kind: &str,
-        token: Option<&str>,
-        payload: &Value,
-    ) -> Result<u64> {
-        let seq = run!(self, Kind::Write, |c| queue::enqueue_inbox(
-            c,
-            execution_id,
-            kind,
-            token,
-            payload
-        ))?;
+    async fn enqueue_inbox(&self, execution_id: &str, message: &InboxMessage) -> Result<u64> {
+        let seq = run!(self, Kind::Write, |c| queue::enqueue_inbox(c, execution_id, message))?;
         self.wrote(true);
         Ok(seq)
     }
@@ -320,7 +308,7 @@ impl Store for PgStore {
         &self,
         token: &str,
         worker_id: &str,
-        report: Option<TaskReport>,
+        report: Option<InboxMessage>,
     ) -> Result<Option<CompletedTask>> {
         let (wrote, done) = run!(self, Kind::Write, |c| queue::complete_task_row(
             c,

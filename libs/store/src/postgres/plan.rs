@@ -299,8 +299,8 @@ fn plan_one(
     }
     for entry in &batch.inbox_to_insert {
         seg.inbox.execution.push(entry.execution_id.clone());
-        seg.inbox.kind.push(entry.kind.clone());
-        seg.inbox.payload.push(entry.payload.to_string());
+        seg.inbox.kind.push(entry.message.kind().as_str().to_string());
+        seg.inbox.payload.push(entry.message.payload().to_string());
     }
 
     // Upserting one key twice in a statement is an error: the last write of a key wins.
@@ -333,7 +333,7 @@ fn plan_one(
         }
         read.pending.remove(&done.seq);
         seg.done.seq.push(to_i64(done.seq, "inbox seq")?);
-        seg.done.result.push(done.result.as_ref().map(ToString::to_string));
+        seg.done.result.push(done.result.as_ref().map(|r| r.to_json().to_string()));
     }
     Ok((CommitOutcome { last_seq, task_ids: Vec::new() }, keys))
 }

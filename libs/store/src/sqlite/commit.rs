@@ -114,7 +114,13 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
     }
     for entry in &batch.inbox_to_insert {
         let _seq: i64 = tx.prepare_cached(sql::INBOX_INSERT)?.query_row(
-            params![entry.execution_id, entry.kind, None::<String>, json_text(&entry.payload), now],
+            params![
+                entry.execution_id,
+                entry.message.kind().as_str(),
+                entry.message.token(),
+                json_text(&entry.message.payload()),
+                now
+            ],
             |r| r.get(0),
         )?;
     }
@@ -134,7 +140,7 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
     }
 
     for done in &batch.inbox_done {
-        let result = done.result.as_ref().map(json_text);
+        let result = done.result.as_ref().map(|r| json_text(&r.to_json()));
         let seq = to_i64(done.seq, "inbox seq")?;
         if tx.prepare_cached(sql::INBOX_MARK_DONE)?.execute(params![seq, id, now, result])? != 1 {
             return Err(StoreError::Conflict(format!(

@@ -24,14 +24,14 @@ use crate::error::Result;
 use crate::fault::{FaultNote, FaultRow};
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskReport,
+    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog,
     TaskRow, TimerRow,
 };
+use crate::inbox::InboxMessage;
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::store::Store;
 use conn::{Readers, Writer};
 use orbit_engine::HistoryEvent;
-use serde_json::Value;
 use std::path::Path;
 
 /// How many read-only connections a store opens.
@@ -127,18 +127,9 @@ impl Store for SqliteStore {
         self.readers.run(move |c| reads::list_executions(c, &filter)).await
     }
 
-    async fn enqueue_inbox(
-        &self,
-        execution_id: &str,
-        kind: &str,
-        token: Option<&str>,
-        payload: &Value,
-    ) -> Result<u64> {
-        let (id, kind) = (execution_id.to_string(), kind.to_string());
-        let (token, payload) = (token.map(str::to_string), payload.clone());
-        self.writer
-            .run(move |c| queue::enqueue_inbox(c, &id, &kind, token.as_deref(), &payload))
-            .await
+    async fn enqueue_inbox(&self, execution_id: &str, message: &InboxMessage) -> Result<u64> {
+        let (id, message) = (execution_id.to_string(), message.clone());
+        self.writer.run(move |c| queue::enqueue_inbox(c, &id, &message)).await
     }
 
     async fn pending_inbox(
@@ -184,7 +175,7 @@ impl Store for SqliteStore {
         &self,
         token: &str,
         worker_id: &str,
-        report: Option<TaskReport>,
+        report: Option<InboxMessage>,
     ) -> Result<Option<CompletedTask>> {
         let (token, worker_id) = (token.to_string(), worker_id.to_string());
         self.writer.run(move |c| queue::complete_task_row(c, &token, &worker_id, report)).await
