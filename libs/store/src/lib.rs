@@ -34,7 +34,7 @@ pub use model::{
 };
 pub use postgres::{PgOptions, PgStore, Wakeup};
 pub use retention::{
-    DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased, FINISHED_REPLY,
+    DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased, finished_reply,
 };
 pub use sqlite::SqliteStore;
 pub use store::Store;

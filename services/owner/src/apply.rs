@@ -15,9 +15,10 @@ use crate::owner::{Inner, PendingStart, StartRequest, Started};
 use crate::refused::on_commit_error;
 use crate::resume::queue_children;
 use orbit_engine::event::{Event, HistoryEvent, Origin};
-use orbit_engine::{accept, advance, command::next_run, next_timer, Command, State, Status};
-use orbit_store::{CommitBatch, ExecutionRow, InboxDone, InboxEntry, NewOwner, ProjectionUpdate};
-use serde_json::json;
+use orbit_engine::{accept, advance, command::next_run, next_timer, Command, ErrorCode, State, Status};
+use orbit_store::{
+    CommitBatch, ExecutionRow, InboxDone, InboxEntry, InboxReply, NewOwner, ProjectionUpdate,
+};
 use std::collections::BTreeMap;
 
 /// One execution's work in this pass.
@@ -269,13 +270,17 @@ pub(crate) async fn create_only(
 /// Applies one inbox entry to the execution's work, recording its reply.
 fn apply_entry(w: &mut Work, entry: &InboxEntry, now: u64, limits: &orbit_definition::Limits) {
     let result = match inbox::request(entry) {
-        Ok(Request::Tick) => json!({"ok": true}),
-        Ok(Request::Command(cmd)) => {
+        Ok(Request::Tick) => InboxReply::Applied {
+            seq: w.hot.state.last_seq,
+            run: w.hot.state.run,
+            applied: true,
+        },
+        Ok(Request::Command(cmd, child)) => {
             if let Command::Signal { name, .. } = cmd.as_ref() {
                 crate::fault_inject::on_signal(name);
             }
-            if let Err((code, message)) = inbox::check_child(&w.hot.state, entry, &cmd) {
-                json!({"error": {"code": code, "message": message}})
+            if let Err(e) = inbox::check_child(&w.hot.state, &cmd, child.as_deref()) {
+                InboxReply::refused(e)
             } else {
                 match accept(&w.hot.def, &w.hot.state, *cmd, now, limits) {
                     Ok(events) => {
@@ -287,16 +292,17 @@ fn apply_entry(w: &mut Work, entry: &InboxEntry, now: u64, limits: &orbit_defini
                         for e in events {
                             seq = w.record(e, Origin::Recorded, now);
                         }
-                        json!({"ok": true, "seq": seq, "run": w.hot.state.run, "applied": applied})
+                        InboxReply::Applied { seq, run: w.hot.state.run, applied }
                     }
-                    Err(e) => json!({"error": {"code": e.code, "message": e.message}}),
+                    Err(e) => InboxReply::refused(e),
                 }
             }
         }
-        Ok(Request::Control(_)) => {
-            json!({"error": {"code": "INVALID_ARGUMENT", "message": "operator entry outside a control pass"}})
-        }
-        Err((code, message)) => json!({"error": {"code": code, "message": message}}),
+        Ok(Request::Control(_)) => InboxReply::Refused {
+            code: ErrorCode::InvalidArgument,
+            message: "operator entry outside a control pass".into(),
+        },
+        Err(e) => InboxReply::refused(e),
     };
     w.inbox_done.push(InboxDone { seq: entry.seq, result: Some(result) });
 }

@@ -6,7 +6,8 @@ use orbit_definition::{Definition, StepKind};
 use orbit_engine::event::{Event, HistoryEvent, ParentRef};
 use orbit_engine::state::{State, Wait};
 use orbit_engine::unit::UnitKey;
-use orbit_store::{NewInbox, NewTask, NewTimer};
+use orbit_store::inbox::{Cancel, ChildClosed};
+use orbit_store::{InboxMessage, NewInbox, NewTask, NewTimer};
 use serde_json::{json, Value};
 
 /// The key of the one timer row an execution has: the next time its decider has work.
@@ -102,11 +103,9 @@ pub(crate) fn derive(
             Event::StepCancelled { step } => {
                 fx.cancel_units.push(step.clone());
                 if let Some(Wait::Child(child)) = state.unit(step).and_then(|u| u.wait.clone()) {
-                    fx.inbox.push(NewInbox {
-                        execution_id: child,
-                        kind: "cancel".into(),
-                        payload: json!({"reason": "the parent is winding down"}),
-                    });
+                    let reason = "the parent is winding down".into();
+                    let message = InboxMessage::Cancel(Cancel { reason, request_id: None });
+                    fx.inbox.push(NewInbox { execution_id: child, message });
                 }
             }
             Event::StepSucceeded { step, .. }
@@ -136,17 +135,14 @@ pub(crate) fn derive(
     let status = state.status();
     if status.is_closed() && status != orbit_engine::Status::ContinuedAsNew {
         if let Some(parent) = &state.parent {
-            fx.inbox.push(NewInbox {
-                execution_id: parent.execution_id.clone(),
-                kind: "child_closed".into(),
-                payload: json!({
-                    "step": parent.step,
-                    "child_id": state.execution_id,
-                    "status": status.as_str(),
-                    "output": state.output,
-                    "error": state.error,
-                }),
+            let message = InboxMessage::ChildClosed(ChildClosed {
+                step: parent.step.clone(),
+                child_id: state.execution_id.clone(),
+                status,
+                output: state.output.clone(),
+                error: state.error.clone(),
             });
+            fx.inbox.push(NewInbox { execution_id: parent.execution_id.clone(), message });
         }
     }
     fx

@@ -101,7 +101,7 @@ async fn child_of(
     workflow: &str,
 ) -> Result<(ParentRef, String), Status> {
     let snap = owner.snapshot(parent_id).await.map_err(|e| {
-        if e.code == "EXECUTION_NOT_FOUND" {
+        if e.code == ErrorCode::ExecutionNotFound {
             rules::invalid("parent_id", format!("execution `{parent_id}` does not exist"))
                 .to_status()
         } else {

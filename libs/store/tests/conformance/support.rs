@@ -96,3 +96,38 @@ pub fn start_batch(id: &str, node: &str) -> CommitBatch {
 pub async fn start(store: &dyn Store, id: &str) {
     store.commit(start_batch(id, "node-a")).await.expect("start execution");
 }
+
+/// A signal entry (the store does not read payloads; the owner would).
+pub fn signal(name: &str) -> orbit_store::InboxMessage {
+    orbit_store::InboxMessage::Signal(orbit_store::inbox::Signal {
+        name: name.into(),
+        payload: json!({}),
+        request_id: None,
+    })
+}
+
+/// A cancel entry.
+pub fn cancel(reason: &str) -> orbit_store::InboxMessage {
+    orbit_store::InboxMessage::Cancel(orbit_store::inbox::Cancel {
+        reason: reason.into(),
+        request_id: None,
+    })
+}
+
+/// A worker's completion (the store writes the token it is given).
+pub fn complete(output: serde_json::Value) -> orbit_store::InboxMessage {
+    orbit_store::InboxMessage::Complete(orbit_store::inbox::Complete {
+        token: String::new(),
+        output,
+    })
+}
+
+/// An operator's resume.
+pub fn resume() -> orbit_store::InboxMessage {
+    orbit_store::InboxMessage::Resume(orbit_store::inbox::Resume {})
+}
+
+/// An applied reply.
+pub fn applied(seq: u64) -> orbit_store::InboxReply {
+    orbit_store::InboxReply::Applied { seq, run: 1, applied: true }
+}

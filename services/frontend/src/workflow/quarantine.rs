@@ -14,13 +14,21 @@ use orbit_api::v1::{
     TerminateExecutionResponse,
 };
 use orbit_server_kit::ErrorCode;
-use serde_json::{json, Value};
+use orbit_store::inbox::{Resume, Terminate};
+use orbit_store::{InboxMessage, InboxReply};
+use serde_json::json;
 
 /// The error code of a terminated execution's `WorkflowFailed`.
 const TERMINATED: &str = "TERMINATED";
 
 fn finished(id: &str, status: &str) -> tonic::Status {
     err(ErrorCode::ExecutionFinished, format!("execution `{id}` has already ended {status}"))
+}
+
+/// A reply of the wrong variant for an operator action: the owner and this frontend
+/// disagree about the protocol.
+fn unexpected(id: &str, reply: Option<InboxReply>) -> tonic::Status {
+    err(ErrorCode::StorageError, format!("unexpected owner reply for `{id}`: {reply:?}"))
 }
 
 pub(crate) async fn resume(
@@ -38,12 +46,12 @@ pub(crate) async fn resume(
             format!("execution `{id}` is {}, not SUSPENDED: nothing to resume", row.status),
         ));
     }
-    let reply = send(shared, id, "resume", &json!({})).await?;
-    let number = |key: &str| reply.get(key).and_then(Value::as_u64).unwrap_or(0);
-    Ok(ResumeExecutionResponse {
-        entry_seq: number("entry_seq"),
-        failures: u32::try_from(number("failures")).unwrap_or(u32::MAX),
-    })
+    match send(shared, id, &InboxMessage::Resume(Resume {})).await? {
+        Some(InboxReply::Resumed { entry_seq, failures }) => {
+            Ok(ResumeExecutionResponse { entry_seq, failures })
+        }
+        other => Err(unexpected(id, other)),
+    }
 }
 
 pub(crate) async fn terminate(
@@ -65,9 +73,11 @@ pub(crate) async fn terminate(
         }
         return Err(finished(id, &row.status));
     }
-    let reply = send(shared, id, "terminate", &json!({"reason": reason})).await?;
-    Ok(TerminateExecutionResponse {
-        seq: reply.get("seq").and_then(Value::as_u64).unwrap_or(0),
-        terminated: reply.get("terminated").and_then(Value::as_bool).unwrap_or(true),
-    })
+    let message = InboxMessage::Terminate(Terminate { reason: req.reason });
+    match send(shared, id, &message).await? {
+        Some(InboxReply::Terminated { seq, terminated }) => {
+            Ok(TerminateExecutionResponse { seq, terminated })
+        }
+        other => Err(unexpected(id, other)),
+    }
 }

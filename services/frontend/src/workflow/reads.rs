@@ -109,10 +109,7 @@ pub(crate) async fn query(
     })
     .await
     .map_err(|e| err(ErrorCode::QueryFailed, format!("the query evaluation failed: {e}")))?
-    .map_err(|e| {
-        let code = e.code.parse().unwrap_or(ErrorCode::QueryFailed);
-        err(code, e.message)
-    })?;
+    .map_err(|e| err(e.code, e.message))?;
     // A result over the payload limits would not fit (or decode in) the response: say so.
     check_limits(&what, &value, shared.config.max_payload_bytes).map_err(|e| e.to_status())?;
     Ok(QueryExecutionResponse { result: Some(json_to_proto(value)), as_of_seq })

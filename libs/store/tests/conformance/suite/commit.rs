@@ -1,5 +1,6 @@
 //! The commit contract: one transaction, contiguous history, fencing, no partial writes.
 
+use crate::support::{applied, signal};
 use crate::support::{created, ev, scheduled, start, start_batch, task, timer, Backend};
 use orbit_engine::Event;
 use orbit_store::{
@@ -9,12 +10,12 @@ use serde_json::json;
 
 pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
     let store = b.open().await;
-    let seq = store.enqueue_inbox("e1", "signal", None, &json!({"name": "go"})).await.unwrap();
+    let seq = store.enqueue_inbox("e1", &signal("go")).await.unwrap();
     let mut batch = start_batch("e1", "node-a");
     batch.events.push(ev(3, scheduled("charge")));
     batch.tasks_to_insert = vec![task("charge", "payments.charge"), task("ship", "shipping")];
     batch.timers_to_upsert = vec![timer("workflow_timeout", 50_000)];
-    batch.inbox_done = vec![InboxDone { seq, result: Some(json!({"accepted": true})) }];
+    batch.inbox_done = vec![InboxDone { seq, result: Some(applied(1)) }];
     batch.projection = Some(ProjectionUpdate {
         status: "running".into(),
         updated_at_ms: 1_003,
@@ -35,7 +36,7 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
     assert_eq!(store.next_timer_at().await.unwrap(), Some(50_000));
     assert_eq!(
         store.inbox_result(seq).await.unwrap(),
-        InboxStatus::Done(Some(json!({"accepted": true})))
+        InboxStatus::Done(Some(applied(1)))
     );
     let claimed =
         store.claim_tasks(&["payments.charge".into()], 10, "fe-1", "s-1", "w").await.unwrap();
@@ -99,7 +100,7 @@ pub async fn refused_batches_leave_nothing_behind(b: &dyn Backend) {
     assert!(store.get_owner("e1").await.unwrap().is_none());
 
     start(store.as_ref(), "e1").await;
-    let seq = store.enqueue_inbox("e1", "signal", None, &json!({})).await.unwrap();
+    let seq = store.enqueue_inbox("e1", &signal("go")).await.unwrap();
     let before = snapshot(store.as_ref()).await;
     let full = |events, epoch| CommitBatch {
         execution_id: "e1".into(),
@@ -127,7 +128,7 @@ pub async fn refused_batches_leave_nothing_behind(b: &dyn Backend) {
         assert!(store.commit(batch).await.is_err());
         assert_eq!(snapshot(store.as_ref()).await, before);
     }
-    let other = store.enqueue_inbox("e2", "signal", None, &json!({})).await.unwrap();
+    let other = store.enqueue_inbox("e2", &signal("go")).await.unwrap();
     let before = snapshot(store.as_ref()).await;
     let mut foreign = full(vec![ev(3, scheduled("charge"))], Some(1));
     foreign.inbox_done.push(InboxDone { seq: other, result: None });

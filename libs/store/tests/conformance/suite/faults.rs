@@ -1,8 +1,9 @@
 //! Poison quarantine: fault counts, parking and unparking (migration 0003).
 
+use crate::support::{resume, signal};
+use orbit_store::InboxKind;
 use crate::support::start;
 use orbit_store::{FaultNote, StoreError, SUSPENDED};
-use serde_json::json;
 
 fn note(id: &str, seq: Option<u64>, add: u32, reason: &str) -> FaultNote {
     FaultNote { execution_id: id.into(), inbox_seq: seq, reason: reason.into(), add }
@@ -39,8 +40,8 @@ pub async fn parking_suspends_skips_entries_and_unparking_restores(
     let store = b.open().await;
     start(store.as_ref(), "e1").await;
     start(store.as_ref(), "e2").await;
-    let poison = store.enqueue_inbox("e1", "signal", None, &json!({"name": "x"})).await.unwrap();
-    store.enqueue_inbox("e2", "signal", None, &json!({"name": "y"})).await.unwrap();
+    let poison = store.enqueue_inbox("e1", &signal("x")).await.unwrap();
+    store.enqueue_inbox("e2", &signal("y")).await.unwrap();
     store.note_faults(vec![note("e1", Some(poison), 2, "died")]).await.unwrap();
 
     // Fenced like a commit.
@@ -65,11 +66,11 @@ pub async fn parking_suspends_skips_entries_and_unparking_restores(
     assert_eq!((rows[0].failures, rows[0].reason.as_str()), (3, "died 3 times"));
     let pending = store.pending_inbox_owned("node-a", &[], 100).await.unwrap();
     assert_eq!(pending.iter().map(|e| e.execution_id.as_str()).collect::<Vec<_>>(), ["e2"]);
-    let resume = store.enqueue_inbox("e1", "resume", None, &json!({})).await.unwrap();
+    let resume = store.enqueue_inbox("e1", &resume()).await.unwrap();
     let pending = store.pending_inbox_owned("node-a", &["e1".into()], 100).await.unwrap();
     let kinds: Vec<(&str, &str)> =
         pending.iter().map(|e| (e.execution_id.as_str(), e.kind.as_str())).collect();
-    assert_eq!(kinds, [("e2", "signal"), ("e1", "resume")]);
+    assert_eq!(kinds, [("e2", InboxKind::Signal.as_str()), ("e1", InboxKind::Resume.as_str())]);
     assert_eq!(pending[1].seq, resume);
     // The offending entry is neither applied nor deleted.
     assert_eq!(store.pending_inbox(Some("e1"), 10).await.unwrap()[0].seq, poison);
