@@ -3,7 +3,8 @@
 
 use orbit_engine::replay::replay;
 use orbit_owner::{Owner, OwnerConfig, StartRequest};
-use orbit_store::{SqliteStore, Store, TaskReport};
+use orbit_store::inbox::{Complete, Signal};
+use orbit_store::{InboxMessage, SqliteStore, Store};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -64,13 +65,16 @@ fn start(id: &str, workflow: &str, input: Value) -> StartRequest {
 
 const HELLO: &str = "name: hello\nversion: '1'\ntasks: { greet: {} }\nsteps: [ { id: g, task: greet, input: '${{ input.name }}' } ]\noutput: '${{ steps.g.output }}'\n";
 
+fn signal_message(name: &str, payload: Value) -> InboxMessage {
+    InboxMessage::Signal(Signal { name: name.into(), payload, request_id: None })
+}
+
 async fn complete_all(store: &Arc<dyn Store>, task: &str, f: impl Fn(&Value) -> Value) -> usize {
     let rows =
         store.claim_tasks(&[task.to_string()], 100, "test-frontend", "s1", "w").await.unwrap();
     for row in &rows {
         let token = row.token.clone().unwrap();
-        let report =
-            TaskReport { kind: "complete".into(), payload: json!({"output": f(&row.input)}) };
+        let report = InboxMessage::Complete(Complete { token: token.clone(), output: f(&row.input) });
         store.complete_task_row(&token, "w", Some(report)).await.unwrap();
     }
     rows.len()
@@ -95,7 +99,7 @@ async fn start_is_idempotent_and_results_complete_the_execution() {
     let again = r.owner.start(start("e1", "hello", json!({"name": "Bob"}))).await.unwrap();
     assert!(!again.created);
     assert_eq!(
-        r.owner.start(start("e2", "nope", json!({}))).await.unwrap_err().code,
+        r.owner.start(start("e2", "nope", json!({}))).await.unwrap_err().code.as_str(),
         "WORKFLOW_NOT_FOUND"
     );
 
@@ -122,17 +126,17 @@ async fn signals_are_answered_through_the_inbox() {
     r.owner.start(start("e", "s", json!({}))).await.unwrap();
     let bad = r
         .store
-        .enqueue_inbox("e", "signal", None, &json!({"name": "go", "payload": {}}))
+        .enqueue_inbox("e", &signal_message("go", json!({})))
         .await
         .unwrap();
     let unknown = r
         .store
-        .enqueue_inbox("e", "signal", None, &json!({"name": "stop", "payload": {}}))
+        .enqueue_inbox("e", &signal_message("stop", json!({})))
         .await
         .unwrap();
     let good = r
         .store
-        .enqueue_inbox("e", "signal", None, &json!({"name": "go", "payload": {"by": "me"}}))
+        .enqueue_inbox("e", &signal_message("go", json!({"by": "me"})))
         .await
         .unwrap();
     r.owner.wake().await;
@@ -140,7 +144,7 @@ async fn signals_are_answered_through_the_inbox() {
         let store = r.store.clone();
         async move {
             match store.inbox_result(s).await.unwrap() {
-                orbit_store::InboxStatus::Done(Some(v)) => v,
+                orbit_store::InboxStatus::Done(Some(v)) => v.to_json(),
                 other => panic!("{other:?}"),
             }
         }

@@ -131,3 +131,15 @@ pub fn resume() -> orbit_store::InboxMessage {
 pub fn applied(seq: u64) -> orbit_store::InboxReply {
     orbit_store::InboxReply::Applied { seq, run: 1, applied: true }
 }
+
+/// Every entry decodes with the inbox protocol, as the owner will read it: the entries the
+/// store writes itself (claims, timers, released claims) included.
+pub fn decoded(entries: &[orbit_store::InboxEntry]) -> Vec<orbit_store::InboxMessage> {
+    entries
+        .iter()
+        .map(|e| {
+            orbit_store::InboxMessage::decode(&e.kind, e.token.as_deref(), &e.payload)
+                .unwrap_or_else(|err| panic!("entry {} does not decode: {err}", e.seq))
+        })
+        .collect()
+}

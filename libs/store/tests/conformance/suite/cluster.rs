@@ -4,8 +4,8 @@
 //! Liveness uses the store's clock, so these cases wait real time (a few hundred ms) to let
 //! a heartbeat age past a timeout; the margins are wide enough for a loaded machine.
 
-use crate::support::{complete, signal};
-use orbit_store::InboxKind;
+use crate::support::{decoded, complete, signal};
+use orbit_store::{InboxKind, InboxMessage};
 use crate::support::{ev, scheduled, start_batch, task, Backend};
 use orbit_store::{
     CommitBatch, InboxDone, NewOwner, NodeInfo, ProjectionUpdate, StoreError, TaskState,
@@ -240,6 +240,12 @@ pub async fn release_claims_hands_back_each_row_once(b: &dyn Backend) {
     let tokens: HashSet<_> = uncertain.iter().map(|e| e.token.clone().unwrap()).collect();
     assert_eq!(tokens, dead.iter().map(|t| t.token.clone().unwrap()).collect::<HashSet<_>>());
     assert_eq!(uncertain[0].payload, json!({"reason": "frontend fe-dead is gone"}));
+    for message in decoded(&inbox) {
+        if let InboxMessage::Uncertain(u) = message {
+            assert!(tokens.contains(&u.token), "the token column is the attempt's");
+            assert_eq!(u.reason, "frontend fe-dead is gone");
+        }
+    }
 
     assert!(store.claimed_tasks("fe-dead").await.unwrap().is_empty());
     assert_eq!(store.claimed_tasks("fe-live").await.unwrap().len(), 2, "others untouched");

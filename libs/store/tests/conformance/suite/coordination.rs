@@ -1,7 +1,7 @@
 //! The coordination tables: task claims and results, timers and the inbox.
 
-use crate::support::{applied, cancel, complete, signal};
-use orbit_store::InboxKind;
+use crate::support::{decoded, applied, cancel, complete, signal};
+use orbit_store::{InboxKind, InboxMessage};
 use crate::support::{ev, start, start_batch, task, timer, Backend};
 use orbit_engine::Event;
 use orbit_store::{CommitBatch, InboxDone, InboxStatus, Store, StoreError, TaskState};
@@ -51,6 +51,12 @@ pub async fn concurrent_claimers_never_share_a_row(b: &dyn Backend) {
     // Each claim told the owner, in the same transaction.
     let inbox = store.pending_inbox(Some("e1"), 100).await.unwrap();
     assert_eq!(inbox.iter().filter(|e| e.kind == InboxKind::Dispatched.as_str()).count(), 50);
+    let claimed: HashSet<&str> = a.iter().chain(&b2).map(|(_, t)| t.as_str()).collect();
+    for message in decoded(&inbox) {
+        let InboxMessage::Dispatched(d) = message else { panic!("{message:?}") };
+        assert!(claimed.contains(d.token.as_str()) && ids.contains(&d.task_id), "{d:?}");
+        assert!(d.claimed_by.starts_with("fe-"), "{d:?}");
+    }
 }
 
 pub async fn completing_a_task_records_the_result_once(b: &dyn Backend) {
@@ -197,6 +203,8 @@ pub async fn due_timers_fire_into_the_inbox_once(b: &dyn Backend) {
     assert_eq!(inbox[0].kind, InboxKind::Timer.as_str());
     assert_eq!(inbox[0].payload["key"], json!("early"));
     assert_eq!(inbox[0].payload["payload"], json!({"key": "early"}));
+    let InboxMessage::Timer(t) = &decoded(&inbox)[0] else { panic!("a timer entry") };
+    assert_eq!((t.key.as_str(), t.fire_at, &t.payload), ("early", 100, &json!({"key": "early"})));
     assert!(store.fire_due_timers(600, 10).await.unwrap().is_empty(), "a timer fires once");
     assert_eq!(store.next_timer_at().await.unwrap(), Some(900));
 }
