@@ -4,7 +4,8 @@
 use orbit_engine::replay::replay;
 use orbit_owner::{Owner, OwnerConfig, StartRequest};
 use orbit_store::inbox::{Complete, Signal};
-use orbit_store::{InboxMessage, SqliteStore, Store};
+use orbit_engine::ErrorCode;
+use orbit_store::{InboxMessage, InboxReply, InboxStatus, SqliteStore, Store};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -152,6 +153,58 @@ async fn signals_are_answered_through_the_inbox() {
     assert_eq!(result(bad).await["error"]["code"], "SIGNAL_PAYLOAD_INVALID");
     assert_eq!(result(unknown).await["error"]["code"], "UNKNOWN_SIGNAL");
     assert!(result(good).await["seq"].as_u64().unwrap() > 0);
+    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, "COMPLETED");
+    r.stop.cancel();
+}
+
+/// Writes an inbox row as raw SQL: something no typed writer can produce.
+fn raw_entry(path: &PathBuf, id: &str, kind: &str, payload: &str) -> u64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    conn.query_row(
+        "INSERT INTO inbox (execution_id, kind, token, payload, created_at)
+         VALUES (?1, ?2, NULL, ?3, 0) RETURNING seq",
+        rusqlite::params![id, kind, payload],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|seq| u64::try_from(seq).unwrap())
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_row_that_does_not_decode_is_refused_with_a_code_not_defaulted() {
+    let path = temp_db("malformed");
+    let yaml = "name: s\nversion: '1'\nsignals: { go: {} }\nsteps: [ { id: w, await: go } ]\noutput: '${{ steps.w.output }}'\n";
+    let r = rig(&path, &[yaml]).await;
+    r.owner.start(start("e", "s", json!({}))).await.unwrap();
+    let signal = orbit_store::InboxKind::Signal.as_str();
+    let child = orbit_store::InboxKind::ChildClosed.as_str();
+    let unknown = raw_entry(&path, "e", "signall", r#"{"name": "go"}"#);
+    let malformed = raw_entry(&path, "e", signal, r#""not an object""#);
+    let bad_status =
+        raw_entry(&path, "e", child, r#"{"step": "w", "child_id": "x", "status": "FINISHED"}"#);
+    r.owner.wake().await;
+    for (seq, says) in [
+        (unknown, "unknown inbox kind `signall`"),
+        (malformed, "malformed `signal` entry"),
+        (bad_status, "malformed `child_closed` entry"),
+    ] {
+        match r.store.inbox_result(seq).await.unwrap() {
+            InboxStatus::Done(Some(InboxReply::Refused { code, message })) => {
+                assert_eq!(code, ErrorCode::InvalidArgument, "{message}");
+                assert!(message.contains(says), "{message}");
+            }
+            other => panic!("entry {seq}: {other:?}"),
+        }
+    }
+    // Nothing was applied: the execution still waits for its signal, and takes it.
+    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, "RUNNING");
+    let good = r.store.enqueue_inbox("e", &signal_message("go", json!(1))).await.unwrap();
+    r.owner.wake().await;
+    assert!(matches!(
+        r.store.inbox_result(good).await.unwrap(),
+        InboxStatus::Done(Some(InboxReply::Applied { applied: true, .. }))
+    ));
     assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, "COMPLETED");
     r.stop.cancel();
 }

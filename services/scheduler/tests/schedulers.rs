@@ -85,9 +85,9 @@ async fn three_schedulers_fire_each_timer_once() {
     stop.cancel();
     let conn = rusqlite::Connection::open(&path).unwrap();
     let fired: Vec<(String, i64)> = conn
-        .prepare("SELECT execution_id, count(*) FROM inbox WHERE kind = 'timer' GROUP BY 1")
+        .prepare("SELECT execution_id, count(*) FROM inbox WHERE kind = ?1 GROUP BY 1")
         .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_map([orbit_store::InboxKind::Timer.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
