@@ -18,7 +18,7 @@ use orbit_engine::HistoryEvent;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProjectionUpdate {
     /// New status.
-    pub status: String,
+    pub status: orbit_engine::Status,
     /// Update time, epoch milliseconds.
     pub updated_at_ms: u64,
     /// Set when the execution becomes terminal.

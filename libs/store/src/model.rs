@@ -5,6 +5,7 @@
 //! edge and reject stored values that do not fit (negative times, bad JSON) as
 //! [`StoreError::Storage`](crate::StoreError::Storage).
 
+use orbit_engine::Status;
 use serde_json::Value;
 
 /// Whether [`Store::put_definition`](crate::Store::put_definition) wrote a row.
@@ -48,8 +49,9 @@ pub struct ExecutionRow {
     pub version: String,
     /// Hash of the definition the execution runs.
     pub definition_hash: String,
-    /// Projected status (the engine's status name).
-    pub status: String,
+    /// Projected status (stored as its name; a name the engine does not know is a corrupt
+    /// row, never a default).
+    pub status: Status,
     /// The schedule that started it, if any.
     pub schedule_id: Option<String>,
     /// Creation time, epoch milliseconds.
@@ -62,12 +64,18 @@ pub struct ExecutionRow {
     pub last_seq: u64,
 }
 
+/// A stored status name read back: the engine's names only (an unknown one is a corrupt
+/// row, never a default).
+pub(crate) fn parse_status(name: &str) -> crate::Result<Status> {
+    Status::parse(name).ok_or_else(|| crate::StoreError::corrupt("execution status", name))
+}
+
 /// Filter and page for [`Store::list_executions`](crate::Store::list_executions).
 /// Executions are listed newest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExecutionFilter {
     /// Only this status.
-    pub status: Option<String>,
+    pub status: Option<Status>,
     /// Only this workflow name.
     pub workflow: Option<String>,
     /// Only children of this execution.

@@ -402,7 +402,7 @@ async fn begin(
         workflow: def.name.clone(),
         version: def.version.clone(),
         definition_hash: def.hash.clone(),
-        status: "RUNNING".into(),
+        status: Status::Running,
         schedule_id: req.schedule_id.clone(),
         created_at_ms: now,
         updated_at_ms: now,
@@ -450,7 +450,7 @@ pub(crate) fn batches_for(
                 .then(|| NewOwner { root_id: w.hot.root_id.clone(), node_id: node_id.to_string() }),
             events: events.clone(),
             projection: Some(ProjectionUpdate {
-                status: state.status().as_str().to_string(),
+                status: state.status(),
                 updated_at_ms: now,
                 closed_at_ms: closed.then_some(now),
                 delete_after_ms: effects::delete_after(

@@ -110,7 +110,7 @@ async fn start_is_idempotent_and_results_complete_the_execution() {
     );
     r.owner.wake().await;
     let row = r.store.get_execution("e1").await.unwrap().unwrap();
-    assert_eq!(row.status, "COMPLETED");
+    assert_eq!(row.status, orbit_engine::Status::Completed);
     let history = r.store.load_history("e1", 1).await.unwrap();
     assert!(
         matches!(&history.last().unwrap().event, orbit_engine::Event::WorkflowCompleted { output } if output == &json!("hi Ada"))
@@ -153,7 +153,7 @@ async fn signals_are_answered_through_the_inbox() {
     assert_eq!(result(bad).await["error"]["code"], "SIGNAL_PAYLOAD_INVALID");
     assert_eq!(result(unknown).await["error"]["code"], "UNKNOWN_SIGNAL");
     assert!(result(good).await["seq"].as_u64().unwrap() > 0);
-    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, "COMPLETED");
+    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, orbit_engine::Status::Completed);
     r.stop.cancel();
 }
 
@@ -198,14 +198,14 @@ async fn a_row_that_does_not_decode_is_refused_with_a_code_not_defaulted() {
         }
     }
     // Nothing was applied: the execution still waits for its signal, and takes it.
-    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, "RUNNING");
+    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, orbit_engine::Status::Running);
     let good = r.store.enqueue_inbox("e", &signal_message("go", json!(1))).await.unwrap();
     r.owner.wake().await;
     assert!(matches!(
         r.store.inbox_result(good).await.unwrap(),
         InboxStatus::Done(Some(InboxReply::Applied { applied: true, .. }))
     ));
-    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, "COMPLETED");
+    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, orbit_engine::Status::Completed);
     r.stop.cancel();
 }
 
@@ -220,7 +220,7 @@ async fn timers_fire_through_the_inbox() {
     let fired = r.store.fire_due_timers(at + 1, 10).await.unwrap();
     assert_eq!(fired.len(), 1);
     r.owner.wake().await;
-    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, "COMPLETED");
+    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, orbit_engine::Status::Completed);
     assert_eq!(r.store.next_timer_at().await.unwrap(), None, "a closed execution keeps no timer");
     r.stop.cancel();
 }
@@ -241,9 +241,9 @@ async fn children_start_and_resolve_their_parent() {
     for _ in 0..3 {
         r.owner.wake().await;
     }
-    assert_eq!(r.store.get_execution("p1/kid").await.unwrap().unwrap().status, "COMPLETED");
+    assert_eq!(r.store.get_execution("p1/kid").await.unwrap().unwrap().status, orbit_engine::Status::Completed);
     let row = r.store.get_execution("p1").await.unwrap().unwrap();
-    assert_eq!(row.status, "COMPLETED");
+    assert_eq!(row.status, orbit_engine::Status::Completed);
     assert_replays(&r.store, &r.owner, "p1").await;
     r.stop.cancel();
 }
@@ -275,7 +275,7 @@ async fn a_new_owner_on_the_same_file_picks_up_open_executions() {
     let r = rig(&path, &[]).await;
     assert_eq!(complete_all(&r.store, "greet", |_| json!("late")).await, 1);
     r.owner.wake().await;
-    assert_eq!(r.store.get_execution("e1").await.unwrap().unwrap().status, "COMPLETED");
+    assert_eq!(r.store.get_execution("e1").await.unwrap().unwrap().status, orbit_engine::Status::Completed);
     assert_replays(&r.store, &r.owner, "e1").await;
     r.stop.cancel();
 }
@@ -287,7 +287,7 @@ async fn http_steps_fail_with_adapter_disabled() {
     let r = rig(&path, &[yaml]).await;
     r.owner.start(start("e", "h", json!({}))).await.unwrap();
     let row = r.store.get_execution("e").await.unwrap().unwrap();
-    assert_eq!(row.status, "FAILED");
+    assert_eq!(row.status, orbit_engine::Status::Failed);
     let history = r.store.load_history("e", 1).await.unwrap();
     assert!(history.iter().any(|h| matches!(&h.event, orbit_engine::Event::StepFailed { error, .. } if error.code == "ADAPTER_DISABLED")));
     assert!(
@@ -342,7 +342,7 @@ async fn the_owner_serves_its_grpc_api_on_its_own_port() {
         .wake(pb::OwnerServiceWakeRequest { execution_ids: vec!["remote-1".into()] })
         .await
         .unwrap();
-    assert_eq!(store.get_execution("remote-1").await.unwrap().unwrap().status, "COMPLETED");
+    assert_eq!(store.get_execution("remote-1").await.unwrap().unwrap().status, orbit_engine::Status::Completed);
     stop.cancel();
     served.await.unwrap().unwrap();
 }

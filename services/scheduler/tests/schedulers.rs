@@ -74,10 +74,10 @@ async fn three_schedulers_fire_each_timer_once() {
     for id in &ids {
         loop {
             let row = store.get_execution(id).await.unwrap().unwrap();
-            if row.status == "COMPLETED" {
+            if row.status == orbit_engine::Status::Completed {
                 break;
             }
-            assert!(tokio::time::Instant::now() < deadline, "{id} still {}", row.status);
+            assert!(tokio::time::Instant::now() < deadline, "{id} still {:?}", row.status);
             owner.kick();
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -258,7 +258,7 @@ fn plan_one(
         e.workflow.push(row.workflow.clone());
         e.version.push(row.version.clone());
         e.hash.push(row.definition_hash.clone());
-        e.status.push(row.status.clone());
+        e.status.push(row.status.as_str().to_string());
         e.schedule.push(row.schedule_id.clone());
         read.executions.insert(id.to_string(), (batch.run, 0));
     }
@@ -370,7 +370,7 @@ fn plan_events(batch: &CommitBatch, read: &mut Read, seg: &mut Segment) -> Resul
         u.id.push(id.to_string());
         u.run.push(i64::from(batch.run));
         u.proj.push(p.is_some());
-        u.status.push(p.map(|p| p.status.clone()));
+        u.status.push(p.map(|p| p.status.as_str().to_string()));
     }
     read.executions.insert(id.to_string(), (batch.run, last));
     Ok(last)

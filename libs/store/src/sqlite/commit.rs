@@ -44,7 +44,7 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
             row.workflow,
             row.version,
             row.definition_hash,
-            row.status,
+            row.status.as_str(),
             row.schedule_id,
             to_i64(row.created_at_ms, "created_at")?,
             to_i64(row.updated_at_ms, "updated_at")?,
@@ -70,7 +70,7 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
     if let Some(p) = &batch.projection {
         tx.prepare_cached(sql::EXECUTION_SET_PROJECTION)?.execute(params![
             id,
-            p.status,
+            p.status.as_str(),
             to_i64(p.updated_at_ms, "updated_at")?,
             p.closed_at_ms.map(|t| to_i64(t, "closed_at")).transpose()?,
             p.delete_after_ms.map(|t| to_i64(t, "delete_after")).transpose()?,

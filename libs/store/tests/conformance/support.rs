@@ -53,7 +53,7 @@ pub fn execution_row(id: &str, created_at_ms: u64) -> ExecutionRow {
         workflow: "order".into(),
         version: "v1".into(),
         definition_hash: "h1".into(),
-        status: "running".into(),
+        status: orbit_engine::Status::Running,
         schedule_id: None,
         created_at_ms,
         updated_at_ms: created_at_ms,

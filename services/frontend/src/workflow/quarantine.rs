@@ -13,6 +13,7 @@ use orbit_api::v1::{
     ResumeExecutionRequest, ResumeExecutionResponse, TerminateExecutionRequest,
     TerminateExecutionResponse,
 };
+use orbit_engine::Status;
 use orbit_server_kit::ErrorCode;
 use orbit_store::inbox::{Resume, Terminate};
 use orbit_store::{InboxMessage, InboxReply};
@@ -21,8 +22,8 @@ use serde_json::json;
 /// The error code of a terminated execution's `WorkflowFailed`.
 const TERMINATED: &str = "TERMINATED";
 
-fn finished(id: &str, status: &str) -> tonic::Status {
-    err(ErrorCode::ExecutionFinished, format!("execution `{id}` has already ended {status}"))
+fn finished(id: &str, status: Status) -> tonic::Status {
+    err(ErrorCode::ExecutionFinished, format!("execution `{id}` has already ended {}", status.as_str()))
 }
 
 /// A reply of the wrong variant for an operator action: the owner and this frontend
@@ -37,13 +38,13 @@ pub(crate) async fn resume(
 ) -> ApiResult<ResumeExecutionResponse> {
     let id = validate::id("execution_id", &req.execution_id)?;
     let row = execution(shared, id).await?;
-    if orbit_wire::TERMINAL_STATUSES.contains(&row.status.as_str()) {
-        return Err(finished(id, &row.status));
+    if row.status.is_closed() {
+        return Err(finished(id, row.status));
     }
-    if row.status != orbit_store::SUSPENDED {
+    if row.status != Status::Suspended {
         return Err(err(
             ErrorCode::ExecutionNotSuspended,
-            format!("execution `{id}` is {}, not SUSPENDED: nothing to resume", row.status),
+            format!("execution `{id}` is {}, not SUSPENDED: nothing to resume", row.status.as_str()),
         ));
     }
     match send(shared, id, &InboxMessage::Resume(Resume {})).await? {
@@ -62,7 +63,7 @@ pub(crate) async fn terminate(
     let reason = json!(req.reason);
     validate::check_size("reason", &reason, shared.config.max_payload_bytes)?;
     let row = execution(shared, id).await?;
-    if orbit_wire::TERMINAL_STATUSES.contains(&row.status.as_str()) {
+    if row.status.is_closed() {
         // Idempotent: a terminated execution answers as the first call did.
         let loaded = load_run(shared, id, 0).await?;
         if loaded.state.error.as_ref().is_some_and(|e| e.code == TERMINATED) {
@@ -71,7 +72,7 @@ pub(crate) async fn terminate(
                 terminated: false,
             });
         }
-        return Err(finished(id, &row.status));
+        return Err(finished(id, row.status));
     }
     let message = InboxMessage::Terminate(Terminate { reason: req.reason });
     match send(shared, id, &message).await? {

@@ -33,7 +33,7 @@ fn start_in(id: &str, root: &str, owner: &str, status: &str) -> CommitBatch {
     let mut batch = start_batch(id, owner);
     if let Some(row) = batch.new_execution.as_mut() {
         row.root_id = root.into();
-        row.status = status.into();
+        row.status = orbit_engine::Status::parse(status).expect("a status name");
         if id != root {
             row.parent_id = Some(root.into());
         }
@@ -132,7 +132,7 @@ pub async fn owned_executions_exclude_closed_ones(b: &dyn Backend) {
         expected_epoch: Some(1),
         events: vec![ev(3, scheduled("s"))],
         projection: Some(ProjectionUpdate {
-            status: "COMPLETED".into(),
+            status: orbit_engine::Status::Completed,
             updated_at_ms: 2_000,
             closed_at_ms: Some(2_000),
             delete_after_ms: None,

@@ -17,7 +17,7 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
     batch.timers_to_upsert = vec![timer("workflow_timeout", 50_000)];
     batch.inbox_done = vec![InboxDone { seq, result: Some(applied(1)) }];
     batch.projection = Some(ProjectionUpdate {
-        status: "running".into(),
+        status: orbit_engine::Status::Running,
         updated_at_ms: 1_003,
         closed_at_ms: None,
         delete_after_ms: None,
@@ -30,7 +30,7 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
     assert_eq!(history.iter().map(|h| h.seq).collect::<Vec<_>>(), [1, 2, 3]);
     assert_eq!(history[0].event, created("e1", 1));
     let row = store.get_execution("e1").await.unwrap().unwrap();
-    assert_eq!((row.last_seq, row.updated_at_ms, row.status.as_str()), (3, 1_003, "running"));
+    assert_eq!((row.last_seq, row.updated_at_ms, row.status.as_str()), (3, 1_003, "RUNNING"));
     let owner = store.get_owner("e1").await.unwrap().unwrap();
     assert_eq!((owner.node_id.as_str(), owner.epoch), ("node-a", 1));
     assert_eq!(store.next_timer_at().await.unwrap(), Some(50_000));
@@ -54,7 +54,7 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
         timers_to_upsert: vec![timer("retry:charge", 7_000)],
         timers_to_delete: vec!["workflow_timeout".into(), "never-existed".into()],
         projection: Some(ProjectionUpdate {
-            status: "cancelled".into(),
+            status: orbit_engine::Status::Cancelled,
             updated_at_ms: 1_004,
             closed_at_ms: Some(1_004),
             delete_after_ms: None,
@@ -71,7 +71,7 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
     let row = store.get_execution("e1").await.unwrap().unwrap();
     assert_eq!(
         (row.status.as_str(), row.closed_at_ms, row.last_seq),
-        ("cancelled", Some(1_004), 4)
+        ("CANCELLED", Some(1_004), 4)
     );
     // The claimed row was cancelled too: the worker's late result still finds it.
     let token = claimed[0].token.clone().unwrap();
@@ -108,7 +108,7 @@ pub async fn refused_batches_leave_nothing_behind(b: &dyn Backend) {
         expected_epoch: epoch,
         events,
         projection: Some(ProjectionUpdate {
-            status: "completed".into(),
+            status: orbit_engine::Status::Completed,
             updated_at_ms: 9,
             closed_at_ms: Some(9),
             delete_after_ms: None,

@@ -57,7 +57,7 @@ pub async fn parking_suspends_skips_entries_and_unparking_restores(
         (row.failures, row.inbox_seq, row.reason.as_str()),
         (3, Some(poison), "died 3 times")
     );
-    assert_eq!(row.resume_status.as_deref(), Some("running"));
+    assert_eq!(row.resume_status.as_deref(), Some("RUNNING"));
     let e1 = store.get_execution("e1").await.unwrap().unwrap();
     assert_eq!((e1.status.as_str(), e1.updated_at_ms), (SUSPENDED, 2_000));
 
@@ -77,7 +77,7 @@ pub async fn parking_suspends_skips_entries_and_unparking_restores(
 
     // Parking again keeps the status to restore.
     let again = store.park_execution(note("e1", Some(poison), 0, "again"), Some(1), 2_500);
-    assert_eq!(again.await.unwrap().resume_status.as_deref(), Some("running"));
+    assert_eq!(again.await.unwrap().resume_status.as_deref(), Some("RUNNING"));
 
     assert!(matches!(
         store.unpark_execution("e1", Some(4), 3_000).await,
@@ -86,7 +86,7 @@ pub async fn parking_suspends_skips_entries_and_unparking_restores(
     let removed = store.unpark_execution("e1", Some(1), 3_000).await.unwrap().unwrap();
     assert_eq!(removed.failures, 3);
     let e1 = store.get_execution("e1").await.unwrap().unwrap();
-    assert_eq!((e1.status.as_str(), e1.updated_at_ms), ("running", 3_000));
+    assert_eq!((e1.status.as_str(), e1.updated_at_ms), ("RUNNING", 3_000));
     assert!(store.faults(&["e1".into()]).await.unwrap().is_empty(), "mark and count cleared");
     let pending = store.pending_inbox_owned("node-a", &[], 100).await.unwrap();
     assert_eq!(pending.len(), 3, "the entries are pending again");

@@ -35,7 +35,7 @@ async fn start(store: &dyn Store, id: &str, root: &str) {
     let mut batch = start_batch(id, "node-a");
     if let Some(row) = batch.new_execution.as_mut() {
         row.root_id = root.into();
-        row.status = "RUNNING".into();
+        row.status = orbit_engine::Status::Running;
         row.parent_id = id.rsplit_once('/').map(|(parent, _)| parent.to_string());
     }
     batch.new_owner = Some(NewOwner { root_id: root.into(), node_id: "node-a".into() });
@@ -50,7 +50,7 @@ async fn close(store: &dyn Store, id: &str, closed_at: u64, delete_after: u64) {
         expected_epoch: Some(1),
         events: vec![ev(3, scheduled("end"))],
         projection: Some(ProjectionUpdate {
-            status: "COMPLETED".into(),
+            status: orbit_engine::Status::Completed,
             updated_at_ms: closed_at,
             closed_at_ms: Some(closed_at),
             delete_after_ms: Some(delete_after),
@@ -193,7 +193,7 @@ pub async fn expired_trees_are_deleted_with_every_row(b: &dyn Backend) {
         expected_epoch: Some(1),
         events: vec![ev(2, scheduled("end"))],
         projection: Some(ProjectionUpdate {
-            status: "COMPLETED".into(),
+            status: orbit_engine::Status::Completed,
             updated_at_ms: 2_000,
             closed_at_ms: Some(2_000),
             delete_after_ms: Some(5_000),
@@ -207,7 +207,7 @@ pub async fn expired_trees_are_deleted_with_every_row(b: &dyn Backend) {
         expected_epoch: Some(1),
         events: vec![ev(4, scheduled("end"))],
         projection: Some(ProjectionUpdate {
-            status: "FAILED".into(),
+            status: orbit_engine::Status::Failed,
             updated_at_ms: 2_000,
             closed_at_ms: Some(2_000),
             delete_after_ms: Some(5_000),
