@@ -118,7 +118,6 @@ impl fmt::Display for ErrorCode {
 #[error("unknown Orbit error code {0:?}")]
 pub struct UnknownErrorCode(pub String);
 
-
 impl serde::Serialize for ErrorCode {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
@@ -148,7 +147,10 @@ mod tests {
 
     #[test]
     fn an_unknown_string_is_an_error_never_a_default() {
-        assert_eq!("STORAGE_EROR".parse::<ErrorCode>(), Err(UnknownErrorCode("STORAGE_EROR".into())));
+        assert_eq!(
+            "STORAGE_EROR".parse::<ErrorCode>(),
+            Err(UnknownErrorCode("STORAGE_EROR".into()))
+        );
         assert!(serde_json::from_str::<ErrorCode>("\"NOPE\"").is_err());
     }
 }

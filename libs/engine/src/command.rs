@@ -9,8 +9,8 @@ use crate::decide::effective_limits;
 use crate::event::{Event, ParentRef, TaskError};
 use crate::state::{State, Status, UnitStatus};
 use crate::unit::UnitKey;
-use orbit_definition::{Definition, Limits, StepKind};
 use orbit_codes::ErrorCode;
+use orbit_definition::{Definition, Limits, StepKind};
 use serde_json::Value;
 
 /// Why a command was refused, with the API error code the caller receives.

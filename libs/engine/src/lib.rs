@@ -17,7 +17,7 @@ pub mod state;
 pub mod unit;
 
 pub use command::{accept, start, Command, CommandError};
-pub use orbit_codes::ErrorCode;
 pub use decide::{advance, decide, decide_with, effective_limits, next_timer};
 pub use event::{CompensationOutcome, Event, HistoryEvent, Origin, ParentRef, TaskError};
+pub use orbit_codes::ErrorCode;
 pub use state::{State, Status, Unit, UnitStatus};

@@ -601,7 +601,10 @@ fn output_contract_violations_fail_without_retry() {
 #[test]
 fn invalid_input_is_refused_at_start() {
     let mut sim = sim_with(DAG);
-    assert_eq!(sim.start("dag", "x", json!({"big": "yes"})).unwrap_err().code.as_str(), "INVALID_INPUT");
+    assert_eq!(
+        sim.start("dag", "x", json!({"big": "yes"})).unwrap_err().code.as_str(),
+        "INVALID_INPUT"
+    );
     assert!(sim.execution("x").is_none());
 }
 

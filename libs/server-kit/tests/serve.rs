@@ -3,9 +3,7 @@
 use std::time::Duration;
 
 use orbit_api::internal::v1::scheduler_service_server::{SchedulerService, SchedulerServiceServer};
-use orbit_api::internal::v1::{
-    StatusRequest, StatusResponse,
-};
+use orbit_api::internal::v1::{StatusRequest, StatusResponse};
 use orbit_server_kit::server::DEFAULT_MAX_MESSAGE_BYTES;
 use orbit_server_kit::server::{
     HEALTH_SERVICE_NAME, REFLECTION_V1ALPHA_SERVICE_NAME, REFLECTION_V1_SERVICE_NAME,

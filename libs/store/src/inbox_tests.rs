@@ -27,7 +27,10 @@ fn every_message() -> Vec<InboxMessage> {
             session: "s".into(),
             worker_id: "w".into(),
         }),
-        InboxMessage::Uncertain(Uncertain { token: "t5".into(), reason: "HEARTBEAT_TIMEOUT".into() }),
+        InboxMessage::Uncertain(Uncertain {
+            token: "t5".into(),
+            reason: "HEARTBEAT_TIMEOUT".into(),
+        }),
         InboxMessage::Timer(Timer { key: "next".into(), run: 2, fire_at: 5, payload: json!({}) }),
         InboxMessage::ChildClosed(ChildClosed {
             step: "c".into(),
@@ -74,7 +77,8 @@ fn rows_written_before_the_protocol_was_typed_still_decode() {
         InboxMessage::decode("dispatched", Some("t"), &dispatched),
         Ok(InboxMessage::Dispatched(Dispatched { task_id: 1, .. }))
     ));
-    let uncertain = InboxMessage::decode("uncertain", Some("t"), &json!({"reason": "SESSION_LOST"}));
+    let uncertain =
+        InboxMessage::decode("uncertain", Some("t"), &json!({"reason": "SESSION_LOST"}));
     assert!(matches!(uncertain, Ok(InboxMessage::Uncertain(_))));
     let timer = InboxMessage::decode("timer", None, &json!({})).unwrap();
     assert_eq!(timer, InboxMessage::Timer(Timer::default()));

@@ -24,8 +24,8 @@ mod store;
 pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewInbox, NewOwner, ProjectionUpdate};
 pub use changes::{ChangeHub, Subscription};
 pub use error::{Result, StoreError};
-pub use inbox::{InboxKind, InboxMessage, InboxReply};
 pub use fault::{FaultNote, FaultRow, SUSPENDED};
+pub use inbox::{InboxKind, InboxMessage, InboxReply};
 pub use model::{new_task_token, MAX_CLAIM};
 pub use model::{
     CompletedTask, DbStats, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,
@@ -34,7 +34,7 @@ pub use model::{
 };
 pub use postgres::{PgOptions, PgStore, Wakeup};
 pub use retention::{
-    DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased, finished_reply,
+    finished_reply, DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased,
 };
 pub use sqlite::SqliteStore;
 pub use store::Store;

@@ -8,14 +8,14 @@
 //! * a method either fully applies or changes nothing;
 //! * no method blocks the async runtime.
 
-use crate::inbox::InboxMessage;
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::Result;
 use crate::fault::{FaultNote, FaultRow};
+use crate::inbox::InboxMessage;
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog,
-    TaskRow, TimerRow,
+    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskRow,
+    TimerRow,
 };
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use orbit_engine::HistoryEvent;

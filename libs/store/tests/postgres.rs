@@ -12,15 +12,15 @@ mod pg;
 #[path = "conformance/support.rs"]
 mod support;
 
-use support::{applied, complete, signal};
-use orbit_store::InboxKind;
 use orbit_store::migrations::MIGRATIONS;
+use orbit_store::InboxKind;
 use orbit_store::{CommitBatch, PgOptions, PgStore, Store, StoreError, TaskState, Wakeup};
 use pg::{admin_url, ca_file, options, url_for, with_param, PgBackend};
 use serde_json::json;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::{applied, complete, signal};
 use support::{ev, scheduled, start_batch, task, timer};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

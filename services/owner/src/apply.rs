@@ -15,7 +15,9 @@ use crate::owner::{Inner, PendingStart, StartRequest, Started};
 use crate::refused::on_commit_error;
 use crate::resume::queue_children;
 use orbit_engine::event::{Event, HistoryEvent, Origin};
-use orbit_engine::{accept, advance, command::next_run, next_timer, Command, ErrorCode, State, Status};
+use orbit_engine::{
+    accept, advance, command::next_run, next_timer, Command, ErrorCode, State, Status,
+};
 use orbit_store::{
     CommitBatch, ExecutionRow, InboxDone, InboxEntry, InboxReply, NewOwner, ProjectionUpdate,
 };
@@ -270,11 +272,9 @@ pub(crate) async fn create_only(
 /// Applies one inbox entry to the execution's work, recording its reply.
 fn apply_entry(w: &mut Work, entry: &InboxEntry, now: u64, limits: &orbit_definition::Limits) {
     let result = match inbox::request(entry) {
-        Ok(Request::Tick) => InboxReply::Applied {
-            seq: w.hot.state.last_seq,
-            run: w.hot.state.run,
-            applied: true,
-        },
+        Ok(Request::Tick) => {
+            InboxReply::Applied { seq: w.hot.state.last_seq, run: w.hot.state.run, applied: true }
+        }
         Ok(Request::Command(cmd, child)) => {
             if let Command::Signal { name, .. } = cmd.as_ref() {
                 crate::fault_inject::on_signal(name);

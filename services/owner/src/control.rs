@@ -12,13 +12,13 @@
 
 use crate::apply::{batches_for, Work};
 use crate::error::OwnerError;
-use orbit_engine::ErrorCode;
 use crate::hot::{hot, Core};
 use crate::inbox::Control;
 use crate::isolate;
 use crate::owner::Inner;
 use crate::resume::queue_children;
 use orbit_engine::event::{CompensationOutcome, Event, Origin};
+use orbit_engine::ErrorCode;
 use orbit_engine::{next_timer, Status, TaskError};
 use orbit_store::inbox::Timer;
 use orbit_store::{CommitBatch, InboxDone, InboxEntry, InboxMessage, InboxReply};
@@ -83,11 +83,15 @@ async fn resume(
 ) -> Result<Option<InboxReply>, OwnerError> {
     let h = hot(inner, core, id).await?;
     if h.state.status().is_closed() {
-        return Err(OwnerError::new(ErrorCode::ExecutionFinished, format!("execution `{id}` has ended")));
+        return Err(OwnerError::new(
+            ErrorCode::ExecutionFinished,
+            format!("execution `{id}` has ended"),
+        ));
     }
     let epoch = h.epoch;
     let Some(row) = inner.store.unpark_execution(id, epoch, now).await? else {
-        return Err(OwnerError::new(ErrorCode::ExecutionNotSuspended,
+        return Err(OwnerError::new(
+            ErrorCode::ExecutionNotSuspended,
             format!("execution `{id}` is not SUSPENDED: nothing to resume"),
         ));
     };
@@ -116,7 +120,10 @@ async fn terminate(
         {
             return Ok(Some(InboxReply::Terminated { seq: h.state.last_seq, terminated: false }));
         }
-        return Err(OwnerError::new(ErrorCode::ExecutionFinished, format!("execution `{id}` has ended")));
+        return Err(OwnerError::new(
+            ErrorCode::ExecutionFinished,
+            format!("execution `{id}` has ended"),
+        ));
     }
     let pending = inner.store.pending_inbox(Some(&id), u32::MAX).await?;
     let node_id = inner.cfg.node_id.clone();

@@ -2,9 +2,9 @@
 //! store (definition by hash, history fold, epoch). Recovery and adoption are in `resume`.
 
 use crate::error::OwnerError;
-use orbit_engine::ErrorCode;
 use crate::owner::Inner;
 use orbit_definition::Definition;
+use orbit_engine::ErrorCode;
 use orbit_engine::State;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -49,7 +49,8 @@ pub(crate) async fn definition(
         return Ok(d.clone());
     }
     let row = inner.store.get_definition(workflow, version).await?.ok_or_else(|| {
-        OwnerError::new(ErrorCode::WorkflowNotFound,
+        OwnerError::new(
+            ErrorCode::WorkflowNotFound,
             format!(
                 "no workflow `{workflow}`{}",
                 version.map(|v| format!(" version {v}")).unwrap_or_default()
@@ -60,7 +61,8 @@ pub(crate) async fn definition(
         Some(d) => d.clone(),
         None => {
             let def = orbit_definition::parse_stored(&row.document).map_err(|e| {
-                OwnerError::new(ErrorCode::StorageError,
+                OwnerError::new(
+                    ErrorCode::StorageError,
                     format!("stored definition {workflow}@{}: {e}", row.version),
                 )
             })?;
@@ -85,7 +87,9 @@ pub(crate) async fn hot<'a>(
         let rebuilt = rebuild(inner, core, id, true).await?;
         core.hot.insert(id.to_string(), rebuilt);
     }
-    core.hot.get_mut(id).ok_or_else(|| OwnerError::new(ErrorCode::ExecutionNotFound, id.to_string()))
+    core.hot
+        .get_mut(id)
+        .ok_or_else(|| OwnerError::new(ErrorCode::ExecutionNotFound, id.to_string()))
 }
 
 /// An execution rebuilt from the store for a read, whoever owns it; not kept.
@@ -115,10 +119,9 @@ pub(crate) async fn rebuild(
             )));
         }
     }
-    let row =
-        inner.store.get_execution(id).await?.ok_or_else(|| {
-            OwnerError::new(ErrorCode::ExecutionNotFound, format!("no execution `{id}`"))
-        })?;
+    let row = inner.store.get_execution(id).await?.ok_or_else(|| {
+        OwnerError::new(ErrorCode::ExecutionNotFound, format!("no execution `{id}`"))
+    })?;
     let def = definition(inner, core, &row.workflow, Some(&row.version)).await?;
     let history = inner.store.load_history(id, row.run).await?;
     let state = State::from_history(&history);

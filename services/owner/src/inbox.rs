@@ -49,8 +49,12 @@ pub(crate) fn request(entry: &InboxEntry) -> Result<Request, CommandError> {
         InboxMessage::Signal(s) => Command::Signal { name: s.name, payload: s.payload },
         InboxMessage::Cancel(c) => Command::Cancel { reason: c.reason },
         InboxMessage::ChildClosed(c) => {
-            let command =
-                Command::ChildClosed { step: c.step, status: c.status, output: c.output, error: c.error };
+            let command = Command::ChildClosed {
+                step: c.step,
+                status: c.status,
+                output: c.output,
+                error: c.error,
+            };
             return Ok(Request::Command(Box::new(command), Some(c.child_id)));
         }
     };

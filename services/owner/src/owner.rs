@@ -6,13 +6,13 @@
 //! durable.
 
 use crate::error::OwnerError;
-use orbit_engine::ErrorCode;
 use crate::hot::{self, Core};
 use crate::pass;
 use crate::resume;
 use crate::takeover;
 use orbit_definition::{Definition, Limits};
 use orbit_engine::event::ParentRef;
+use orbit_engine::ErrorCode;
 use orbit_store::{ChangeHub, Store};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -331,7 +331,9 @@ impl Owner {
             orbit_engine::query::query(&snap.def, &snap.state, &name)
         })
         .await
-        .map_err(|e| OwnerError::new(ErrorCode::QueryFailed, format!("the query evaluation failed: {e}")))?
+        .map_err(|e| {
+            OwnerError::new(ErrorCode::QueryFailed, format!("the query evaluation failed: {e}"))
+        })?
         .map_err(OwnerError::from)?;
         Ok((value, seq, run))
     }

@@ -2,9 +2,9 @@
 //! continue-as-new and recovery after the owner is dropped and rebuilt from the file.
 
 use orbit_engine::replay::replay;
+use orbit_engine::ErrorCode;
 use orbit_owner::{Owner, OwnerConfig, StartRequest};
 use orbit_store::inbox::{Complete, Signal};
-use orbit_engine::ErrorCode;
 use orbit_store::{InboxMessage, InboxReply, InboxStatus, SqliteStore, Store};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -75,7 +75,8 @@ async fn complete_all(store: &Arc<dyn Store>, task: &str, f: impl Fn(&Value) -> 
         store.claim_tasks(&[task.to_string()], 100, "test-frontend", "s1", "w").await.unwrap();
     for row in &rows {
         let token = row.token.clone().unwrap();
-        let report = InboxMessage::Complete(Complete { token: token.clone(), output: f(&row.input) });
+        let report =
+            InboxMessage::Complete(Complete { token: token.clone(), output: f(&row.input) });
         store.complete_task_row(&token, "w", Some(report)).await.unwrap();
     }
     rows.len()
@@ -125,21 +126,10 @@ async fn signals_are_answered_through_the_inbox() {
     let yaml = "name: s\nversion: '1'\nsignals: { go: { type: object, required: [by] } }\nsteps: [ { id: w, await: go } ]\noutput: '${{ steps.w.output.by }}'\n";
     let r = rig(&path, &[yaml]).await;
     r.owner.start(start("e", "s", json!({}))).await.unwrap();
-    let bad = r
-        .store
-        .enqueue_inbox("e", &signal_message("go", json!({})))
-        .await
-        .unwrap();
-    let unknown = r
-        .store
-        .enqueue_inbox("e", &signal_message("stop", json!({})))
-        .await
-        .unwrap();
-    let good = r
-        .store
-        .enqueue_inbox("e", &signal_message("go", json!({"by": "me"})))
-        .await
-        .unwrap();
+    let bad = r.store.enqueue_inbox("e", &signal_message("go", json!({}))).await.unwrap();
+    let unknown = r.store.enqueue_inbox("e", &signal_message("stop", json!({}))).await.unwrap();
+    let good =
+        r.store.enqueue_inbox("e", &signal_message("go", json!({"by": "me"}))).await.unwrap();
     r.owner.wake().await;
     let result = |s| {
         let store = r.store.clone();
@@ -153,7 +143,10 @@ async fn signals_are_answered_through_the_inbox() {
     assert_eq!(result(bad).await["error"]["code"], "SIGNAL_PAYLOAD_INVALID");
     assert_eq!(result(unknown).await["error"]["code"], "UNKNOWN_SIGNAL");
     assert!(result(good).await["seq"].as_u64().unwrap() > 0);
-    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, orbit_engine::Status::Completed);
+    assert_eq!(
+        r.store.get_execution("e").await.unwrap().unwrap().status,
+        orbit_engine::Status::Completed
+    );
     r.stop.cancel();
 }
 
@@ -198,14 +191,20 @@ async fn a_row_that_does_not_decode_is_refused_with_a_code_not_defaulted() {
         }
     }
     // Nothing was applied: the execution still waits for its signal, and takes it.
-    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, orbit_engine::Status::Running);
+    assert_eq!(
+        r.store.get_execution("e").await.unwrap().unwrap().status,
+        orbit_engine::Status::Running
+    );
     let good = r.store.enqueue_inbox("e", &signal_message("go", json!(1))).await.unwrap();
     r.owner.wake().await;
     assert!(matches!(
         r.store.inbox_result(good).await.unwrap(),
         InboxStatus::Done(Some(InboxReply::Applied { applied: true, .. }))
     ));
-    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, orbit_engine::Status::Completed);
+    assert_eq!(
+        r.store.get_execution("e").await.unwrap().unwrap().status,
+        orbit_engine::Status::Completed
+    );
     r.stop.cancel();
 }
 
@@ -220,7 +219,10 @@ async fn timers_fire_through_the_inbox() {
     let fired = r.store.fire_due_timers(at + 1, 10).await.unwrap();
     assert_eq!(fired.len(), 1);
     r.owner.wake().await;
-    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, orbit_engine::Status::Completed);
+    assert_eq!(
+        r.store.get_execution("e").await.unwrap().unwrap().status,
+        orbit_engine::Status::Completed
+    );
     assert_eq!(r.store.next_timer_at().await.unwrap(), None, "a closed execution keeps no timer");
     r.stop.cancel();
 }
@@ -241,7 +243,10 @@ async fn children_start_and_resolve_their_parent() {
     for _ in 0..3 {
         r.owner.wake().await;
     }
-    assert_eq!(r.store.get_execution("p1/kid").await.unwrap().unwrap().status, orbit_engine::Status::Completed);
+    assert_eq!(
+        r.store.get_execution("p1/kid").await.unwrap().unwrap().status,
+        orbit_engine::Status::Completed
+    );
     let row = r.store.get_execution("p1").await.unwrap().unwrap();
     assert_eq!(row.status, orbit_engine::Status::Completed);
     assert_replays(&r.store, &r.owner, "p1").await;
@@ -275,7 +280,10 @@ async fn a_new_owner_on_the_same_file_picks_up_open_executions() {
     let r = rig(&path, &[]).await;
     assert_eq!(complete_all(&r.store, "greet", |_| json!("late")).await, 1);
     r.owner.wake().await;
-    assert_eq!(r.store.get_execution("e1").await.unwrap().unwrap().status, orbit_engine::Status::Completed);
+    assert_eq!(
+        r.store.get_execution("e1").await.unwrap().unwrap().status,
+        orbit_engine::Status::Completed
+    );
     assert_replays(&r.store, &r.owner, "e1").await;
     r.stop.cancel();
 }
@@ -342,7 +350,10 @@ async fn the_owner_serves_its_grpc_api_on_its_own_port() {
         .wake(pb::OwnerServiceWakeRequest { execution_ids: vec!["remote-1".into()] })
         .await
         .unwrap();
-    assert_eq!(store.get_execution("remote-1").await.unwrap().unwrap().status, orbit_engine::Status::Completed);
+    assert_eq!(
+        store.get_execution("remote-1").await.unwrap().unwrap().status,
+        orbit_engine::Status::Completed
+    );
     stop.cancel();
     served.await.unwrap().unwrap();
 }

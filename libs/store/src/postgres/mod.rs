@@ -34,12 +34,12 @@ pub use listen::Wakeup;
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::{Result, StoreError};
 use crate::fault::{FaultNote, FaultRow};
+use crate::inbox::InboxMessage;
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog,
-    TaskRow, TimerRow,
+    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskRow,
+    TimerRow,
 };
-use crate::inbox::InboxMessage;
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::store::Store;
 use conn::{Connector, Pool};

@@ -16,8 +16,8 @@ use crate::inbox::{InboxKind, InboxMessage};
 /// [`Dispatched`](crate::inbox::Dispatched); the conformance suite decodes it).
 const DISPATCHED: &str = InboxKind::Dispatched.as_str();
 use crate::model::{
-    new_task_tokens, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog,
-    TaskRow, TimerRow, MAX_CLAIM,
+    new_task_tokens, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskRow,
+    TimerRow, MAX_CLAIM,
 };
 use tokio_postgres::types::ToSql;
 

@@ -9,7 +9,7 @@ use super::conn::PgConn;
 use super::error::PgResult;
 use super::rows::{get, get_u64, to_i64};
 use crate::retention::{
-    DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased, finished_reply,
+    finished_reply, DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased,
 };
 use tokio_postgres::types::ToSql;
 

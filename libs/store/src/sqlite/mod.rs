@@ -22,12 +22,12 @@ mod tests;
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::Result;
 use crate::fault::{FaultNote, FaultRow};
+use crate::inbox::InboxMessage;
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog,
-    TaskRow, TimerRow,
+    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskRow,
+    TimerRow,
 };
-use crate::inbox::InboxMessage;
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::store::Store;
 use conn::{Readers, Writer};

@@ -6,8 +6,8 @@ use super::sql;
 use crate::error::{Result, StoreError};
 use crate::inbox::{Dispatched, InboxMessage, Timer};
 use crate::model::{
-    new_task_tokens, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog,
-    TaskRow, TimerRow, MAX_CLAIM,
+    new_task_tokens, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskRow,
+    TimerRow, MAX_CLAIM,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
@@ -53,10 +53,9 @@ pub(crate) fn claim_tasks(
             worker_id: worker_id.to_string(),
         });
         let (kind, payload) = (message.kind().as_str(), json_text(&message.payload()));
-        let _seq: i64 = tx.prepare_cached(sql::INBOX_INSERT)?.query_row(
-            params![t.execution_id, kind, t.token, payload, now],
-            |r| r.get(0),
-        )?;
+        let _seq: i64 = tx
+            .prepare_cached(sql::INBOX_INSERT)?
+            .query_row(params![t.execution_id, kind, t.token, payload, now], |r| r.get(0))?;
     }
     Ok(claimed)
 }
@@ -181,10 +180,11 @@ pub(crate) fn fire_due_timers(
             payload: t.payload.clone(),
         });
         let (kind, payload) = (message.kind().as_str(), json_text(&message.payload()));
-        let seq: i64 = tx.prepare_cached(sql::INBOX_INSERT)?.query_row(
-            params![t.execution_id, kind, Option::<&str>::None, payload, now],
-            |r| r.get(0),
-        )?;
+        let seq: i64 = tx
+            .prepare_cached(sql::INBOX_INSERT)?
+            .query_row(params![t.execution_id, kind, Option::<&str>::None, payload, now], |r| {
+                r.get(0)
+            })?;
         tx.prepare_cached(sql::TIMER_DELETE)?.execute(params![t.execution_id, t.key])?;
         fired.push((t, to_u64(seq, "inbox seq")?));
     }

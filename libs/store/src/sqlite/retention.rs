@@ -6,7 +6,7 @@ use super::conn::now_ms;
 use super::rows::{json_text, to_i64};
 use crate::error::Result;
 use crate::retention::{
-    DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased, finished_reply,
+    finished_reply, DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased,
 };
 use rusqlite::{params, Connection};
 use serde_json::json;

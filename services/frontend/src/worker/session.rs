@@ -2,8 +2,6 @@
 //! while the worker has credits, results with acks after commit, pings, and the cleanup
 //! that reports in-flight attempts `uncertain` when the stream ends or goes silent.
 
-use orbit_store::inbox::Uncertain;
-use orbit_store::InboxMessage;
 use super::registry::{Session, WorkerMeta};
 use super::results;
 use super::supervise::{supervise, Supervised};
@@ -15,6 +13,8 @@ use orbit_api::v1::worker_message::{Hello, Kind};
 use orbit_api::v1::{ServerMessage, WorkerMessage};
 use orbit_server_kit::payload::{json_to_proto, ms_to_duration, ms_to_timestamp};
 use orbit_server_kit::{ErrorCode, OrbitError};
+use orbit_store::inbox::Uncertain;
+use orbit_store::InboxMessage;
 use orbit_store::TaskRow;
 use std::collections::HashMap;
 use std::sync::Arc;

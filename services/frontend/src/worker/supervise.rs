@@ -8,12 +8,12 @@
 //! redelivers it, and the worker is told to stop. The supervisor ends when the session no
 //! longer holds the token (its result arrived, or the session ended).
 
-use orbit_store::inbox::Uncertain;
-use orbit_store::InboxMessage;
 use super::registry::{now_ms, Session};
 use super::session::{msg, Tx};
 use crate::Shared;
 use orbit_api::v1::server_message::{self, Cancel};
+use orbit_store::inbox::Uncertain;
+use orbit_store::InboxMessage;
 use orbit_store::TaskState;
 use std::sync::Arc;
 use std::time::Duration;

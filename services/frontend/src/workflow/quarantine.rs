@@ -23,7 +23,10 @@ use serde_json::json;
 const TERMINATED: &str = "TERMINATED";
 
 fn finished(id: &str, status: Status) -> tonic::Status {
-    err(ErrorCode::ExecutionFinished, format!("execution `{id}` has already ended {}", status.as_str()))
+    err(
+        ErrorCode::ExecutionFinished,
+        format!("execution `{id}` has already ended {}", status.as_str()),
+    )
 }
 
 /// A reply of the wrong variant for an operator action: the owner and this frontend
@@ -44,7 +47,10 @@ pub(crate) async fn resume(
     if row.status != Status::Suspended {
         return Err(err(
             ErrorCode::ExecutionNotSuspended,
-            format!("execution `{id}` is {}, not SUSPENDED: nothing to resume", row.status.as_str()),
+            format!(
+                "execution `{id}` is {}, not SUSPENDED: nothing to resume",
+                row.status.as_str()
+            ),
         ));
     }
     match send(shared, id, &InboxMessage::Resume(Resume {})).await? {

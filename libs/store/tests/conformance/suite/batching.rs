@@ -1,9 +1,9 @@
 //! Several executions in one transaction, cancellation by unit, inbox entries written by a
 //! commit, and the claims a restarted frontend finds.
 
-use crate::support::{cancel};
-use orbit_store::InboxKind;
+use crate::support::cancel;
 use crate::support::{ev, scheduled, start, start_batch, task, Backend};
+use orbit_store::InboxKind;
 use orbit_store::{CommitBatch, NewInbox, TaskState};
 
 pub async fn commit_all_is_all_or_nothing(b: &dyn Backend) {

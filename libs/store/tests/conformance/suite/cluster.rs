@@ -4,12 +4,12 @@
 //! Liveness uses the store's clock, so these cases wait real time (a few hundred ms) to let
 //! a heartbeat age past a timeout; the margins are wide enough for a loaded machine.
 
-use crate::support::{decoded, complete, signal};
-use orbit_store::{InboxKind, InboxMessage};
+use crate::support::{complete, decoded, signal};
 use crate::support::{ev, scheduled, start_batch, task, Backend};
 use orbit_store::{
     CommitBatch, InboxDone, NewOwner, NodeInfo, ProjectionUpdate, StoreError, TaskState,
 };
+use orbit_store::{InboxKind, InboxMessage};
 use serde_json::json;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -235,7 +235,8 @@ pub async fn release_claims_hands_back_each_row_once(b: &dyn Backend) {
     assert!(one.iter().chain(&two).all(|t| t.state == TaskState::Cancelled));
 
     let inbox = store.pending_inbox(Some("e1"), 100).await.unwrap();
-    let uncertain: Vec<_> = inbox.iter().filter(|e| e.kind == InboxKind::Uncertain.as_str()).collect();
+    let uncertain: Vec<_> =
+        inbox.iter().filter(|e| e.kind == InboxKind::Uncertain.as_str()).collect();
     assert_eq!(uncertain.len(), 4, "one uncertain entry per released row");
     let tokens: HashSet<_> = uncertain.iter().map(|e| e.token.clone().unwrap()).collect();
     assert_eq!(tokens, dead.iter().map(|t| t.token.clone().unwrap()).collect::<HashSet<_>>());

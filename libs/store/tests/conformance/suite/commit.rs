@@ -34,10 +34,7 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
     let owner = store.get_owner("e1").await.unwrap().unwrap();
     assert_eq!((owner.node_id.as_str(), owner.epoch), ("node-a", 1));
     assert_eq!(store.next_timer_at().await.unwrap(), Some(50_000));
-    assert_eq!(
-        store.inbox_result(seq).await.unwrap(),
-        InboxStatus::Done(Some(applied(1)))
-    );
+    assert_eq!(store.inbox_result(seq).await.unwrap(), InboxStatus::Done(Some(applied(1))));
     let claimed =
         store.claim_tasks(&["payments.charge".into()], 10, "fe-1", "s-1", "w").await.unwrap();
     assert_eq!(claimed.len(), 1);

@@ -1,10 +1,10 @@
 //! The coordination tables: task claims and results, timers and the inbox.
 
-use crate::support::{decoded, applied, cancel, complete, signal};
-use orbit_store::{InboxKind, InboxMessage};
+use crate::support::{applied, cancel, complete, decoded, signal};
 use crate::support::{ev, start, start_batch, task, timer, Backend};
 use orbit_engine::Event;
 use orbit_store::{CommitBatch, InboxDone, InboxStatus, Store, StoreError, TaskState};
+use orbit_store::{InboxKind, InboxMessage};
 use serde_json::json;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -73,7 +73,10 @@ pub async fn completing_a_task_records_the_result_once(b: &dyn Backend) {
     let seq = first.inbox_seq.unwrap();
     let inbox = store.pending_inbox(Some("e1"), 10).await.unwrap();
     let entry = inbox.iter().find(|e| e.seq == seq).unwrap();
-    assert_eq!((entry.kind.as_str(), entry.token.as_deref()), (InboxKind::Complete.as_str(), Some(token.as_str())));
+    assert_eq!(
+        (entry.kind.as_str(), entry.token.as_deref()),
+        (InboxKind::Complete.as_str(), Some(token.as_str()))
+    );
     assert_eq!(entry.payload, json!({"output": 42}));
     // A duplicate result is still recorded for the owner (who ignores it), never re-done.
     let second = store.complete_task_row(&token, "w", Some(report)).await.unwrap().unwrap();

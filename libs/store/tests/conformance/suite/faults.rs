@@ -1,8 +1,8 @@
 //! Poison quarantine: fault counts, parking and unparking (migration 0003).
 
+use crate::support::start;
 use crate::support::{resume, signal};
 use orbit_store::InboxKind;
-use crate::support::start;
 use orbit_store::{FaultNote, StoreError, SUSPENDED};
 
 fn note(id: &str, seq: Option<u64>, add: u32, reason: &str) -> FaultNote {
