@@ -107,11 +107,7 @@ impl RemoteOwners {
     async fn owner_of(&self, execution_id: &str) -> Result<String, Status> {
         let store = self.membership.store();
         let row = store.get_owner(execution_id).await.map_err(|e| {
-            let code = match e {
-                orbit_store::StoreError::Unavailable(_) => ErrorCode::Unavailable,
-                _ => ErrorCode::StorageError,
-            };
-            OrbitError::new(code, format!("reading the owner: {e}")).to_status()
+            OrbitError::new(e.code(), format!("reading the owner: {}", e.message())).to_status()
         })?;
         let Some(row) = row else {
             return Err(OrbitError::new(

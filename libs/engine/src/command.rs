@@ -9,21 +9,38 @@ use crate::decide::effective_limits;
 use crate::event::{Event, ParentRef, TaskError};
 use crate::state::{State, Status, UnitStatus};
 use crate::unit::UnitKey;
+use orbit_codes::ErrorCode;
 use orbit_definition::{Definition, Limits, StepKind};
 use serde_json::Value;
 
-/// Why a command was refused. `code` is a stable Orbit error code.
+/// Why a command was refused, with the API error code the caller receives.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct CommandError {
-    /// Stable code (`UNKNOWN_SIGNAL`, `EXECUTION_FINISHED`, ...).
-    pub code: &'static str,
+    /// The code (`UNKNOWN_SIGNAL`, `EXECUTION_FINISHED`, ...).
+    pub code: ErrorCode,
     /// What is wrong.
     pub message: String,
 }
 
-fn refuse(code: &'static str, message: impl Into<String>) -> CommandError {
-    CommandError { code, message: message.into() }
+impl CommandError {
+    /// Builds a refusal.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> CommandError {
+        CommandError { code, message: message.into() }
+    }
+}
+
+fn refuse(code: ErrorCode, message: impl Into<String>) -> CommandError {
+    CommandError::new(code, message)
+}
+
+/// The API code of a payload over the limits.
+#[must_use]
+pub fn payload_code(v: &orbit_payload::Violation) -> ErrorCode {
+    match v {
+        orbit_payload::Violation::TooLarge { .. } => ErrorCode::PayloadTooLarge,
+        orbit_payload::Violation::TooDeep { .. } => ErrorCode::PayloadTooDeep,
+    }
 }
 
 /// A command for one execution.
@@ -110,7 +127,7 @@ pub fn start(
     let input = match &def.input {
         Some(contract) => contract.apply(input).map_err(|v| {
             refuse(
-                "INVALID_INPUT",
+                ErrorCode::InvalidInput,
                 v.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
             )
         })?,
@@ -157,7 +174,7 @@ pub fn next_run(def: &Definition, finished: &State) -> Vec<Event> {
 fn check_size(limits: &Limits, value: &Value, what: &str) -> Result<(), CommandError> {
     orbit_payload::check(value, limits.max_payload_bytes)
         .map(drop)
-        .map_err(|v| refuse(v.code(), v.message(what)))
+        .map_err(|v| refuse(payload_code(&v), v.message(what)))
 }
 
 /// The non-retryable task error for a value about to be recorded that is over the effective
@@ -192,7 +209,7 @@ pub fn accept(
             let unit = state.unit(&step).filter(|u| u.status == UnitStatus::Scheduled);
             let Some(unit) = unit.filter(|_| open) else {
                 return Err(refuse(
-                    "INVALID_ARGUMENT",
+                    ErrorCode::InvalidArgument,
                     format!("unit `{step}` is not waiting for a worker"),
                 ));
             };
@@ -258,18 +275,18 @@ pub fn accept(
         }),
         Command::Signal { name, payload } => {
             if !open {
-                return Err(refuse("EXECUTION_FINISHED", "the execution has finished"));
+                return Err(refuse(ErrorCode::ExecutionFinished, "the execution has finished"));
             }
             let Some(contract) = def.signals.get(&name) else {
                 return Err(refuse(
-                    "UNKNOWN_SIGNAL",
+                    ErrorCode::UnknownSignal,
                     format!("workflow `{}` has no signal `{name}`", def.name),
                 ));
             };
             let payload = match contract {
                 Some(c) => c.apply(payload).map_err(|v| {
                     refuse(
-                        "SIGNAL_PAYLOAD_INVALID",
+                        ErrorCode::SignalPayloadInvalid,
                         v.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
                     )
                 })?,
@@ -280,7 +297,7 @@ pub fn accept(
         }
         Command::Cancel { reason } => {
             if !open {
-                return Err(refuse("EXECUTION_FINISHED", "the execution has finished"));
+                return Err(refuse(ErrorCode::ExecutionFinished, "the execution has finished"));
             }
             Ok(if state.cancel_requested.is_some() {
                 vec![]

@@ -4,6 +4,7 @@
 use crate::command::CommandError;
 use crate::scope::{self, Site};
 use crate::state::State;
+use orbit_codes::ErrorCode;
 use orbit_definition::{Definition, Template};
 use serde_json::Value;
 
@@ -14,15 +15,15 @@ use serde_json::Value;
 /// `EXPRESSION_LIMIT` when its evaluation is over budget.
 pub fn query(def: &Definition, state: &State, name: &str) -> Result<Value, CommandError> {
     let Some(expr) = def.queries.get(name) else {
-        return Err(CommandError {
-            code: "UNKNOWN_QUERY",
-            message: format!("workflow `{}` has no query `{name}`", def.name),
-        });
+        return Err(CommandError::new(
+            ErrorCode::UnknownQuery,
+            format!("workflow `{}` has no query `{name}`", def.name),
+        ));
     };
     let template = Template::Expr(expr.clone());
     let scope = scope::build(def, state, &Site::main(), &[&template]);
     expr.eval(&scope).map_err(|e| CommandError {
-        code: if e.is_limit() { "EXPRESSION_LIMIT" } else { "QUERY_FAILED" },
+        code: if e.is_limit() { ErrorCode::ExpressionLimit } else { ErrorCode::QueryFailed },
         message: e.to_string(),
     })
 }

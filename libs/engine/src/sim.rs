@@ -171,11 +171,11 @@ impl Sim {
             .find(|d| d.name == workflow && version.is_none_or(|v| d.version == v))
             .cloned()
             .ok_or_else(|| CommandError {
-                code: "WORKFLOW_NOT_FOUND",
+                code: orbit_codes::ErrorCode::WorkflowNotFound,
                 message: format!("no workflow `{workflow}`"),
             })?;
         if self.executions.contains_key(id) {
-            return Err(CommandError { code: "EXECUTION_EXISTS", message: id.into() });
+            return Err(CommandError::new(orbit_codes::ErrorCode::ExecutionExists, id));
         }
         let created = start(&def, id, input, parent, None, 1, &self.limits)?;
         let mut exec = SimExecution {
@@ -200,7 +200,7 @@ impl Sim {
         let exec = self
             .executions
             .get_mut(id)
-            .ok_or_else(|| CommandError { code: "EXECUTION_NOT_FOUND", message: id.to_string() })?;
+            .ok_or_else(|| CommandError::new(orbit_codes::ErrorCode::ExecutionNotFound, id))?;
         let events = accept(&exec.def, &exec.state, command, self.now, &self.limits)?;
         *self.unsettled.entry(id.to_string()).or_default() += events.len();
         record(exec, events, self.now);
@@ -358,7 +358,7 @@ impl Sim {
                         step,
                         status: Status::Failed,
                         output: None,
-                        error: Some(TaskError::fatal(e.code, e.message)),
+                        error: Some(TaskError::fatal(e.code.as_str(), e.message)),
                     };
                     self.mail.push(Mail { to: id.to_string(), from_child: None, command });
                 }

@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 
 /// Execution (run) status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Status {
     /// No `WorkflowCreated` yet.
@@ -51,6 +51,25 @@ impl Status {
             Status::ContinuedAsNew => "CONTINUED_AS_NEW",
             Status::Suspended => "SUSPENDED",
         }
+    }
+
+    /// Every status.
+    pub const ALL: &'static [Status] = &[
+        Status::Pending,
+        Status::Running,
+        Status::Compensating,
+        Status::Completed,
+        Status::Failed,
+        Status::Cancelled,
+        Status::TimedOut,
+        Status::ContinuedAsNew,
+        Status::Suspended,
+    ];
+
+    /// Parses an API name; `None` for anything else (never a default).
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Status> {
+        Status::ALL.iter().copied().find(|s| s.as_str() == name)
     }
 
     /// Whether the run has ended.

@@ -154,10 +154,10 @@ fn worker_results_over_the_limits_fail_the_attempt_without_retry() {
 fn commands_with_payloads_over_the_limits_are_refused() {
     let mut sim = sim_under(TASK, 10_000);
     let e = sim.start("t", "deep", json!({ "v": nested_lists(MAX_DEPTH) })).unwrap_err();
-    assert_eq!(e.code, "PAYLOAD_TOO_DEEP");
+    assert_eq!(e.code.as_str(), "PAYLOAD_TOO_DEEP");
     assert!(e.message.contains("input.v[0]"), "{}", e.message);
     let e = sim.start("t", "big", json!({ "v": vec![1; 5_000] })).unwrap_err();
-    assert_eq!(e.code, "PAYLOAD_TOO_LARGE", "11 protobuf bytes per number: {}", e.message);
+    assert_eq!(e.code.as_str(), "PAYLOAD_TOO_LARGE", "11 protobuf bytes per number: {}", e.message);
 
     let signals = r#"
 name: s
@@ -170,7 +170,7 @@ steps:
     sim.start("s", "x", json!({})).unwrap();
     sim.run(10);
     let e = sim.signal("x", "go", nested_lists(MAX_DEPTH + 1)).unwrap_err();
-    assert_eq!(e.code, "PAYLOAD_TOO_DEEP");
+    assert_eq!(e.code.as_str(), "PAYLOAD_TOO_DEEP");
     assert!(events_of(&exec(&sim, "x").history, "SignalReceived").is_empty());
     sim.signal("x", "go", json!({"ok": 1})).unwrap();
     sim.run(10);

@@ -12,8 +12,8 @@
 //! Field violations additionally travel as a `google.rpc.BadRequest` detail.
 
 use std::collections::HashMap;
-use std::fmt;
-use std::str::FromStr;
+
+pub use orbit_codes::{ErrorCode, UnknownErrorCode};
 
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Code, Status};
@@ -58,107 +58,15 @@ fn truncated(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
-/// Defines the closed enum, its stable strings and its list of every variant in one place,
-/// so the three can never disagree.
-macro_rules! error_codes {
-    ($($(#[$doc:meta])* $variant:ident => $text:literal,)+) => {
-        /// A stable Orbit API error code. Closed: the server never returns another.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum ErrorCode {
-            $($(#[$doc])* $variant,)+
-        }
-
-        impl ErrorCode {
-            /// Every code, in declaration order.
-            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)+];
-
-            /// The stable upper-snake-case string, as sent on the wire.
-            #[must_use]
-            pub const fn as_str(self) -> &'static str {
-                match self {
-                    $(ErrorCode::$variant => $text,)+
-                }
-            }
-        }
-
-        impl FromStr for ErrorCode {
-            type Err = UnknownErrorCode;
-
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                match s {
-                    $($text => Ok(ErrorCode::$variant),)+
-                    other => Err(UnknownErrorCode(other.to_owned())),
-                }
-            }
-        }
-    };
-}
-
-error_codes! {
-    /// A request field is malformed or missing.
-    InvalidArgument => "INVALID_ARGUMENT",
-    /// A workflow definition does not parse or validate.
-    InvalidDefinition => "INVALID_DEFINITION",
-    /// An execution input does not match the workflow's input schema.
-    InvalidInput => "INVALID_INPUT",
-    /// No workflow with that name (and version) is registered.
-    WorkflowNotFound => "WORKFLOW_NOT_FOUND",
-    /// No execution (or run) with that id exists.
-    ExecutionNotFound => "EXECUTION_NOT_FOUND",
-    /// The workflow declares no such signal.
-    UnknownSignal => "UNKNOWN_SIGNAL",
-    /// The workflow declares no such query.
-    UnknownQuery => "UNKNOWN_QUERY",
-    /// The (name, version) is registered with a different definition hash.
-    DefinitionConflict => "DEFINITION_CONFLICT",
-    /// The execution id exists for a different workflow.
-    ExecutionExists => "EXECUTION_EXISTS",
-    /// The execution is closed and cannot take the request.
-    ExecutionFinished => "EXECUTION_FINISHED",
-    /// The request needs a finished execution (deleting one) and it, or a descendant, is
-    /// still open.
-    ExecutionNotFinished => "EXECUTION_NOT_FINISHED",
-    /// A signal payload does not match the signal's schema.
-    SignalPayloadInvalid => "SIGNAL_PAYLOAD_INVALID",
-    /// A query expression failed to evaluate.
-    QueryFailed => "QUERY_FAILED",
-    /// An expression's evaluation is over its budget of steps or bytes (see
-    /// `docs/definitions.md`, "Limits").
-    ExpressionLimit => "EXPRESSION_LIMIT",
-    /// A payload is over `max_payload_bytes`.
-    PayloadTooLarge => "PAYLOAD_TOO_LARGE",
-    /// A payload nests arrays and objects deeper than the depth limit (below protobuf's
-    /// decode recursion limit; see `orbit_payload::MAX_DEPTH`).
-    PayloadTooDeep => "PAYLOAD_TOO_DEEP",
-    /// A server limit is reached, for example `max_active_executions`.
-    ResourceExhausted => "RESOURCE_EXHAUSTED",
-    /// The request carries no valid credentials.
-    Unauthenticated => "UNAUTHENTICATED",
-    /// The caller's identity may not perform the request.
-    PermissionDenied => "PERMISSION_DENIED",
-    /// No live owner, or the database is down; retry later.
-    Unavailable => "UNAVAILABLE",
-    /// The store failed in a way the caller cannot fix.
-    StorageError => "STORAGE_ERROR",
-    /// No schedule with that id exists.
-    ScheduleNotFound => "SCHEDULE_NOT_FOUND",
-    /// The schedule id exists with a different spec.
-    ScheduleExists => "SCHEDULE_EXISTS",
-    /// A task token does not decode to a known delivery.
-    UnknownToken => "UNKNOWN_TOKEN",
-    /// A worker stream was misused, for example a result before `Hello`.
-    ProtocolError => "PROTOCOL_ERROR",
-    /// A task result from a caller other than the worker the attempt was dispatched to (or
-    /// from an anonymous unary call); nothing was recorded.
-    WorkerMismatch => "WORKER_MISMATCH",
-    /// `ResumeExecution` of an execution that is not SUSPENDED (nothing changed).
-    ExecutionNotSuspended => "EXECUTION_NOT_SUSPENDED",
-}
-
-impl ErrorCode {
+/// The one mapping of an Orbit code to the gRPC status code it is returned with (the enum
+/// itself lives in `orbit-codes`, which knows nothing of gRPC).
+pub trait GrpcCode {
     /// The gRPC status code this Orbit code is returned with.
-    #[must_use]
-    pub const fn grpc_code(self) -> Code {
+    fn grpc_code(self) -> Code;
+}
+
+impl GrpcCode for ErrorCode {
+    fn grpc_code(self) -> Code {
         match self {
             ErrorCode::InvalidArgument
             | ErrorCode::InvalidDefinition
@@ -188,17 +96,6 @@ impl ErrorCode {
         }
     }
 }
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A string that is not one of the [`ErrorCode`]s.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown Orbit error code {0:?}")]
-pub struct UnknownErrorCode(pub String);
 
 /// One offending field of a request or document, for example a definition path.
 #[derive(Clone, Debug, PartialEq, Eq)]

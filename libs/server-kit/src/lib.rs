@@ -18,7 +18,7 @@ pub mod server;
 pub mod shutdown;
 pub mod validate;
 
-pub use error::{ErrorCode, FieldViolation, OrbitError, UnknownErrorCode};
+pub use error::{ErrorCode, FieldViolation, GrpcCode, OrbitError, UnknownErrorCode};
 pub use payload::PayloadError;
 pub use server::{ConnectionOptions, MessageLimits, ServeError, ServerKit, WithMessageLimits};
 pub use shutdown::signal_token;

@@ -2,7 +2,7 @@
 //! `tonic::Status` (metadata and details).
 
 use orbit_server_kit::error::{ERROR_CODE_METADATA_KEY, ERROR_DOMAIN};
-use orbit_server_kit::{ErrorCode, FieldViolation, OrbitError};
+use orbit_server_kit::{ErrorCode, FieldViolation, GrpcCode, OrbitError};
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
 

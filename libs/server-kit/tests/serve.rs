@@ -3,9 +3,7 @@
 use std::time::Duration;
 
 use orbit_api::internal::v1::scheduler_service_server::{SchedulerService, SchedulerServiceServer};
-use orbit_api::internal::v1::{
-    SchedulerServiceWakeRequest, SchedulerServiceWakeResponse, StatusRequest, StatusResponse,
-};
+use orbit_api::internal::v1::{StatusRequest, StatusResponse};
 use orbit_server_kit::server::DEFAULT_MAX_MESSAGE_BYTES;
 use orbit_server_kit::server::{
     HEALTH_SERVICE_NAME, REFLECTION_V1ALPHA_SERVICE_NAME, REFLECTION_V1_SERVICE_NAME,
@@ -49,13 +47,6 @@ struct Unavailable;
 
 #[tonic::async_trait]
 impl SchedulerService for Unavailable {
-    async fn wake(
-        &self,
-        _: Request<SchedulerServiceWakeRequest>,
-    ) -> Result<Response<SchedulerServiceWakeResponse>, Status> {
-        Err(OrbitError::new(ErrorCode::Unavailable, "no scheduler here").into())
-    }
-
     async fn status(&self, _: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
         Err(OrbitError::new(ErrorCode::Unavailable, "no scheduler here").into())
     }
@@ -99,7 +90,7 @@ async fn serves_health_and_reflection_then_shuts_down() {
     let status = orbit_api::internal::v1::scheduler_service_client::SchedulerServiceClient::new(
         channel.clone(),
     )
-    .wake(SchedulerServiceWakeRequest { next_fire_at: None })
+    .status(StatusRequest {})
     .await
     .unwrap_err();
     assert_eq!(status.code(), Code::Unavailable);

@@ -13,13 +13,12 @@
 use crate::error::{Result, StoreError};
 use crate::model::{ExecutionRow, NewTask, NewTimer};
 use orbit_engine::HistoryEvent;
-use serde_json::Value;
 
 /// Projection fields a commit changes. `last_seq` follows the appended events by itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProjectionUpdate {
     /// New status.
-    pub status: String,
+    pub status: orbit_engine::Status,
     /// Update time, epoch milliseconds.
     pub updated_at_ms: u64,
     /// Set when the execution becomes terminal.
@@ -44,7 +43,7 @@ pub struct InboxDone {
     /// The entry's seq.
     pub seq: u64,
     /// The reply for a caller that waits, if any.
-    pub result: Option<Value>,
+    pub result: Option<crate::InboxReply>,
 }
 
 /// One atomic write for one execution run. See the module docs for the invariants.
@@ -96,10 +95,8 @@ pub struct CommitOutcome {
 pub struct NewInbox {
     /// The execution whose owner consumes it.
     pub execution_id: String,
-    /// Command kind.
-    pub kind: String,
-    /// Command payload.
-    pub payload: Value,
+    /// The message.
+    pub message: crate::InboxMessage,
 }
 
 impl CommitBatch {

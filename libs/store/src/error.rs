@@ -6,6 +6,8 @@
 //! kept refusing for transient reasons) and the same call may succeed later; the others
 //! describe a request the stored state refuses.
 
+use orbit_codes::ErrorCode;
+
 /// What a store operation can fail with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -40,6 +42,36 @@ pub enum StoreError {
 pub type Result<T> = std::result::Result<T, StoreError>;
 
 impl StoreError {
+    /// The API code a caller receives for this error: the one `StoreError → ErrorCode`
+    /// mapping. `NotFound` is `EXECUTION_NOT_FOUND`: every lookup by id a service answers
+    /// with it is one of an execution (or of its inbox entry, owner row, ...); a fenced
+    /// writer and an unreachable database are both "retry later".
+    #[must_use]
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            StoreError::NotFound(_) => ErrorCode::ExecutionNotFound,
+            StoreError::ExecutionExists(_) => ErrorCode::ExecutionExists,
+            StoreError::InvalidArgument(_) => ErrorCode::InvalidArgument,
+            StoreError::Fenced(_) | StoreError::Unavailable(_) => ErrorCode::Unavailable,
+            StoreError::Conflict(_) | StoreError::Storage(_) => ErrorCode::StorageError,
+        }
+    }
+
+    /// The message that goes with [`code`](Self::code): the detail, prefixed with what
+    /// happened where the code alone does not say it.
+    #[must_use]
+    pub fn message(&self) -> String {
+        match self {
+            StoreError::NotFound(m)
+            | StoreError::ExecutionExists(m)
+            | StoreError::InvalidArgument(m)
+            | StoreError::Storage(m) => m.clone(),
+            StoreError::Conflict(m) => format!("conflict: {m}"),
+            StoreError::Fenced(m) => format!("ownership moved: {m}"),
+            StoreError::Unavailable(m) => format!("database unavailable: {m}"),
+        }
+    }
+
     /// A `Storage` error for a stored value that cannot be decoded.
     pub(crate) fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError {
         StoreError::Storage(format!("corrupt {what}: {detail}"))

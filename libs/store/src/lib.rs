@@ -17,6 +17,7 @@ mod batch;
 mod changes;
 mod error;
 mod fault;
+pub mod inbox;
 pub mod migrations;
 mod model;
 mod postgres;
@@ -29,15 +30,16 @@ pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewInbox, NewOwner, Proje
 pub use changes::{ChangeHub, Subscription};
 pub use error::{Result, StoreError};
 pub use fault::{FaultNote, FaultRow, SUSPENDED};
+pub use inbox::{InboxKind, InboxMessage, InboxReply};
 pub use model::{new_task_token, MAX_CLAIM};
 pub use model::{
     CompletedTask, DbStats, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,
     InboxEntry, InboxStatus, NewTask, NewTimer, NodeInfo, NodeRow, OrphanRoot, OwnerRow,
-    PutOutcome, QueueBacklog, TaskReport, TaskRow, TaskState, TimerRow,
+    PutOutcome, QueueBacklog, TaskRow, TaskState, TimerRow,
 };
 pub use postgres::{PgOptions, PgStore, Wakeup};
 pub use retention::{
-    DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased, FINISHED_REPLY,
+    finished_reply, DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased,
 };
 pub use roles::{
     Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites, Ownership,

@@ -5,6 +5,7 @@
 //! edge and reject stored values that do not fit (negative times, bad JSON) as
 //! [`StoreError::Storage`](crate::StoreError::Storage).
 
+use orbit_engine::Status;
 use serde_json::Value;
 
 /// Whether [`Definitions::put_definition`](crate::Definitions::put_definition) wrote a row.
@@ -48,8 +49,9 @@ pub struct ExecutionRow {
     pub version: String,
     /// Hash of the definition the execution runs.
     pub definition_hash: String,
-    /// Projected status (the engine's status name).
-    pub status: String,
+    /// Projected status (stored as its name; a name the engine does not know is a corrupt
+    /// row, never a default).
+    pub status: Status,
     /// The schedule that started it, if any.
     pub schedule_id: Option<String>,
     /// Creation time, epoch milliseconds.
@@ -62,12 +64,18 @@ pub struct ExecutionRow {
     pub last_seq: u64,
 }
 
+/// A stored status name read back: the engine's names only (an unknown one is a corrupt
+/// row, never a default).
+pub(crate) fn parse_status(name: &str) -> crate::Result<Status> {
+    Status::parse(name).ok_or_else(|| crate::StoreError::corrupt("execution status", name))
+}
+
 /// Filter and page for [`ExecutionReads::list_executions`](crate::ExecutionReads::list_executions).
 /// Executions are listed newest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExecutionFilter {
     /// Only this status.
-    pub status: Option<String>,
+    pub status: Option<Status>,
     /// Only this workflow name.
     pub workflow: Option<String>,
     /// Only children of this execution.
@@ -265,15 +273,6 @@ pub struct TaskRow {
     pub claimed_at_ms: Option<u64>,
 }
 
-/// What a frontend records when a worker reports a result for a token.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TaskReport {
-    /// Inbox kind (`complete`, `fail`, ...).
-    pub kind: String,
-    /// The result payload for the owner.
-    pub payload: Value,
-}
-
 /// The outcome of [`TaskQueue::complete_task_row`](crate::TaskQueue::complete_task_row).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompletedTask {
@@ -292,7 +291,9 @@ pub struct InboxEntry {
     pub seq: u64,
     /// Execution the command is for.
     pub execution_id: String,
-    /// Command kind (`signal`, `complete`, `timer`, ...).
+    /// The kind column, as stored: [`InboxMessage::decode`](crate::InboxMessage::decode)
+    /// reads it with the token and payload (a row that does not decode is refused by its
+    /// owner, not skipped).
     pub kind: String,
     /// Task token, for worker results.
     pub token: Option<String>,
@@ -302,7 +303,8 @@ pub struct InboxEntry {
     pub created_at_ms: u64,
     /// When the owner applied it.
     pub done_at_ms: Option<u64>,
-    /// The owner's reply, for callers that wait.
+    /// The owner's reply as stored, for callers that wait (read it with
+    /// [`InboxReply::from_json`](crate::InboxReply::from_json)).
     pub result: Option<Value>,
 }
 
@@ -312,7 +314,7 @@ pub enum InboxStatus {
     /// Not applied yet.
     Pending,
     /// Applied; the owner's reply if it recorded one.
-    Done(Option<Value>),
+    Done(Option<crate::InboxReply>),
 }
 
 /// A durable timer to write with a commit.

@@ -75,5 +75,11 @@ pub enum DeleteOutcome {
 }
 
 /// The reply recorded on an entry that arrived for an execution whose owner released it:
-/// the owner's own answer to a command for a finished execution, marked not applied.
-pub const FINISHED_REPLY: &str = r#"{"applied":false,"error":{"code":"EXECUTION_FINISHED","message":"the execution has finished"}}"#;
+/// the owner's own answer to a command for a finished execution.
+#[must_use]
+pub fn finished_reply() -> crate::InboxReply {
+    crate::InboxReply::Refused {
+        code: orbit_codes::ErrorCode::ExecutionFinished,
+        message: "the execution has finished".into(),
+    }
+}

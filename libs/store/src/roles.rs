@@ -13,14 +13,14 @@
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::Result;
 use crate::fault::{FaultNote, FaultRow};
+use crate::inbox::InboxMessage;
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskReport,
-    TaskRow, TimerRow,
+    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskRow,
+    TimerRow,
 };
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use orbit_engine::HistoryEvent;
-use serde_json::Value;
 
 /// Schema migrations: run once by every process at start, before it takes a role.
 #[async_trait::async_trait]
@@ -84,13 +84,7 @@ pub trait ExecutionReads: Send + Sync {
 #[async_trait::async_trait]
 pub trait Inbox: Send + Sync {
     /// Write a command for an execution's owner; returns its seq.
-    async fn enqueue_inbox(
-        &self,
-        execution_id: &str,
-        kind: &str,
-        token: Option<&str>,
-        payload: &Value,
-    ) -> Result<u64>;
+    async fn enqueue_inbox(&self, execution_id: &str, message: &InboxMessage) -> Result<u64>;
 
     /// Whether an inbox entry was applied, and the owner's reply.
     /// [`StoreError::NotFound`](crate::StoreError::NotFound) if the entry does not exist.
@@ -205,7 +199,7 @@ pub trait TaskQueue: Send + Sync {
         &self,
         token: &str,
         worker_id: &str,
-        report: Option<TaskReport>,
+        report: Option<InboxMessage>,
     ) -> Result<Option<CompletedTask>>;
 
     /// The backlog of queued (unclaimed) rows per task name and version, ordered by name
@@ -283,7 +277,7 @@ pub trait Retention: Send + Sync {
     /// Deletes the owners rows of up to `limit` root trees whose root closed more than
     /// `grace_ms` ago (store clock), with every execution of the tree closed and no pending
     /// inbox entry; then answers up to `limit` pending entries of closed executions that have
-    /// no owners row with [`FINISHED_REPLY`](crate::FINISHED_REPLY) (no owner will apply
+    /// no owners row with [`finished_reply`](crate::finished_reply) (no owner will apply
     /// them). A commit still holding such an execution is fenced (no owners row).
     async fn release_closed_owners(&self, grace_ms: u64, limit: u32) -> Result<OwnersReleased>;
 

@@ -14,12 +14,14 @@ mod support;
 
 use orbit_store::migrations::MIGRATIONS;
 use orbit_store::roles::*;
+use orbit_store::InboxKind;
 use orbit_store::{CommitBatch, PgOptions, PgStore, StoreError, TaskState, Wakeup};
 use pg::{admin_url, ca_file, options, url_for, with_param, PgBackend};
 use serde_json::json;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::{applied, complete, signal};
 use support::{ev, scheduled, start_batch, task, timer};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -108,7 +110,7 @@ async fn two_stores_claiming_never_share_a_row() {
     let mut dispatched = 0;
     for e in 0..4 {
         let inbox = b.pending_inbox(Some(&format!("e{e}")), 1_000).await.unwrap();
-        dispatched += inbox.iter().filter(|e| e.kind == "dispatched").count();
+        dispatched += inbox.iter().filter(|e| e.kind == InboxKind::Dispatched.as_str()).count();
     }
     assert_eq!(dispatched, ROWS, "one dispatched entry per claim");
 }
@@ -147,7 +149,7 @@ async fn two_schedulers_fire_each_timer_once() {
     assert_eq!((fired.len(), timers.len(), seqs.len()), (TIMERS, TIMERS, TIMERS));
     assert_eq!(a.next_timer_at().await.unwrap(), None);
     let entries = b.pending_inbox(None, 1_000).await.unwrap();
-    assert_eq!(entries.iter().filter(|e| e.kind == "timer").count(), TIMERS);
+    assert_eq!(entries.iter().filter(|e| e.kind == InboxKind::Timer.as_str()).count(), TIMERS);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -384,7 +386,7 @@ async fn listen_delivers_wakeups_after_the_matching_writes() {
     let listener = store.listen(handler, shutdown.clone());
     expect(&mut rx, &Wakeup::Reconnected).await;
 
-    store.enqueue_inbox("e1", "signal", None, &json!({})).await.unwrap();
+    store.enqueue_inbox("e1", &signal("go")).await.unwrap();
     expect(&mut rx, &Wakeup::Inbox).await;
 
     let mut batch = start_batch("e1", "node-a");
@@ -416,7 +418,7 @@ async fn listen_delivers_wakeups_after_the_matching_writes() {
         ..CommitBatch::default()
     };
     assert!(store.commit(stale).await.is_err());
-    store.enqueue_inbox("marker", "signal", None, &json!({})).await.unwrap();
+    store.enqueue_inbox("marker", &signal("go")).await.unwrap();
     let next = bounded("next wake-up", rx.recv()).await;
     assert_eq!(next, Some(Wakeup::Inbox), "the refused commit notified nothing");
 
@@ -526,7 +528,7 @@ async fn a_server_restart_heals_without_help() {
         store.heartbeat_node(&node(n)).await.unwrap(); // every pooled connection works again
     }
     expect(&mut rx, &Wakeup::Reconnected).await;
-    store.enqueue_inbox("e", "signal", None, &json!({})).await.unwrap();
+    store.enqueue_inbox("e", &signal("go")).await.unwrap();
     expect(&mut rx, &Wakeup::Inbox).await;
 
     shutdown.cancel();
@@ -638,20 +640,20 @@ async fn commits_and_queue_calls_take_few_round_trips() {
     assert_eq!(outcomes.unwrap().len(), 25);
     assert_eq!(trips, 2, "commit_all of 25 executions: lock+read, then write+commit");
 
-    let seq = store.enqueue_inbox("e1-0", "signal", None, &json!({})).await.unwrap();
+    let seq = store.enqueue_inbox("e1-0", &signal("go")).await.unwrap();
     let applied = CommitBatch {
         execution_id: "e1-0".into(),
         run: 1,
         expected_epoch: Some(1),
         events: vec![ev(4, scheduled("x"))],
-        inbox_done: vec![orbit_store::InboxDone { seq, result: Some(json!({"ok": true})) }],
+        inbox_done: vec![orbit_store::InboxDone { seq, result: Some(applied(1)) }],
         ..CommitBatch::default()
     };
     let (done, trips) = proxy.of(store.commit(applied)).await;
     done.unwrap();
     assert_eq!(trips, 2, "a fenced commit applying an inbox entry");
 
-    let (seq, trips) = proxy.of(store.enqueue_inbox("e1-1", "signal", None, &json!({}))).await;
+    let (seq, trips) = proxy.of(store.enqueue_inbox("e1-1", &signal("go"))).await;
     seq.unwrap();
     assert_eq!(trips, 1, "enqueue_inbox");
     // First uses prepare their statement (one more round trip, once per connection).
@@ -662,7 +664,7 @@ async fn commits_and_queue_calls_take_few_round_trips() {
     let claimed = claimed.unwrap();
     assert_eq!((claimed.len(), trips), (10, 1), "claim_tasks");
     let token = claimed[0].token.clone().unwrap();
-    let report = orbit_store::TaskReport { kind: "complete".into(), payload: json!({}) };
+    let report = complete(json!(null));
     store.complete_task_row("none", "w", None).await.unwrap();
     let (done, trips) = proxy.of(store.complete_task_row(&token, "w", Some(report))).await;
     assert!(done.unwrap().unwrap().newly_done);

@@ -2,7 +2,7 @@
 //! `ExecutionInfo` (for runs older than the projection's) and a closed run →
 //! `ExecutionResult`.
 
-use crate::status::{execution_status, execution_status_from_str};
+use crate::status::execution_status;
 use crate::task::{opt_value, task_error};
 use orbit_api::v1 as wire;
 use orbit_engine::{State, Status, TaskError};
@@ -20,7 +20,7 @@ pub fn execution_info(row: &ExecutionRow) -> wire::ExecutionInfo {
         workflow: row.workflow.clone(),
         version: row.version.clone(),
         definition_hash: row.definition_hash.clone(),
-        status: execution_status_from_str(&row.status).into(),
+        status: execution_status(row.status).into(),
         schedule_id: row.schedule_id.clone().unwrap_or_default(),
         created_at: Some(ms_to_timestamp(row.created_at_ms)),
         updated_at: Some(ms_to_timestamp(row.updated_at_ms)),
@@ -108,7 +108,7 @@ mod tests {
             workflow: "wf".into(),
             version: "1".into(),
             definition_hash: "sha256:ab".into(),
-            status: "CONTINUED_AS_NEW".into(),
+            status: orbit_engine::Status::ContinuedAsNew,
             schedule_id: Some("nightly".into()),
             created_at_ms: 1_000,
             updated_at_ms: 2_500,

@@ -1,51 +1,41 @@
-//! Execution and unit status names ⇄ their proto enums.
+//! Execution and unit statuses ⇄ their proto enums.
 //!
-//! The store keeps the engine's status name (`RUNNING`, `CONTINUED_AS_NEW`, ...); the wire
-//! uses `orbit.v1.ExecutionStatus`. `PENDING` (no `WorkflowCreated` yet) and unknown names
-//! map to `UNSPECIFIED`, which never matches a filter.
+//! The store and the engine carry the engine's `Status`; the wire uses
+//! `orbit.v1.ExecutionStatus`. `PENDING` (no `WorkflowCreated` yet) maps to `UNSPECIFIED`,
+//! which never matches a filter.
 
 use orbit_api::v1::{ExecutionStatus, UnitStatus as WireUnitStatus};
 use orbit_engine::{Status, UnitStatus};
 
-/// The status names of closed runs, as stored in the projection.
-pub const TERMINAL_STATUSES: [&str; 5] =
-    ["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT", "CONTINUED_AS_NEW"];
-
-/// The wire enum of a stored status name (`UNSPECIFIED` for unknown names).
-#[must_use]
-pub fn execution_status_from_str(name: &str) -> ExecutionStatus {
-    match name {
-        "RUNNING" => ExecutionStatus::Running,
-        "COMPENSATING" => ExecutionStatus::Compensating,
-        "COMPLETED" => ExecutionStatus::Completed,
-        "FAILED" => ExecutionStatus::Failed,
-        "CANCELLED" => ExecutionStatus::Cancelled,
-        "TIMED_OUT" => ExecutionStatus::TimedOut,
-        "CONTINUED_AS_NEW" => ExecutionStatus::ContinuedAsNew,
-        "SUSPENDED" => ExecutionStatus::Suspended,
-        _ => ExecutionStatus::Unspecified,
-    }
-}
-
 /// The wire enum of an engine status.
 #[must_use]
 pub fn execution_status(status: Status) -> ExecutionStatus {
-    execution_status_from_str(status.as_str())
+    match status {
+        Status::Pending => ExecutionStatus::Unspecified,
+        Status::Running => ExecutionStatus::Running,
+        Status::Compensating => ExecutionStatus::Compensating,
+        Status::Completed => ExecutionStatus::Completed,
+        Status::Failed => ExecutionStatus::Failed,
+        Status::Cancelled => ExecutionStatus::Cancelled,
+        Status::TimedOut => ExecutionStatus::TimedOut,
+        Status::ContinuedAsNew => ExecutionStatus::ContinuedAsNew,
+        Status::Suspended => ExecutionStatus::Suspended,
+    }
 }
 
-/// The stored status name of a wire status; `None` for `UNSPECIFIED`.
+/// The engine status of a wire status; `None` for `UNSPECIFIED`.
 #[must_use]
-pub fn status_name(status: ExecutionStatus) -> Option<&'static str> {
+pub fn status_of(status: ExecutionStatus) -> Option<Status> {
     match status {
         ExecutionStatus::Unspecified => None,
-        ExecutionStatus::Running => Some("RUNNING"),
-        ExecutionStatus::Compensating => Some("COMPENSATING"),
-        ExecutionStatus::Completed => Some("COMPLETED"),
-        ExecutionStatus::Failed => Some("FAILED"),
-        ExecutionStatus::Cancelled => Some("CANCELLED"),
-        ExecutionStatus::TimedOut => Some("TIMED_OUT"),
-        ExecutionStatus::ContinuedAsNew => Some("CONTINUED_AS_NEW"),
-        ExecutionStatus::Suspended => Some("SUSPENDED"),
+        ExecutionStatus::Running => Some(Status::Running),
+        ExecutionStatus::Compensating => Some(Status::Compensating),
+        ExecutionStatus::Completed => Some(Status::Completed),
+        ExecutionStatus::Failed => Some(Status::Failed),
+        ExecutionStatus::Cancelled => Some(Status::Cancelled),
+        ExecutionStatus::TimedOut => Some(Status::TimedOut),
+        ExecutionStatus::ContinuedAsNew => Some(Status::ContinuedAsNew),
+        ExecutionStatus::Suspended => Some(Status::Suspended),
     }
 }
 
@@ -71,30 +61,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn status_names_round_trip() {
-        for status in [
-            Status::Running,
-            Status::Compensating,
-            Status::Completed,
-            Status::Failed,
-            Status::Cancelled,
-            Status::TimedOut,
-            Status::ContinuedAsNew,
-            Status::Suspended,
-        ] {
+    fn statuses_round_trip() {
+        for &status in Status::ALL {
             let wire = execution_status(status);
-            assert_ne!(wire, ExecutionStatus::Unspecified, "{status:?}");
-            assert_eq!(status_name(wire), Some(status.as_str()));
+            if status == Status::Pending {
+                assert_eq!(wire, ExecutionStatus::Unspecified);
+            } else {
+                assert_eq!(status_of(wire), Some(status), "{status:?}");
+            }
         }
-        assert_eq!(execution_status(Status::Pending), ExecutionStatus::Unspecified);
-        assert_eq!(execution_status_from_str("nonsense"), ExecutionStatus::Unspecified);
-        assert_eq!(status_name(ExecutionStatus::Unspecified), None);
-    }
-
-    #[test]
-    fn terminal_names_are_closed_statuses() {
-        for name in TERMINAL_STATUSES {
-            assert_ne!(execution_status_from_str(name), ExecutionStatus::Unspecified);
-        }
+        assert_eq!(status_of(ExecutionStatus::Unspecified), None);
     }
 }

@@ -1,4 +1,10 @@
-//! Waiting for an owner's reply to an inbox entry, driven by change notifications.
+//! Sending a command to an execution's owner and waiting for its reply: the one path every
+//! inbox writer that waits takes (signals, cancels and operator actions through [`send`],
+//! worker results through [`deliver`] after `Store::complete_task_row` wrote their entry).
+//!
+//! The path: subscribe to the execution's changes, write the entry, wake the owner
+//! (`OwnerService.Wake`: in one process it runs a pass; split, the insert's NOTIFY already
+//! woke the owners and the call returns at once), then wait for the reply.
 //!
 //! The owner marks an entry done in the same commit as the events it caused, then publishes
 //! the execution as changed (in process through the [`ChangeHub`](orbit_store::ChangeHub);
@@ -11,8 +17,8 @@
 
 use crate::error::{store, ApiResult};
 use crate::Shared;
-use orbit_store::{InboxStatus, Subscription};
-use serde_json::Value;
+use orbit_api::internal::v1::OwnerServiceWakeRequest;
+use orbit_store::{InboxMessage, InboxReply, InboxStatus, Subscription};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -21,31 +27,69 @@ use tokio::time::Instant;
 const FALLBACK: Duration = Duration::from_millis(50);
 const FALLBACK_MAX: Duration = Duration::from_secs(1);
 
-/// Waits up to `timeout` for entry `seq` to be applied. `Some(reply)` once done (the reply
-/// itself may be absent); `None` if it is still pending at the deadline. `sub` must have
-/// been taken on the entry's execution before this call; if it was taken before the entry
-/// was even written (`subscribed_before_write`), nothing can have been applied unseen, so
-/// the first read waits for a change (saving a query per reply).
-pub(crate) async fn wait(
+/// What became of an entry within `reply_timeout_ms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Waited {
+    /// Applied, with the owner's reply (`None`: recorded without one).
+    Done(Option<InboxReply>),
+    /// Still pending at the deadline: it stays queued and will be applied.
+    Pending,
+}
+
+/// Writes `message` for execution `id`, wakes its owner and waits for the reply; returns
+/// the entry's seq with what became of it.
+pub(crate) async fn send(
+    shared: &Shared,
+    id: &str,
+    message: &InboxMessage,
+) -> ApiResult<(u64, Waited)> {
+    let sub = shared.changes.subscribe(id);
+    let seq = shared.store.enqueue_inbox(id, message).await.map_err(store)?;
+    Ok((seq, deliver(shared, id, &sub, seq, true).await?))
+}
+
+/// Wakes the owner of `id` for entry `seq`, already written, and waits up to
+/// `reply_timeout_ms` for its reply (see [`wait`] for `sub` and `subscribed_before_write`).
+/// A failed wake is only logged: the owner also polls its inbox, and the wait is bounded.
+pub(crate) async fn deliver(
+    shared: &Shared,
+    id: &str,
+    sub: &Subscription,
+    seq: u64,
+    subscribed_before_write: bool,
+) -> ApiResult<Waited> {
+    let wake = OwnerServiceWakeRequest { execution_ids: vec![id.to_string()] };
+    if let Err(status) = shared.owner.wake(tonic::Request::new(wake)).await {
+        tracing::warn!(%status, "waking the owner failed");
+    }
+    let timeout = Duration::from_millis(shared.config.reply_timeout_ms);
+    wait(shared, sub, seq, timeout, subscribed_before_write).await
+}
+
+/// Waits up to `timeout` for entry `seq` to be applied. `sub` must have been taken on the
+/// entry's execution before this call; if it was taken before the entry was even written
+/// (`subscribed_before_write`), nothing can have been applied unseen, so the first read
+/// waits for a change (saving a query per reply).
+async fn wait(
     shared: &Shared,
     sub: &Subscription,
     seq: u64,
     timeout: Duration,
     subscribed_before_write: bool,
-) -> ApiResult<Option<Option<Value>>> {
+) -> ApiResult<Waited> {
     let deadline = Instant::now() + timeout;
     let mut fallback = FALLBACK;
     let mut read = !subscribed_before_write;
     loop {
         if read {
             if let InboxStatus::Done(reply) = shared.store.inbox_result(seq).await.map_err(store)? {
-                return Ok(Some(reply));
+                return Ok(Waited::Done(reply));
             }
         }
         read = true;
         let now = Instant::now();
         if now >= deadline {
-            return Ok(None);
+            return Ok(Waited::Pending);
         }
         let pause = fallback.min(deadline - now);
         tokio::select! {

@@ -40,13 +40,16 @@ async fn two_schedulers_never_fire_a_timer_twice() {
     }
     stop.cancel();
 
+    let timer = orbit_store::InboxKind::Timer.as_str();
     let twice = psql(
         &topo,
-        "SELECT execution_id, payload FROM inbox WHERE kind = 'timer'
-         GROUP BY execution_id, payload HAVING count(*) > 1",
+        &format!(
+            "SELECT execution_id, payload FROM inbox WHERE kind = '{timer}'
+             GROUP BY execution_id, payload HAVING count(*) > 1"
+        ),
     );
     assert!(twice.is_empty(), "timers fired twice: {twice:?}");
-    let fired = psql(&topo, "SELECT count(*) FROM inbox WHERE kind = 'timer'");
+    let fired = psql(&topo, &format!("SELECT count(*) FROM inbox WHERE kind = '{timer}'"));
     assert!(fired[0].parse::<u32>().unwrap() >= 40, "timers fired through the inbox: {fired:?}");
     let store = topo.store().await;
     let def = orbit_definition::parse(SLEEPY).unwrap();

@@ -18,9 +18,10 @@ use crate::refused::on_commit_error;
 use crate::resume::queue_children;
 use orbit_engine::event::{Event, HistoryEvent};
 use orbit_engine::run::{effects_of, Pass, Run};
-use orbit_engine::{accept, next_timer, settle, Capabilities, Command, State};
-use orbit_store::{CommitBatch, ExecutionRow, InboxDone, InboxEntry, NewOwner, ProjectionUpdate};
-use serde_json::json;
+use orbit_engine::{accept, next_timer, settle, Capabilities, Command, ErrorCode, State, Status};
+use orbit_store::{
+    CommitBatch, ExecutionRow, InboxDone, InboxEntry, InboxReply, NewOwner, ProjectionUpdate,
+};
 use std::collections::BTreeMap;
 
 /// The built-in adapters this server runs: none, so http steps fail `ADAPTER_DISABLED`.
@@ -282,14 +283,14 @@ fn apply_entry(w: &mut Work, entry: &InboxEntry, now: u64, limits: &orbit_defini
             // commit writes it again when the timer is not due by this owner's clock (a
             // scheduler whose clock runs ahead) instead of leaving the execution asleep.
             w.hot.timer_at = Some(None);
-            json!({"ok": true})
+            InboxReply::Applied { seq: w.hot.state.last_seq, run: w.hot.state.run, applied: true }
         }
-        Ok(Request::Command(cmd)) => {
+        Ok(Request::Command(cmd, child)) => {
             if let Command::Signal { name, .. } = cmd.as_ref() {
                 crate::fault_inject::on_signal(name);
             }
-            if let Err((code, message)) = inbox::check_child(&w.hot.state, entry, &cmd) {
-                json!({"error": {"code": code, "message": message}})
+            if let Err(e) = inbox::check_child(&w.hot.state, &cmd, child.as_deref()) {
+                InboxReply::refused(e)
             } else {
                 match accept(&w.hot.def, &w.hot.state, *cmd, now, limits) {
                     Ok(events) => {
@@ -301,16 +302,17 @@ fn apply_entry(w: &mut Work, entry: &InboxEntry, now: u64, limits: &orbit_defini
                         for e in events {
                             seq = w.record(e, now);
                         }
-                        json!({"ok": true, "seq": seq, "run": w.hot.state.run, "applied": applied})
+                        InboxReply::Applied { seq, run: w.hot.state.run, applied }
                     }
-                    Err(e) => json!({"error": {"code": e.code, "message": e.message}}),
+                    Err(e) => InboxReply::refused(e),
                 }
             }
         }
-        Ok(Request::Control(_)) => {
-            json!({"error": {"code": "INVALID_ARGUMENT", "message": "operator entry outside a control pass"}})
-        }
-        Err((code, message)) => json!({"error": {"code": code, "message": message}}),
+        Ok(Request::Control(_)) => InboxReply::Refused {
+            code: ErrorCode::InvalidArgument,
+            message: "operator entry outside a control pass".into(),
+        },
+        Err(e) => InboxReply::refused(e),
     };
     w.inbox_done.push(InboxDone { seq: entry.seq, result: Some(result) });
 }
@@ -360,7 +362,7 @@ async fn begin(
         workflow: def.name.clone(),
         version: def.version.clone(),
         definition_hash: def.hash.clone(),
-        status: "RUNNING".into(),
+        status: Status::Running,
         schedule_id: req.schedule_id.clone(),
         created_at_ms: now,
         updated_at_ms: now,
@@ -400,7 +402,7 @@ pub(crate) fn batches_for(
                 .then(|| NewOwner { root_id: w.hot.root_id.clone(), node_id: node_id.to_string() }),
             events: run.events,
             projection: Some(ProjectionUpdate {
-                status: run.status.as_str().to_string(),
+                status: run.status,
                 updated_at_ms: now,
                 closed_at_ms: closed.then_some(now),
                 delete_after_ms: effects::delete_after(&w.hot.def, run.status, now, retention_ms),

@@ -18,9 +18,10 @@ use crate::isolate;
 use crate::owner::Inner;
 use crate::resume::queue_children;
 use orbit_engine::event::{CompensationOutcome, Event};
+use orbit_engine::ErrorCode;
 use orbit_engine::{next_timer, Status, TaskError};
-use orbit_store::{CommitBatch, InboxDone, InboxEntry};
-use serde_json::{json, Value};
+use orbit_store::inbox::Timer;
+use orbit_store::{CommitBatch, InboxDone, InboxEntry, InboxMessage, InboxReply};
 use std::sync::atomic::Ordering;
 
 /// The error code of a terminated execution.
@@ -43,8 +44,10 @@ pub(crate) async fn apply(
         Ok(Some(reply)) => reply,
         // Done by the terminate commit itself.
         Ok(None) => return Ok(()),
-        Err(e) if e.code == "UNAVAILABLE" || e.code == "STORAGE_ERROR" => return Err(e),
-        Err(e) => json!({"error": {"code": e.code, "message": e.message}}),
+        Err(e) if matches!(e.code, ErrorCode::Unavailable | ErrorCode::StorageError) => {
+            return Err(e)
+        }
+        Err(e) => InboxReply::Refused { code: e.code, message: e.message },
     };
     done(inner, core, entry, reply).await
 }
@@ -54,7 +57,7 @@ async fn done(
     inner: &Inner,
     core: &mut Core,
     entry: &InboxEntry,
-    reply: Value,
+    reply: InboxReply,
 ) -> Result<(), OwnerError> {
     let (run, epoch) = match hot(inner, core, &entry.execution_id).await {
         Ok(h) => (h.state.run, h.epoch),
@@ -77,30 +80,29 @@ async fn resume(
     core: &mut Core,
     id: &str,
     now: u64,
-) -> Result<Option<Value>, OwnerError> {
+) -> Result<Option<InboxReply>, OwnerError> {
     let h = hot(inner, core, id).await?;
     if h.state.status().is_closed() {
-        return Err(OwnerError::new("EXECUTION_FINISHED", format!("execution `{id}` has ended")));
+        return Err(OwnerError::new(
+            ErrorCode::ExecutionFinished,
+            format!("execution `{id}` has ended"),
+        ));
     }
     let epoch = h.epoch;
     let Some(row) = inner.store.unpark_execution(id, epoch, now).await? else {
         return Err(OwnerError::new(
-            "EXECUTION_NOT_SUSPENDED",
+            ErrorCode::ExecutionNotSuspended,
             format!("execution `{id}` is not SUSPENDED: nothing to resume"),
         ));
     };
     core.suspects.insert(id.to_string());
     // Decide again even when nothing else is pending (a start parked before its first
     // decision): a `timer` entry is exactly "decide again".
-    inner.store.enqueue_inbox(id, "timer", None, &json!({})).await?;
+    inner.store.enqueue_inbox(id, &InboxMessage::Timer(Timer::default())).await?;
     inner.quarantine.resumed.fetch_add(1, Ordering::Relaxed);
     tracing::warn!(execution_id = %id, seq = ?row.inbox_seq, failures = row.failures, "resumed a parked execution: its pending entries are applied again");
     inner.kick.notify_one();
-    Ok(Some(json!({
-        "ok": true,
-        "entry_seq": row.inbox_seq.unwrap_or(0),
-        "failures": row.failures,
-    })))
+    Ok(Some(InboxReply::Resumed { entry_seq: row.inbox_seq.unwrap_or(0), failures: row.failures }))
 }
 
 async fn terminate(
@@ -109,16 +111,19 @@ async fn terminate(
     entry: &InboxEntry,
     reason: &str,
     now: u64,
-) -> Result<Option<Value>, OwnerError> {
+) -> Result<Option<InboxReply>, OwnerError> {
     let id = entry.execution_id.clone();
     let h = hot(inner, core, &id).await?.clone();
     if h.state.status().is_closed() {
         if h.state.status() == Status::Failed
             && h.state.error.as_ref().is_some_and(|e| e.code == TERMINATED)
         {
-            return Ok(Some(json!({"ok": true, "seq": h.state.last_seq, "terminated": false})));
+            return Ok(Some(InboxReply::Terminated { seq: h.state.last_seq, terminated: false }));
         }
-        return Err(OwnerError::new("EXECUTION_FINISHED", format!("execution `{id}` has ended")));
+        return Err(OwnerError::new(
+            ErrorCode::ExecutionFinished,
+            format!("execution `{id}` has ended"),
+        ));
     }
     let pending = inner.store.pending_inbox(Some(&id), u32::MAX).await?;
     let node_id = inner.cfg.node_id.clone();
@@ -144,9 +149,12 @@ async fn terminate(
             w.record(Event::WorkflowFailed { error, compensation: CompensationOutcome::None }, now);
         for p in &pending {
             let result = if p.seq == entry_seq {
-                json!({"ok": true, "seq": seq, "terminated": true})
+                InboxReply::Terminated { seq, terminated: true }
             } else {
-                json!({"error": {"code": "EXECUTION_FINISHED", "message": "the execution was terminated"}})
+                InboxReply::Refused {
+                    code: ErrorCode::ExecutionFinished,
+                    message: "the execution was terminated".into(),
+                }
             };
             w.inbox_done.push(InboxDone { seq: p.seq, result: Some(result) });
         }
@@ -158,7 +166,7 @@ async fn terminate(
     let (_, outcome) =
         results.pop().ok_or_else(|| OwnerError::unavailable("no terminate outcome"))?;
     let (w, (batches, children, tasks, timers)) = outcome.map_err(|m| {
-        OwnerError::new("STORAGE_ERROR", format!("terminating `{id}` panicked: {m}"))
+        OwnerError::new(ErrorCode::StorageError, format!("terminating `{id}` panicked: {m}"))
     })?;
     inner.store.commit_all(batches).await?;
     inner.store.clear_faults(std::slice::from_ref(&id)).await?;

@@ -7,7 +7,8 @@ use orbit_definition::Definition;
 use orbit_engine::effects::{Effect, TaskOffer};
 use orbit_engine::event::ParentRef;
 use orbit_engine::{Status, TaskError};
-use orbit_store::{NewInbox, NewTask, NewTimer};
+use orbit_store::inbox::{Cancel, ChildClosed};
+use orbit_store::{InboxMessage, NewInbox, NewTask, NewTimer};
 use serde_json::{json, Value};
 
 /// The key of the one timer row an execution has: the next time its decider has work.
@@ -107,7 +108,8 @@ fn task(o: TaskOffer) -> NewTask {
 
 /// The inbox entry asking a child to cancel.
 fn cancel(child_id: String, reason: &str) -> NewInbox {
-    NewInbox { execution_id: child_id, kind: "cancel".into(), payload: json!({"reason": reason}) }
+    let message = InboxMessage::Cancel(Cancel { reason: reason.to_string(), request_id: None });
+    NewInbox { execution_id: child_id, message }
 }
 
 /// The inbox entry telling a parent its child closed.
@@ -118,17 +120,14 @@ fn child_closed(
     output: Option<Value>,
     error: Option<TaskError>,
 ) -> NewInbox {
-    NewInbox {
-        execution_id: parent.execution_id,
-        kind: "child_closed".into(),
-        payload: json!({
-            "step": parent.step,
-            "child_id": child_id,
-            "status": status.as_str(),
-            "output": output,
-            "error": error,
-        }),
-    }
+    let message = InboxMessage::ChildClosed(ChildClosed {
+        step: parent.step,
+        child_id: child_id.to_string(),
+        status,
+        output,
+        error,
+    });
+    NewInbox { execution_id: parent.execution_id, message }
 }
 
 #[cfg(test)]

@@ -9,13 +9,11 @@ use orbit_engine::ParentRef;
 use orbit_server_kit::payload::{json_to_proto, proto_to_json};
 use orbit_server_kit::validate as rules;
 use orbit_server_kit::{ErrorCode, OrbitError};
-use std::str::FromStr;
 use tonic::{Request, Response, Status};
 
 impl From<OwnerError> for Status {
     fn from(e: OwnerError) -> Status {
-        let code = ErrorCode::from_str(e.code).unwrap_or(ErrorCode::StorageError);
-        OrbitError::new(code, e.message).to_status()
+        OrbitError::new(e.code, e.message).to_status()
     }
 }
 
@@ -103,7 +101,7 @@ async fn child_of(
     workflow: &str,
 ) -> Result<(ParentRef, String), Status> {
     let snap = owner.snapshot(parent_id).await.map_err(|e| {
-        if e.code == "EXECUTION_NOT_FOUND" {
+        if e.code == ErrorCode::ExecutionNotFound {
             rules::invalid("parent_id", format!("execution `{parent_id}` does not exist"))
                 .to_status()
         } else {

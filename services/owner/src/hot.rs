@@ -4,6 +4,7 @@
 use crate::error::OwnerError;
 use crate::owner::Inner;
 use orbit_definition::Definition;
+use orbit_engine::ErrorCode;
 use orbit_engine::State;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -49,7 +50,7 @@ pub(crate) async fn definition(
     }
     let row = inner.store.get_definition(workflow, version).await?.ok_or_else(|| {
         OwnerError::new(
-            "WORKFLOW_NOT_FOUND",
+            ErrorCode::WorkflowNotFound,
             format!(
                 "no workflow `{workflow}`{}",
                 version.map(|v| format!(" version {v}")).unwrap_or_default()
@@ -61,7 +62,7 @@ pub(crate) async fn definition(
         None => {
             let def = orbit_definition::parse_stored(&row.document).map_err(|e| {
                 OwnerError::new(
-                    "STORAGE_ERROR",
+                    ErrorCode::StorageError,
                     format!("stored definition {workflow}@{}: {e}", row.version),
                 )
             })?;
@@ -86,7 +87,9 @@ pub(crate) async fn hot<'a>(
         let rebuilt = rebuild(inner, core, id, true).await?;
         core.hot.insert(id.to_string(), rebuilt);
     }
-    core.hot.get_mut(id).ok_or_else(|| OwnerError::new("EXECUTION_NOT_FOUND", id.to_string()))
+    core.hot
+        .get_mut(id)
+        .ok_or_else(|| OwnerError::new(ErrorCode::ExecutionNotFound, id.to_string()))
 }
 
 /// An execution rebuilt from the store for a read, whoever owns it; not kept.
@@ -116,10 +119,9 @@ pub(crate) async fn rebuild(
             )));
         }
     }
-    let row =
-        inner.store.get_execution(id).await?.ok_or_else(|| {
-            OwnerError::new("EXECUTION_NOT_FOUND", format!("no execution `{id}`"))
-        })?;
+    let row = inner.store.get_execution(id).await?.ok_or_else(|| {
+        OwnerError::new(ErrorCode::ExecutionNotFound, format!("no execution `{id}`"))
+    })?;
     let def = definition(inner, core, &row.workflow, Some(&row.version)).await?;
     let history = inner.store.load_history(id, row.run).await?;
     let state = State::from_history(&history);

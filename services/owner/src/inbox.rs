@@ -1,17 +1,16 @@
 //! Inbox entries → engine commands. The inbox is how every other service talks to an
-//! execution's owner; each kind has one payload shape, written by the frontend (results,
-//! signals, cancels, session loss), the store (`dispatched`, at claim time), the scheduler
-//! (`timer`) or another execution's commit (`child_closed`, `cancel`).
+//! execution's owner; the messages and their stored form are `orbit_store::inbox` (the one
+//! protocol module). This module maps a decoded message to what the owner does with it.
 
-use orbit_engine::{Command, Status, TaskError};
-use orbit_store::InboxEntry;
-use serde_json::Value;
+use orbit_engine::{Command, CommandError, ErrorCode};
+use orbit_store::{InboxEntry, InboxMessage};
 
 /// What an inbox entry asks of the owner.
 #[derive(Debug)]
 pub(crate) enum Request {
-    /// Apply this command.
-    Command(Box<Command>),
+    /// Apply this command; for a `child_closed`, the child it comes from (see
+    /// [`check_child`]).
+    Command(Box<Command>, Option<String>),
     /// Only decide again (a timer fired).
     Tick,
     /// An operator action of the poison quarantine (never runs the engine on the entry).
@@ -27,73 +26,39 @@ pub(crate) enum Control {
     Terminate { reason: String },
 }
 
-/// Why an entry could not be understood; recorded as its result.
-pub(crate) type Refusal = (&'static str, String);
-
-fn text(v: &Value, key: &str) -> Option<String> {
-    v.get(key).and_then(Value::as_str).map(str::to_string)
-}
-
-fn token(entry: &InboxEntry) -> Result<String, Refusal> {
-    entry
-        .token
-        .clone()
-        .or_else(|| text(&entry.payload, "token"))
-        .ok_or(("INVALID_ARGUMENT", format!("{} entry without a token", entry.kind)))
-}
-
-/// Decodes an entry.
-pub(crate) fn request(entry: &InboxEntry) -> Result<Request, Refusal> {
-    let p = &entry.payload;
-    let command = match entry.kind.as_str() {
-        "timer" => return Ok(Request::Tick),
-        "resume" => return Ok(Request::Control(Control::Resume)),
-        "terminate" => {
-            let reason = text(p, "reason").unwrap_or_default();
-            return Ok(Request::Control(Control::Terminate { reason }));
+/// Decodes an entry; an unknown kind or a malformed payload is refused (`INVALID_ARGUMENT`).
+pub(crate) fn request(entry: &InboxEntry) -> Result<Request, CommandError> {
+    let message = InboxMessage::decode(&entry.kind, entry.token.as_deref(), &entry.payload)?;
+    let command = match message {
+        InboxMessage::Timer(_) => return Ok(Request::Tick),
+        InboxMessage::Resume(_) => return Ok(Request::Control(Control::Resume)),
+        InboxMessage::Terminate(t) => {
+            return Ok(Request::Control(Control::Terminate { reason: t.reason }))
         }
-        "dispatched" => Command::Dispatched {
-            step: text(p, "step")
-                .ok_or(("INVALID_ARGUMENT", "dispatched without step".to_string()))?,
-            token: token(entry)?,
-            worker_id: text(p, "worker_id").or_else(|| text(p, "claimed_by")).unwrap_or_default(),
-            session: text(p, "session").unwrap_or_default(),
+        InboxMessage::Dispatched(d) => Command::Dispatched {
+            step: d.step,
+            token: d.token,
+            // Rows written before claims carried the worker's id name the frontend.
+            worker_id: if d.worker_id.is_empty() { d.claimed_by } else { d.worker_id },
+            session: d.session,
         },
-        "complete" => Command::Complete {
-            token: token(entry)?,
-            output: p.get("output").cloned().unwrap_or(Value::Null),
-        },
-        "fail" => {
-            let error: TaskError =
-                serde_json::from_value(p.get("error").cloned().unwrap_or(Value::Null))
-                    .map_err(|e| ("INVALID_ARGUMENT", format!("fail entry: bad error: {e}")))?;
-            Command::Fail { token: token(entry)?, error }
+        InboxMessage::Complete(c) => Command::Complete { token: c.token, output: c.output },
+        InboxMessage::Fail(f) => Command::Fail { token: f.token, error: f.error },
+        InboxMessage::Heartbeat(h) => Command::Heartbeat { token: h.token, details: h.details },
+        InboxMessage::Uncertain(u) => Command::Uncertain { token: u.token, reason: u.reason },
+        InboxMessage::Signal(s) => Command::Signal { name: s.name, payload: s.payload },
+        InboxMessage::Cancel(c) => Command::Cancel { reason: c.reason },
+        InboxMessage::ChildClosed(c) => {
+            let command = Command::ChildClosed {
+                step: c.step,
+                status: c.status,
+                output: c.output,
+                error: c.error,
+            };
+            return Ok(Request::Command(Box::new(command), Some(c.child_id)));
         }
-        "heartbeat" => {
-            Command::Heartbeat { token: token(entry)?, details: p.get("details").cloned() }
-        }
-        "uncertain" => Command::Uncertain {
-            token: token(entry)?,
-            reason: text(p, "reason").unwrap_or_else(|| "SESSION_LOST".into()),
-        },
-        "signal" => Command::Signal {
-            name: text(p, "name")
-                .ok_or(("INVALID_ARGUMENT", "signal without a name".to_string()))?,
-            payload: p.get("payload").cloned().unwrap_or(Value::Null),
-        },
-        "cancel" => {
-            Command::Cancel { reason: text(p, "reason").unwrap_or_else(|| "cancelled".into()) }
-        }
-        "child_closed" => Command::ChildClosed {
-            step: text(p, "step")
-                .ok_or(("INVALID_ARGUMENT", "child_closed without step".to_string()))?,
-            status: status(&text(p, "status").unwrap_or_default()),
-            output: p.get("output").cloned().filter(|v| !v.is_null()),
-            error: p.get("error").cloned().and_then(|e| serde_json::from_value(e).ok()),
-        },
-        other => return Err(("INVALID_ARGUMENT", format!("unknown inbox kind `{other}`"))),
     };
-    Ok(Request::Command(Box::new(command)))
+    Ok(Request::Command(Box::new(command), None))
 }
 
 /// A `child_closed` entry must come from the child the unit waits for: the child id in the
@@ -101,34 +66,21 @@ pub(crate) fn request(entry: &InboxEntry) -> Result<Request, Refusal> {
 /// caller-supplied id), so a forged child cannot resolve another execution's step.
 pub(crate) fn check_child(
     state: &orbit_engine::State,
-    entry: &InboxEntry,
     cmd: &Command,
-) -> Result<(), Refusal> {
+    child: Option<&str>,
+) -> Result<(), CommandError> {
     let Command::ChildClosed { step, .. } = cmd else { return Ok(()) };
-    let child = text(&entry.payload, "child_id").unwrap_or_default();
+    let child = child.unwrap_or_default();
     let waits_for = state.unit(step).and_then(|u| match &u.wait {
         Some(orbit_engine::state::Wait::Child(id)) => Some(id.as_str()),
         _ => None,
     });
-    if waits_for == Some(child.as_str()) {
+    if waits_for == Some(child) {
         Ok(())
     } else {
-        Err((
-            "INVALID_ARGUMENT",
+        Err(CommandError::new(
+            ErrorCode::InvalidArgument,
             format!("child_closed from `{child}`: unit `{step}` does not wait for that child"),
         ))
-    }
-}
-
-/// Parses an API status name; unknown names read as failed.
-pub(crate) fn status(name: &str) -> Status {
-    match name {
-        "COMPLETED" => Status::Completed,
-        "CANCELLED" => Status::Cancelled,
-        "TIMED_OUT" => Status::TimedOut,
-        "RUNNING" => Status::Running,
-        "COMPENSATING" => Status::Compensating,
-        "CONTINUED_AS_NEW" => Status::ContinuedAsNew,
-        _ => Status::Failed,
     }
 }

@@ -13,6 +13,7 @@ use crate::resume;
 use crate::takeover;
 use orbit_definition::{Definition, Limits};
 use orbit_engine::event::ParentRef;
+use orbit_engine::ErrorCode;
 use orbit_store::{ChangeHub, OwnerStore};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -325,7 +326,9 @@ impl Owner {
             orbit_engine::query::query(&snap.def, &snap.state, &name)
         })
         .await
-        .map_err(|e| OwnerError::new("QUERY_FAILED", format!("the query evaluation failed: {e}")))?
+        .map_err(|e| {
+            OwnerError::new(ErrorCode::QueryFailed, format!("the query evaluation failed: {e}"))
+        })?
         .map_err(OwnerError::from)?;
         Ok((value, seq, run))
     }

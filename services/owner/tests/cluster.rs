@@ -46,7 +46,10 @@ async fn a_fenced_owner_drops_the_execution_and_carries_on_with_the_rest() {
 
     b.wake().await;
     assert_eq!(reply(&store, second).await["ok"], true);
-    assert_eq!(store.get_execution("x").await.unwrap().unwrap().status, "COMPLETED");
+    assert_eq!(
+        store.get_execution("x").await.unwrap().unwrap().status,
+        orbit_engine::Status::Completed
+    );
     assert_eq!(signals_received(&store, "x", "one").await, 1);
     assert_eq!(signals_received(&store, "x", "two").await, 1);
     assert_eq!(owner_of(&store, "x").await, ("B".to_string(), 2));

@@ -6,8 +6,10 @@
 mod support;
 
 use orbit_engine::replay::replay;
+use orbit_engine::{ErrorCode, Status};
 use orbit_owner::{Clock, Owner, OwnerConfig, StartRequest};
-use orbit_store::{SqliteStore, Store, TaskReport};
+use orbit_store::inbox::{Complete, Signal, Timer};
+use orbit_store::{InboxMessage, InboxReply, InboxStatus, SqliteStore, Store};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -79,13 +81,17 @@ fn start(id: &str, workflow: &str, input: Value) -> StartRequest {
 
 const HELLO: &str = "name: hello\nversion: '1'\ntasks: { greet: {} }\nsteps: [ { id: g, task: greet, input: '${{ input.name }}' } ]\noutput: '${{ steps.g.output }}'\n";
 
+fn signal_message(name: &str, payload: Value) -> InboxMessage {
+    InboxMessage::Signal(Signal { name: name.into(), payload, request_id: None })
+}
+
 async fn complete_all(store: &Arc<dyn Store>, task: &str, f: impl Fn(&Value) -> Value) -> usize {
     let rows =
         store.claim_tasks(&[task.to_string()], 100, "test-frontend", "s1", "w").await.unwrap();
     for row in &rows {
         let token = row.token.clone().unwrap();
         let report =
-            TaskReport { kind: "complete".into(), payload: json!({"output": f(&row.input)}) };
+            InboxMessage::Complete(Complete { token: token.clone(), output: f(&row.input) });
         store.complete_task_row(&token, "w", Some(report)).await.unwrap();
     }
     rows.len()
@@ -110,7 +116,7 @@ async fn start_is_idempotent_and_results_complete_the_execution() {
     let again = r.owner.start(start("e1", "hello", json!({"name": "Bob"}))).await.unwrap();
     assert!(!again.created);
     assert_eq!(
-        r.owner.start(start("e2", "nope", json!({}))).await.unwrap_err().code,
+        r.owner.start(start("e2", "nope", json!({}))).await.unwrap_err().code.as_str(),
         "WORKFLOW_NOT_FOUND"
     );
 
@@ -120,7 +126,7 @@ async fn start_is_idempotent_and_results_complete_the_execution() {
     );
     r.owner.wake().await;
     let row = r.store.get_execution("e1").await.unwrap().unwrap();
-    assert_eq!(row.status, "COMPLETED");
+    assert_eq!(row.status, orbit_engine::Status::Completed);
     let history = r.store.load_history("e1", 1).await.unwrap();
     assert!(
         matches!(&history.last().unwrap().event, orbit_engine::Event::WorkflowCompleted { output } if output == &json!("hi Ada"))
@@ -135,27 +141,16 @@ async fn signals_are_answered_through_the_inbox() {
     let yaml = "name: s\nversion: '1'\nsignals: { go: { type: object, required: [by] } }\nsteps: [ { id: w, await: go } ]\noutput: '${{ steps.w.output.by }}'\n";
     let r = rig(&path, &[yaml]).await;
     r.owner.start(start("e", "s", json!({}))).await.unwrap();
-    let bad = r
-        .store
-        .enqueue_inbox("e", "signal", None, &json!({"name": "go", "payload": {}}))
-        .await
-        .unwrap();
-    let unknown = r
-        .store
-        .enqueue_inbox("e", "signal", None, &json!({"name": "stop", "payload": {}}))
-        .await
-        .unwrap();
-    let good = r
-        .store
-        .enqueue_inbox("e", "signal", None, &json!({"name": "go", "payload": {"by": "me"}}))
-        .await
-        .unwrap();
+    let bad = r.store.enqueue_inbox("e", &signal_message("go", json!({}))).await.unwrap();
+    let unknown = r.store.enqueue_inbox("e", &signal_message("stop", json!({}))).await.unwrap();
+    let good =
+        r.store.enqueue_inbox("e", &signal_message("go", json!({"by": "me"}))).await.unwrap();
     r.owner.wake().await;
     let result = |s| {
         let store = r.store.clone();
         async move {
             match store.inbox_result(s).await.unwrap() {
-                orbit_store::InboxStatus::Done(Some(v)) => v,
+                orbit_store::InboxStatus::Done(Some(v)) => v.to_json(),
                 other => panic!("{other:?}"),
             }
         }
@@ -163,7 +158,68 @@ async fn signals_are_answered_through_the_inbox() {
     assert_eq!(result(bad).await["error"]["code"], "SIGNAL_PAYLOAD_INVALID");
     assert_eq!(result(unknown).await["error"]["code"], "UNKNOWN_SIGNAL");
     assert!(result(good).await["seq"].as_u64().unwrap() > 0);
-    assert_eq!(r.store.get_execution("e").await.unwrap().unwrap().status, "COMPLETED");
+    assert_eq!(
+        r.store.get_execution("e").await.unwrap().unwrap().status,
+        orbit_engine::Status::Completed
+    );
+    r.stop.cancel();
+}
+
+/// Writes an inbox row as raw SQL: something no typed writer can produce.
+fn raw_entry(path: &PathBuf, id: &str, kind: &str, payload: &str) -> u64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    conn.query_row(
+        "INSERT INTO inbox (execution_id, kind, token, payload, created_at)
+         VALUES (?1, ?2, NULL, ?3, 0) RETURNING seq",
+        rusqlite::params![id, kind, payload],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|seq| u64::try_from(seq).unwrap())
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_row_that_does_not_decode_is_refused_with_a_code_not_defaulted() {
+    let path = temp_db("malformed");
+    let yaml = "name: s\nversion: '1'\nsignals: { go: {} }\nsteps: [ { id: w, await: go } ]\noutput: '${{ steps.w.output }}'\n";
+    let r = rig(&path, &[yaml]).await;
+    r.owner.start(start("e", "s", json!({}))).await.unwrap();
+    let signal = orbit_store::InboxKind::Signal.as_str();
+    let child = orbit_store::InboxKind::ChildClosed.as_str();
+    let unknown = raw_entry(&path, "e", "signall", r#"{"name": "go"}"#);
+    let malformed = raw_entry(&path, "e", signal, r#""not an object""#);
+    let bad_status =
+        raw_entry(&path, "e", child, r#"{"step": "w", "child_id": "x", "status": "FINISHED"}"#);
+    r.owner.wake().await;
+    for (seq, says) in [
+        (unknown, "unknown inbox kind `signall`"),
+        (malformed, "malformed `signal` entry"),
+        (bad_status, "malformed `child_closed` entry"),
+    ] {
+        match r.store.inbox_result(seq).await.unwrap() {
+            InboxStatus::Done(Some(InboxReply::Refused { code, message })) => {
+                assert_eq!(code, ErrorCode::InvalidArgument, "{message}");
+                assert!(message.contains(says), "{message}");
+            }
+            other => panic!("entry {seq}: {other:?}"),
+        }
+    }
+    // Nothing was applied: the execution still waits for its signal, and takes it.
+    assert_eq!(
+        r.store.get_execution("e").await.unwrap().unwrap().status,
+        orbit_engine::Status::Running
+    );
+    let good = r.store.enqueue_inbox("e", &signal_message("go", json!(1))).await.unwrap();
+    r.owner.wake().await;
+    assert!(matches!(
+        r.store.inbox_result(good).await.unwrap(),
+        InboxStatus::Done(Some(InboxReply::Applied { applied: true, .. }))
+    ));
+    assert_eq!(
+        r.store.get_execution("e").await.unwrap().unwrap().status,
+        orbit_engine::Status::Completed
+    );
     r.stop.cancel();
 }
 
@@ -173,7 +229,7 @@ const T0: u64 = 1_700_000_000_000;
 /// Sleeps 50 ms: one timer, due at the owner's `now` + 50.
 const NAP: &str = "name: z\nversion: '1'\nsteps: [ { id: nap, sleep: 50ms } ]\n";
 
-async fn status(store: &Arc<dyn Store>, id: &str) -> String {
+async fn status(store: &Arc<dyn Store>, id: &str) -> Status {
     store.get_execution(id).await.unwrap().unwrap().status
 }
 
@@ -191,7 +247,7 @@ async fn timers_fire_through_the_inbox_at_their_due_time_and_not_before() {
     clock.set(at - 1);
     assert!(r.store.fire_due_timers(at - 1, 10).await.unwrap().is_empty(), "not due yet");
     r.owner.wake().await;
-    assert_eq!(status(&r.store, "e").await, "RUNNING", "the sleep is not over");
+    assert_eq!(status(&r.store, "e").await, Status::Running, "the sleep is not over");
     assert_eq!(r.store.next_timer_at().await.unwrap(), Some(at));
 
     // Due: the row becomes a `timer` inbox entry, and the owner's pass ends the sleep.
@@ -199,7 +255,7 @@ async fn timers_fire_through_the_inbox_at_their_due_time_and_not_before() {
     let fired = r.store.fire_due_timers(at, 10).await.unwrap();
     assert_eq!(fired.len(), 1);
     r.owner.wake().await;
-    assert_eq!(status(&r.store, "e").await, "COMPLETED");
+    assert_eq!(status(&r.store, "e").await, Status::Completed);
     let history = r.store.load_history("e", 1).await.unwrap();
     assert_eq!(history.first().unwrap().timestamp_ms, T0, "events carry the owner's clock");
     assert_eq!(history.last().unwrap().timestamp_ms, at, "completed when the timer fired");
@@ -221,13 +277,13 @@ async fn a_timer_fired_early_by_a_scheduler_whose_clock_runs_ahead_is_kept_until
     clock.set(T0 + 10);
     assert_eq!(r.store.fire_due_timers(at, 10).await.unwrap().len(), 1, "fired by its clock");
     r.owner.wake().await;
-    assert_eq!(status(&r.store, "e").await, "RUNNING", "not due by the owner's clock");
+    assert_eq!(status(&r.store, "e").await, Status::Running, "not due by the owner's clock");
     assert_eq!(r.store.next_timer_at().await.unwrap(), Some(at), "the timer is written again");
 
     clock.set(at);
     assert_eq!(r.store.fire_due_timers(at, 10).await.unwrap().len(), 1);
     r.owner.wake().await;
-    assert_eq!(status(&r.store, "e").await, "COMPLETED");
+    assert_eq!(status(&r.store, "e").await, Status::Completed);
     assert_eq!(r.store.next_timer_at().await.unwrap(), None);
     assert_replays(&r.store, &r.owner, "e").await;
     r.stop.cancel();
@@ -254,9 +310,9 @@ async fn children_start_and_resolve_their_parent() {
     for _ in 0..3 {
         r.owner.wake().await;
     }
-    assert_eq!(r.store.get_execution("p1/kid").await.unwrap().unwrap().status, "COMPLETED");
+    assert_eq!(r.store.get_execution("p1/kid").await.unwrap().unwrap().status, Status::Completed);
     let row = r.store.get_execution("p1").await.unwrap().unwrap();
-    assert_eq!(row.status, "COMPLETED");
+    assert_eq!(row.status, Status::Completed);
     assert_replays(&r.store, &r.owner, "p1").await;
     r.stop.cancel();
 }
@@ -279,9 +335,12 @@ async fn a_closed_child_touched_again_does_not_notify_its_parent_twice() {
     for _ in 0..3 {
         r.owner.wake().await;
     }
-    assert_eq!(r.store.get_execution("p1").await.unwrap().unwrap().status, "COMPLETED");
+    assert_eq!(r.store.get_execution("p1").await.unwrap().unwrap().status, Status::Completed);
     let before = r.store.load_history("p1", 1).await.unwrap().len();
-    let tick = r.store.enqueue_inbox("p1/kid", "timer", None, &json!({})).await.unwrap();
+    let tick = {
+        let timer = Timer { key: "next".into(), run: 1, fire_at: 0, payload: json!({}) };
+        r.store.enqueue_inbox("p1/kid", &InboxMessage::Timer(timer)).await.unwrap()
+    };
     for _ in 0..3 {
         r.owner.wake().await;
     }
@@ -327,7 +386,10 @@ async fn a_new_owner_on_the_same_file_picks_up_open_executions() {
     let r = rig(&path, &[]).await;
     assert_eq!(complete_all(&r.store, "greet", |_| json!("late")).await, 1);
     r.owner.wake().await;
-    assert_eq!(r.store.get_execution("e1").await.unwrap().unwrap().status, "COMPLETED");
+    assert_eq!(
+        r.store.get_execution("e1").await.unwrap().unwrap().status,
+        orbit_engine::Status::Completed
+    );
     assert_replays(&r.store, &r.owner, "e1").await;
     r.stop.cancel();
 }
@@ -339,7 +401,7 @@ async fn http_steps_fail_with_adapter_disabled() {
     let r = rig(&path, &[yaml]).await;
     r.owner.start(start("e", "h", json!({}))).await.unwrap();
     let row = r.store.get_execution("e").await.unwrap().unwrap();
-    assert_eq!(row.status, "FAILED");
+    assert_eq!(row.status, orbit_engine::Status::Failed);
     let history = r.store.load_history("e", 1).await.unwrap();
     assert!(history.iter().any(|h| matches!(&h.event, orbit_engine::Event::StepFailed { error, .. } if error.code == "ADAPTER_DISABLED")));
     assert!(
@@ -394,7 +456,10 @@ async fn the_owner_serves_its_grpc_api_on_its_own_port() {
         .wake(pb::OwnerServiceWakeRequest { execution_ids: vec!["remote-1".into()] })
         .await
         .unwrap();
-    assert_eq!(store.get_execution("remote-1").await.unwrap().unwrap().status, "COMPLETED");
+    assert_eq!(
+        store.get_execution("remote-1").await.unwrap().unwrap().status,
+        orbit_engine::Status::Completed
+    );
     stop.cancel();
     served.await.unwrap().unwrap();
 }

@@ -33,10 +33,13 @@ async fn a_panic_drops_only_its_execution_and_parks_it_after_max_failures() {
 
     // Each later pass is one more counted attempt; the third failure parks it.
     owner.wake().await;
-    assert_eq!(store.get_execution("a").await.unwrap().unwrap().status, "RUNNING");
+    assert_eq!(
+        store.get_execution("a").await.unwrap().unwrap().status,
+        orbit_engine::Status::Running
+    );
     owner.wake().await;
     let row = store.get_execution("a").await.unwrap().unwrap();
-    assert_eq!(row.status, "SUSPENDED");
+    assert_eq!(row.status, orbit_engine::Status::Suspended);
     let faults = store.faults(&["a".into()]).await.unwrap();
     assert!(faults[0].parked());
     assert_eq!(faults[0].failures, 3);
@@ -49,7 +52,10 @@ async fn a_panic_drops_only_its_execution_and_parks_it_after_max_failures() {
     let b2 = signal(&store, "b", "two").await;
     owner.wake().await;
     assert_eq!(reply(&store, b2).await["ok"], true);
-    assert_eq!(store.get_execution("b").await.unwrap().unwrap().status, "COMPLETED");
+    assert_eq!(
+        store.get_execution("b").await.unwrap().unwrap().status,
+        orbit_engine::Status::Completed
+    );
     assert!(pending(&store, later).await);
     assert_eq!(owner.quarantine_stats().panics, 3, "no more attempts while parked");
     stop.cancel();

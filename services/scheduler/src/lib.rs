@@ -21,7 +21,7 @@ pub use sweeper::{Sweeper, SweeperConfig, Swept};
 use orbit_api::internal::v1 as pb;
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_api::internal::v1::scheduler_service_server::SchedulerService;
-use orbit_server_kit::payload::{opt_ms_to_timestamp, opt_timestamp_to_ms};
+use orbit_server_kit::payload::opt_ms_to_timestamp;
 use orbit_store::SchedulerStore;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -136,16 +136,6 @@ impl Scheduler {
 
 #[tonic::async_trait]
 impl SchedulerService for Scheduler {
-    async fn wake(
-        &self,
-        request: Request<pb::SchedulerServiceWakeRequest>,
-    ) -> Result<Response<pb::SchedulerServiceWakeResponse>, Status> {
-        // The time is advisory: the scheduler re-reads the earliest due time anyway.
-        let _ = request.into_inner().next_fire_at.as_ref().map(|t| opt_timestamp_to_ms(Some(t)));
-        self.inner.wake.notify_one();
-        Ok(Response::new(pb::SchedulerServiceWakeResponse {}))
-    }
-
     async fn status(
         &self,
         _request: Request<pb::StatusRequest>,

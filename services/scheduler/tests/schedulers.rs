@@ -49,9 +49,10 @@ async fn scanned_at(scheduler: &Scheduler, at: u64) {
 fn fired(path: &std::path::Path) -> Vec<(String, i64)> {
     let conn = rusqlite::Connection::open(path).unwrap();
     let mut query = conn
-        .prepare("SELECT execution_id, count(*) FROM inbox WHERE kind = 'timer' GROUP BY 1")
+        .prepare("SELECT execution_id, count(*) FROM inbox WHERE kind = ?1 GROUP BY 1")
         .unwrap();
-    let rows = query.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    let kind = orbit_store::InboxKind::Timer.as_str();
+    let rows = query.query_map([kind], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
     rows.collect::<Result<_, _>>().unwrap()
 }
 
@@ -135,10 +136,10 @@ async fn three_schedulers_fire_each_timer_once() {
     for id in &ids {
         loop {
             let row = store.get_execution(id).await.unwrap().unwrap();
-            if row.status == "COMPLETED" {
+            if row.status == orbit_engine::Status::Completed {
                 break;
             }
-            assert!(tokio::time::Instant::now() < deadline, "{id} still {}", row.status);
+            assert!(tokio::time::Instant::now() < deadline, "{id} still {:?}", row.status);
             owner.kick();
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

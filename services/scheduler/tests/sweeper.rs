@@ -20,7 +20,7 @@ fn closed(id: &str) -> CommitBatch {
             workflow: "w".into(),
             version: "1".into(),
             definition_hash: "h".into(),
-            status: "RUNNING".into(),
+            status: orbit_engine::Status::Running,
             schedule_id: None,
             created_at_ms: 1_000,
             updated_at_ms: 1_000,
@@ -29,7 +29,7 @@ fn closed(id: &str) -> CommitBatch {
         }),
         new_owner: Some(NewOwner { root_id: id.into(), node_id: "owner-1".into() }),
         projection: Some(ProjectionUpdate {
-            status: "COMPLETED".into(),
+            status: orbit_engine::Status::Completed,
             updated_at_ms: 2_000,
             closed_at_ms: Some(2_000),
             delete_after_ms: Some(3_000),

@@ -11,8 +11,8 @@ use super::error::PgResult;
 use super::rows::{self, get, get_u64, to_i64};
 use super::sql;
 use crate::error::{Result, StoreError};
+use crate::inbox::{InboxKind, InboxMessage, Uncertain, OPERATOR_KINDS};
 use crate::model::{InboxEntry, NodeInfo, NodeRow, OrphanRoot, TaskRow};
-use serde_json::json;
 
 /// Inserts or refreshes the node's row; returns the database's now.
 pub(crate) async fn heartbeat(conn: &mut PgConn, n: &NodeInfo) -> PgResult<u64> {
@@ -53,7 +53,10 @@ pub(crate) async fn pending_owned(
     also: &[String],
     limit: u32,
 ) -> PgResult<Vec<InboxEntry>> {
-    let found = conn.query(sql::INBOX_PENDING_OWNED, &[&node_id, &also, &i64::from(limit)]).await?;
+    let operator = OPERATOR_KINDS.map(InboxKind::as_str);
+    let found = conn
+        .query(sql::INBOX_PENDING_OWNED, &[&node_id, &also, &i64::from(limit), &&operator[..]])
+        .await?;
     Ok(rows::all(&found, rows::inbox)?)
 }
 
@@ -98,8 +101,10 @@ pub(crate) async fn release_claims(
     claimer: &str,
     reason: &str,
 ) -> PgResult<Vec<TaskRow>> {
-    let payload = json!({ "reason": reason }).to_string();
-    let found = conn.query(sql::RELEASE_CLAIMS, &[&claimer, &payload]).await?;
+    let message =
+        InboxMessage::Uncertain(Uncertain { token: String::new(), reason: reason.into() });
+    let (kind, payload) = (message.kind().as_str(), message.payload().to_string());
+    let found = conn.query(sql::RELEASE_CLAIMS, &[&claimer, &payload, &kind]).await?;
     Ok(rows::all(&found, rows::task)?)
 }
 

@@ -34,10 +34,11 @@ pub use listen::Wakeup;
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::{Result, StoreError};
 use crate::fault::{FaultNote, FaultRow};
+use crate::inbox::InboxMessage;
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskReport,
-    TaskRow, TimerRow,
+    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskRow,
+    TimerRow,
 };
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::roles::{
@@ -46,7 +47,6 @@ use crate::roles::{
 };
 use conn::{Connector, Pool};
 use orbit_engine::HistoryEvent;
-use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -247,14 +247,8 @@ impl ExecutionReads for PgStore {
 
 #[async_trait::async_trait]
 impl Inbox for PgStore {
-    async fn enqueue_inbox(
-        &self,
-        execution_id: &str,
-        kind: &str,
-        token: Option<&str>,
-        payload: &Value,
-    ) -> Result<u64> {
-        run!(self, Kind::Write, |c| queue::enqueue_inbox(c, execution_id, kind, token, payload))
+    async fn enqueue_inbox(&self, execution_id: &str, message: &InboxMessage) -> Result<u64> {
+        run!(self, Kind::Write, |c| queue::enqueue_inbox(c, execution_id, message))
     }
 
     async fn inbox_result(&self, seq: u64) -> Result<InboxStatus> {
@@ -360,7 +354,7 @@ impl TaskQueue for PgStore {
         &self,
         token: &str,
         worker_id: &str,
-        report: Option<TaskReport>,
+        report: Option<InboxMessage>,
     ) -> Result<Option<CompletedTask>> {
         run!(self, Kind::Write, |c| queue::complete_task_row(c, token, worker_id, report.as_ref()))
     }

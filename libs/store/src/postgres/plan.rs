@@ -253,7 +253,7 @@ fn plan_one(
         e.workflow.push(row.workflow.clone());
         e.version.push(row.version.clone());
         e.hash.push(row.definition_hash.clone());
-        e.status.push(row.status.clone());
+        e.status.push(row.status.as_str().to_string());
         e.schedule.push(row.schedule_id.clone());
         read.executions.insert(id.to_string(), (batch.run, 0));
     }
@@ -290,8 +290,8 @@ fn plan_one(
     }
     for entry in &batch.inbox_to_insert {
         seg.inbox.execution.push(entry.execution_id.clone());
-        seg.inbox.kind.push(entry.kind.clone());
-        seg.inbox.payload.push(entry.payload.to_string());
+        seg.inbox.kind.push(entry.message.kind().as_str().to_string());
+        seg.inbox.payload.push(entry.message.payload().to_string());
     }
 
     // Upserting one key twice in a statement is an error: the last write of a key wins.
@@ -324,7 +324,7 @@ fn plan_one(
         }
         read.pending.remove(&done.seq);
         seg.done.seq.push(to_i64(done.seq, "inbox seq")?);
-        seg.done.result.push(done.result.as_ref().map(ToString::to_string));
+        seg.done.result.push(done.result.as_ref().map(|r| r.to_json().to_string()));
     }
     Ok((CommitOutcome { last_seq, task_ids: Vec::new() }, keys))
 }
@@ -361,7 +361,7 @@ fn plan_events(batch: &CommitBatch, read: &mut Read, seg: &mut Segment) -> Resul
         u.id.push(id.to_string());
         u.run.push(i64::from(batch.run));
         u.proj.push(p.is_some());
-        u.status.push(p.map(|p| p.status.clone()));
+        u.status.push(p.map(|p| p.status.as_str().to_string()));
     }
     read.executions.insert(id.to_string(), (batch.run, last));
     Ok(last)

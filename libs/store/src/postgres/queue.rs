@@ -10,11 +10,15 @@ use super::error::{connection_lost, PgErr, PgResult};
 use super::rows::{self, get, get_u64, to_i64};
 use super::sql;
 use crate::error::{Result, StoreError};
+use crate::inbox::{InboxKind, InboxMessage};
+
+/// The kind the claim statement writes (its payload is built in SQL with the fields of
+/// [`Dispatched`](crate::inbox::Dispatched); the conformance suite decodes it).
+const DISPATCHED: &str = InboxKind::Dispatched.as_str();
 use crate::model::{
-    new_task_tokens, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskReport,
-    TaskRow, TimerRow, MAX_CLAIM,
+    new_task_tokens, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskRow,
+    TimerRow, MAX_CLAIM,
 };
-use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
 /// Queued → claimed, plus one `dispatched` inbox entry per claimed row, in one statement.
@@ -35,7 +39,7 @@ pub(crate) async fn claim_tasks(
     let found = conn
         .query(
             sql::TASK_CLAIM,
-            &[&task_names, &i64::from(limit), &claimer, &session, &tokens, &worker_id],
+            &[&task_names, &i64::from(limit), &claimer, &session, &tokens, &worker_id, &DISPATCHED],
         )
         .await?;
     Ok(rows::all(&found, rows::task)?)
@@ -47,16 +51,16 @@ pub(crate) async fn complete_task_row(
     conn: &mut PgConn,
     token: &str,
     worker_id: &str,
-    report: Option<&TaskReport>,
+    report: Option<&InboxMessage>,
 ) -> PgResult<Option<CompletedTask>> {
     let stmts = conn.prepare(&[sql::TASK_DONE, sql::TASK_BY_TOKEN, sql::TASK_REPORT]).await?;
     let [done, by_token, report_stmt] = &stmts[..] else {
         return Err(PgErr::Store(StoreError::Storage("statements missing".into())));
     };
-    let payload = report.map(|r| r.payload.to_string());
+    let payload = report.map(|r| r.payload().to_string());
     let p_token: [&(dyn ToSql + Sync); 1] = [&token];
     let p_done: [&(dyn ToSql + Sync); 2] = [&token, &worker_id];
-    let kind = report.map(|r| r.kind.as_str());
+    let kind = report.map(|r| r.kind().as_str());
     let p_report: [&(dyn ToSql + Sync); 4] = [&token, &kind, &payload, &worker_id];
     conn.begin_marker();
     let mut outcomes = {
@@ -95,11 +99,10 @@ pub(crate) async fn complete_task_row(
 pub(crate) async fn enqueue_inbox(
     conn: &mut PgConn,
     execution_id: &str,
-    kind: &str,
-    token: Option<&str>,
-    payload: &Value,
+    message: &InboxMessage,
 ) -> PgResult<u64> {
-    let payload = payload.to_string();
+    let (kind, token) = (message.kind().as_str(), message.token());
+    let payload = message.payload().to_string();
     let found = conn.query(sql::INBOX_INSERT, &[&execution_id, &kind, &token, &payload]).await?;
     let row = found.first().ok_or_else(|| StoreError::Storage("insert returned no seq".into()))?;
     Ok(get_u64(row, 0, "inbox seq")?)
@@ -130,7 +133,7 @@ pub(crate) async fn inbox_result(conn: &mut PgConn, seq: u64) -> PgResult<InboxS
     };
     let entry = rows::inbox(row)?;
     Ok(match entry.done_at_ms {
-        Some(_) => InboxStatus::Done(entry.result),
+        Some(_) => InboxStatus::Done(crate::inbox::stored_reply(entry.result)?),
         None => InboxStatus::Pending,
     })
 }
@@ -156,7 +159,8 @@ pub(crate) async fn fire_due_timers(
         return Ok(Vec::new());
     }
     let now = to_i64(now_ms, "now")?;
-    let found = conn.query(sql::TIMER_FIRE, &[&now, &i64::from(limit)]).await?;
+    let kind = InboxKind::Timer.as_str();
+    let found = conn.query(sql::TIMER_FIRE, &[&now, &i64::from(limit), &kind]).await?;
     let fired: Result<Vec<_>> =
         found.iter().map(|r| Ok((rows::timer(r)?, get_u64(r, 5, "inbox seq")?))).collect();
     Ok(fired?)

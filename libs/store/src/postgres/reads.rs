@@ -91,11 +91,12 @@ pub(crate) async fn list_executions(
     filter: &ExecutionFilter,
 ) -> PgResult<ExecutionPage> {
     let w = filter.window()?;
+    let status = filter.status.map(orbit_engine::Status::as_str);
     let found = conn
         .query(
             sql::EXECUTION_LIST,
             &[
-                &filter.status,
+                &status,
                 &filter.workflow,
                 &filter.parent_id,
                 &w.after_created,

@@ -9,7 +9,7 @@ use super::conn::PgConn;
 use super::error::PgResult;
 use super::rows::{get, get_u64, to_i64};
 use crate::retention::{
-    DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased, FINISHED_REPLY,
+    finished_reply, DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased,
 };
 use tokio_postgres::types::ToSql;
 
@@ -133,7 +133,8 @@ pub(crate) async fn release_closed_owners(
     let grace = to_i64(grace_ms, "grace")?;
     let limit = i64::from(limit);
     let released = counts(&conn.query(RELEASE_OWNERS, &[&grace, &limit]).await?, 2)?;
-    let answered = counts(&conn.query(ANSWER_UNOWNED, &[&FINISHED_REPLY, &limit]).await?, 1)?;
+    let reply = finished_reply().to_json().to_string();
+    let answered = counts(&conn.query(ANSWER_UNOWNED, &[&reply, &limit]).await?, 1)?;
     Ok(OwnersReleased { trees: released[0], owners: released[1], answered: answered[0] })
 }
 

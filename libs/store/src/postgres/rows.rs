@@ -93,7 +93,7 @@ pub(crate) fn execution(row: &Row) -> Result<ExecutionRow> {
         workflow: get(row, 4, "execution workflow")?,
         version: get(row, 5, "execution version")?,
         definition_hash: get(row, 6, "execution definition_hash")?,
-        status: get(row, 7, "execution status")?,
+        status: crate::model::parse_status(&get::<String>(row, 7, "execution status")?)?,
         schedule_id: get(row, 8, "execution schedule_id")?,
         created_at_ms: get_u64(row, 9, "execution created_at")?,
         updated_at_ms: get_u64(row, 10, "execution updated_at")?,

@@ -224,7 +224,7 @@ pub(crate) const TASK_CLAIM: &str = concat!(
         RETURNING t.*),
     dispatched AS (
         INSERT INTO inbox (execution_id, kind, token, payload, created_at)
-        SELECT c.execution_id, 'dispatched', c.token,
+        SELECT c.execution_id, $7::text, c.token,
             json_build_object('task_id', c.id, 'step', c.unit_key, 'attempt', c.attempt,
                 'offer', c.offer, 'token', c.token, 'claimed_by', $3::text,
                 'session', $4::text, 'worker_id', $6::text)::text, ",
@@ -300,7 +300,7 @@ pub(crate) const TIMER_FIRE: &str = concat!(
         RETURNING t.execution_id, t.run, t.timer_key, t.fire_at, t.payload),
     entries AS (
         INSERT INTO inbox (execution_id, kind, token, payload, created_at)
-        SELECT f.execution_id, 'timer', NULL,
+        SELECT f.execution_id, $3::text, NULL,
             json_build_object('key', f.timer_key, 'run', f.run, 'fire_at', f.fire_at,
                 'payload', f.payload::json)::text, ",
     now_ms!(),
@@ -346,7 +346,7 @@ pub(crate) const INBOX_PENDING_OWNED: &str = concat!(
         i.execution_id = ANY($2::text[])
         OR EXISTS (SELECT 1 FROM owners o
             WHERE o.execution_id = i.execution_id AND o.node_id = $1::text))
-    AND (i.kind IN ('resume', 'terminate') OR NOT EXISTS (SELECT 1 FROM execution_faults f
+    AND (i.kind = ANY($4::text[]) OR NOT EXISTS (SELECT 1 FROM execution_faults f
         WHERE f.execution_id = i.execution_id AND f.parked_at IS NOT NULL))
     ORDER BY i.seq LIMIT $3::bigint"
 );
@@ -394,7 +394,7 @@ pub(crate) const RELEASE_CLAIMS: &str = concat!(
         RETURNING *),
     reported AS (
         INSERT INTO inbox (execution_id, kind, token, payload, created_at)
-        SELECT r.execution_id, 'uncertain', r.token, $2::text, ",
+        SELECT r.execution_id, $3::text, r.token, $2::text, ",
     now_ms!(),
     " FROM released r ORDER BY r.id)
     SELECT ",

@@ -8,6 +8,7 @@ use super::conn::now_ms;
 use super::rows::{self, json_text, to_i64, to_u64};
 use super::sql;
 use crate::error::Result;
+use crate::inbox::{InboxKind, InboxMessage, Uncertain, OPERATOR_KINDS};
 use crate::model::{InboxEntry, NodeInfo, NodeRow, OrphanRoot, TaskRow};
 use rusqlite::{params, Connection, Row};
 use serde_json::json;
@@ -89,13 +90,15 @@ pub(crate) fn pending_owned(
             i.execution_id IN (SELECT value FROM json_each(?2))
             OR EXISTS (SELECT 1 FROM owners o
                 WHERE o.execution_id = i.execution_id AND o.node_id = ?1))
-        AND (i.kind IN ('resume', 'terminate') OR NOT EXISTS (SELECT 1 FROM execution_faults f
+        AND (i.kind IN (?4, ?5) OR NOT EXISTS (SELECT 1 FROM execution_faults f
             WHERE f.execution_id = i.execution_id AND f.parked_at IS NOT NULL))
         ORDER BY i.seq LIMIT ?3",
         sql::INBOX_COLUMNS_I
     );
     let mut stmt = conn.prepare_cached(&sql)?;
-    let mut found = stmt.query(params![node_id, json_text(&json!(also)), i64::from(limit)])?;
+    let [resume, terminate] = OPERATOR_KINDS.map(InboxKind::as_str);
+    let also = json_text(&json!(also));
+    let mut found = stmt.query(params![node_id, also, i64::from(limit), resume, terminate])?;
     let mut out = Vec::new();
     while let Some(row) = found.next()? {
         out.push(rows::inbox(row)?);
@@ -179,11 +182,13 @@ pub(crate) fn release_claims(
         }
     }
     released.sort_by_key(|t| t.id);
-    let payload = json_text(&json!({ "reason": reason }));
+    let message =
+        InboxMessage::Uncertain(Uncertain { token: String::new(), reason: reason.into() });
+    let (kind, payload) = (message.kind().as_str(), json_text(&message.payload()));
     for t in &released {
         let _seq: i64 = conn
             .prepare_cached(sql::INBOX_INSERT)?
-            .query_row(params![t.execution_id, "uncertain", t.token, payload, now], |r| r.get(0))?;
+            .query_row(params![t.execution_id, kind, t.token, payload, now], |r| r.get(0))?;
     }
     Ok(released)
 }

@@ -44,7 +44,7 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
             row.workflow,
             row.version,
             row.definition_hash,
-            row.status,
+            row.status.as_str(),
             row.schedule_id,
             to_i64(row.created_at_ms, "created_at")?,
             to_i64(row.updated_at_ms, "updated_at")?,
@@ -70,7 +70,7 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
     if let Some(p) = &batch.projection {
         tx.prepare_cached(sql::EXECUTION_SET_PROJECTION)?.execute(params![
             id,
-            p.status,
+            p.status.as_str(),
             to_i64(p.updated_at_ms, "updated_at")?,
             p.closed_at_ms.map(|t| to_i64(t, "closed_at")).transpose()?,
             p.delete_after_ms.map(|t| to_i64(t, "delete_after")).transpose()?,
@@ -107,7 +107,13 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
     }
     for entry in &batch.inbox_to_insert {
         let _seq: i64 = tx.prepare_cached(sql::INBOX_INSERT)?.query_row(
-            params![entry.execution_id, entry.kind, None::<String>, json_text(&entry.payload), now],
+            params![
+                entry.execution_id,
+                entry.message.kind().as_str(),
+                entry.message.token(),
+                json_text(&entry.message.payload()),
+                now
+            ],
             |r| r.get(0),
         )?;
     }
@@ -127,7 +133,7 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
     }
 
     for done in &batch.inbox_done {
-        let result = done.result.as_ref().map(json_text);
+        let result = done.result.as_ref().map(|r| json_text(&r.to_json()));
         let seq = to_i64(done.seq, "inbox seq")?;
         if tx.prepare_cached(sql::INBOX_MARK_DONE)?.execute(params![seq, id, now, result])? != 1 {
             return Err(StoreError::Conflict(format!(

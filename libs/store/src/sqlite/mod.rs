@@ -22,10 +22,11 @@ mod tests;
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::Result;
 use crate::fault::{FaultNote, FaultRow};
+use crate::inbox::InboxMessage;
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskReport,
-    TaskRow, TimerRow,
+    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskRow,
+    TimerRow,
 };
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::roles::{
@@ -34,7 +35,6 @@ use crate::roles::{
 };
 use conn::{Readers, Writer};
 use orbit_engine::HistoryEvent;
-use serde_json::Value;
 use std::path::Path;
 
 /// How many read-only connections a store opens.
@@ -133,18 +133,9 @@ impl ExecutionReads for SqliteStore {
 
 #[async_trait::async_trait]
 impl Inbox for SqliteStore {
-    async fn enqueue_inbox(
-        &self,
-        execution_id: &str,
-        kind: &str,
-        token: Option<&str>,
-        payload: &Value,
-    ) -> Result<u64> {
-        let (id, kind) = (execution_id.to_string(), kind.to_string());
-        let (token, payload) = (token.map(str::to_string), payload.clone());
-        self.writer
-            .run(move |c| queue::enqueue_inbox(c, &id, &kind, token.as_deref(), &payload))
-            .await
+    async fn enqueue_inbox(&self, execution_id: &str, message: &InboxMessage) -> Result<u64> {
+        let (id, message) = (execution_id.to_string(), message.clone());
+        self.writer.run(move |c| queue::enqueue_inbox(c, &id, &message)).await
     }
 
     async fn inbox_result(&self, seq: u64) -> Result<InboxStatus> {
@@ -255,7 +246,7 @@ impl TaskQueue for SqliteStore {
         &self,
         token: &str,
         worker_id: &str,
-        report: Option<TaskReport>,
+        report: Option<InboxMessage>,
     ) -> Result<Option<CompletedTask>> {
         let (token, worker_id) = (token.to_string(), worker_id.to_string());
         self.writer.run(move |c| queue::complete_task_row(c, &token, &worker_id, report)).await

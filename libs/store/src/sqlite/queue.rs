@@ -4,12 +4,13 @@ use super::conn::now_ms;
 use super::rows::{self, json_text, to_i64, to_u64};
 use super::sql;
 use crate::error::{Result, StoreError};
+use crate::inbox::{Dispatched, InboxMessage, Timer};
 use crate::model::{
-    new_task_tokens, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskReport,
-    TaskRow, TimerRow, MAX_CLAIM,
+    new_task_tokens, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskRow,
+    TimerRow, MAX_CLAIM,
 };
 use rusqlite::{params, Connection, OptionalExtension};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// Queued → claimed, plus one `dispatched` inbox entry per claimed row, in one transaction.
 pub(crate) fn claim_tasks(
@@ -41,20 +42,20 @@ pub(crate) fn claim_tasks(
         }
     }
     for t in &claimed {
-        let payload = json!({
-            "task_id": t.id,
-            "step": t.unit_key,
-            "attempt": t.attempt,
-            "offer": t.offer,
-            "token": t.token,
-            "claimed_by": claimer,
-            "session": session,
-            "worker_id": worker_id,
+        let message = InboxMessage::Dispatched(Dispatched {
+            task_id: t.id,
+            step: t.unit_key.clone(),
+            attempt: t.attempt,
+            offer: t.offer,
+            token: t.token.clone().unwrap_or_default(),
+            claimed_by: claimer.to_string(),
+            session: session.to_string(),
+            worker_id: worker_id.to_string(),
         });
-        let _seq: i64 = tx.prepare_cached(sql::INBOX_INSERT)?.query_row(
-            params![t.execution_id, "dispatched", t.token, json_text(&payload), now],
-            |r| r.get(0),
-        )?;
+        let (kind, payload) = (message.kind().as_str(), json_text(&message.payload()));
+        let _seq: i64 = tx
+            .prepare_cached(sql::INBOX_INSERT)?
+            .query_row(params![t.execution_id, kind, t.token, payload, now], |r| r.get(0))?;
     }
     Ok(claimed)
 }
@@ -65,7 +66,7 @@ pub(crate) fn complete_task_row(
     conn: &mut Connection,
     token: &str,
     worker_id: &str,
-    report: Option<TaskReport>,
+    report: Option<InboxMessage>,
 ) -> Result<Option<CompletedTask>> {
     let now = to_i64(now_ms(), "now")?;
     // The writer runs every job in its own savepoint (see `conn.rs`): no nested one here.
@@ -86,7 +87,7 @@ pub(crate) fn complete_task_row(
     let inbox_seq = match report {
         Some(r) => {
             let seq: i64 = tx.prepare_cached(sql::INBOX_INSERT)?.query_row(
-                params![task.execution_id, r.kind, token, json_text(&r.payload), now],
+                params![task.execution_id, r.kind().as_str(), token, json_text(&r.payload()), now],
                 |row| row.get(0),
             )?;
             Some(to_u64(seq, "inbox seq")?)
@@ -100,14 +101,13 @@ pub(crate) fn complete_task_row(
 pub(crate) fn enqueue_inbox(
     conn: &mut Connection,
     execution_id: &str,
-    kind: &str,
-    token: Option<&str>,
-    payload: &Value,
+    message: &InboxMessage,
 ) -> Result<u64> {
     let now = to_i64(now_ms(), "now")?;
+    let (kind, token, payload) = (message.kind().as_str(), message.token(), message.payload());
     let seq: i64 = conn
         .prepare_cached(sql::INBOX_INSERT)?
-        .query_row(params![execution_id, kind, token, json_text(payload), now], |r| r.get(0))?;
+        .query_row(params![execution_id, kind, token, json_text(&payload), now], |r| r.get(0))?;
     to_u64(seq, "inbox seq")
 }
 
@@ -145,7 +145,7 @@ pub(crate) fn inbox_result(conn: &Connection, seq: u64) -> Result<InboxStatus> {
     };
     let entry = rows::inbox(row)?;
     Ok(match entry.done_at_ms {
-        Some(_) => InboxStatus::Done(entry.result),
+        Some(_) => InboxStatus::Done(crate::inbox::stored_reply(entry.result)?),
         None => InboxStatus::Pending,
     })
 }
@@ -173,16 +173,18 @@ pub(crate) fn fire_due_timers(
     let due = due_timers(tx, now_ms, limit)?;
     let mut fired = Vec::with_capacity(due.len());
     for t in due {
-        let payload = json!({
-            "key": t.key,
-            "run": t.run,
-            "fire_at": t.fire_at_ms,
-            "payload": t.payload,
+        let message = InboxMessage::Timer(Timer {
+            key: t.key.clone(),
+            run: t.run,
+            fire_at: t.fire_at_ms,
+            payload: t.payload.clone(),
         });
-        let seq: i64 = tx.prepare_cached(sql::INBOX_INSERT)?.query_row(
-            params![t.execution_id, "timer", Option::<&str>::None, json_text(&payload), now],
-            |r| r.get(0),
-        )?;
+        let (kind, payload) = (message.kind().as_str(), json_text(&message.payload()));
+        let seq: i64 = tx
+            .prepare_cached(sql::INBOX_INSERT)?
+            .query_row(params![t.execution_id, kind, Option::<&str>::None, payload, now], |r| {
+                r.get(0)
+            })?;
         tx.prepare_cached(sql::TIMER_DELETE)?.execute(params![t.execution_id, t.key])?;
         fired.push((t, to_u64(seq, "inbox seq")?));
     }

@@ -44,7 +44,7 @@ pub(crate) fn list_executions(
     let w = filter.window()?;
     let mut stmt = conn.prepare_cached(sql::EXECUTION_LIST)?;
     let mut found = stmt.query(params![
-        filter.status,
+        filter.status.map(orbit_engine::Status::as_str),
         filter.workflow,
         filter.parent_id,
         w.after_created,

@@ -6,7 +6,7 @@ use super::conn::now_ms;
 use super::rows::{json_text, to_i64};
 use crate::error::Result;
 use crate::retention::{
-    DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased, FINISHED_REPLY,
+    finished_reply, DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased,
 };
 use rusqlite::{params, Connection};
 use serde_json::json;
@@ -120,7 +120,7 @@ pub(crate) fn release_closed_owners(
     };
     let answered = conn.prepare_cached(ANSWER_UNOWNED)?.execute(params![
         to_i64(now_ms(), "now")?,
-        FINISHED_REPLY,
+        finished_reply().to_json().to_string(),
         i64::from(limit)
     ])?;
     Ok(OwnersReleased {

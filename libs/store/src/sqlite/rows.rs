@@ -91,7 +91,7 @@ pub(crate) fn execution(row: &Row<'_>) -> Result<ExecutionRow> {
         workflow: row.get(4)?,
         version: row.get(5)?,
         definition_hash: row.get(6)?,
-        status: row.get(7)?,
+        status: crate::model::parse_status(&row.get::<_, String>(7)?)?,
         schedule_id: row.get(8)?,
         created_at_ms: to_u64(row.get(9)?, "execution created_at")?,
         updated_at_ms: to_u64(row.get(10)?, "execution updated_at")?,

@@ -95,7 +95,7 @@ async fn damaged_rows_are_storage_errors() {
         workflow: "w".into(),
         version: "v1".into(),
         definition_hash: "h".into(),
-        status: "running".into(),
+        status: orbit_engine::Status::Running,
         schedule_id: None,
         created_at_ms: 1,
         updated_at_ms: 1,
@@ -131,4 +131,13 @@ async fn damaged_rows_are_storage_errors() {
     assert!(matches!(err, StoreError::Storage(_)), "{err:?}");
     assert!(matches!(store.get_execution("e1").await, Err(StoreError::Storage(_))));
     assert!(matches!(store.get_owner("e1").await, Err(StoreError::Storage(_))));
+
+    // A status the engine does not know is a corrupt row, never read as some default.
+    let raw = Connection::open(&db.0).unwrap();
+    raw.execute_batch("UPDATE executions SET last_seq = 1, status = 'FINISHED';").unwrap();
+    drop(raw);
+    match store.get_execution("e1").await {
+        Err(StoreError::Storage(m)) => assert!(m.contains("execution status"), "{m}"),
+        other => panic!("{other:?}"),
+    }
 }

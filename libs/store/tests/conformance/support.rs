@@ -53,7 +53,7 @@ pub fn execution_row(id: &str, created_at_ms: u64) -> ExecutionRow {
         workflow: "order".into(),
         version: "v1".into(),
         definition_hash: "h1".into(),
-        status: "running".into(),
+        status: orbit_engine::Status::Running,
         schedule_id: None,
         created_at_ms,
         updated_at_ms: created_at_ms,
@@ -95,4 +95,51 @@ pub fn start_batch(id: &str, node: &str) -> CommitBatch {
 /// Start an execution and return nothing; panics on failure.
 pub async fn start(store: &dyn Store, id: &str) {
     store.commit(start_batch(id, "node-a")).await.expect("start execution");
+}
+
+/// A signal entry (the store does not read payloads; the owner would).
+pub fn signal(name: &str) -> orbit_store::InboxMessage {
+    orbit_store::InboxMessage::Signal(orbit_store::inbox::Signal {
+        name: name.into(),
+        payload: json!({}),
+        request_id: None,
+    })
+}
+
+/// A cancel entry.
+pub fn cancel(reason: &str) -> orbit_store::InboxMessage {
+    orbit_store::InboxMessage::Cancel(orbit_store::inbox::Cancel {
+        reason: reason.into(),
+        request_id: None,
+    })
+}
+
+/// A worker's completion (the store writes the token it is given).
+pub fn complete(output: serde_json::Value) -> orbit_store::InboxMessage {
+    orbit_store::InboxMessage::Complete(orbit_store::inbox::Complete {
+        token: String::new(),
+        output,
+    })
+}
+
+/// An operator's resume.
+pub fn resume() -> orbit_store::InboxMessage {
+    orbit_store::InboxMessage::Resume(orbit_store::inbox::Resume {})
+}
+
+/// An applied reply.
+pub fn applied(seq: u64) -> orbit_store::InboxReply {
+    orbit_store::InboxReply::Applied { seq, run: 1, applied: true }
+}
+
+/// Every entry decodes with the inbox protocol, as the owner will read it: the entries the
+/// store writes itself (claims, timers, released claims) included.
+pub fn decoded(entries: &[orbit_store::InboxEntry]) -> Vec<orbit_store::InboxMessage> {
+    entries
+        .iter()
+        .map(|e| {
+            orbit_store::InboxMessage::decode(&e.kind, e.token.as_deref(), &e.payload)
+                .unwrap_or_else(|err| panic!("entry {} does not decode: {err}", e.seq))
+        })
+        .collect()
 }

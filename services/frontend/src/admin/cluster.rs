@@ -118,7 +118,7 @@ async fn running_executions(shared: &Shared) -> ApiResult<u64> {
         let mut page_token = None;
         loop {
             let filter = ExecutionFilter {
-                status: orbit_wire::status_name(status).map(str::to_string),
+                status: orbit_wire::status_of(status),
                 page_size: 1000,
                 page_token,
                 ..ExecutionFilter::default()

@@ -1,9 +1,9 @@
 //! Worker results (complete, fail, heartbeat details) → the task row and the owner's inbox.
 //!
 //! A result is recorded with `Store::complete_task_row`, which marks the row done and
-//! writes the inbox entry in one transaction; then the owner is woken and its reply awaited
-//! (on change notifications, up to `reply_timeout_ms`; without a reply in time the durable
-//! result is acknowledged as accepted), so the acknowledgement says whether the result
+//! writes the inbox entry in one transaction; then [`reply::deliver`] wakes the owner and
+//! awaits its reply (on change notifications, up to `reply_timeout_ms`; without a reply in
+//! time the durable result is acknowledged as accepted), so the acknowledgement says whether the result
 //! counted (`accepted: false`, `STALE_RESULT`, when it arrived for a unit already
 //! resolved). Results are handled concurrently, so this wait never holds up a worker's
 //! stream. Heartbeat details must not finish the row, so they go to the inbox directly.
@@ -16,14 +16,16 @@
 
 use super::registry::Session;
 use crate::error::{err, invalid, store, ApiResult};
-use crate::{reply, validate, Shared};
+use crate::reply::{self, Waited};
+use crate::{validate, Shared};
 use orbit_api::v1 as wire;
+use orbit_engine::TaskError;
 use orbit_server_kit::payload::{check_limits, proto_to_json};
 use orbit_server_kit::{ErrorCode, OrbitError};
-use orbit_store::TaskReport;
-use serde_json::{json, Value};
+use orbit_store::inbox::{Complete, Fail, Heartbeat};
+use orbit_store::{InboxMessage, InboxReply};
+use serde_json::Value;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// What the worker is told about its result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +56,7 @@ pub(crate) async fn complete(
     if let Err(refused) = check_limits("output", &output, shared.config.max_payload_bytes) {
         return record_refused(shared, worker_id, token, &refused).await;
     }
-    let report = TaskReport { kind: "complete".into(), payload: json!({"output": output}) };
+    let report = InboxMessage::Complete(Complete { token: token.to_string(), output });
     record(shared, worker_id, token, report).await
 }
 
@@ -66,18 +68,14 @@ async fn record_refused(
     token: &str,
     refused: &OrbitError,
 ) -> ApiResult<Outcome> {
-    let recorded = record(shared, worker_id, token, refused_report(refused)).await?;
+    let recorded = record(shared, worker_id, token, refused_report(token, refused)).await?;
     let reason = if recorded.reason.is_empty() { refused.code.as_str() } else { &recorded.reason };
     Ok(Outcome::rejected(reason))
 }
 
-fn refused_report(refused: &OrbitError) -> TaskReport {
-    let error = json!({
-        "code": refused.code.as_str(),
-        "message": refused.message,
-        "retryable": false,
-    });
-    TaskReport { kind: "fail".into(), payload: json!({"error": error}) }
+fn refused_report(token: &str, refused: &OrbitError) -> InboxMessage {
+    let error = TaskError::fatal(refused.code.as_str(), refused.message.clone());
+    InboxMessage::Fail(Fail { token: token.to_string(), error })
 }
 
 /// Records a failed attempt; `error.code` is required.
@@ -97,7 +95,9 @@ pub(crate) async fn fail(
         let refused = OrbitError::new(refused.code, message);
         return record_refused(shared, worker_id, token, &refused).await;
     }
-    let report = TaskReport { kind: "fail".into(), payload: json!({"error": error_json}) };
+    let error: TaskError = serde_json::from_value(error_json)
+        .map_err(|e| invalid("error", format!("does not fit a task error: {e}")))?;
+    let report = InboxMessage::Fail(Fail { token: token.to_string(), error });
     record(shared, worker_id, token, report).await
 }
 
@@ -125,7 +125,7 @@ async fn record(
     shared: &Arc<Shared>,
     worker_id: &str,
     token: &str,
-    report: TaskReport,
+    report: InboxMessage,
 ) -> ApiResult<Outcome> {
     // A token this frontend handed out names its execution: subscribe before the write, so
     // the owner's reply cannot be missed and needs no read before the first change.
@@ -158,27 +158,27 @@ async fn record(
         Some((id, sub)) if id == execution_id => (sub, true),
         _ => (shared.changes.subscribe(&execution_id), false),
     };
-    let wake =
-        orbit_api::internal::v1::OwnerServiceWakeRequest { execution_ids: vec![execution_id] };
-    let _ = shared.owner.wake(tonic::Request::new(wake)).await;
-    let applied = match done.inbox_seq {
-        Some(seq) => {
-            let timeout = Duration::from_millis(shared.config.reply_timeout_ms);
-            match reply::wait(shared, &sub, seq, timeout, before_write).await? {
-                Some(Some(reply)) => reply.get("applied").and_then(Value::as_bool).unwrap_or(true),
-                Some(None) => true,
-                None => {
-                    tracing::debug!(seq, "no owner reply in time; the durable result is acked");
-                    true
-                }
-            }
-        }
-        None => true,
+    let Some(seq) = done.inbox_seq else {
+        super::wake_owner(shared, vec![execution_id]);
+        return Ok(Outcome { accepted: true, reason: String::new() });
     };
-    Ok(if applied {
-        Outcome { accepted: true, reason: String::new() }
-    } else {
-        Outcome::rejected("STALE_RESULT")
+    Ok(match reply::deliver(shared, &execution_id, &sub, seq, before_write).await? {
+        Waited::Done(Some(InboxReply::Applied { applied: false, .. })) => {
+            Outcome::rejected("STALE_RESULT")
+        }
+        // Answered for a finished execution whose owner let it go: as stale as it gets.
+        Waited::Done(Some(InboxReply::Refused { code: ErrorCode::ExecutionFinished, .. })) => {
+            Outcome::rejected("STALE_RESULT")
+        }
+        Waited::Done(Some(InboxReply::Refused { code, message })) => {
+            tracing::warn!(seq, %code, %message, "the owner refused a result");
+            Outcome::rejected(code.as_str())
+        }
+        Waited::Done(_) => Outcome { accepted: true, reason: String::new() },
+        Waited::Pending => {
+            tracing::debug!(seq, "no owner reply in time; the durable result is acked");
+            Outcome { accepted: true, reason: String::new() }
+        }
     })
 }
 
@@ -198,7 +198,7 @@ pub(crate) async fn heartbeat(
         for token in tokens {
             if let Some(done) = shared
                 .store
-                .complete_task_row(token, &session.worker_id, Some(refused_report(&refused)))
+                .complete_task_row(token, &session.worker_id, Some(refused_report(token, &refused)))
                 .await
                 .map_err(store)?
             {
@@ -225,12 +225,11 @@ pub(crate) async fn heartbeat(
                 _ => continue,
             },
         };
-        let payload = json!({"details": details});
-        shared
-            .store
-            .enqueue_inbox(&execution_id, "heartbeat", Some(token), &payload)
-            .await
-            .map_err(store)?;
+        let message = InboxMessage::Heartbeat(Heartbeat {
+            token: token.clone(),
+            details: Some(details.clone()),
+        });
+        shared.store.enqueue_inbox(&execution_id, &message).await.map_err(store)?;
         if !woken.contains(&execution_id) {
             woken.push(execution_id);
         }

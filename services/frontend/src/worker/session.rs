@@ -13,8 +13,9 @@ use orbit_api::v1::worker_message::{Hello, Kind};
 use orbit_api::v1::{ServerMessage, WorkerMessage};
 use orbit_server_kit::payload::{json_to_proto, ms_to_duration, ms_to_timestamp};
 use orbit_server_kit::{ErrorCode, OrbitError};
+use orbit_store::inbox::Uncertain;
+use orbit_store::InboxMessage;
 use orbit_store::TaskRow;
-use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -385,10 +386,11 @@ async fn lose_in_flight(shared: &Arc<Shared>, session: &Session) {
     if lost.is_empty() {
         return;
     }
-    let payload = json!({"reason": "SESSION_LOST"});
     let mut executions = Vec::new();
     for (token, execution_id) in lost {
-        match shared.store.enqueue_inbox(&execution_id, "uncertain", Some(&token), &payload).await {
+        let reason = "SESSION_LOST".into();
+        let message = InboxMessage::Uncertain(Uncertain { token: token.clone(), reason });
+        match shared.store.enqueue_inbox(&execution_id, &message).await {
             Ok(_) => {
                 if !executions.contains(&execution_id) {
                     executions.push(execution_id);

@@ -12,8 +12,9 @@ use super::registry::{now_ms, Session};
 use super::session::{msg, Tx};
 use crate::Shared;
 use orbit_api::v1::server_message::{self, Cancel};
+use orbit_store::inbox::Uncertain;
+use orbit_store::InboxMessage;
 use orbit_store::TaskState;
-use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,12 +71,11 @@ pub(crate) async fn supervise(
 
 async fn heartbeat_timeout(shared: &Arc<Shared>, session: &Session, tx: &Tx, task: &Supervised) {
     tracing::info!(token = %task.token, execution_id = %task.execution_id, "no heartbeat in time: attempt handed back");
-    let payload = json!({ "reason": "HEARTBEAT_TIMEOUT" });
-    if let Err(e) = shared
-        .store
-        .enqueue_inbox(&task.execution_id, "uncertain", Some(&task.token), &payload)
-        .await
-    {
+    let message = InboxMessage::Uncertain(Uncertain {
+        token: task.token.clone(),
+        reason: "HEARTBEAT_TIMEOUT".into(),
+    });
+    if let Err(e) = shared.store.enqueue_inbox(&task.execution_id, &message).await {
         // The session keeps the token: when it ends, the attempt is handed back then.
         tracing::warn!(token = %task.token, error = %e, "cannot hand back a silent attempt");
         return;

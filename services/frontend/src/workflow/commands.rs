@@ -1,16 +1,15 @@
 //! Commands for an execution's owner: start (through `OwnerService.StartExecution`) and
 //! signal / cancel (through the inbox).
 //!
-//! Inbox protocol: subscribe to the execution's changes, write the entry, call
-//! `OwnerService.Wake` (in one process it runs the owner's pass; split, the insert's
-//! notification already woke the owner), then wait — on change notifications, bounded by
-//! `reply_timeout_ms` — until the owner has marked the entry done with its reply:
-//! `{"ok": true, "seq": <history seq>, "run": <run>}` or `{"error": {"code", "message"}}`.
+//! Signals, cancels and operator actions go through [`reply::send`] (subscribe, write the
+//! typed inbox entry, wake the owner, wait for its [`InboxReply`]); [`send`] turns the
+//! reply into the caller's answer.
 
 use super::definitions::not_found;
 use super::reads::execution;
-use crate::error::{err, from_reply, store, ApiResult};
-use crate::{reply, validate, Shared};
+use crate::error::{err, store, ApiResult};
+use crate::reply::{self, Waited};
+use crate::{validate, Shared};
 use orbit_api::internal::v1 as internal;
 use orbit_api::v1::{
     CancelExecutionRequest, CancelExecutionResponse, SignalExecutionRequest,
@@ -18,8 +17,9 @@ use orbit_api::v1::{
     UpdateExecutionResponse,
 };
 use orbit_server_kit::ErrorCode;
-use serde_json::{json, Value};
-use std::time::Duration;
+use orbit_store::inbox::{Cancel, Signal};
+use orbit_store::{InboxMessage, InboxReply};
+use serde_json::json;
 
 pub(crate) async fn start(
     shared: &Shared,
@@ -68,14 +68,14 @@ pub(crate) async fn signal(
     let request_id = validate::optional("request_id", &req.request_id)?;
     let payload = validate::payload("payload", req.payload, shared.config.max_payload_bytes)?;
     let row = execution(shared, id).await?;
-    let mut command = json!({"name": name, "payload": payload});
-    if let Some(request_id) = request_id {
-        command["request_id"] = json!(request_id);
-    }
-    let reply = send(shared, id, "signal", &command).await?;
-    Ok(SignalExecutionResponse {
-        seq: reply.get("seq").and_then(Value::as_u64).unwrap_or(0),
-        run: reply_run(&reply).unwrap_or(row.run),
+    let message = InboxMessage::Signal(Signal {
+        name: name.to_string(),
+        payload,
+        request_id: request_id.map(str::to_string),
+    });
+    Ok(match send(shared, id, &message).await? {
+        Some(InboxReply::Applied { seq, run, .. }) => SignalExecutionResponse { seq, run },
+        _ => SignalExecutionResponse { seq: 0, run: row.run },
     })
 }
 
@@ -88,12 +88,14 @@ pub(crate) async fn cancel(
     let reason = json!(req.reason);
     validate::check_size("reason", &reason, shared.config.max_payload_bytes)?;
     execution(shared, id).await?;
-    let mut command = json!({"reason": reason});
-    if let Some(request_id) = request_id {
-        command["request_id"] = json!(request_id);
-    }
-    let reply = send(shared, id, "cancel", &command).await?;
-    Ok(CancelExecutionResponse { seq: reply.get("seq").and_then(Value::as_u64).unwrap_or(0) })
+    let message = InboxMessage::Cancel(Cancel {
+        reason: req.reason,
+        request_id: request_id.map(str::to_string),
+    });
+    Ok(match send(shared, id, &message).await? {
+        Some(InboxReply::Applied { seq, .. }) => CancelExecutionResponse { seq },
+        _ => CancelExecutionResponse { seq: 0 },
+    })
 }
 
 /// Updates need update handlers in definitions, which do not exist yet: after validating
@@ -111,28 +113,18 @@ pub(crate) async fn update(
     ))
 }
 
-fn reply_run(reply: &Value) -> Option<u32> {
-    reply.get("run").and_then(Value::as_u64).and_then(|r| u32::try_from(r).ok())
-}
-
-/// Writes an inbox entry, wakes the owner and waits for its reply; returns the `ok` reply.
+/// Sends `message` through the one send-and-wait path and answers with the owner's reply:
+/// a refusal becomes its error, no reply in time becomes `UNAVAILABLE` (the entry stays
+/// queued and will be applied). `None`: applied without a reply.
 pub(crate) async fn send(
     shared: &Shared,
     id: &str,
-    kind: &str,
-    payload: &Value,
-) -> ApiResult<Value> {
-    let sub = shared.changes.subscribe(id);
-    let seq = shared.store.enqueue_inbox(id, kind, None, payload).await.map_err(store)?;
-    let wake = internal::OwnerServiceWakeRequest { execution_ids: vec![id.to_string()] };
-    shared.owner.wake(tonic::Request::new(wake)).await?;
-    let timeout = Duration::from_millis(shared.config.reply_timeout_ms);
-    match reply::wait(shared, &sub, seq, timeout, true).await? {
-        Some(Some(reply)) if reply.get("error").is_some() => Err(from_reply(&reply["error"])),
-        Some(Some(reply)) => Ok(reply),
-        // Applied without a reply: recorded, nothing to report.
-        Some(None) => Ok(Value::Null),
-        None => Err(err(
+    message: &InboxMessage,
+) -> ApiResult<Option<InboxReply>> {
+    match reply::send(shared, id, message).await? {
+        (_, Waited::Done(Some(InboxReply::Refused { code, message }))) => Err(err(code, message)),
+        (_, Waited::Done(reply)) => Ok(reply),
+        (seq, Waited::Pending) => Err(err(
             ErrorCode::Unavailable,
             format!(
                 "the execution's owner has not applied the command (inbox entry {seq}) within \

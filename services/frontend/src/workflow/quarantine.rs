@@ -13,14 +13,26 @@ use orbit_api::v1::{
     ResumeExecutionRequest, ResumeExecutionResponse, TerminateExecutionRequest,
     TerminateExecutionResponse,
 };
+use orbit_engine::Status;
 use orbit_server_kit::ErrorCode;
-use serde_json::{json, Value};
+use orbit_store::inbox::{Resume, Terminate};
+use orbit_store::{InboxMessage, InboxReply};
+use serde_json::json;
 
 /// The error code of a terminated execution's `WorkflowFailed`.
 const TERMINATED: &str = "TERMINATED";
 
-fn finished(id: &str, status: &str) -> tonic::Status {
-    err(ErrorCode::ExecutionFinished, format!("execution `{id}` has already ended {status}"))
+fn finished(id: &str, status: Status) -> tonic::Status {
+    err(
+        ErrorCode::ExecutionFinished,
+        format!("execution `{id}` has already ended {}", status.as_str()),
+    )
+}
+
+/// A reply of the wrong variant for an operator action: the owner and this frontend
+/// disagree about the protocol.
+fn unexpected(id: &str, reply: Option<InboxReply>) -> tonic::Status {
+    err(ErrorCode::StorageError, format!("unexpected owner reply for `{id}`: {reply:?}"))
 }
 
 pub(crate) async fn resume(
@@ -29,21 +41,24 @@ pub(crate) async fn resume(
 ) -> ApiResult<ResumeExecutionResponse> {
     let id = validate::id("execution_id", &req.execution_id)?;
     let row = execution(shared, id).await?;
-    if orbit_wire::TERMINAL_STATUSES.contains(&row.status.as_str()) {
-        return Err(finished(id, &row.status));
+    if row.status.is_closed() {
+        return Err(finished(id, row.status));
     }
-    if row.status != orbit_store::SUSPENDED {
+    if row.status != Status::Suspended {
         return Err(err(
             ErrorCode::ExecutionNotSuspended,
-            format!("execution `{id}` is {}, not SUSPENDED: nothing to resume", row.status),
+            format!(
+                "execution `{id}` is {}, not SUSPENDED: nothing to resume",
+                row.status.as_str()
+            ),
         ));
     }
-    let reply = send(shared, id, "resume", &json!({})).await?;
-    let number = |key: &str| reply.get(key).and_then(Value::as_u64).unwrap_or(0);
-    Ok(ResumeExecutionResponse {
-        entry_seq: number("entry_seq"),
-        failures: u32::try_from(number("failures")).unwrap_or(u32::MAX),
-    })
+    match send(shared, id, &InboxMessage::Resume(Resume {})).await? {
+        Some(InboxReply::Resumed { entry_seq, failures }) => {
+            Ok(ResumeExecutionResponse { entry_seq, failures })
+        }
+        other => Err(unexpected(id, other)),
+    }
 }
 
 pub(crate) async fn terminate(
@@ -54,7 +69,7 @@ pub(crate) async fn terminate(
     let reason = json!(req.reason);
     validate::check_size("reason", &reason, shared.config.max_payload_bytes)?;
     let row = execution(shared, id).await?;
-    if orbit_wire::TERMINAL_STATUSES.contains(&row.status.as_str()) {
+    if row.status.is_closed() {
         // Idempotent: a terminated execution answers as the first call did.
         let loaded = load_run(shared, id, 0).await?;
         if loaded.state.error.as_ref().is_some_and(|e| e.code == TERMINATED) {
@@ -63,11 +78,13 @@ pub(crate) async fn terminate(
                 terminated: false,
             });
         }
-        return Err(finished(id, &row.status));
+        return Err(finished(id, row.status));
     }
-    let reply = send(shared, id, "terminate", &json!({"reason": reason})).await?;
-    Ok(TerminateExecutionResponse {
-        seq: reply.get("seq").and_then(Value::as_u64).unwrap_or(0),
-        terminated: reply.get("terminated").and_then(Value::as_bool).unwrap_or(true),
-    })
+    let message = InboxMessage::Terminate(Terminate { reason: req.reason });
+    match send(shared, id, &message).await? {
+        Some(InboxReply::Terminated { seq, terminated }) => {
+            Ok(TerminateExecutionResponse { seq, terminated })
+        }
+        other => Err(unexpected(id, other)),
+    }
 }

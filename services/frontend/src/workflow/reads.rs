@@ -12,7 +12,7 @@ use orbit_api::v1::{
     QueryExecutionRequest, QueryExecutionResponse,
 };
 use orbit_definition::Definition;
-use orbit_engine::{HistoryEvent, State};
+use orbit_engine::{HistoryEvent, State, Status};
 use orbit_server_kit::payload::{check_limits, json_to_proto, timestamp_to_ms};
 use orbit_server_kit::ErrorCode;
 use orbit_store::{ExecutionFilter, ExecutionRow};
@@ -80,7 +80,7 @@ pub(crate) async fn describe(
     let loaded = load_run(shared, id, req.run).await?;
     let info = loaded.info();
     let mut execution = orbit_wire::describe(&loaded.def, &loaded.state, info);
-    if loaded.run == loaded.row.run && loaded.row.status == orbit_store::SUSPENDED {
+    if loaded.run == loaded.row.run && loaded.row.status == Status::Suspended {
         let faults = shared.store.faults(&[id.to_string()]).await.map_err(store)?;
         execution.suspension = faults.into_iter().next().map(|f| orbit_api::v1::Suspension {
             reason: f.reason,
@@ -109,10 +109,7 @@ pub(crate) async fn query(
     })
     .await
     .map_err(|e| err(ErrorCode::QueryFailed, format!("the query evaluation failed: {e}")))?
-    .map_err(|e| {
-        let code = e.code.parse().unwrap_or(ErrorCode::QueryFailed);
-        err(code, e.message)
-    })?;
+    .map_err(|e| err(e.code, e.message))?;
     // A result over the payload limits would not fit (or decode in) the response: say so.
     check_limits(&what, &value, shared.config.max_payload_bytes).map_err(|e| e.to_status())?;
     Ok(QueryExecutionResponse { result: Some(json_to_proto(value)), as_of_seq })
@@ -165,7 +162,7 @@ pub(crate) async fn list_executions(
         let status = ExecutionStatus::try_from(*raw)
             .map_err(|_| invalid("statuses", format!("{raw} is not an execution status")))?;
         // UNSPECIFIED matches nothing, as documented.
-        statuses.push(orbit_wire::status_name(status));
+        statuses.push(orbit_wire::status_of(status));
     }
     if !req.version.is_empty() && req.workflow.is_empty() {
         return Err(invalid("version", "requires `workflow`"));
@@ -175,7 +172,7 @@ pub(crate) async fn list_executions(
     let created_before = req.created_before.as_ref().map(timestamp_to_ms).transpose();
     let created_before = created_before.map_err(|e| invalid("created_before", e.to_string()))?;
     let single_status = match statuses.as_slice() {
-        [Some(one)] => Some((*one).to_string()),
+        [Some(one)] => Some(*one),
         _ => None,
     };
     let filter = ExecutionFilter {
@@ -187,7 +184,7 @@ pub(crate) async fn list_executions(
     };
     let page = shared.store.list_executions(filter).await.map_err(store)?;
     let keep = |row: &ExecutionRow| {
-        (statuses.is_empty() || statuses.contains(&Some(row.status.as_str())))
+        (statuses.is_empty() || statuses.contains(&Some(row.status)))
             && (req.version.is_empty() || row.version == req.version)
             && created_after.is_none_or(|t| row.created_at_ms >= t)
             && created_before.is_none_or(|t| row.created_at_ms < t)

@@ -56,9 +56,7 @@ async fn follow(
         let closed = if req.result_only {
             // Cheap check on the projection; the history is read once, at the end.
             let row = shared.store.get_execution(id).await.map_err(store)?;
-            row.is_some_and(|r| {
-                r.run > run || orbit_wire::TERMINAL_STATUSES.contains(&r.status.as_str())
-            })
+            row.is_some_and(|r| r.run > run || r.status.is_closed())
         } else {
             let events = shared.store.history_after(id, run, after).await.map_err(store)?;
             for event in &events {

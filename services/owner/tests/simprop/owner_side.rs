@@ -8,9 +8,10 @@
 use super::gen::{outcome, Action, Case, Outcome, T0};
 use super::{task_names, Histories, HORIZON_MS, ROOT};
 use orbit_definition::{Definition, Limits};
+use orbit_engine::TaskError;
 use orbit_owner::{Owner, OwnerConfig, StartRequest};
-use orbit_store::{ChangeHub, ExecutionFilter, SqliteStore, Store, TaskReport};
-use serde_json::json;
+use orbit_store::inbox::{Cancel, Complete, Fail, Signal};
+use orbit_store::{ChangeHub, ExecutionFilter, InboxMessage, SqliteStore, Store};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,13 +100,15 @@ impl Driver {
         self.answers = later;
         for (_, token, o) in due {
             let report = match o {
-                Outcome::Complete(v) => {
-                    TaskReport { kind: "complete".into(), payload: json!({"output": v}) }
+                Outcome::Complete(output) => {
+                    InboxMessage::Complete(Complete { token: token.clone(), output })
                 }
-                Outcome::Fail { code, retryable } => TaskReport {
-                    kind: "fail".into(),
-                    payload: json!({"error": {"code": code, "message": "scripted failure", "retryable": retryable}}),
-                },
+                Outcome::Fail { code, retryable } => {
+                    let message = "scripted failure".to_string();
+                    let error =
+                        TaskError { code: code.to_string(), message, retryable, details: None };
+                    InboxMessage::Fail(Fail { token: token.clone(), error })
+                }
                 Outcome::Hang => continue,
             };
             self.store
@@ -137,13 +140,17 @@ impl Driver {
     }
 
     async fn act(&mut self, action: &Action) -> Res<()> {
-        let (kind, payload) = match action {
-            Action::Signal { name, payload, .. } => {
-                ("signal", json!({"name": name, "payload": payload}))
+        let message = match action {
+            Action::Signal { name, payload, .. } => InboxMessage::Signal(Signal {
+                name: name.clone(),
+                payload: payload.clone(),
+                request_id: None,
+            }),
+            Action::Cancel { reason, .. } => {
+                InboxMessage::Cancel(Cancel { reason: reason.clone(), request_id: None })
             }
-            Action::Cancel { reason, .. } => ("cancel", json!({"reason": reason})),
         };
-        self.store.enqueue_inbox(ROOT, kind, None, &payload).await.map_err(err("inbox"))?;
+        self.store.enqueue_inbox(ROOT, &message).await.map_err(err("inbox"))?;
         Ok(())
     }
 }

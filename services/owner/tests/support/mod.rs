@@ -82,14 +82,23 @@ pub async fn beat(store: &Arc<dyn Store>, node: &str, addr: Option<String>) {
 
 /// Writes signal `name` for `id`; returns the entry's seq.
 pub async fn signal(store: &Arc<dyn Store>, id: &str, name: &str) -> u64 {
-    store.enqueue_inbox(id, "signal", None, &json!({"name": name, "payload": {}})).await.unwrap()
+    store.enqueue_inbox(id, &signal_message(name, json!({}))).await.unwrap()
 }
 
-/// The reply of an applied entry, waiting up to 5 s for it.
+/// A signal entry.
+pub fn signal_message(name: &str, payload: Value) -> orbit_store::InboxMessage {
+    orbit_store::InboxMessage::Signal(orbit_store::inbox::Signal {
+        name: name.into(),
+        payload,
+        request_id: None,
+    })
+}
+
+/// The reply of an applied entry as stored, waiting up to 5 s for it.
 pub async fn reply(store: &Arc<dyn Store>, seq: u64) -> Value {
     for _ in 0..500 {
         if let InboxStatus::Done(r) = store.inbox_result(seq).await.unwrap() {
-            return r.unwrap_or(Value::Null);
+            return r.map_or(Value::Null, |r| r.to_json());
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

@@ -1,9 +1,10 @@
 //! Several executions in one transaction, cancellation by unit, inbox entries written by a
 //! commit, and the claims a restarted frontend finds.
 
+use crate::support::cancel;
 use crate::support::{ev, scheduled, start, start_batch, task, Backend};
+use orbit_store::InboxKind;
 use orbit_store::{CommitBatch, NewInbox, TaskState};
-use serde_json::json;
 
 pub async fn commit_all_is_all_or_nothing(b: &dyn Backend) {
     let store = b.open().await;
@@ -44,11 +45,7 @@ pub async fn units_are_cancelled_before_new_offers_and_inbox_entries_are_written
         run: 1,
         units_to_cancel: vec!["s".into()],
         tasks_to_insert: vec![again],
-        inbox_to_insert: vec![NewInbox {
-            execution_id: "c".into(),
-            kind: "cancel".into(),
-            payload: json!({"reason": "x"}),
-        }],
+        inbox_to_insert: vec![NewInbox { execution_id: "c".into(), message: cancel("x") }],
         ..CommitBatch::default()
     };
     store.commit(redeliver).await.unwrap();
@@ -58,7 +55,7 @@ pub async fn units_are_cancelled_before_new_offers_and_inbox_entries_are_written
     assert_eq!(second[0].offer, 2);
     assert_eq!(second[0].state, TaskState::Claimed);
     let inbox = store.pending_inbox(Some("c"), 10).await.unwrap();
-    assert_eq!(inbox.iter().filter(|e| e.kind == "cancel").count(), 1);
+    assert_eq!(inbox.iter().filter(|e| e.kind == InboxKind::Cancel.as_str()).count(), 1);
 }
 
 pub async fn a_failing_call_does_not_spoil_concurrent_ones(b: &dyn Backend) {

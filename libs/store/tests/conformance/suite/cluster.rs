@@ -4,10 +4,12 @@
 //! Liveness uses the store's clock, so these cases wait real time (a few hundred ms) to let
 //! a heartbeat age past a timeout; the margins are wide enough for a loaded machine.
 
+use crate::support::{complete, decoded, signal};
 use crate::support::{ev, scheduled, start_batch, task, Backend};
 use orbit_store::{
     CommitBatch, InboxDone, NewOwner, NodeInfo, ProjectionUpdate, StoreError, TaskState,
 };
+use orbit_store::{InboxKind, InboxMessage};
 use serde_json::json;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -31,7 +33,7 @@ fn start_in(id: &str, root: &str, owner: &str, status: &str) -> CommitBatch {
     let mut batch = start_batch(id, owner);
     if let Some(row) = batch.new_execution.as_mut() {
         row.root_id = root.into();
-        row.status = status.into();
+        row.status = orbit_engine::Status::parse(status).expect("a status name");
         if id != root {
             row.parent_id = Some(root.into());
         }
@@ -93,7 +95,7 @@ pub async fn pending_inbox_owned_is_the_nodes_and_the_also_entries(b: &dyn Backe
     }
     let mut seqs = Vec::new();
     for id in ["b1", "a1", "x", "a2", "y"] {
-        seqs.push(store.enqueue_inbox(id, "signal", None, &json!({"to": id})).await.unwrap());
+        seqs.push(store.enqueue_inbox(id, &signal("go")).await.unwrap());
     }
     // One entry of a1 is applied: applied entries are never returned.
     let applied = CommitBatch {
@@ -130,7 +132,7 @@ pub async fn owned_executions_exclude_closed_ones(b: &dyn Backend) {
         expected_epoch: Some(1),
         events: vec![ev(3, scheduled("s"))],
         projection: Some(ProjectionUpdate {
-            status: "COMPLETED".into(),
+            status: orbit_engine::Status::Completed,
             updated_at_ms: 2_000,
             closed_at_ms: Some(2_000),
             delete_after_ms: None,
@@ -161,7 +163,7 @@ pub async fn orphaned_roots_are_trees_of_silent_owners_with_work(b: &dyn Backend
         store.commit(start_in(root, root, owner, status)).await.unwrap();
     }
     store.commit(start_in("r1-child", "r1", "node-b", "RUNNING")).await.unwrap();
-    store.enqueue_inbox("r3", "signal", None, &json!({})).await.unwrap();
+    store.enqueue_inbox("r3", &signal("go")).await.unwrap();
 
     store.heartbeat_node(&node("node-b", "owner", "i1")).await.unwrap();
     tokio::time::sleep(STALE).await;
@@ -233,18 +235,25 @@ pub async fn release_claims_hands_back_each_row_once(b: &dyn Backend) {
     assert!(one.iter().chain(&two).all(|t| t.state == TaskState::Cancelled));
 
     let inbox = store.pending_inbox(Some("e1"), 100).await.unwrap();
-    let uncertain: Vec<_> = inbox.iter().filter(|e| e.kind == "uncertain").collect();
+    let uncertain: Vec<_> =
+        inbox.iter().filter(|e| e.kind == InboxKind::Uncertain.as_str()).collect();
     assert_eq!(uncertain.len(), 4, "one uncertain entry per released row");
     let tokens: HashSet<_> = uncertain.iter().map(|e| e.token.clone().unwrap()).collect();
     assert_eq!(tokens, dead.iter().map(|t| t.token.clone().unwrap()).collect::<HashSet<_>>());
     assert_eq!(uncertain[0].payload, json!({"reason": "frontend fe-dead is gone"}));
+    for message in decoded(&inbox) {
+        if let InboxMessage::Uncertain(u) = message {
+            assert!(tokens.contains(&u.token), "the token column is the attempt's");
+            assert_eq!(u.reason, "frontend fe-dead is gone");
+        }
+    }
 
     assert!(store.claimed_tasks("fe-dead").await.unwrap().is_empty());
     assert_eq!(store.claimed_tasks("fe-live").await.unwrap().len(), 2, "others untouched");
     assert!(store.release_claims("fe-dead", "again").await.unwrap().is_empty());
     // A worker that still reports a released attempt is recorded for the owner.
     let token = dead[0].token.clone().unwrap();
-    let report = orbit_store::TaskReport { kind: "complete".into(), payload: json!({}) };
+    let report = complete(json!(null));
     let done = store.complete_task_row(&token, "w", Some(report)).await.unwrap().unwrap();
     assert!(done.newly_done && done.inbox_seq.is_some());
 }

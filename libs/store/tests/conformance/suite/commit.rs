@@ -1,5 +1,6 @@
 //! The commit contract: one transaction, contiguous history, fencing, no partial writes.
 
+use crate::support::{applied, signal};
 use crate::support::{created, ev, scheduled, start, start_batch, task, timer, Backend};
 use orbit_engine::Event;
 use orbit_store::{
@@ -9,14 +10,14 @@ use serde_json::json;
 
 pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
     let store = b.open().await;
-    let seq = store.enqueue_inbox("e1", "signal", None, &json!({"name": "go"})).await.unwrap();
+    let seq = store.enqueue_inbox("e1", &signal("go")).await.unwrap();
     let mut batch = start_batch("e1", "node-a");
     batch.events.push(ev(3, scheduled("charge")));
     batch.tasks_to_insert = vec![task("charge", "payments.charge"), task("ship", "shipping")];
     batch.timers_to_upsert = vec![timer("workflow_timeout", 50_000)];
-    batch.inbox_done = vec![InboxDone { seq, result: Some(json!({"accepted": true})) }];
+    batch.inbox_done = vec![InboxDone { seq, result: Some(applied(1)) }];
     batch.projection = Some(ProjectionUpdate {
-        status: "running".into(),
+        status: orbit_engine::Status::Running,
         updated_at_ms: 1_003,
         closed_at_ms: None,
         delete_after_ms: None,
@@ -29,14 +30,11 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
     assert_eq!(history.iter().map(|h| h.seq).collect::<Vec<_>>(), [1, 2, 3]);
     assert_eq!(history[0].event, created("e1", 1));
     let row = store.get_execution("e1").await.unwrap().unwrap();
-    assert_eq!((row.last_seq, row.updated_at_ms, row.status.as_str()), (3, 1_003, "running"));
+    assert_eq!((row.last_seq, row.updated_at_ms, row.status.as_str()), (3, 1_003, "RUNNING"));
     let owner = store.get_owner("e1").await.unwrap().unwrap();
     assert_eq!((owner.node_id.as_str(), owner.epoch), ("node-a", 1));
     assert_eq!(store.next_timer_at().await.unwrap(), Some(50_000));
-    assert_eq!(
-        store.inbox_result(seq).await.unwrap(),
-        InboxStatus::Done(Some(json!({"accepted": true})))
-    );
+    assert_eq!(store.inbox_result(seq).await.unwrap(), InboxStatus::Done(Some(applied(1))));
     let claimed =
         store.claim_tasks(&["payments.charge".into()], 10, "fe-1", "s-1", "w").await.unwrap();
     assert_eq!(claimed.len(), 1);
@@ -54,7 +52,7 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
         timers_to_upsert: vec![timer("retry:charge", 7_000)],
         timers_to_delete: vec!["workflow_timeout".into(), "never-existed".into()],
         projection: Some(ProjectionUpdate {
-            status: "cancelled".into(),
+            status: orbit_engine::Status::Cancelled,
             updated_at_ms: 1_004,
             closed_at_ms: Some(1_004),
             delete_after_ms: None,
@@ -71,7 +69,7 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
     let row = store.get_execution("e1").await.unwrap().unwrap();
     assert_eq!(
         (row.status.as_str(), row.closed_at_ms, row.last_seq),
-        ("cancelled", Some(1_004), 4)
+        ("CANCELLED", Some(1_004), 4)
     );
     // The claimed row was cancelled too: the worker's late result still finds it.
     let token = claimed[0].token.clone().unwrap();
@@ -100,7 +98,7 @@ pub async fn refused_batches_leave_nothing_behind(b: &dyn Backend) {
     assert!(store.get_owner("e1").await.unwrap().is_none());
 
     start(store.as_ref(), "e1").await;
-    let seq = store.enqueue_inbox("e1", "signal", None, &json!({})).await.unwrap();
+    let seq = store.enqueue_inbox("e1", &signal("go")).await.unwrap();
     let before = snapshot(store.as_ref()).await;
     let full = |events, epoch| CommitBatch {
         execution_id: "e1".into(),
@@ -108,7 +106,7 @@ pub async fn refused_batches_leave_nothing_behind(b: &dyn Backend) {
         expected_epoch: epoch,
         events,
         projection: Some(ProjectionUpdate {
-            status: "completed".into(),
+            status: orbit_engine::Status::Completed,
             updated_at_ms: 9,
             closed_at_ms: Some(9),
             delete_after_ms: None,
@@ -128,7 +126,7 @@ pub async fn refused_batches_leave_nothing_behind(b: &dyn Backend) {
         assert!(store.commit(batch).await.is_err());
         assert_eq!(snapshot(store.as_ref()).await, before);
     }
-    let other = store.enqueue_inbox("e2", "signal", None, &json!({})).await.unwrap();
+    let other = store.enqueue_inbox("e2", &signal("go")).await.unwrap();
     let before = snapshot(store.as_ref()).await;
     let mut foreign = full(vec![ev(3, scheduled("charge"))], Some(1));
     foreign.inbox_done.push(InboxDone { seq: other, result: None });

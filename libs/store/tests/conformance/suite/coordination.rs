@@ -1,8 +1,10 @@
 //! The coordination tables: task claims and results, timers and the inbox.
 
+use crate::support::{applied, cancel, complete, decoded, signal};
 use crate::support::{ev, start, start_batch, task, timer, Backend};
 use orbit_engine::Event;
-use orbit_store::{CommitBatch, InboxDone, InboxStatus, Store, StoreError, TaskReport, TaskState};
+use orbit_store::{CommitBatch, InboxDone, InboxStatus, Store, StoreError, TaskState};
+use orbit_store::{InboxKind, InboxMessage};
 use serde_json::json;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -48,7 +50,13 @@ pub async fn concurrent_claimers_never_share_a_row(b: &dyn Backend) {
     assert_eq!((ids.len(), tokens.len()), (50, 50));
     // Each claim told the owner, in the same transaction.
     let inbox = store.pending_inbox(Some("e1"), 100).await.unwrap();
-    assert_eq!(inbox.iter().filter(|e| e.kind == "dispatched").count(), 50);
+    assert_eq!(inbox.iter().filter(|e| e.kind == InboxKind::Dispatched.as_str()).count(), 50);
+    let claimed: HashSet<&str> = a.iter().chain(&b2).map(|(_, t)| t.as_str()).collect();
+    for message in decoded(&inbox) {
+        let InboxMessage::Dispatched(d) = message else { panic!("{message:?}") };
+        assert!(claimed.contains(d.token.as_str()) && ids.contains(&d.task_id), "{d:?}");
+        assert!(d.claimed_by.starts_with("fe-"), "{d:?}");
+    }
 }
 
 pub async fn completing_a_task_records_the_result_once(b: &dyn Backend) {
@@ -58,14 +66,17 @@ pub async fn completing_a_task_records_the_result_once(b: &dyn Backend) {
     store.commit(batch).await.unwrap();
     let claimed = store.claim_tasks(&["payments.charge".into()], 1, "fe", "s1", "w").await.unwrap();
     let token = claimed[0].token.clone().unwrap();
-    let report = TaskReport { kind: "complete".into(), payload: json!({"output": 42}) };
+    let report = complete(json!(42));
     let first = store.complete_task_row(&token, "w", Some(report.clone())).await.unwrap().unwrap();
     assert!(first.newly_done);
     assert_eq!((first.task.state, first.task.execution_id.as_str()), (TaskState::Done, "e1"));
     let seq = first.inbox_seq.unwrap();
     let inbox = store.pending_inbox(Some("e1"), 10).await.unwrap();
     let entry = inbox.iter().find(|e| e.seq == seq).unwrap();
-    assert_eq!((entry.kind.as_str(), entry.token.as_deref()), ("complete", Some(token.as_str())));
+    assert_eq!(
+        (entry.kind.as_str(), entry.token.as_deref()),
+        (InboxKind::Complete.as_str(), Some(token.as_str()))
+    );
     assert_eq!(entry.payload, json!({"output": 42}));
     // A duplicate result is still recorded for the owner (who ignores it), never re-done.
     let second = store.complete_task_row(&token, "w", Some(report)).await.unwrap().unwrap();
@@ -90,7 +101,7 @@ pub async fn only_the_claiming_worker_completes_a_task(b: &dyn Backend) {
     assert_eq!(dispatched.len(), 1);
     assert_eq!(dispatched[0].payload["worker_id"], json!("worker-a"));
 
-    let report = TaskReport { kind: "complete".into(), payload: json!({"output": 1}) };
+    let report = complete(json!(1));
     let forged =
         store.complete_task_row(&token, "worker-b", Some(report.clone())).await.unwrap().unwrap();
     assert!(!forged.newly_done);
@@ -150,9 +161,9 @@ pub async fn timers_come_due_in_order(b: &dyn Backend) {
 pub async fn inbox_replies_reach_waiting_callers(b: &dyn Backend) {
     let store = b.open().await;
     start(store.as_ref(), "e1").await;
-    let s1 = store.enqueue_inbox("e1", "signal", None, &json!({"n": 1})).await.unwrap();
-    let s2 = store.enqueue_inbox("e2", "cancel", Some("tok"), &json!({})).await.unwrap();
-    let s3 = store.enqueue_inbox("e1", "update", None, &json!({"n": 3})).await.unwrap();
+    let s1 = store.enqueue_inbox("e1", &signal("go")).await.unwrap();
+    let s2 = store.enqueue_inbox("e2", &cancel("x")).await.unwrap();
+    let s3 = store.enqueue_inbox("e1", &signal("go")).await.unwrap();
     assert!(s1 < s2 && s2 < s3);
     let all: Vec<u64> =
         store.pending_inbox(None, 10).await.unwrap().iter().map(|e| e.seq).collect();
@@ -170,13 +181,13 @@ pub async fn inbox_replies_reach_waiting_callers(b: &dyn Backend) {
         events: vec![ev(3, Event::SignalReceived { name: "go".into(), payload: json!({}) })],
         inbox_done: vec![
             InboxDone { seq: s1, result: None },
-            InboxDone { seq: s3, result: Some(json!({"ok": true})) },
+            InboxDone { seq: s3, result: Some(applied(1)) },
         ],
         ..CommitBatch::default()
     };
     store.commit(batch).await.unwrap();
     assert_eq!(store.inbox_result(s1).await.unwrap(), InboxStatus::Done(None));
-    assert_eq!(store.inbox_result(s3).await.unwrap(), InboxStatus::Done(Some(json!({"ok": true}))));
+    assert_eq!(store.inbox_result(s3).await.unwrap(), InboxStatus::Done(Some(applied(1))));
     assert!(store.pending_inbox(Some("e1"), 10).await.unwrap().is_empty());
     assert!(matches!(store.inbox_result(s3 + 100).await, Err(StoreError::NotFound(_))));
 }
@@ -192,9 +203,11 @@ pub async fn due_timers_fire_into_the_inbox_once(b: &dyn Backend) {
     let inbox = store.pending_inbox(Some("e1"), 10).await.unwrap();
     assert_eq!(inbox.len(), 2);
     assert_eq!(inbox[0].seq, fired[0].1);
-    assert_eq!(inbox[0].kind, "timer");
+    assert_eq!(inbox[0].kind, InboxKind::Timer.as_str());
     assert_eq!(inbox[0].payload["key"], json!("early"));
     assert_eq!(inbox[0].payload["payload"], json!({"key": "early"}));
+    let InboxMessage::Timer(t) = &decoded(&inbox)[0] else { panic!("a timer entry") };
+    assert_eq!((t.key.as_str(), t.fire_at, &t.payload), ("early", 100, &json!({"key": "early"})));
     assert!(store.fire_due_timers(600, 10).await.unwrap().is_empty(), "a timer fires once");
     assert_eq!(store.next_timer_at().await.unwrap(), Some(900));
 }

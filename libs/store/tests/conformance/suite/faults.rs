@@ -1,8 +1,9 @@
 //! Poison quarantine: fault counts, parking and unparking (migration 0003).
 
 use crate::support::start;
+use crate::support::{resume, signal};
+use orbit_store::InboxKind;
 use orbit_store::{FaultNote, StoreError, SUSPENDED};
-use serde_json::json;
 
 fn note(id: &str, seq: Option<u64>, add: u32, reason: &str) -> FaultNote {
     FaultNote { execution_id: id.into(), inbox_seq: seq, reason: reason.into(), add }
@@ -39,8 +40,8 @@ pub async fn parking_suspends_skips_entries_and_unparking_restores(
     let store = b.open().await;
     start(store.as_ref(), "e1").await;
     start(store.as_ref(), "e2").await;
-    let poison = store.enqueue_inbox("e1", "signal", None, &json!({"name": "x"})).await.unwrap();
-    store.enqueue_inbox("e2", "signal", None, &json!({"name": "y"})).await.unwrap();
+    let poison = store.enqueue_inbox("e1", &signal("x")).await.unwrap();
+    store.enqueue_inbox("e2", &signal("y")).await.unwrap();
     store.note_faults(vec![note("e1", Some(poison), 2, "died")]).await.unwrap();
 
     // Fenced like a commit.
@@ -56,7 +57,7 @@ pub async fn parking_suspends_skips_entries_and_unparking_restores(
         (row.failures, row.inbox_seq, row.reason.as_str()),
         (3, Some(poison), "died 3 times")
     );
-    assert_eq!(row.resume_status.as_deref(), Some("running"));
+    assert_eq!(row.resume_status.as_deref(), Some("RUNNING"));
     let e1 = store.get_execution("e1").await.unwrap().unwrap();
     assert_eq!((e1.status.as_str(), e1.updated_at_ms), (SUSPENDED, 2_000));
 
@@ -65,18 +66,18 @@ pub async fn parking_suspends_skips_entries_and_unparking_restores(
     assert_eq!((rows[0].failures, rows[0].reason.as_str()), (3, "died 3 times"));
     let pending = store.pending_inbox_owned("node-a", &[], 100).await.unwrap();
     assert_eq!(pending.iter().map(|e| e.execution_id.as_str()).collect::<Vec<_>>(), ["e2"]);
-    let resume = store.enqueue_inbox("e1", "resume", None, &json!({})).await.unwrap();
+    let resume = store.enqueue_inbox("e1", &resume()).await.unwrap();
     let pending = store.pending_inbox_owned("node-a", &["e1".into()], 100).await.unwrap();
     let kinds: Vec<(&str, &str)> =
         pending.iter().map(|e| (e.execution_id.as_str(), e.kind.as_str())).collect();
-    assert_eq!(kinds, [("e2", "signal"), ("e1", "resume")]);
+    assert_eq!(kinds, [("e2", InboxKind::Signal.as_str()), ("e1", InboxKind::Resume.as_str())]);
     assert_eq!(pending[1].seq, resume);
     // The offending entry is neither applied nor deleted.
     assert_eq!(store.pending_inbox(Some("e1"), 10).await.unwrap()[0].seq, poison);
 
     // Parking again keeps the status to restore.
     let again = store.park_execution(note("e1", Some(poison), 0, "again"), Some(1), 2_500);
-    assert_eq!(again.await.unwrap().resume_status.as_deref(), Some("running"));
+    assert_eq!(again.await.unwrap().resume_status.as_deref(), Some("RUNNING"));
 
     assert!(matches!(
         store.unpark_execution("e1", Some(4), 3_000).await,
@@ -85,7 +86,7 @@ pub async fn parking_suspends_skips_entries_and_unparking_restores(
     let removed = store.unpark_execution("e1", Some(1), 3_000).await.unwrap().unwrap();
     assert_eq!(removed.failures, 3);
     let e1 = store.get_execution("e1").await.unwrap().unwrap();
-    assert_eq!((e1.status.as_str(), e1.updated_at_ms), ("running", 3_000));
+    assert_eq!((e1.status.as_str(), e1.updated_at_ms), ("RUNNING", 3_000));
     assert!(store.faults(&["e1".into()]).await.unwrap().is_empty(), "mark and count cleared");
     let pending = store.pending_inbox_owned("node-a", &[], 100).await.unwrap();
     assert_eq!(pending.len(), 3, "the entries are pending again");

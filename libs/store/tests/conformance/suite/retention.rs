@@ -3,10 +3,13 @@
 //! be deleted on demand. Grace periods use the store's clock; the cases pass 0 (and wait a
 //! few ms so "older than now" holds) or a minute (nothing that young may go).
 
+use crate::support::{applied, complete, signal};
 use crate::support::{ev, scheduled, start_batch, task, timer, Backend};
+use orbit_engine::ErrorCode;
+use orbit_store::InboxReply;
 use orbit_store::{
     CommitBatch, DeleteOutcome, InboxDone, InboxStatus, NewOwner, ProjectionUpdate, Store,
-    StoreError, TaskReport,
+    StoreError,
 };
 use serde_json::json;
 use std::time::Duration;
@@ -32,7 +35,7 @@ async fn start(store: &dyn Store, id: &str, root: &str) {
     let mut batch = start_batch(id, "node-a");
     if let Some(row) = batch.new_execution.as_mut() {
         row.root_id = root.into();
-        row.status = "RUNNING".into();
+        row.status = orbit_engine::Status::Running;
         row.parent_id = id.rsplit_once('/').map(|(parent, _)| parent.to_string());
     }
     batch.new_owner = Some(NewOwner { root_id: root.into(), node_id: "node-a".into() });
@@ -47,7 +50,7 @@ async fn close(store: &dyn Store, id: &str, closed_at: u64, delete_after: u64) {
         expected_epoch: Some(1),
         events: vec![ev(3, scheduled("end"))],
         projection: Some(ProjectionUpdate {
-            status: "COMPLETED".into(),
+            status: orbit_engine::Status::Completed,
             updated_at_ms: closed_at,
             closed_at_ms: Some(closed_at),
             delete_after_ms: Some(delete_after),
@@ -71,7 +74,7 @@ pub async fn applied_rows_are_deleted_after_their_grace(b: &dyn Backend) {
     store.commit(batch).await.unwrap();
     let claimed = store.claim_tasks(&["t.one".into()], 10, "fe-1", "sess-1", "w-1").await.unwrap();
     let token = claimed[0].token.clone().unwrap();
-    let report = TaskReport { kind: "complete".into(), payload: json!({"output": 1}) };
+    let report = complete(json!(1));
     let done = store.complete_task_row(&token, "w-1", Some(report)).await.unwrap().unwrap();
     let pending = store.pending_inbox(Some("a1"), 10).await.unwrap();
     assert_eq!(pending.len(), 2, "the claim's `dispatched` entry and the result");
@@ -81,12 +84,12 @@ pub async fn applied_rows_are_deleted_after_their_grace(b: &dyn Backend) {
         expected_epoch: Some(1),
         inbox_done: pending
             .iter()
-            .map(|e| InboxDone { seq: e.seq, result: Some(json!({"ok": true})) })
+            .map(|e| InboxDone { seq: e.seq, result: Some(applied(1)) })
             .collect(),
         ..CommitBatch::default()
     };
     store.commit(apply).await.unwrap();
-    let signal = store.enqueue_inbox("a1", "signal", None, &json!({"name": "go"})).await.unwrap();
+    let signal = store.enqueue_inbox("a1", &signal("go")).await.unwrap();
     tick().await;
 
     let young = store.delete_done_rows(MINUTE, 500).await.unwrap();
@@ -119,7 +122,7 @@ pub async fn owners_of_closed_quiet_trees_are_released(b: &dyn Backend) {
         close(&*store, id, long_ago, NEVER).await;
     }
     close(&*store, "r5", now_ms(), NEVER).await;
-    let r3_entry = store.enqueue_inbox("r3", "signal", None, &json!({"name": "x"})).await.unwrap();
+    let r3_entry = store.enqueue_inbox("r3", &signal("x")).await.unwrap();
 
     let released = store.release_closed_owners(MINUTE, 50).await.unwrap();
     assert_eq!((released.trees, released.owners, released.answered), (1, 2, 0));
@@ -141,14 +144,17 @@ pub async fn owners_of_closed_quiet_trees_are_released(b: &dyn Backend) {
     assert!(matches!(store.commit(stale).await, Err(StoreError::Fenced(_))));
 
     // A late entry for the released tree has no owner to apply it: it is answered.
-    let late = store.enqueue_inbox("r1/c", "signal", None, &json!({"name": "x"})).await.unwrap();
+    let late = store.enqueue_inbox("r1/c", &signal("x")).await.unwrap();
     let again = store.release_closed_owners(MINUTE, 50).await.unwrap();
     assert_eq!((again.trees, again.answered), (0, 1));
     let InboxStatus::Done(Some(reply)) = store.inbox_result(late).await.unwrap() else {
         panic!("the late entry is answered");
     };
-    assert_eq!(reply["error"]["code"], "EXECUTION_FINISHED");
-    assert_eq!(reply["applied"], false);
+    assert!(
+        matches!(&reply, InboxReply::Refused { code: ErrorCode::ExecutionFinished, .. }),
+        "{reply:?}"
+    );
+    assert_eq!(reply, orbit_store::finished_reply());
     assert_eq!(store.inbox_result(r3_entry).await.unwrap(), InboxStatus::Pending, "r3 is owned");
 }
 
@@ -180,14 +186,14 @@ pub async fn expired_trees_are_deleted_with_every_row(b: &dyn Backend) {
         ..CommitBatch::default()
     };
     store.commit(next_run).await.unwrap();
-    store.enqueue_inbox("t1/c", "signal", None, &json!({"name": "x"})).await.unwrap();
+    store.enqueue_inbox("t1/c", &signal("x")).await.unwrap();
     let close_run2 = CommitBatch {
         execution_id: "t1".into(),
         run: 2,
         expected_epoch: Some(1),
         events: vec![ev(2, scheduled("end"))],
         projection: Some(ProjectionUpdate {
-            status: "COMPLETED".into(),
+            status: orbit_engine::Status::Completed,
             updated_at_ms: 2_000,
             closed_at_ms: Some(2_000),
             delete_after_ms: Some(5_000),
@@ -201,7 +207,7 @@ pub async fn expired_trees_are_deleted_with_every_row(b: &dyn Backend) {
         expected_epoch: Some(1),
         events: vec![ev(4, scheduled("end"))],
         projection: Some(ProjectionUpdate {
-            status: "FAILED".into(),
+            status: orbit_engine::Status::Failed,
             updated_at_ms: 2_000,
             closed_at_ms: Some(2_000),
             delete_after_ms: Some(5_000),

@@ -83,8 +83,8 @@ pub async fn executions_list_with_filters_and_pages(b: &dyn Backend) {
             new_execution: Some(row),
             new_owner: Some(NewOwner { root_id: id.clone(), node_id: "n".into() }),
             events: vec![ev(1, created(&id, 1))],
-            projection: (i == 6).then(|| ProjectionUpdate {
-                status: "completed".into(),
+            projection: (i == 6).then_some(ProjectionUpdate {
+                status: orbit_engine::Status::Completed,
                 updated_at_ms: 2_000,
                 closed_at_ms: Some(2_000),
                 delete_after_ms: None,
@@ -115,7 +115,8 @@ pub async fn executions_list_with_filters_and_pages(b: &dyn Backend) {
     };
     let by_workflow = ExecutionFilter { workflow: Some("refund".into()), ..Default::default() };
     assert_eq!(ids(by_workflow).await, ["e5", "e3", "e1"]);
-    let by_status = ExecutionFilter { status: Some("completed".into()), ..Default::default() };
+    let by_status =
+        ExecutionFilter { status: Some(orbit_engine::Status::Completed), ..Default::default() };
     assert_eq!(ids(by_status).await, ["e6"]);
     let by_parent = ExecutionFilter { parent_id: Some("e0".into()), ..Default::default() };
     assert_eq!(ids(by_parent).await.len(), 3);

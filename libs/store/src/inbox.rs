@@ -1,0 +1,441 @@
+//! The inbox protocol: every message another party leaves for an execution's owner, and
+//! every reply the owner records on it, as types, serialised here and nowhere else.
+//!
+//! An inbox row is `(seq, execution_id, kind, token?, payload JSON, result JSON?)`. The
+//! `kind` column is [`InboxMessage::kind`]; the payload is the variant's body as JSON; the
+//! token column carries a worker result's task token. Writers build an [`InboxMessage`]
+//! (the frontend for signals, cancels, operator actions and worker results, the store
+//! itself for `dispatched`, `timer` and `uncertain`, the owner's commit for `cancel` and
+//! `child_closed`); the owner decodes each row with [`InboxMessage::decode`], which refuses
+//! an unknown kind or a malformed payload with `INVALID_ARGUMENT` (never a default), and
+//! records an [`InboxReply`] on it.
+//!
+//! The JSON shapes are the ones rows were written with before the protocol was typed, so
+//! entries already in a database decode (an old `timer` reply `{"ok": true}` does not, but
+//! nobody waits for those).
+//!
+//! Where SQL must name a kind (claims write `dispatched`, firing writes `timer`, releasing
+//! claims writes `uncertain`, a parked execution lets `resume` and `terminate` through), the
+//! backends bind [`InboxKind::as_str`] as a parameter.
+
+use orbit_codes::ErrorCode;
+use orbit_engine::{CommandError, Status, TaskError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Defines [`InboxKind`] and [`InboxMessage`] from one list, so a kind's name, its variant
+/// and its body type cannot disagree.
+macro_rules! inbox_kinds {
+    ($($(#[$doc:meta])* $variant:ident($body:ident) => $text:literal,)+) => {
+        /// The kind column of an inbox row.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum InboxKind {
+            $($(#[$doc])* $variant,)+
+        }
+
+        impl InboxKind {
+            /// Every kind.
+            pub const ALL: &'static [InboxKind] = &[$(InboxKind::$variant,)+];
+
+            /// The stored name.
+            #[must_use]
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(InboxKind::$variant => $text,)+
+                }
+            }
+
+            /// Parses a stored name.
+            #[must_use]
+            pub fn parse(s: &str) -> Option<InboxKind> {
+                match s {
+                    $($text => Some(InboxKind::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+
+        /// A message for an execution's owner.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum InboxMessage {
+            $($(#[$doc])* $variant($body),)+
+        }
+
+        impl InboxMessage {
+            /// The kind column.
+            #[must_use]
+            pub fn kind(&self) -> InboxKind {
+                match self {
+                    $(InboxMessage::$variant(_) => InboxKind::$variant,)+
+                }
+            }
+
+            /// The payload column.
+            #[must_use]
+            pub fn payload(&self) -> Value {
+                let value = match self {
+                    $(InboxMessage::$variant(body) => serde_json::to_value(body),)+
+                };
+                // Bodies are plain structs of strings, numbers and JSON values.
+                value.unwrap_or(Value::Null)
+            }
+
+            fn decode_body(kind: InboxKind, payload: &Value) -> serde_json::Result<InboxMessage> {
+                Ok(match kind {
+                    $(InboxKind::$variant => InboxMessage::$variant($body::deserialize(payload)?),)+
+                })
+            }
+        }
+    };
+}
+
+inbox_kinds! {
+    /// A signal for the workflow (`SignalExecution`).
+    Signal(Signal) => "signal",
+    /// A cancel request (`CancelExecution`, or a winding-down parent for its children).
+    Cancel(Cancel) => "cancel",
+    /// A worker completed an attempt.
+    Complete(Complete) => "complete",
+    /// A worker failed an attempt.
+    Fail(Fail) => "fail",
+    /// A worker's heartbeat for an attempt.
+    Heartbeat(Heartbeat) => "heartbeat",
+    /// A frontend claimed a task for a worker (written by the claim itself).
+    Dispatched(Dispatched) => "dispatched",
+    /// The session running an attempt was lost or went silent.
+    Uncertain(Uncertain) => "uncertain",
+    /// A durable timer fired: decide again.
+    Timer(Timer) => "timer",
+    /// A child execution closed (written by the child's commit).
+    ChildClosed(ChildClosed) => "child_closed",
+    /// An operator resumes a parked execution.
+    Resume(Resume) => "resume",
+    /// An operator terminates an execution.
+    Terminate(Terminate) => "terminate",
+}
+
+/// A signal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Signal {
+    /// Signal name.
+    pub name: String,
+    /// Payload.
+    #[serde(default)]
+    pub payload: Value,
+    /// The caller's idempotency id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+/// A cancel request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cancel {
+    /// Why.
+    #[serde(default = "cancelled")]
+    pub reason: String,
+    /// The caller's idempotency id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+fn cancelled() -> String {
+    "cancelled".into()
+}
+
+/// A worker's output. The token travels in the row's token column.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Complete {
+    /// The attempt's token.
+    #[serde(default, skip_serializing)]
+    pub token: String,
+    /// The output.
+    #[serde(default)]
+    pub output: Value,
+}
+
+/// A worker's failure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fail {
+    /// The attempt's token.
+    #[serde(default, skip_serializing)]
+    pub token: String,
+    /// The error.
+    pub error: TaskError,
+}
+
+/// A worker's heartbeat.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// The attempt's token.
+    #[serde(default, skip_serializing)]
+    pub token: String,
+    /// Progress details, recorded when present.
+    #[serde(default)]
+    pub details: Option<Value>,
+}
+
+/// A claim: which worker, through which frontend and session, took which offer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dispatched {
+    /// The task row.
+    pub task_id: u64,
+    /// The unit key.
+    pub step: String,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Offer number.
+    pub offer: u32,
+    /// The claim's token (also in the token column).
+    #[serde(default)]
+    pub token: String,
+    /// The claiming frontend node.
+    #[serde(default)]
+    pub claimed_by: String,
+    /// The worker session.
+    #[serde(default)]
+    pub session: String,
+    /// The worker's declared id.
+    #[serde(default)]
+    pub worker_id: String,
+}
+
+/// An attempt whose outcome is unknown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Uncertain {
+    /// The attempt's token.
+    #[serde(default, skip_serializing)]
+    pub token: String,
+    /// Why (`SESSION_LOST`, `HEARTBEAT_TIMEOUT`).
+    #[serde(default = "session_lost")]
+    pub reason: String,
+}
+
+fn session_lost() -> String {
+    "SESSION_LOST".into()
+}
+
+/// A fired timer (or a request to decide again).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timer {
+    /// The timer's key.
+    #[serde(default)]
+    pub key: String,
+    /// The run that set it.
+    #[serde(default)]
+    pub run: u32,
+    /// When it was due, epoch milliseconds.
+    #[serde(default)]
+    pub fire_at: u64,
+    /// What it carried.
+    #[serde(default)]
+    pub payload: Value,
+}
+
+/// A child's end, for the parent's unit that waits for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChildClosed {
+    /// The parent's unit.
+    pub step: String,
+    /// The child execution.
+    pub child_id: String,
+    /// Its final status (an unknown name is refused).
+    pub status: Status,
+    /// Its output, when completed.
+    #[serde(default)]
+    pub output: Option<Value>,
+    /// Its error, when failed.
+    #[serde(default)]
+    pub error: Option<TaskError>,
+}
+
+/// Unpark a parked execution.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Resume {}
+
+/// End an execution FAILED with code `TERMINATED`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Terminate {
+    /// The operator's reason.
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// The kinds an operator sends, which a parked execution's owner still applies (it skips
+/// every other entry of a parked execution).
+pub const OPERATOR_KINDS: [InboxKind; 2] = [InboxKind::Resume, InboxKind::Terminate];
+
+impl InboxMessage {
+    /// The token column: a worker result's (or a claim's) task token.
+    #[must_use]
+    pub fn token(&self) -> Option<&str> {
+        match self {
+            InboxMessage::Complete(Complete { token, .. })
+            | InboxMessage::Fail(Fail { token, .. })
+            | InboxMessage::Heartbeat(Heartbeat { token, .. })
+            | InboxMessage::Uncertain(Uncertain { token, .. })
+            | InboxMessage::Dispatched(Dispatched { token, .. }) => Some(token),
+            _ => None,
+        }
+    }
+
+    fn token_mut(&mut self) -> Option<&mut String> {
+        match self {
+            InboxMessage::Complete(Complete { token, .. })
+            | InboxMessage::Fail(Fail { token, .. })
+            | InboxMessage::Heartbeat(Heartbeat { token, .. })
+            | InboxMessage::Uncertain(Uncertain { token, .. })
+            | InboxMessage::Dispatched(Dispatched { token, .. }) => Some(token),
+            _ => None,
+        }
+    }
+
+    /// Decodes a stored row. The token column wins over a token in the payload.
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENT` for an unknown kind, a payload that does not fit the kind, or a
+    /// worker result without a token.
+    pub fn decode(
+        kind: &str,
+        token: Option<&str>,
+        payload: &Value,
+    ) -> Result<InboxMessage, CommandError> {
+        let refuse = |m: String| CommandError::new(ErrorCode::InvalidArgument, m);
+        let parsed =
+            InboxKind::parse(kind).ok_or_else(|| refuse(format!("unknown inbox kind `{kind}`")))?;
+        let mut message = InboxMessage::decode_body(parsed, payload)
+            .map_err(|e| refuse(format!("malformed `{kind}` entry: {e}")))?;
+        if let Some(slot) = message.token_mut() {
+            if let Some(token) = token {
+                token.clone_into(slot);
+            }
+            if slot.is_empty() {
+                return Err(refuse(format!("`{kind}` entry without a token")));
+            }
+        }
+        Ok(message)
+    }
+}
+
+/// The owner's reply to an entry, recorded on it in the commit that applied it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InboxReply {
+    /// Applied: the history's last seq and the run afterwards; `applied` is false when a
+    /// worker result was recorded as stale (kept, changed nothing).
+    Applied {
+        /// Last seq of the history after the entry.
+        seq: u64,
+        /// The run.
+        run: u32,
+        /// False for a result recorded as `StaleResultIgnored`.
+        applied: bool,
+    },
+    /// A parked execution resumed.
+    Resumed {
+        /// The entry it was parked on (0: none).
+        entry_seq: u64,
+        /// The failures counted before it was parked.
+        failures: u32,
+    },
+    /// An execution terminated (or found already terminated: `terminated: false`).
+    Terminated {
+        /// Seq of its `WorkflowFailed`.
+        seq: u64,
+        /// Whether this entry terminated it.
+        terminated: bool,
+    },
+    /// Refused, with the API code the caller receives.
+    Refused {
+        /// The code.
+        code: ErrorCode,
+        /// Why.
+        message: String,
+    },
+}
+
+/// A refusal as stored: `{"error": {"code", "message"}}`.
+#[derive(Serialize, Deserialize)]
+struct StoredError {
+    code: ErrorCode,
+    message: String,
+}
+
+/// The stored shapes of [`InboxReply`], tried in this order.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum StoredReply {
+    Refused { error: StoredError },
+    Resumed { ok: bool, entry_seq: u64, failures: u32 },
+    Terminated { ok: bool, seq: u64, terminated: bool },
+    Applied { ok: bool, seq: u64, run: u32, applied: bool },
+}
+
+impl InboxReply {
+    /// The refusal of a command.
+    #[must_use]
+    pub fn refused(e: CommandError) -> InboxReply {
+        InboxReply::Refused { code: e.code, message: e.message }
+    }
+
+    /// The stored JSON.
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        let stored = match self.clone() {
+            InboxReply::Applied { seq, run, applied } => {
+                StoredReply::Applied { ok: true, seq, run, applied }
+            }
+            InboxReply::Resumed { entry_seq, failures } => {
+                StoredReply::Resumed { ok: true, entry_seq, failures }
+            }
+            InboxReply::Terminated { seq, terminated } => {
+                StoredReply::Terminated { ok: true, seq, terminated }
+            }
+            InboxReply::Refused { code, message } => {
+                StoredReply::Refused { error: StoredError { code, message } }
+            }
+        };
+        serde_json::to_value(stored).unwrap_or(Value::Null)
+    }
+
+    /// Reads a stored reply.
+    ///
+    /// # Errors
+    /// A description of what does not fit (an unknown code included).
+    pub fn from_json(value: &Value) -> Result<InboxReply, String> {
+        let stored = StoredReply::deserialize(value)
+            .map_err(|_| format!("not an inbox reply: {}", truncate(value)))?;
+        Ok(match stored {
+            StoredReply::Refused { error } => {
+                InboxReply::Refused { code: error.code, message: error.message }
+            }
+            StoredReply::Resumed { entry_seq, failures, .. } => {
+                InboxReply::Resumed { entry_seq, failures }
+            }
+            StoredReply::Terminated { seq, terminated, .. } => {
+                InboxReply::Terminated { seq, terminated }
+            }
+            StoredReply::Applied { seq, run, applied, .. } => {
+                InboxReply::Applied { seq, run, applied }
+            }
+        })
+    }
+}
+
+/// A stored reply column read back; a reply that does not decode is a corrupt row.
+pub(crate) fn stored_reply(value: Option<Value>) -> crate::Result<Option<InboxReply>> {
+    value
+        .map(|v| InboxReply::from_json(&v))
+        .transpose()
+        .map_err(|e| crate::StoreError::corrupt("inbox reply", e))
+}
+
+fn truncate(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+#[path = "inbox_tests.rs"]
+mod tests;
