@@ -94,7 +94,7 @@ fn every_expected_service_and_rpc_exists() {
             "orbit.internal.v1.OwnerService",
             &["StartExecution", "Wake", "QueryExecution", "DescribeExecution"],
         ),
-        ("orbit.internal.v1.SchedulerService", &["Wake", "Status"]),
+        ("orbit.internal.v1.SchedulerService", &["Status"]),
     ];
     let fds = descriptor_set();
     let services = services(&fds);
