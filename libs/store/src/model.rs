@@ -212,25 +212,11 @@ impl TaskState {
     }
 }
 
-/// A task offer to insert (queued) with a commit.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewTask {
-    /// The unit key (step).
-    pub unit_key: String,
-    /// Attempt number.
-    pub attempt: u32,
-    /// The unit's dispatch count: with `attempt` it identifies this offer, so a redelivery of
-    /// the same attempt is a new row and re-inserting the same offer is a no-op.
-    pub offer: u32,
-    /// Task (contract) name workers subscribe to.
-    pub task: String,
-    /// Contract version.
-    pub task_version: String,
-    /// The task input.
-    pub input: Value,
-    /// Stable per unit across attempts and redeliveries.
-    pub idempotency_key: String,
-}
+/// A task offer to insert (queued) with a commit: the engine's [`TaskOffer`](orbit_engine::TaskOffer)
+/// as it is, so what the decider offers and what the queue stores cannot drift apart. With
+/// `attempt`, `offer` identifies the row: a redelivery of the same attempt is a new row, and
+/// re-inserting the same offer is a no-op.
+pub use orbit_engine::effects::TaskOffer as NewTask;
 
 /// A task queue row.
 #[derive(Debug, Clone, PartialEq)]

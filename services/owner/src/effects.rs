@@ -4,7 +4,7 @@
 //! commit. What an event causes is decided by `orbit_engine::effects`, not here.
 
 use orbit_definition::Definition;
-use orbit_engine::effects::{Effect, TaskOffer};
+use orbit_engine::effects::Effect;
 use orbit_engine::event::ParentRef;
 use orbit_engine::{Status, TaskError};
 use orbit_store::inbox::{Cancel, ChildClosed};
@@ -64,7 +64,7 @@ pub(crate) fn rows(effects: Vec<Effect>, root_id: &str) -> Rows {
             // A built-in adapter's attempt goes to the queue under its task name: whoever
             // serves it runs it (this server never enables one, see `apply::CAPABILITIES`).
             Effect::OfferTask(offer) | Effect::RunAdapter { offer, .. } => {
-                rows.tasks.push(task(offer));
+                rows.tasks.push(offer);
             }
             Effect::CancelUnit { unit } => rows.cancel_units.push(unit),
             Effect::StartChild { child_id, workflow, version, input, parent } => {
@@ -92,18 +92,6 @@ pub(crate) fn rows(effects: Vec<Effect>, root_id: &str) -> Rows {
         }
     }
     rows
-}
-
-fn task(o: TaskOffer) -> NewTask {
-    NewTask {
-        unit_key: o.unit,
-        attempt: o.attempt,
-        offer: o.offer,
-        task: o.task,
-        task_version: o.task_version,
-        input: o.input,
-        idempotency_key: o.idempotency_key,
-    }
 }
 
 /// The inbox entry asking a child to cancel.

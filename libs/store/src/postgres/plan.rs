@@ -279,14 +279,14 @@ fn plan_one(
         let s = &mut seg.tasks;
         s.execution.push(id.to_string());
         s.run.push(run);
-        s.unit.push(t.unit_key.clone());
+        s.unit.push(t.unit.clone());
         s.attempt.push(attempt);
         s.offer.push(offer);
         s.task.push(t.task.clone());
         s.version.push(t.task_version.clone());
         s.input.push(t.input.to_string());
         s.key.push(t.idempotency_key.clone());
-        keys.push((id.to_string(), run, t.unit_key.clone(), attempt, offer));
+        keys.push((id.to_string(), run, t.unit.clone(), attempt, offer));
     }
     for entry in &batch.inbox_to_insert {
         seg.inbox.execution.push(entry.execution_id.clone());

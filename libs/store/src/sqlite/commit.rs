@@ -89,7 +89,7 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
                 params![
                     id,
                     run,
-                    t.unit_key,
+                    t.unit,
                     t.attempt,
                     t.offer,
                     t.task,

@@ -65,7 +65,7 @@ pub fn execution_row(id: &str, created_at_ms: u64) -> ExecutionRow {
 /// A task offer for `step` of task `task`.
 pub fn task(step: &str, task: &str) -> NewTask {
     NewTask {
-        unit_key: step.into(),
+        unit: step.into(),
         attempt: 1,
         offer: 1,
         task: task.into(),
