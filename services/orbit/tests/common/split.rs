@@ -84,7 +84,9 @@ impl Split {
     /// Starts `orbit <service> --node-id <node_id>` on a free port and waits for its ready
     /// line; returns its index.
     pub fn spawn(&mut self, service: &str, node_id: &str, extra: &[&str]) -> usize {
-        let log = self.dir.0.join(format!("{node_id}.log"));
+        // One file per process: two processes may share a node id (a restart, `--take-over`),
+        // and the second truncating a file the first still writes would mangle its ready line.
+        let log = self.dir.0.join(format!("{node_id}-{}.log", self.procs.len()));
         let mut guard = self.start(service, node_id, extra, &log);
         let prefix = format!("orbit {service} {node_id} serving on ");
         let deadline = Instant::now() + Duration::from_secs(30);
