@@ -1,0 +1,160 @@
+//! The tower layer that authenticates and authorises every gRPC request.
+//!
+//! For each request: the method's [`Access`] comes from the action table (a path in no
+//! table is refused); open methods (health, reflection) pass untouched; otherwise the caller
+//! is identified by its `authorization: Bearer <token>` metadata, or else by a verified
+//! client-certificate name ([`PeerCertNames`], put in the request extensions by the TLS
+//! acceptor), and must hold the method's action. A refusal is an [`OrbitError`] with
+//! `UNAUTHENTICATED` or `PERMISSION_DENIED`, sent through the one status mapping, and is
+//! logged with the peer address and identity name — never the token.
+//!
+//! The layer decides at action level. Per-workflow checks need the request body, so the
+//! authenticated [`Caller`] is put in the request extensions, where handlers read it
+//! (`request.extensions().get::<Caller>()`) and call [`Identity::may_act_on`] or
+//! [`Identity::may_claim`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures_util::future::Either;
+use orbit_server_kit::error::{ErrorCode, OrbitError};
+use tonic::transport::server::TcpConnectInfo;
+
+use crate::action::{access_of, Access};
+use crate::identities::Identity;
+use crate::store::IdentityStore;
+
+/// Verified client-certificate names (subject CN and SANs) of the connection's peer.
+///
+/// The TLS side inserts it into each request's extensions after the handshake verified
+/// the chain; the layer trusts it as-is, and a client cannot set extensions itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PeerCertNames(pub Vec<String>);
+
+/// The authenticated identity of a request, inserted by the layer for handlers.
+#[derive(Clone, Debug)]
+pub struct Caller(pub Arc<Identity>);
+
+/// Adds [`AuthService`] around a service.
+#[derive(Clone, Debug)]
+pub struct AuthLayer {
+    store: IdentityStore,
+}
+
+impl AuthLayer {
+    /// A layer enforcing the identities of `store` (reloads are seen at once).
+    #[must_use]
+    pub fn new(store: IdentityStore) -> Self {
+        Self { store }
+    }
+}
+
+impl<S> tower_layer::Layer<S> for AuthLayer {
+    type Service = AuthService<S>;
+
+    fn layer(&self, inner: S) -> AuthService<S> {
+        AuthService { inner, store: self.store.clone() }
+    }
+}
+
+/// Authenticates and authorises each request before `S` sees it.
+#[derive(Clone, Debug)]
+pub struct AuthService<S> {
+    inner: S,
+    store: IdentityStore,
+}
+
+/// The bearer token of the `authorization` header: `Ok(None)` when absent, `Err` when
+/// present but not a bearer token.
+fn bearer<B>(request: &http::Request<B>) -> Result<Option<&str>, ()> {
+    let Some(value) = request.headers().get(http::header::AUTHORIZATION) else { return Ok(None) };
+    let value = value.to_str().map_err(|_| ())?;
+    let (scheme, token) = value.split_once(' ').ok_or(())?;
+    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
+        return Err(());
+    }
+    Ok(Some(token.trim()))
+}
+
+fn peer<B>(request: &http::Request<B>) -> String {
+    request
+        .extensions()
+        .get::<TcpConnectInfo>()
+        .and_then(TcpConnectInfo::remote_addr)
+        .map_or_else(|| "unknown".to_owned(), |a: SocketAddr| a.to_string())
+}
+
+/// The decision for one request: the caller to attach (none for open methods) or the error.
+pub fn authorize<B>(
+    store: &IdentityStore,
+    request: &http::Request<B>,
+) -> Result<Option<Arc<Identity>>, OrbitError> {
+    let method = request.uri().path();
+    let access = access_of(method);
+    if access == Some(Access::Open) {
+        return Ok(None);
+    }
+    let identities = store.current();
+    let identity = match bearer(request) {
+        Err(()) => {
+            let message = "the authorization metadata is not `Bearer <token>`";
+            tracing::warn!(peer = %peer(request), method, "refused: malformed authorization");
+            return Err(OrbitError::new(ErrorCode::Unauthenticated, message));
+        }
+        Ok(Some(token)) => identities.by_token(token).ok_or_else(|| {
+            tracing::warn!(peer = %peer(request), method, "refused: unknown token");
+            OrbitError::new(ErrorCode::Unauthenticated, "unknown token")
+        })?,
+        Ok(None) => {
+            let names = request.extensions().get::<PeerCertNames>();
+            names.and_then(|n| identities.by_cert_names(&n.0)).ok_or_else(|| {
+                tracing::warn!(peer = %peer(request), method, certificate = ?names, "refused: no known credentials");
+                let message = "no credentials: send `authorization: Bearer <token>` or a known client certificate";
+                OrbitError::new(ErrorCode::Unauthenticated, message)
+            })?
+        }
+    };
+    let Some(access) = access else {
+        tracing::warn!(peer = %peer(request), identity = %identity.name, method, "refused: method not in the action table");
+        let message = format!("method {method} is not in the action table");
+        return Err(OrbitError::new(ErrorCode::PermissionDenied, message));
+    };
+    if !identity.allows(access) {
+        let action = access.describe();
+        tracing::warn!(peer = %peer(request), identity = %identity.name, action, method, "refused: permission denied");
+        let message = format!(
+            "identity {:?} ({}) may not {action}: {method}",
+            identity.name,
+            identity.kind.as_str()
+        );
+        return Err(OrbitError::new(ErrorCode::PermissionDenied, message));
+    }
+    Ok(Some(identity.clone()))
+}
+
+impl<S, B, R> tower_service::Service<http::Request<B>> for AuthService<S>
+where
+    S: tower_service::Service<http::Request<B>, Response = http::Response<R>>,
+    R: Default,
+{
+    type Response = http::Response<R>;
+    type Error = S::Error;
+    type Future = Either<std::future::Ready<Result<Self::Response, S::Error>>, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        match authorize(&self.store, &request) {
+            Ok(caller) => {
+                if let Some(identity) = caller {
+                    request.extensions_mut().insert(Caller(identity));
+                }
+                Either::Right(self.inner.call(request))
+            }
+            Err(error) => Either::Left(std::future::ready(Ok(error.to_status().into_http()))),
+        }
+    }
+}
