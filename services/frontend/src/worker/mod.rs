@@ -1,5 +1,6 @@
 //! `orbit.v1.WorkerService`: worker sessions and one-shot results.
 
+mod admit;
 mod check;
 mod registry;
 mod results;
@@ -58,7 +59,9 @@ impl WorkerService for WorkerApi {
         request: Request<Streaming<WorkerMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
         let (tx, rx) = mpsc::channel(128);
-        tokio::spawn(session::run(self.shared.clone(), request.into_inner(), tx));
+        // Set by the auth layer when identities are configured; checked against the hello.
+        let caller = request.extensions().get::<orbit_auth::Caller>().map(|c| c.0.clone());
+        tokio::spawn(session::run(self.shared.clone(), request.into_inner(), tx, caller));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 

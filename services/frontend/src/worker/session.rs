@@ -29,7 +29,13 @@ pub(crate) fn msg(kind: server_message::Kind) -> Result<ServerMessage, Status> {
 }
 
 /// Runs a session to its end. Errors that end the stream are sent on it.
-pub(crate) async fn run(shared: Arc<Shared>, mut inbound: Streaming<WorkerMessage>, tx: Tx) {
+/// `caller` is the authenticated identity, if auth is on; its task patterns bound the hello.
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    mut inbound: Streaming<WorkerMessage>,
+    tx: Tx,
+    caller: Option<Arc<orbit_auth::Identity>>,
+) {
     let timeout = shared.config.session_timeout();
     let hello = match tokio::time::timeout(timeout, inbound.message()).await {
         Ok(Ok(Some(WorkerMessage { kind: Some(Kind::Hello(hello)) }))) => hello,
@@ -46,6 +52,10 @@ pub(crate) async fn run(shared: Arc<Shared>, mut inbound: Streaming<WorkerMessag
             return;
         }
     };
+    if let Err(e) = super::admit::admit(caller.as_deref(), &hello) {
+        let _ = tx.send(Err(e)).await;
+        return;
+    }
     let session = match open(&hello) {
         Ok(session) => Arc::new(session),
         Err(e) => {

@@ -45,6 +45,7 @@ mod follow;
 mod input;
 mod listing;
 mod output;
+mod token;
 mod workflow;
 
 use std::process::ExitCode;
@@ -96,6 +97,13 @@ pub enum ClientCommand {
         "orbit replay order-1001 --run 2 --output json",
     ))]
     Replay(admin::ReplayArgs),
+    /// Create a bearer token for an identity: prints the token once and the identities-file
+    /// entry holding only its SHA-256 hash. Talks to no server.
+    #[command(after_long_help = long_help!(
+        "orbit token new billing-app --kind client",
+        "orbit token new billing-workers --kind worker --output json",
+    ))]
+    Token(token::TokenArgs),
 }
 
 /// Where the server is and how to print, shared by every client command.
@@ -222,6 +230,7 @@ pub async fn run(cmd: ClientCommand) -> ExitCode {
         ClientCommand::Worker(args) => (args.connect.output, admin::run_worker(args).await),
         ClientCommand::Cluster(args) => (args.connect.output, admin::run_cluster(args).await),
         ClientCommand::Replay(args) => (args.connect.output, admin::run_replay(args).await),
+        ClientCommand::Token(args) => (args.output, token::run(&args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
