@@ -83,18 +83,25 @@ async fn a_billing_worker_cannot_announce_shipping_tasks() {
 
     let (tx, rx) = mpsc::channel(4);
     tx.send(hello("w-ship", "shipping.pack")).await.unwrap();
-    let mut inbound = workers.session(session_request(Some("billing-token"), rx)).await.unwrap().into_inner();
+    let mut inbound =
+        workers.session(session_request(Some("billing-token"), rx)).await.unwrap().into_inner();
     let status = tokio::time::timeout(std::time::Duration::from_secs(10), inbound.message())
         .await
         .expect("an answer in time")
         .expect_err("the hello is refused");
     assert_eq!(code(&status), ErrorCode::PermissionDenied);
-    assert!(status.message().contains("billing-workers") && status.message().contains("shipping.pack"));
+    assert!(
+        status.message().contains("billing-workers") && status.message().contains("shipping.pack")
+    );
 
     let (tx, rx) = mpsc::channel(4);
     tx.send(hello("w-bill", "billing.charge")).await.unwrap();
-    let mut inbound = workers.session(session_request(Some("billing-token"), rx)).await.unwrap().into_inner();
-    assert!(matches!(next(&mut inbound).await, ServerKind::Welcome(_)), "billing tasks are admitted");
+    let mut inbound =
+        workers.session(session_request(Some("billing-token"), rx)).await.unwrap().into_inner();
+    assert!(
+        matches!(next(&mut inbound).await, ServerKind::Welcome(_)),
+        "billing tasks are admitted"
+    );
 
     let (_tx, rx) = mpsc::channel(4);
     let anonymous = workers.session(session_request(None, rx)).await.unwrap_err();

@@ -19,9 +19,12 @@ fn new_json(name: &str, kind: &str) -> Value {
 
 #[test]
 fn each_kind_prints_a_fresh_token_and_an_entry_admitting_only_its_hash() {
-    for (kind, expected) in
-        [("client", Kind::Client), ("worker", Kind::Worker), ("admin", Kind::Admin), ("service", Kind::Service)]
-    {
+    for (kind, expected) in [
+        ("client", Kind::Client),
+        ("worker", Kind::Worker),
+        ("admin", Kind::Admin),
+        ("service", Kind::Service),
+    ] {
         let doc = new_json("billing-app", kind);
         let token = doc["token"].as_str().unwrap();
         let entry = doc["entry"].as_str().unwrap();
@@ -43,7 +46,8 @@ fn human_output_shows_the_token_once_and_the_entry() {
     let output = orbit(&["token", "new", "billing-workers", "--kind", "worker"]);
     assert!(output.status.success());
     let text = String::from_utf8(output.stdout).unwrap();
-    let token = text.lines().next().unwrap().strip_prefix("token: ").expect("first line is the token");
+    let token =
+        text.lines().next().unwrap().strip_prefix("token: ").expect("first line is the token");
     assert_eq!(text.matches(token).count(), 1, "the token appears once:\n{text}");
     let entry_start = text.find("  - name: billing-workers").expect("entry printed");
     let identities = Identities::parse(&format!("identities:\n{}", &text[entry_start..])).unwrap();

@@ -52,7 +52,10 @@ mod tests {
         Hello {
             worker_id: "w".into(),
             runtime: runtime.into(),
-            tasks: tasks.iter().map(|t| TaskRef { name: (*t).into(), version: "1".into() }).collect(),
+            tasks: tasks
+                .iter()
+                .map(|t| TaskRef { name: (*t).into(), version: "1".into() })
+                .collect(),
             max_concurrency: 1,
             ..Hello::default()
         }
@@ -73,7 +76,11 @@ mod tests {
         assert_eq!(error.code, ErrorCode::PermissionDenied);
         assert!(error.message.contains("\"billing\"") && error.message.contains("shipping.pack"));
         let runtime = admit(Some(billing), &hello(&["billing.charge"], "rust")).unwrap_err();
-        assert!(runtime.message().contains("pinned to runtime \"python\""), "{}", runtime.message());
+        assert!(
+            runtime.message().contains("pinned to runtime \"python\""),
+            "{}",
+            runtime.message()
+        );
         admit(Some(ids.by_token("a").unwrap()), &hello(&["shipping.pack"], "rust")).unwrap();
         admit(None, &hello(&["shipping.pack"], "rust")).unwrap();
     }
