@@ -158,3 +158,19 @@ where
         }
     }
 }
+
+/// The same decision as [`AuthLayer`], as the [`ServerKit`](orbit_server_kit::ServerKit)
+/// gate: `ServerKit::new().gate(Arc::new(store))`.
+impl orbit_server_kit::RequestGate for IdentityStore {
+    fn admit(&self, request: &mut http::Request<tonic::body::Body>) -> Result<(), tonic::Status> {
+        match authorize(self, request) {
+            Ok(caller) => {
+                if let Some(identity) = caller {
+                    request.extensions_mut().insert(Caller(identity));
+                }
+                Ok(())
+            }
+            Err(error) => Err(error.to_status()),
+        }
+    }
+}

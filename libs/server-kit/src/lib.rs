@@ -7,11 +7,13 @@
 //! - [`server`]: [`ServerKit`], which assembles a server with health, reflection, message
 //!   limits, connection keepalive and idle timeout, and graceful shutdown on a bound
 //!   listener.
+//! - [`gate`]: [`RequestGate`], the hook authentication plugs into (see `orbit-auth`).
 //! - [`validate`]: the request field rules (ids, payload sizes) every server applies.
 //! - [`shutdown`]: a [`CancellationToken`](tokio_util::sync::CancellationToken) cancelled
 //!   by SIGINT/SIGTERM.
 
 pub mod error;
+pub mod gate;
 mod idle;
 pub mod payload;
 pub mod server;
@@ -19,6 +21,7 @@ pub mod shutdown;
 pub mod validate;
 
 pub use error::{ErrorCode, FieldViolation, GrpcCode, OrbitError, UnknownErrorCode};
+pub use gate::RequestGate;
 pub use payload::PayloadError;
 pub use server::{ConnectionOptions, MessageLimits, ServeError, ServerKit, WithMessageLimits};
 pub use shutdown::signal_token;

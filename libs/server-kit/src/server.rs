@@ -35,6 +35,7 @@ use tonic::transport::Server;
 use tonic_health::server::{HealthReporter, HealthService};
 use tonic_health::ServingStatus;
 
+use crate::gate::{GateLayer, RequestGate};
 use crate::idle::{IdleLayer, Tracker};
 
 /// The gRPC name of the health service.
@@ -165,6 +166,7 @@ pub struct ServerKit {
     concurrency_limit_per_connection: Option<usize>,
     connections: ConnectionOptions,
     health: HealthReporter,
+    gate: GateLayer,
 }
 
 impl Default for ServerKit {
@@ -187,7 +189,15 @@ impl ServerKit {
             concurrency_limit_per_connection: None,
             connections: ConnectionOptions::default(),
             health: HealthReporter::new(),
+            gate: GateLayer::default(),
         }
+    }
+
+    /// Sends every request through `gate` before its handler (authentication).
+    #[must_use]
+    pub fn gate(mut self, gate: std::sync::Arc<dyn RequestGate>) -> Self {
+        self.gate = GateLayer(Some(gate));
+        self
     }
 
     /// Sets the message size limits of services added after this call (and of health and
@@ -342,11 +352,11 @@ impl ServerKit {
             // connection; excess calls fail fast with UNAVAILABLE instead of queueing.
             server = server.concurrency_limit_per_connection(limit).load_shed(true);
         }
-        // Auth is not here yet: it will sit innermost, as an interceptor on the services.
-        // Idle tracking: counts the calls open on each connection (innermost, so a call
-        // counts until its response body is done).
+        // Idle tracking: counts the calls open on each connection (so a call counts until
+        // its response body is done), then the gate (auth), innermost: a refused call
+        // still counts as activity, and is traced and timed like any other.
         let tracker = Tracker::new(options.idle_timeout);
-        let mut server = server.layer(IdleLayer::new(tracker.clone()));
+        let mut server = server.layer(IdleLayer::new(tracker.clone())).layer(self.gate);
 
         // The listener's stream of connections; TCP_NODELAY because gRPC frames are small.
         // Each accepted socket is wrapped so an idle connection can end itself.
