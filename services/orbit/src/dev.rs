@@ -48,6 +48,11 @@ pub struct DevArgs {
     pub retention: RetentionArg,
     #[command(flatten)]
     pub sweep: SweepArgs,
+    /// Identities file (YAML, see docs/security.md): every RPC then needs a token or
+    /// certificate of an identity allowed to call it; reloaded when it changes. Without it
+    /// every RPC is served anonymously.
+    #[arg(long, env = "ORBIT_IDENTITIES", value_name = "FILE")]
+    pub identities: Option<PathBuf>,
 }
 
 /// Runs `orbit dev` until SIGINT/SIGTERM.
@@ -72,6 +77,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
         connections: args.connections.options(),
         max_failures: args.max_failures,
         retention: &retention,
+        identities: args.identities.clone(),
     };
     match serve_with(&args.db, listener, shutdown, config, options, true).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -105,7 +111,8 @@ pub async fn serve(
     announce: bool,
 ) -> anyhow::Result<()> {
     let retention = (RetentionArg::default(), SweepArgs::default());
-    let options = ServeOptions { connections, max_failures, retention: &retention };
+    let options =
+        ServeOptions { connections, max_failures, retention: &retention, identities: None };
     serve_with(db, listener, shutdown, frontend, options, announce).await
 }
 
@@ -117,6 +124,8 @@ pub struct ServeOptions<'a> {
     pub max_failures: u32,
     /// The retention of finished executions and the sweeper's pace.
     pub retention: &'a (RetentionArg, SweepArgs),
+    /// The identities file enforced on every RPC, if any (`--identities`).
+    pub identities: Option<PathBuf>,
 }
 
 /// [`serve`] with its options: connections, the poison quarantine's threshold, the retention
@@ -132,7 +141,13 @@ pub async fn serve_with(
     options: ServeOptions<'_>,
     announce: bool,
 ) -> anyhow::Result<()> {
-    let ServeOptions { connections, max_failures, retention: (retention, sweep) } = options;
+    let ServeOptions { connections, max_failures, retention: (retention, sweep), identities } =
+        options;
+    // Loaded before anything is opened: a bad file stops the start with its path and code.
+    let identities = match identities {
+        None => None,
+        Some(file) => Some((orbit_auth::IdentityStore::load(&file)?, file)),
+    };
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(db).await?);
     let tasks_ready = Arc::new(Notify::new());
     let timers_changed = Arc::new(Notify::new());
@@ -178,7 +193,14 @@ pub async fn serve_with(
     frontend.recover_claims().await?;
     let (workflows, workers) = frontend.services();
     let admin = frontend.admin_service();
-    let kit = ServerKit::new()
+    let mut kit = ServerKit::new();
+    let mut reload = None;
+    if let Some((store, file)) = identities {
+        tracing::info!(file = %file.display(), count = store.current().all().len(), "identities enforced");
+        reload = Some(store.watch(file, orbit_auth::RELOAD_INTERVAL));
+        kit = kit.gate(Arc::new(store));
+    }
+    let kit = kit
         .connections(connections)
         .register_file_descriptor_set(orbit_api::FILE_DESCRIPTOR_SET)
         .add_service(workflows)
@@ -192,6 +214,9 @@ pub async fn serve_with(
         eprintln!("orbit dev serving on {addr} (state in {})", db.display());
     }
     kit.serve(listener, shutdown.clone()).await?;
+    if let Some(reload) = reload {
+        reload.abort();
+    }
     shutdown.cancel();
     owner_task.await??;
     scheduler_task.await?;
