@@ -118,8 +118,9 @@ pub struct ConnectArgs {
         value_name = "URL"
     )]
     pub address: String,
-    /// A bearer token sent as `authorization` metadata with every call. This server
-    /// version does not check tokens yet; no command needs one.
+    /// A bearer token sent as `authorization` metadata with every call. Needed when the
+    /// server enforces an identities file (`orbit dev --identities`, docs/security.md);
+    /// `orbit token new` makes one.
     #[arg(long, global = true, env = "ORBIT_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     pub token: Option<String>,
     /// How to print the result: `human` (tables, `key: value` lines) or `json` (one JSON
