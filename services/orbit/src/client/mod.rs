@@ -99,10 +99,6 @@ pub enum ClientCommand {
     Replay(admin::ReplayArgs),
     /// Create a bearer token for an identity: prints the token once and the identities-file
     /// entry holding only its SHA-256 hash. Talks to no server.
-    #[command(after_long_help = long_help!(
-        "orbit token new billing-app --kind client",
-        "orbit token new billing-workers --kind worker --output json",
-    ))]
     Token(token::TokenArgs),
 }
 

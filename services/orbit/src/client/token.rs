@@ -24,6 +24,10 @@ pub struct TokenArgs {
 #[derive(Subcommand, Debug)]
 enum TokenCommand {
     /// Print a fresh random 256-bit token (shown once) and its identities-file entry.
+    #[command(after_long_help = long_help!(
+        "orbit token new billing-app --kind client",
+        "orbit token new billing-workers --kind worker --output json",
+    ))]
     New {
         /// The identity's name (letters, digits, `.`, `_`, `-`), unique in the file.
         name: String,
