@@ -26,7 +26,8 @@ pub async fn run(args: SchedulerArgs) -> ExitCode {
     };
     let timers_changed = Arc::new(Notify::new());
     let owners: Arc<dyn OwnerService> =
-        Arc::new(RemoteOwners::new(node.membership.clone(), RetryPolicy::default()));
+        Arc::new(RemoteOwners::new(node.membership.clone(), RetryPolicy::default())
+            .with_tls(args.common.client_tls.options()));
     let scheduler = Scheduler::new(
         &node.node_id,
         node.database.store.clone(),
