@@ -183,8 +183,12 @@ impl ReloadingConfig {
                     }
                 };
                 match this.reload() {
-                    Ok(()) => tracing::info!(why, cert = %this.files.cert.display(), "tls certificates reloaded"),
-                    Err(e) => tracing::error!(why, error = %e, "tls reload failed, keeping the previous certificates"),
+                    Ok(()) => {
+                        tracing::info!(why, cert = %this.files.cert.display(), "tls certificates reloaded")
+                    }
+                    Err(e) => {
+                        tracing::error!(why, error = %e, "tls reload failed, keeping the previous certificates")
+                    }
                 }
             }
         });
@@ -208,7 +212,9 @@ type Hangup = ();
 fn hangup() -> Hangup {
     use tokio::signal::unix::{signal, SignalKind};
     signal(SignalKind::hangup())
-        .inspect_err(|e| tracing::warn!(error = %e, "no SIGHUP handler: tls reloads on file change only"))
+        .inspect_err(
+            |e| tracing::warn!(error = %e, "no SIGHUP handler: tls reloads on file change only"),
+        )
         .ok()
 }
 
@@ -223,7 +229,6 @@ async fn recv_hangup(hangup: &mut Hangup) {
         }
     }
     std::future::pending().await
-
 }
 
 #[cfg(not(unix))]

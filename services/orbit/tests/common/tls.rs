@@ -49,8 +49,20 @@ impl Pki {
         openssl(
             &self.dir,
             &[
-                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                "-nodes", "-keyout", &key, "-out", &cert, "-days", "3650", "-subj",
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-keyout",
+                &key,
+                "-out",
+                &cert,
+                "-days",
+                "3650",
+                "-subj",
                 &format!("/CN={cn}"),
             ],
         );
@@ -62,9 +74,21 @@ impl Pki {
         openssl(
             &self.dir,
             &[
-                "x509", "-req", "-in", &csr, "-CA", &format!("{ca}.pem"), "-CAkey",
-                &format!("{ca}-key.pem"), "-CAcreateserial", "-days", days, "-extfile", &ext,
-                "-out", &cert,
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                &format!("{ca}.pem"),
+                "-CAkey",
+                &format!("{ca}-key.pem"),
+                "-CAcreateserial",
+                "-days",
+                days,
+                "-extfile",
+                &ext,
+                "-out",
+                &cert,
             ],
         );
     }
@@ -84,9 +108,25 @@ impl Pki {
         openssl(
             &self.dir,
             &[
-                "ca", "-batch", "-config", "ca.cnf", "-cert", &format!("{ca}.pem"), "-keyfile",
-                &format!("{ca}-key.pem"), "-in", &csr, "-out", &cert, "-startdate",
-                "20200101000000Z", "-enddate", "20200102000000Z", "-extfile", &ext, "-notext",
+                "ca",
+                "-batch",
+                "-config",
+                "ca.cnf",
+                "-cert",
+                &format!("{ca}.pem"),
+                "-keyfile",
+                &format!("{ca}-key.pem"),
+                "-in",
+                &csr,
+                "-out",
+                &cert,
+                "-startdate",
+                "20200101000000Z",
+                "-enddate",
+                "20200102000000Z",
+                "-extfile",
+                &ext,
+                "-notext",
             ],
         );
     }
@@ -102,16 +142,24 @@ impl Pki {
         );
         std::fs::write(
             self.dir.join(&ext),
-            format!(
-                "basicConstraints=CA:FALSE\nextendedKeyUsage={usage}\nsubjectAltName={san}\n"
-            ),
+            format!("basicConstraints=CA:FALSE\nextendedKeyUsage={usage}\nsubjectAltName={san}\n"),
         )
         .expect("ext file");
         openssl(
             &self.dir,
             &[
-                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                "-keyout", &key, "-out", &csr, "-subj", &format!("/CN={name}"),
+                "req",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-keyout",
+                &key,
+                "-out",
+                &csr,
+                "-subj",
+                &format!("/CN={name}"),
             ],
         );
         (cert, csr, ext)
@@ -190,6 +238,49 @@ pub async fn list(address: &str, tls: &ClientTls) -> Result<(), String> {
         .await
         .map(|_| ())
         .map_err(|s| format!("status {:?}: {} / {}", s.code(), s.message(), source_chain(&s)))
+}
+
+/// A bare rustls client (trusting `ca`, presenting `client` if given) connects to `port`,
+/// completes its side of the handshake and reads: what the server's TLS layer answered, as
+/// the client's error text (`received fatal alert: ...`). With TLS 1.3 the server checks the
+/// client certificate after the client's side of the handshake is done, so the refusal
+/// arrives on the first read.
+pub async fn handshake_refusal(pki: &Pki, port: u16, ca: &str, client: Option<&str>) -> String {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tokio::io::AsyncReadExt;
+    let certs = |file: &str| {
+        CertificateDer::pem_file_iter(pki.path(file))
+            .expect("pem")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("certs")
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(certs(&format!("{ca}.pem")));
+    let builder = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("protocols")
+    .with_root_certificates(roots);
+    let mut config = match client {
+        None => builder.with_no_client_auth(),
+        Some(c) => {
+            let key = PrivateKeyDer::from_pem_file(pki.path(&format!("{c}-key.pem"))).expect("key");
+            builder.with_client_auth_cert(certs(&format!("{c}.pem")), key).expect("client auth")
+        }
+    };
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("tcp connect");
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let server = ServerName::try_from("localhost").expect("name");
+    match connector.connect(server, tcp).await {
+        Err(e) => e.to_string(),
+        Ok(mut tls) => match tls.read(&mut [0u8; 64]).await {
+            Err(e) => e.to_string(),
+            Ok(n) => format!("the server accepted the connection (read {n} bytes)"),
+        },
+    }
 }
 
 /// An error and its sources, joined.
