@@ -373,6 +373,9 @@ impl ServerKit {
         let drain = CancellationToken::new();
         let router = server.add_routes(routes);
         let signal = drain.clone().cancelled_owned();
+        // Reloads stop when this function returns or its future is dropped.
+        let reloads = CancellationToken::new();
+        let _stop_reloads = reloads.clone().drop_guard();
         let serving: Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>> =
             match &tls {
                 None => {
@@ -381,9 +384,7 @@ impl ServerKit {
                     Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
                 }
                 Some(config) => {
-                    // Reloads stop with the server (`drain` is cancelled on every exit path
-                    // below, or dropped with the reloader's clone when serving fails).
-                    config.spawn_reloader(drain.clone());
+                    config.spawn_reloader(reloads);
                     let incoming = TlsIncoming::new(tcp, tracker, config.clone());
                     Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
                 }
@@ -395,7 +396,6 @@ impl ServerKit {
 
         tokio::select! {
             result = &mut serving => {
-                drain.cancel();
                 set_all(&health, &health_names, ServingStatus::NotServing).await;
                 return result.map_err(ServeError::from);
             }
