@@ -170,6 +170,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
             }
         };
         let worker = Worker::builder(addresses[w as usize % addresses.len()].clone())
+            .tls(args.tls.options())
             .worker_id(format!("bench-{w}"))
             .max_concurrency(args.worker_concurrency)
             .task("bench.step", "1", handler)
