@@ -82,3 +82,39 @@ impl ClientTls {
         Ok(config)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ClientTls;
+
+    fn with_ca() -> ClientTls {
+        ClientTls { ca: Some("ca.pem".into()), ..ClientTls::default() }
+    }
+
+    #[test]
+    fn the_scheme_follows_the_options() {
+        assert_eq!(ClientTls::default().url("h:1"), "http://h:1");
+        assert_eq!(with_ca().url("h:1"), "https://h:1");
+        assert_eq!(with_ca().url("http://h:1"), "http://h:1", "an explicit scheme is kept");
+        assert!(ClientTls::default().endpoint("h:1").is_ok());
+    }
+
+    #[test]
+    fn inconsistent_options_are_refused() {
+        let err = ClientTls::default().endpoint("https://h:1").unwrap_err();
+        assert!(err.contains("needs a TLS CA"), "{err}");
+        let err = with_ca().endpoint("http://h:1").unwrap_err();
+        assert!(err.contains("http://"), "{err}");
+        let half = ClientTls { cert: Some("c.pem".into()), ..with_ca() };
+        let dir = std::env::temp_dir().join(format!("orbit-api-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ca.pem"), "not read as a certificate yet").unwrap();
+        let half = ClientTls { ca: Some(dir.join("ca.pem")), ..half };
+        let err = half.endpoint("h:1").unwrap_err();
+        assert!(err.contains("needs its key"), "{err}");
+        let missing = ClientTls { ca: Some(dir.join("missing.pem")), ..ClientTls::default() };
+        let err = missing.endpoint("h:1").unwrap_err();
+        assert!(err.contains("missing.pem"), "{err}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

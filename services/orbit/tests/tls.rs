@@ -48,6 +48,19 @@ async fn examples_run_over_tls_and_plain_text_is_refused() {
     );
     assert!(ok, "orbit workflow list over TLS failed: {err}");
     assert!(out.contains("order-saga"), "{out}");
+    // `orbit bench --address` with --tls-ca: its client and its workers go over TLS.
+    let (ok, out, err) = run_bounded(
+        Command::new(env!("CARGO_BIN_EXE_orbit"))
+            .args(["bench", "--address", &address, "--executions", "10", "--steps", "1"])
+            .args(["--concurrency", "4", "--workers", "1"])
+            .arg("--tls-ca")
+            .arg(&ca),
+        Duration::from_secs(120),
+    );
+    assert!(
+        ok && out.contains("10 executions x 1 steps") && out.contains("0 failed"),
+        "{out}{err}"
+    );
     // Without a CA the CLI speaks plain text to the TLS port: an error, not a hang.
     let (ok, _, err) = run_bounded(
         Command::new(env!("CARGO_BIN_EXE_orbit")).args(["workflow", "list", "--address", &address]),
