@@ -18,6 +18,10 @@
 #                    (default: disable; verify-full uses the CA scripts/pg.sh made)
 #   --bin PATH       the orbit binary (default: $ORBIT_BIN, else target/release/orbit,
 #                    built when missing)
+#   --tls            mutual TLS on every port and on the calls to owners: a CA and
+#                    certificates are generated with openssl in D/tls (node.pem for the
+#                    services, client.pem for clients and workers); D/env then also holds
+#                    ORBIT_TLS_CA, ORBIT_TLS_CLIENT_CERT and ORBIT_TLS_CLIENT_KEY
 #   -- ARGS          extra flags for every service (e.g. --node-timeout-ms 2000)
 #
 # After `start`, D/env holds ORBIT_DATABASE_URL and ORBIT_FRONTENDS (comma-separated
@@ -34,6 +38,7 @@ frontends=2 owners=2 schedulers=1
 ports="fixed"
 sslmode="disable"
 bin="${ORBIT_BIN:-}"
+tls=0
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -45,6 +50,7 @@ while [ $# -gt 0 ]; do
     --ports) ports="$2"; shift 2 ;;
     --sslmode) sslmode="$2"; shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
+    --tls) tls=1; shift ;;
     --) shift; extra=("$@"); break ;;
     *) echo "topology.sh: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -75,6 +81,30 @@ wait_serving() { # log pid
     fi
     sleep 0.1
   done
+}
+
+make_certs() { # dir: ca, node (server and client auth, localhost/127.0.0.1), client
+  local d="$1" ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+  mkdir -p "$d"
+  [ -f "$d/client.pem" ] && return 0
+  (
+    cd "$d"
+    openssl req -x509 "${ec[@]}" -keyout ca-key.pem -out ca.pem -days 825 \
+      -subj "/CN=Orbit topology CA" 2>/dev/null
+    for leaf in node client; do
+      if [ "$leaf" = node ]; then
+        usage="serverAuth,clientAuth" san="DNS:localhost,IP:127.0.0.1"
+      else
+        usage="clientAuth" san="DNS:client"
+      fi
+      printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=%s\nsubjectAltName=%s\n' \
+        "$usage" "$san" >"$leaf.ext"
+      openssl req "${ec[@]}" -keyout "$leaf-key.pem" -out "$leaf.csr" -subj "/CN=$leaf" 2>/dev/null
+      openssl x509 -req -in "$leaf.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial \
+        -days 825 -extfile "$leaf.ext" -out "$leaf.pem" 2>/dev/null
+    done
+    chmod 600 ./*-key.pem
+  )
 }
 
 stop_all() {
@@ -123,6 +153,13 @@ case "$cmd" in
       bin="$repo/target/release/orbit"
       [ -x "$bin" ] || (cd "$repo" && cargo build --release -p orbit)
     fi
+    tls_flags=()
+    if [ "$tls" = 1 ]; then
+      t="$dir/tls"
+      make_certs "$t"
+      tls_flags=(--tls-cert "$t/node.pem" --tls-key "$t/node-key.pem" --tls-client-ca "$t/ca.pem"
+        --tls-ca "$t/ca.pem" --tls-client-cert "$t/node.pem" --tls-client-key "$t/node-key.pem")
+    fi
     : >"$dir/nodes"
     fe_list=""
     start_node() { # service index
@@ -131,7 +168,8 @@ case "$cmd" in
       node="$service-$((i + 1))"
       log="$dir/$node.log"
       ORBIT_DATABASE_URL="$url" "$bin" "$service" --node-id "$node" \
-        --listen "127.0.0.1:$port" ${extra[@]+"${extra[@]}"} >"$log" 2>&1 &
+        --listen "127.0.0.1:$port" ${tls_flags[@]+"${tls_flags[@]}"} \
+        ${extra[@]+"${extra[@]}"} >"$log" 2>&1 &
       pid=$!
       echo "$service $node $pid 127.0.0.1:$port $log" >>"$dir/nodes"
       wait_serving "$log" "$pid"
@@ -146,6 +184,11 @@ case "$cmd" in
     {
       echo "ORBIT_DATABASE_URL='$url'"
       echo "ORBIT_FRONTENDS='$fe_list'"
+      if [ "$tls" = 1 ]; then
+        echo "ORBIT_TLS_CA='$dir/tls/ca.pem'"
+        echo "ORBIT_TLS_CLIENT_CERT='$dir/tls/client.pem'"
+        echo "ORBIT_TLS_CLIENT_KEY='$dir/tls/client-key.pem'"
+      fi
     } >"$dir/env"
     cat "$dir/nodes"
     echo "frontends: $fe_list   (state in $dir; stop with: scripts/topology.sh stop --dir $dir)"
@@ -159,7 +202,7 @@ case "$cmd" in
     ;;
   stop) stop_all ;;
   *)
-    sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -8,12 +8,15 @@
 //! - [`FILE_DESCRIPTOR_SET`] is the encoded descriptor set of every file, imports
 //!   included, for gRPC server reflection.
 //!
+//! [`tls::ClientTls`] builds every client's endpoint, with TLS when configured.
+//!
 //! Payloads are [`prost_types::Value`]; convert them to domain types at the edge.
 //!
 //! Every generated client and server uses [`codec::OrbitCodec`]: a message that does not
 //! decode is `INVALID_ARGUMENT` with the Orbit code, never `INTERNAL`.
 
 pub mod codec;
+pub mod tls;
 
 /// The public API, package `orbit.v1`.
 #[allow(missing_docs, clippy::all, clippy::pedantic, clippy::nursery)]

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status};
 
 /// How hard [`RemoteOwners`] tries before answering `UNAVAILABLE`.
@@ -58,6 +58,8 @@ pub struct RemoteOwners {
     retry: RetryPolicy,
     /// One client (and HTTP/2 connection) per advertised address.
     clients: Mutex<HashMap<String, OwnerServiceClient<Channel>>>,
+    /// TLS of the connections to owners (plain text by default).
+    tls: orbit_api::tls::ClientTls,
 }
 
 /// A failed attempt worth another try, with what to report if none succeeds.
@@ -67,7 +69,20 @@ impl RemoteOwners {
     /// Routes by `membership`'s live owners.
     #[must_use]
     pub fn new(membership: Membership, retry: RetryPolicy) -> RemoteOwners {
-        RemoteOwners { membership, retry, clients: Mutex::new(HashMap::new()) }
+        RemoteOwners {
+            membership,
+            retry,
+            clients: Mutex::new(HashMap::new()),
+            tls: orbit_api::tls::ClientTls::default(),
+        }
+    }
+
+    /// Connects to owners with TLS: their certificates verified against the CA, and this
+    /// process's client certificate presented when the owners require mutual TLS.
+    #[must_use]
+    pub fn with_tls(mut self, tls: orbit_api::tls::ClientTls) -> RemoteOwners {
+        self.tls = tls;
+        self
     }
 
     fn client(&self, addr: &str) -> Result<OwnerServiceClient<Channel>, Retryable> {
@@ -76,7 +91,9 @@ impl RemoteOwners {
         if let Some(c) = clients.get(addr) {
             return Ok(c.clone());
         }
-        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+        let endpoint = self
+            .tls
+            .endpoint(addr)
             .map_err(|e| Retryable(format!("owner address `{addr}`: {e}")))?
             .connect_timeout(self.retry.connect_timeout)
             .tcp_nodelay(true);

@@ -8,6 +8,8 @@
 //!   limits, connection keepalive and idle timeout, and graceful shutdown on a bound
 //!   listener.
 //! - [`gate`]: [`RequestGate`], the hook authentication plugs into (see `orbit-auth`).
+//! - [`tls`]: TLS and mutual TLS with certificate reload; [`tls::PeerCertificates`] is
+//!   where handlers find a client's verified certificate chain.
 //! - [`validate`]: the request field rules (ids, payload sizes) every server applies.
 //! - [`shutdown`]: a [`CancellationToken`](tokio_util::sync::CancellationToken) cancelled
 //!   by SIGINT/SIGTERM.
@@ -18,6 +20,7 @@ mod idle;
 pub mod payload;
 pub mod server;
 pub mod shutdown;
+pub mod tls;
 pub mod validate;
 
 pub use error::{ErrorCode, FieldViolation, GrpcCode, OrbitError, UnknownErrorCode};

@@ -19,8 +19,14 @@
 //! - Every connection gets the [`ConnectionOptions`]: HTTP/2 keepalive pings (a peer that
 //!   stops answering them is dropped), TCP keepalive, and the idle timeout (a connection
 //!   with no open call for that long is closed; see [`crate::idle`]).
+//! - With [`ConnectionOptions::tls`], every connection is TLS (mutual TLS with a client
+//!   CA), the certificates reload on SIGHUP or file change, and the client's verified
+//!   chain is in each request's extensions as [`crate::tls::PeerCertificates`]; see
+//!   [`crate::tls`]. Without it the server speaks plain text.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -37,6 +43,7 @@ use tonic_health::ServingStatus;
 
 use crate::gate::{GateLayer, RequestGate};
 use crate::idle::{IdleLayer, Tracker};
+use crate::tls::{ReloadingConfig, TlsFiles, TlsIncoming};
 
 /// The gRPC name of the health service.
 pub const HEALTH_SERVICE_NAME: &str = "grpc.health.v1.Health";
@@ -53,7 +60,7 @@ pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(10);
 
 /// How long accepted connections live and how dead peers are found. `None` turns a
 /// setting off.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConnectionOptions {
     /// A connection with no open call for this long is closed. Default 5 minutes: long
     /// enough that a client between calls keeps its connection, short enough that
@@ -67,6 +74,9 @@ pub struct ConnectionOptions {
     pub http2_keepalive_timeout: Option<Duration>,
     /// TCP keepalive idle time set on accepted sockets (default 60 s).
     pub tcp_keepalive: Option<Duration>,
+    /// Serve TLS with these files (mutual TLS when they name a client CA). Default: none,
+    /// plain text.
+    pub tls: Option<TlsFiles>,
 }
 
 /// Default [`ConnectionOptions::idle_timeout`].
@@ -85,6 +95,7 @@ impl Default for ConnectionOptions {
             http2_keepalive_interval: Some(DEFAULT_HTTP2_KEEPALIVE_INTERVAL),
             http2_keepalive_timeout: Some(DEFAULT_HTTP2_KEEPALIVE_TIMEOUT),
             tcp_keepalive: Some(DEFAULT_TCP_KEEPALIVE),
+            tls: None,
         }
     }
 }
@@ -98,6 +109,9 @@ pub enum ServeError {
     /// A registered descriptor set is invalid.
     #[error("reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
+    /// The TLS files are unusable.
+    #[error("tls: {0}")]
+    Tls(#[from] crate::tls::TlsError),
     /// The transport failed while serving.
     #[error("transport: {0}")]
     Transport(#[from] tonic::transport::Error),
@@ -299,6 +313,8 @@ impl ServerKit {
         shutdown: CancellationToken,
     ) -> Result<(), ServeError> {
         let addr = listener.local_addr()?;
+        // Load TLS first: unusable files fail the start before anything is served.
+        let tls = self.connections.tls.clone().map(ReloadingConfig::new).transpose()?;
         let health = self.health.clone();
         let health_names: Vec<&str> =
             std::iter::once("").chain(self.services.iter().copied()).collect();
@@ -360,19 +376,33 @@ impl ServerKit {
 
         // The listener's stream of connections; TCP_NODELAY because gRPC frames are small.
         // Each accepted socket is wrapped so an idle connection can end itself.
-        let incoming = TcpIncoming::from(listener)
+        let tcp = TcpIncoming::from(listener)
             .with_nodelay(Some(true))
-            .with_keepalive(options.tcp_keepalive)
-            .map(move |accepted| accepted.map(|stream| tracker.accept(stream)));
+            .with_keepalive(options.tcp_keepalive);
         // `drain` is cancelled only after health flipped, so clients see NOT_SERVING first.
         let drain = CancellationToken::new();
-        let serving = server
-            .add_routes(routes)
-            .serve_with_incoming_shutdown(incoming, drain.clone().cancelled_owned());
+        let router = server.add_routes(routes);
+        let signal = drain.clone().cancelled_owned();
+        // Reloads stop when this function returns or its future is dropped.
+        let reloads = CancellationToken::new();
+        let _stop_reloads = reloads.clone().drop_guard();
+        let serving: Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>> =
+            match &tls {
+                None => {
+                    let incoming =
+                        tcp.map(move |accepted| accepted.map(|stream| tracker.accept(stream)));
+                    Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
+                }
+                Some(config) => {
+                    config.spawn_reloader(reloads);
+                    let incoming = TlsIncoming::new(tcp, tracker, config.clone());
+                    Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
+                }
+            };
         tokio::pin!(serving);
 
         set_all(&health, &health_names, ServingStatus::Serving).await;
-        tracing::info!(%addr, services = ?self.services, "grpc server serving");
+        tracing::info!(%addr, services = ?self.services, tls = tls.is_some(), "grpc server serving");
 
         tokio::select! {
             result = &mut serving => {

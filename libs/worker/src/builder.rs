@@ -58,6 +58,7 @@ pub struct WorkerBuilder {
     labels: HashMap<String, String>,
     tasks: Vec<(TaskRef, Handler)>,
     bearer_token: Option<String>,
+    tls: orbit_api::tls::ClientTls,
     options: Options,
 }
 
@@ -119,6 +120,16 @@ impl WorkerBuilder {
     /// Sends `authorization: Bearer <token>` with the session.
     pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
         self.bearer_token = Some(token.into());
+        self
+    }
+
+    /// TLS for the connections: the CA that signed the frontend's certificate and, for
+    /// mutual TLS, this worker's certificate and key (see [`orbit_api::tls::ClientTls`]).
+    /// With a CA, an address without a scheme is dialled as `https://`. Default: the
+    /// `ORBIT_TLS_CA`, `ORBIT_TLS_CLIENT_CERT` and `ORBIT_TLS_CLIENT_KEY` variables if set,
+    /// else plain text.
+    pub fn tls(mut self, tls: orbit_api::tls::ClientTls) -> Self {
+        self.tls = tls;
         self
     }
 
@@ -186,7 +197,7 @@ impl WorkerBuilder {
             .split(',')
             .map(str::trim)
             .filter(|e| !e.is_empty())
-            .map(|e| endpoint(e, &self.options))
+            .map(|e| endpoint(e, &self.tls, &self.options))
             .collect::<Result<Vec<_>, _>>()?;
         if endpoints.is_empty() {
             return Err(WorkerError::Config("give at least one endpoint".into()));
@@ -230,16 +241,31 @@ impl WorkerBuilder {
 }
 
 /// One server address (`host:port` or a URI) as a tonic endpoint.
-fn endpoint(address: &str, options: &Options) -> Result<Endpoint, WorkerError> {
-    let uri =
-        if address.contains("://") { address.to_string() } else { format!("http://{address}") };
-    Ok(Endpoint::from_shared(uri.clone())
-        .map_err(|e| WorkerError::Config(format!("endpoint `{uri}`: {e}")))?
+fn endpoint(
+    address: &str,
+    tls: &orbit_api::tls::ClientTls,
+    options: &Options,
+) -> Result<Endpoint, WorkerError> {
+    Ok(tls
+        .endpoint(address)
+        .map_err(|e| WorkerError::Config(format!("endpoint `{address}`: {e}")))?
         .connect_timeout(options.connect_timeout)
         .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(10))
         .keep_alive_while_idle(true))
+}
+
+/// TLS options from `ORBIT_TLS_CA`, `ORBIT_TLS_CLIENT_CERT` and `ORBIT_TLS_CLIENT_KEY`
+/// (unset or empty: none), the same variables the `orbit` CLI reads.
+#[must_use]
+pub fn tls_from_env() -> orbit_api::tls::ClientTls {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(Into::into);
+    orbit_api::tls::ClientTls {
+        ca: var("ORBIT_TLS_CA"),
+        cert: var("ORBIT_TLS_CLIENT_CERT"),
+        key: var("ORBIT_TLS_CLIENT_KEY"),
+    }
 }
 
 /// `<hostname>-<pid>`, or `rust-worker-<pid>` without a host name.
@@ -265,6 +291,7 @@ impl Worker {
             labels: HashMap::new(),
             tasks: Vec::new(),
             bearer_token: None,
+            tls: tls_from_env(),
             options: Options::default(),
         }
     }

@@ -93,7 +93,8 @@ mod task;
 mod value;
 mod worker;
 
-pub use builder::{WorkerBuilder, RUNTIME, SDK};
+pub use builder::{tls_from_env, WorkerBuilder, RUNTIME, SDK};
+pub use orbit_api::tls::ClientTls;
 pub use task::{
     TaskContext, TaskFailure, CANCELLED, INVALID_INPUT, TASK_NOT_REGISTERED, UNHANDLED_EXCEPTION,
     WORKER_OVER_CAPACITY,

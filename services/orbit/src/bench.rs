@@ -60,6 +60,9 @@ pub struct BenchArgs {
     /// `human` or `json`.
     #[arg(long, default_value = "human")]
     pub output: String,
+    /// With `--address`: TLS to the running server.
+    #[command(flatten)]
+    pub tls: crate::tls_args::ClientTlsArgs,
 }
 
 fn workflow(steps: u32) -> String {
@@ -124,7 +127,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(!addresses.is_empty(), "--address names no server");
     let mut channels = Vec::new();
     for a in &addresses {
-        channels.push(connect(a).await?);
+        channels.push(connect(a, &args.tls.options()).await?);
     }
     let mut client = WorkflowServiceClient::new(channels[0].clone());
     client
@@ -167,6 +170,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
             }
         };
         let worker = Worker::builder(addresses[w as usize % addresses.len()].clone())
+            .tls(args.tls.options())
             .worker_id(format!("bench-{w}"))
             .max_concurrency(args.worker_concurrency)
             .task("bench.step", "1", handler)
@@ -364,12 +368,11 @@ fn report(
     }
 }
 
-async fn connect(address: &str) -> anyhow::Result<Channel> {
-    let uri =
-        if address.starts_with("http") { address.to_string() } else { format!("http://{address}") };
+async fn connect(address: &str, tls: &orbit_api::tls::ClientTls) -> anyhow::Result<Channel> {
+    let endpoint = tls.endpoint(address).map_err(anyhow::Error::msg)?;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        match Channel::from_shared(uri.clone())?.connect().await {
+        match endpoint.connect().await {
             Ok(c) => return Ok(c),
             Err(e) if Instant::now() > deadline => return Err(e.into()),
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,

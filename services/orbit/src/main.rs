@@ -9,6 +9,7 @@ mod client;
 mod dev;
 mod retention;
 mod split;
+mod tls_args;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

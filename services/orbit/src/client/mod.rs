@@ -56,7 +56,7 @@ use orbit_api::v1::admin_service_client::AdminServiceClient;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Request, Status};
 
 use error::Failure;
@@ -105,12 +105,13 @@ pub enum ClientCommand {
 /// Where the server is and how to print, shared by every client command.
 #[derive(Args, Debug, Clone)]
 pub struct ConnectArgs {
-    /// The frontend's gRPC address (`http://host:port`; `host:port` also works).
+    /// The frontend's gRPC address: `host:port` (dialled `https://` with --tls-ca, else
+    /// `http://`), or a URL with its scheme.
     #[arg(
         long,
         global = true,
         env = "ORBIT_ADDRESS",
-        default_value = "http://127.0.0.1:7233",
+        default_value = "127.0.0.1:7233",
         value_name = "URL"
     )]
     pub address: String,
@@ -123,6 +124,8 @@ pub struct ConnectArgs {
     /// document on stdout).
     #[arg(long, global = true, value_enum, default_value_t = Format::Human, value_name = "FORMAT")]
     pub output: Format,
+    #[command(flatten)]
+    pub tls: crate::tls_args::ClientTlsArgs,
 }
 
 /// The gRPC transport every client uses: a channel with the bearer token added to each call.
@@ -148,13 +151,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 impl ConnectArgs {
-    /// The address with a scheme: `host:port` becomes `http://host:port`.
+    /// The address with a scheme: `host:port` becomes `http://host:port`, or
+    /// `https://host:port` with TLS options.
     fn url(&self) -> String {
-        if self.address.contains("://") {
-            self.address.clone()
-        } else {
-            format!("http://{}", self.address)
-        }
+        self.tls.options().url(&self.address)
     }
 
     /// Connects to the server.
@@ -173,8 +173,11 @@ impl ConnectArgs {
                     .map_err(|_| Failure::Usage("--token must be printable ASCII".to_owned()))?,
             ),
         };
-        let endpoint = Endpoint::from_shared(url.clone())
-            .map_err(|e| Failure::Usage(format!("--address {url} is not a valid URL: {e}")))?
+        let endpoint = self
+            .tls
+            .options()
+            .endpoint(&self.address)
+            .map_err(|e| Failure::Usage(format!("--address {url}: {e}")))?
             .connect_timeout(CONNECT_TIMEOUT);
         let channel = endpoint
             .connect()

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// Keepalive and idle settings of the connections a server accepts (`orbit dev` and every
+/// Keepalive, idle and TLS settings of the connections a server accepts (`orbit dev` and every
 /// split service). 0 turns a setting off.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ConnectionArgs {
@@ -35,6 +35,8 @@ pub struct ConnectionArgs {
     /// it). 0: off. Example: --tcp-keepalive-ms 30000
     #[arg(long, env = "ORBIT_TCP_KEEPALIVE_MS", default_value_t = 60_000, value_name = "MS")]
     pub tcp_keepalive_ms: u64,
+    #[command(flatten)]
+    pub tls: crate::tls_args::TlsArgs,
 }
 
 impl ConnectionArgs {
@@ -46,6 +48,7 @@ impl ConnectionArgs {
             http2_keepalive_interval: ms(self.http2_keepalive_interval_ms),
             http2_keepalive_timeout: ms(self.http2_keepalive_timeout_ms),
             tcp_keepalive: ms(self.tcp_keepalive_ms),
+            tls: self.tls.files(),
         }
     }
 }
@@ -109,6 +112,9 @@ pub struct CommonArgs {
     pub log: String,
     #[command(flatten)]
     pub connections: ConnectionArgs,
+    /// TLS of the calls this service makes to owners.
+    #[command(flatten)]
+    pub client_tls: crate::tls_args::ClientTlsArgs,
 }
 
 /// Options of `orbit owner`.

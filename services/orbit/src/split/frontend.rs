@@ -22,7 +22,10 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
     };
     let tasks_ready = Arc::new(Notify::new());
     let changes = Arc::new(ChangeHub::new());
-    let owners = Arc::new(RemoteOwners::new(node.membership.clone(), RetryPolicy::default()));
+    let owners = Arc::new(
+        RemoteOwners::new(node.membership.clone(), RetryPolicy::default())
+            .with_tls(a.client_tls.options()),
+    );
     let frontend = Frontend::new(
         FrontendConfig {
             node_id: node.node_id.clone(),

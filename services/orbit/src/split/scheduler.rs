@@ -25,8 +25,10 @@ pub async fn run(args: SchedulerArgs) -> ExitCode {
         Err(code) => return code,
     };
     let timers_changed = Arc::new(Notify::new());
-    let owners: Arc<dyn OwnerService> =
-        Arc::new(RemoteOwners::new(node.membership.clone(), RetryPolicy::default()));
+    let owners: Arc<dyn OwnerService> = Arc::new(
+        RemoteOwners::new(node.membership.clone(), RetryPolicy::default())
+            .with_tls(args.common.client_tls.options()),
+    );
     let scheduler = Scheduler::new(
         &node.node_id,
         node.database.store.clone(),

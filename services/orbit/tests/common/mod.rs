@@ -5,6 +5,7 @@
 pub mod cluster;
 pub mod scenario;
 pub mod split;
+pub mod tls;
 
 use orbit_api::v1 as pb;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;

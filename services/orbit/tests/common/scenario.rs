@@ -31,7 +31,18 @@ fn text(ctx: &TaskContext, key: &str) -> String {
 
 /// One worker that serves every task of the examples.
 pub fn worker(address: &str, worker_id: &str, stop: &CancellationToken) {
+    worker_tls(address, worker_id, stop, orbit_worker::ClientTls::default());
+}
+
+/// [`worker`] connecting with `tls`.
+pub fn worker_tls(
+    address: &str,
+    worker_id: &str,
+    stop: &CancellationToken,
+    tls: orbit_worker::ClientTls,
+) {
     let w = Worker::builder(address.to_string())
+        .tls(tls)
         .worker_id(worker_id)
         .max_concurrency(16)
         .task("greet", "1", |ctx: TaskContext| async move {
