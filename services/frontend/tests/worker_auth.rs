@@ -5,40 +5,22 @@
 
 mod support;
 
-use std::sync::Arc;
-
 use orbit_api::v1::server_message::Kind as ServerKind;
 use orbit_api::v1::worker_message::{Hello, Kind as WorkerKind};
 use orbit_api::v1::worker_service_client::WorkerServiceClient;
 use orbit_api::v1::{TaskRef, WorkerMessage};
 use orbit_auth::token::hash_token_hex;
 use orbit_auth::{AuthLayer, Identities, IdentityStore};
-use orbit_frontend::{Frontend, FrontendConfig};
-use orbit_owner::{Owner, OwnerConfig};
+use orbit_frontend::FrontendConfig;
 use orbit_server_kit::ErrorCode;
-use orbit_store::{ChangeHub, SqliteStore, Store};
 use support::{code, next, say};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 use tonic::Request;
 
 async fn workers_behind_auth(dir: &tempfile::TempDir) -> WorkerServiceClient<Channel> {
-    let store = SqliteStore::open_and_migrate(dir.path().join("orbit.db")).await.unwrap();
-    let store: Arc<dyn Store> = Arc::new(store);
-    let ready = Arc::new(Notify::new());
-    let changes = Arc::new(ChangeHub::new());
-    let owner = Owner::new(
-        OwnerConfig::default(),
-        store.clone(),
-        ready.clone(),
-        Arc::new(Notify::new()),
-        changes.clone(),
-    );
-    let running = owner.clone();
-    tokio::spawn(async move { running.run(CancellationToken::new()).await });
-    let frontend = Frontend::new(FrontendConfig::default(), store, Arc::new(owner), ready, changes);
+    let frontend = support::frontend(dir, FrontendConfig::default()).await;
     let (_, workers) = frontend.services();
     let file = format!(
         "identities:\n  - name: billing-workers\n    kind: worker\n    token_sha256: {}\n    tasks: ['billing.*']\n",

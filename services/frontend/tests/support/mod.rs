@@ -27,9 +27,9 @@ pub struct Harness {
     pub admin: AdminServiceClient<Channel>,
 }
 
-/// Starts a store, an owner and a frontend configured by `config`.
-pub async fn harness(config: FrontendConfig) -> Harness {
-    let dir = tempfile::tempdir().unwrap();
+/// A real SQLite store in `dir`, the real owner running in this process, and a frontend
+/// configured by `config` in front of them (not serving yet).
+pub async fn frontend(dir: &tempfile::TempDir, config: FrontendConfig) -> Frontend {
     let store = SqliteStore::open_and_migrate(dir.path().join("orbit.db")).await.unwrap();
     let store: Arc<dyn Store> = Arc::new(store);
     let ready = Arc::new(Notify::new());
@@ -43,7 +43,13 @@ pub async fn harness(config: FrontendConfig) -> Harness {
     );
     let running = owner.clone();
     tokio::spawn(async move { running.run(CancellationToken::new()).await });
-    let frontend = Frontend::new(config, store, Arc::new(owner), ready, changes);
+    Frontend::new(config, store, Arc::new(owner), ready, changes)
+}
+
+/// Starts a store, an owner and a frontend configured by `config`.
+pub async fn harness(config: FrontendConfig) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let frontend = frontend(&dir, config).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     // The frontend's own `serve`: the same server a standalone frontend process runs.
