@@ -80,6 +80,15 @@ macro_rules! inbox_kinds {
                 value.unwrap_or(Value::Null)
             }
 
+            /// The stored payload column: the body serialised straight to JSON text (what
+            /// every writer stores, without an intermediate [`Value`]).
+            pub fn payload_text(&self) -> String {
+                let text = match self {
+                    $(InboxMessage::$variant(body) => serde_json::to_string(body),)+
+                };
+                text.unwrap_or_else(|_| "null".to_string())
+            }
+
             fn decode_body(kind: InboxKind, payload: &Value) -> serde_json::Result<InboxMessage> {
                 Ok(match kind {
                     $(InboxKind::$variant => InboxMessage::$variant($body::deserialize(payload)?),)+

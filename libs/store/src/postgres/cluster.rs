@@ -103,7 +103,7 @@ pub(crate) async fn release_claims(
 ) -> PgResult<Vec<TaskRow>> {
     let message =
         InboxMessage::Uncertain(Uncertain { token: String::new(), reason: reason.into() });
-    let (kind, payload) = (message.kind().as_str(), message.payload().to_string());
+    let (kind, payload) = (message.kind().as_str(), message.payload_text());
     let found = conn.query(sql::RELEASE_CLAIMS, &[&claimer, &payload, &kind]).await?;
     Ok(rows::all(&found, rows::task)?)
 }

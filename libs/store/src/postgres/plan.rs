@@ -291,7 +291,7 @@ fn plan_one(
     for entry in &batch.inbox_to_insert {
         seg.inbox.execution.push(entry.execution_id.clone());
         seg.inbox.kind.push(entry.message.kind().as_str().to_string());
-        seg.inbox.payload.push(entry.message.payload().to_string());
+        seg.inbox.payload.push(entry.message.payload_text());
     }
 
     // Upserting one key twice in a statement is an error: the last write of a key wins.

@@ -57,7 +57,7 @@ pub(crate) async fn complete_task_row(
     let [done, by_token, report_stmt] = &stmts[..] else {
         return Err(PgErr::Store(StoreError::Storage("statements missing".into())));
     };
-    let payload = report.map(|r| r.payload().to_string());
+    let payload = report.map(|r| r.payload_text());
     let p_token: [&(dyn ToSql + Sync); 1] = [&token];
     let p_done: [&(dyn ToSql + Sync); 2] = [&token, &worker_id];
     let kind = report.map(|r| r.kind().as_str());
@@ -102,7 +102,7 @@ pub(crate) async fn enqueue_inbox(
     message: &InboxMessage,
 ) -> PgResult<u64> {
     let (kind, token) = (message.kind().as_str(), message.token());
-    let payload = message.payload().to_string();
+    let payload = message.payload_text();
     let found = conn.query(sql::INBOX_INSERT, &[&execution_id, &kind, &token, &payload]).await?;
     let row = found.first().ok_or_else(|| StoreError::Storage("insert returned no seq".into()))?;
     Ok(get_u64(row, 0, "inbox seq")?)

@@ -184,7 +184,7 @@ pub(crate) fn release_claims(
     released.sort_by_key(|t| t.id);
     let message =
         InboxMessage::Uncertain(Uncertain { token: String::new(), reason: reason.into() });
-    let (kind, payload) = (message.kind().as_str(), json_text(&message.payload()));
+    let (kind, payload) = (message.kind().as_str(), message.payload_text());
     for t in &released {
         let _seq: i64 = conn
             .prepare_cached(sql::INBOX_INSERT)?

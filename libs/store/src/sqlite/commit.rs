@@ -111,7 +111,7 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
                 entry.execution_id,
                 entry.message.kind().as_str(),
                 entry.message.token(),
-                json_text(&entry.message.payload()),
+                entry.message.payload_text(),
                 now
             ],
             |r| r.get(0),

@@ -52,7 +52,7 @@ pub(crate) fn claim_tasks(
             session: session.to_string(),
             worker_id: worker_id.to_string(),
         });
-        let (kind, payload) = (message.kind().as_str(), json_text(&message.payload()));
+        let (kind, payload) = (message.kind().as_str(), message.payload_text());
         let _seq: i64 = tx
             .prepare_cached(sql::INBOX_INSERT)?
             .query_row(params![t.execution_id, kind, t.token, payload, now], |r| r.get(0))?;
@@ -87,7 +87,7 @@ pub(crate) fn complete_task_row(
     let inbox_seq = match report {
         Some(r) => {
             let seq: i64 = tx.prepare_cached(sql::INBOX_INSERT)?.query_row(
-                params![task.execution_id, r.kind().as_str(), token, json_text(&r.payload()), now],
+                params![task.execution_id, r.kind().as_str(), token, r.payload_text(), now],
                 |row| row.get(0),
             )?;
             Some(to_u64(seq, "inbox seq")?)
@@ -104,10 +104,10 @@ pub(crate) fn enqueue_inbox(
     message: &InboxMessage,
 ) -> Result<u64> {
     let now = to_i64(now_ms(), "now")?;
-    let (kind, token, payload) = (message.kind().as_str(), message.token(), message.payload());
+    let (kind, token, payload) = (message.kind().as_str(), message.token(), message.payload_text());
     let seq: i64 = conn
         .prepare_cached(sql::INBOX_INSERT)?
-        .query_row(params![execution_id, kind, token, json_text(&payload), now], |r| r.get(0))?;
+        .query_row(params![execution_id, kind, token, payload, now], |r| r.get(0))?;
     to_u64(seq, "inbox seq")
 }
 
@@ -179,7 +179,7 @@ pub(crate) fn fire_due_timers(
             fire_at: t.fire_at_ms,
             payload: t.payload.clone(),
         });
-        let (kind, payload) = (message.kind().as_str(), json_text(&message.payload()));
+        let (kind, payload) = (message.kind().as_str(), message.payload_text());
         let seq: i64 = tx
             .prepare_cached(sql::INBOX_INSERT)?
             .query_row(params![t.execution_id, kind, Option::<&str>::None, payload, now], |r| {
