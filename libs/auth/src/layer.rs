@@ -78,10 +78,12 @@ fn bearer<B>(request: &http::Request<B>) -> Result<Option<&str>, ()> {
 }
 
 fn peer<B>(request: &http::Request<B>) -> String {
-    request
-        .extensions()
-        .get::<TcpConnectInfo>()
-        .and_then(TcpConnectInfo::remote_addr)
+    // Plain-text connections carry `TcpConnectInfo`; TLS ones wrap it (`PeerCertificates`).
+    let extensions = request.extensions();
+    let tcp = extensions.get::<TcpConnectInfo>().or_else(|| {
+        extensions.get::<orbit_server_kit::tls::PeerCertificates>().map(|tls| tls.get_ref())
+    });
+    tcp.and_then(TcpConnectInfo::remote_addr)
         .map_or_else(|| "unknown".to_owned(), |a: SocketAddr| a.to_string())
 }
 
