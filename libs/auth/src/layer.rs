@@ -4,7 +4,9 @@
 //! table is refused); open methods (health, reflection) pass untouched; otherwise the caller
 //! is identified by its `authorization: Bearer <token>` metadata, or else by a verified
 //! client-certificate name ([`PeerCertNames`], put in the request extensions by the TLS
-//! acceptor), and must hold the method's action. A refusal is an [`OrbitError`] with
+//! acceptor) — or, only when the server trusts a service mesh's identity header
+//! ([`MeshIdentity`], `--mesh-identity`), by the names in that header — and must hold the
+//! method's action. A refusal is an [`OrbitError`] with
 //! `UNAUTHENTICATED` or `PERMISSION_DENIED`, sent through the one status mapping, and is
 //! logged with the peer address and identity name — never the token.
 //!
@@ -23,6 +25,7 @@ use tonic::transport::server::TcpConnectInfo;
 
 use crate::action::{access_of, Access};
 use crate::identities::Identity;
+use crate::mesh::MeshIdentity;
 use crate::store::IdentityStore;
 
 /// Verified client-certificate names (subject CN and SANs) of the connection's peer.
@@ -40,13 +43,22 @@ pub struct Caller(pub Arc<Identity>);
 #[derive(Clone, Debug)]
 pub struct AuthLayer {
     store: IdentityStore,
+    mesh: Option<MeshIdentity>,
 }
 
 impl AuthLayer {
     /// A layer enforcing the identities of `store` (reloads are seen at once).
     #[must_use]
     pub fn new(store: IdentityStore) -> Self {
-        Self { store }
+        Self { store, mesh: None }
+    }
+
+    /// Also identifies callers by this mesh's verified peer identity header (`None`: mesh
+    /// headers are ignored, the default).
+    #[must_use]
+    pub fn with_mesh(mut self, mesh: Option<MeshIdentity>) -> Self {
+        self.mesh = mesh;
+        self
     }
 }
 
@@ -54,7 +66,7 @@ impl<S> tower_layer::Layer<S> for AuthLayer {
     type Service = AuthService<S>;
 
     fn layer(&self, inner: S) -> AuthService<S> {
-        AuthService { inner, store: self.store.clone() }
+        AuthService { inner, store: self.store.clone(), mesh: self.mesh }
     }
 }
 
@@ -63,6 +75,7 @@ impl<S> tower_layer::Layer<S> for AuthLayer {
 pub struct AuthService<S> {
     inner: S,
     store: IdentityStore,
+    mesh: Option<MeshIdentity>,
 }
 
 /// The bearer token of the `authorization` header: `Ok(None)` when absent, `Err` when
@@ -88,8 +101,23 @@ fn peer<B>(request: &http::Request<B>) -> String {
 }
 
 /// The decision for one request: the caller to attach (none for open methods) or the error.
+/// Mesh headers are ignored; see [`authorize_with`].
 pub fn authorize<B>(
     store: &IdentityStore,
+    request: &http::Request<B>,
+) -> Result<Option<Arc<Identity>>, OrbitError> {
+    authorize_with(store, None, request)
+}
+
+/// [`authorize`], also trusting `mesh`'s peer identity header when given.
+///
+/// The order: a bearer token first (it names the caller more precisely than the hop it
+/// came through, for example an ingress gateway relaying an external client), then the
+/// mesh header, then a verified client certificate. A mesh header that is present but
+/// malformed or names no identity is refused, as an unknown token is.
+pub fn authorize_with<B>(
+    store: &IdentityStore,
+    mesh: Option<MeshIdentity>,
     request: &http::Request<B>,
 ) -> Result<Option<Arc<Identity>>, OrbitError> {
     let method = request.uri().path();
@@ -108,14 +136,17 @@ pub fn authorize<B>(
             tracing::warn!(peer = %peer(request), method, "refused: unknown token");
             OrbitError::new(ErrorCode::Unauthenticated, "unknown token")
         })?,
-        Ok(None) => {
-            let names = request.extensions().get::<PeerCertNames>();
-            names.and_then(|n| identities.by_cert_names(&n.0)).ok_or_else(|| {
-                tracing::warn!(peer = %peer(request), method, certificate = ?names, "refused: no known credentials");
-                let message = "no credentials: send `authorization: Bearer <token>` or a known client certificate";
-                OrbitError::new(ErrorCode::Unauthenticated, message)
-            })?
-        }
+        Ok(None) => match mesh_caller(&identities, mesh, request)? {
+            Some(identity) => identity,
+            None => {
+                let names = request.extensions().get::<PeerCertNames>();
+                names.and_then(|n| identities.by_cert_names(&n.0)).ok_or_else(|| {
+                    tracing::warn!(peer = %peer(request), method, certificate = ?names, "refused: no known credentials");
+                    let message = "no credentials: send `authorization: Bearer <token>` or a known client certificate";
+                    OrbitError::new(ErrorCode::Unauthenticated, message)
+                })?
+            }
+        },
     };
     let Some(access) = access else {
         tracing::warn!(peer = %peer(request), identity = %identity.name, method, "refused: method not in the action table");
@@ -135,6 +166,33 @@ pub fn authorize<B>(
     Ok(Some(identity.clone()))
 }
 
+/// The identity named by the mesh header of `request`: `None` when mesh identity is off
+/// (the header is then never read) or the header is absent.
+fn mesh_caller<'a, B>(
+    identities: &'a crate::identities::Identities,
+    mesh: Option<MeshIdentity>,
+    request: &http::Request<B>,
+) -> Result<Option<&'a Arc<Identity>>, OrbitError> {
+    let Some(mesh) = mesh else { return Ok(None) };
+    let method = request.uri().path();
+    let header = mesh.header();
+    let names = match mesh.names(request.headers()) {
+        Ok(Some(names)) => names,
+        Ok(None) => return Ok(None),
+        Err(problem) => {
+            tracing::warn!(peer = %peer(request), method, %problem, "refused: malformed mesh identity header");
+            let message = format!("the service mesh identity header is not usable: {problem}");
+            return Err(OrbitError::new(ErrorCode::Unauthenticated, message));
+        }
+    };
+    let identity = identities.by_cert_names(&names).ok_or_else(|| {
+        tracing::warn!(peer = %peer(request), method, header, mesh_names = ?names, "refused: unknown mesh identity");
+        let message = format!("{header} names no known identity: {}", names.join(", "));
+        OrbitError::new(ErrorCode::Unauthenticated, message)
+    })?;
+    Ok(Some(identity))
+}
+
 impl<S, B, R> tower_service::Service<http::Request<B>> for AuthService<S>
 where
     S: tower_service::Service<http::Request<B>, Response = http::Response<R>>,
@@ -149,7 +207,7 @@ where
     }
 
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
-        match authorize(&self.store, &request) {
+        match authorize_with(&self.store, self.mesh, &request) {
             Ok(caller) => {
                 if let Some(identity) = caller {
                     request.extensions_mut().insert(Caller(identity));
@@ -174,5 +232,32 @@ impl orbit_server_kit::RequestGate for IdentityStore {
             }
             Err(error) => Err(error.to_status()),
         }
+    }
+}
+
+/// The [`ServerKit`](orbit_server_kit::ServerKit) gate with a mesh setting:
+/// `ServerKit::new().gate(Arc::new(AuthGate::new(store, mesh)))`. With `mesh: None` it
+/// decides exactly as the gate of a bare [`IdentityStore`].
+#[derive(Clone, Debug)]
+pub struct AuthGate {
+    store: IdentityStore,
+    mesh: Option<MeshIdentity>,
+}
+
+impl AuthGate {
+    /// A gate enforcing `store`, trusting `mesh`'s identity header if given.
+    #[must_use]
+    pub fn new(store: IdentityStore, mesh: Option<MeshIdentity>) -> Self {
+        Self { store, mesh }
+    }
+}
+
+impl orbit_server_kit::RequestGate for AuthGate {
+    fn admit(&self, request: &mut http::Request<tonic::body::Body>) -> Result<(), tonic::Status> {
+        let caller = authorize_with(&self.store, self.mesh, request).map_err(|e| e.to_status())?;
+        if let Some(identity) = caller {
+            request.extensions_mut().insert(Caller(identity));
+        }
+        Ok(())
     }
 }
