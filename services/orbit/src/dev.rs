@@ -58,6 +58,16 @@ pub struct DevArgs {
 /// Runs `orbit dev` until SIGINT/SIGTERM.
 pub async fn run(args: DevArgs) -> ExitCode {
     init_logs(&args.log);
+    if let Err(e) = args.connections.check() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    if args.connections.mesh.mesh_identity.is_some() && args.identities.is_none() {
+        eprintln!(
+            "error: --mesh-identity names callers for the identities file: it needs --identities"
+        );
+        return ExitCode::from(2);
+    }
     let listener = match TcpListener::bind(args.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -78,7 +88,11 @@ pub async fn run(args: DevArgs) -> ExitCode {
         max_failures: args.max_failures,
         retention: &retention,
         identities: args.identities.clone(),
+        mesh: args.connections.mesh.identity(),
     };
+    if args.connections.mesh.tls_from_mesh {
+        tracing::info!(mesh_identity = ?options.mesh, "TLS is delegated to the service mesh: this port serves plain text to the local sidecar");
+    }
     match serve_with(&args.db, listener, shutdown, config, options, true).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -111,8 +125,13 @@ pub async fn serve(
     announce: bool,
 ) -> anyhow::Result<()> {
     let retention = (RetentionArg::default(), SweepArgs::default());
-    let options =
-        ServeOptions { connections, max_failures, retention: &retention, identities: None };
+    let options = ServeOptions {
+        connections,
+        max_failures,
+        retention: &retention,
+        identities: None,
+        mesh: None,
+    };
     serve_with(db, listener, shutdown, frontend, options, announce).await
 }
 
@@ -126,6 +145,9 @@ pub struct ServeOptions<'a> {
     pub retention: &'a (RetentionArg, SweepArgs),
     /// The identities file enforced on every RPC, if any (`--identities`).
     pub identities: Option<PathBuf>,
+    /// The service mesh header that may name the caller (`--mesh-identity`); only used with
+    /// `identities`.
+    pub mesh: Option<orbit_auth::MeshIdentity>,
 }
 
 /// [`serve`] with its options: connections, the poison quarantine's threshold, the retention
@@ -141,7 +163,7 @@ pub async fn serve_with(
     options: ServeOptions<'_>,
     announce: bool,
 ) -> anyhow::Result<()> {
-    let ServeOptions { connections, max_failures, retention: (retention, sweep), identities } =
+    let ServeOptions { connections, max_failures, retention: (retention, sweep), identities, mesh } =
         options;
     // Loaded before anything is opened: a bad file stops the start with its path and code.
     let identities = match identities {
@@ -198,7 +220,7 @@ pub async fn serve_with(
     if let Some((store, file)) = identities {
         tracing::info!(file = %file.display(), count = store.current().all().len(), "identities enforced");
         reload = Some(store.watch(file, orbit_auth::RELOAD_INTERVAL));
-        kit = kit.gate(Arc::new(store));
+        kit = kit.gate(Arc::new(orbit_auth::AuthGate::new(store, mesh)));
     }
     let kit = kit
         .connections(connections)

@@ -7,6 +7,7 @@
 mod bench;
 mod client;
 mod dev;
+mod mesh_args;
 mod retention;
 mod split;
 mod tls_args;

@@ -4,8 +4,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// Keepalive, idle and TLS settings of the connections a server accepts (`orbit dev` and every
-/// split service). 0 turns a setting off.
+/// Keepalive, idle, TLS and service-mesh settings of the connections a server accepts
+/// (`orbit dev` and every split service). 0 turns a setting off.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ConnectionArgs {
     /// Close a client connection that has had no open call for this long (a worker's
@@ -37,6 +37,8 @@ pub struct ConnectionArgs {
     pub tcp_keepalive_ms: u64,
     #[command(flatten)]
     pub tls: crate::tls_args::TlsArgs,
+    #[command(flatten)]
+    pub mesh: crate::mesh_args::MeshArgs,
 }
 
 impl ConnectionArgs {
@@ -50,6 +52,11 @@ impl ConnectionArgs {
             tcp_keepalive: ms(self.tcp_keepalive_ms),
             tls: self.tls.files(),
         }
+    }
+
+    /// Flag combinations clap cannot check by itself (the mesh flags against TLS).
+    pub fn check(&self) -> Result<(), String> {
+        self.mesh.check(&self.tls)
     }
 }
 
@@ -178,6 +185,6 @@ impl CommonArgs {
         if self.pool_size == 0 {
             return Err("--pool-size must be at least 1".into());
         }
-        Ok(())
+        self.connections.check()
     }
 }
