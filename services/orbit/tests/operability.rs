@@ -6,47 +6,11 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use std::path::PathBuf;
-use std::process::Command;
-use std::time::Duration;
-
-const BUF_CALL: Duration = Duration::from_secs(60);
-
-/// `buf` on PATH, or in the Python scripts folder where `pip install buf-bin` puts it.
-fn buf() -> PathBuf {
-    if let Ok(path) = std::env::var("BUF") {
-        return PathBuf::from(path);
-    }
-    let on_path = Command::new("sh").args(["-c", "command -v buf"]).output();
-    if let Ok(out) = on_path {
-        let p = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        if out.status.success() && !p.is_empty() {
-            return PathBuf::from(p);
-        }
-    }
-    let scripts = Command::new("python3")
-        .args(["-c", "import sysconfig; print(sysconfig.get_path('scripts'))"])
-        .output();
-    if let Ok(out) = scripts {
-        let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("buf");
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!(
-        "`buf` not found (on PATH, in $BUF or in python3's scripts folder): install it with \
-         `python3 -m pip install buf-bin==1.75.0` (scripts/test.sh does)"
-    );
-}
 
 /// Runs `buf curl --protocol grpc --http2-prior-knowledge <args>` (bounded) in `cwd`.
 fn buf_curl(cwd: &std::path::Path, args: &[&str]) -> String {
-    let mut cmd = Command::new(buf());
-    cmd.current_dir(cwd)
-        .args(["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--timeout", "30s"])
-        .args(args)
-        .env("BUF_CACHE_DIR", cwd.join("buf-cache"));
-    let (ok, stdout, stderr) = run_bounded(&mut cmd, BUF_CALL);
+    let args = [&["--http2-prior-knowledge"][..], args].concat();
+    let (ok, stdout, stderr) = common::buf::buf_curl_raw(cwd, &args);
     assert!(ok, "buf curl {args:?} failed:\nstdout: {stdout}\nstderr: {stderr}");
     stdout
 }
