@@ -185,14 +185,16 @@ fn conflicting_mesh_flags_stop_the_start() {
         (ok, err)
     };
     let tls = ["--tls-cert", "server.pem", "--tls-key", "server-key.pem"];
-    let cases: [(Vec<&str>, Vec<(&str, &str)>, &str); 4] = [
-        ([&["--tls-from-mesh"][..], &tls].concat(), vec![], "cannot be combined with --tls-cert"),
-        (tls.to_vec(), vec![("ORBIT_TLS_FROM_MESH", "true")], "cannot be combined with --tls-cert"),
-        (vec!["--mesh-identity", "linkerd"], vec![], "needs --tls-from-mesh"),
-        (vec!["--tls-from-mesh", "--mesh-identity", "xfcc"], vec![], "needs --identities"),
+    let combined = [&["--tls-from-mesh"][..], &tls].concat();
+    let from_env = [("ORBIT_TLS_FROM_MESH", "true")];
+    let cases = [
+        (&combined[..], &[][..], "cannot be combined with --tls-cert"),
+        (&tls[..], &from_env[..], "cannot be combined with --tls-cert"),
+        (&["--mesh-identity", "linkerd"][..], &[][..], "needs --tls-from-mesh"),
+        (&["--tls-from-mesh", "--mesh-identity", "xfcc"][..], &[][..], "needs --identities"),
     ];
     for (args, env, expected) in cases {
-        let (ok, err) = run(&args, &env);
+        let (ok, err) = run(args, env);
         assert!(!ok, "{args:?} {env:?} started");
         assert!(err.contains(expected), "{args:?} {env:?}: {err}");
     }
