@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod scenario;
+pub mod secure;
 pub mod split;
 pub mod tls;
 
