@@ -3,6 +3,9 @@
 
     ./gen.sh
     python3 hello_worker.py --address 127.0.0.1:7233 [--max-tasks 1]
+    # against a server with TLS and identities (docs/security.md; or the ORBIT_* variables):
+    python3 hello_worker.py --address localhost:7233 --tls-ca ca.pem \
+        [--tls-client-cert worker.pem --tls-client-key worker-key.pem] --token "$WORKER_TOKEN"
 
 Task: greet@1 {"name"} -> {"greeting": "Hello, <name>!"}
 """

@@ -47,7 +47,28 @@ The protocol as implemented (the same as the Rust ``orbit-worker`` crate):
    half-close the stream. After ``drain_timeout`` the remaining tasks are abandoned.
 10. Any broken connection or stream reconnects after a capped, jittered exponential
     backoff; ``INVALID_ARGUMENT``, ``PERMISSION_DENIED``, ``UNAUTHENTICATED`` and
-    ``UNIMPLEMENTED`` end ``run`` with ``WorkerRejected``.
+    ``UNIMPLEMENTED`` end ``run`` with ``WorkerRejected``. Retrying those is pointless: the
+    server refused this worker's credentials or its ``Hello`` (a task outside its
+    identity's patterns), and the same request would be refused again; a worker that kept
+    reconnecting would only hide the misconfiguration. The example workers print one line
+    (``orbit worker: refused by the server: UNAUTHENTICATED: ...``) and exit with code 4.
+
+Security (docs/security.md, "Clients"): the same options as the ``orbit`` CLI and the Rust
+worker, each read from its variable when not given (an empty value means "none")::
+
+    Worker("frontend.example:7233",
+           tls_ca="ca.pem",                  # ORBIT_TLS_CA: dial TLS, verify the server
+           tls_client_cert="worker.pem",     # ORBIT_TLS_CLIENT_CERT: mutual TLS ...
+           tls_client_key="worker-key.pem",  # ORBIT_TLS_CLIENT_KEY: ... with this key
+           bearer_token="5c0e...")           # ORBIT_TOKEN: ``authorization: Bearer ...``
+
+With a CA, an address without a scheme is dialled with TLS (``https://``); ``https://``
+without a CA, TLS options with an explicit ``http://`` address, or a client certificate
+without its key are refused at construction (``ValueError``), as by the Rust client. The
+files are read at construction (a missing file fails at once) and again at every
+reconnect, so a renewed certificate is picked up without a restart. The token is sent as
+``authorization: Bearer <token>`` metadata on the ``Session`` stream (the only call the
+worker makes).
 """
 
 from __future__ import annotations
@@ -95,6 +116,8 @@ __all__ = [
     "from_proto_value",
     "Credits",
     "Outbox",
+    "ConnectionOptions",
+    "connection_options",
     "UNHANDLED_EXCEPTION",
     "CANCELLED",
 ]
@@ -312,6 +335,113 @@ class Backoff:
 
 
 # --------------------------------------------------------------------------------------
+# Where and how to connect (unit-tested)
+
+#: Exit code of the example workers when the server refuses them (the CLI's "server" code).
+EXIT_REFUSED = 4
+#: Exit code of the example workers for unusable options (the CLI's "usage" code).
+EXIT_USAGE = 2
+
+
+class ConnectionOptions:
+    """The resolved connection settings: the gRPC ``target`` (``host:port``), whether TLS
+    is on, the PEM file paths, and the call metadata (the bearer token, if any)."""
+
+    def __init__(
+        self,
+        target: str,
+        tls: bool,
+        ca: Optional[str],
+        cert: Optional[str],
+        key: Optional[str],
+        metadata: Tuple[Tuple[str, str], ...],
+    ) -> None:
+        self.target = target
+        self.tls = tls
+        self.ca = ca
+        self.cert = cert
+        self.key = key
+        self.metadata = metadata
+
+    def credentials(self) -> "grpc.ChannelCredentials":
+        """The channel credentials, reading the PEM files now (``OSError`` if unreadable)."""
+
+        def read(path: Optional[str]) -> Optional[bytes]:
+            if path is None:
+                return None
+            with open(path, "rb") as f:
+                return f.read()
+
+        return grpc.ssl_channel_credentials(
+            root_certificates=read(self.ca),
+            private_key=read(self.key),
+            certificate_chain=read(self.cert),
+        )
+
+    def channel(self, options: List[Tuple[str, Any]]) -> "grpc.aio.Channel":
+        """A new channel: ``secure_channel`` with TLS, else ``insecure_channel``."""
+        if self.tls:
+            return grpc.aio.secure_channel(self.target, self.credentials(), options=options)
+        return grpc.aio.insecure_channel(self.target, options=options)
+
+
+def _from_env(value: Optional[str], variable: str, environ: Mapping[str, str]) -> Optional[str]:
+    """``value`` if given, else the variable; empty (either way) means none."""
+    if value is None:
+        value = environ.get(variable)
+    return value or None
+
+
+def connection_options(
+    address: str,
+    tls_ca: Optional[str] = None,
+    tls_client_cert: Optional[str] = None,
+    tls_client_key: Optional[str] = None,
+    bearer_token: Optional[str] = None,
+    environ: Optional[Mapping[str, str]] = None,
+) -> ConnectionOptions:
+    """Resolves the options the way the Rust clients do (``orbit_api::tls::ClientTls``):
+    each option not given (None) comes from ``ORBIT_TLS_CA``, ``ORBIT_TLS_CLIENT_CERT``,
+    ``ORBIT_TLS_CLIENT_KEY`` or ``ORBIT_TOKEN``; TLS is on with a CA or an ``https://``
+    address. Raises ``ValueError`` for inconsistent options."""
+    env = os.environ if environ is None else environ
+    ca = _from_env(tls_ca, "ORBIT_TLS_CA", env)
+    cert = _from_env(tls_client_cert, "ORBIT_TLS_CLIENT_CERT", env)
+    key = _from_env(tls_client_key, "ORBIT_TLS_CLIENT_KEY", env)
+    token = _from_env(bearer_token, "ORBIT_TOKEN", env)
+
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = ("https" if ca else "http"), address
+    if scheme not in ("http", "https"):
+        raise ValueError(f"address `{address}`: the scheme must be http:// or https://")
+    target = rest.rstrip("/")
+    if not target or "/" in target:
+        raise ValueError(f"address `{address}` is not host:port")
+    tls = scheme == "https"
+    if not tls and (ca or cert or key):
+        raise ValueError(f"TLS options given but the address `{address}` is http://")
+    if tls and not ca:
+        raise ValueError(f"an https address needs a TLS CA (--tls-ca or ORBIT_TLS_CA): `{address}`")
+    if (cert is None) != (key is None):
+        raise ValueError("a TLS client certificate needs its key, and the reverse")
+
+    metadata: Tuple[Tuple[str, str], ...] = ()
+    if token is not None:
+        # gRPC metadata values are printable ASCII; a pasted token with a newline or a
+        # space would otherwise fail at the first call with an obscure error.
+        if not all(0x21 <= ord(ch) <= 0x7E for ch in token):
+            raise ValueError("the bearer token must be printable ASCII without spaces")
+        metadata = (("authorization", f"Bearer {token}"),)
+    return ConnectionOptions(target, tls, ca, cert, key, metadata)
+
+
+def refusal_line(error: BaseException) -> str:
+    """The one line an example worker prints when the server refuses it."""
+    return f"orbit worker: refused by the server: {error}"
+
+
+# --------------------------------------------------------------------------------------
 # What handlers see and raise
 
 
@@ -427,7 +557,12 @@ def _default_worker_id() -> str:
 
 
 class Worker:
-    """An Orbit worker: one ``Session`` stream at a time, reconnecting as needed."""
+    """An Orbit worker: one ``Session`` stream at a time, reconnecting as needed.
+
+    ``bearer_token``, ``tls_ca``, ``tls_client_cert`` and ``tls_client_key`` default to
+    ``ORBIT_TOKEN``, ``ORBIT_TLS_CA``, ``ORBIT_TLS_CLIENT_CERT`` and
+    ``ORBIT_TLS_CLIENT_KEY`` (pass ``""`` to ignore a variable); see
+    :func:`connection_options` for the rules and the module doc for the refusals."""
 
     def __init__(
         self,
@@ -437,6 +572,9 @@ class Worker:
         max_concurrency: int = 10,
         labels: Optional[Dict[str, str]] = None,
         bearer_token: Optional[str] = None,
+        tls_ca: Optional[str] = None,
+        tls_client_cert: Optional[str] = None,
+        tls_client_key: Optional[str] = None,
         drain_timeout: float = 30.0,
         handshake_timeout: float = 10.0,
         backoff_initial: float = 0.1,
@@ -457,7 +595,12 @@ class Worker:
         self.handshake_timeout = handshake_timeout
         self.default_heartbeat_interval = default_heartbeat_interval
         self.on_task_done = on_task_done
-        self._metadata = (("authorization", f"Bearer {bearer_token}"),) if bearer_token else ()
+        self._connection = connection_options(
+            address, tls_ca, tls_client_cert, tls_client_key, bearer_token
+        )
+        if self._connection.tls:
+            self._connection.credentials()  # a missing or unreadable file fails now, not later
+        self._metadata = self._connection.metadata
         self._backoff = Backoff(backoff_initial, backoff_max)
         self._handlers: Dict[Tuple[str, str], Handler] = {}
         self._credits = Credits(max_concurrency)
@@ -611,7 +754,7 @@ class Worker:
                 yield message
 
         options = [("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000)]
-        channel = grpc.aio.insecure_channel(self.address, options=options)
+        channel = self._connection.channel(options)
         call = None
         reader = heartbeats = None
         try:
@@ -823,18 +966,44 @@ class Worker:
 
 
 def parse_common_args(description: str, argv: Optional[List[str]] = None):
-    """``--address``, ``--max-tasks``, ``--max-concurrency``, ``--worker-id``, ``--token``
-    and ``--log-level`` for the example workers."""
+    """``--address``, ``--max-tasks``, ``--max-concurrency``, ``--worker-id``, ``--token``,
+    ``--tls-ca``, ``--tls-client-cert``, ``--tls-client-key`` and ``--log-level`` for the
+    example workers. The token and TLS flags default to their ``ORBIT_*`` variables (read
+    by :class:`Worker` when a flag is not given)."""
     import argparse
 
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--address", default="127.0.0.1:7233", help="frontend host:port")
+    parser.add_argument(
+        "--address",
+        default="127.0.0.1:7233",
+        help="frontend host:port (TLS with --tls-ca), or http:// / https:// URL",
+    )
     parser.add_argument(
         "--max-tasks", type=int, default=0, help="exit after this many tasks (0: run until a signal)"
     )
     parser.add_argument("--max-concurrency", type=int, default=10)
     parser.add_argument("--worker-id", default=None)
-    parser.add_argument("--token", default=os.environ.get("ORBIT_TOKEN"), help="bearer token")
+    parser.add_argument(
+        "--token", default=None, help="bearer token sent on the session (default: $ORBIT_TOKEN)"
+    )
+    parser.add_argument(
+        "--tls-ca",
+        default=None,
+        metavar="PEM",
+        help="CA that signed the frontend's certificate: connect with TLS (default: $ORBIT_TLS_CA)",
+    )
+    parser.add_argument(
+        "--tls-client-cert",
+        default=None,
+        metavar="PEM",
+        help="client certificate for mutual TLS; needs --tls-client-key (default: $ORBIT_TLS_CLIENT_CERT)",
+    )
+    parser.add_argument(
+        "--tls-client-key",
+        default=None,
+        metavar="PEM",
+        help="key of --tls-client-cert (default: $ORBIT_TLS_CLIENT_KEY)",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -843,7 +1012,9 @@ def parse_common_args(description: str, argv: Optional[List[str]] = None):
 
 def run_example(worker_factory: Callable[..., Worker], args: Any) -> None:
     """Runs an example worker until a signal, or until ``args.max_tasks`` tasks finished
-    (then drains, so their results are acknowledged before exiting)."""
+    (then drains, so their results are acknowledged before exiting). Unusable options exit
+    with :data:`EXIT_USAGE`, a refusal by the server (``WorkerRejected``) with
+    :data:`EXIT_REFUSED`, each after one line on stderr."""
     shutdown_holder: Dict[str, asyncio.Event] = {}
     done = [0]
 
@@ -853,13 +1024,20 @@ def run_example(worker_factory: Callable[..., Worker], args: Any) -> None:
         if args.max_tasks and done[0] >= args.max_tasks:
             shutdown_holder["event"].set()
 
-    worker = worker_factory(
-        address=args.address,
-        worker_id=args.worker_id,
-        max_concurrency=args.max_concurrency,
-        bearer_token=args.token,
-        on_task_done=on_task_done,
-    )
+    try:
+        worker = worker_factory(
+            address=args.address,
+            worker_id=args.worker_id,
+            max_concurrency=args.max_concurrency,
+            bearer_token=args.token,
+            tls_ca=args.tls_ca,
+            tls_client_cert=args.tls_client_cert,
+            tls_client_key=args.tls_client_key,
+            on_task_done=on_task_done,
+        )
+    except (ValueError, OSError) as e:
+        print(f"orbit worker: {e}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
 
     async def main() -> None:
         shutdown_holder["event"] = asyncio.Event()
@@ -871,4 +1049,9 @@ def run_example(worker_factory: Callable[..., Worker], args: Any) -> None:
                 pass
         await worker.run(shutdown_holder["event"])
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except WorkerRejected as e:
+        # Not retried (see the module doc): say why once and stop.
+        print(refusal_line(e), file=sys.stderr)
+        raise SystemExit(EXIT_REFUSED) from None

@@ -4,6 +4,7 @@
     ./gen.sh
     python3 order_worker.py --address 127.0.0.1:7233            # until Ctrl-C
     python3 order_worker.py --max-tasks 4                        # exit after 4 tasks
+    python3 order_worker.py --tls-ca ca.pem --token "$WORKER_TOKEN"  # TLS + identities
 
 Tasks (all version "1"):
   payments.charge    {"order_id", "amount"} -> {"charge_id": "ch-" + order_id}

@@ -379,3 +379,104 @@ def test_payload_depth_walks_without_recursion():
         v = [v]
     assert orbit_worker.payload_depth(v) == orbit_worker.MAX_DEPTH + 1
     assert orbit_worker.payload_depth({"a": [1, {"b": {}}]}) == 4
+
+
+# --------------------------------------------------------------------------------------
+# Connection options: TLS, client certificate and token, from arguments or ORBIT_* variables
+
+
+def _options(address="127.0.0.1:7233", environ=None, **kwargs):
+    return orbit_worker.connection_options(address, environ=environ or {}, **kwargs)
+
+
+def _refused(message_part, address="127.0.0.1:7233", environ=None, **kwargs):
+    try:
+        _options(address, environ, **kwargs)
+    except ValueError as e:
+        assert message_part in str(e), str(e)
+    else:
+        raise AssertionError(f"{address} {kwargs} {environ} should be refused")
+
+
+def test_plain_text_without_options():
+    o = _options()
+    assert (o.target, o.tls, o.metadata) == ("127.0.0.1:7233", False, ())
+    assert _options("http://h:1").target == "h:1", "the scheme is not part of a gRPC target"
+
+
+def test_a_ca_turns_tls_on_and_the_token_becomes_bearer_metadata():
+    o = _options("h:1", tls_ca="ca.pem", tls_client_cert="c.pem", tls_client_key="k.pem", bearer_token="s3cr3t")
+    assert (o.target, o.tls, o.ca, o.cert, o.key) == ("h:1", True, "ca.pem", "c.pem", "k.pem")
+    assert o.metadata == (("authorization", "Bearer s3cr3t"),)
+    assert _options("https://h:1/", tls_ca="ca.pem").target == "h:1"
+
+
+def test_options_default_to_the_orbit_variables_and_arguments_win():
+    env = {
+        "ORBIT_TLS_CA": "env-ca.pem",
+        "ORBIT_TLS_CLIENT_CERT": "env-c.pem",
+        "ORBIT_TLS_CLIENT_KEY": "env-k.pem",
+        "ORBIT_TOKEN": "env-token",
+    }
+    o = _options("h:1", env)
+    assert (o.tls, o.ca, o.cert, o.key) == (True, "env-ca.pem", "env-c.pem", "env-k.pem")
+    assert o.metadata == (("authorization", "Bearer env-token"),)
+    o = _options("h:1", env, tls_ca="arg-ca.pem", bearer_token="arg-token")
+    assert o.ca == "arg-ca.pem" and o.metadata == (("authorization", "Bearer arg-token"),)
+    # An empty value (argument or variable) means none, as in the Rust tls_from_env.
+    o = _options("h:1", dict(env, ORBIT_TOKEN=""), tls_ca="", tls_client_cert="", tls_client_key="")
+    assert (o.tls, o.ca, o.cert, o.metadata) == (False, None, None, ())
+
+
+def test_inconsistent_options_are_refused_like_the_rust_client():
+    _refused("needs a TLS CA", "https://h:1")
+    _refused("is http://", "http://h:1", tls_ca="ca.pem")
+    _refused("is http://", "h:1", tls_client_cert="c.pem", tls_client_key="k.pem")
+    _refused("needs its key", "h:1", tls_ca="ca.pem", tls_client_cert="c.pem")
+    _refused("needs its key", "h:1", {"ORBIT_TLS_CLIENT_KEY": "k.pem"}, tls_ca="ca.pem")
+    _refused("scheme", "unix:///tmp/s")
+    _refused("not host:port", "http://h:1/path")
+    _refused("printable ASCII", bearer_token="two words")
+    _refused("printable ASCII", bearer_token="tok\n")
+
+
+def test_the_worker_reads_the_pem_files_at_construction(tmp_path):
+    missing = tmp_path / "missing-ca.pem"
+    try:
+        Worker("h:1", tls_ca=str(missing), bearer_token="t")
+    except OSError as e:
+        assert "missing-ca.pem" in str(e)
+    else:
+        raise AssertionError("a missing CA file was accepted")
+    w = Worker("h:1", bearer_token="t", tls_ca="")
+    assert w._metadata == (("authorization", "Bearer t"),)
+
+
+def test_a_refusal_prints_one_line_and_exits_with_the_refused_code(capsys):
+    class Refusing:
+        def __init__(self, **kwargs):
+            assert kwargs["tls_ca"] == "ca.pem" and kwargs["bearer_token"] == "wrong"
+
+        async def run(self, shutdown):
+            raise orbit_worker.WorkerRejected("UNAUTHENTICATED: unknown bearer token")
+
+    args = orbit_worker.parse_common_args("t", ["--tls-ca", "ca.pem", "--token", "wrong"])
+    try:
+        orbit_worker.run_example(Refusing, args)
+    except SystemExit as e:
+        assert e.code == orbit_worker.EXIT_REFUSED
+    else:
+        raise AssertionError("run_example returned after a refusal")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["orbit worker: refused by the server: UNAUTHENTICATED: unknown bearer token"], err
+
+
+def test_unusable_options_exit_with_the_usage_code(capsys):
+    args = orbit_worker.parse_common_args("t", ["--address", "https://h:1", "--tls-ca", ""])
+    try:
+        orbit_worker.run_example(lambda **kw: Worker(**kw), args)
+    except SystemExit as e:
+        assert e.code == orbit_worker.EXIT_USAGE
+    else:
+        raise AssertionError("run_example started with unusable options")
+    assert "needs a TLS CA" in capsys.readouterr().err

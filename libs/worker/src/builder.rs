@@ -117,7 +117,10 @@ impl WorkerBuilder {
         self
     }
 
-    /// Sends `authorization: Bearer <token>` with the session.
+    /// Sends `authorization: Bearer <token>` with the session: the token of a `worker` (or
+    /// `admin`) identity when the server enforces an identities file (docs/security.md).
+    /// Default: the `ORBIT_TOKEN` variable if set and not empty ([`token_from_env`]), else
+    /// no token.
     pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
         self.bearer_token = Some(token.into());
         self
@@ -268,6 +271,13 @@ pub fn tls_from_env() -> orbit_api::tls::ClientTls {
     }
 }
 
+/// The bearer token from `ORBIT_TOKEN` (unset or empty: none), the variable the `orbit`
+/// CLI and `orbit bench` read for `--token`.
+#[must_use]
+pub fn token_from_env() -> Option<String> {
+    std::env::var("ORBIT_TOKEN").ok().filter(|t| !t.is_empty())
+}
+
 /// `<hostname>-<pid>`, or `rust-worker-<pid>` without a host name.
 fn default_worker_id() -> String {
     let host = std::env::var("HOSTNAME")
@@ -290,7 +300,7 @@ impl Worker {
             max_concurrency: 10,
             labels: HashMap::new(),
             tasks: Vec::new(),
-            bearer_token: None,
+            bearer_token: token_from_env(),
             tls: tls_from_env(),
             options: Options::default(),
         }

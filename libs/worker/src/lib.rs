@@ -22,11 +22,21 @@
 //! # }
 //! ```
 //!
+//! # Security
+//!
+//! The builder reads the same variables as the `orbit` CLI unless told otherwise:
+//! `ORBIT_TLS_CA`, `ORBIT_TLS_CLIENT_CERT` and `ORBIT_TLS_CLIENT_KEY` for TLS
+//! ([`tls_from_env`]; override with [`WorkerBuilder::tls`]) and `ORBIT_TOKEN` for the bearer
+//! token sent on the session ([`token_from_env`]; override with
+//! [`WorkerBuilder::bearer_token`]). A server that refuses the credentials or the `Hello`
+//! (`UNAUTHENTICATED`, `PERMISSION_DENIED`) ends [`Worker::run`] with
+//! [`WorkerError::Rejected`]: reconnecting would be refused the same way.
+//!
 //! # The protocol as implemented
 //!
 //! One stream at a time per [`Worker`]; everything below refers to `orbit.v1` messages.
 //!
-//! 1. **Handshake.** Connect (plain HTTP/2, `host:port` or an `http://` URI — or several,
+//! 1. **Handshake.** Connect (HTTP/2, `host:port` or an `http://`/`https://` URI — or several,
 //!    comma-separated, tried in turn: a failed connection or a broken stream moves to the
 //!    next frontend; optional `authorization: Bearer` metadata), open `Session` and send `Hello{worker_id, runtime:
 //!    "rust", sdk: "orbit-worker/<version>", tasks, max_concurrency, labels}` as the first
@@ -93,7 +103,7 @@ mod task;
 mod value;
 mod worker;
 
-pub use builder::{tls_from_env, WorkerBuilder, RUNTIME, SDK};
+pub use builder::{tls_from_env, token_from_env, WorkerBuilder, RUNTIME, SDK};
 pub use orbit_api::tls::ClientTls;
 pub use task::{
     TaskContext, TaskFailure, CANCELLED, INVALID_INPUT, TASK_NOT_REGISTERED, UNHANDLED_EXCEPTION,

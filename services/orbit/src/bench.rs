@@ -3,6 +3,7 @@
 //! percentiles (end-to-end: start call → result seen by the client; dispatch: start call →
 //! first task in a worker's hands).
 
+use crate::client::{Auth, Transport};
 use crate::dev;
 use hdrhistogram::Histogram;
 use orbit_api::v1 as pb;
@@ -18,12 +19,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 /// Options of `orbit bench`.
 #[derive(clap::Args, Debug, Clone)]
 #[command(
-    after_help = "Example:\n  orbit bench --executions 2000 --steps 3 --concurrency 64\n  orbit bench --address http://127.0.0.1:7233   # against a running server"
+    after_help = "Example:\n  orbit bench --executions 2000 --steps 3 --concurrency 64\n  orbit bench --address http://127.0.0.1:7233   # against a running server\n  orbit bench --address localhost:7233 --tls-ca ca.pem --token \"$ADMIN_TOKEN\"   # with TLS and identities"
 )]
 pub struct BenchArgs {
     /// Executions to run.
@@ -60,6 +62,11 @@ pub struct BenchArgs {
     /// `human` or `json`.
     #[arg(long, default_value = "human")]
     pub output: String,
+    /// With `--address`: a bearer token for a server that enforces an identities file
+    /// (docs/security.md), sent by the benchmark's calls and by its workers; the identity
+    /// needs `register`, `start` and `read` and may run workers, e.g. an `admin`.
+    #[arg(long, env = "ORBIT_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub token: Option<String>,
     /// With `--address`: TLS to the running server.
     #[command(flatten)]
     pub tls: crate::tls_args::ClientTlsArgs,
@@ -125,9 +132,11 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         }
     };
     anyhow::ensure!(!addresses.is_empty(), "--address names no server");
+    let auth = Auth::bearer(args.token.as_deref()).map_err(anyhow::Error::msg)?;
     let mut channels = Vec::new();
     for a in &addresses {
-        channels.push(connect(a, &args.tls.options()).await?);
+        channels
+            .push(InterceptedService::new(connect(a, &args.tls.options()).await?, auth.clone()));
     }
     let mut client = WorkflowServiceClient::new(channels[0].clone());
     client
@@ -169,8 +178,12 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
                 Ok::<Value, TaskFailure>(ctx.input().clone())
             }
         };
-        let worker = Worker::builder(addresses[w as usize % addresses.len()].clone())
-            .tls(args.tls.options())
+        let mut builder = Worker::builder(addresses[w as usize % addresses.len()].clone())
+            .tls(args.tls.options());
+        if let Some(token) = &args.token {
+            builder = builder.bearer_token(token.clone());
+        }
+        let worker = builder
             .worker_id(format!("bench-{w}"))
             .max_concurrency(args.worker_concurrency)
             .task("bench.step", "1", handler)
@@ -272,7 +285,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
 
 /// Starts one execution and waits for its result; true when it completed.
 async fn one(
-    client: &mut WorkflowServiceClient<Channel>,
+    client: &mut WorkflowServiceClient<Transport>,
     workflow: &str,
     id: &str,
     n: u64,

@@ -1,5 +1,8 @@
 //! The order saga runs to completion with the Python example worker
-//! (`examples/python/order_worker.py`) as a child process against the real `orbit dev`.
+//! (`examples/python/order_worker.py`) as a child process against the real `orbit dev`;
+//! the hello worker (`hello_worker.py`) connects over mutual TLS with a worker token to an
+//! `orbit dev --identities`, and a wrong token or a worker identity for other tasks makes it
+//! exit with one clear refusal line instead of retrying.
 //!
 //! Needs the Python client generated first:
 //! `pip install -r examples/python/requirements.txt && examples/python/gen.sh`.
@@ -135,4 +138,125 @@ async fn order_saga_completes_with_the_python_worker() {
         ),
     }
     drop(child); // kills it if still running
+}
+
+const APP_TOKEN: &str = "py-test-app-token-5f1e2d3c4b5a69788796a5b4";
+const WORKER_TOKEN: &str = "py-test-worker-token-0a1b2c3d4e5f60718293";
+const BILLING_TOKEN: &str = "py-test-billing-token-99887766554433221100";
+
+/// Runs `hello_worker.py` with `args` (after the TLS flags for the client certificate) until
+/// it exits: (exit code, its output). Bounded: a worker that retries for ever fails the test.
+fn run_hello_worker(
+    py: &Path,
+    pki: &common::tls::Pki,
+    address: &str,
+    args: &[&str],
+    log: &Path,
+) -> (Option<i32>, String) {
+    let file = std::fs::File::create(log).expect("log file");
+    let mut child = ChildGuard(
+        Command::new(python())
+            .current_dir(py)
+            .arg(py.join("hello_worker.py"))
+            .args(["--address", address, "--max-tasks", "1"])
+            .arg("--tls-ca")
+            .arg(pki.path("ca.pem"))
+            .arg("--tls-client-cert")
+            .arg(pki.path("client.pem"))
+            .arg("--tls-client-key")
+            .arg(pki.path("client-key.pem"))
+            .args(args)
+            // Only the flags count: nothing from the environment of the test run.
+            .env_remove("ORBIT_TOKEN")
+            .env_remove("ORBIT_TLS_CA")
+            .env_remove("ORBIT_TLS_CLIENT_CERT")
+            .env_remove("ORBIT_TLS_CLIENT_KEY")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .spawn()
+            .expect("spawn python3 hello_worker.py"),
+    );
+    // A refusal arrives with the first response; a worker that got its task exits after
+    // the drain. Both take seconds; 60 s is far beyond either on a busy machine.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.0.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "hello_worker.py {args:?} did not exit within 60 s; its log:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    (status.code(), std::fs::read_to_string(log).unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_worker_over_mutual_tls_with_a_token_and_refused_without_the_right_one() {
+    use common::secure::*;
+    let py = python_dir();
+    check_python_ready(&py);
+
+    let dir = TempDir::new("python-worker-tls");
+    let pki = common::tls::Pki::new(&dir.0.join("pki"));
+    let identities = [
+        identity(
+            "app",
+            "client",
+            APP_TOKEN,
+            "    actions: [register, start, read]\n    workflows: ['*']\n",
+        ),
+        identity("greeters", "worker", WORKER_TOKEN, "    tasks: [greet]\n"),
+        identity("billing", "worker", BILLING_TOKEN, "    tasks: ['billing.*']\n"),
+    ];
+    let server = start_secured(&dir.0, &pki, &identities, APP_TOKEN).await;
+    let address = common::tls::tls_address(&server);
+    let mut c =
+        common::tls::connect(&address, &pki.client("ca", Some("client"))).await.expect("client");
+    register_example_as(&mut c, "hello.yaml", APP_TOKEN).await;
+    start_as(&mut c, "hello", "py-tls-1", json!({"name": "Ada"}), APP_TOKEN).await;
+
+    // Refused: an unknown token, and a worker identity whose tasks do not cover `greet`.
+    for (token, code) in
+        [("not-a-known-token", "UNAUTHENTICATED"), (BILLING_TOKEN, "PERMISSION_DENIED")]
+    {
+        let log = dir.0.join(format!("refused-{code}.log"));
+        let (exit, out) = run_hello_worker(&py, &pki, &address, &["--token", token], &log);
+        assert_eq!(exit, Some(4), "{code}: the refused worker exits with 4; its log:\n{out}");
+        let line = format!("orbit worker: refused by the server: {code}: ");
+        assert_eq!(
+            out.lines().filter(|l| l.starts_with(&line)).count(),
+            1,
+            "{code}: one refusal line `{line}...`; log:\n{out}"
+        );
+        assert!(!out.contains("Traceback"), "{code}: a clear line, not a traceback:\n{out}");
+        assert!(!out.contains("reconnecting"), "{code}: no retry after a refusal:\n{out}");
+        assert!(!out.contains("completed"), "{code}: no task ran:\n{out}");
+    }
+    // The task was never handed out: still queued, first attempt, no worker.
+    let described = describe_as(&mut c, "py-tls-1", APP_TOKEN).await;
+    let status = described.info.as_ref().map(|i| i.status);
+    assert_eq!(status, Some(pb::ExecutionStatus::Running as i32), "{described:?}");
+    let pending: Vec<_> = described
+        .pending_tasks
+        .iter()
+        .map(|t| (t.attempt, t.state, t.worker_id.as_str()))
+        .collect();
+    assert_eq!(pending, vec![(1, pb::PendingTaskState::Queued as i32, "")], "{described:?}");
+
+    // The right token over the same mutual TLS: the queued task runs and the execution
+    // completes; the worker drains and exits 0 after its one task.
+    let log = dir.0.join("accepted.log");
+    let (exit, out) = run_hello_worker(&py, &pki, &address, &["--token", WORKER_TOKEN], &log);
+    assert_eq!(exit, Some(0), "the worker with the right token failed; its log:\n{out}");
+    assert!(out.contains("greet greet (py-tls-1) completed"), "{out}");
+    let (status, output) = result_as(&mut c, "py-tls-1", APP_TOKEN, Duration::from_secs(30)).await;
+    assert_eq!(
+        (status, output),
+        (pb::ExecutionStatus::Completed, json!({"greeting": "Hello, Ada!"})),
+        "worker log:\n{out}"
+    );
 }

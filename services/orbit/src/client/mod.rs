@@ -135,6 +135,22 @@ pub type Transport = InterceptedService<Channel, Auth>;
 #[derive(Clone, Debug)]
 pub struct Auth(Option<MetadataValue<Ascii>>);
 
+impl Auth {
+    /// The interceptor for `token` (none: calls go without `authorization`). Shared by the
+    /// CLI commands and `orbit bench`.
+    ///
+    /// # Errors
+    ///
+    /// A token that is not printable ASCII (it cannot be gRPC metadata).
+    pub fn bearer(token: Option<&str>) -> Result<Auth, String> {
+        token
+            .map(|t| format!("Bearer {t}").parse::<MetadataValue<Ascii>>())
+            .transpose()
+            .map(Auth)
+            .map_err(|_| "--token must be printable ASCII".to_owned())
+    }
+}
+
 impl tonic::service::Interceptor for Auth {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
         if let Some(bearer) = &self.0 {
@@ -165,14 +181,7 @@ impl ConnectArgs {
     /// server cannot be reached.
     pub async fn connect(&self) -> Result<Transport, Failure> {
         let url = self.url();
-        let bearer = match &self.token {
-            None => None,
-            Some(token) => Some(
-                format!("Bearer {token}")
-                    .parse::<MetadataValue<Ascii>>()
-                    .map_err(|_| Failure::Usage("--token must be printable ASCII".to_owned()))?,
-            ),
-        };
+        let auth = Auth::bearer(self.token.as_deref()).map_err(Failure::Usage)?;
         let endpoint = self
             .tls
             .options()
@@ -183,7 +192,7 @@ impl ConnectArgs {
             .connect()
             .await
             .map_err(|e| Failure::Connect { address: url, reason: error_chain(&e) })?;
-        Ok(InterceptedService::new(channel, Auth(bearer)))
+        Ok(InterceptedService::new(channel, auth))
     }
 
     /// A `WorkflowService` client for the server.
