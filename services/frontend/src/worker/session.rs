@@ -191,9 +191,13 @@ async fn handle(
     };
     // A token this session claimed passed the hello's task-pattern check when it was
     // offered (the dispatcher offers announced tasks only): no look-up. Any other token (a
-    // reconnect under the same worker id, or a foreign one) is checked by task name.
-    let scope =
-        if session.execution_of(&token).is_some() { Scope::default() } else { scope.clone() };
+    // reconnect under the same worker id, or a foreign one) of a pattern-restricted worker
+    // is checked by task name. Unrestricted workers skip even the in-flight look-up.
+    let scope = if scope.is_restricted() && session.execution_of(&token).is_none() {
+        scope.clone()
+    } else {
+        Scope::default()
+    };
     tokio::spawn(async move {
         // The database may be briefly unreachable (a restart, a failover): try again, with
         // backoff, for as long as the session may stay silent. The worker resends only on
