@@ -16,6 +16,7 @@ mod claims;
 mod defs;
 mod error;
 mod reply;
+mod scope;
 mod validate;
 mod worker;
 mod workflow;

@@ -2,13 +2,16 @@
 //! the API's descriptor set (public, admin, worker, schedule and internal), so an RPC added
 //! later is covered without editing this test: anonymous → UNAUTHENTICATED; an identity
 //! without the method's right → PERMISSION_DENIED; the identity holding exactly that right
-//! → anything but an auth error. (TLS is not part of this test yet.)
+//! → anything but an auth error. The server speaks mutual TLS (certificates from
+//! `common::tls`) and every call goes over it, as a deployment would: the client's
+//! certificate names no identity, so the bearer token alone decides.
 
 mod common;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::tls::Pki;
 use common::{free_port, TempDir};
 use orbit_auth::token::hash_token_hex;
 use orbit_auth::{access_of, Access, Action};
@@ -88,21 +91,26 @@ async fn every_rpc_is_refused_anonymous_denied_without_its_right_and_admitted_wi
     let dir = TempDir::new("auth");
     let file = dir.0.join("identities.yaml");
     std::fs::write(&file, identities_file()).unwrap();
+    let pki = Pki::new(&dir.0.join("pki"));
     let port = free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_orbit"))
         .args(["dev", "--db"])
         .arg(dir.0.join("orbit.db"))
         .args(["--listen", &format!("127.0.0.1:{port}"), "--log", "warn", "--identities"])
         .arg(&file)
+        .args(pki.server_flags(true))
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn orbit dev");
-    let address = format!("http://127.0.0.1:{port}");
+    // `host:port` with a CA: the client options dial https:// and verify the server.
+    let endpoint = pki.client("ca", Some("client")).endpoint(&format!("127.0.0.1:{port}"));
+    let endpoint = endpoint.expect("TLS endpoint").connect_timeout(Duration::from_secs(5));
+    assert!(endpoint.uri().scheme_str() == Some("https"), "{:?}", endpoint.uri());
     // Ready once an admitted call answers (anonymous ones are refused by design).
     let deadline = Instant::now() + Duration::from_secs(60);
     let channel = loop {
-        if let Ok(channel) = Channel::from_shared(address.clone()).unwrap().connect().await {
+        if let Ok(channel) = endpoint.connect().await {
             let list = "/orbit.v1.WorkflowService/ListWorkflows";
             if call(&channel, list, Some("ops"), Duration::from_secs(10)).await.is_none() {
                 break channel;

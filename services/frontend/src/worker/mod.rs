@@ -11,6 +11,7 @@ pub use check::{check_message, Checked};
 pub(crate) use registry::{now_ms, Registry, Session};
 pub(crate) use session::Context;
 
+use crate::scope::Scope;
 use crate::Shared;
 use orbit_api::internal::v1::OwnerServiceWakeRequest;
 use orbit_api::v1::worker_service_server::WorkerService;
@@ -61,7 +62,8 @@ impl WorkerService for WorkerApi {
         let (tx, rx) = mpsc::channel(128);
         // Set by the auth layer when identities are configured; checked against the hello.
         let caller = request.extensions().get::<orbit_auth::Caller>().map(|c| c.0.clone());
-        tokio::spawn(session::run(self.shared.clone(), request.into_inner(), tx, caller));
+        let scope = Scope::of(&request);
+        tokio::spawn(session::run(self.shared.clone(), request.into_inner(), tx, caller, scope));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 
@@ -69,9 +71,11 @@ impl WorkerService for WorkerApi {
         &self,
         request: Request<CompleteTaskRequest>,
     ) -> Result<Response<CompleteTaskResponse>, Status> {
+        // A worker restricted to some task patterns may only report those tasks' results.
+        let scope = Scope::of(&request);
         let req = request.into_inner();
         let outcome =
-            results::complete(&self.shared, &req.worker_id, &req.token, req.output).await?;
+            results::complete(&self.shared, &scope, &req.worker_id, &req.token, req.output).await?;
         Ok(Response::new(CompleteTaskResponse {
             accepted: outcome.accepted,
             reason: outcome.reason,
@@ -82,8 +86,10 @@ impl WorkerService for WorkerApi {
         &self,
         request: Request<FailTaskRequest>,
     ) -> Result<Response<FailTaskResponse>, Status> {
+        let scope = Scope::of(&request);
         let req = request.into_inner();
-        let outcome = results::fail(&self.shared, &req.worker_id, &req.token, req.error).await?;
+        let outcome =
+            results::fail(&self.shared, &scope, &req.worker_id, &req.token, req.error).await?;
         Ok(Response::new(FailTaskResponse { accepted: outcome.accepted, reason: outcome.reason }))
     }
 }

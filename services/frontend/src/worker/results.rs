@@ -13,10 +13,17 @@
 //! another worker or none — is refused with `WORKER_MISMATCH` (PERMISSION_DENIED) and
 //! nothing is written; heartbeat details for such tokens are dropped. The same worker id
 //! on a new stream, through any frontend, is the same worker (a reconnect).
+//!
+//! A worker identity restricted to task patterns (see [`Scope`]) may only report results
+//! for tasks those patterns match: its result for any other task is refused with
+//! `PERMISSION_DENIED` naming the task, before anything is written. The task name is read
+//! from the token's row only for such workers, and on a session only for tokens that
+//! session did not claim itself (what it claimed already passed the hello's pattern check).
 
 use super::registry::Session;
 use crate::error::{err, invalid, store, ApiResult};
 use crate::reply::{self, Waited};
+use crate::scope::Scope;
 use crate::{validate, Shared};
 use orbit_api::v1 as wire;
 use orbit_engine::TaskError;
@@ -44,6 +51,7 @@ impl Outcome {
 /// non-retryable `PAYLOAD_TOO_LARGE` / `PAYLOAD_TOO_DEEP` failure instead, and not accepted.
 pub(crate) async fn complete(
     shared: &Arc<Shared>,
+    scope: &Scope,
     worker_id: &str,
     token: &str,
     output: Option<prost_types::Value>,
@@ -52,6 +60,7 @@ pub(crate) async fn complete(
     let output =
         output.map(proto_to_json).transpose().map_err(|e| invalid("output", e.to_string()))?;
     let worker_id = reporter(worker_id)?;
+    task_in_scope(shared, scope, token).await?;
     let output = output.unwrap_or(Value::Null);
     if let Err(refused) = check_limits("output", &output, shared.config.max_payload_bytes) {
         return record_refused(shared, worker_id, token, &refused).await;
@@ -81,6 +90,7 @@ fn refused_report(token: &str, refused: &OrbitError) -> InboxMessage {
 /// Records a failed attempt; `error.code` is required.
 pub(crate) async fn fail(
     shared: &Arc<Shared>,
+    scope: &Scope,
     worker_id: &str,
     token: &str,
     error: Option<wire::TaskError>,
@@ -88,6 +98,7 @@ pub(crate) async fn fail(
     let token = validate::id("token", token)?;
     let (code, error_json) = super::check::error_json(error)?;
     let worker_id = reporter(worker_id)?;
+    task_in_scope(shared, scope, token).await?;
     if let Err(refused) = check_limits("error", &error_json, shared.config.max_payload_bytes) {
         // The attempt still failed: record that, without the details that are over the
         // limits, under the payload code (the worker's code stays in the message).
@@ -99,6 +110,19 @@ pub(crate) async fn fail(
         .map_err(|e| invalid("error", format!("does not fit a task error: {e}")))?;
     let report = InboxMessage::Fail(Fail { token: token.to_string(), error });
     record(shared, worker_id, token, report).await
+}
+
+/// `PERMISSION_DENIED` when a restricted worker reports a task outside its patterns. Only
+/// restricted workers read the token's row; an unknown token passes, and `record` answers
+/// it `UNKNOWN_TOKEN` as before.
+async fn task_in_scope(shared: &Shared, scope: &Scope, token: &str) -> ApiResult<()> {
+    if !scope.is_restricted() {
+        return Ok(());
+    }
+    match shared.store.task_by_token(token).await.map_err(store)? {
+        Some(row) => scope.task(&row.task),
+        None => Ok(()),
+    }
 }
 
 /// The worker a result claims to come from: required (an anonymous result is refused
@@ -187,6 +211,7 @@ async fn record(
 pub(crate) async fn heartbeat(
     shared: &Arc<Shared>,
     session: &Session,
+    scope: &Scope,
     tokens: &[String],
     details: Option<prost_types::Value>,
 ) -> ApiResult<()> {
@@ -212,13 +237,15 @@ pub(crate) async fn heartbeat(
     for token in tokens {
         // A token handed out through another frontend (the worker moved here after that one
         // died) is found through its task row; details for unknown tokens are dropped.
-        // Details for another worker's tokens are dropped like unknown ones.
+        // Details for another worker's tokens, or for tasks outside a restricted worker's
+        // patterns (the row is read here anyway), are dropped like unknown ones.
         let execution_id = match session.execution_of(token) {
             Some(id) => id,
             None => match shared.store.task_by_token(token).await.map_err(store)? {
                 Some(row)
                     if row.state == orbit_store::TaskState::Claimed
-                        && row.worker_id.as_deref() == Some(session.worker_id.as_str()) =>
+                        && row.worker_id.as_deref() == Some(session.worker_id.as_str())
+                        && scope.claims(&row.task) =>
                 {
                     row.execution_id
                 }

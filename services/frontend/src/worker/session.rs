@@ -6,6 +6,7 @@ use super::registry::{Session, WorkerMeta};
 use super::results;
 use super::supervise::{supervise, Supervised};
 use crate::error::{err, invalid, ApiResult};
+use crate::scope::Scope;
 use crate::validate;
 use crate::Shared;
 use orbit_api::v1::server_message::{self, Ack, Ping, Task, Welcome};
@@ -30,11 +31,14 @@ pub(crate) fn msg(kind: server_message::Kind) -> Result<ServerMessage, Status> {
 
 /// Runs a session to its end. Errors that end the stream are sent on it.
 /// `caller` is the authenticated identity, if auth is on; its task patterns bound the hello.
+/// `scope` is the same caller when its task patterns restrict it: results for tokens this
+/// session did not claim are checked against them.
 pub(crate) async fn run(
     shared: Arc<Shared>,
     mut inbound: Streaming<WorkerMessage>,
     tx: Tx,
     caller: Option<Arc<orbit_auth::Identity>>,
+    scope: Scope,
 ) {
     let timeout = shared.config.session_timeout();
     let hello = match tokio::time::timeout(timeout, inbound.message()).await {
@@ -81,7 +85,7 @@ pub(crate) async fn run(
         match tokio::time::timeout(timeout, inbound.message()).await {
             Ok(Ok(Some(message))) => {
                 session.touch();
-                if let Err(e) = handle(&shared, &session, message, &tx).await {
+                if let Err(e) = handle(&shared, &session, &scope, message, &tx).await {
                     let _ = tx.send(Err(e)).await;
                     break;
                 }
@@ -149,6 +153,7 @@ pub(super) fn open(hello: &Hello) -> ApiResult<Session> {
 async fn handle(
     shared: &Arc<Shared>,
     session: &Arc<Session>,
+    scope: &Scope,
     message: WorkerMessage,
     tx: &Tx,
 ) -> ApiResult<()> {
@@ -168,7 +173,8 @@ async fn handle(
         Some(Kind::Heartbeat(hb)) => {
             session.beat(&hb.tokens);
             // Any message keeps the session alive; details are recorded per token.
-            if let Err(e) = results::heartbeat(shared, session, &hb.tokens, hb.details).await {
+            if let Err(e) = results::heartbeat(shared, session, scope, &hb.tokens, hb.details).await
+            {
                 stream_error(e)?;
             }
             return Ok(());
@@ -179,11 +185,20 @@ async fn handle(
     // Results are recorded concurrently: each waits for its own commit (and the owner's
     // reply), and a slow one never holds up the others on the stream.
     let (shared, session, tx) = (shared.clone(), session.clone(), tx.clone());
+    let token = match &ack {
+        Report::Complete(c) => c.token.clone(),
+        Report::Fail(f) => f.token.clone(),
+    };
+    // A token this session claimed passed the hello's task-pattern check when it was
+    // offered (the dispatcher offers announced tasks only): no look-up. Any other token (a
+    // reconnect under the same worker id, or a foreign one) of a pattern-restricted worker
+    // is checked by task name. Unrestricted workers skip even the in-flight look-up.
+    let scope = if scope.is_restricted() && session.execution_of(&token).is_none() {
+        scope.clone()
+    } else {
+        Scope::default()
+    };
     tokio::spawn(async move {
-        let token = match &ack {
-            Report::Complete(c) => c.token.clone(),
-            Report::Fail(f) => f.token.clone(),
-        };
         // The database may be briefly unreachable (a restart, a failover): try again, with
         // backoff, for as long as the session may stay silent. The worker resends only on
         // a new stream, so giving up early would strand the result.
@@ -192,10 +207,18 @@ async fn handle(
         let outcome = loop {
             let outcome = match &ack {
                 Report::Complete(c) => {
-                    results::complete(&shared, &session.worker_id, &c.token, c.output.clone()).await
+                    results::complete(
+                        &shared,
+                        &scope,
+                        &session.worker_id,
+                        &c.token,
+                        c.output.clone(),
+                    )
+                    .await
                 }
                 Report::Fail(f) => {
-                    results::fail(&shared, &session.worker_id, &f.token, f.error.clone()).await
+                    results::fail(&shared, &scope, &session.worker_id, &f.token, f.error.clone())
+                        .await
                 }
             };
             match outcome {
@@ -243,7 +266,10 @@ fn stream_error(e: Status) -> ApiResult<String> {
         Some(o)
             if matches!(
                 o.code,
-                ErrorCode::InvalidArgument | ErrorCode::PayloadTooLarge | ErrorCode::WorkerMismatch
+                ErrorCode::InvalidArgument
+                    | ErrorCode::PayloadTooLarge
+                    | ErrorCode::WorkerMismatch
+                    | ErrorCode::PermissionDenied
             ) =>
         {
             Ok(format!("{}: {}", o.code, o.message))

@@ -6,9 +6,10 @@
 //! reply into the caller's answer.
 
 use super::definitions::not_found;
-use super::reads::execution;
+use super::reads::scoped;
 use crate::error::{err, store, ApiResult};
 use crate::reply::{self, Waited};
+use crate::scope::Scope;
 use crate::{validate, Shared};
 use orbit_api::internal::v1 as internal;
 use orbit_api::v1::{
@@ -16,6 +17,7 @@ use orbit_api::v1::{
     SignalExecutionResponse, StartExecutionRequest, StartExecutionResponse, UpdateExecutionRequest,
     UpdateExecutionResponse,
 };
+use orbit_auth::Action;
 use orbit_server_kit::ErrorCode;
 use orbit_store::inbox::{Cancel, Signal};
 use orbit_store::{InboxMessage, InboxReply};
@@ -23,10 +25,13 @@ use serde_json::json;
 
 pub(crate) async fn start(
     shared: &Shared,
+    scope: &Scope,
     req: StartExecutionRequest,
 ) -> ApiResult<StartExecutionResponse> {
     let workflow = validate::name("workflow", &req.workflow)?;
     let version = validate::optional("version", &req.version)?;
+    // Before the definition is read: a forbidden name is refused whether registered or not.
+    scope.workflow(Action::Start, workflow)?;
     let execution_id = match req.execution_id.as_str() {
         "" => validate::random_hex(16)?,
         given => validate::new_execution_id(given)?.to_string(),
@@ -50,6 +55,9 @@ pub(crate) async fn start(
     // The owner validates the input and is idempotent by id; its errors already carry
     // Orbit codes, so they pass through unchanged.
     let started = shared.owner.start_execution(tonic::Request::new(request)).await?.into_inner();
+    if !started.created && scope.is_restricted() {
+        hide_other_workflow(shared, scope, &started.execution_id).await?;
+    }
     Ok(StartExecutionResponse {
         execution_id: started.execution_id,
         run: started.run,
@@ -59,15 +67,31 @@ pub(crate) async fn start(
     })
 }
 
+/// Execution ids are unique across workflows, so a start naming an id already in use answers
+/// with that execution (`created: false`, its version and hash). For a restricted caller
+/// whose patterns do not match that execution's workflow, only the fact that the id is
+/// taken is said (`EXECUTION_EXISTS`): nothing of the other workflow's execution.
+async fn hide_other_workflow(shared: &Shared, scope: &Scope, id: &str) -> ApiResult<()> {
+    let Some(row) = shared.store.get_execution(id).await.map_err(store)? else { return Ok(()) };
+    if scope.sees(&row.workflow) {
+        return Ok(());
+    }
+    Err(err(
+        ErrorCode::ExecutionExists,
+        format!("execution id `{id}` is already in use; start with another id"),
+    ))
+}
+
 pub(crate) async fn signal(
     shared: &Shared,
+    scope: &Scope,
     req: SignalExecutionRequest,
 ) -> ApiResult<SignalExecutionResponse> {
     let id = validate::id("execution_id", &req.execution_id)?;
     let name = validate::name("name", &req.name)?;
     let request_id = validate::optional("request_id", &req.request_id)?;
     let payload = validate::payload("payload", req.payload, shared.config.max_payload_bytes)?;
-    let row = execution(shared, id).await?;
+    let row = scoped(shared, scope, Action::Signal, id).await?;
     let message = InboxMessage::Signal(Signal {
         name: name.to_string(),
         payload,
@@ -81,13 +105,14 @@ pub(crate) async fn signal(
 
 pub(crate) async fn cancel(
     shared: &Shared,
+    scope: &Scope,
     req: CancelExecutionRequest,
 ) -> ApiResult<CancelExecutionResponse> {
     let id = validate::id("execution_id", &req.execution_id)?;
     let request_id = validate::optional("request_id", &req.request_id)?;
     let reason = json!(req.reason);
     validate::check_size("reason", &reason, shared.config.max_payload_bytes)?;
-    execution(shared, id).await?;
+    scoped(shared, scope, Action::Cancel, id).await?;
     let message = InboxMessage::Cancel(Cancel {
         reason: req.reason,
         request_id: request_id.map(str::to_string),
@@ -102,11 +127,12 @@ pub(crate) async fn cancel(
 /// the request this answers gRPC `UNIMPLEMENTED`, as the proto documents.
 pub(crate) async fn update(
     shared: &Shared,
+    scope: &Scope,
     req: UpdateExecutionRequest,
 ) -> ApiResult<UpdateExecutionResponse> {
     let id = validate::id("execution_id", &req.execution_id)?;
     validate::name("name", &req.name)?;
-    execution(shared, id).await?;
+    scoped(shared, scope, Action::Update, id).await?;
     Err(tonic::Status::unimplemented(
         "UpdateExecution is not supported yet: workflow definitions cannot declare update \
          handlers; use SignalExecution and QueryExecution instead",

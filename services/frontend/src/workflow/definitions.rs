@@ -4,6 +4,7 @@
 //! hashes to the definition hash and parses back to the same definition.
 
 use crate::error::{err, invalid, store, ApiResult};
+use crate::scope::Scope;
 use crate::validate;
 use crate::Shared;
 use orbit_api::v1::DefinitionFormat;
@@ -11,6 +12,7 @@ use orbit_api::v1::{
     GetWorkflowRequest, GetWorkflowResponse, ListWorkflowsRequest, ListWorkflowsResponse,
     RegisterWorkflowRequest, RegisterWorkflowResponse, WorkflowDefinition,
 };
+use orbit_auth::Action;
 use orbit_definition::{canonical_json, to_document, Format};
 use orbit_server_kit::payload::ms_to_timestamp;
 use orbit_server_kit::{ErrorCode, FieldViolation, OrbitError};
@@ -18,6 +20,7 @@ use orbit_store::{DefinitionRow, PutOutcome, StoreError};
 
 pub(crate) async fn register(
     shared: &Shared,
+    scope: &Scope,
     req: RegisterWorkflowRequest,
 ) -> ApiResult<RegisterWorkflowResponse> {
     if req.document.trim().is_empty() {
@@ -50,6 +53,8 @@ pub(crate) async fn register(
             )
             .to_status()
     })?;
+    // The name is in the document: checked once it is parsed, before anything is stored.
+    scope.workflow(Action::Register, &def.name)?;
     let document = canonical_json(&to_document(&def));
     let outcome =
         shared.store.put_definition(&def.name, &def.version, &def.hash, &document).await.map_err(
@@ -76,10 +81,12 @@ pub(crate) async fn register(
 
 pub(crate) async fn get(
     shared: &Shared,
+    scope: &Scope,
     req: GetWorkflowRequest,
 ) -> ApiResult<GetWorkflowResponse> {
     let name = validate::name("name", &req.name)?;
     let version = validate::optional("version", &req.version)?;
+    scope.workflow(Action::Read, name)?;
     let row = shared.store.get_definition(name, version).await.map_err(store)?;
     let Some(row) = row else {
         return Err(not_found(name, version));
@@ -95,17 +102,25 @@ pub(crate) fn not_found(name: &str, version: Option<&str>) -> tonic::Status {
     err(ErrorCode::WorkflowNotFound, format!("workflow {what} is not registered"))
 }
 
-/// Pages by offset into the ordered list: the token is the index of the next result.
+/// Pages by offset into the ordered list: the token is the index of the next result. A
+/// restricted caller's list holds only the workflows its patterns match (filtered before
+/// paging, so pages stay full); a `name` filter outside them is refused.
 pub(crate) async fn list(
     shared: &Shared,
+    scope: &Scope,
     req: ListWorkflowsRequest,
 ) -> ApiResult<ListWorkflowsResponse> {
     let size = validate::page_size(req.page_size, 100, 1000);
     let start = usize::try_from(validate::numeric_token(&req.page_token)?.unwrap_or(0))
         .map_err(|_| invalid("page_token", "is out of range"))?;
+    if !req.name.is_empty() {
+        scope.workflow(Action::Read, &req.name)?;
+    }
     let all = shared.store.list_definitions().await.map_err(store)?;
-    let matching: Vec<DefinitionRow> =
-        all.into_iter().filter(|d| req.name.is_empty() || d.name == req.name).collect();
+    let matching: Vec<DefinitionRow> = all
+        .into_iter()
+        .filter(|d| (req.name.is_empty() || d.name == req.name) && scope.sees(&d.name))
+        .collect();
     let end = start.saturating_add(size).min(matching.len());
     let next_page_token = if end < matching.len() { end.to_string() } else { String::new() };
     let workflows = matching

@@ -3,9 +3,12 @@
 //! transaction, so a running execution never loses rows; a repeated call finds nothing and
 //! answers `EXECUTION_NOT_FOUND`.
 
+use super::reads::scoped;
 use crate::error::{err, no_execution, store, ApiResult};
+use crate::scope::Scope;
 use crate::{validate, Shared};
 use orbit_api::v1::{DeleteExecutionRequest, DeleteExecutionResponse};
+use orbit_auth::Action;
 use orbit_server_kit::ErrorCode;
 use orbit_store::DeleteOutcome;
 
@@ -14,9 +17,16 @@ const NAMED: usize = 5;
 
 pub(crate) async fn delete(
     shared: &Shared,
+    scope: &Scope,
     req: DeleteExecutionRequest,
 ) -> ApiResult<DeleteExecutionResponse> {
     let id = validate::id("execution_id", &req.execution_id)?;
+    // Only a pattern-restricted caller pays for reading the row first (the delete itself
+    // needs no read). The descendants go with the execution that started them, whatever
+    // their workflows: the tree is the addressed execution's.
+    if scope.is_restricted() {
+        scoped(shared, scope, Action::Cancel, id).await?;
+    }
     match shared.store.delete_execution(id).await.map_err(store)? {
         DeleteOutcome::Deleted(rows) => {
             tracing::info!(execution_id = %id, executions = rows.executions, events = rows.events, "execution deleted");

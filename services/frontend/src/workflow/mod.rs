@@ -3,7 +3,8 @@
 //! The trait impl only unwraps requests and delegates: definitions in [`definitions`],
 //! reads from the store in [`reads`], the event stream in [`watch`], and commands routed to
 //! the owner in [`commands`], and the poison quarantine's operator actions in
-//! [`quarantine`].
+//! [`quarantine`]. Each takes the request's [`Scope`] first: the caller's workflow patterns,
+//! checked on the workflow each request names or addresses.
 
 mod commands;
 mod definitions;
@@ -12,6 +13,7 @@ mod quarantine;
 pub(crate) mod reads;
 mod watch;
 
+use crate::scope::Scope;
 use crate::Shared;
 use orbit_api::v1::workflow_service_server::WorkflowService;
 use orbit_api::v1::{
@@ -45,42 +47,54 @@ impl WorkflowService for WorkflowApi {
         &self,
         request: Request<RegisterWorkflowRequest>,
     ) -> Result<Response<RegisterWorkflowResponse>, Status> {
-        definitions::register(&self.shared, request.into_inner()).await.map(Response::new)
+        definitions::register(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn get_workflow(
         &self,
         request: Request<GetWorkflowRequest>,
     ) -> Result<Response<GetWorkflowResponse>, Status> {
-        definitions::get(&self.shared, request.into_inner()).await.map(Response::new)
+        definitions::get(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn list_workflows(
         &self,
         request: Request<ListWorkflowsRequest>,
     ) -> Result<Response<ListWorkflowsResponse>, Status> {
-        definitions::list(&self.shared, request.into_inner()).await.map(Response::new)
+        definitions::list(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn start_execution(
         &self,
         request: Request<StartExecutionRequest>,
     ) -> Result<Response<StartExecutionResponse>, Status> {
-        commands::start(&self.shared, request.into_inner()).await.map(Response::new)
+        commands::start(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn describe_execution(
         &self,
         request: Request<DescribeExecutionRequest>,
     ) -> Result<Response<DescribeExecutionResponse>, Status> {
-        reads::describe(&self.shared, request.into_inner()).await.map(Response::new)
+        reads::describe(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn get_history(
         &self,
         request: Request<GetHistoryRequest>,
     ) -> Result<Response<GetHistoryResponse>, Status> {
-        reads::history(&self.shared, request.into_inner()).await.map(Response::new)
+        reads::history(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     type WatchExecutionStream = watch::WatchStream;
@@ -89,62 +103,80 @@ impl WorkflowService for WorkflowApi {
         &self,
         request: Request<WatchExecutionRequest>,
     ) -> Result<Response<Self::WatchExecutionStream>, Status> {
-        watch::watch(self.shared.clone(), request.into_inner()).await.map(Response::new)
+        watch::watch(self.shared.clone(), &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn list_executions(
         &self,
         request: Request<ListExecutionsRequest>,
     ) -> Result<Response<ListExecutionsResponse>, Status> {
-        reads::list_executions(&self.shared, request.into_inner()).await.map(Response::new)
+        reads::list_executions(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn signal_execution(
         &self,
         request: Request<SignalExecutionRequest>,
     ) -> Result<Response<SignalExecutionResponse>, Status> {
-        commands::signal(&self.shared, request.into_inner()).await.map(Response::new)
+        commands::signal(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn query_execution(
         &self,
         request: Request<QueryExecutionRequest>,
     ) -> Result<Response<QueryExecutionResponse>, Status> {
-        reads::query(&self.shared, request.into_inner()).await.map(Response::new)
+        reads::query(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn cancel_execution(
         &self,
         request: Request<CancelExecutionRequest>,
     ) -> Result<Response<CancelExecutionResponse>, Status> {
-        commands::cancel(&self.shared, request.into_inner()).await.map(Response::new)
+        commands::cancel(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn update_execution(
         &self,
         request: Request<UpdateExecutionRequest>,
     ) -> Result<Response<UpdateExecutionResponse>, Status> {
-        commands::update(&self.shared, request.into_inner()).await.map(Response::new)
+        commands::update(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn resume_execution(
         &self,
         request: Request<ResumeExecutionRequest>,
     ) -> Result<Response<ResumeExecutionResponse>, Status> {
-        quarantine::resume(&self.shared, request.into_inner()).await.map(Response::new)
+        quarantine::resume(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn terminate_execution(
         &self,
         request: Request<TerminateExecutionRequest>,
     ) -> Result<Response<TerminateExecutionResponse>, Status> {
-        quarantine::terminate(&self.shared, request.into_inner()).await.map(Response::new)
+        quarantine::terminate(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn delete_execution(
         &self,
         request: Request<orbit_api::v1::DeleteExecutionRequest>,
     ) -> Result<Response<orbit_api::v1::DeleteExecutionResponse>, Status> {
-        delete::delete(&self.shared, request.into_inner()).await.map(Response::new)
+        delete::delete(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
     }
 }

@@ -6,13 +6,15 @@
 //! mistakes without writing anything; the owner checks again with the state it holds.
 
 use super::commands::send;
-use super::reads::{execution, load_run};
+use super::reads::{load_run, scoped};
 use crate::error::{err, ApiResult};
+use crate::scope::Scope;
 use crate::{validate, Shared};
 use orbit_api::v1::{
     ResumeExecutionRequest, ResumeExecutionResponse, TerminateExecutionRequest,
     TerminateExecutionResponse,
 };
+use orbit_auth::Action;
 use orbit_engine::Status;
 use orbit_server_kit::ErrorCode;
 use orbit_store::inbox::{Resume, Terminate};
@@ -37,10 +39,11 @@ fn unexpected(id: &str, reply: Option<InboxReply>) -> tonic::Status {
 
 pub(crate) async fn resume(
     shared: &Shared,
+    scope: &Scope,
     req: ResumeExecutionRequest,
 ) -> ApiResult<ResumeExecutionResponse> {
     let id = validate::id("execution_id", &req.execution_id)?;
-    let row = execution(shared, id).await?;
+    let row = scoped(shared, scope, Action::Update, id).await?;
     if row.status.is_closed() {
         return Err(finished(id, row.status));
     }
@@ -63,15 +66,16 @@ pub(crate) async fn resume(
 
 pub(crate) async fn terminate(
     shared: &Shared,
+    scope: &Scope,
     req: TerminateExecutionRequest,
 ) -> ApiResult<TerminateExecutionResponse> {
     let id = validate::id("execution_id", &req.execution_id)?;
     let reason = json!(req.reason);
     validate::check_size("reason", &reason, shared.config.max_payload_bytes)?;
-    let row = execution(shared, id).await?;
+    let row = scoped(shared, scope, Action::Cancel, id).await?;
     if row.status.is_closed() {
         // Idempotent: a terminated execution answers as the first call did.
-        let loaded = load_run(shared, id, 0).await?;
+        let loaded = load_run(shared, scope, Action::Cancel, id, 0).await?;
         if loaded.state.error.as_ref().is_some_and(|e| e.code == TERMINATED) {
             return Ok(TerminateExecutionResponse {
                 seq: loaded.state.last_seq,

@@ -4,6 +4,7 @@
 //! exactly the committed state (it may lag the owner's hot state by one commit).
 
 use crate::error::{err, invalid, no_execution, store, ApiResult};
+use crate::scope::Scope;
 use crate::validate;
 use crate::Shared;
 use orbit_api::v1::{
@@ -11,6 +12,7 @@ use orbit_api::v1::{
     GetHistoryRequest, GetHistoryResponse, ListExecutionsRequest, ListExecutionsResponse,
     QueryExecutionRequest, QueryExecutionResponse,
 };
+use orbit_auth::Action;
 use orbit_definition::Definition;
 use orbit_engine::{HistoryEvent, State, Status};
 use orbit_server_kit::payload::{check_limits, json_to_proto, timestamp_to_ms};
@@ -44,6 +46,20 @@ pub(crate) async fn execution(shared: &Shared, id: &str) -> ApiResult<ExecutionR
     shared.store.get_execution(id).await.map_err(store)?.ok_or_else(|| no_execution(id))
 }
 
+/// The projection of an execution the caller may address with `action`; one of a workflow
+/// outside a restricted caller's patterns is answered as missing (see [`Scope::execution`]).
+/// The check reuses the row every handler reads anyway: no extra query.
+pub(crate) async fn scoped(
+    shared: &Shared,
+    scope: &Scope,
+    action: Action,
+    id: &str,
+) -> ApiResult<ExecutionRow> {
+    let row = execution(shared, id).await?;
+    scope.execution(action, &row)?;
+    Ok(row)
+}
+
 /// The requested run (0 = latest), or `EXECUTION_NOT_FOUND` for a run that does not exist.
 pub(crate) fn resolve_run(row: &ExecutionRow, run: u32) -> ApiResult<u32> {
     match run {
@@ -56,9 +72,15 @@ pub(crate) fn resolve_run(row: &ExecutionRow, run: u32) -> ApiResult<u32> {
     }
 }
 
-/// Loads and folds one run.
-pub(crate) async fn load_run(shared: &Shared, id: &str, run: u32) -> ApiResult<LoadedRun> {
-    let row = execution(shared, id).await?;
+/// Loads and folds one run of an execution `scope` may address with `action`.
+pub(crate) async fn load_run(
+    shared: &Shared,
+    scope: &Scope,
+    action: Action,
+    id: &str,
+    run: u32,
+) -> ApiResult<LoadedRun> {
+    let row = scoped(shared, scope, action, id).await?;
     let run = resolve_run(&row, run)?;
     let history = shared.store.load_history(id, run).await.map_err(store)?;
     let state = State::from_history(&history);
@@ -74,10 +96,11 @@ pub(crate) async fn load_run(shared: &Shared, id: &str, run: u32) -> ApiResult<L
 
 pub(crate) async fn describe(
     shared: &Shared,
+    scope: &Scope,
     req: DescribeExecutionRequest,
 ) -> ApiResult<DescribeExecutionResponse> {
     let id = validate::id("execution_id", &req.execution_id)?;
-    let loaded = load_run(shared, id, req.run).await?;
+    let loaded = load_run(shared, scope, Action::Read, id, req.run).await?;
     let info = loaded.info();
     let mut execution = orbit_wire::describe(&loaded.def, &loaded.state, info);
     if loaded.run == loaded.row.run && loaded.row.status == Status::Suspended {
@@ -94,11 +117,12 @@ pub(crate) async fn describe(
 
 pub(crate) async fn query(
     shared: &Shared,
+    scope: &Scope,
     req: QueryExecutionRequest,
 ) -> ApiResult<QueryExecutionResponse> {
     let id = validate::id("execution_id", &req.execution_id)?;
     let name = validate::name("name", &req.name)?;
-    let loaded = load_run(shared, id, req.run).await?;
+    let loaded = load_run(shared, scope, Action::Query, id, req.run).await?;
     let as_of_seq = loaded.state.last_seq;
     let name = name.to_string();
     let what = format!("query `{name}` result");
@@ -124,13 +148,14 @@ const MAX_PAGE_BYTES: usize = orbit_server_kit::server::DEFAULT_MAX_MESSAGE_BYTE
 /// (never empty), so it always fits one message.
 pub(crate) async fn history(
     shared: &Shared,
+    scope: &Scope,
     req: GetHistoryRequest,
 ) -> ApiResult<GetHistoryResponse> {
     use prost::Message as _;
     let id = validate::id("execution_id", &req.execution_id)?;
     let size = validate::page_size(req.page_size, 1000, 10_000);
     let from = validate::numeric_token(&req.page_token)?.unwrap_or(1);
-    let row = execution(shared, id).await?;
+    let row = scoped(shared, scope, Action::Read, id).await?;
     let run = resolve_run(&row, req.run)?;
     let history = shared.store.load_history(id, run).await.map_err(store)?;
     let mut events = Vec::new();
@@ -153,8 +178,14 @@ pub(crate) async fn history(
 /// Filters the store cannot apply (several statuses, version, time range, root, schedule)
 /// are applied to each store page, so a page may hold fewer than `page_size` results; the
 /// token is the store's and stays valid.
+///
+/// A caller restricted to some workflows sees only executions of those: a `workflow`
+/// filter outside its patterns is refused (`PERMISSION_DENIED`), and without a filter the
+/// other executions are dropped from each page like the filters above (the paging stays
+/// the store's, so following `next_page_token` still visits every visible execution once).
 pub(crate) async fn list_executions(
     shared: &Shared,
+    scope: &Scope,
     req: ListExecutionsRequest,
 ) -> ApiResult<ListExecutionsResponse> {
     let mut statuses = Vec::new();
@@ -166,6 +197,9 @@ pub(crate) async fn list_executions(
     }
     if !req.version.is_empty() && req.workflow.is_empty() {
         return Err(invalid("version", "requires `workflow`"));
+    }
+    if !req.workflow.is_empty() {
+        scope.workflow(Action::Read, &req.workflow)?;
     }
     let created_after = req.created_after.as_ref().map(timestamp_to_ms).transpose();
     let created_after = created_after.map_err(|e| invalid("created_after", e.to_string()))?;
@@ -191,6 +225,7 @@ pub(crate) async fn list_executions(
             && (req.root_id.is_empty() || row.root_id == req.root_id)
             && (req.schedule_id.is_empty()
                 || row.schedule_id.as_deref() == Some(req.schedule_id.as_str()))
+            && scope.sees(&row.workflow)
     };
     Ok(ListExecutionsResponse {
         executions: page

@@ -5,12 +5,14 @@
 //! safety net), and ends after the run's terminal event (or follows continue-as-new into the
 //! next run when asked). A client that goes away ends the stream.
 
-use super::reads::{execution, resolve_run};
+use super::reads::{resolve_run, scoped};
 use crate::error::{store, ApiResult};
+use crate::scope::Scope;
 use crate::validate;
 use crate::Shared;
 use orbit_api::v1::watch_execution_response::Kind;
 use orbit_api::v1::{WatchExecutionRequest, WatchExecutionResponse};
+use orbit_auth::Action;
 use orbit_engine::{State, Status};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,10 +25,12 @@ pub type WatchStream = ReceiverStream<Result<WatchExecutionResponse, GrpcStatus>
 
 pub(crate) async fn watch(
     shared: Arc<Shared>,
+    scope: &Scope,
     req: WatchExecutionRequest,
 ) -> ApiResult<WatchStream> {
     let id = validate::id("execution_id", &req.execution_id)?.to_string();
-    let row = execution(&shared, &id).await?;
+    // Checked once: every later run of the execution runs the same workflow.
+    let row = scoped(&shared, scope, Action::Read, &id).await?;
     let run = resolve_run(&row, req.run)?;
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
