@@ -48,16 +48,27 @@ pub struct DevArgs {
     pub retention: RetentionArg,
     #[command(flatten)]
     pub sweep: SweepArgs,
-    /// Identities file (YAML, see docs/security.md): every RPC then needs a token or
-    /// certificate of an identity allowed to call it; reloaded when it changes. Without it
-    /// every RPC is served anonymously.
-    #[arg(long, env = "ORBIT_IDENTITIES", value_name = "FILE")]
-    pub identities: Option<PathBuf>,
+    /// Without `--identities` every RPC is served anonymously, so only on a loopback
+    /// address unless `--insecure`.
+    #[command(flatten)]
+    pub auth: crate::auth_args::AuthArgs,
 }
 
 /// Runs `orbit dev` until SIGINT/SIGTERM.
 pub async fn run(args: DevArgs) -> ExitCode {
     init_logs(&args.log);
+    let (tls, identities) =
+        (args.connections.tls.files().is_some(), args.auth.identities.is_some());
+    if let Err(code) = crate::auth_args::enforce(
+        "orbit dev",
+        args.listen,
+        tls,
+        identities,
+        args.auth.insecure,
+        false,
+    ) {
+        return code;
+    }
     let listener = match TcpListener::bind(args.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -77,7 +88,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
         connections: args.connections.options(),
         max_failures: args.max_failures,
         retention: &retention,
-        identities: args.identities.clone(),
+        identities: args.auth.identities.clone(),
     };
     match serve_with(&args.db, listener, shutdown, config, options, true).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -144,10 +155,9 @@ pub async fn serve_with(
     let ServeOptions { connections, max_failures, retention: (retention, sweep), identities } =
         options;
     // Loaded before anything is opened: a bad file stops the start with its path and code.
-    let identities = match identities {
-        None => None,
-        Some(file) => Some((orbit_auth::IdentityStore::load(&file)?, file)),
-    };
+    let gate = crate::auth_args::Gate::load(identities.as_deref())?;
+    let connections =
+        orbit_server_kit::ConnectionOptions { gate: gate.gate.clone(), ..connections };
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(db).await?);
     let tasks_ready = Arc::new(Notify::new());
     let timers_changed = Arc::new(Notify::new());
@@ -193,14 +203,7 @@ pub async fn serve_with(
     frontend.recover_claims().await?;
     let (workflows, workers) = frontend.services();
     let admin = frontend.admin_service();
-    let mut kit = ServerKit::new();
-    let mut reload = None;
-    if let Some((store, file)) = identities {
-        tracing::info!(file = %file.display(), count = store.current().all().len(), "identities enforced");
-        reload = Some(store.watch(file, orbit_auth::RELOAD_INTERVAL));
-        kit = kit.gate(Arc::new(store));
-    }
-    let kit = kit
+    let kit = ServerKit::new()
         .connections(connections)
         .register_file_descriptor_set(orbit_api::FILE_DESCRIPTOR_SET)
         .add_service(workflows)
@@ -214,9 +217,7 @@ pub async fn serve_with(
         eprintln!("orbit dev serving on {addr} (state in {})", db.display());
     }
     kit.serve(listener, shutdown.clone()).await?;
-    if let Some(reload) = reload {
-        reload.abort();
-    }
+    drop(gate);
     shutdown.cancel();
     owner_task.await??;
     scheduler_task.await?;
