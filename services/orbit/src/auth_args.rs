@@ -127,7 +127,7 @@ pub fn exposure(
     let missing = missing.join(" and ");
     if insecure {
         return Ok(Some(format!(
-            "--insecure: serving on {listen} without {missing}; anyone who can reach this \
+            "--insecure: listening on {listen} without {missing}; anyone who can reach this \
              port can read and change everything it serves"
         )));
     }
