@@ -14,7 +14,8 @@
 # D/tls (node.pem for the services, CN `node`; client.pem for clients and workers, CN
 # `client`); D/identities.yaml holds a `service` identity matched by the node certificate
 # and an `admin` identity matched by the client certificate or by a generated token. D/env
-# then also holds ORBIT_TLS_CA, ORBIT_TLS_CLIENT_CERT, ORBIT_TLS_CLIENT_KEY and ORBIT_TOKEN.
+# then also holds ORBIT_TLS_CA, ORBIT_TLS_CLIENT_CERT, ORBIT_TLS_CLIENT_KEY and ORBIT_TOKEN
+# (the token is $ORBIT_TOPOLOGY_TOKEN when set, else a fresh random one).
 #
 # Options of `start`:
 #   --dir D          state and logs (default: target/topology)
@@ -167,7 +168,7 @@ case "$cmd" in
     t="${certs:-$dir/tls}"
     if [ "$tls" = 1 ]; then
       make_certs "$t"
-      token="$(openssl rand -hex 32)"
+      token="${ORBIT_TOPOLOGY_TOKEN:-$(openssl rand -hex 32)}"
       hash="$(printf '%s' "$token" | sha256sum | cut -d' ' -f1)"
       cat >"$dir/identities.yaml" <<EOF_IDS
 identities:
@@ -228,7 +229,7 @@ EOF_IDS
   stop) stop_all ;;
   certs) make_certs "${certs:-$dir/tls}" ;;
   *)
-    sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

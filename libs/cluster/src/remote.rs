@@ -10,7 +10,7 @@
 //! * `QueryExecution` / `DescribeExecution` go to the execution's current owner (owners row
 //!   → node → advertised address); `UNAVAILABLE` while that owner is not live.
 //! * Every call carries this process's credentials when configured: the client
-//!   certificate of its TLS options and/or a service token ([`RemoteOwners::with_token`]).
+//!   certificate of its TLS options and/or a service token ([`RemoteOwners::with_bearer`]).
 
 use crate::membership::Membership;
 use crate::rendezvous;
@@ -83,18 +83,12 @@ impl RemoteOwners {
         }
     }
 
-    /// Sends `authorization: Bearer <token>` with every call, so owners enforcing an
-    /// identities file admit this process as a `service` identity.
-    ///
-    /// # Errors
-    /// The token is not printable ASCII (it could not travel as metadata).
-    pub fn with_token(mut self, token: &str) -> Result<RemoteOwners, String> {
-        let mut value: MetadataValue<Ascii> = format!("Bearer {token}")
-            .parse()
-            .map_err(|_| "the service token must be printable ASCII".to_string())?;
-        value.set_sensitive(true);
-        self.bearer = Some(value);
-        Ok(self)
+    /// Sends `bearer` (`Bearer <token>`) as `authorization` metadata with every call, so
+    /// owners enforcing an identities file admit this process as a `service` identity.
+    #[must_use]
+    pub fn with_bearer(mut self, bearer: MetadataValue<Ascii>) -> RemoteOwners {
+        self.bearer = Some(bearer);
+        self
     }
 
     /// A call carrying this process's credentials.

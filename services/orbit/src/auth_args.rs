@@ -31,10 +31,19 @@ pub struct AuthArgs {
     pub insecure: bool,
 }
 
-/// A bearer token a process sends as `authorization: Bearer <token>`; its `Debug` hides it
-/// so it cannot reach a log through the parsed flags.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(pub String);
+/// A bearer token a process sends as `authorization: Bearer <token>`, checked once when the
+/// flag is parsed; its `Debug` hides it so it cannot reach a log through the parsed flags.
+#[derive(Clone)]
+pub struct Secret {
+    bearer: tonic::metadata::MetadataValue<tonic::metadata::Ascii>,
+}
+
+impl Secret {
+    /// The `authorization` metadata value (`Bearer <token>`), marked sensitive.
+    pub fn bearer(&self) -> tonic::metadata::MetadataValue<tonic::metadata::Ascii> {
+        self.bearer.clone()
+    }
+}
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -47,10 +56,14 @@ impl std::str::FromStr for Secret {
 
     fn from_str(s: &str) -> Result<Secret, String> {
         let token = s.trim();
+        let invalid = || "a token is printable ASCII without spaces".to_string();
         if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err("a token is printable ASCII without spaces".into());
+            return Err(invalid());
         }
-        Ok(Secret(token.to_owned()))
+        let mut bearer: tonic::metadata::MetadataValue<_> =
+            format!("Bearer {token}").parse().map_err(|_| invalid())?;
+        bearer.set_sensitive(true);
+        Ok(Secret { bearer })
     }
 }
 
@@ -175,7 +188,17 @@ pub fn enforce(
 
 #[cfg(test)]
 mod tests {
-    use super::exposure;
+    use super::{exposure, Secret};
+
+    #[test]
+    fn a_secret_is_checked_once_and_never_printed() {
+        let secret: Secret = "abc123".parse().unwrap();
+        assert_eq!(secret.bearer().to_str().unwrap(), "Bearer abc123");
+        assert!(!format!("{secret:?}").contains("abc123"));
+        for bad in ["", "two words", "tab\there", "é"] {
+            assert!(bad.parse::<Secret>().is_err(), "{bad:?}");
+        }
+    }
     use std::net::SocketAddr;
 
     fn at(addr: &str) -> SocketAddr {

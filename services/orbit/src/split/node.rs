@@ -170,12 +170,7 @@ impl Node {
         let owners = RemoteOwners::new(self.membership.clone(), RetryPolicy::default())
             .with_tls(args.client_tls.options());
         match &args.service_token {
-            // `Secret` is printable ASCII already, so the token always makes metadata.
-            Some(token) => owners.with_token(&token.0).unwrap_or_else(|e| {
-                tracing::error!(error = %e, "--service-token not used");
-                RemoteOwners::new(self.membership.clone(), RetryPolicy::default())
-                    .with_tls(args.client_tls.options())
-            }),
+            Some(token) => owners.with_bearer(token.bearer()),
             None => owners,
         }
     }

@@ -3,10 +3,11 @@
 //! kills, pauses and resumes them by pid and checks what the database holds afterwards.
 //!
 //! Secure by default, like the script: every service serves mutual TLS and enforces the
-//! topology's identities file; the test's clients ([`Topology::client`]) and workers
-//! ([`load_worker`], [`Topology::tls`]) present the client certificate, which is the admin
-//! identity. The certificates are generated once per test process ([`shared_tls`]) and
-//! shared by its topologies.
+//! topology's identities file; the test's clients ([`Topology::client`]) present the client
+//! certificate, which is the admin identity, and its load workers ([`load_worker`]) the
+//! certificate AND the admin token (the token decides: the token path is exercised on every
+//! worker call). The certificates and the token are made once per test process
+//! ([`shared_tls`], [`shared_token`]) and shared by its topologies.
 //!
 //! PostgreSQL must be running (`scripts/pg.sh start`; `scripts/test.sh` does it): the
 //! topology script would otherwise start it and stop it again with the topology.
@@ -47,6 +48,17 @@ fn certs() -> &'static PathBuf {
         assert!(ok, "topology.sh certs failed:\n{out}\n{err}");
         dir
     })
+}
+
+/// The admin token of every topology of this test process (`ORBIT_TOPOLOGY_TOKEN` for
+/// the script); `None` until a topology started.
+pub fn shared_token() -> Option<&'static str> {
+    CERTS.get().map(|_| token())
+}
+
+fn token() -> &'static str {
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(|| orbit_auth::token::new_token().expect("random token"))
 }
 
 /// What clients and workers of this process's topologies connect with: the CA and the
@@ -130,6 +142,7 @@ impl Topology {
         cmd.args(["--database", &database, "--frontends", &f, "--owners", &o]);
         cmd.args(["--schedulers", &s, "--ports", "auto", "--bin", env!("CARGO_BIN_EXE_orbit")]);
         cmd.args(["--sslmode", sslmode, "--certs"]).arg(certs());
+        cmd.env("ORBIT_TOPOLOGY_TOKEN", token());
         cmd.arg("--").args(extra);
         let (ok, out, err) = super::run_bounded(&mut cmd, Duration::from_secs(300));
         assert!(ok, "topology.sh start failed:\n{out}\n{err}");
@@ -142,6 +155,7 @@ impl Topology {
             token: String::new(),
         };
         topo.reload();
+        assert_eq!(topo.token, token(), "the topology runs with identities and this token");
         topo
     }
 
@@ -339,8 +353,9 @@ output: "${{ steps.c.output }}"
 pub type Runs = std::sync::Arc<std::sync::Mutex<Vec<(String, String, String, bool)>>>;
 
 /// Runs a worker for `work` on `endpoints` (comma-separated) that echoes its input after
-/// `delay`; returns the record of every task it ran. It connects with [`shared_tls`]: the
-/// topologies' client certificate, or plain text in a process that started none.
+/// `delay`; returns the record of every task it ran. It connects with [`shared_tls`] and
+/// [`shared_token`]: the topologies' client certificate and admin token, or plain text
+/// without a token in a process that started none.
 pub fn load_worker(
     endpoints: &str,
     worker_id: &str,
@@ -351,8 +366,11 @@ pub fn load_worker(
     use orbit_worker::{TaskContext, TaskFailure, Worker};
     let runs: Runs = Runs::default();
     let seen = runs.clone();
-    let worker = Worker::builder(endpoints.to_string())
-        .tls(shared_tls())
+    let mut builder = Worker::builder(endpoints.to_string()).tls(shared_tls());
+    if let Some(token) = shared_token() {
+        builder = builder.bearer_token(token);
+    }
+    let worker = builder
         .worker_id(worker_id)
         .max_concurrency(concurrency)
         .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(500))
