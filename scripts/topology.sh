@@ -7,6 +7,15 @@
 #   scripts/topology.sh status [--dir D]  what runs (service, node id, pid, address, log)
 #   scripts/topology.sh stop [--dir D]    stop every process it started (and PostgreSQL,
 #                                         if this script started it)
+#   scripts/topology.sh certs [--certs C] only generate the CA and certificates (see --certs)
+#
+# Secure by default: mutual TLS on every port and on the calls to owners, and an identities
+# file enforced by every service. A CA and certificates are generated with openssl in
+# D/tls (node.pem for the services, CN `node`; client.pem for clients and workers, CN
+# `client`); D/identities.yaml holds a `service` identity matched by the node certificate
+# and an `admin` identity matched by the client certificate or by a generated token. D/env
+# then also holds ORBIT_TLS_CA, ORBIT_TLS_CLIENT_CERT, ORBIT_TLS_CLIENT_KEY and ORBIT_TOKEN
+# (the token is $ORBIT_TOPOLOGY_TOKEN when set, else a fresh random one).
 #
 # Options of `start`:
 #   --dir D          state and logs (default: target/topology)
@@ -18,10 +27,9 @@
 #                    (default: disable; verify-full uses the CA scripts/pg.sh made)
 #   --bin PATH       the orbit binary (default: $ORBIT_BIN, else target/release/orbit,
 #                    built when missing)
-#   --tls            mutual TLS on every port and on the calls to owners: a CA and
-#                    certificates are generated with openssl in D/tls (node.pem for the
-#                    services, client.pem for clients and workers); D/env then also holds
-#                    ORBIT_TLS_CA, ORBIT_TLS_CLIENT_CERT and ORBIT_TLS_CLIENT_KEY
+#   --insecure       the old plain mode: no TLS, no identities (services get --insecure)
+#   --tls            accepted for old commands; TLS is the default
+#   --certs C        take (or generate once) the CA and certificates in C instead of D/tls
 #   -- ARGS          extra flags for every service (e.g. --node-timeout-ms 2000)
 #
 # After `start`, D/env holds ORBIT_DATABASE_URL and ORBIT_FRONTENDS (comma-separated
@@ -38,7 +46,8 @@ frontends=2 owners=2 schedulers=1
 ports="fixed"
 sslmode="disable"
 bin="${ORBIT_BIN:-}"
-tls=0
+tls=1
+certs=""
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -51,6 +60,8 @@ while [ $# -gt 0 ]; do
     --sslmode) sslmode="$2"; shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
     --tls) tls=1; shift ;;
+    --insecure) tls=0; shift ;;
+    --certs) certs="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "topology.sh: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -153,12 +164,25 @@ case "$cmd" in
       bin="$repo/target/release/orbit"
       [ -x "$bin" ] || (cd "$repo" && cargo build --release -p orbit)
     fi
-    tls_flags=()
+    tls_flags=(--insecure)
+    t="${certs:-$dir/tls}"
     if [ "$tls" = 1 ]; then
-      t="$dir/tls"
       make_certs "$t"
+      token="${ORBIT_TOPOLOGY_TOKEN:-$(openssl rand -hex 32)}"
+      hash="$(printf '%s' "$token" | sha256sum | cut -d' ' -f1)"
+      cat >"$dir/identities.yaml" <<EOF_IDS
+identities:
+  - name: admin              # clients and workers: the client certificate or ORBIT_TOKEN
+    kind: admin
+    token_sha256: $hash
+    cert_names: [client]
+  - name: services           # frontends and schedulers calling owners, by node.pem
+    kind: service
+    cert_names: [node]
+EOF_IDS
       tls_flags=(--tls-cert "$t/node.pem" --tls-key "$t/node-key.pem" --tls-client-ca "$t/ca.pem"
-        --tls-ca "$t/ca.pem" --tls-client-cert "$t/node.pem" --tls-client-key "$t/node-key.pem")
+        --tls-ca "$t/ca.pem" --tls-client-cert "$t/node.pem" --tls-client-key "$t/node-key.pem"
+        --identities "$dir/identities.yaml")
     fi
     : >"$dir/nodes"
     fe_list=""
@@ -185,11 +209,13 @@ case "$cmd" in
       echo "ORBIT_DATABASE_URL='$url'"
       echo "ORBIT_FRONTENDS='$fe_list'"
       if [ "$tls" = 1 ]; then
-        echo "ORBIT_TLS_CA='$dir/tls/ca.pem'"
-        echo "ORBIT_TLS_CLIENT_CERT='$dir/tls/client.pem'"
-        echo "ORBIT_TLS_CLIENT_KEY='$dir/tls/client-key.pem'"
+        echo "ORBIT_TLS_CA='$t/ca.pem'"
+        echo "ORBIT_TLS_CLIENT_CERT='$t/client.pem'"
+        echo "ORBIT_TLS_CLIENT_KEY='$t/client-key.pem'"
+        echo "ORBIT_TOKEN='$token'"
       fi
     } >"$dir/env"
+    chmod 600 "$dir/env"
     cat "$dir/nodes"
     echo "frontends: $fe_list   (state in $dir; stop with: scripts/topology.sh stop --dir $dir)"
     ;;
@@ -201,8 +227,9 @@ case "$cmd" in
     done <"$dir/nodes"
     ;;
   stop) stop_all ;;
+  certs) make_certs "${certs:-$dir/tls}" ;;
   *)
-    sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

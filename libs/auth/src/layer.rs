@@ -28,12 +28,10 @@ use crate::identities::Identity;
 use crate::mesh::MeshIdentity;
 use crate::store::IdentityStore;
 
-/// Verified client-certificate names (subject CN and SANs) of the connection's peer.
-///
-/// The TLS side inserts it into each request's extensions after the handshake verified
-/// the chain; the layer trusts it as-is, and a client cannot set extensions itself.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PeerCertNames(pub Vec<String>);
+/// Verified client-certificate names (subject CN, DNS and URI SANs) of the connection's
+/// peer: server-kit's TLS acceptor parses them once per connection and puts them in each
+/// request's extensions (`orbit_server_kit::peer`).
+pub use orbit_server_kit::peer::PeerCertNames;
 
 /// The authenticated identity of a request, inserted by the layer for handlers.
 #[derive(Clone, Debug)]

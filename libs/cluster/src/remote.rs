@@ -9,6 +9,8 @@
 //! * `Wake` answers at once: the inbox insert's notification wakes the owner.
 //! * `QueryExecution` / `DescribeExecution` go to the execution's current owner (owners row
 //!   → node → advertised address); `UNAVAILABLE` while that owner is not live.
+//! * Every call carries this process's credentials when configured: the client
+//!   certificate of its TLS options and/or a service token ([`RemoteOwners::with_bearer`]).
 
 use crate::membership::Membership;
 use crate::rendezvous;
@@ -20,6 +22,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
+use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status};
 
@@ -60,6 +63,8 @@ pub struct RemoteOwners {
     clients: Mutex<HashMap<String, OwnerServiceClient<Channel>>>,
     /// TLS of the connections to owners (plain text by default).
     tls: orbit_api::tls::ClientTls,
+    /// `Bearer <service token>` sent with every call, when configured.
+    bearer: Option<MetadataValue<Ascii>>,
 }
 
 /// A failed attempt worth another try, with what to report if none succeeds.
@@ -74,7 +79,25 @@ impl RemoteOwners {
             retry,
             clients: Mutex::new(HashMap::new()),
             tls: orbit_api::tls::ClientTls::default(),
+            bearer: None,
         }
+    }
+
+    /// Sends `bearer` (`Bearer <token>`) as `authorization` metadata with every call, so
+    /// owners enforcing an identities file admit this process as a `service` identity.
+    #[must_use]
+    pub fn with_bearer(mut self, bearer: MetadataValue<Ascii>) -> RemoteOwners {
+        self.bearer = Some(bearer);
+        self
+    }
+
+    /// A call carrying this process's credentials.
+    fn request<T>(&self, message: T) -> Request<T> {
+        let mut request = Request::new(message);
+        if let Some(bearer) = &self.bearer {
+            request.metadata_mut().insert("authorization", bearer.clone());
+        }
+        request
     }
 
     /// Connects to owners with TLS: their certificates verified against the CA, and this
@@ -163,7 +186,7 @@ impl RemoteOwners {
     ) -> Result<Result<pb::StartExecutionResponse, Status>, Retryable> {
         let (node_id, addr) = self.pick(root_id)?;
         let mut client = self.client(&addr)?;
-        let mut call = Request::new(request.clone());
+        let mut call = self.request(request.clone());
         call.set_timeout(
             deadline.saturating_duration_since(Instant::now()).min(self.retry.attempt_timeout),
         );
@@ -173,8 +196,26 @@ impl RemoteOwners {
                 self.forget(&addr);
                 Err(Retryable(format!("owner {node_id} at {addr}: {}", status.message())))
             }
-            Err(status) => Ok(Err(status)),
+            Err(status) => Ok(Err(refused(&node_id, status))),
         }
+    }
+}
+
+/// An owner's answer, with its authentication refusals made recognisable: they are this
+/// service's misconfiguration (no or wrong service credentials), not the end caller's.
+fn refused(node_id: &str, status: Status) -> Status {
+    if !matches!(status.code(), Code::Unauthenticated | Code::PermissionDenied) {
+        return status;
+    }
+    tracing::error!(owner = %node_id, code = ?status.code(), error = %status.message(), "an owner refused this service's credentials: give it a `service` identity's token (--service-token) or client certificate");
+    let message = format!(
+        "owner {node_id} refused this service's credentials (--service-token or its client \
+         certificate must be a `service` identity): {}",
+        status.message()
+    );
+    match OrbitError::from_status(&status) {
+        Some(orbit) => OrbitError::new(orbit.code, message).to_status(),
+        None => Status::new(status.code(), message),
     }
 }
 
@@ -253,7 +294,7 @@ impl OwnerService for RemoteOwners {
         let request = request.into_inner();
         let addr = self.owner_of(&request.execution_id).await?;
         let mut client = self.client(&addr).map_err(unavailable)?;
-        client.query_execution(request).await
+        client.query_execution(self.request(request)).await.map_err(|s| refused(&addr, s))
     }
 
     async fn describe_execution(
@@ -263,7 +304,7 @@ impl OwnerService for RemoteOwners {
         let request = request.into_inner();
         let addr = self.owner_of(&request.execution_id).await?;
         let mut client = self.client(&addr).map_err(unavailable)?;
-        client.describe_execution(request).await
+        client.describe_execution(self.request(request)).await.map_err(|s| refused(&addr, s))
     }
 }
 

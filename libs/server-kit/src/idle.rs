@@ -269,9 +269,11 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let call = request
-            .extensions()
+        // TLS connections carry the TCP info inside `PeerCertificates`.
+        let extensions = request.extensions();
+        let call = extensions
             .get::<TcpConnectInfo>()
+            .or_else(|| extensions.get::<crate::tls::PeerCertificates>().map(|t| t.get_ref()))
             .and_then(TcpConnectInfo::remote_addr)
             .and_then(|peer| self.tracker.find(peer))
             .map(OpenCall::open);

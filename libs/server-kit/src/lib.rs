@@ -10,6 +10,8 @@
 //! - [`gate`]: [`RequestGate`], the hook authentication plugs into (see `orbit-auth`).
 //! - [`tls`]: TLS and mutual TLS with certificate reload; [`tls::PeerCertificates`] is
 //!   where handlers find a client's verified certificate chain.
+//! - [`peer`]: the names of that chain's leaf ([`peer::PeerCertNames`]), parsed once per
+//!   connection, for authentication.
 //! - [`validate`]: the request field rules (ids, payload sizes) every server applies.
 //! - [`shutdown`]: a [`CancellationToken`](tokio_util::sync::CancellationToken) cancelled
 //!   by SIGINT/SIGTERM.
@@ -18,6 +20,7 @@ pub mod error;
 pub mod gate;
 mod idle;
 pub mod payload;
+pub mod peer;
 pub mod server;
 pub mod shutdown;
 pub mod tls;

@@ -43,6 +43,7 @@ use tonic_health::ServingStatus;
 
 use crate::gate::{GateLayer, RequestGate};
 use crate::idle::{IdleLayer, Tracker};
+use crate::peer::PeerLayer;
 use crate::tls::{ReloadingConfig, TlsFiles, TlsIncoming};
 
 /// The gRPC name of the health service.
@@ -60,7 +61,7 @@ pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(10);
 
 /// How long accepted connections live and how dead peers are found. `None` turns a
 /// setting off.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct ConnectionOptions {
     /// A connection with no open call for this long is closed. Default 5 minutes: long
     /// enough that a client between calls keeps its connection, short enough that
@@ -77,6 +78,23 @@ pub struct ConnectionOptions {
     /// Serve TLS with these files (mutual TLS when they name a client CA). Default: none,
     /// plain text.
     pub tls: Option<TlsFiles>,
+    /// Authentication of every request (see [`ServerKit::gate`]). Default: none, every
+    /// request passes. Carried here so the services that build their own server take it
+    /// with the rest of the connection settings.
+    pub gate: Option<std::sync::Arc<dyn RequestGate>>,
+}
+
+impl std::fmt::Debug for ConnectionOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionOptions")
+            .field("idle_timeout", &self.idle_timeout)
+            .field("http2_keepalive_interval", &self.http2_keepalive_interval)
+            .field("http2_keepalive_timeout", &self.http2_keepalive_timeout)
+            .field("tcp_keepalive", &self.tcp_keepalive)
+            .field("tls", &self.tls)
+            .field("gate", &self.gate.is_some())
+            .finish()
+    }
 }
 
 /// Default [`ConnectionOptions::idle_timeout`].
@@ -96,6 +114,7 @@ impl Default for ConnectionOptions {
             http2_keepalive_timeout: Some(DEFAULT_HTTP2_KEEPALIVE_TIMEOUT),
             tcp_keepalive: Some(DEFAULT_TCP_KEEPALIVE),
             tls: None,
+            gate: None,
         }
     }
 }
@@ -244,9 +263,13 @@ impl ServerKit {
         self
     }
 
-    /// Sets the keepalive and idle settings of accepted connections.
+    /// Sets the keepalive, idle and TLS settings of accepted connections, and the gate
+    /// when the options carry one.
     #[must_use]
     pub fn connections(mut self, options: ConnectionOptions) -> Self {
+        if let Some(gate) = options.gate.clone() {
+            self.gate = GateLayer(Some(gate));
+        }
         self.connections = options;
         self
     }
@@ -372,7 +395,10 @@ impl ServerKit {
         // its response body is done), then the gate (auth), innermost: a refused call
         // still counts as activity, and is traced and timed like any other.
         let tracker = Tracker::new(options.idle_timeout);
-        let mut server = server.layer(IdleLayer::new(tracker.clone())).layer(self.gate);
+        // Outermost of ours: a TLS connection's info is unpacked into the certificates and
+        // their names (`crate::peer`), which the idle tracking and the gate read.
+        let mut server =
+            server.layer(PeerLayer).layer(IdleLayer::new(tracker.clone())).layer(self.gate);
 
         // The listener's stream of connections; TCP_NODELAY because gRPC frames are small.
         // Each accepted socket is wrapped so an idle connection can end itself.

@@ -22,6 +22,8 @@
 //! so `tonic::Request::peer_certs()` works in handlers and
 //! `http::Request::extensions().get::<PeerCertificates>()` in tower layers). The first
 //! certificate is the client's leaf; the chain was verified against `--tls-client-ca`.
+//! The leaf's names (subject CN, DNS and URI SANs) are parsed once per connection and are in
+//! the extensions too, as [`PeerCertNames`] (see [`crate::peer`]).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -39,7 +41,9 @@ use tokio_util::sync::CancellationToken;
 use tonic::codegen::tokio_stream::{Stream, StreamExt};
 use tonic::transport::server::{TcpConnectInfo, TcpIncoming, TlsConnectInfo};
 
-use crate::idle::{IdleIo, Tracker};
+use crate::idle::Tracker;
+pub use crate::peer::PeerCertNames;
+use crate::peer::PeerStream;
 
 /// What a request's extensions hold on a TLS connection: the TCP addresses and, with
 /// mutual TLS, the client's verified certificate chain (`peer_certs()`, leaf first).
@@ -239,7 +243,7 @@ async fn recv_hangup(_: &mut Hangup) {
 /// The TLS streams of a listener: TCP accepts wrapped for idle tracking, then handshaken
 /// in their own tasks. Ends when the server stops reading it.
 pub(crate) struct TlsIncoming {
-    rx: mpsc::Receiver<tokio_rustls::server::TlsStream<IdleIo>>,
+    rx: mpsc::Receiver<PeerStream>,
 }
 
 impl TlsIncoming {
@@ -270,7 +274,8 @@ impl TlsIncoming {
                 tokio::spawn(async move {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(io)).await {
                         Ok(Ok(tls)) => {
-                            let _ = tx.send(tls).await;
+                            // The client certificate's names, parsed once per connection.
+                            let _ = tx.send(PeerStream::new(tls)).await;
                         }
                         Ok(Err(e)) => tracing::info!(?peer, error = %e, "tls handshake refused"),
                         Err(_) => tracing::info!(?peer, "tls handshake timed out"),
@@ -283,7 +288,7 @@ impl TlsIncoming {
 }
 
 impl Stream for TlsIncoming {
-    type Item = Result<tokio_rustls::server::TlsStream<IdleIo>, io::Error>;
+    type Item = Result<PeerStream, io::Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.rx.poll_recv(cx).map(|s| s.map(Ok))

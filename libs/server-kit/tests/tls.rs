@@ -1,6 +1,7 @@
 //! An in-process server with mutual TLS: a handler sees the client's verified certificate
-//! through `Request::peer_certs()` (the `PeerCertificates` extension), and the start fails
-//! on unusable files. Certificates are made with the `openssl` command line.
+//! through `Request::peer_certs()` (the `PeerCertificates` extension) and its names (subject
+//! CN, DNS and URI SANs) as `PeerCertNames`; a call that stays open longer than the idle
+//! timeout keeps its TLS connection; the start fails on unusable files. Certificates are made with the `openssl` command line.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -9,7 +10,7 @@ use orbit_api::internal::v1::scheduler_service_client::SchedulerServiceClient;
 use orbit_api::internal::v1::scheduler_service_server::{SchedulerService, SchedulerServiceServer};
 use orbit_api::internal::v1::{StatusRequest, StatusResponse};
 use orbit_api::tls::ClientTls;
-use orbit_server_kit::tls::{PeerCertificates, TlsFiles};
+use orbit_server_kit::tls::{PeerCertNames, PeerCertificates, TlsFiles};
 use orbit_server_kit::{ConnectionOptions, ServeError, ServerKit};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
@@ -38,7 +39,11 @@ fn pki(name: &str) -> PathBuf {
     );
     for (leaf, ext) in [
         ("server", "extendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n"),
-        ("client", "extendedKeyUsage=clientAuth\nsubjectAltName=DNS:client-1\n"),
+        (
+            "client",
+            "extendedKeyUsage=clientAuth\n\
+             subjectAltName=DNS:client-1,URI:spiffe://orbit.test/sa/client,IP:10.0.0.1\n",
+        ),
     ] {
         let (key, csr, cert, extfile) = (
             format!("{leaf}-key.pem"),
@@ -86,7 +91,13 @@ impl SchedulerService for Echo {
         let certs = r.peer_certs().ok_or_else(|| Status::unauthenticated("no peer certificate"))?;
         assert_eq!(from_extension.as_deref(), Some(&*certs), "the documented extension");
         assert!(r.remote_addr().is_some(), "the TCP info stays readable under TLS");
-        let node_id = format!("certs={} leaf={}", certs.len(), certs[0].len());
+        let names =
+            r.extensions().get::<PeerCertNames>().map(|n| n.0.join(",")).unwrap_or_default();
+        if let Some(wait) = r.metadata().get("sleep-ms").and_then(|v| v.to_str().ok()) {
+            // An open call: longer than the idle timeout of the idle test.
+            tokio::time::sleep(std::time::Duration::from_millis(wait.parse().unwrap())).await;
+        }
+        let node_id = format!("certs={} leaf={} names={names}", certs.len(), certs[0].len());
         Ok(Response::new(StatusResponse { node_id, ..StatusResponse::default() }))
     }
 }
@@ -120,7 +131,45 @@ async fn a_handler_sees_the_verified_client_certificate() {
         .into_inner()
         .node_id;
     let leaf = CertificateDer::from_pem_file(dir.join("client.pem")).unwrap();
-    assert_eq!(seen, format!("certs=1 leaf={}", leaf.len()));
+    // CN first, then the DNS and URI SANs; no IP address.
+    let names = "client,client-1,spiffe://orbit.test/sa/client";
+    assert_eq!(seen, format!("certs=1 leaf={} names={names}", leaf.len()));
+
+    shutdown.cancel();
+    server.await.unwrap().unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn an_open_call_keeps_its_tls_connection_past_the_idle_timeout() {
+    let dir = pki("idle");
+    let files = TlsFiles {
+        cert: dir.join("server.pem"),
+        key: dir.join("server-key.pem"),
+        client_ca: Some(dir.join("ca.pem")),
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let idle = std::time::Duration::from_millis(200);
+    let options = ConnectionOptions {
+        tls: Some(files),
+        idle_timeout: Some(idle),
+        ..ConnectionOptions::default()
+    };
+    let kit = ServerKit::new().connections(options).add_service(SchedulerServiceServer::new(Echo));
+    let server = tokio::spawn(kit.serve(listener, shutdown.clone()));
+    let tls = ClientTls {
+        ca: Some(dir.join("ca.pem")),
+        cert: Some(dir.join("client.pem")),
+        key: Some(dir.join("client-key.pem")),
+    };
+    let channel = tls.endpoint(&addr.to_string()).unwrap().connect().await.unwrap();
+    // The call stays open for 8 idle timeouts: counted as activity, the connection stays.
+    let mut request = Request::new(StatusRequest::default());
+    request.metadata_mut().insert("sleep-ms", "1600".parse().unwrap());
+    let answer = SchedulerServiceClient::new(channel).status(request).await;
+    assert!(answer.is_ok(), "the open call lost its connection: {answer:?}");
 
     shutdown.cancel();
     server.await.unwrap().unwrap();

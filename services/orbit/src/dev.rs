@@ -48,25 +48,21 @@ pub struct DevArgs {
     pub retention: RetentionArg,
     #[command(flatten)]
     pub sweep: SweepArgs,
-    /// Identities file (YAML, see docs/security.md): every RPC then needs a token or
-    /// certificate of an identity allowed to call it; reloaded when it changes. Without it
-    /// every RPC is served anonymously.
-    #[arg(long, env = "ORBIT_IDENTITIES", value_name = "FILE")]
-    pub identities: Option<PathBuf>,
+    /// Without `--identities` every RPC is served anonymously, so only on a loopback
+    /// address unless `--insecure`.
+    #[command(flatten)]
+    pub auth: crate::auth_args::AuthArgs,
 }
 
 /// Runs `orbit dev` until SIGINT/SIGTERM.
 pub async fn run(args: DevArgs) -> ExitCode {
     init_logs(&args.log);
-    if let Err(e) = args.connections.check() {
+    if let Err(e) = args.auth.check(&args.connections) {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    if args.connections.mesh.mesh_identity.is_some() && args.identities.is_none() {
-        eprintln!(
-            "error: --mesh-identity names callers for the identities file: it needs --identities"
-        );
-        return ExitCode::from(2);
+    if let Err(code) = args.auth.enforce("orbit dev", args.listen, &args.connections, false) {
+        return code;
     }
     let listener = match TcpListener::bind(args.listen).await {
         Ok(l) => l,
@@ -87,7 +83,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
         connections: args.connections.options(),
         max_failures: args.max_failures,
         retention: &retention,
-        identities: args.identities.clone(),
+        identities: args.auth.identities.clone(),
         mesh: args.connections.mesh.identity(),
     };
     if args.connections.mesh.tls_from_mesh {
@@ -166,10 +162,9 @@ pub async fn serve_with(
     let ServeOptions { connections, max_failures, retention: (retention, sweep), identities, mesh } =
         options;
     // Loaded before anything is opened: a bad file stops the start with its path and code.
-    let identities = match identities {
-        None => None,
-        Some(file) => Some((orbit_auth::IdentityStore::load(&file)?, file)),
-    };
+    let gate = crate::auth_args::Gate::load(identities.as_deref(), mesh)?;
+    let connections =
+        orbit_server_kit::ConnectionOptions { gate: gate.gate.clone(), ..connections };
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(db).await?);
     let tasks_ready = Arc::new(Notify::new());
     let timers_changed = Arc::new(Notify::new());
@@ -215,14 +210,7 @@ pub async fn serve_with(
     frontend.recover_claims().await?;
     let (workflows, workers) = frontend.services();
     let admin = frontend.admin_service();
-    let mut kit = ServerKit::new();
-    let mut reload = None;
-    if let Some((store, file)) = identities {
-        tracing::info!(file = %file.display(), count = store.current().all().len(), "identities enforced");
-        reload = Some(store.watch(file, orbit_auth::RELOAD_INTERVAL));
-        kit = kit.gate(Arc::new(orbit_auth::AuthGate::new(store, mesh)));
-    }
-    let kit = kit
+    let kit = ServerKit::new()
         .connections(connections)
         .register_file_descriptor_set(orbit_api::FILE_DESCRIPTOR_SET)
         .add_service(workflows)
@@ -236,9 +224,7 @@ pub async fn serve_with(
         eprintln!("orbit dev serving on {addr} (state in {})", db.display());
     }
     kit.serve(listener, shutdown.clone()).await?;
-    if let Some(reload) = reload {
-        reload.abort();
-    }
+    drop(gate);
     shutdown.cancel();
     owner_task.await??;
     scheduler_task.await?;

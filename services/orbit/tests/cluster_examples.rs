@@ -6,7 +6,7 @@
 mod common;
 
 use common::cluster::{Topology, FAST};
-use common::scenario::{run_every_example, worker, EXAMPLES};
+use common::scenario::{run_every_example, worker_tls, EXAMPLES};
 use common::*;
 use tokio_util::sync::CancellationToken;
 
@@ -20,8 +20,8 @@ async fn every_example_completes_across_frontends() {
     }
     let stop = CancellationToken::new();
     let fe = topo.frontends();
-    worker(&fe[0], "examples-a", &stop);
-    worker(&fe[1], "examples-b", &stop);
+    worker_tls(&fe[0], "examples-a", &stop, topo.tls());
+    worker_tls(&fe[1], "examples-b", &stop, topo.tls());
     run_every_example(&mut c, &mut d).await;
     stop.cancel();
     // Both owners served: starts are spread by rendezvous hashing of the execution id.

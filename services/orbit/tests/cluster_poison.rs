@@ -50,6 +50,7 @@ fn restart_owner(topo: &Topology, node: &str, n: usize) -> ChildGuard {
     let child = Command::new(env!("CARGO_BIN_EXE_orbit"))
         .args(["owner", "--node-id", node, "--listen", &addr])
         .args(FAST)
+        .args(topo.service_flags())
         .env("ORBIT_DATABASE_URL", &topo.database_url)
         .stdout(Stdio::null())
         .stderr(log)

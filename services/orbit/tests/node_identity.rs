@@ -2,11 +2,11 @@
 //! that heartbeats refuses to start (exit code 6, a message naming the id) while the first
 //! keeps serving; a restart after SIGKILL with the same id comes up once the dead
 //! process's heartbeat has gone stale; `--take-over` starts at once. Runs the split
-//! services on one SQLite file with short membership timeouts (`FAST`: 1.5 s).
+//! services on one SQLite file with short membership timeouts (`PLAIN`: 1.5 s).
 
 mod common;
 
-use common::split::{Split, FAST};
+use common::split::{Split, PLAIN};
 use orbit_store::roles::*;
 use orbit_store::NodeRow;
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ const NODE_ID_IN_USE: i32 = 6;
 /// exit code and stderr. Panics if it serves instead.
 fn run_to_exit(s: &Split, service: &str, node_id: &str) -> (i32, String) {
     let log = s.dir.0.join(format!("{node_id}-second.log"));
-    let mut guard = s.start(service, node_id, FAST, &log);
+    let mut guard = s.start(service, node_id, PLAIN, &log);
     // It may watch the live node for up to one node timeout (1.5 s) before deciding.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -42,8 +42,8 @@ async fn node_row(s: &Split, node_id: &str) -> NodeRow {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_process_with_a_live_node_id_is_refused() {
     let mut s = Split::new("node-id-dup");
-    s.spawn("owner", "owner-1", FAST);
-    s.spawn("frontend", "frontend-1", FAST);
+    s.spawn("owner", "owner-1", PLAIN);
+    s.spawn("frontend", "frontend-1", PLAIN);
     let before = node_row(&s, "owner-1").await;
 
     for (service, node_id) in [("owner", "owner-1"), ("frontend", "frontend-1")] {
@@ -69,11 +69,11 @@ async fn a_second_process_with_a_live_node_id_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_after_sigkill_comes_up_with_the_same_node_id() {
     let mut s = Split::new("node-id-restart");
-    s.spawn("owner", "owner-1", FAST);
+    s.spawn("owner", "owner-1", PLAIN);
     let before = node_row(&s, "owner-1").await;
     s.node("owner-1").kill9();
     // At once: the dead process's row still looks live; the new one waits it out.
-    s.spawn("owner", "owner-1", FAST);
+    s.spawn("owner", "owner-1", PLAIN);
     let after = node_row(&s, "owner-1").await;
     assert_ne!(after.incarnation, before.incarnation, "a new incarnation holds the id");
     let log = s.procs.last().expect("restarted").log();
@@ -83,8 +83,8 @@ async fn a_restart_after_sigkill_comes_up_with_the_same_node_id() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn take_over_starts_at_once() {
     let mut s = Split::new("node-id-take-over");
-    s.spawn("owner", "owner-1", FAST);
-    let mut take_over = FAST.to_vec();
+    s.spawn("owner", "owner-1", PLAIN);
+    let mut take_over = PLAIN.to_vec();
     take_over.push("--take-over");
     s.spawn("owner", "owner-1", &take_over);
     let log = s.procs.last().expect("second").log();

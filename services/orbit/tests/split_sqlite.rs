@@ -6,7 +6,7 @@ mod common;
 
 use common::cluster::{load_worker, STEADY};
 use common::scenario::{run_every_example, worker, EXAMPLES};
-use common::split::{Split, FAST};
+use common::split::{Split, PLAIN};
 use common::*;
 use orbit_store::roles::*;
 use serde_json::json;
@@ -15,11 +15,11 @@ use tokio_util::sync::CancellationToken;
 
 fn topology(name: &str) -> Split {
     let mut s = Split::new(name);
-    s.spawn("owner", "owner-1", FAST);
-    s.spawn("owner", "owner-2", FAST);
-    s.spawn("scheduler", "scheduler-1", FAST);
-    s.spawn("frontend", "frontend-1", FAST);
-    s.spawn("frontend", "frontend-2", FAST);
+    s.spawn("owner", "owner-1", PLAIN);
+    s.spawn("owner", "owner-2", PLAIN);
+    s.spawn("scheduler", "scheduler-1", PLAIN);
+    s.spawn("frontend", "frontend-1", PLAIN);
+    s.spawn("frontend", "frontend-2", PLAIN);
     s
 }
 

@@ -1,7 +1,10 @@
-//! The split services over TLS, as real processes on one SQLite file: owners serve mutual
-//! TLS; the frontend and the scheduler call them with the CA and a client certificate; a
-//! client and a Rust worker reach the frontend over TLS and the example runs end to end. A
-//! frontend without a client certificate cannot reach the owners.
+//! The split services over TLS with identities, as real processes on one SQLite file:
+//! every service serves mutual TLS and enforces one identities file; the frontend and the
+//! scheduler call the owners with the CA and a client certificate that is a `service`
+//! identity; a client and a Rust worker (client certificate of the admin identity) reach
+//! the frontend and the example runs end to end. A frontend without a client certificate
+//! cannot reach the owners (refused at the handshake); one whose certificate is not a
+//! `service` identity is refused by the owners' identities, and says so.
 
 mod common;
 
@@ -20,18 +23,32 @@ async fn frontend_reaches_owners_over_mutual_tls() {
     let path = |f: &str| pki.path(f).display().to_string();
     let (cert, key, ca) = (path("server.pem"), path("server-key.pem"), path("ca.pem"));
     let (client_cert, client_key) = (path("client.pem"), path("client-key.pem"));
-    let serve = ["--tls-cert", &cert, "--tls-key", &key];
-    let mutual = [&serve[..], &["--tls-client-ca", &ca]].concat();
+    // `app` is the admin (clients, workers); `client` (SAN client-1) the services.
+    pki.leaf("app", "ca", "clientAuth", "DNS:app", "3650");
+    let identities = s.dir.0.join("identities.yaml");
+    std::fs::write(
+        &identities,
+        "identities:\n- {name: admin, kind: admin, cert_names: [app]}\n\
+         - {name: services, kind: service, cert_names: [client-1]}\n",
+    )
+    .unwrap();
+    let ids = identities.display().to_string();
+    let mutual =
+        ["--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &ca, "--identities", &ids];
     let call_owners =
         ["--tls-ca", &ca, "--tls-client-cert", &client_cert, "--tls-client-key", &client_key];
+    let (app_cert, app_key) = (path("app.pem"), path("app-key.pem"));
+    let as_admin = ["--tls-ca", &ca, "--tls-client-cert", &app_cert, "--tls-client-key", &app_key];
 
     s.spawn("owner", "owner-1", &[FAST, &mutual].concat());
-    s.spawn("scheduler", "scheduler-1", &[FAST, &mutual, &call_owners].concat());
-    s.spawn("frontend", "frontend-1", &[FAST, &serve[..], &call_owners].concat());
+    s.spawn("scheduler", "scheduler-1", &[FAST, &mutual[..], &call_owners].concat());
+    s.spawn("frontend", "frontend-1", &[FAST, &mutual[..], &call_owners].concat());
     // CA only: the owners' handshake refuses it, so its starts cannot reach them.
-    s.spawn("frontend", "frontend-2", &[FAST, &serve[..], &["--tls-ca", &ca]].concat());
+    s.spawn("frontend", "frontend-2", &[FAST, &mutual[..], &["--tls-ca", &ca]].concat());
+    // A certificate of the right CA, but the admin's, not a service's.
+    s.spawn("frontend", "frontend-3", &[FAST, &mutual[..], &as_admin].concat());
 
-    let tls = pki.client("ca", None);
+    let tls = pki.client("ca", Some("app"));
     let good = s.node("frontend-1").addr.clone();
     let mut c = connect(&good, &tls).await.expect("tls client");
     register_example(&mut c, "hello.yaml").await;
@@ -57,6 +74,27 @@ async fn frontend_reaches_owners_over_mutual_tls() {
     assert!(
         s.node("owner-1").log().contains("tls handshake refused"),
         "the owner did not log the refused handshake:\n{}",
+        s.node("owner-1").log()
+    );
+
+    let wrong = s.node("frontend-3").addr.clone();
+    let mut w = connect(&wrong, &tls).await.expect("tls client to frontend-3");
+    let status = tokio::time::timeout(
+        Duration::from_secs(60),
+        start(&mut w, "hello", "hello-not-a-service", json!({"name": "Cy"})),
+    )
+    .await
+    .expect("the start hung")
+    .expect_err("an admin certificate called an owner");
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+    assert!(
+        status.message().contains("refused this service's credentials")
+            && status.message().contains("\"admin\""),
+        "the refusal says whose credentials: {status:?}"
+    );
+    assert!(
+        s.node("owner-1").log().contains("refused: permission denied"),
+        "the owner logs the refusal:\n{}",
         s.node("owner-1").log()
     );
     stop.cancel();

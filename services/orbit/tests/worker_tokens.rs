@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::split::{Split, FAST};
+use common::split::{Split, PLAIN};
 use common::*;
 use orbit_api::v1 as pb;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
@@ -52,7 +52,7 @@ async fn dispatched(
 }
 
 async fn client_at(address: &str) -> WorkflowServiceClient<Channel> {
-    WorkflowServiceClient::connect(address.to_string()).await.expect("connect")
+    WorkflowServiceClient::new(channel_to(address).await)
 }
 
 /// The next ack on a session, bounded.
@@ -174,9 +174,9 @@ async fn the_unary_calls_accept_the_dispatched_worker() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn split_results_are_bound_across_frontends() {
     let mut s = Split::new("tokens-split");
-    s.spawn("owner", "owner-1", FAST);
-    s.spawn("frontend", "frontend-1", FAST);
-    s.spawn("frontend", "frontend-2", FAST);
+    s.spawn("owner", "owner-1", PLAIN);
+    s.spawn("frontend", "frontend-1", PLAIN);
+    s.spawn("frontend", "frontend-2", PLAIN);
     let (one, two) = (s.url("frontend-1"), s.url("frontend-2"));
     let mut c = s.client("frontend-1").await;
     let (first, task) = dispatched(&one, "bound-3", "worker-a").await;
@@ -192,7 +192,9 @@ async fn split_results_are_bound_across_frontends() {
     drop(first);
 }
 
-/// The production topology on PostgreSQL (two frontends, one owner): the same rules.
+/// The production topology on PostgreSQL (two frontends, one owner; mutual TLS and
+/// identities, every session and call as the admin by its client certificate): the same
+/// rules — authentication admits the caller, the task token's binding still refuses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_results_are_bound_across_frontends() {
     let topo = common::cluster::Topology::start("tokens", 2, 1, 1, common::cluster::FAST);

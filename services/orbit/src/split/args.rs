@@ -51,6 +51,8 @@ impl ConnectionArgs {
             http2_keepalive_timeout: ms(self.http2_keepalive_timeout_ms),
             tcp_keepalive: ms(self.tcp_keepalive_ms),
             tls: self.tls.files(),
+            // Set by the caller from `AuthArgs` (`crate::auth_args::Gate`).
+            gate: None,
         }
     }
 
@@ -122,6 +124,15 @@ pub struct CommonArgs {
     /// TLS of the calls this service makes to owners.
     #[command(flatten)]
     pub client_tls: crate::tls_args::ClientTlsArgs,
+    /// Who may call this service, and the opt-out of the safe defaults.
+    #[command(flatten)]
+    pub auth: crate::auth_args::AuthArgs,
+    /// Bearer token this service sends on its calls to other services (owners), when
+    /// their identities file holds it as a `service` identity. A client certificate
+    /// (--tls-client-cert) of a service identity works too. Never logged.
+    /// Example: ORBIT_SERVICE_TOKEN=5c0e... (prefer the variable: flags show in `ps`)
+    #[arg(long, env = "ORBIT_SERVICE_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub service_token: Option<crate::auth_args::Secret>,
 }
 
 /// Options of `orbit owner`.

@@ -5,7 +5,6 @@
 use super::args::FrontendArgs;
 use super::backend::Wakeup;
 use super::node::{self, prepare};
-use orbit_cluster::{RemoteOwners, RetryPolicy};
 use orbit_frontend::{Frontend, FrontendConfig};
 use orbit_store::ChangeHub;
 use std::process::ExitCode;
@@ -22,10 +21,7 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
     };
     let tasks_ready = Arc::new(Notify::new());
     let changes = Arc::new(ChangeHub::new());
-    let owners = Arc::new(
-        RemoteOwners::new(node.membership.clone(), RetryPolicy::default())
-            .with_tls(a.client_tls.options()),
-    );
+    let owners = Arc::new(node.owners(a));
     let frontend = Frontend::new(
         FrontendConfig {
             node_id: node.node_id.clone(),
@@ -55,8 +51,8 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
         tokio::spawn(async move { f.run_sweeper(timeout, every, stop).await })
     };
     let beat = node.heartbeat();
+    let connections = node.connections(a);
     node.announce();
-    let served =
-        frontend.serve_with(node.listener, node.shutdown.clone(), a.connections.options()).await;
+    let served = frontend.serve_with(node.listener, node.shutdown.clone(), connections).await;
     node::finish(&node.node_id, served, &node.shutdown, vec![listen, sweeper, beat]).await
 }

@@ -4,7 +4,10 @@
 
 use super::args::CommonArgs;
 use super::backend::{ConnectError, Database, DatabaseOptions};
-use orbit_cluster::{claim_node_id, IdentityError, Membership, MembershipConfig, NodeIdClaim};
+use orbit_cluster::{
+    claim_node_id, IdentityError, Membership, MembershipConfig, NodeIdClaim, RemoteOwners,
+    RetryPolicy,
+};
 use orbit_server_kit::signal_token;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -27,6 +30,8 @@ pub struct Node {
     pub database: Database,
     pub membership: Membership,
     pub shutdown: CancellationToken,
+    /// Authentication of every request (`--identities`); its reload stops with the node.
+    pub gate: crate::auth_args::Gate,
 }
 
 /// Prepares a node of `service`; an `Err` is the exit code (after saying why on stderr).
@@ -36,7 +41,7 @@ pub async fn prepare(
     args: &CommonArgs,
 ) -> Result<Node, ExitCode> {
     crate::dev::init_logs(&args.log);
-    if let Err(e) = args.check() {
+    if let Err(e) = args.check().and_then(|()| args.auth.check(&args.connections)) {
         eprintln!("error: {e}");
         return Err(ExitCode::from(2));
     }
@@ -44,6 +49,12 @@ pub async fn prepare(
         Some(a) => a,
         None => default_listen.parse().map_err(|_| ExitCode::from(2))?,
     };
+    let what = format!("orbit {service}");
+    args.auth.enforce(&what, listen, &args.connections, true)?;
+    let gate = args.auth.gate(&args.connections).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(crate::auth_args::REFUSED)
+    })?;
     let listener = TcpListener::bind(listen).await.map_err(|e| {
         eprintln!("error: cannot listen on {listen}: {e}");
         ExitCode::from(5)
@@ -121,7 +132,7 @@ pub async fn prepare(
             () = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
     }
-    Ok(Node { service, node_id, listener, bound, database, membership, shutdown })
+    Ok(Node { service, node_id, listener, bound, database, membership, shutdown, gate })
 }
 
 async fn connect(o: &DatabaseOptions, shutdown: &CancellationToken) -> Result<Database, ExitCode> {
@@ -151,6 +162,25 @@ async fn connect(o: &DatabaseOptions, shutdown: &CancellationToken) -> Result<Da
 }
 
 impl Node {
+    /// The owners' `OwnerService` over gRPC, with this node's TLS options and service
+    /// credentials (client certificate, `--service-token`).
+    pub fn owners(&self, args: &CommonArgs) -> RemoteOwners {
+        let owners = RemoteOwners::new(self.membership.clone(), RetryPolicy::default())
+            .with_tls(args.client_tls.options());
+        match &args.service_token {
+            Some(token) => owners.with_bearer(token.bearer()),
+            None => owners,
+        }
+    }
+
+    /// The settings of the server this node serves: `args`' connection flags and the gate.
+    pub fn connections(&self, args: &CommonArgs) -> orbit_server_kit::ConnectionOptions {
+        orbit_server_kit::ConnectionOptions {
+            gate: self.gate.gate.clone(),
+            ..args.connections.options()
+        }
+    }
+
     /// Starts heartbeating (until shutdown, then the node row is removed).
     pub fn heartbeat(&self) -> JoinHandle<()> {
         let (m, stop) = (self.membership.clone(), self.shutdown.clone());

@@ -43,8 +43,8 @@ pub async fn run(args: OwnerArgs) -> ExitCode {
         node.shutdown.clone(),
     );
     let beat = node.heartbeat();
+    let connections = node.connections(a);
     node.announce();
-    let served =
-        owner.serve_with(node.listener, node.shutdown.clone(), a.connections.options()).await;
+    let served = owner.serve_with(node.listener, node.shutdown.clone(), connections).await;
     node::finish(&node.node_id, served, &node.shutdown, vec![listen, beat]).await
 }

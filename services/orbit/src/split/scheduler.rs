@@ -6,7 +6,6 @@ use super::args::SchedulerArgs;
 use super::backend::Wakeup;
 use super::node::{self, prepare};
 use orbit_api::internal::v1::owner_service_server::OwnerService;
-use orbit_cluster::{RemoteOwners, RetryPolicy};
 use orbit_owner::system_clock;
 use orbit_scheduler::{Scheduler, Sweeper};
 use std::process::ExitCode;
@@ -25,10 +24,7 @@ pub async fn run(args: SchedulerArgs) -> ExitCode {
         Err(code) => return code,
     };
     let timers_changed = Arc::new(Notify::new());
-    let owners: Arc<dyn OwnerService> = Arc::new(
-        RemoteOwners::new(node.membership.clone(), RetryPolicy::default())
-            .with_tls(args.common.client_tls.options()),
-    );
+    let owners: Arc<dyn OwnerService> = Arc::new(node.owners(&args.common));
     let scheduler = Scheduler::new(
         &node.node_id,
         node.database.store.clone(),
@@ -50,9 +46,10 @@ pub async fn run(args: SchedulerArgs) -> ExitCode {
         tokio::spawn(async move { sweeper.run(shutdown).await })
     };
     let beat = node.heartbeat();
+    let connections = node.connections(&args.common);
     node.announce();
     let served = scheduler
-        .serve_with(node.listener, node.shutdown.clone(), args.common.connections.options())
+        .serve_with(node.listener, node.shutdown.clone(), connections)
         .await
         .map_err(Into::into);
     node::finish(&node.node_id, served, &node.shutdown, vec![listen, beat, sweep]).await

@@ -2,6 +2,13 @@
 //! frontend|owner|scheduler` processes on loopback over a fresh PostgreSQL database; the test
 //! kills, pauses and resumes them by pid and checks what the database holds afterwards.
 //!
+//! Secure by default, like the script: every service serves mutual TLS and enforces the
+//! topology's identities file; the test's clients ([`Topology::client`]) present the client
+//! certificate, which is the admin identity, and its load workers ([`load_worker`]) the
+//! certificate AND the admin token (the token decides: the token path is exercised on every
+//! worker call). The certificates and the token are made once per test process
+//! ([`shared_tls`], [`shared_token`]) and shared by its topologies.
+//!
 //! PostgreSQL must be running (`scripts/pg.sh start`; `scripts/test.sh` does it): the
 //! topology script would otherwise start it and stop it again with the topology.
 
@@ -26,6 +33,47 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The CA and certificates every topology of this test process uses, generated once by
+/// `topology.sh certs`; `None` until a topology started (plain-text harnesses, such as the
+/// SQLite split's, never set it).
+static CERTS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+fn certs() -> &'static PathBuf {
+    CERTS.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("topology-certs-{}", std::process::id()));
+        let mut cmd = Command::new(repo().join("scripts/topology.sh"));
+        cmd.args(["certs", "--certs"]).arg(&dir);
+        let (ok, out, err) = super::run_bounded(&mut cmd, Duration::from_secs(60));
+        assert!(ok, "topology.sh certs failed:\n{out}\n{err}");
+        dir
+    })
+}
+
+/// The admin token of every topology of this test process (`ORBIT_TOPOLOGY_TOKEN` for
+/// the script); `None` until a topology started.
+pub fn shared_token() -> Option<&'static str> {
+    CERTS.get().map(|_| token())
+}
+
+fn token() -> &'static str {
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(|| orbit_auth::token::new_token().expect("random token"))
+}
+
+/// What clients and workers of this process's topologies connect with: the CA and the
+/// client certificate (the admin identity); plain text before any topology started.
+pub fn shared_tls() -> orbit_api::tls::ClientTls {
+    match CERTS.get() {
+        None => orbit_api::tls::ClientTls::default(),
+        Some(dir) => orbit_api::tls::ClientTls {
+            ca: Some(dir.join("ca.pem")),
+            cert: Some(dir.join("client.pem")),
+            key: Some(dir.join("client-key.pem")),
+        },
+    }
+}
+
 /// One process of the topology.
 #[derive(Debug, Clone)]
 pub struct Node {
@@ -43,6 +91,8 @@ pub struct Topology {
     pub database_url: String,
     pub admin_url: String,
     pub database: String,
+    /// The admin token the script generated (`ORBIT_TOKEN` in its env file).
+    pub token: String,
 }
 
 fn script(args: &[&str], dir: &Path) -> (bool, String, String) {
@@ -91,13 +141,21 @@ impl Topology {
         cmd.arg("start").arg("--dir").arg(&dir.0);
         cmd.args(["--database", &database, "--frontends", &f, "--owners", &o]);
         cmd.args(["--schedulers", &s, "--ports", "auto", "--bin", env!("CARGO_BIN_EXE_orbit")]);
-        cmd.args(["--sslmode", sslmode]);
+        cmd.args(["--sslmode", sslmode, "--certs"]).arg(certs());
+        cmd.env("ORBIT_TOPOLOGY_TOKEN", token());
         cmd.arg("--").args(extra);
         let (ok, out, err) = super::run_bounded(&mut cmd, Duration::from_secs(300));
         assert!(ok, "topology.sh start failed:\n{out}\n{err}");
-        let mut topo =
-            Topology { nodes: Vec::new(), database_url: String::new(), admin_url, database, dir };
+        let mut topo = Topology {
+            nodes: Vec::new(),
+            database_url: String::new(),
+            admin_url,
+            database,
+            dir,
+            token: String::new(),
+        };
         topo.reload();
+        assert_eq!(topo.token, token(), "the topology runs with identities and this token");
         topo
     }
 
@@ -122,6 +180,9 @@ impl Topology {
             if let Some(v) = line.strip_prefix("ORBIT_DATABASE_URL=") {
                 self.database_url = v.trim_matches('\'').to_string();
             }
+            if let Some(v) = line.strip_prefix("ORBIT_TOKEN=") {
+                self.token = v.trim_matches('\'').to_string();
+            }
         }
     }
 
@@ -136,9 +197,33 @@ impl Topology {
             .unwrap_or_else(|| panic!("no node {node_id}"))
     }
 
-    /// `http://host:port` of every frontend.
+    /// `https://host:port` of every frontend.
     pub fn frontends(&self) -> Vec<String> {
-        self.of("frontend").iter().map(|n| format!("http://{}", n.addr)).collect()
+        self.of("frontend").iter().map(|n| format!("https://{}", n.addr)).collect()
+    }
+
+    /// What clients and workers connect with (see [`shared_tls`]).
+    pub fn tls(&self) -> orbit_api::tls::ClientTls {
+        shared_tls()
+    }
+
+    /// The TLS and identities flags the script gave every service, for a process a test
+    /// starts itself in the topology.
+    pub fn service_flags(&self) -> Vec<String> {
+        let c = |f: &str| certs().join(f).display().to_string();
+        let ids = self.dir.0.join("identities.yaml").display().to_string();
+        [
+            ("--tls-cert", c("node.pem")),
+            ("--tls-key", c("node-key.pem")),
+            ("--tls-client-ca", c("ca.pem")),
+            ("--tls-ca", c("ca.pem")),
+            ("--tls-client-cert", c("node.pem")),
+            ("--tls-client-key", c("node-key.pem")),
+            ("--identities", ids),
+        ]
+        .into_iter()
+        .flat_map(|(flag, value)| [flag.to_owned(), value])
+        .collect()
     }
 
     /// The frontends as one comma-separated worker endpoint list.
@@ -148,7 +233,8 @@ impl Topology {
 
     pub async fn client(&self, i: usize) -> WorkflowServiceClient<Channel> {
         let addr = self.frontends()[i].clone();
-        WorkflowServiceClient::connect(addr).await.expect("connect to a frontend")
+        let endpoint = self.tls().endpoint(&addr).expect("frontend endpoint");
+        WorkflowServiceClient::new(endpoint.connect().await.expect("connect to a frontend"))
     }
 
     /// Sends `signal` (e.g. "KILL", "STOP", "CONT") to a node's process.
@@ -267,7 +353,9 @@ output: "${{ steps.c.output }}"
 pub type Runs = std::sync::Arc<std::sync::Mutex<Vec<(String, String, String, bool)>>>;
 
 /// Runs a worker for `work` on `endpoints` (comma-separated) that echoes its input after
-/// `delay`; returns the record of every task it ran.
+/// `delay`; returns the record of every task it ran. It connects with [`shared_tls`] and
+/// [`shared_token`]: the topologies' client certificate and admin token, or plain text
+/// without a token in a process that started none.
 pub fn load_worker(
     endpoints: &str,
     worker_id: &str,
@@ -278,7 +366,11 @@ pub fn load_worker(
     use orbit_worker::{TaskContext, TaskFailure, Worker};
     let runs: Runs = Runs::default();
     let seen = runs.clone();
-    let worker = Worker::builder(endpoints.to_string())
+    let mut builder = Worker::builder(endpoints.to_string()).tls(shared_tls());
+    if let Some(token) = shared_token() {
+        builder = builder.bearer_token(token);
+    }
+    let worker = builder
         .worker_id(worker_id)
         .max_concurrency(concurrency)
         .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(500))

@@ -224,7 +224,19 @@ pub fn credits(n: u32) -> pb::WorkerMessage {
 }
 
 pub async fn worker_client(address: &str) -> WorkerServiceClient<Channel> {
-    WorkerServiceClient::connect(address.to_string()).await.expect("connect worker client")
+    WorkerServiceClient::new(channel_to(address).await)
+}
+
+/// A connected channel to `address`: an `https://` address (a [`cluster::Topology`]
+/// frontend) with the topologies' CA and client certificate ([`cluster::shared_tls`], the
+/// admin identity), any other in plain text.
+pub async fn channel_to(address: &str) -> Channel {
+    let endpoint = if address.starts_with("https://") {
+        cluster::shared_tls().endpoint(address).expect("tls endpoint")
+    } else {
+        Channel::from_shared(address.to_string()).expect("address")
+    };
+    endpoint.connect().await.expect("connect")
 }
 
 /// Opens a session whose first message is `first`; the call's own error, if any, is

@@ -13,6 +13,11 @@ use tonic::transport::Channel;
 /// Short membership timeouts, so takeovers happen within a test's patience.
 pub const FAST: &[&str] = &["--node-timeout-ms", "1500", "--heartbeat-ms", "200"];
 
+/// [`FAST`] in plain text without identities: the split services refuse to start without
+/// TLS and identities unless told `--insecure`, which the tests of the plain-text split on
+/// SQLite (not about security) say explicitly.
+pub const PLAIN: &[&str] = &["--node-timeout-ms", "1500", "--heartbeat-ms", "200", "--insecure"];
+
 /// One service process.
 pub struct Proc {
     pub node_id: String,
