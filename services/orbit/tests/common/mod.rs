@@ -154,11 +154,22 @@ pub async fn result(
     id: &str,
     within: Duration,
 ) -> (pb::ExecutionStatus, Value) {
-    let watch = pb::WatchExecutionRequest {
-        execution_id: id.into(),
-        result_only: true,
-        ..Default::default()
-    };
+    result_of(client, tonic::Request::new(result_watch(id)), within).await
+}
+
+/// The watch request [`result_of`] expects: only the result.
+pub fn result_watch(id: &str) -> pb::WatchExecutionRequest {
+    pb::WatchExecutionRequest { execution_id: id.into(), result_only: true, ..Default::default() }
+}
+
+/// Waits (bounded) for the result `watch` (a [`result_watch`], possibly with metadata)
+/// reports: (status, output or error message).
+pub async fn result_of(
+    client: &mut WorkflowServiceClient<Channel>,
+    watch: tonic::Request<pb::WatchExecutionRequest>,
+    within: Duration,
+) -> (pb::ExecutionStatus, Value) {
+    let id = watch.get_ref().execution_id.clone();
     let fut = async {
         let mut stream = client.watch_execution(watch).await.expect("watch").into_inner();
         while let Some(msg) = stream.message().await.expect("watch stream") {

@@ -7,7 +7,7 @@ use super::{example, free_port, Server};
 use orbit_api::tls::ClientTls;
 use orbit_api::v1 as pb;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
-use orbit_server_kit::payload::{json_to_proto, proto_to_json};
+use orbit_server_kit::payload::json_to_proto;
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -129,28 +129,5 @@ pub async fn result_as(
     token: &str,
     within: Duration,
 ) -> (pb::ExecutionStatus, Value) {
-    let watch = pb::WatchExecutionRequest {
-        execution_id: id.into(),
-        result_only: true,
-        ..Default::default()
-    };
-    let wait = async {
-        let mut stream = c.watch_execution(bearer(watch, token)).await.expect("watch").into_inner();
-        while let Some(message) = stream.message().await.expect("watch stream") {
-            if let Some(pb::watch_execution_response::Kind::Result(r)) = message.kind {
-                let status = pb::ExecutionStatus::try_from(r.status)
-                    .unwrap_or(pb::ExecutionStatus::Unspecified);
-                let value = match (r.output, r.error) {
-                    (Some(o), _) => proto_to_json(o).unwrap_or(Value::Null),
-                    (None, Some(e)) => Value::String(format!("{}: {}", e.code, e.message)),
-                    _ => Value::Null,
-                };
-                return (status, value);
-            }
-        }
-        panic!("watch ended without a result for {id}");
-    };
-    tokio::time::timeout(within, wait)
-        .await
-        .unwrap_or_else(|_| panic!("no result for {id} within {within:?}"))
+    super::result_of(c, bearer(super::result_watch(id), token), within).await
 }
