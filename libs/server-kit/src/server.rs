@@ -12,7 +12,8 @@
 //!   [`ServerKit::health_reporter`].
 //! - Reflection lists exactly the services being served; their descriptors come from
 //!   [`orbit_api::FILE_DESCRIPTOR_SET`] plus any set registered with
-//!   [`ServerKit::register_file_descriptor_set`].
+//!   [`ServerKit::register_file_descriptor_set`], and the `google.rpc` status and error
+//!   detail types (so reflection clients such as grpcurl decode every error's details).
 //! - Every added service gets the same message size limits ([`MessageLimits`]).
 //! - Shutdown drains in-flight calls for at most the grace period, then drops the rest
 //!   (long-lived worker streams would otherwise hold shutdown forever).
@@ -458,7 +459,11 @@ fn reflection<'a>(
     let mut builder = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET);
+        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET)
+        // google/rpc/status.proto and error_details.proto: every Orbit error carries a
+        // `google.rpc.ErrorInfo` detail, and grpcurl only decodes details whose types
+        // reflection describes (otherwise: "google.rpc.ErrorInfo is not recognized").
+        .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET);
     for set in descriptor_sets {
         builder = builder.register_encoded_file_descriptor_set(set);
     }

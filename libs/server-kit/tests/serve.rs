@@ -151,6 +151,20 @@ async fn serves_health_and_reflection_then_shuts_down() {
     .await;
     assert!(matches!(response, MessageResponse::FileDescriptorResponse(_)), "{response:?}");
 
+    // ... and the google.rpc error detail types every Orbit error carries, so reflection
+    // clients (grpcurl, buf curl) decode `ErrorInfo` instead of "not recognized".
+    for symbol in ["google.rpc.ErrorInfo", "google.rpc.BadRequest", "google.rpc.Status"] {
+        let response = reflection_request(
+            channel.clone(),
+            MessageRequest::FileContainingSymbol(symbol.to_owned()),
+        )
+        .await;
+        assert!(
+            matches!(response, MessageResponse::FileDescriptorResponse(_)),
+            "{symbol}: {response:?}"
+        );
+    }
+
     // A caller can flip a status while serving, and watchers see it.
     let mut watch = HealthClient::new(channel.clone())
         .watch(HealthCheckRequest { service: String::new() })

@@ -31,6 +31,7 @@ pub use changes::{ChangeHub, Subscription};
 pub use error::{Result, StoreError};
 pub use fault::{FaultNote, FaultRow, SUSPENDED};
 pub use inbox::{InboxKind, InboxMessage, InboxReply};
+pub use migrations::{AppliedMigration, SchemaMismatch, SchemaStatus};
 pub use model::{new_task_token, MAX_CLAIM};
 pub use model::{
     CompletedTask, DbStats, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,

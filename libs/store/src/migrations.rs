@@ -3,6 +3,11 @@
 //! Each migration is applied once, in order, inside one transaction together with its row in
 //! `schema_migrations`; a database that has a row for a version never runs it again. Never
 //! edit a released migration: add the next number.
+//!
+//! [`SchemaStatus`] compares the recorded rows with the shipped list, so a process can
+//! refuse a database it does not understand: one with versions recorded that this binary
+//! does not ship (a newer binary migrated it) or, when it must not migrate itself
+//! (`--no-migrate`), one with shipped versions still pending.
 
 /// One numbered migration.
 #[derive(Debug, Clone, Copy)]
@@ -52,9 +57,128 @@ pub const CREATE_SCHEMA_MIGRATIONS: &str = "CREATE TABLE IF NOT EXISTS schema_mi
     applied_at BIGINT NOT NULL
 )";
 
+/// One row of `schema_migrations`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppliedMigration {
+    /// The migration's version (a newer binary may have recorded one this one lacks).
+    pub version: i64,
+    /// Its name, as recorded.
+    pub name: String,
+    /// When it was applied (ms since the epoch, the database clock on PostgreSQL).
+    pub applied_at_ms: i64,
+}
+
+/// How a database's recorded migrations compare with the ones this binary ships.
+#[derive(Debug, Clone)]
+pub struct SchemaStatus {
+    /// Every recorded row, by version (known and unknown).
+    pub applied: Vec<AppliedMigration>,
+    /// Shipped migrations not recorded yet, in order.
+    pub pending: Vec<Migration>,
+    /// Recorded versions this binary does not ship: the schema is newer than it.
+    pub unknown: Vec<AppliedMigration>,
+}
+
+/// Why a process must not run on a database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SchemaMismatch {
+    /// The database has migrations this binary does not know: a newer release applied them.
+    Newer {
+        /// The unknown versions.
+        unknown: Vec<i64>,
+    },
+    /// Shipped migrations are not applied, and this process must not apply them.
+    Behind {
+        /// The pending versions.
+        pending: Vec<u32>,
+    },
+}
+
+impl std::fmt::Display for SchemaMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let latest = MIGRATIONS.last().map_or(0, |m| m.version);
+        match self {
+            SchemaMismatch::Newer { unknown } => write!(
+                f,
+                "the database schema is newer than this binary: migration(s) {unknown:?} were \
+                 applied by a newer Orbit release (this binary knows migrations up to {latest}); \
+                 run the newer release, or restore a database that matches this one"
+            ),
+            SchemaMismatch::Behind { pending } => write!(
+                f,
+                "the database schema is older than this binary: migration(s) {pending:?} are \
+                 pending and --no-migrate is set; apply them first with `orbit migrate up`"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SchemaMismatch {}
+
+impl SchemaStatus {
+    /// Compares `applied` (the recorded rows, any order) with [`MIGRATIONS`].
+    #[must_use]
+    pub fn of(mut applied: Vec<AppliedMigration>) -> SchemaStatus {
+        applied.sort_by_key(|a| a.version);
+        let known = |v: i64| MIGRATIONS.iter().any(|m| i64::from(m.version) == v);
+        let pending = MIGRATIONS
+            .iter()
+            .filter(|m| !applied.iter().any(|a| a.version == i64::from(m.version)))
+            .copied()
+            .collect();
+        let unknown = applied.iter().filter(|a| !known(a.version)).cloned().collect();
+        SchemaStatus { applied, pending, unknown }
+    }
+
+    /// Whether a process may run on this schema: never with unknown (newer) versions;
+    /// with pending ones only when `may_migrate` (it applies them itself).
+    ///
+    /// # Errors
+    /// The mismatch, with a message for the operator.
+    pub fn check(&self, may_migrate: bool) -> Result<(), SchemaMismatch> {
+        if !self.unknown.is_empty() {
+            return Err(SchemaMismatch::Newer {
+                unknown: self.unknown.iter().map(|a| a.version).collect(),
+            });
+        }
+        if !may_migrate && !self.pending.is_empty() {
+            return Err(SchemaMismatch::Behind {
+                pending: self.pending.iter().map(|m| m.version).collect(),
+            });
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::MIGRATIONS;
+    use super::{AppliedMigration, SchemaMismatch, SchemaStatus, MIGRATIONS};
+
+    fn row(version: i64) -> AppliedMigration {
+        AppliedMigration { version, name: format!("m{version}"), applied_at_ms: 1 }
+    }
+
+    #[test]
+    fn status_compares_recorded_rows_with_the_shipped_list() {
+        let all: Vec<_> = MIGRATIONS.iter().map(|m| row(i64::from(m.version))).collect();
+        let current = SchemaStatus::of(all.clone());
+        assert!(current.pending.is_empty() && current.unknown.is_empty());
+        assert_eq!(current.check(false), Ok(()));
+
+        let empty = SchemaStatus::of(Vec::new());
+        assert_eq!(empty.pending.len(), MIGRATIONS.len());
+        assert_eq!(empty.check(true), Ok(()), "a process that migrates may start");
+        let pending: Vec<u32> = MIGRATIONS.iter().map(|m| m.version).collect();
+        assert_eq!(empty.check(false), Err(SchemaMismatch::Behind { pending }));
+
+        let mut newer = all;
+        newer.push(row(9_999));
+        let newer = SchemaStatus::of(newer);
+        assert_eq!(newer.unknown, [row(9_999)]);
+        let refused = Err(SchemaMismatch::Newer { unknown: vec![9_999] });
+        assert_eq!(newer.check(true), refused, "migrating cannot fix a newer schema");
+        assert!(newer.check(false).unwrap_err().to_string().contains("newer than this binary"));
+    }
 
     // Strictly increasing from 1 rather than consecutive: parallel branches reserve their
     // numbers (this one 0005 while 0003 and 0004 land elsewhere); once merged they are.

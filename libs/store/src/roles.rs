@@ -14,6 +14,7 @@ use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::Result;
 use crate::fault::{FaultNote, FaultRow};
 use crate::inbox::InboxMessage;
+use crate::migrations::{AppliedMigration, SchemaStatus};
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
     InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskRow,
@@ -28,6 +29,15 @@ pub trait Migrations: Send + Sync {
     /// Apply the numbered migrations not yet recorded in `schema_migrations`, in order.
     /// Idempotent. Returns the versions applied by this call.
     async fn migrate(&self) -> Result<Vec<u32>>;
+
+    /// The rows of `schema_migrations` by version; empty when the table does not exist
+    /// yet (a database never migrated). Read-only.
+    async fn applied_migrations(&self) -> Result<Vec<AppliedMigration>>;
+
+    /// The recorded migrations compared with the shipped ones (see [`SchemaStatus`]).
+    async fn schema_status(&self) -> Result<SchemaStatus> {
+        Ok(SchemaStatus::of(self.applied_migrations().await?))
+    }
 }
 
 /// Workflow definitions: registered by the frontend, read by frontend and owner.

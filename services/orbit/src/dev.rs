@@ -52,6 +52,8 @@ pub struct DevArgs {
     /// address unless `--insecure`.
     #[command(flatten)]
     pub auth: crate::auth_args::AuthArgs,
+    #[command(flatten)]
+    pub schema: crate::migrate::NoMigrateArg,
 }
 
 /// Runs `orbit dev` until SIGINT/SIGTERM.
@@ -85,6 +87,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
         retention: &retention,
         identities: args.auth.identities.clone(),
         mesh: args.connections.mesh.identity(),
+        no_migrate: args.schema.no_migrate,
     };
     if args.connections.mesh.tls_from_mesh {
         tracing::info!(mesh_identity = ?options.mesh, "TLS is delegated to the service mesh: this port serves plain text to the local sidecar");
@@ -93,7 +96,12 @@ pub async fn run(args: DevArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(4)
+            match e.downcast_ref::<crate::migrate::SchemaError>() {
+                Some(crate::migrate::SchemaError::Mismatch(_)) => {
+                    ExitCode::from(crate::migrate::SCHEMA_MISMATCH)
+                }
+                _ => ExitCode::from(4),
+            }
         }
     }
 }
@@ -127,6 +135,7 @@ pub async fn serve(
         retention: &retention,
         identities: None,
         mesh: None,
+        no_migrate: false,
     };
     serve_with(db, listener, shutdown, frontend, options, announce).await
 }
@@ -144,6 +153,8 @@ pub struct ServeOptions<'a> {
     /// The service mesh header that may name the caller (`--mesh-identity`); only used with
     /// `identities`.
     pub mesh: Option<orbit_auth::MeshIdentity>,
+    /// Only check the schema, never migrate (`--no-migrate`, see `crate::migrate`).
+    pub no_migrate: bool,
 }
 
 /// [`serve`] with its options: connections, the poison quarantine's threshold, the retention
@@ -159,13 +170,20 @@ pub async fn serve_with(
     options: ServeOptions<'_>,
     announce: bool,
 ) -> anyhow::Result<()> {
-    let ServeOptions { connections, max_failures, retention: (retention, sweep), identities, mesh } =
-        options;
+    let ServeOptions {
+        connections,
+        max_failures,
+        retention: (retention, sweep),
+        identities,
+        mesh,
+        no_migrate,
+    } = options;
     // Loaded before anything is opened: a bad file stops the start with its path and code.
     let gate = crate::auth_args::Gate::load(identities.as_deref(), mesh)?;
     let connections =
         orbit_server_kit::ConnectionOptions { gate: gate.gate.clone(), ..connections };
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(db).await?);
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(db).await?);
+    crate::migrate::prepare(store.as_ref(), no_migrate).await?;
     let tasks_ready = Arc::new(Notify::new());
     let timers_changed = Arc::new(Notify::new());
     let changes = Arc::new(ChangeHub::new());

@@ -9,6 +9,7 @@ mod bench;
 mod client;
 mod dev;
 mod mesh_args;
+mod migrate;
 mod retention;
 mod split;
 mod tls_args;
@@ -37,6 +38,8 @@ enum Command {
     /// Run N executions of a K-step workflow with in-process workers and print throughput and
     /// latency percentiles.
     Bench(bench::BenchArgs),
+    /// Apply or list the database's schema migrations (before a rolling upgrade).
+    Migrate(migrate::MigrateArgs),
     /// Talk to a running server.
     #[command(flatten)]
     Client(client::ClientCommand),
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
             Command::Owner(args) => split::run_owner(args).await,
             Command::Scheduler(args) => split::run_scheduler(args).await,
             Command::Bench(args) => bench::run(args).await,
+            Command::Migrate(args) => migrate::run(args).await,
             Command::Client(cmd) => client::run(cmd).await,
         }
     })

@@ -9,7 +9,7 @@
 use super::conn::PgConn;
 use super::error::PgResult;
 use super::sql;
-use crate::migrations::{CREATE_SCHEMA_MIGRATIONS, MIGRATIONS};
+use crate::migrations::{AppliedMigration, CREATE_SCHEMA_MIGRATIONS, MIGRATIONS};
 
 /// The advisory lock key of migrations ("orbitmig" as ASCII bytes).
 const MIGRATION_LOCK_KEY: i64 = 0x6f72_6269_746d_6967;
@@ -53,4 +53,22 @@ async fn apply(conn: &mut PgConn) -> PgResult<Vec<u32>> {
         applied.push(m.version);
     }
     Ok(applied)
+}
+
+/// The recorded migrations by version; none when the table does not exist yet.
+pub(crate) async fn applied(conn: &mut PgConn) -> PgResult<Vec<AppliedMigration>> {
+    let client = conn.client();
+    let exists: bool = client.query_one(sql::MIGRATION_TABLE_EXISTS, &[]).await?.try_get(0)?;
+    if !exists {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for row in client.query(sql::MIGRATION_LIST, &[]).await? {
+        out.push(AppliedMigration {
+            version: row.try_get(0)?,
+            name: row.try_get(1)?,
+            applied_at_ms: row.try_get(2)?,
+        });
+    }
+    Ok(out)
 }

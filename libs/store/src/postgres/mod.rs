@@ -35,6 +35,7 @@ use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::{Result, StoreError};
 use crate::fault::{FaultNote, FaultRow};
 use crate::inbox::InboxMessage;
+use crate::migrations::AppliedMigration;
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
     InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskRow,
@@ -189,6 +190,10 @@ impl std::fmt::Debug for PgStore {
 impl Migrations for PgStore {
     async fn migrate(&self) -> Result<Vec<u32>> {
         run!(self, Kind::Write, |c| migrate::migrate(c))
+    }
+
+    async fn applied_migrations(&self) -> Result<Vec<AppliedMigration>> {
+        run!(self, Kind::Read, |c| migrate::applied(c))
     }
 }
 

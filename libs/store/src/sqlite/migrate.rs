@@ -7,7 +7,7 @@ use super::conn::now_ms;
 use super::rows::to_i64;
 use super::sql;
 use crate::error::Result;
-use crate::migrations::{CREATE_SCHEMA_MIGRATIONS, MIGRATIONS};
+use crate::migrations::{AppliedMigration, CREATE_SCHEMA_MIGRATIONS, MIGRATIONS};
 use rusqlite::{params, Connection, TransactionBehavior};
 
 /// The one dialect difference of the shared migration text (see `0001_init.sql`).
@@ -33,4 +33,17 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<Vec<u32>> {
         tx.commit()?;
     }
     Ok(applied)
+}
+
+/// The recorded migrations by version; none when the table does not exist yet.
+pub(crate) fn applied(conn: &Connection) -> Result<Vec<AppliedMigration>> {
+    let exists: i64 = conn.query_row(sql::MIGRATION_TABLE_EXISTS, [], |r| r.get(0))?;
+    if exists == 0 {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn.prepare(sql::MIGRATION_LIST)?;
+    let rows = stmt.query_map([], |r| {
+        Ok(AppliedMigration { version: r.get(0)?, name: r.get(1)?, applied_at_ms: r.get(2)? })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }

@@ -23,6 +23,7 @@ use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::Result;
 use crate::fault::{FaultNote, FaultRow};
 use crate::inbox::InboxMessage;
+use crate::migrations::AppliedMigration;
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
     InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskRow,
@@ -68,6 +69,10 @@ impl SqliteStore {
 impl Migrations for SqliteStore {
     async fn migrate(&self) -> Result<Vec<u32>> {
         self.writer.run_alone(migrate::migrate).await
+    }
+
+    async fn applied_migrations(&self) -> Result<Vec<AppliedMigration>> {
+        self.readers.run(migrate::applied).await
     }
 }
 

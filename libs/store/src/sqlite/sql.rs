@@ -9,6 +9,10 @@ pub(crate) const MIGRATION_APPLIED: &str =
     "SELECT COUNT(*) FROM schema_migrations WHERE version = ?1";
 pub(crate) const MIGRATION_RECORD: &str =
     "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)";
+pub(crate) const MIGRATION_TABLE_EXISTS: &str =
+    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'";
+pub(crate) const MIGRATION_LIST: &str =
+    "SELECT version, name, applied_at FROM schema_migrations ORDER BY version";
 
 // ----------------------------------------------------------------- definitions
 

@@ -116,6 +116,8 @@ pub struct CommonArgs {
         action = clap::ArgAction::SetTrue
     )]
     pub take_over: bool,
+    #[command(flatten)]
+    pub schema: crate::migrate::NoMigrateArg,
     /// Log filter (`info`, `debug`, `orbit_owner=debug,info`, ...). Example: --log debug
     #[arg(long, env = "ORBIT_LOG", default_value = "info", value_name = "FILTER")]
     pub log: String,

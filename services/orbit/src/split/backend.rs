@@ -33,9 +33,12 @@ pub struct DatabaseOptions {
     /// PostgreSQL ends a session idle inside a transaction for this long (the node
     /// timeout: a paused node's row locks must not outlive its liveness).
     pub idle_in_transaction_timeout: Duration,
+    /// Only check the schema; never apply migrations (`--no-migrate`).
+    pub no_migrate: bool,
 }
 
-/// A connected, migrated database.
+/// A connected database: migrated and checked by [`Database::connect`], untouched by
+/// [`Database::open`].
 pub struct Database {
     pub store: Arc<dyn Store>,
     kind: Kind,
@@ -53,36 +56,59 @@ pub enum ConnectError {
     Config(String),
     /// The database cannot be reached or migrated now (it may be starting).
     Unreachable(String),
+    /// The schema is not one this binary may run on (`crate::migrate`); retrying will not
+    /// help until an operator migrates or upgrades.
+    Schema(String),
 }
 
 impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ConnectError::Config(m) | ConnectError::Unreachable(m) => f.write_str(m),
+            ConnectError::Config(m) | ConnectError::Unreachable(m) | ConnectError::Schema(m) => {
+                f.write_str(m)
+            }
         }
     }
 }
 
 /// The file a `sqlite:` URL names: `sqlite:///abs/path.db`, `sqlite://rel.db`, `sqlite:rel.db`.
-fn sqlite_path(url: &str) -> Option<PathBuf> {
+pub fn sqlite_path(url: &str) -> Option<PathBuf> {
     let rest = url.strip_prefix("sqlite:")?;
     let path = rest.strip_prefix("//").unwrap_or(rest);
     (!path.is_empty()).then(|| PathBuf::from(path))
 }
 
 impl Database {
-    /// Connects and applies pending migrations (safe when many processes start at once).
+    /// Connects and prepares the schema (`crate::migrate::prepare`): applies pending
+    /// migrations unless `no_migrate` (safe when many processes start at once), refuses a
+    /// schema this binary does not understand.
     ///
     /// # Errors
-    /// A URL this build cannot use ([`ConnectError::Config`]: retrying will not help), or a
-    /// database that cannot be reached or migrated now.
+    /// A URL this build cannot use ([`ConnectError::Config`]: retrying will not help), a
+    /// database that cannot be reached or migrated now, or a schema mismatch
+    /// ([`ConnectError::Schema`]).
     pub async fn connect(o: &DatabaseOptions) -> Result<Database, ConnectError> {
+        let database = Database::open(o).await?;
+        crate::migrate::prepare(database.store.as_ref(), o.no_migrate).await.map_err(
+            |e| match e {
+                crate::migrate::SchemaError::Mismatch(m) => ConnectError::Schema(m.to_string()),
+                crate::migrate::SchemaError::Store(e) => ConnectError::Unreachable(e.to_string()),
+            },
+        )?;
+        Ok(database)
+    }
+
+    /// Connects without touching the schema (`orbit migrate` reads and applies it itself).
+    ///
+    /// # Errors
+    /// As [`Database::connect`], without the schema check.
+    pub async fn open(o: &DatabaseOptions) -> Result<Database, ConnectError> {
         if let Some(path) = sqlite_path(&o.url) {
             if o.ca_file.is_some() {
                 tracing::warn!("--database-ca-file applies to PostgreSQL only; ignored");
             }
             tracing::info!(path = %path.display(), application = %o.application_name, pool_size = o.pool_size, "opening the shared SQLite file (one machine only; --pool-size is not used)");
-            let store = SqliteStore::open_and_migrate(&path).await.map_err(|e| {
+            let store = SqliteStore::open(&path).await.map_err(|e| {
                 ConnectError::Unreachable(format!("sqlite {}: {e}", path.display()))
             })?;
             return Ok(Database { store: Arc::new(store), kind: Kind::Sqlite });
@@ -95,7 +121,7 @@ impl Database {
                 idle_in_transaction_timeout: o.idle_in_transaction_timeout,
                 ..PgOptions::default()
             };
-            return match PgStore::connect_and_migrate(&o.url, options).await {
+            return match PgStore::connect(&o.url, options).await {
                 Ok(pg) => Ok(Database { store: Arc::new(pg.clone()), kind: Kind::Postgres(pg) }),
                 // A malformed URL or an unreadable CA file: retrying will not help.
                 Err(StoreError::InvalidArgument(m)) => Err(ConnectError::Config(m)),

@@ -4,7 +4,7 @@
 //! (with health and reflection) and, on SIGINT/SIGTERM, drains and removes its node row.
 
 mod args;
-mod backend;
+pub mod backend;
 mod frontend;
 mod node;
 mod owner;

@@ -73,6 +73,7 @@ pub async fn prepare(
         // Others take this node's work over once it is silent this long; a transaction it
         // left open (paused between two round trips) must not hold their takeover back.
         idle_in_transaction_timeout: Duration::from_millis(args.node_timeout_ms),
+        no_migrate: args.schema.no_migrate,
     };
     let database = connect(&options, &shutdown).await?;
     let membership = Membership::new(
@@ -144,6 +145,10 @@ async fn connect(o: &DatabaseOptions, shutdown: &CancellationToken) -> Result<Da
             Err(ConnectError::Config(e)) => {
                 eprintln!("error: {e}");
                 return Err(ExitCode::from(2));
+            }
+            Err(ConnectError::Schema(e)) => {
+                eprintln!("error: {e}");
+                return Err(ExitCode::from(crate::migrate::SCHEMA_MISMATCH));
             }
             Err(ConnectError::Unreachable(e)) if started.elapsed() >= CONNECT_PATIENCE => {
                 eprintln!("error: cannot reach the database: {e}");

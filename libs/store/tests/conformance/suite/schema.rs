@@ -2,6 +2,7 @@
 //! listing executions.
 
 use crate::support::{created, ev, execution_row, scheduled, start_batch, timer, Backend};
+use orbit_store::migrations::MIGRATIONS;
 use orbit_store::{
     CommitBatch, ExecutionFilter, NewOwner, ProjectionUpdate, PutOutcome, StoreError,
 };
@@ -15,6 +16,19 @@ pub async fn migrations_are_idempotent(b: &dyn Backend) {
     let reopened = b.open().await;
     assert_eq!(reopened.migrate().await.unwrap(), Vec::<u32>::new());
     assert!(reopened.get_definition("order", Some("v1")).await.unwrap().is_some());
+}
+
+pub async fn applied_migrations_are_the_shipped_ones(b: &dyn Backend) {
+    let store = b.open().await;
+    let applied = store.applied_migrations().await.unwrap();
+    let recorded: Vec<(i64, &str)> = applied.iter().map(|a| (a.version, a.name.as_str())).collect();
+    let shipped: Vec<(i64, &str)> =
+        MIGRATIONS.iter().map(|m| (i64::from(m.version), m.name)).collect();
+    assert_eq!(recorded, shipped, "every shipped migration is recorded once, in order");
+    assert!(applied.iter().all(|a| a.applied_at_ms > 0), "{applied:?}");
+    let status = store.schema_status().await.unwrap();
+    assert!(status.pending.is_empty() && status.unknown.is_empty(), "{status:?}");
+    assert_eq!(status.check(false), Ok(()), "a migrated store is current");
 }
 
 pub async fn definitions_are_immutable(b: &dyn Backend) {
