@@ -11,6 +11,7 @@ mod dev;
 mod mesh_args;
 mod retention;
 mod split;
+mod testing;
 mod tls_args;
 
 use clap::{Parser, Subcommand};
@@ -37,6 +38,9 @@ enum Command {
     /// Run N executions of a K-step workflow with in-process workers and print throughput and
     /// latency percentiles.
     Bench(bench::BenchArgs),
+    /// Run a workflow definition in the simulator against a fixtures file and check the
+    /// outcome: a unit test for a workflow, with no server and no worker.
+    Test(testing::TestArgs),
     /// Talk to a running server.
     #[command(flatten)]
     Client(client::ClientCommand),
@@ -58,6 +62,7 @@ fn main() -> ExitCode {
             Command::Owner(args) => split::run_owner(args).await,
             Command::Scheduler(args) => split::run_scheduler(args).await,
             Command::Bench(args) => bench::run(args).await,
+            Command::Test(args) => testing::run(&args),
             Command::Client(cmd) => client::run(cmd).await,
         }
     })
