@@ -24,6 +24,9 @@ use tokio_util::sync::CancellationToken;
 /// The bound on any one wait for a result: far above every configured timeout below.
 const WAIT: Duration = Duration::from_secs(60);
 
+/// The key [`events`] adds to every event's fields: its commit time, epoch milliseconds.
+const AT: &str = "$at_ms";
+
 /// What a worker saw, in order.
 type Log<T> = Arc<Mutex<Vec<T>>>;
 
@@ -33,10 +36,15 @@ type Ev = (String, String, Value);
 fn events(h: &[pb::HistoryEvent]) -> Vec<Ev> {
     h.iter()
         .map(|e| {
-            let fields = e
+            let mut fields = e
                 .payload
                 .clone()
                 .map_or(Value::Null, |p| proto_to_json(pb_value(p)).unwrap_or(Value::Null));
+            // The commit time rides along under a key no event has, for causality checks.
+            if let (Value::Object(m), Some(t)) = (&mut fields, &e.timestamp) {
+                let ms = t.seconds * 1000 + i64::from(t.nanos / 1_000_000);
+                m.insert(AT.into(), json!(ms));
+            }
             (e.event_type.clone(), e.step.clone(), fields)
         })
         .collect()
@@ -182,6 +190,12 @@ async fn retries_back_off_and_non_retryable_errors_stop_them() {
         let scheduled = find(&h, "StepScheduled", "flaky");
         let attempts: Vec<_> = scheduled.iter().map(|i| h[*i].2["attempt"].clone()).collect();
         assert_eq!(attempts, [json!(1), json!(2), json!(3)]);
+        // Causality, not timing: no retry is scheduled before the backoff it announced ends.
+        for (retry, next) in retries.iter().zip(&scheduled[1..]) {
+            let fire_at = h[*retry].2["fire_at"].as_i64().unwrap();
+            let at = h[*next].2[AT].as_i64().unwrap();
+            assert!(at >= fire_at, "attempt scheduled at {at}, before its fire_at {fire_at}");
+        }
         let (_, ok) = one(&h, "StepSucceeded", "flaky");
         assert_eq!(ok["attempt"], 3);
         assert_eq!(ok["output"], json!({"attempt": 3}));
@@ -628,5 +642,69 @@ async fn for_each_never_runs_more_units_than_max_concurrency() {
     }
     let (_, end) = one(&h, "WorkflowCompleted", "");
     assert_eq!(end["output"], json!([10, 20, 30, 40, 50, 60]));
+    stop.cancel();
+}
+
+const FAN_SAGA: &str = r#"
+name: fan-saga
+version: "1"
+tasks: { work: { version: "1" }, undo: { version: "1" }, boom: { version: "1" } }
+steps:
+  - id: each
+    for_each: ${{ input.items }}
+    max_concurrency: 1
+    task: work
+    input: { n: "${{ item }}" }
+    compensate: { task: undo, input: { n: "${{ item }}", index: "${{ index }}" } }
+  - { id: last, needs: [each], task: boom }
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn for_each_elements_are_compensated_with_their_own_element_in_reverse_order() {
+    let (_dir, server, mut c) = serve("sem-fan-saga", &[FAN_SAGA]).await;
+    let stop = CancellationToken::new();
+    let undone: Log<Value> = Arc::new(Mutex::new(Vec::new()));
+    let u = Arc::clone(&undone);
+    let builder = Worker::builder(server.address())
+        .worker_id("sem-fan-saga")
+        .task("work", "1", |ctx: TaskContext| async move { ok(ctx.input()["n"].clone()) })
+        .task("undo", "1", move |ctx: TaskContext| {
+            let u = Arc::clone(&u);
+            async move {
+                u.lock().unwrap().push(ctx.input().clone());
+                ok(json!({}))
+            }
+        })
+        .task("boom", "1", |_ctx: TaskContext| async move {
+            Err::<Value, _>(TaskFailure::fatal("BOOM", "after the fan-out"))
+        });
+    run_worker(builder, &stop);
+    start(&mut c, "fan-saga", "fs-1", json!({"items": [10, 20, 30]})).await.expect("start");
+    let (status, h) = finished(&mut c, "fs-1").await;
+    assert_eq!(status, pb::ExecutionStatus::Failed, "{}", summary(&h));
+    // max_concurrency 1: the elements succeed in index order, so they compensate 2, 1, 0.
+    in_order(
+        &h,
+        &[("StepSucceeded", "each[0]"), ("StepSucceeded", "each[1]"), ("StepSucceeded", "each[2]")],
+    );
+    let (_, started) = one(&h, "CompensationStarted", "");
+    assert_eq!(started["steps"], json!(["each[2]", "each[1]", "each[0]"]));
+    for (i, n) in [(2, 30), (1, 20), (0, 10)] {
+        let (_, scheduled) = one(&h, "StepScheduled", &format!("compensate:each[{i}]"));
+        assert_eq!(scheduled["input"], json!({"n": n, "index": i}), "{}", summary(&h));
+    }
+    in_order(
+        &h,
+        &[
+            ("StepSucceeded", "compensate:each[2]"),
+            ("StepSucceeded", "compensate:each[1]"),
+            ("StepSucceeded", "compensate:each[0]"),
+            ("CompensationCompleted", ""),
+            ("WorkflowFailed", ""),
+        ],
+    );
+    let expected =
+        [json!({"n": 30, "index": 2}), json!({"n": 20, "index": 1}), json!({"n": 10, "index": 0})];
+    assert_eq!(*undone.lock().unwrap(), expected);
     stop.cancel();
 }
