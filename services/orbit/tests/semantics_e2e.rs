@@ -708,3 +708,103 @@ async fn for_each_elements_are_compensated_with_their_own_element_in_reverse_ord
     assert_eq!(*undone.lock().unwrap(), expected);
     stop.cancel();
 }
+
+const LATE: &str = r#"
+name: late
+version: "1"
+tasks: { slow: { version: "1" } }
+steps:
+  - id: slow
+    task: slow
+    timeout: 1s
+    retry: { max_attempts: 2, initial_interval: 10m }
+output: ${{ steps.slow.output }}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_result_for_a_timed_out_attempt_resolves_the_waiting_unit() {
+    // Rule 4 of SEMANTICS.md: a result for any token ever issued to an unresolved unit is
+    // accepted (the work happened). The attempt timed out and the unit waits 10 minutes for
+    // its retry; the first attempt's answer arriving now resolves it.
+    let (_dir, server, mut c) = serve("sem-late", &[LATE]).await;
+    let mut session = RawSession::start(&server.address(), "sem-late", &[("slow", "1")], 4).await;
+    start(&mut c, "late", "l-1", json!({})).await.expect("start");
+    let task = session.next_task(WAIT).await;
+    assert_eq!((task.step.as_str(), task.attempt), ("slow", 1));
+    history_until(&mut c, "l-1", WAIT, |h| h.iter().any(|e| e.event_type == "RetryScheduled"))
+        .await;
+    session.complete(&task.token, json!({"late": true})).await;
+    let (status, h) = finished(&mut c, "l-1").await;
+    assert_eq!(status, pb::ExecutionStatus::Completed, "{}", summary(&h));
+    in_order(
+        &h,
+        &[
+            ("StepDispatched", "slow"),
+            ("StepAttemptFailed", "slow"),
+            ("RetryScheduled", "slow"),
+            ("StepSucceeded", "slow"),
+            ("WorkflowCompleted", ""),
+        ],
+    );
+    let (_, failed) = one(&h, "StepAttemptFailed", "slow");
+    assert_eq!(failed["error"]["code"], "TIMEOUT");
+    let (_, ok) = one(&h, "StepSucceeded", "slow");
+    assert_eq!(ok["attempt"], 1);
+    assert_eq!(ok["output"], json!({"late": true}));
+    assert_eq!(find(&h, "StepScheduled", "slow").len(), 1, "no second attempt: {}", summary(&h));
+}
+
+const STALE: &str = r#"
+name: stale
+version: "1"
+tasks: { slow: { version: "1" } }
+signals: { go: null }
+steps:
+  - id: slow
+    task: slow
+    timeout: 1s
+    retry: { max_attempts: 2, initial_interval: 100ms }
+  - { id: gate, needs: [slow], await: go }
+output: ${{ steps.slow.output }}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_for_a_resolved_unit_is_recorded_as_stale_and_not_applied() {
+    let (_dir, server, mut c) = serve("sem-stale", &[STALE]).await;
+    let mut session = RawSession::start(&server.address(), "sem-stale", &[("slow", "1")], 4).await;
+    start(&mut c, "stale", "st-1", json!({})).await.expect("start");
+    // Attempt 1 is never answered in time; attempt 2 (after the timeout) succeeds.
+    let first = session.next_task(WAIT).await;
+    assert_eq!(first.attempt, 1);
+    // The timed-out attempt is cancelled on the stream (the worker is told), then retried.
+    let mut cancelled = Vec::new();
+    let second = loop {
+        match session.next(WAIT).await {
+            Some(pb::server_message::Kind::Task(t)) if t.attempt == 2 => break t,
+            Some(pb::server_message::Kind::Cancel(x)) => cancelled.push(x.token),
+            other => panic!("expected attempt 2 or a cancel, got {other:?}"),
+        }
+    };
+    assert_eq!(cancelled, [first.token.clone()]);
+    session.complete(&second.token, json!({"attempt": 2})).await;
+    history_until(&mut c, "st-1", WAIT, |h| h.iter().any(|e| e.event_type == "AwaitStarted")).await;
+    // Now attempt 1's answer arrives: the unit is resolved, so it is kept, never applied.
+    session.complete(&first.token, json!({"attempt": 1})).await;
+    history_until(&mut c, "st-1", WAIT, |h| h.iter().any(|e| e.event_type == "StaleResultIgnored"))
+        .await;
+    signal(&mut c, "st-1", "go", Value::Null).await;
+    let (status, h) = finished(&mut c, "st-1").await;
+    assert_eq!(status, pb::ExecutionStatus::Completed, "{}", summary(&h));
+    let (_, failed) = one(&h, "StepAttemptFailed", "slow");
+    assert_eq!(
+        (failed["attempt"].clone(), failed["error"]["code"].clone()),
+        (json!(1), json!("TIMEOUT"))
+    );
+    let (ok_at, ok) = one(&h, "StepSucceeded", "slow");
+    assert_eq!(ok["output"], json!({"attempt": 2}));
+    let (stale_at, stale) = one(&h, "StaleResultIgnored", "slow");
+    assert!(ok_at < stale_at);
+    assert_eq!(stale["token"], first.token.as_str());
+    let (_, end) = one(&h, "WorkflowCompleted", "");
+    assert_eq!(end["output"], json!({"attempt": 2}));
+}
