@@ -69,7 +69,8 @@ fn every_example_fixture_passes_and_together_they_cover_every_step_kind() {
         assert!(text.ends_with("PASS\n"), "{text}");
     }
     // One event that only each step kind produces: task, for_each, when, sleep, await and
-    // signal, child, compensation, on handlers, on_signal, continue-as-new, attempt timeout.
+    // signal, child, compensation, on handlers, on_signal, continue-as-new, attempt timeout,
+    // cancellation.
     for kind in [
         "StepDispatched",
         "StepFanOut",
@@ -81,6 +82,7 @@ fn every_example_fixture_passes_and_together_they_cover_every_step_kind() {
         "HandlersStarted",
         "WorkflowContinuedAsNew",
         "RetryScheduled",
+        "WorkflowCancelled",
     ] {
         assert!(seen.contains(kind), "no example fixture produces {kind}: {seen:?}");
     }
