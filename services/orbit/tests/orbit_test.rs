@@ -141,6 +141,10 @@ fn bad_files_exit_2_with_a_stable_code_and_the_path() {
         ("tasks:\n  greet: {fail: {retryable: false}}\n", "tasks.greet.fail: needs `code`"),
         ("expect: {status: DONE}\n", "expect.status: unknown status `DONE`"),
         ("input: [unclosed\n", "(document): not valid YAML"),
+        // Names the definitions do not have would script nothing.
+        ("tasks:\n  gret: {output: {}}\n", "tasks.gret: no task `gret` in the definitions"),
+        ("steps:\n  compensate:gret: {output: {}}\n", "steps.compensate:gret: no step `gret`"),
+        ("signals: [{name: go}]\n", "signals[0].name: `hello` declares no signal `go`"),
     ];
     for (text, expected) in cases {
         let fixture = write(&dir.0, "bad.yaml", text);

@@ -7,7 +7,7 @@
 //! otherwise turn a fixture into a different test). The format is documented in
 //! docs/testing.md.
 
-use orbit_definition::parse_duration;
+use orbit_definition::{parse_duration, Definition};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
@@ -147,6 +147,57 @@ pub fn parse(text: &str) -> Res<Fixtures> {
         f.expect = expect(v)?;
     }
     Ok(f)
+}
+
+/// Checks the names the fixtures use against the definitions they run: a `tasks:` key must
+/// be a declared task, a `steps:` key must end in a step id (its unit prefix and element
+/// index aside), a signal must be declared by the tested workflow. A misspelt name would
+/// otherwise script nothing and the test would quietly test something else.
+///
+/// # Errors
+/// The first unknown name, with its path.
+pub fn check_names(f: &Fixtures, main: &Definition, others: &[Definition]) -> Res<()> {
+    let defs = || std::iter::once(main).chain(others);
+    for name in f.tasks.keys() {
+        if !defs().any(|d| d.tasks.contains_key(name)) {
+            let declared: Vec<&str> =
+                defs().flat_map(|d| d.tasks.keys()).map(String::as_str).collect();
+            let msg =
+                format!("no task `{name}` in the definitions; declared: {}", declared.join(", "));
+            return err(&join("tasks", name), msg);
+        }
+    }
+    let mut ids = std::collections::BTreeSet::new();
+    for d in defs() {
+        let bodies = [&d.steps, &d.on.failure, &d.on.cancel, &d.on.timeout];
+        let steps = bodies.into_iter().chain(d.on_signal.values()).flatten();
+        ids.extend(steps.map(|s| s.id.as_str()));
+    }
+    for key in f.steps.keys() {
+        let last = key.rsplit(':').next().unwrap_or(key);
+        let id = last.split('[').next().unwrap_or(last);
+        if !ids.contains(id) {
+            let msg = format!(
+                "no step `{id}` in the definitions; a key is a unit key (`reserve[1]`, \
+                 `compensate:charge`, `on:failure:alert`) or a step id"
+            );
+            return err(&join("steps", key), msg);
+        }
+    }
+    for (i, (_, input)) in f.inputs.iter().enumerate() {
+        if let Input::Signal { name, .. } = input {
+            if !main.signals.contains_key(name) {
+                let declared: Vec<&str> = main.signals.keys().map(String::as_str).collect();
+                let msg = format!(
+                    "`{}` declares no signal `{name}`; declared: {}",
+                    main.name,
+                    declared.join(", ")
+                );
+                return err(&format!("signals[{i}].name"), msg);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn join(path: &str, key: &str) -> String {

@@ -116,6 +116,11 @@ fn test(args: &TestArgs) -> Result<u8, Problem> {
         .iter()
         .map(|w| definition(&base.join(w)))
         .collect::<Result<Vec<_>, _>>()?;
+    if let (Some(path), Err(e)) = (&args.fixtures, fixtures::check_names(&fixtures, &main, &others))
+    {
+        let message = format!("{}: {}: {}", path.display(), e.path, e.message);
+        return Err(Problem { code: "INVALID_FIXTURE", message });
+    }
     let sim = simulate::simulate(&main, others, &fixtures);
     let mismatches = report::check(&fixtures.expect, &sim, &fixtures.execution_id);
     match args.output {
