@@ -785,7 +785,7 @@ async fn a_result_for_a_resolved_unit_is_recorded_as_stale_and_not_applied() {
             other => panic!("expected attempt 2 or a cancel, got {other:?}"),
         }
     };
-    assert_eq!(cancelled, [first.token.clone()]);
+    assert_eq!(cancelled, std::slice::from_ref(&first.token));
     session.complete(&second.token, json!({"attempt": 2})).await;
     history_until(&mut c, "st-1", WAIT, |h| h.iter().any(|e| e.event_type == "AwaitStarted")).await;
     // Now attempt 1's answer arrives: the unit is resolved, so it is kept, never applied.
