@@ -190,15 +190,15 @@ pub fn text(sim: &Simulated, id: &str, mismatches: &[Mismatch]) -> String {
             for e in run {
                 let at = e.timestamp_ms.saturating_sub(sim.started_at);
                 let step = e.event.step().unwrap_or("");
-                let _ = writeln!(
-                    out,
-                    "  {:>4}  +{:<8} {:<24} {:<20} {}",
+                let line = format!(
+                    "  {:>4}  +{:<11} {:<24} {:<20} {}",
                     e.seq,
                     orbit_definition::format_duration(at),
                     e.event.type_name(),
                     step,
                     details(e)
                 );
+                let _ = writeln!(out, "{}", line.trim_end());
             }
         }
         if let Some(o) = &end.output {
