@@ -269,3 +269,49 @@ pub fn json(sim: &Simulated, id: &str, mismatches: &[Mismatch]) -> Value {
         "executions": executions,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{fixtures, simulate};
+
+    const DEF: &str = "name: w\nversion: '1'\ntasks: {t: {version: '1'}}\n\
+                       steps:\n  - {id: s, task: t, retry: {max_attempts: 2, initial_interval: 1s}}\n\
+                       output: ${{ steps.s.output }}\n";
+
+    fn run(fixtures: &str) -> (Simulated, Vec<Mismatch>) {
+        let def = orbit_definition::parse(DEF).unwrap();
+        let f = fixtures::parse(fixtures).unwrap();
+        let sim = simulate::simulate(&def, Vec::new(), &f);
+        let mismatches = check(&f.expect, &sim, &f.execution_id);
+        (sim, mismatches)
+    }
+
+    #[test]
+    fn a_retried_failure_is_checked_by_code_and_events() {
+        let (sim, m) = run(
+            "tasks: {t: {fail: {code: NOPE}}}\n\
+             expect: {status: FAILED, error: {code: NOPE}, events: [RetryScheduled s, StepFailed s]}\n",
+        );
+        assert!(m.is_empty(), "{}", text(&sim, "test", &m));
+        let (_, m) = run("tasks: {t: {fail: {code: NOPE}}}\nexpect: {error: {code: OTHER}}\n");
+        assert_eq!(m.len(), 1);
+        assert_eq!((m[0].what, &m[0].actual), ("error.code", &json!("NOPE")));
+    }
+
+    #[test]
+    fn json_diff_lists_every_differing_path() {
+        let mut out = Vec::new();
+        let expected = json!({"a": 1, "b": [1, 2], "c": {"d": true}});
+        let actual = json!({"a": 2, "b": [1], "c": {"d": true}, "e": null});
+        json_diff(&expected, &actual, "output", &mut out);
+        assert_eq!(
+            out,
+            [
+                "output.a: expected 1, got 2",
+                "output.b: expected 2 elements, got 1",
+                "output.e: not expected, got null",
+            ]
+        );
+    }
+}
