@@ -50,6 +50,9 @@ pub enum TaskOutcome {
     Hang,
     /// The worker is lost: the attempt becomes uncertain and is redelivered.
     Lose,
+    /// The inner outcome, answered after this many milliseconds instead of
+    /// [`Sim::latency_ms`] (a slow worker: `orbit test` fixtures' `delay`).
+    After(u64, Box<TaskOutcome>),
 }
 
 type Handler = Box<dyn FnMut(&TaskRequest) -> TaskOutcome>;
@@ -420,11 +423,16 @@ impl Sim {
             )),
         };
         self.requests.push(request);
-        let at = self.now + self.latency_ms;
+        let (mut delay, mut outcome) = (self.latency_ms, outcome);
+        while let TaskOutcome::After(ms, inner) = outcome {
+            (delay, outcome) = (ms, *inner);
+        }
+        let at = self.now + delay;
         let command = match outcome {
             TaskOutcome::Complete(output) => Command::Complete { token, output },
             TaskOutcome::Fail(error) => Command::Fail { token, error },
-            TaskOutcome::Hang => return true,
+            // `After` was unwrapped above.
+            TaskOutcome::Hang | TaskOutcome::After(..) => return true,
             TaskOutcome::Lose => Command::Uncertain { token, reason: "SESSION_LOST".into() },
         };
         self.pending.push((at, id.to_string(), command));

@@ -12,6 +12,7 @@ mod mesh_args;
 mod migrate;
 mod retention;
 mod split;
+mod testing;
 mod tls_args;
 
 use clap::{Parser, Subcommand};
@@ -40,6 +41,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Apply or list the database's schema migrations (before a rolling upgrade).
     Migrate(migrate::MigrateArgs),
+    /// Run a workflow definition in the simulator against a fixtures file and check the
+    /// outcome: a unit test for a workflow, with no server and no worker.
+    Test(testing::TestArgs),
     /// Talk to a running server.
     #[command(flatten)]
     Client(client::ClientCommand),
@@ -62,6 +66,7 @@ fn main() -> ExitCode {
             Command::Scheduler(args) => split::run_scheduler(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Migrate(args) => migrate::run(args).await,
+            Command::Test(args) => testing::run(&args),
             Command::Client(cmd) => client::run(cmd).await,
         }
     })

@@ -40,12 +40,22 @@ impl Drop for TempDir {
     }
 }
 
-/// A free loopback port (bound and released; the server binds it right after).
+/// A free loopback port (bound and released; the server binds it right after). Never the
+/// same port twice in one test process: the kernel may hand a just-released port to the
+/// next bind, and two tests starting servers at once would then share one.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        let mut given = GIVEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// A running `orbit dev` process.
