@@ -2,7 +2,7 @@
 //! while the worker has credits, results with acks after commit, pings, and the cleanup
 //! that reports in-flight attempts `uncertain` when the stream ends or goes silent.
 
-use super::registry::{Session, WorkerMeta};
+use super::registry::{Adopted, Session, WorkerMeta};
 use super::results;
 use super::supervise::{supervise, Supervised};
 use crate::error::{err, invalid, ApiResult};
@@ -43,8 +43,11 @@ pub(crate) async fn run(
     let timeout = shared.config.session_timeout();
     let hello = match tokio::time::timeout(timeout, inbound.message()).await {
         Ok(Ok(Some(WorkerMessage { kind: Some(Kind::Hello(hello)) }))) => hello,
+        // What worker.proto documents for a first message that is not a valid hello:
+        // `INVALID_ARGUMENT` naming the field (`open` does the same for a hello that is
+        // there but invalid). Later protocol mistakes stay `PROTOCOL_ERROR`.
         Ok(Ok(Some(_))) => {
-            let e = err(ErrorCode::ProtocolError, "the first message of a session must be `hello`");
+            let e = invalid("hello", "the first message of a session must be `hello`");
             let _ = tx.send(Err(e)).await;
             return;
         }
@@ -60,8 +63,9 @@ pub(crate) async fn run(
         let _ = tx.send(Err(e)).await;
         return;
     }
+    let principal = caller.as_ref().map(|c| c.name.clone());
     let session = match open(&hello) {
-        Ok(session) => Arc::new(session),
+        Ok(session) => Arc::new(session.with_principal(principal)),
         Err(e) => {
             let _ = tx.send(Err(e)).await;
             return;
@@ -70,17 +74,26 @@ pub(crate) async fn run(
     tracing::info!(session = %session.id, worker_id = %session.worker_id, "worker session opened");
     let welcome = Welcome {
         session_id: session.id.clone(),
-        heartbeat_interval: Some(ms_to_duration(shared.config.heartbeat_interval_ms)),
+        heartbeat_interval: Some(ms_to_duration(
+            u64::try_from(shared.config.heartbeat_interval().as_millis()).unwrap_or(u64::MAX),
+        )),
         session_timeout: Some(ms_to_duration(shared.config.session_timeout_ms)),
         warnings: Vec::new(),
     };
     if tx.send(msg(server_message::Kind::Welcome(welcome))).await.is_err() {
         return;
     }
-    shared.sessions.insert(session.clone());
+    session.attach(tx.clone());
+    // The same worker back within its session timeout keeps its attempts (worker.proto).
+    let adopted = shared.sessions.open(session.clone());
+    if !adopted.is_empty() {
+        tracing::info!(session = %session.id, worker_id = %session.worker_id, attempts = adopted.len(), "worker reconnected: in-flight attempts kept");
+    }
+    supervise_adopted(&shared, &session, adopted);
     let dispatcher = tokio::spawn(dispatch(shared.clone(), session.clone(), tx.clone()));
     let pinger = tokio::spawn(ping(shared.config.heartbeat_interval(), tx.clone()));
 
+    let mut silent = false;
     loop {
         match tokio::time::timeout(timeout, inbound.message()).await {
             Ok(Ok(Some(message))) => {
@@ -98,18 +111,60 @@ pub(crate) async fn run(
             }
             Err(_) => {
                 tracing::warn!(session = %session.id, "worker session timed out");
+                silent = true;
                 break;
             }
         }
     }
 
-    // Stop claiming first and wait, so the in-flight set is final before it is reported.
+    // Stop claiming first and wait, so the in-flight set is final before it is handled.
     session.stop();
     let _ = dispatcher.await;
     pinger.abort();
     shared.sessions.remove(&session.id);
-    lose_in_flight(&shared, &session).await;
+    if silent || !session.has_in_flight() {
+        // Silent for the whole session timeout: the session is over, its attempts are lost.
+        lose_in_flight(&shared, &session).await;
+    } else {
+        park(&shared, session.clone());
+    }
     tracing::info!(session = %session.id, "worker session closed");
+}
+
+/// A stream that ended (the worker crashed, restarted or lost its connection) leaves its
+/// session alive until the session timeout, counted from when the worker was last heard:
+/// the same worker reconnecting by then adopts its attempts; otherwise they are reported
+/// uncertain then and redelivered. A reconnect already open adopts them at once.
+fn park(shared: &Arc<Shared>, session: Arc<Session>) {
+    if let Some((live, adopted)) = shared.sessions.park(session.clone()) {
+        tracing::info!(session = %live.id, attempts = adopted.len(), "worker reconnected: in-flight attempts kept");
+        supervise_adopted(shared, &live, adopted);
+        return;
+    }
+    let timeout_ms = shared.config.session_timeout_ms.max(1);
+    let until_ms = session.last_seen_ms().saturating_add(timeout_ms);
+    let wait = Duration::from_millis(until_ms.saturating_sub(super::now_ms()));
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(wait).await;
+        if let Some(lost) = shared.sessions.unpark(&session.id) {
+            tracing::info!(session = %lost.id, "worker did not come back within the session timeout");
+            lose_in_flight(&shared, &lost).await;
+        }
+    });
+}
+
+/// Watches attempts a session adopted, as [`deliver`] does for the ones it claimed.
+fn supervise_adopted(shared: &Arc<Shared>, session: &Arc<Session>, adopted: Vec<Adopted>) {
+    let Some(tx) = session.tx() else { return };
+    for a in adopted {
+        let task = Supervised {
+            token: a.token,
+            execution_id: a.execution_id,
+            heartbeat_ms: a.heartbeat_ms,
+        };
+        tokio::spawn(supervise(shared.clone(), session.clone(), tx.clone(), task));
+    }
 }
 
 /// Ends the stream with the status the inbound side failed with: a worker message that
@@ -360,6 +415,9 @@ async fn deliver(shared: &Arc<Shared>, session: &Arc<Session>, rows: Vec<TaskRow
             trace_context: None,
             heartbeat_timeout: timeouts.heartbeat_ms.map(ms_to_duration),
         };
+        if let Some(ms) = timeouts.heartbeat_ms {
+            session.set_heartbeat_ms(&task.token, ms);
+        }
         let supervised = Supervised {
             token: task.token.clone(),
             execution_id: task.execution_id.clone(),
