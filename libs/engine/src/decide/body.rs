@@ -40,9 +40,8 @@ fn complete(ctx: &Ctx<'_>, out: &mut Vec<Event>) {
             Some(error) => out.push(Event::OutputFailed { error }),
             None => out.push(Event::WorkflowCompleted { output }),
         },
-        Err(e) => out.push(Event::OutputFailed {
-            error: TaskError::fatal(e.code(), e.in_field("output")),
-        }),
+        Err(e) => out
+            .push(Event::OutputFailed { error: TaskError::fatal(e.code(), e.in_field("output")) }),
     }
 }
 
