@@ -1,8 +1,8 @@
 //! One worker's `Session` stream: hello/welcome, the dispatcher that pushes claimed tasks
 //! while the worker has credits, results with acks after commit, pings, and the cleanup
-//! that reports in-flight attempts `uncertain` when the stream ends or goes silent.
+//! that hands the in-flight attempts to `loss` when the stream ends or goes silent.
 
-use super::registry::{Adopted, Session, WorkerMeta};
+use super::registry::{Session, WorkerMeta};
 use super::results;
 use super::supervise::{supervise, Supervised};
 use crate::error::{err, invalid, ApiResult};
@@ -14,8 +14,6 @@ use orbit_api::v1::worker_message::{Hello, Kind};
 use orbit_api::v1::{ServerMessage, WorkerMessage};
 use orbit_server_kit::payload::{json_to_proto, ms_to_duration, ms_to_timestamp};
 use orbit_server_kit::{ErrorCode, OrbitError};
-use orbit_store::inbox::Uncertain;
-use orbit_store::InboxMessage;
 use orbit_store::TaskRow;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -89,7 +87,7 @@ pub(crate) async fn run(
     if !adopted.is_empty() {
         tracing::info!(session = %session.id, worker_id = %session.worker_id, attempts = adopted.len(), "worker reconnected: in-flight attempts kept");
     }
-    supervise_adopted(&shared, &session, adopted);
+    super::loss::supervise_adopted(&shared, &session, adopted);
     let dispatcher = tokio::spawn(dispatch(shared.clone(), session.clone(), tx.clone()));
     let pinger = tokio::spawn(ping(shared.config.heartbeat_interval(), tx.clone()));
 
@@ -124,47 +122,11 @@ pub(crate) async fn run(
     shared.sessions.remove(&session.id);
     if silent || !session.has_in_flight() {
         // Silent for the whole session timeout: the session is over, its attempts are lost.
-        lose_in_flight(&shared, &session).await;
+        super::loss::lose_in_flight(&shared, &session).await;
     } else {
-        park(&shared, session.clone());
+        super::loss::park(&shared, session.clone());
     }
     tracing::info!(session = %session.id, "worker session closed");
-}
-
-/// A stream that ended (the worker crashed, restarted or lost its connection) leaves its
-/// session alive until the session timeout, counted from when the worker was last heard:
-/// the same worker reconnecting by then adopts its attempts; otherwise they are reported
-/// uncertain then and redelivered. A reconnect already open adopts them at once.
-fn park(shared: &Arc<Shared>, session: Arc<Session>) {
-    if let Some((live, adopted)) = shared.sessions.park(session.clone()) {
-        tracing::info!(session = %live.id, attempts = adopted.len(), "worker reconnected: in-flight attempts kept");
-        supervise_adopted(shared, &live, adopted);
-        return;
-    }
-    let timeout_ms = shared.config.session_timeout_ms.max(1);
-    let until_ms = session.last_seen_ms().saturating_add(timeout_ms);
-    let wait = Duration::from_millis(until_ms.saturating_sub(super::now_ms()));
-    let shared = shared.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(wait).await;
-        if let Some(lost) = shared.sessions.unpark(&session.id) {
-            tracing::info!(session = %lost.id, "worker did not come back within the session timeout");
-            lose_in_flight(&shared, &lost).await;
-        }
-    });
-}
-
-/// Watches attempts a session adopted, as [`deliver`] does for the ones it claimed.
-fn supervise_adopted(shared: &Arc<Shared>, session: &Arc<Session>, adopted: Vec<Adopted>) {
-    let Some(tx) = session.tx() else { return };
-    for a in adopted {
-        let task = Supervised {
-            token: a.token,
-            execution_id: a.execution_id,
-            heartbeat_ms: a.heartbeat_ms,
-        };
-        tokio::spawn(supervise(shared.clone(), session.clone(), tx.clone(), task));
-    }
 }
 
 /// Ends the stream with the status the inbound side failed with: a worker message that
@@ -471,28 +433,4 @@ async fn ping(every: Duration, tx: Tx) {
             return;
         }
     }
-}
-
-/// Reports every attempt still in flight as `uncertain` (the engine redelivers it with the
-/// same idempotency key) and wakes the owners.
-async fn lose_in_flight(shared: &Arc<Shared>, session: &Session) {
-    let lost = session.take_in_flight();
-    if lost.is_empty() {
-        return;
-    }
-    let mut executions = Vec::new();
-    for (token, execution_id) in lost {
-        let reason = "SESSION_LOST".into();
-        let message = InboxMessage::Uncertain(Uncertain { token: token.clone(), reason });
-        match shared.store.enqueue_inbox(&execution_id, &message).await {
-            Ok(_) => {
-                if !executions.contains(&execution_id) {
-                    executions.push(execution_id);
-                }
-            }
-            // The owner's attempt deadline still resolves the attempt.
-            Err(e) => tracing::error!(%token, error = %e, "recording a lost attempt failed"),
-        }
-    }
-    super::wake_owner(shared, executions);
 }
