@@ -10,7 +10,7 @@
 use super::session::Tx;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
@@ -48,14 +48,16 @@ impl Registry {
     /// that one adopts them at once: returned with it, for supervision.
     pub(crate) fn park(&self, ended: Arc<Session>) -> Option<(Arc<Session>, Vec<Adopted>)> {
         let mut parked = lock(&self.parked);
-        let live = lock(&self.sessions)
-            .values()
-            .find(|s| s.same_worker(&ended) && !s.is_stopped())
-            .cloned();
-        if let Some(live) = live {
-            drop(parked);
-            let adopted = live.adopt(&ended);
-            return Some((live, adopted));
+        {
+            // Adopted under the `sessions` lock: a live session leaves the map (under the
+            // same lock) before it looks at its own in-flight set, so what it adopts here is
+            // either seen by that look or it was not found at all.
+            let sessions = lock(&self.sessions);
+            let live = sessions.values().find(|s| s.same_worker(&ended) && !s.is_stopped());
+            if let Some(live) = live {
+                let adopted = live.adopt(&ended);
+                return Some((live.clone(), adopted));
+            }
         }
         parked.insert(ended.id.clone(), ended);
         None
@@ -124,9 +126,10 @@ pub(crate) struct Session {
     /// When the worker was last heard from on this session, epoch milliseconds.
     last_seen_ms: AtomicU64,
     state: Mutex<SessionState>,
-    /// The stream to the worker, once open: how a session that adopts attempts after it
-    /// opened tells the worker to cancel one.
-    tx: OnceLock<Tx>,
+    /// The stream to the worker while it is open: how a session that adopts attempts after
+    /// it opened tells the worker to cancel one. Dropped when the stream ends, so a parked
+    /// session never keeps the response stream of a finished call open.
+    tx: Mutex<Option<Tx>>,
     stopped: AtomicBool,
     /// Notified when credits arrive, a task finishes or the session stops.
     pub(crate) changed: Notify,
@@ -180,7 +183,7 @@ impl Session {
             connected_at_ms: now,
             last_seen_ms: AtomicU64::new(now),
             state: Mutex::new(SessionState::default()),
-            tx: OnceLock::new(),
+            tx: Mutex::new(None),
             stopped: AtomicBool::new(false),
             changed: Notify::new(),
         }
@@ -198,14 +201,19 @@ impl Session {
         self
     }
 
-    /// Attaches the stream to the worker (once).
+    /// Attaches the stream to the worker.
     pub(crate) fn attach(&self, tx: Tx) {
-        let _ = self.tx.set(tx);
+        *lock(&self.tx) = Some(tx);
     }
 
-    /// The stream to the worker, if attached.
+    /// Lets go of the stream to the worker (it ended).
+    pub(crate) fn detach(&self) {
+        lock(&self.tx).take();
+    }
+
+    /// The stream to the worker, while attached.
     pub(crate) fn tx(&self) -> Option<Tx> {
-        self.tx.get().cloned()
+        lock(&self.tx).clone()
     }
 
     /// The same worker: same `worker_id` and identity, another session.

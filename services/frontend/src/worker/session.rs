@@ -91,25 +91,31 @@ pub(crate) async fn run(
     let dispatcher = tokio::spawn(dispatch(shared.clone(), session.clone(), tx.clone()));
     let pinger = tokio::spawn(ping(shared.config.heartbeat_interval(), tx.clone()));
 
-    let mut silent = false;
+    // Whether the session is over for good: silent for the whole session timeout, or ended
+    // by the server for a message it refused (a protocol mistake, a message that does not
+    // decode). Only a stream that merely went away (the worker crashed, restarted or lost
+    // its connection) keeps its attempts for the worker's return.
+    let mut over = false;
     loop {
         match tokio::time::timeout(timeout, inbound.message()).await {
             Ok(Ok(Some(message))) => {
                 session.touch();
                 if let Err(e) = handle(&shared, &session, &scope, message, &tx).await {
                     let _ = tx.send(Err(e)).await;
+                    over = true;
                     break;
                 }
             }
             Ok(Ok(None)) => break,
             Ok(Err(status)) => {
                 tracing::debug!(session = %session.id, %status, "worker stream failed");
+                over = status.code() == tonic::Code::InvalidArgument;
                 end_with(&tx, status).await;
                 break;
             }
             Err(_) => {
                 tracing::warn!(session = %session.id, "worker session timed out");
-                silent = true;
+                over = true;
                 break;
             }
         }
@@ -117,11 +123,11 @@ pub(crate) async fn run(
 
     // Stop claiming first and wait, so the in-flight set is final before it is handled.
     session.stop();
+    session.detach();
     let _ = dispatcher.await;
     pinger.abort();
     shared.sessions.remove(&session.id);
-    if silent || !session.has_in_flight() {
-        // Silent for the whole session timeout: the session is over, its attempts are lost.
+    if over || !session.has_in_flight() {
         super::loss::lose_in_flight(&shared, &session).await;
     } else {
         super::loss::park(&shared, session.clone());
