@@ -175,6 +175,8 @@ pub struct Unit {
     pub tokens: Vec<(String, u32)>,
     /// The token of the attempt in flight.
     pub token: Option<String>,
+    /// The worker (its `Hello.worker_id`) the attempt in flight was dispatched to.
+    pub worker_id: Option<String>,
     /// Idempotency key (tasks).
     pub idempotency_key: Option<String>,
     /// Whether the current offer is a redelivery.
@@ -199,6 +201,7 @@ impl Unit {
             error: None,
             tokens: Vec::new(),
             token: None,
+            worker_id: None,
             idempotency_key: None,
             redelivery: false,
             scheduled_at: None,
@@ -366,11 +369,12 @@ impl State {
                 u.deadline = None;
                 u.fire_at = None;
             }
-            Event::StepDispatched { step, attempt, token, deadline, .. } => {
+            Event::StepDispatched { step, attempt, token, deadline, worker_id, .. } => {
                 if let Some(u) = self.units.get_mut(step) {
                     if u.status == UnitStatus::Scheduled {
                         u.status = UnitStatus::Dispatched;
                         u.token = Some(token.clone());
+                        u.worker_id = Some(worker_id.clone());
                         u.deadline = *deadline;
                     }
                     u.tokens.push((token.clone(), *attempt));

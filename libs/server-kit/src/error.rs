@@ -36,12 +36,21 @@ pub const ERROR_INFO_PATH_KEY: &str = "path";
 /// These bounds keep every status well under it, whatever the input was.
 pub const MAX_STATUS_MESSAGE_BYTES: usize = 1024;
 
-/// The most field violations sent in one status.
-pub const MAX_STATUS_VIOLATIONS: usize = 10;
+/// The most field violations sent in one status (a definition with many problems lists
+/// them all up to this, or up to [`MAX_STATUS_DETAILS_BYTES`]; past either, the last
+/// violation says how many more were left out: reason [`MORE_VIOLATIONS`]).
+pub const MAX_STATUS_VIOLATIONS: usize = 50;
 
 /// The most bytes of field paths and descriptions sent in one status, over all
 /// violations; each one is also cut to [`MAX_VIOLATION_TEXT_BYTES`].
-pub const MAX_STATUS_DETAILS_BYTES: usize = 2048;
+pub const MAX_STATUS_DETAILS_BYTES: usize = 2560;
+
+/// The reason of the last violation of a status whose violations did not all fit: its
+/// description says how many were left out.
+pub const MORE_VIOLATIONS: &str = "MORE_VIOLATIONS";
+
+/// Bytes kept free in the details budget for the [`MORE_VIOLATIONS`] marker.
+const MARKER_BYTES: usize = 64;
 
 /// The longest path or description of one violation, in bytes.
 pub const MAX_VIOLATION_TEXT_BYTES: usize = 256;
@@ -56,6 +65,40 @@ fn truncated(text: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
+}
+
+/// As many violations as the bounds allow, in order; when some do not fit, the last one
+/// sent is a [`MORE_VIOLATIONS`] marker counting the rest, so a client never mistakes a
+/// cut list for the whole.
+fn bounded_violations(all: &[FieldViolation]) -> Vec<tonic_types::FieldViolation> {
+    let mut budget = MAX_STATUS_DETAILS_BYTES - MARKER_BYTES;
+    let mut violations = Vec::new();
+    for (i, v) in all.iter().enumerate() {
+        let last_slot = violations.len() + 1 == MAX_STATUS_VIOLATIONS;
+        let field = truncated(&v.path, MAX_VIOLATION_TEXT_BYTES);
+        let description = truncated(&v.message, MAX_VIOLATION_TEXT_BYTES);
+        let reason = truncated(&v.code, MAX_VIOLATION_TEXT_BYTES);
+        let size = field.len() + description.len() + reason.len();
+        let more = all.len() - i;
+        // The first one is always sent; the last slot goes to the marker if any remain.
+        if !violations.is_empty() && (size > budget || (last_slot && more > 1)) {
+            violations.push(tonic_types::FieldViolation {
+                field: String::new(),
+                description: format!("{more} more violation(s) not shown"),
+                reason: MORE_VIOLATIONS.to_owned(),
+                localized_message: None,
+            });
+            break;
+        }
+        budget = budget.saturating_sub(size);
+        violations.push(tonic_types::FieldViolation {
+            field,
+            description,
+            reason,
+            localized_message: None,
+        });
+    }
+    violations
 }
 
 /// The one mapping of an Orbit code to the gRPC status code it is returned with (the enum
@@ -164,25 +207,7 @@ impl OrbitError {
         let mut details =
             ErrorDetails::with_error_info(self.code.as_str(), ERROR_DOMAIN, info_metadata);
         if !self.details.is_empty() {
-            let mut budget = MAX_STATUS_DETAILS_BYTES;
-            let mut violations = Vec::new();
-            for v in self.details.iter().take(MAX_STATUS_VIOLATIONS) {
-                let field = truncated(&v.path, MAX_VIOLATION_TEXT_BYTES);
-                let description = truncated(&v.message, MAX_VIOLATION_TEXT_BYTES);
-                let reason = truncated(&v.code, MAX_VIOLATION_TEXT_BYTES);
-                let size = field.len() + description.len() + reason.len();
-                if size > budget && !violations.is_empty() {
-                    break;
-                }
-                budget = budget.saturating_sub(size);
-                violations.push(tonic_types::FieldViolation {
-                    field,
-                    description,
-                    reason,
-                    localized_message: None,
-                });
-            }
-            details.set_bad_request(violations);
+            details.set_bad_request(bounded_violations(&self.details));
         }
         let mut metadata = MetadataMap::new();
         metadata.insert(ERROR_CODE_METADATA_KEY, MetadataValue::from_static(self.code.as_str()));

@@ -141,3 +141,33 @@ fn a_message_that_does_not_decode_is_an_orbit_invalid_argument() {
     let status = orbit_api::codec::decode_error(&e);
     assert!(status.message().contains("nested too deep"), "{status:?}");
 }
+
+#[test]
+fn every_violation_that_fits_is_sent_and_a_cut_list_says_how_many_were_left_out() {
+    use orbit_server_kit::error::{MAX_STATUS_VIOLATIONS, MORE_VIOLATIONS};
+    let many = |n: usize| {
+        OrbitError::new(ErrorCode::InvalidDefinition, "many").with_violations(
+            (0..n).map(|i| FieldViolation::new(format!("steps[{i}].task"), "UNKNOWN_TASK", "no")),
+        )
+    };
+    // Short violations: as many as the count bound allows, all of them when they fit.
+    let back = OrbitError::from_status(&many(MAX_STATUS_VIOLATIONS).to_status()).unwrap();
+    assert_eq!(back.details.len(), MAX_STATUS_VIOLATIONS);
+    assert!(back.details.iter().all(|v| v.code == "UNKNOWN_TASK"));
+    let back = OrbitError::from_status(&many(MAX_STATUS_VIOLATIONS + 11).to_status()).unwrap();
+    assert_eq!(back.details.len(), MAX_STATUS_VIOLATIONS);
+    let last = back.details.last().unwrap();
+    assert_eq!((last.code.as_str(), last.path.as_str()), (MORE_VIOLATIONS, ""));
+    assert!(last.message.starts_with("12 more"), "{last:?}");
+    assert_eq!(back.details[0].path, "steps[0].task");
+    // Long ones: the byte budget cuts first, and says so too.
+    let long = "x".repeat(200);
+    let error = OrbitError::new(ErrorCode::InvalidDefinition, "long")
+        .with_violations((0..30).map(|i| FieldViolation::new(format!("p{i}"), "C", &long)));
+    let back = OrbitError::from_status(&error.to_status()).unwrap();
+    assert!(back.details.len() < 30);
+    let last = back.details.last().unwrap();
+    assert_eq!(last.code, MORE_VIOLATIONS);
+    let shown = back.details.len() - 1;
+    assert!(last.message.starts_with(&format!("{} more", 30 - shown)), "{last:?}");
+}

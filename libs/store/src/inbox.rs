@@ -287,6 +287,19 @@ impl InboxMessage {
         }
     }
 
+    /// The caller's idempotency id of a signal or cancel, kept in the row's `request_id`
+    /// column as well as the payload: the store answers a second entry with the same
+    /// `(execution, kind, request_id)` with the first one's seq (see
+    /// [`Inbox::enqueue_inbox`](crate::roles::Inbox::enqueue_inbox)).
+    #[must_use]
+    pub fn request_id(&self) -> Option<&str> {
+        match self {
+            InboxMessage::Signal(Signal { request_id, .. })
+            | InboxMessage::Cancel(Cancel { request_id, .. }) => request_id.as_deref(),
+            _ => None,
+        }
+    }
+
     fn token_mut(&mut self) -> Option<&mut String> {
         match self {
             InboxMessage::Complete(Complete { token, .. })

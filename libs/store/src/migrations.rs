@@ -48,6 +48,12 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "drop_worker_tables",
         sql: include_str!("../migrations/0006_drop_worker_tables.sql"),
     },
+    // 0007-0009 are left to the branches of issues 11 and 12 working at the same time.
+    Migration {
+        version: 10,
+        name: "inbox_request_id",
+        sql: include_str!("../migrations/0010_inbox_request_id.sql"),
+    },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).

@@ -93,7 +93,10 @@ pub trait ExecutionReads: Send + Sync {
 /// may write one; only the owner applies it (marks it done in a commit, see [`OwnerWrites`]).
 #[async_trait::async_trait]
 pub trait Inbox: Send + Sync {
-    /// Write a command for an execution's owner; returns its seq.
+    /// Write a command for an execution's owner; returns its seq. A message with a request
+    /// id ([`InboxMessage::request_id`]) is written once per execution and kind: a second
+    /// one writes nothing and returns the first entry's seq, whose reply answers the retry
+    /// (such entries are kept until their execution is deleted).
     async fn enqueue_inbox(&self, execution_id: &str, message: &InboxMessage) -> Result<u64>;
 
     /// Whether an inbox entry was applied, and the owner's reply.

@@ -84,6 +84,7 @@ macro_rules! every_case {
             history_survives_reopening,
             timers_come_due_in_order,
             inbox_replies_reach_waiting_callers,
+            request_ids_make_inbox_commands_idempotent,
             executions_list_with_filters_and_pages,
             continue_as_new_starts_a_new_run,
             definitions_latest_is_the_last_registered,

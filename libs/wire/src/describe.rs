@@ -1,7 +1,8 @@
 //! A folded run → `orbit.v1.ExecutionDescription`: units, pending work and result.
 //!
-//! Only what the history says is reported: the state does not know which worker holds an
-//! attempt or when it last heartbeated, so `worker_id` and `last_heartbeat_at` stay empty.
+//! Only what the history says is reported: a dispatched attempt's `worker_id` is the one
+//! its `StepDispatched` recorded (the worker's `Hello.worker_id`); the state does not know
+//! when a worker last heartbeated, so `last_heartbeat_at` stays empty.
 //! Units are listed in the order they were (last) scheduled, units never scheduled (sleep,
 //! await, child, skipped) by key after them; the state keeps no first-scheduled order.
 
@@ -158,7 +159,12 @@ pub fn pending_work(def: &Definition, state: &State) -> PendingWork {
                     }
                     .into(),
                     token: u.token.clone().unwrap_or_default(),
-                    worker_id: String::new(),
+                    // Set while dispatched only: a queued offer has no worker yet.
+                    worker_id: if queued {
+                        String::new()
+                    } else {
+                        u.worker_id.clone().unwrap_or_default()
+                    },
                     scheduled_at: opt_ms_to_timestamp(u.scheduled_at),
                     deadline: deadline.map(ms_to_timestamp),
                     last_heartbeat_at: None,

@@ -74,8 +74,12 @@ impl Default for FrontendConfig {
 }
 
 impl FrontendConfig {
+    /// The heartbeat interval told to workers: the configured one, but at most a third of
+    /// the session timeout, so a worker that heartbeats as told is never timed out (a short
+    /// `--session-timeout-ms` would otherwise end every idle session).
     pub(crate) fn heartbeat_interval(&self) -> Duration {
-        Duration::from_millis(self.heartbeat_interval_ms.max(1))
+        let cap = (self.session_timeout_ms / 3).max(1);
+        Duration::from_millis(self.heartbeat_interval_ms.clamp(1, cap))
     }
 
     pub(crate) fn session_timeout(&self) -> Duration {

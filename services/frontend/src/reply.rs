@@ -38,6 +38,11 @@ pub(crate) enum Waited {
 
 /// Writes `message` for execution `id`, wakes its owner and waits for the reply; returns
 /// the entry's seq with what became of it.
+///
+/// A message with a request id may be a retry: the store then answers with the first
+/// entry's seq and writes nothing, so that entry's reply (the seq it recorded, even long
+/// after the execution finished) answers the retry as well. Such an entry may already be
+/// applied, so its reply is read at once instead of waiting for a change first.
 pub(crate) async fn send(
     shared: &Shared,
     id: &str,
@@ -45,7 +50,8 @@ pub(crate) async fn send(
 ) -> ApiResult<(u64, Waited)> {
     let sub = shared.changes.subscribe(id);
     let seq = shared.store.enqueue_inbox(id, message).await.map_err(store)?;
-    Ok((seq, deliver(shared, id, &sub, seq, true).await?))
+    let fresh = message.request_id().is_none();
+    Ok((seq, deliver(shared, id, &sub, seq, fresh).await?))
 }
 
 /// Wakes the owner of `id` for entry `seq`, already written, and waits up to

@@ -469,12 +469,13 @@ async fn unknown_tokens_are_not_accepted() {
 }
 
 #[tokio::test]
-async fn a_result_before_hello_is_a_protocol_error() {
+async fn a_result_before_hello_is_invalid_argument() {
     let mut h = harness().await;
     let (tx, mut inbound) = open_session(&mut h).await;
     let complete = Complete { token: "t1.1".into(), output: None };
     tx.send(say(WorkerKind::Complete(complete))).await.unwrap();
     let status = inbound.message().await.unwrap_err();
-    assert_eq!(code(&status), ErrorCode::ProtocolError);
-    assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+    // What worker.proto documents for a first message that is not a valid hello.
+    assert_eq!(code(&status), ErrorCode::InvalidArgument);
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
 }

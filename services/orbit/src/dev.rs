@@ -33,7 +33,9 @@ pub struct DevArgs {
     /// Log filter (`info`, `debug`, `orbit_owner=debug`, ...).
     #[arg(long, env = "ORBIT_LOG", default_value = "info")]
     pub log: String,
-    /// How long a worker session may stay silent before its attempts become uncertain.
+    /// How long a worker session may stay silent before its attempts become uncertain; a
+    /// worker whose stream broke and that reconnects (same worker id) within it keeps
+    /// them. Workers are told to heartbeat at most every third of it.
     #[arg(long, env = "ORBIT_SESSION_TIMEOUT_MS", default_value_t = 30_000)]
     pub session_timeout_ms: u64,
     #[command(flatten)]

@@ -279,7 +279,9 @@ steps:
             Ok(Err(status)) => status,
         },
     };
-    assert_eq!(code(&status), "PROTOCOL_ERROR", "{status:?}");
+    // worker.proto: "Fails with `INVALID_ARGUMENT` when the first message is not a valid
+    // `hello`" (it answered PROTOCOL_ERROR before issue 13).
+    assert_eq!(code(&status), "INVALID_ARGUMENT", "{status:?}");
 
     // Garbage bytes on the port, then close.
     for garbage in [

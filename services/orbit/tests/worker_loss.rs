@@ -43,6 +43,30 @@ fn types(events: &[pb::HistoryEvent]) -> Vec<String> {
     events.iter().map(|e| format!("{}({})", e.event_type, e.step)).collect()
 }
 
+/// Heartbeats a raw session (an empty heartbeat every 300 ms) while the guard lives, so
+/// the short session timeouts here end only the sessions a test drops.
+fn keep_alive(session: &RawSession) -> AbortOnDrop {
+    let tx = session.tx.clone();
+    AbortOnDrop(tokio::spawn(async move {
+        let empty = pb::WorkerMessage {
+            kind: Some(pb::worker_message::Kind::Heartbeat(
+                pb::worker_message::Heartbeat::default(),
+            )),
+        };
+        while tx.send(empty.clone()).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }))
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// The lost worker (`worker-one`, the task's dispatched worker) reports through the unary
 /// call.
 async fn late_complete(address: &str, token: &str, output: Value) -> pb::CompleteTaskResponse {
@@ -66,7 +90,9 @@ async fn late_complete(address: &str, token: &str, output: Value) -> pb::Complet
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_worker_task_is_redelivered_and_its_late_result_is_ignored() {
     let dir = TempDir::new("worker-loss");
-    let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
+    // A lost session's attempts are kept for its worker's return until the session timeout
+    // (worker.proto); a short one makes the loss show soon.
+    let server = Server::start(&dir.0.join("orbit.db"), &["--session-timeout-ms", "3000"]).await;
     let address = server.address();
     let mut c = server.client().await;
     register(&mut c, WORKFLOW).await;
@@ -84,8 +110,8 @@ async fn lost_worker_task_is_redelivered_and_its_late_result_is_ignored() {
     let killed_at = Instant::now();
     drop(first); // drops the sender (request stream ends) and the response stream
 
-    // The server notices the stream end and records the attempt uncertain (no session
-    // timeout involved: the server runs with the default 30 s one).
+    // The server notices the stream end, keeps the attempt for the worker's return until
+    // the session timeout (3 s), then records it uncertain.
     let h =
         history_until(&mut c, "loss-1", STEP, |h| count(h, "StepAttemptUncertain", "a") == 1).await;
     let noticed = killed_at.elapsed();
@@ -171,7 +197,8 @@ async fn lost_worker_task_is_redelivered_and_its_late_result_is_ignored() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_worker_success_before_redelivered_result_wins() {
     let dir = TempDir::new("worker-loss-rule4");
-    let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
+    // The lost session's attempt is handed back at the session timeout: a short one.
+    let server = Server::start(&dir.0.join("orbit.db"), &["--session-timeout-ms", "3000"]).await;
     let address = server.address();
     let mut c = server.client().await;
     register(&mut c, WORKFLOW).await;
@@ -185,6 +212,7 @@ async fn lost_worker_success_before_redelivered_result_wins() {
 
     // Worker 2 (raw) takes the redelivery and holds it.
     let mut second = RawSession::start(&address, "worker-two", &[("work", "1")], 1).await;
+    let _beating = keep_alive(&second);
     let task2 = second.next_task(STEP).await;
     assert!(task2.redelivery, "{task2:?}");
     assert_eq!(task2.idempotency_key, task1.idempotency_key);
@@ -236,7 +264,8 @@ async fn lost_worker_success_before_redelivered_result_wins() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_result_for_a_resolved_unit_is_answered_not_accepted() {
     let dir = TempDir::new("worker-loss-ack");
-    let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
+    // The lost session's attempt is handed back at the session timeout: a short one.
+    let server = Server::start(&dir.0.join("orbit.db"), &["--session-timeout-ms", "3000"]).await;
     let address = server.address();
     let mut c = server.client().await;
     register(&mut c, WORKFLOW).await;
@@ -249,6 +278,7 @@ async fn late_result_for_a_resolved_unit_is_answered_not_accepted() {
     history_until(&mut c, "loss-3", STEP, |h| count(h, "StepAttemptUncertain", "a") == 1).await;
 
     let mut second = RawSession::start(&address, "worker-two", &[("work", "1")], 1).await;
+    let _beating = keep_alive(&second);
     let task2 = second.next_task(STEP).await;
     assert!(task2.redelivery);
     second.complete(&task2.token, json!({"by": "worker-two"})).await;

@@ -292,13 +292,17 @@ fn apply_entry(w: &mut Work, entry: &InboxEntry, now: u64, limits: &orbit_defini
             if let Err(e) = inbox::check_child(&w.hot.state, &cmd, child.as_deref()) {
                 InboxReply::refused(e)
             } else {
+                let cancel = matches!(cmd.as_ref(), Command::Cancel { .. });
                 match accept(&w.hot.def, &w.hot.state, *cmd, now, limits) {
                     Ok(events) => {
                         // A result recorded as stale was kept but not applied: say so, so the
                         // frontend can answer the worker `accepted: false`.
                         let applied =
                             !events.iter().any(|e| matches!(e, Event::StaleResultIgnored { .. }));
-                        let mut seq = w.hot.state.last_seq;
+                        // A cancel of a run already winding down records nothing and answers
+                        // seq 0 (`CancelExecutionResponse.seq`), not the run's latest event.
+                        let mut seq =
+                            if cancel && events.is_empty() { 0 } else { w.hot.state.last_seq };
                         for e in events {
                             seq = w.record(e, now);
                         }
@@ -335,6 +339,20 @@ async fn begin(
     now: u64,
 ) -> Result<Begin, OwnerError> {
     if let Some(row) = inner.store.get_execution(&req.execution_id).await? {
+        // Execution ids are unique across workflows: a start of another workflow under a
+        // taken id is refused, never answered with that execution (whose workflow,
+        // version and hash the caller did not ask for). The message names neither, so a
+        // caller allowed only its own workflows learns nothing of the other one.
+        if row.workflow != req.workflow {
+            return Err(OwnerError::new(
+                ErrorCode::ExecutionExists,
+                format!(
+                    "execution id `{}` is already in use by an execution of another \
+                     workflow; start with another id",
+                    req.execution_id
+                ),
+            ));
+        }
         return Ok(Begin::Exists(Started {
             execution_id: row.execution_id,
             run: row.run,

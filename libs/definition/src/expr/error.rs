@@ -55,4 +55,20 @@ impl ExprError {
     pub fn context(self, prefix: &str) -> ExprError {
         ExprError { kind: self.kind, message: format!("{prefix}{}", self.message) }
     }
+
+    /// The error of a template nested at `segment` (`.key` or `[i]`) of its parent: the
+    /// message starts with the path to the failing expression, `.order.lines[1]: ...`.
+    #[must_use]
+    pub fn at(self, segment: &str) -> ExprError {
+        let sep = if self.message.starts_with(['.', '[']) { "" } else { ": " };
+        ExprError { kind: self.kind, message: format!("{segment}{sep}{}", self.message) }
+    }
+
+    /// The message with the field holding the expression in front: `input.total: ...` for
+    /// an error at `.total` of the step's `input`, `when: ...` for a whole-field one.
+    #[must_use]
+    pub fn in_field(&self, field: &str) -> String {
+        let sep = if self.message.starts_with(['.', '[']) { "" } else { ": " };
+        format!("{field}{sep}{}", self.message)
+    }
 }

@@ -24,6 +24,30 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
+/// A CEL error with what to do about it, where the fix is known: arithmetic mixing a JSON
+/// number (always a `double`, see the module doc) with an integer literal says to write
+/// the literal as a double.
+fn with_hint(message: String) -> String {
+    if !message.starts_with("Unsupported binary operator") || !message.contains("Float(") {
+        return message;
+    }
+    let Some(literal) = int_operand(&message) else { return message };
+    format!(
+        "{message}: JSON numbers are doubles in expressions, and CEL does not mix doubles \
+         with integers in arithmetic; write `{literal}.0` instead of `{literal}`, or convert \
+         with `double(...)` / `int(...)`"
+    )
+}
+
+/// The integer operand `N` of a CEL message holding `Int(N)` or `UInt(N)`.
+fn int_operand(message: &str) -> Option<&str> {
+    let start = message.find("Int(")? + "Int(".len();
+    let rest = &message[start..];
+    let digits = &rest[..rest.find(')')?];
+    let number = digits.strip_prefix('-').unwrap_or(digits);
+    (!number.is_empty() && number.bytes().all(|b| b.is_ascii_digit())).then_some(digits)
+}
+
 /// The CEL standard environment, built once: building it is far costlier than most
 /// evaluations.
 fn stdlib() -> Arc<cel::Env> {
@@ -196,7 +220,7 @@ impl Expr {
                 ctx.add_variable_from_value(name.clone(), to_cel(v));
             }
         }
-        let out = program.execute(&ctx).map_err(|e| ExprError::new(e.to_string()))?;
+        let out = program.execute(&ctx).map_err(|e| ExprError::new(with_hint(e.to_string())))?;
         from_cel(&out)
     }
 
@@ -355,13 +379,14 @@ impl Template {
             }
             Template::Array(items) => items
                 .iter()
-                .map(|t| t.render(scope))
+                .enumerate()
+                .map(|(i, t)| t.render(scope).map_err(|e| e.at(&format!("[{i}]"))))
                 .collect::<Result<Vec<_>, _>>()
                 .map(Value::Array),
             Template::Object(fields) => {
                 let mut map = Map::new();
                 for (k, t) in fields {
-                    map.insert(k.clone(), t.render(scope)?);
+                    map.insert(k.clone(), t.render(scope).map_err(|e| e.at(&format!(".{k}")))?);
                 }
                 Ok(Value::Object(map))
             }
@@ -586,6 +611,28 @@ mod tests {
         assert_eq!(eval("input.amount > 1000", &scope).unwrap(), json!(true));
         assert_eq!(eval("input.amount", &scope).unwrap(), json!(1500));
         assert_eq!(eval("input.amount / 7.0", &scope).unwrap(), json!(1500.0 / 7.0));
+    }
+
+    #[test]
+    fn mixing_a_json_number_with_an_integer_literal_says_to_write_a_double() {
+        let scope = Scope::new().with("input", json!({"amount": 3}));
+        let e = eval("input.amount + 1", &scope).unwrap_err();
+        assert!(e.message.contains("write `1.0` instead of `1`"), "{e}");
+        let e = eval("2 * input.amount", &scope).unwrap_err();
+        assert!(e.message.contains("write `2.0` instead of `2`"), "{e}");
+        assert_eq!(eval("input.amount + 1.0", &scope).unwrap(), json!(4));
+        // Other errors get no hint.
+        let e = eval("input.amount / 0.0 + missing", &scope).unwrap_err();
+        assert!(!e.message.contains("instead of"), "{e}");
+    }
+
+    #[test]
+    fn a_failing_expression_inside_a_template_names_its_path() {
+        let t = Template::compile(&json!({"order": {"lines": [1, "${{ input.amount + 1 }}"]}}))
+            .unwrap();
+        let scope = Scope::new().with("input", json!({"amount": 3}));
+        let e = t.render(&scope).unwrap_err();
+        assert!(e.message.starts_with(".order.lines[1]: ${{ input.amount + 1 }}: "), "{e}");
     }
 
     #[test]

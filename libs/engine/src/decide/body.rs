@@ -40,9 +40,8 @@ fn complete(ctx: &Ctx<'_>, out: &mut Vec<Event>) {
             Some(error) => out.push(Event::OutputFailed { error }),
             None => out.push(Event::WorkflowCompleted { output }),
         },
-        Err(e) => out.push(Event::OutputFailed {
-            error: TaskError::fatal(e.code(), format!("output: {e}")),
-        }),
+        Err(e) => out
+            .push(Event::OutputFailed { error: TaskError::fatal(e.code(), e.in_field("output")) }),
     }
 }
 
@@ -180,15 +179,27 @@ fn start_step(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Event>) {
 }
 
 /// The step fails with the error's code: `EXPRESSION_LIMIT` over a budget, else
-/// `EXPRESSION_ERROR`.
-fn expression_error(step: String, what: &str, e: &ExprError) -> Event {
-    Event::StepFailed { step, error: TaskError::fatal(e.code(), format!("{what}: {e}")) }
+/// `EXPRESSION_ERROR`. The message names the unit and the field holding the expression
+/// (`step `charge` input.total: ${{ ... }}: ...`): the run's error carries it as is, and
+/// a reader of `ExecutionResult.error` must find the expression without the history.
+fn expression_error(step: String, field: &str, e: &ExprError) -> Event {
+    let message = format!("step `{step}` {}", e.in_field(field));
+    Event::StepFailed { step, error: TaskError::fatal(e.code(), message) }
 }
 
-fn expression_failed(step: String, what: &str, message: &str) -> Event {
-    Event::StepFailed {
-        step,
-        error: TaskError::fatal("EXPRESSION_ERROR", format!("{what}: {message}")),
+fn expression_failed(step: String, field: &str, message: &str) -> Event {
+    let message = format!("step `{step}` {field}: {message}");
+    Event::StepFailed { step, error: TaskError::fatal("EXPRESSION_ERROR", message) }
+}
+
+/// The document field a unit's rendered template comes from.
+fn template_field(kind: &StepKind) -> &'static str {
+    match kind {
+        StepKind::Compute { .. } => "compute",
+        StepKind::Until { .. } => "until",
+        StepKind::Http { .. } => "http",
+        StepKind::ContinueAsNew { .. } => "continue_as_new.input",
+        _ => "input",
     }
 }
 
@@ -261,7 +272,7 @@ pub(crate) fn start_unit(
     };
     let value = match rendered {
         Ok(v) => v,
-        Err(e) => return out.push(expression_error(k, "input", &e)),
+        Err(e) => return out.push(expression_error(k, template_field(&step.kind), &e)),
     };
     // A child's or the next run's input is recorded (and sent) as is: check it here.
     if matches!(step.kind, StepKind::Workflow { .. } | StepKind::ContinueAsNew { .. }) {

@@ -114,7 +114,10 @@ fn start_compensation(ctx: &Ctx<'_>, unit: &UnitKey, ck: &str, out: &mut Vec<Eve
         Ok(input) => schedule_task(ctx, ck, Some(&call.task), input, out),
         Err(e) => out.push(Event::StepFailed {
             step: ck.into(),
-            error: crate::event::TaskError::fatal(e.code(), format!("compensate input: {e}")),
+            error: crate::event::TaskError::fatal(
+                e.code(),
+                format!("step `{ck}` {}", e.in_field("compensate.input")),
+            ),
         }),
     }
 }

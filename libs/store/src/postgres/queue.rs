@@ -95,17 +95,30 @@ pub(crate) async fn complete_task_row(
     Ok(Some(CompletedTask { task, newly_done, inbox_seq }))
 }
 
-/// Appends an inbox entry; returns its seq.
+/// Appends an inbox entry; returns its seq, or the seq of the entry an earlier message of
+/// the same kind and request id wrote for the execution (nothing is written then).
 pub(crate) async fn enqueue_inbox(
     conn: &mut PgConn,
     execution_id: &str,
     message: &InboxMessage,
 ) -> PgResult<u64> {
     let (kind, token) = (message.kind().as_str(), message.token());
-    let payload = message.payload_text();
-    let found = conn.query(sql::INBOX_INSERT, &[&execution_id, &kind, &token, &payload]).await?;
-    let row = found.first().ok_or_else(|| StoreError::Storage("insert returned no seq".into()))?;
-    Ok(get_u64(row, 0, "inbox seq")?)
+    let (payload, request_id) = (message.payload_text(), message.request_id());
+    let params: [&(dyn ToSql + Sync); 5] = [&execution_id, &kind, &token, &payload, &request_id];
+    let found = conn.query(sql::INBOX_INSERT, &params).await?;
+    let row = match found.into_iter().next() {
+        Some(row) => row,
+        None => {
+            // A conflict can only come from a request id: the first entry answers. The
+            // insert waited for a concurrent writer of it to commit, so it is visible now.
+            let by: [&(dyn ToSql + Sync); 3] = [&execution_id, &kind, &request_id];
+            let earlier = conn.query(sql::INBOX_BY_REQUEST, &by).await?;
+            earlier.into_iter().next().ok_or_else(|| {
+                StoreError::Storage("an inbox insert conflicted with no entry".into())
+            })?
+        }
+    };
+    Ok(get_u64(&row, 0, "inbox seq")?)
 }
 
 /// Pending entries by seq.

@@ -29,7 +29,7 @@ macro_rules! open_statuses {
 
 const DELETE_DONE: &str = concat!(
     "WITH i AS (DELETE FROM inbox WHERE seq IN (
-            SELECT seq FROM inbox WHERE done_at IS NOT NULL AND done_at < ",
+            SELECT seq FROM inbox WHERE done_at IS NOT NULL AND request_id IS NULL AND done_at < ",
     now_ms!(),
     " - $1::bigint ORDER BY done_at LIMIT $2::bigint FOR UPDATE SKIP LOCKED) RETURNING 1),
     t AS (DELETE FROM task_queue WHERE id IN (

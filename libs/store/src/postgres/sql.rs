@@ -267,12 +267,20 @@ pub(crate) const TASK_BACKLOG: &str =
 
 // ----------------------------------------------------------------------- inbox
 
+/// A command with a request id (`$5`) is written once per execution and kind; a second
+/// one inserts nothing (and notifies nobody) and reads the first with [`INBOX_BY_REQUEST`].
 pub(crate) const INBOX_INSERT: &str = concat!(
-    "INSERT INTO inbox (execution_id, kind, token, payload, created_at)
+    "INSERT INTO inbox (execution_id, kind, token, payload, created_at, request_id)
     VALUES ($1::text, $2::text, $3::text, $4::text, ",
     now_ms!(),
-    ") RETURNING seq, pg_notify('orbit_inbox', '')"
+    ", $5::text)
+    ON CONFLICT (execution_id, kind, request_id) WHERE request_id IS NOT NULL DO NOTHING
+    RETURNING seq, pg_notify('orbit_inbox', '')"
 );
+/// The entry an earlier command with the same request id wrote. A separate statement: in
+/// READ COMMITTED it sees a conflicting entry committed after the insert's snapshot.
+pub(crate) const INBOX_BY_REQUEST: &str = "SELECT seq FROM inbox
+    WHERE execution_id = $1::text AND kind = $2::text AND request_id = $3::text";
 pub(crate) const INBOX_PENDING_ONE: &str = concat!(
     "SELECT ",
     inbox_columns!(),

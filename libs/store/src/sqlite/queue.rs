@@ -97,7 +97,8 @@ pub(crate) fn complete_task_row(
     Ok(Some(CompletedTask { task, newly_done, inbox_seq }))
 }
 
-/// Append an inbox entry; returns its seq.
+/// Append an inbox entry; returns its seq, or the seq of the entry an earlier message of
+/// the same kind and request id wrote for the execution (nothing is written then).
 pub(crate) fn enqueue_inbox(
     conn: &mut Connection,
     execution_id: &str,
@@ -105,9 +106,19 @@ pub(crate) fn enqueue_inbox(
 ) -> Result<u64> {
     let now = to_i64(now_ms(), "now")?;
     let (kind, token, payload) = (message.kind().as_str(), message.token(), message.payload_text());
-    let seq: i64 = conn
-        .prepare_cached(sql::INBOX_INSERT)?
-        .query_row(params![execution_id, kind, token, payload, now], |r| r.get(0))?;
+    let request_id = message.request_id();
+    let inserted: Option<i64> = conn
+        .prepare_cached(sql::INBOX_INSERT_REQUEST)?
+        .query_row(params![execution_id, kind, token, payload, now, request_id], |r| r.get(0))
+        .optional()?;
+    let seq = match inserted {
+        Some(seq) => seq,
+        // Only a request id conflicts; the writer thread is the only writer, so the entry
+        // that did is there to read.
+        None => conn
+            .prepare_cached(sql::INBOX_BY_REQUEST)?
+            .query_row(params![execution_id, kind, request_id], |r| r.get(0))?,
+    };
     to_u64(seq, "inbox seq")
 }
 

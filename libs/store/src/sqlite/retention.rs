@@ -18,8 +18,11 @@ macro_rules! open_statuses {
     };
 }
 
+/// Entries with a request id stay until their execution is deleted: a retried signal or
+/// cancel is answered from them (migration 0010).
 const DELETE_DONE_INBOX: &str = "DELETE FROM inbox WHERE seq IN (
-    SELECT seq FROM inbox WHERE done_at IS NOT NULL AND done_at < ?1 ORDER BY done_at LIMIT ?2)";
+    SELECT seq FROM inbox WHERE done_at IS NOT NULL AND done_at < ?1 AND request_id IS NULL
+    ORDER BY done_at LIMIT ?2)";
 const DELETE_DONE_TASKS: &str = "DELETE FROM task_queue WHERE id IN (
     SELECT id FROM task_queue WHERE state = 'done' AND updated_at < ?1
     ORDER BY updated_at LIMIT ?2)";

@@ -145,6 +145,15 @@ macro_rules! inbox_columns {
 pub(crate) const INBOX_INSERT: &str =
     "INSERT INTO inbox (execution_id, kind, token, payload, created_at)
     VALUES (?1, ?2, ?3, ?4, ?5) RETURNING seq";
+/// `enqueue_inbox`: a command with a request id is written once per execution and kind.
+pub(crate) const INBOX_INSERT_REQUEST: &str =
+    "INSERT INTO inbox (execution_id, kind, token, payload, created_at, request_id)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+    ON CONFLICT (execution_id, kind, request_id) WHERE request_id IS NOT NULL DO NOTHING
+    RETURNING seq";
+/// The entry an earlier command with the same request id wrote.
+pub(crate) const INBOX_BY_REQUEST: &str = "SELECT seq FROM inbox
+    WHERE execution_id = ?1 AND kind = ?2 AND request_id = ?3";
 pub(crate) const INBOX_PENDING_ONE: &str = concat!(
     "SELECT ",
     inbox_columns!(),

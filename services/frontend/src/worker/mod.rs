@@ -2,6 +2,7 @@
 
 mod admit;
 mod check;
+mod loss;
 mod registry;
 mod results;
 mod session;

@@ -2,21 +2,74 @@
 //!
 //! Invariant: a token is in flight on at most one session, from the moment its row was
 //! claimed for the session until a result for it is recorded (through any session or the
-//! unary RPCs) or the session ends, when it is reported `uncertain` to the owner.
+//! unary RPCs) or the session ends. A session whose stream ended with attempts in flight is
+//! parked until the session timeout (counted from when the worker was last heard): a new
+//! session of the same worker (same `worker_id` and caller identity) adopts its attempts,
+//! as worker.proto promises; otherwise they are reported `uncertain` to the owner then.
 
+use super::session::Tx;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
-/// Every open session, by id.
+/// Every open session, by id, and the parked ones (stream ended, attempts in flight).
 #[derive(Default)]
 pub(crate) struct Registry {
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    parked: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+/// An attempt a new session took over from a parked one of the same worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Adopted {
+    pub(crate) token: String,
+    pub(crate) execution_id: String,
+    pub(crate) heartbeat_ms: Option<u64>,
 }
 
 impl Registry {
+    /// Opens a session: registered, and the attempts of every parked session of the same
+    /// worker moved into it (returned, for supervision). Under the `parked` lock, like
+    /// [`Registry::park`], so a session ending while its worker reconnects is never missed.
+    pub(crate) fn open(&self, session: Arc<Session>) -> Vec<Adopted> {
+        let mut parked = lock(&self.parked);
+        lock(&self.sessions).insert(session.id.clone(), session.clone());
+        let ids: Vec<String> =
+            parked.values().filter(|p| p.same_worker(&session)).map(|p| p.id.clone()).collect();
+        let mine: Vec<Arc<Session>> = ids.iter().filter_map(|id| parked.remove(id)).collect();
+        drop(parked);
+        mine.iter().flat_map(|p| session.adopt(p)).collect()
+    }
+
+    /// Keeps an ended session's attempts for its worker's return. When another session of
+    /// the same worker is already open (it reconnected before this stream's end was seen),
+    /// that one adopts them at once: returned with it, for supervision.
+    pub(crate) fn park(&self, ended: Arc<Session>) -> Option<(Arc<Session>, Vec<Adopted>)> {
+        let mut parked = lock(&self.parked);
+        {
+            // Adopted under the `sessions` lock: a live session leaves the map (under the
+            // same lock) before it looks at its own in-flight set, so what it adopts here is
+            // either seen by that look or it was not found at all.
+            let sessions = lock(&self.sessions);
+            let live = sessions.values().find(|s| s.same_worker(&ended) && !s.is_stopped());
+            if let Some(live) = live {
+                let adopted = live.adopt(&ended);
+                return Some((live.clone(), adopted));
+            }
+        }
+        parked.insert(ended.id.clone(), ended);
+        None
+    }
+
+    /// Takes a parked session back (its timeout passed); `None` if it was adopted.
+    pub(crate) fn unpark(&self, id: &str) -> Option<Arc<Session>> {
+        lock(&self.parked).remove(id)
+    }
+
+    /// Registers a session without adopting anything (tests).
+    #[cfg(test)]
     pub(crate) fn insert(&self, session: Arc<Session>) {
         lock(&self.sessions).insert(session.id.clone(), session);
     }
@@ -34,16 +87,22 @@ impl Registry {
         lock(&self.sessions).values().cloned().collect()
     }
 
-    /// The execution of a token in flight on any session here.
-    pub(crate) fn execution_of(&self, token: &str) -> Option<String> {
-        let sessions: Vec<_> = lock(&self.sessions).values().cloned().collect();
-        sessions.iter().find_map(|s| lock(&s.state).in_flight.get(token).cloned())
+    /// Open and parked sessions.
+    fn all(&self) -> Vec<Arc<Session>> {
+        let mut all: Vec<_> = lock(&self.sessions).values().cloned().collect();
+        all.extend(lock(&self.parked).values().cloned());
+        all
     }
 
-    /// Removes a token from whichever session holds it (a result was recorded).
+    /// The execution of a token in flight on any session here (parked ones included).
+    pub(crate) fn execution_of(&self, token: &str) -> Option<String> {
+        self.all().iter().find_map(|s| lock(&s.state).in_flight.get(token).cloned())
+    }
+
+    /// Removes a token from whichever session holds it (a result was recorded), a parked
+    /// one included: its attempt is then not reported lost when the session times out.
     pub(crate) fn forget_token(&self, token: &str) {
-        let sessions: Vec<_> = lock(&self.sessions).values().cloned().collect();
-        for s in sessions {
+        for s in self.all() {
             if s.release(token) {
                 return;
             }
@@ -56,6 +115,9 @@ pub(crate) struct Session {
     pub(crate) id: String,
     pub(crate) worker_id: String,
     pub(crate) task_names: Vec<String>,
+    /// The authenticated identity that opened the session, if auth is on: a session
+    /// adopts another's attempts only from the same worker id AND identity.
+    pub(crate) principal: Option<String>,
     max_concurrency: u32,
     /// What the worker said about itself in `hello`, shown by the admin API.
     pub(crate) meta: WorkerMeta,
@@ -64,6 +126,10 @@ pub(crate) struct Session {
     /// When the worker was last heard from on this session, epoch milliseconds.
     last_seen_ms: AtomicU64,
     state: Mutex<SessionState>,
+    /// The stream to the worker while it is open: how a session that adopts attempts after
+    /// it opened tells the worker to cancel one. Dropped when the stream ends, so a parked
+    /// session never keeps the response stream of a finished call open.
+    tx: Mutex<Option<Tx>>,
     stopped: AtomicBool,
     /// Notified when credits arrive, a task finishes or the session stops.
     pub(crate) changed: Notify,
@@ -94,6 +160,8 @@ struct SessionState {
     in_flight: HashMap<String, String>,
     /// token → when the worker last said it is working on it (epoch ms).
     beats: HashMap<String, u64>,
+    /// token → its step's heartbeat timeout, for the tokens whose step has one.
+    heartbeat_ms: HashMap<String, u64>,
     draining: bool,
 }
 
@@ -109,11 +177,13 @@ impl Session {
             id,
             worker_id,
             task_names,
+            principal: None,
             max_concurrency,
             meta: WorkerMeta::default(),
             connected_at_ms: now,
             last_seen_ms: AtomicU64::new(now),
             state: Mutex::new(SessionState::default()),
+            tx: Mutex::new(None),
             stopped: AtomicBool::new(false),
             changed: Notify::new(),
         }
@@ -123,6 +193,74 @@ impl Session {
     pub(crate) fn with_meta(mut self, meta: WorkerMeta) -> Session {
         self.meta = meta;
         self
+    }
+
+    /// Records the identity that opened the session.
+    pub(crate) fn with_principal(mut self, principal: Option<String>) -> Session {
+        self.principal = principal;
+        self
+    }
+
+    /// Attaches the stream to the worker.
+    pub(crate) fn attach(&self, tx: Tx) {
+        *lock(&self.tx) = Some(tx);
+    }
+
+    /// Lets go of the stream to the worker (it ended).
+    pub(crate) fn detach(&self) {
+        lock(&self.tx).take();
+    }
+
+    /// The stream to the worker, while attached.
+    pub(crate) fn tx(&self) -> Option<Tx> {
+        lock(&self.tx).clone()
+    }
+
+    /// The same worker: same `worker_id` and identity, another session.
+    fn same_worker(&self, other: &Session) -> bool {
+        self.id != other.id
+            && self.worker_id == other.worker_id
+            && self.principal == other.principal
+    }
+
+    /// Takes over `from`'s attempts (the worker still runs them): in flight here, their
+    /// heartbeat clocks restarted (the worker was just heard from). Uses no credits.
+    fn adopt(&self, from: &Session) -> Vec<Adopted> {
+        let taken: Vec<(String, String, Option<u64>)> = {
+            let mut old = lock(&from.state);
+            let in_flight: Vec<(String, String)> = old.in_flight.drain().collect();
+            old.beats.clear();
+            in_flight
+                .into_iter()
+                .map(|(t, e)| {
+                    let h = old.heartbeat_ms.remove(&t);
+                    (t, e, h)
+                })
+                .collect()
+        };
+        let now = now_ms();
+        let mut state = lock(&self.state);
+        taken
+            .into_iter()
+            .map(|(token, execution_id, heartbeat_ms)| {
+                state.in_flight.insert(token.clone(), execution_id.clone());
+                state.beats.insert(token.clone(), now);
+                if let Some(h) = heartbeat_ms {
+                    state.heartbeat_ms.insert(token.clone(), h);
+                }
+                Adopted { token, execution_id, heartbeat_ms }
+            })
+            .collect()
+    }
+
+    /// The step of `token` has a heartbeat timeout (kept for a session that adopts it).
+    pub(crate) fn set_heartbeat_ms(&self, token: &str, ms: u64) {
+        lock(&self.state).heartbeat_ms.insert(token.to_string(), ms);
+    }
+
+    /// Whether attempts are in flight.
+    pub(crate) fn has_in_flight(&self) -> bool {
+        !lock(&self.state).in_flight.is_empty()
     }
 
     pub(crate) fn max_concurrency(&self) -> u32 {
@@ -199,6 +337,7 @@ impl Session {
     pub(crate) fn release(&self, token: &str) -> bool {
         let mut state = lock(&self.state);
         state.beats.remove(token);
+        state.heartbeat_ms.remove(token);
         state.in_flight.remove(token).is_some()
     }
 
@@ -217,7 +356,10 @@ impl Session {
 
     /// Every token still in flight, with its execution; empties the set.
     pub(crate) fn take_in_flight(&self) -> Vec<(String, String)> {
-        lock(&self.state).in_flight.drain().collect()
+        let mut state = lock(&self.state);
+        state.beats.clear();
+        state.heartbeat_ms.clear();
+        state.in_flight.drain().collect()
     }
 }
 
@@ -260,5 +402,56 @@ mod tests {
         assert_eq!(s.wanted(), 0);
         assert!(s.counters().draining);
         assert_eq!(s.take_in_flight(), vec![("b".to_string(), "e1".to_string())]);
+    }
+
+    #[test]
+    fn a_returning_worker_adopts_its_parked_attempts_and_no_one_else_does() {
+        let registry = Registry::default();
+        let old = Arc::new(Session::new("s1".into(), "w".into(), vec!["t".into()], 4));
+        old.add_credits(2);
+        old.took("a", "e1");
+        old.took("b", "e2");
+        old.set_heartbeat_ms("b", 500);
+        old.stop();
+        assert!(registry.park(old.clone()).is_none(), "no live session of `w`: parked");
+        assert_eq!(registry.execution_of("a").as_deref(), Some("e1"), "parked tokens are known");
+        registry.forget_token("a");
+        assert_eq!(old.execution_of("a"), None, "a result through any path forgets it");
+        assert!(old.has_in_flight(), "b still held");
+
+        // Another worker id, or the same id under another identity: nothing adopted.
+        let stranger = Session::new("s2".into(), "v".into(), vec!["t".into()], 4);
+        assert!(registry.open(Arc::new(stranger)).is_empty());
+        let impostor = Session::new("s3".into(), "w".into(), vec!["t".into()], 4)
+            .with_principal(Some("x".into()));
+        assert!(registry.open(Arc::new(impostor)).is_empty());
+
+        let back = Arc::new(Session::new("s4".into(), "w".into(), vec!["t".into()], 4));
+        let adopted = registry.open(back.clone());
+        assert_eq!(
+            adopted,
+            vec![Adopted { token: "b".into(), execution_id: "e2".into(), heartbeat_ms: Some(500) }]
+        );
+        assert_eq!(back.execution_of("b").as_deref(), Some("e2"));
+        assert!(back.last_beat("b").is_some());
+        assert_eq!(back.counters().credits, 0, "adopting uses no credits");
+        assert!(registry.unpark("s1").is_none(), "adopted: its timeout reports nothing");
+        assert!(!old.has_in_flight());
+    }
+
+    #[test]
+    fn an_ended_session_is_adopted_at_once_by_its_workers_live_session() {
+        let registry = Registry::default();
+        let live = Arc::new(Session::new("s2".into(), "w".into(), vec!["t".into()], 4));
+        registry.insert(live.clone());
+        let ended = Arc::new(Session::new("s1".into(), "w".into(), vec!["t".into()], 4));
+        ended.add_credits(1);
+        ended.took("a", "e1");
+        ended.stop();
+        let (to, adopted) = registry.park(ended).expect("adopted by the live session");
+        assert_eq!(to.id, "s2");
+        assert_eq!(adopted.len(), 1);
+        assert_eq!(live.execution_of("a").as_deref(), Some("e1"));
+        assert!(registry.unpark("s1").is_none());
     }
 }

@@ -1,6 +1,6 @@
 //! One worker's `Session` stream: hello/welcome, the dispatcher that pushes claimed tasks
 //! while the worker has credits, results with acks after commit, pings, and the cleanup
-//! that reports in-flight attempts `uncertain` when the stream ends or goes silent.
+//! that hands the in-flight attempts to `loss` when the stream ends or goes silent.
 
 use super::registry::{Session, WorkerMeta};
 use super::results;
@@ -14,8 +14,6 @@ use orbit_api::v1::worker_message::{Hello, Kind};
 use orbit_api::v1::{ServerMessage, WorkerMessage};
 use orbit_server_kit::payload::{json_to_proto, ms_to_duration, ms_to_timestamp};
 use orbit_server_kit::{ErrorCode, OrbitError};
-use orbit_store::inbox::Uncertain;
-use orbit_store::InboxMessage;
 use orbit_store::TaskRow;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -43,8 +41,11 @@ pub(crate) async fn run(
     let timeout = shared.config.session_timeout();
     let hello = match tokio::time::timeout(timeout, inbound.message()).await {
         Ok(Ok(Some(WorkerMessage { kind: Some(Kind::Hello(hello)) }))) => hello,
+        // What worker.proto documents for a first message that is not a valid hello:
+        // `INVALID_ARGUMENT` naming the field (`open` does the same for a hello that is
+        // there but invalid). Later protocol mistakes stay `PROTOCOL_ERROR`.
         Ok(Ok(Some(_))) => {
-            let e = err(ErrorCode::ProtocolError, "the first message of a session must be `hello`");
+            let e = invalid("hello", "the first message of a session must be `hello`");
             let _ = tx.send(Err(e)).await;
             return;
         }
@@ -60,8 +61,9 @@ pub(crate) async fn run(
         let _ = tx.send(Err(e)).await;
         return;
     }
+    let principal = caller.as_ref().map(|c| c.name.clone());
     let session = match open(&hello) {
-        Ok(session) => Arc::new(session),
+        Ok(session) => Arc::new(session.with_principal(principal)),
         Err(e) => {
             let _ = tx.send(Err(e)).await;
             return;
@@ -70,45 +72,66 @@ pub(crate) async fn run(
     tracing::info!(session = %session.id, worker_id = %session.worker_id, "worker session opened");
     let welcome = Welcome {
         session_id: session.id.clone(),
-        heartbeat_interval: Some(ms_to_duration(shared.config.heartbeat_interval_ms)),
+        heartbeat_interval: Some(ms_to_duration(
+            u64::try_from(shared.config.heartbeat_interval().as_millis()).unwrap_or(u64::MAX),
+        )),
         session_timeout: Some(ms_to_duration(shared.config.session_timeout_ms)),
         warnings: Vec::new(),
     };
     if tx.send(msg(server_message::Kind::Welcome(welcome))).await.is_err() {
         return;
     }
-    shared.sessions.insert(session.clone());
+    session.attach(tx.clone());
+    // The same worker back within its session timeout keeps its attempts (worker.proto).
+    let adopted = shared.sessions.open(session.clone());
+    if !adopted.is_empty() {
+        tracing::info!(session = %session.id, worker_id = %session.worker_id, attempts = adopted.len(), "worker reconnected: in-flight attempts kept");
+    }
+    super::loss::supervise_adopted(&shared, &session, adopted);
     let dispatcher = tokio::spawn(dispatch(shared.clone(), session.clone(), tx.clone()));
     let pinger = tokio::spawn(ping(shared.config.heartbeat_interval(), tx.clone()));
 
+    // Whether the session is over for good: silent for the whole session timeout, or ended
+    // by the server for a message it refused (a protocol mistake, a message that does not
+    // decode). Only a stream that merely went away (the worker crashed, restarted or lost
+    // its connection) keeps its attempts for the worker's return.
+    let mut over = false;
     loop {
         match tokio::time::timeout(timeout, inbound.message()).await {
             Ok(Ok(Some(message))) => {
                 session.touch();
                 if let Err(e) = handle(&shared, &session, &scope, message, &tx).await {
                     let _ = tx.send(Err(e)).await;
+                    over = true;
                     break;
                 }
             }
             Ok(Ok(None)) => break,
             Ok(Err(status)) => {
                 tracing::debug!(session = %session.id, %status, "worker stream failed");
+                over = status.code() == tonic::Code::InvalidArgument;
                 end_with(&tx, status).await;
                 break;
             }
             Err(_) => {
                 tracing::warn!(session = %session.id, "worker session timed out");
+                over = true;
                 break;
             }
         }
     }
 
-    // Stop claiming first and wait, so the in-flight set is final before it is reported.
+    // Stop claiming first and wait, so the in-flight set is final before it is handled.
     session.stop();
+    session.detach();
     let _ = dispatcher.await;
     pinger.abort();
     shared.sessions.remove(&session.id);
-    lose_in_flight(&shared, &session).await;
+    if over || !session.has_in_flight() {
+        super::loss::lose_in_flight(&shared, &session).await;
+    } else {
+        super::loss::park(&shared, session.clone());
+    }
     tracing::info!(session = %session.id, "worker session closed");
 }
 
@@ -360,6 +383,9 @@ async fn deliver(shared: &Arc<Shared>, session: &Arc<Session>, rows: Vec<TaskRow
             trace_context: None,
             heartbeat_timeout: timeouts.heartbeat_ms.map(ms_to_duration),
         };
+        if let Some(ms) = timeouts.heartbeat_ms {
+            session.set_heartbeat_ms(&task.token, ms);
+        }
         let supervised = Supervised {
             token: task.token.clone(),
             execution_id: task.execution_id.clone(),
@@ -413,28 +439,4 @@ async fn ping(every: Duration, tx: Tx) {
             return;
         }
     }
-}
-
-/// Reports every attempt still in flight as `uncertain` (the engine redelivers it with the
-/// same idempotency key) and wakes the owners.
-async fn lose_in_flight(shared: &Arc<Shared>, session: &Session) {
-    let lost = session.take_in_flight();
-    if lost.is_empty() {
-        return;
-    }
-    let mut executions = Vec::new();
-    for (token, execution_id) in lost {
-        let reason = "SESSION_LOST".into();
-        let message = InboxMessage::Uncertain(Uncertain { token: token.clone(), reason });
-        match shared.store.enqueue_inbox(&execution_id, &message).await {
-            Ok(_) => {
-                if !executions.contains(&execution_id) {
-                    executions.push(execution_id);
-                }
-            }
-            // The owner's attempt deadline still resolves the attempt.
-            Err(e) => tracing::error!(%token, error = %e, "recording a lost attempt failed"),
-        }
-    }
-    super::wake_owner(shared, executions);
 }

@@ -53,11 +53,10 @@ pub(crate) async fn start(
         trace_context: None,
     };
     // The owner validates the input and is idempotent by id; its errors already carry
-    // Orbit codes, so they pass through unchanged.
+    // Orbit codes, so they pass through unchanged. An id taken by another workflow's
+    // execution is refused there (`EXECUTION_EXISTS`, for every caller): a start that
+    // answers with an existing execution names the workflow the caller was allowed to start.
     let started = shared.owner.start_execution(tonic::Request::new(request)).await?.into_inner();
-    if !started.created && scope.is_restricted() {
-        hide_other_workflow(shared, scope, &started.execution_id).await?;
-    }
     Ok(StartExecutionResponse {
         execution_id: started.execution_id,
         run: started.run,
@@ -65,21 +64,6 @@ pub(crate) async fn start(
         version: started.version,
         definition_hash: started.definition_hash,
     })
-}
-
-/// Execution ids are unique across workflows, so a start naming an id already in use answers
-/// with that execution (`created: false`, its version and hash). For a restricted caller
-/// whose patterns do not match that execution's workflow, only the fact that the id is
-/// taken is said (`EXECUTION_EXISTS`): nothing of the other workflow's execution.
-async fn hide_other_workflow(shared: &Shared, scope: &Scope, id: &str) -> ApiResult<()> {
-    let Some(row) = shared.store.get_execution(id).await.map_err(store)? else { return Ok(()) };
-    if scope.sees(&row.workflow) {
-        return Ok(());
-    }
-    Err(err(
-        ErrorCode::ExecutionExists,
-        format!("execution id `{id}` is already in use; start with another id"),
-    ))
 }
 
 pub(crate) async fn signal(

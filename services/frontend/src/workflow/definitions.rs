@@ -18,6 +18,31 @@ use orbit_server_kit::payload::ms_to_timestamp;
 use orbit_server_kit::{ErrorCode, FieldViolation, OrbitError};
 use orbit_store::{DefinitionRow, PutOutcome, StoreError};
 
+/// The status message of a refused definition: every problem, one per line after a
+/// count, for clients that read only the message; as many as fit the status message bound
+/// (`MAX_STATUS_MESSAGE_BYTES`), then how many more the details list.
+fn summary(problems: &[orbit_definition::DefinitionError]) -> String {
+    /// Room left for the closing "... and N more" line within the 1 KiB message bound.
+    const BUDGET: usize = orbit_server_kit::error::MAX_STATUS_MESSAGE_BYTES - 96;
+    match problems {
+        [] => "invalid definition: the document is invalid".to_string(),
+        [only] => format!("invalid definition: {only}"),
+        _ => {
+            let mut text = format!("invalid definition: {} problems:", problems.len());
+            for (i, p) in problems.iter().enumerate() {
+                let line = format!("\n{p}");
+                if text.len() + line.len() > BUDGET {
+                    let more = problems.len() - i;
+                    text.push_str(&format!("\n... and {more} more (in the error details)"));
+                    break;
+                }
+                text.push_str(&line);
+            }
+            text
+        }
+    }
+}
+
 pub(crate) async fn register(
     shared: &Shared,
     scope: &Scope,
@@ -42,12 +67,7 @@ pub(crate) async fn register(
         })?;
     let def = parsed.map_err(|errors| {
         let problems = errors.errors();
-        let summary = match problems {
-            [only] => only.to_string(),
-            [first, ..] => format!("{first} (and {} more)", problems.len() - 1),
-            [] => "the document is invalid".to_string(),
-        };
-        OrbitError::new(ErrorCode::InvalidDefinition, format!("invalid definition: {summary}"))
+        OrbitError::new(ErrorCode::InvalidDefinition, summary(problems))
             .with_violations(
                 problems.iter().map(|e| FieldViolation::new(&e.path, e.code.as_str(), &e.message)),
             )

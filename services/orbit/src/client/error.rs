@@ -132,7 +132,11 @@ pub fn report(failure: &Failure, format: Format) {
         return;
     }
     let (code, message, violations) = code_and_message(failure);
-    let mut text = format!("error: {code}: {message}\n");
+    // With violations, the message's first line is the headline: a refused definition's
+    // message goes on to list its problems, which the violation lines below show in full
+    // (every one the server sent, with its code), so they are not printed twice.
+    let headline = if violations.is_empty() { &message } else { first_line(&message) };
+    let mut text = format!("error: {code}: {headline}\n");
     for (path, reason, description) in &violations {
         let path = if path.is_empty() { "(document)" } else { path };
         let _ = writeln!(text, "  {path}: [{reason}] {description}");
@@ -150,6 +154,11 @@ pub fn report(failure: &Failure, format: Format) {
                       "exit_code": exit_code(failure)}
         }));
     }
+}
+
+/// The text up to the first line break.
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
 }
 
 /// The canonical upper-snake-case name of a gRPC status code.

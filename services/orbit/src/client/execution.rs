@@ -115,8 +115,8 @@ enum ExecutionCommand {
         /// The payload as JSON, or `@PATH` to read it from a file. Default: null.
         #[arg(long, value_name = "JSON")]
         payload: Option<String>,
-        /// A caller-chosen id sent as the request's `request_id`. Not deduplicated yet: a
-        /// retried signal is recorded again.
+        /// A caller-chosen id that makes a retry safe: the same id again records nothing
+        /// and answers the first call's seq, even after the execution finished.
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
     },
@@ -147,8 +147,8 @@ enum ExecutionCommand {
         /// Why, recorded in the `CancelRequested` event.
         #[arg(long, value_name = "TEXT", default_value = "")]
         reason: String,
-        /// A caller-chosen id sent as the request's `request_id`. Not deduplicated yet (a
-        /// repeated cancel records nothing new, but may answer a later seq).
+        /// A caller-chosen id that makes a retry safe: the same id again records nothing
+        /// and answers the first call's seq, even after the execution finished.
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
     },

@@ -164,7 +164,9 @@ pub struct OwnerArgs {
 pub struct FrontendArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// How long a worker session may stay silent before its attempts become uncertain.
+    /// How long a worker session may stay silent before its attempts become uncertain; a
+    /// worker whose stream broke and that reconnects (same worker id) within it keeps
+    /// them. Workers are told to heartbeat at most every third of it.
     /// Example: --session-timeout-ms 15000
     #[arg(long, env = "ORBIT_SESSION_TIMEOUT_MS", default_value_t = 30_000, value_name = "MS")]
     pub session_timeout_ms: u64,

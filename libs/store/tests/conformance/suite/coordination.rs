@@ -231,3 +231,86 @@ pub async fn queue_backlog_counts_queued_rows_per_task(b: &dyn Backend) {
     store.claim_tasks(&["alpha".into(), "beta".into()], 10, "fe", "s1", "w").await.unwrap();
     assert!(store.queue_backlog().await.unwrap().is_empty());
 }
+
+/// A signal or cancel with a request id is written once per execution and kind: a retry
+/// gets the first entry's seq (and so its reply), even after it was applied, and the
+/// done-row sweep keeps such entries until their execution is deleted.
+pub async fn request_ids_make_inbox_commands_idempotent(b: &dyn Backend) {
+    let store = b.open().await;
+    start(store.as_ref(), "e1").await;
+    start(store.as_ref(), "e2").await;
+    let with_id = |message: InboxMessage, id: &str| match message {
+        InboxMessage::Signal(mut s) => {
+            s.request_id = Some(id.into());
+            InboxMessage::Signal(s)
+        }
+        InboxMessage::Cancel(mut c) => {
+            c.request_id = Some(id.into());
+            InboxMessage::Cancel(c)
+        }
+        other => other,
+    };
+    let first = store.enqueue_inbox("e1", &with_id(signal("go"), "r-1")).await.unwrap();
+    let retry = store.enqueue_inbox("e1", &with_id(signal("go"), "r-1")).await.unwrap();
+    assert_eq!(retry, first, "a retry answers the first entry");
+    let pending = store.pending_inbox(Some("e1"), 10).await.unwrap();
+    assert_eq!(pending.len(), 1, "the retry wrote nothing: {pending:?}");
+    // Another request id, another kind, another execution, or none: each a new entry.
+    let other_id = store.enqueue_inbox("e1", &with_id(signal("go"), "r-2")).await.unwrap();
+    let other_kind = store.enqueue_inbox("e1", &with_id(cancel("x"), "r-1")).await.unwrap();
+    let other_exec = store.enqueue_inbox("e2", &with_id(signal("go"), "r-1")).await.unwrap();
+    let plain_1 = store.enqueue_inbox("e1", &signal("go")).await.unwrap();
+    let plain_2 = store.enqueue_inbox("e1", &signal("go")).await.unwrap();
+    let seqs: HashSet<u64> = [first, other_id, other_kind, other_exec, plain_1, plain_2].into();
+    assert_eq!(seqs.len(), 6, "distinct entries");
+    // The request id stays in the payload the owner reads.
+    let decoded_first = decoded(&store.pending_inbox(Some("e1"), 1).await.unwrap());
+    let InboxMessage::Signal(s) = &decoded_first[0] else { panic!("a signal") };
+    assert_eq!(s.request_id.as_deref(), Some("r-1"));
+
+    // Applied: a retry still gets the first entry, now with the owner's reply.
+    let pending = store.pending_inbox(Some("e1"), 10).await.unwrap();
+    let apply = CommitBatch {
+        execution_id: "e1".into(),
+        run: 1,
+        expected_epoch: Some(1),
+        events: vec![ev(3, Event::SignalReceived { name: "go".into(), payload: json!({}) })],
+        inbox_done: pending
+            .iter()
+            .map(|e| InboxDone { seq: e.seq, result: Some(applied(3)) })
+            .collect(),
+        ..CommitBatch::default()
+    };
+    store.commit(apply).await.unwrap();
+    let late = store.enqueue_inbox("e1", &with_id(signal("go"), "r-1")).await.unwrap();
+    assert_eq!(late, first);
+    assert_eq!(store.inbox_result(late).await.unwrap(), InboxStatus::Done(Some(applied(3))));
+    assert!(store.pending_inbox(Some("e1"), 10).await.unwrap().is_empty());
+
+    // The sweep deletes applied entries without a request id, keeps the others.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let swept = store.delete_done_rows(0, 500).await.unwrap();
+    assert_eq!(swept.inbox, 2, "the two plain signals go");
+    for kept in [first, other_id, other_kind] {
+        assert!(
+            matches!(store.inbox_result(kept).await.unwrap(), InboxStatus::Done(Some(_))),
+            "entry {kept} with a request id is kept"
+        );
+    }
+    assert!(matches!(store.inbox_result(plain_1).await, Err(StoreError::NotFound(_))));
+    let again = store.enqueue_inbox("e1", &with_id(signal("go"), "r-1")).await.unwrap();
+    assert_eq!(again, first, "recognised after the sweep too");
+    // Concurrent retries write one entry between them.
+    let racers: Vec<_> = (0..8)
+        .map(|_| {
+            let store = store.clone();
+            let message = with_id(signal("go"), "r-race");
+            tokio::spawn(async move { store.enqueue_inbox("e2", &message).await.unwrap() })
+        })
+        .collect();
+    let mut raced = HashSet::new();
+    for r in racers {
+        raced.insert(r.await.unwrap());
+    }
+    assert_eq!(raced.len(), 1, "concurrent retries share one entry: {raced:?}");
+}

@@ -1,0 +1,76 @@
+//! What happens to a session's attempts when its stream ends: kept for the worker's return
+//! until the session timeout (a new session of the same worker adopts them, as
+//! worker.proto promises), or handed back to the owner as `uncertain` (`SESSION_LOST`) so
+//! the engine redelivers them with the same idempotency key.
+
+use super::registry::{Adopted, Session};
+use super::supervise::{supervise, Supervised};
+use crate::Shared;
+use orbit_store::inbox::Uncertain;
+use orbit_store::InboxMessage;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A stream that ended (the worker crashed, restarted or lost its connection) leaves its
+/// session alive until the session timeout, counted from when the worker was last heard:
+/// the same worker reconnecting by then adopts its attempts; otherwise they are reported
+/// uncertain then and redelivered. A reconnect already open adopts them at once.
+pub(super) fn park(shared: &Arc<Shared>, session: Arc<Session>) {
+    if let Some((live, adopted)) = shared.sessions.park(session.clone()) {
+        tracing::info!(session = %live.id, attempts = adopted.len(), "worker reconnected: in-flight attempts kept");
+        supervise_adopted(shared, &live, adopted);
+        return;
+    }
+    let timeout_ms = shared.config.session_timeout_ms.max(1);
+    let until_ms = session.last_seen_ms().saturating_add(timeout_ms);
+    let wait = Duration::from_millis(until_ms.saturating_sub(super::now_ms()));
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(wait).await;
+        if let Some(lost) = shared.sessions.unpark(&session.id) {
+            tracing::info!(session = %lost.id, "worker did not come back within the session timeout");
+            lose_in_flight(&shared, &lost).await;
+        }
+    });
+}
+
+/// Watches attempts a session adopted, as `session::deliver` does for the ones it claimed.
+pub(super) fn supervise_adopted(
+    shared: &Arc<Shared>,
+    session: &Arc<Session>,
+    adopted: Vec<Adopted>,
+) {
+    let Some(tx) = session.tx() else { return };
+    for a in adopted {
+        let task = Supervised {
+            token: a.token,
+            execution_id: a.execution_id,
+            heartbeat_ms: a.heartbeat_ms,
+        };
+        tokio::spawn(supervise(shared.clone(), session.clone(), tx.clone(), task));
+    }
+}
+
+/// Reports every attempt still in flight as `uncertain` (the engine redelivers it with the
+/// same idempotency key) and wakes the owners.
+pub(super) async fn lose_in_flight(shared: &Arc<Shared>, session: &Session) {
+    let lost = session.take_in_flight();
+    if lost.is_empty() {
+        return;
+    }
+    let mut executions = Vec::new();
+    for (token, execution_id) in lost {
+        let reason = "SESSION_LOST".into();
+        let message = InboxMessage::Uncertain(Uncertain { token: token.clone(), reason });
+        match shared.store.enqueue_inbox(&execution_id, &message).await {
+            Ok(_) => {
+                if !executions.contains(&execution_id) {
+                    executions.push(execution_id);
+                }
+            }
+            // The owner's attempt deadline still resolves the attempt.
+            Err(e) => tracing::error!(%token, error = %e, "recording a lost attempt failed"),
+        }
+    }
+    super::wake_owner(shared, executions);
+}
