@@ -43,6 +43,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "drop_worker_tables",
         sql: include_str!("../migrations/0006_drop_worker_tables.sql"),
     },
+    Migration {
+        version: 12,
+        name: "schedules",
+        sql: include_str!("../migrations/0012_schedules.sql"),
+    },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).
