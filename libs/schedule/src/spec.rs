@@ -212,8 +212,11 @@ pub fn jitter_ms(schedule_id: &str, nominal_ms: u64, bound_ms: u64) -> u64 {
 pub fn rfc3339(ms: u64) -> String {
     let t = i64::try_from(ms).ok().and_then(DateTime::<Utc>::from_timestamp_millis);
     let Some(t) = t else { return ms.to_string() };
-    let format =
-        if ms.is_multiple_of(1000) { chrono::SecondsFormat::Secs } else { chrono::SecondsFormat::Millis };
+    let format = if ms.is_multiple_of(1000) {
+        chrono::SecondsFormat::Secs
+    } else {
+        chrono::SecondsFormat::Millis
+    };
     t.to_rfc3339_opts(format, true)
 }
 
