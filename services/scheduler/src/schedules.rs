@@ -158,8 +158,11 @@ impl Firing {
             }
             let id = execution_id(&row.schedule_id, start.occurrence_ms);
             match self.start(&row.schedule_id, &def, &id).await {
-                Ok(created) => {
-                    fire.fired += u64::from(created);
+                Ok(_created) => {
+                    // Counted whether or not this call created it: an execution that
+                    // already exists was started by an earlier attempt at this very
+                    // occurrence whose record never landed (crash, lost lease).
+                    fire.fired += 1;
                     fire.last_execution_id = Some(id.clone());
                     previous = Some(id);
                 }
