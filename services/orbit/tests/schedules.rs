@@ -194,4 +194,41 @@ async fn bad_specs_name_the_field_and_preview_applies_the_dst_rules() {
     let times = s.preview_schedule(preview).await.unwrap().into_inner().fire_times;
     let times: Vec<String> = times.iter().map(ToString::to_string).collect();
     assert_eq!(times, ["2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"]);
+
+    // Backfill starts the range's occurrences with the scheduled ids; again, nothing new.
+    let backfill = pb::BackfillScheduleRequest {
+        schedule_id: "d".into(),
+        start_at: Some("2026-01-01T00:00:00Z".parse().unwrap()),
+        end_at: Some("2026-01-04T00:00:00Z".parse().unwrap()),
+        overlap: 0,
+    };
+    let first = s.backfill_schedule(backfill.clone()).await.unwrap().into_inner();
+    let want = ["d:2026-01-01T00:00:00Z", "d:2026-01-02T00:00:00Z", "d:2026-01-03T00:00:00Z"];
+    assert_eq!((first.execution_ids.as_slice(), first.started), (want.as_slice(), 3));
+    let again = s.backfill_schedule(backfill.clone()).await.unwrap().into_inner();
+    assert_eq!((again.execution_ids.as_slice(), again.started), (want.as_slice(), 0));
+    let buffered =
+        pb::BackfillScheduleRequest { overlap: pb::OverlapPolicy::BufferAll as i32, ..backfill };
+    let err = s.backfill_schedule(buffered).await.unwrap_err();
+    assert!(err.message().starts_with("overlap:"), "{}", err.message());
+
+    // The CLI: one JSON document, the same DST rule.
+    let mut cli = std::process::Command::new(env!("CARGO_BIN_EXE_orbit"));
+    cli.args(["schedule", "preview", "--cron", "30 1 * * *", "--timezone", "America/New_York"]);
+    cli.args(["--after", "2026-10-31T12:00:00Z", "--count", "2", "--output", "json"]);
+    cli.args(["--address", &server.address()]);
+    let (ok, out, err) = common::run_bounded(&mut cli, Duration::from_secs(30));
+    assert!(ok, "orbit schedule preview failed: {err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(
+        doc["fire_times"],
+        serde_json::json!(["2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"])
+    );
+    let mut cli = std::process::Command::new(env!("CARGO_BIN_EXE_orbit"));
+    cli.args(["schedule", "get", "d", "--output", "json", "--address", &server.address()]);
+    let (ok, out, err) = common::run_bounded(&mut cli, Duration::from_secs(30));
+    assert!(ok, "orbit schedule get failed: {err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(doc["schedule"]["state"]["fired_count"], 3, "backfilled starts count: {doc}");
+    assert_eq!(doc["schedule"]["spec"]["recurrences"][0]["cron"], "@daily");
 }
