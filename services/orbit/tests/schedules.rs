@@ -204,9 +204,9 @@ async fn bad_specs_name_the_field_and_preview_applies_the_dst_rules() {
     };
     let first = s.backfill_schedule(backfill.clone()).await.unwrap().into_inner();
     let want = ["d:2026-01-01T00:00:00Z", "d:2026-01-02T00:00:00Z", "d:2026-01-03T00:00:00Z"];
-    assert_eq!((first.execution_ids.as_slice(), first.started), (want.as_slice(), 3));
+    assert_eq!((first.execution_ids.clone(), first.started), (want.map(String::from).to_vec(), 3));
     let again = s.backfill_schedule(backfill.clone()).await.unwrap().into_inner();
-    assert_eq!((again.execution_ids.as_slice(), again.started), (want.as_slice(), 0));
+    assert_eq!((again.execution_ids.clone(), again.started), (want.map(String::from).to_vec(), 0));
     let buffered =
         pb::BackfillScheduleRequest { overlap: pb::OverlapPolicy::BufferAll as i32, ..backfill };
     let err = s.backfill_schedule(buffered).await.unwrap_err();
