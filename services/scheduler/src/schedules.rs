@@ -50,6 +50,12 @@ fn transient(code: Code) -> bool {
 impl Firing {
     /// Claims and fires what is due at `now`; returns how many rows were claimed.
     pub(crate) async fn pass(&self, now: u64) -> Result<usize, StoreError> {
+        // A read first: the claim is a write (on SQLite a group commit), and most wake-ups
+        // of the loop are for timers, with no schedule due.
+        match self.store.next_schedule_due_at().await? {
+            Some(at) if at <= now => {}
+            _ => return Ok(0),
+        }
         let rows = self.store.claim_due_schedules(now, &self.node_id, LEASE_MS, BATCH).await?;
         let claimed = rows.len();
         // Rows are independent: fire them side by side (1,000 due in one second should not
