@@ -58,9 +58,9 @@ impl ScheduleApi {
         let action = action_def(req.action, self.shared.config.max_payload_bytes)?;
         scope.workflow(Action::Admin, &action.workflow)?;
         let (spec, compiled) = spec_def(req.spec)?;
-        let exists =
-            self.shared.store.get_definition(&action.workflow, None).await.map_err(store)?;
-        if exists.is_none() {
+        let version = (!action.version.is_empty()).then_some(action.version.as_str());
+        let exists = self.shared.store.get_definition(&action.workflow, version);
+        if exists.await.map_err(store)?.is_none() {
             return Err(err(
                 ErrorCode::WorkflowNotFound,
                 format!("workflow `{}` is not registered", action.workflow),
