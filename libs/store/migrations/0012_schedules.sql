@@ -9,3 +9,5 @@ ALTER TABLE schedules ADD COLUMN note TEXT NOT NULL DEFAULT '';
 ALTER TABLE schedules ADD COLUMN remaining BIGINT;
 ALTER TABLE schedules ADD COLUMN buffered TEXT NOT NULL DEFAULT '[]';
 CREATE INDEX schedules_by_workflow ON schedules (workflow, schedule_id);
+-- ListExecutions(schedule_id = ...), newest first.
+CREATE INDEX executions_by_schedule ON executions (schedule_id, created_at);

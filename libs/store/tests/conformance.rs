@@ -110,6 +110,7 @@ macro_rules! every_case {
             schedules_are_managed_by_id,
             due_schedules_are_claimed_once_per_lease,
             a_fire_is_recorded_only_under_its_claim,
+            executions_list_by_schedule,
         );
     };
 }

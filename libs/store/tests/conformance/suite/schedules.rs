@@ -203,3 +203,30 @@ pub async fn a_fire_is_recorded_only_under_its_claim(b: &dyn Backend) {
     assert!(!store.finish_schedule_fire(&fire("a")).await.unwrap());
     assert_eq!(store.get_schedule("s").await.unwrap().unwrap().buffered, Vec::<u64>::new());
 }
+
+/// `ListExecutions` filters by the schedule that started an execution, page by page.
+pub async fn executions_list_by_schedule(b: &dyn Backend) {
+    let store = b.open().await;
+    for (i, schedule) in [Some("s"), None, Some("s"), Some("t"), Some("s")].iter().enumerate() {
+        let id = format!("e{i}");
+        let mut batch = crate::support::start_batch(&id, "node-a");
+        if let Some(row) = batch.new_execution.as_mut() {
+            row.schedule_id = schedule.map(str::to_string);
+            row.created_at_ms = 1_000 + i as u64;
+        }
+        store.commit(batch).await.unwrap();
+    }
+    let filter = |token: Option<String>| orbit_store::ExecutionFilter {
+        schedule_id: Some("s".into()),
+        page_size: 2,
+        page_token: token,
+        ..orbit_store::ExecutionFilter::default()
+    };
+    let first = store.list_executions(filter(None)).await.unwrap();
+    let ids: Vec<_> = first.executions.iter().map(|e| e.execution_id.as_str()).collect();
+    assert_eq!(ids, ["e4", "e2"], "newest first, only schedule s");
+    let second = store.list_executions(filter(first.next_page_token)).await.unwrap();
+    let ids: Vec<_> = second.executions.iter().map(|e| e.execution_id.as_str()).collect();
+    assert_eq!(ids, ["e0"]);
+    assert_eq!(second.next_page_token, None);
+}
