@@ -3,23 +3,24 @@
 //! repeat: the schedule fires at the union); durations read `90s`, `15m`, `1h30m`, `500ms`,
 //! `1d`; times are RFC 3339.
 
+mod input;
+mod view;
+
 use clap::{Args, Subcommand, ValueEnum};
-use orbit_api::v1::recurrence::Trigger as MoreTrigger;
 use orbit_api::v1::schedule_service_client::ScheduleServiceClient;
-use orbit_api::v1::schedule_spec::Trigger;
 use orbit_api::v1::{
-    BackfillScheduleRequest, CatchUpPolicy, CreateScheduleRequest, DeleteScheduleRequest,
-    GetScheduleRequest, ListSchedulesRequest, OverlapPolicy, PauseScheduleRequest,
-    PreviewScheduleRequest, Recurrence, ResumeScheduleRequest, Schedule, ScheduleAction,
-    ScheduleSpec, TriggerScheduleRequest, UpdateScheduleRequest,
+    BackfillScheduleRequest, CreateScheduleRequest, DeleteScheduleRequest, GetScheduleRequest,
+    ListSchedulesRequest, OverlapPolicy, PauseScheduleRequest, PreviewScheduleRequest,
+    ResumeScheduleRequest, TriggerScheduleRequest, UpdateScheduleRequest,
 };
-use prost_types::{Duration, Timestamp};
-use serde_json::{json, Value as Json};
+use serde_json::json;
 
 use super::error::Failure;
-use super::input::{parse_json_arg, parse_workflow_ref, WorkflowRef};
-use super::output::{or_dash, print_json, print_text, ts, ts_json, Fields, Format, Table};
+use super::input::{parse_workflow_ref, WorkflowRef};
+use super::output::{or_dash, print_json, print_text, ts, Fields, Format, Table};
 use super::{ConnectArgs, Transport};
+use input::{action, opt_time, spec, time};
+use view::{print_schedule, schedule_json};
 
 /// `orbit schedule ...`
 #[derive(Args, Debug)]
@@ -215,225 +216,6 @@ enum ScheduleCommand {
     },
 }
 
-/// Parses `90s`, `15m`, `1h30m`, `500ms`, `2d`.
-fn duration(flag: &str, text: &str) -> Result<Duration, Failure> {
-    let bad = || {
-        Failure::Usage(format!("{flag}: {text:?} is not a duration (e.g. 1s, 15m, 1h30m, 500ms)"))
-    };
-    let mut ms: u64 = 0;
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let per = match &rest[..unit_len] {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            _ => return Err(bad()),
-        };
-        ms = ms.checked_add(n.checked_mul(per).ok_or_else(bad)?).ok_or_else(bad)?;
-        rest = &rest[unit_len..];
-    }
-    Ok(orbit_server_kit::payload::ms_to_duration(ms))
-}
-
-fn time(flag: &str, text: &str) -> Result<Timestamp, Failure> {
-    text.parse::<Timestamp>()
-        .map_err(|e| Failure::Usage(format!("{flag}: {text:?} is not an RFC 3339 time: {e}")))
-}
-
-fn opt_time(flag: &str, text: Option<&String>) -> Result<Option<Timestamp>, Failure> {
-    text.map(|t| time(flag, t)).transpose()
-}
-
-fn spec(args: &SpecArgs) -> Result<ScheduleSpec, Failure> {
-    let mut recurrences = Vec::new();
-    for c in &args.cron {
-        recurrences.push((Some(c.clone()), None, None));
-    }
-    for e in &args.every {
-        let (every, offset) = match e.split_once('@') {
-            Some((a, b)) => (a, Some(duration("--every", b)?)),
-            None => (e.as_str(), None),
-        };
-        recurrences.push((None, Some(duration("--every", every)?), offset));
-    }
-    let mut rest = recurrences.into_iter();
-    let Some(first) = rest.next() else {
-        return Err(Failure::Usage("give at least one --cron or --every".into()));
-    };
-    let trigger = match first.0 {
-        Some(c) => Trigger::Cron(c),
-        None => Trigger::Interval(first.1.unwrap_or_default()),
-    };
-    let more = rest
-        .map(|(c, iv, offset)| Recurrence {
-            trigger: Some(match c {
-                Some(c) => MoreTrigger::Cron(c),
-                None => MoreTrigger::Interval(iv.unwrap_or_default()),
-            }),
-            offset,
-        })
-        .collect();
-    Ok(ScheduleSpec {
-        trigger: Some(trigger),
-        timezone: args.timezone.clone(),
-        jitter: args.jitter.as_deref().map(|j| duration("--jitter", j)).transpose()?,
-        overlap: args.overlap.map_or(0, overlap_value),
-        catch_up: args.catch_up.map_or(0, |c| {
-            (match c {
-                CatchUp::Skip => CatchUpPolicy::Skip,
-                CatchUp::One => CatchUpPolicy::One,
-                CatchUp::All => CatchUpPolicy::All,
-            }) as i32
-        }),
-        catch_up_window: args
-            .catch_up_window
-            .as_deref()
-            .map(|w| duration("--catch-up-window", w))
-            .transpose()?,
-        start_at: opt_time("--start-at", args.start_at.as_ref())?,
-        end_at: opt_time("--end-at", args.end_at.as_ref())?,
-        offset: first.2,
-        more,
-        pause_on_failure: args.pause_on_failure,
-        remaining_actions: args.limit,
-    })
-}
-
-fn action(args: &ActionArgs) -> Result<ScheduleAction, Failure> {
-    let input = parse_json_arg("--input", &args.input)?;
-    Ok(ScheduleAction {
-        workflow: args.workflow.name.clone(),
-        version: args.workflow.version_or_empty(),
-        input: Some(orbit_server_kit::payload::json_to_proto(input)),
-    })
-}
-
-fn enum_text(full: &str, prefix: &str) -> String {
-    full.strip_prefix(prefix).unwrap_or(full).to_owned()
-}
-
-/// A schedule as one JSON document.
-fn schedule_json(s: &Schedule) -> Json {
-    let spec = s.spec.clone().unwrap_or_default();
-    let action = s.action.clone().unwrap_or_default();
-    let state = s.state.clone().unwrap_or_default();
-    let recurrence = |cron: Option<&String>, iv: Option<&Duration>, offset: Option<&Duration>| {
-        match (cron, iv) {
-            (Some(c), _) => json!({"cron": c}),
-            (None, iv) => json!({
-                "every": iv.map(ToString::to_string),
-                "offset": offset.map(ToString::to_string),
-            }),
-        }
-    };
-    let mut recurrences = Vec::new();
-    match &spec.trigger {
-        Some(Trigger::Cron(c)) => recurrences.push(recurrence(Some(c), None, None)),
-        Some(Trigger::Interval(d)) => {
-            recurrences.push(recurrence(None, Some(d), spec.offset.as_ref()))
-        }
-        None => {}
-    }
-    for r in &spec.more {
-        match &r.trigger {
-            Some(MoreTrigger::Cron(c)) => recurrences.push(recurrence(Some(c), None, None)),
-            Some(MoreTrigger::Interval(d)) => {
-                recurrences.push(recurrence(None, Some(d), r.offset.as_ref()));
-            }
-            None => {}
-        }
-    }
-    json!({
-        "schedule_id": s.schedule_id,
-        "spec": {
-            "recurrences": recurrences,
-            "timezone": if spec.timezone.is_empty() { "UTC" } else { spec.timezone.as_str() },
-            "jitter": spec.jitter.as_ref().map(ToString::to_string),
-            "overlap": enum_text(spec.overlap().as_str_name(), "OVERLAP_POLICY_"),
-            "catch_up": enum_text(spec.catch_up().as_str_name(), "CATCH_UP_POLICY_"),
-            "catch_up_window": spec.catch_up_window.as_ref().map(ToString::to_string),
-            "start_at": ts_json(spec.start_at.as_ref()),
-            "end_at": ts_json(spec.end_at.as_ref()),
-            "pause_on_failure": spec.pause_on_failure,
-            "remaining_actions": spec.remaining_actions,
-        },
-        "action": {
-            "workflow": action.workflow,
-            "version": action.version,
-            "input": super::convert::payload(action.input.map(orbit_server_kit::payload::proto_to_json)),
-        },
-        "state": {
-            "paused": state.paused,
-            "note": state.note,
-            "next_fire_at": ts_json(state.next_fire_at.as_ref()),
-            "last_fire_at": ts_json(state.last_fire_at.as_ref()),
-            "last_execution_id": state.last_execution_id,
-            "fired_count": state.fired_count,
-            "skipped_count": state.skipped_count,
-            "last_error": state.last_error,
-            "remaining_actions": state.remaining_actions,
-            "buffered_count": state.buffered_count,
-        },
-        "created_at": ts_json(s.created_at.as_ref()),
-        "updated_at": ts_json(s.updated_at.as_ref()),
-    })
-}
-
-fn schedule_text(s: &Schedule) -> String {
-    let doc = schedule_json(s);
-    let state = s.state.clone().unwrap_or_default();
-    let action = s.action.clone().unwrap_or_default();
-    Fields::new()
-        .add("schedule", &s.schedule_id)
-        .add(
-            "workflow",
-            format!(
-                "{}{}",
-                action.workflow,
-                if action.version.is_empty() {
-                    String::new()
-                } else {
-                    format!("@{}", action.version)
-                }
-            ),
-        )
-        .add("spec", doc["spec"]["recurrences"].to_string())
-        .add("timezone", doc["spec"]["timezone"].as_str().unwrap_or("UTC"))
-        .add("overlap", doc["spec"]["overlap"].as_str().unwrap_or("-"))
-        .add("catch up", doc["spec"]["catch_up"].as_str().unwrap_or("-"))
-        .add("paused", if state.paused { "yes" } else { "no" })
-        .add_nonempty("note", &state.note)
-        .add("next fire", ts(state.next_fire_at.as_ref()))
-        .add("last fire", ts(state.last_fire_at.as_ref()))
-        .add("last execution", or_dash(&state.last_execution_id))
-        .add("fired", state.fired_count)
-        .add("skipped", state.skipped_count)
-        .add_nonempty("last error", &state.last_error)
-        .render()
-}
-
-fn print_schedule(format: Format, s: &Schedule, extra: Option<(&str, Json)>) {
-    match format {
-        Format::Json => {
-            let mut doc = json!({"schedule": schedule_json(s)});
-            if let Some((k, v)) = extra {
-                doc[k] = v;
-            }
-            print_json(&doc);
-        }
-        Format::Human => print_text(&schedule_text(s)),
-    }
-}
-
 async fn client(connect: &ConnectArgs) -> Result<ScheduleServiceClient<Transport>, Failure> {
     Ok(ScheduleServiceClient::new(connect.connect().await?))
 }
@@ -596,24 +378,4 @@ pub async fn run(args: ScheduleArgs) -> Result<(), Failure> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::duration;
-
-    #[test]
-    fn durations_read_like_humans_write_them() {
-        let ms = |t: &str| {
-            let d = duration("--every", t).expect("valid");
-            d.seconds * 1000 + i64::from(d.nanos / 1_000_000)
-        };
-        assert_eq!(ms("1s"), 1_000);
-        assert_eq!(ms("1h30m"), 5_400_000);
-        assert_eq!(ms("500ms"), 500);
-        assert_eq!(ms("2d"), 172_800_000);
-        for bad in ["", "1", "s", "1x", "1h30"] {
-            assert!(duration("--every", bad).is_err(), "{bad:?}");
-        }
-    }
 }
