@@ -124,6 +124,8 @@ pub const METHOD_TABLE: &[(&str, Access)] = &[
     ("/orbit.v1.ScheduleService/ResumeSchedule", Access::Client(Action::Admin)),
     ("/orbit.v1.ScheduleService/TriggerSchedule", Access::Client(Action::Admin)),
     ("/orbit.v1.ScheduleService/DeleteSchedule", Access::Client(Action::Admin)),
+    ("/orbit.v1.ScheduleService/BackfillSchedule", Access::Client(Action::Admin)),
+    ("/orbit.v1.ScheduleService/PreviewSchedule", Access::Client(Action::Read)),
 ];
 
 /// Rules for whole services (path prefixes ending in `/`), checked after [`METHOD_TABLE`].

@@ -23,6 +23,7 @@ mod model;
 mod postgres;
 mod retention;
 pub mod roles;
+mod schedule;
 mod sqlite;
 mod store;
 
@@ -44,7 +45,8 @@ pub use retention::{
 };
 pub use roles::{
     Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites, Ownership,
-    Retention, TaskQueue, Timers,
+    Retention, Schedules, TaskQueue, Timers,
 };
+pub use schedule::{ScheduleFire, ScheduleRow, ScheduleUpdate};
 pub use sqlite::SqliteStore;
 pub use store::{FrontendStore, MembershipStore, OwnerStore, SchedulerStore, Store};

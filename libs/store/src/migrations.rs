@@ -48,11 +48,15 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "drop_worker_tables",
         sql: include_str!("../migrations/0006_drop_worker_tables.sql"),
     },
-    // 0007-0009 are left to the branches of issues 11 and 12 working at the same time.
     Migration {
-        version: 10,
+        version: 7,
         name: "inbox_request_id",
-        sql: include_str!("../migrations/0010_inbox_request_id.sql"),
+        sql: include_str!("../migrations/0007_inbox_request_id.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "schedules",
+        sql: include_str!("../migrations/0008_schedules.sql"),
     },
 ];
 

@@ -80,6 +80,8 @@ pub struct ExecutionFilter {
     pub workflow: Option<String>,
     /// Only children of this execution.
     pub parent_id: Option<String>,
+    /// Only executions started by this schedule.
+    pub schedule_id: Option<String>,
     /// Page size; 0 means the default (100). Capped at 1000.
     pub page_size: u32,
     /// The `next_page_token` of the previous page.

@@ -21,6 +21,7 @@ use crate::model::{
     TimerRow,
 };
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
+use crate::schedule::{ScheduleFire, ScheduleRow, ScheduleUpdate};
 use orbit_engine::HistoryEvent;
 
 /// Schema migrations: run once by every process at start, before it takes a role.
@@ -306,4 +307,82 @@ pub trait Deletion: Send + Sync {
     /// Deletes one execution and its descendants (by `parent_id`) with all their rows, if
     /// every one of them is closed; otherwise deletes nothing and names the open ones.
     async fn delete_execution(&self, execution_id: &str) -> Result<DeleteOutcome>;
+}
+
+/// Schedules: the frontend creates and manages them, schedulers claim and fire them. Times
+/// are the caller's (like timer due times).
+#[async_trait::async_trait]
+pub trait Schedules: Send + Sync {
+    /// Inserts `row` unless the id exists; returns the stored row and whether this call
+    /// inserted it.
+    async fn create_schedule(&self, row: &ScheduleRow) -> Result<(ScheduleRow, bool)>;
+
+    /// One schedule.
+    async fn get_schedule(&self, schedule_id: &str) -> Result<Option<ScheduleRow>>;
+
+    /// Up to `limit` schedules by id after `after_id`, of `workflow` or of all.
+    async fn list_schedules(
+        &self,
+        workflow: Option<&str>,
+        after_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<ScheduleRow>>;
+
+    /// Replaces a schedule's definition (see [`ScheduleUpdate`]); `None` when it is missing.
+    async fn update_schedule(&self, update: &ScheduleUpdate) -> Result<Option<ScheduleRow>>;
+
+    /// Pauses (with `note`) or resumes a schedule; `None` when it is missing. Resuming keeps
+    /// the next occurrence: what was missed meanwhile follows the catch-up policy.
+    async fn set_schedule_paused(
+        &self,
+        schedule_id: &str,
+        paused: bool,
+        note: &str,
+        now_ms: u64,
+    ) -> Result<Option<ScheduleRow>>;
+
+    /// Deletes a schedule; false when it was missing.
+    async fn delete_schedule(&self, schedule_id: &str) -> Result<bool>;
+
+    /// Claims up to `limit` unpaused schedules due at `now_ms` that no live claim holds, by due
+    /// time, for `claimer` until `now_ms + lease_ms`. Concurrent callers take disjoint rows
+    /// (PostgreSQL: `FOR UPDATE SKIP LOCKED`); a claim whose lease ran out is taken again.
+    async fn claim_due_schedules(
+        &self,
+        now_ms: u64,
+        claimer: &str,
+        lease_ms: u64,
+        limit: u32,
+    ) -> Result<Vec<ScheduleRow>>;
+
+    /// When the next unpaused schedule is due (a claimed one not before its lease ends).
+    async fn next_schedule_due_at(&self) -> Result<Option<u64>>;
+
+    /// Unpaused schedules due at `now_ms` (claimed or not).
+    async fn count_due_schedules(&self, now_ms: u64) -> Result<u64>;
+
+    /// Records a fire and drops the claim, only if `fire.claimer` still holds it; false
+    /// otherwise (the lease ran out and another scheduler took the row, or the schedule
+    /// was updated or deleted meanwhile): nothing is written.
+    async fn finish_schedule_fire(&self, fire: &ScheduleFire) -> Result<bool>;
+
+    /// Drops `claimer`'s claim without firing, due again at `retry_at_ms`, recording
+    /// `error`; false when the claim is not held.
+    async fn release_schedule_claim(
+        &self,
+        schedule_id: &str,
+        claimer: &str,
+        retry_at_ms: u64,
+        error: &str,
+        now_ms: u64,
+    ) -> Result<bool>;
+
+    /// Counts a start outside the scheduled occurrences (trigger, backfill): `fired_count`
+    /// plus one and the last execution id. False when the schedule is missing.
+    async fn record_schedule_start(
+        &self,
+        schedule_id: &str,
+        execution_id: &str,
+        now_ms: u64,
+    ) -> Result<bool>;
 }

@@ -8,9 +8,9 @@
 //!
 //! | view | roles | held by |
 //! |---|---|---|
-//! | [`FrontendStore`] | definitions, reads, inbox, task queue, nodes, ownership, deletion | `orbit-frontend` |
+//! | [`FrontendStore`] | definitions, reads, inbox, task queue, nodes, ownership, deletion, schedules | `orbit-frontend` |
 //! | [`OwnerStore`] | definitions, reads, inbox, owner writes, nodes, ownership | `orbit-owner` |
-//! | [`SchedulerStore`] | timers, retention | `orbit-scheduler` (timer loop and sweeper) |
+//! | [`SchedulerStore`] | timers, retention, schedules (claim and fire; execution reads, inbox writes for overlap policies) | `orbit-scheduler` (timer loop and sweeper) |
 //! | [`MembershipStore`] | nodes, ownership | `orbit-cluster` (`Membership`, `RemoteOwners`) |
 //! | [`Store`] | every role, migrations included | the process wiring (`orbit dev`, split), tests |
 //!
@@ -60,19 +60,27 @@
 
 use crate::roles::{
     Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites, Ownership,
-    Retention, TaskQueue, Timers,
+    Retention, Schedules, TaskQueue, Timers,
 };
 
 /// What the frontend may do: register and read definitions, read executions, write inbox
 /// commands and read their replies, serve the task queue to workers, read the cluster, delete
 /// a closed execution on request. It cannot write history (no [`OwnerWrites`]).
 pub trait FrontendStore:
-    Definitions + ExecutionReads + Inbox + TaskQueue + Nodes + Ownership + Deletion
+    Definitions + ExecutionReads + Inbox + TaskQueue + Nodes + Ownership + Deletion + Schedules
 {
 }
 
 impl<T> FrontendStore for T where
-    T: Definitions + ExecutionReads + Inbox + TaskQueue + Nodes + Ownership + Deletion + ?Sized
+    T: Definitions
+        + ExecutionReads
+        + Inbox
+        + TaskQueue
+        + Nodes
+        + Ownership
+        + Deletion
+        + Schedules
+        + ?Sized
 {
 }
 
@@ -88,10 +96,12 @@ impl<T> OwnerStore for T where
 {
 }
 
-/// What the scheduler may do: fire timers (into inbox entries) and sweep retention.
-pub trait SchedulerStore: Timers + Retention {}
+/// What the scheduler may do: fire timers (into inbox entries), sweep retention, and fire
+/// schedules: claim them, read whether their last execution still runs, write the cancel or
+/// terminate of an overlap policy into the inbox.
+pub trait SchedulerStore: Timers + Retention + Schedules + ExecutionReads + Inbox {}
 
-impl<T: Timers + Retention + ?Sized> SchedulerStore for T {}
+impl<T: Timers + Retention + Schedules + ExecutionReads + Inbox + ?Sized> SchedulerStore for T {}
 
 /// What cluster membership needs: heartbeats and liveness, and who owns an execution (to
 /// route a call to its owner).

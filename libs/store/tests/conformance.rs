@@ -109,6 +109,10 @@ macro_rules! every_case {
             expired_trees_are_deleted_with_every_row,
             expired_trees_go_in_bounded_batches_each_once,
             delete_execution_refuses_open_trees_and_is_idempotent,
+            schedules_are_managed_by_id,
+            due_schedules_are_claimed_once_per_lease,
+            a_fire_is_recorded_only_under_its_claim,
+            executions_list_by_schedule,
         );
     };
 }

@@ -16,6 +16,7 @@ mod claims;
 mod defs;
 mod error;
 mod reply;
+mod schedule;
 mod scope;
 mod validate;
 mod worker;
@@ -31,6 +32,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 pub use admin::AdminApi;
+pub use schedule::ScheduleApi;
 pub use worker::{check_message, Checked, WorkerApi};
 pub use workflow::WorkflowApi;
 
@@ -164,7 +166,24 @@ impl Frontend {
         AdminServiceServer::new(self.admin_api())
     }
 
-    /// Serves the public API (workflows, workers, admin — with health and reflection) on
+    /// The `ScheduleService` implementation. `wake` is notified when a schedule's due time
+    /// may have moved nearer: `orbit dev` passes its scheduler's `Notify`; split frontends
+    /// pass any (the store's `orbit_timers` notification wakes the schedulers there).
+    #[must_use]
+    pub fn schedule_api(&self, wake: Arc<Notify>) -> ScheduleApi {
+        ScheduleApi::new(self.shared.clone(), wake)
+    }
+
+    /// `ScheduleService`, ready to add to a tonic router (see [`Frontend::schedule_api`]).
+    #[must_use]
+    pub fn schedule_service(
+        &self,
+        wake: Arc<Notify>,
+    ) -> orbit_api::v1::schedule_service_server::ScheduleServiceServer<ScheduleApi> {
+        orbit_api::v1::schedule_service_server::ScheduleServiceServer::new(self.schedule_api(wake))
+    }
+
+    /// Serves the public API (workflows, workers, admin, schedules — with health and reflection) on
     /// `listener` until `shutdown`, after handing back the claims of a previous run.
     ///
     /// # Errors
@@ -195,6 +214,7 @@ impl Frontend {
             .add_service(workflows)
             .add_service(workers)
             .add_service(self.admin_service())
+            .add_service(self.schedule_service(Arc::new(Notify::new())))
             .serve(listener, shutdown)
             .await?;
         Ok(())

@@ -202,6 +202,8 @@ pub async fn serve_with(
         changes.clone(),
     );
     let owner_api: Arc<dyn OwnerService> = Arc::new(owner.clone());
+    // Schedule writes wake the scheduler through the timers' Notify (no polling of its own).
+    let schedules_changed = timers_changed.clone();
     let scheduler =
         Scheduler::new("dev", store.clone(), owner_api.clone(), timers_changed, system_clock);
     let sweeper = Sweeper::new(store.clone(), sweep.config(), system_clock);
@@ -230,12 +232,14 @@ pub async fn serve_with(
     frontend.recover_claims().await?;
     let (workflows, workers) = frontend.services();
     let admin = frontend.admin_service();
+    let schedules = frontend.schedule_service(schedules_changed);
     let kit = ServerKit::new()
         .connections(connections)
         .register_file_descriptor_set(orbit_api::FILE_DESCRIPTOR_SET)
         .add_service(workflows)
         .add_service(workers)
         .add_service(admin)
+        .add_service(schedules)
         .add_service(OwnerServiceServer::new(owner))
         .add_service(SchedulerServiceServer::new(scheduler));
     if announce {

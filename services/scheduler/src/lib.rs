@@ -1,4 +1,4 @@
-//! The scheduler service: durable timers.
+//! The scheduler service: durable timers and schedules.
 //!
 //! Owners write one timer row per execution (its next wake-up) in the same transaction as
 //! the events that move it. The scheduler keeps the earliest due time, and when it passes
@@ -13,8 +13,16 @@
 //! notification already woke the owner) — and their wake-ups come from the database's
 //! notifications in split mode. A scheduler that finds a due timer it could not fire backs
 //! off briefly instead of spinning while another scheduler commits it.
+//!
+//! Schedules ride the same loop (see `schedules`): each wake-up also claims the due
+//! schedules and fires them, and the sleep ends at the earlier of the next timer and the
+//! next schedule due time. Writes of schedules wake it like timer writes do (`orbit_timers`
+//! in split mode, the same `Notify` in `orbit dev`).
 
+mod schedules;
 mod sweeper;
+
+pub use schedules::LEASE_MS as SCHEDULE_LEASE_MS;
 
 pub use sweeper::{Sweeper, SweeperConfig, Swept};
 
@@ -52,6 +60,7 @@ struct Inner {
     idle: Duration,
     clock: fn() -> u64,
     last_scan_ms: AtomicU64,
+    schedules: schedules::Firing,
 }
 
 impl Scheduler {
@@ -68,6 +77,11 @@ impl Scheduler {
         Scheduler {
             inner: Arc::new(Inner {
                 node_id: node_id.to_string(),
+                schedules: schedules::Firing {
+                    node_id: node_id.to_string(),
+                    store: store.clone(),
+                    owner: owner.clone(),
+                },
                 store,
                 owner,
                 wake,
@@ -84,12 +98,21 @@ impl Scheduler {
         while !shutdown.is_cancelled() {
             let now = (inner.clock)();
             inner.last_scan_ms.store(now, Ordering::Relaxed);
+            let claimed = match inner.schedules.pass(now).await {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot fire schedules");
+                    0
+                }
+            };
             let sleep_for = match self.fire(now).await {
-                Ok(n) if n == FIRE_BATCH as usize => continue,
-                Ok(fired) => match inner.store.next_timer_at().await {
+                Ok(n) if n == FIRE_BATCH as usize || claimed == schedules::BATCH as usize => {
+                    continue
+                }
+                Ok(fired) => match self.next_due().await {
                     Ok(Some(at)) => {
                         let wait = Duration::from_millis(at.saturating_sub((inner.clock)()));
-                        if wait.is_zero() && fired == 0 {
+                        if wait.is_zero() && fired == 0 && claimed == 0 {
                             CONTENDED
                         } else {
                             wait.min(inner.idle)
@@ -112,6 +135,16 @@ impl Scheduler {
                 () = tokio::time::sleep(sleep_for) => {}
             }
         }
+    }
+
+    /// The earlier of the next timer and the next schedule due time.
+    async fn next_due(&self) -> Result<Option<u64>, orbit_store::StoreError> {
+        let timer = self.inner.store.next_timer_at().await?;
+        let schedule = self.inner.store.next_schedule_due_at().await?;
+        Ok(match (timer, schedule) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
     }
 
     /// Fires what is due at `now`; returns how many timers fired.
@@ -140,8 +173,7 @@ impl SchedulerService for Scheduler {
         &self,
         _request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
-        let next =
-            self.inner.store.next_timer_at().await.map_err(|e| Status::internal(e.to_string()))?;
+        let next = self.next_due().await.map_err(|e| Status::internal(e.to_string()))?;
         let now = (self.inner.clock)();
         let due = self
             .inner
@@ -153,7 +185,12 @@ impl SchedulerService for Scheduler {
             node_id: self.inner.node_id.clone(),
             next_fire_at: opt_ms_to_timestamp(next),
             due_timers: due.len() as u64,
-            due_schedules: 0,
+            due_schedules: self
+                .inner
+                .store
+                .count_due_schedules(now)
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?,
             last_scan_at: opt_ms_to_timestamp(Some(
                 self.inner.last_scan_ms.load(Ordering::Relaxed),
             )),

@@ -102,6 +102,7 @@ pub(crate) async fn list_executions(
                 &w.after_created,
                 &w.after_id,
                 &w.limit,
+                &filter.schedule_id,
             ],
         )
         .await?;

@@ -96,6 +96,7 @@ pub(crate) const EXECUTION_LIST: &str = concat!(
     WHERE ($1::text IS NULL OR status = $1::text)
       AND ($2::text IS NULL OR workflow = $2::text)
       AND ($3::text IS NULL OR parent_id = $3::text)
+      AND ($7::text IS NULL OR schedule_id = $7::text)
       AND ($4::bigint IS NULL OR created_at < $4::bigint
            OR (created_at = $4::bigint AND execution_id < $5::text))
     ORDER BY created_at DESC, execution_id DESC

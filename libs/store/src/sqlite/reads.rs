@@ -50,6 +50,7 @@ pub(crate) fn list_executions(
         w.after_created,
         w.after_id,
         w.limit,
+        filter.schedule_id,
     ])?;
     let mut executions = Vec::new();
     while let Some(row) = found.next()? {

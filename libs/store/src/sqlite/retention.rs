@@ -19,7 +19,7 @@ macro_rules! open_statuses {
 }
 
 /// Entries with a request id stay until their execution is deleted: a retried signal or
-/// cancel is answered from them (migration 0010).
+/// cancel is answered from them (migration 0007).
 const DELETE_DONE_INBOX: &str = "DELETE FROM inbox WHERE seq IN (
     SELECT seq FROM inbox WHERE done_at IS NOT NULL AND done_at < ?1 AND request_id IS NULL
     ORDER BY done_at LIMIT ?2)";

@@ -56,6 +56,7 @@ pub(crate) const EXECUTION_LIST: &str = concat!(
     WHERE (?1 IS NULL OR status = ?1)
       AND (?2 IS NULL OR workflow = ?2)
       AND (?3 IS NULL OR parent_id = ?3)
+      AND (?7 IS NULL OR schedule_id = ?7)
       AND (?4 IS NULL OR created_at < ?4 OR (created_at = ?4 AND execution_id < ?5))
     ORDER BY created_at DESC, execution_id DESC
     LIMIT ?6"

@@ -213,6 +213,7 @@ pub(crate) async fn list_executions(
         status: single_status,
         workflow: validate::optional("workflow", &req.workflow)?.map(str::to_string),
         parent_id: validate::optional("parent_id", &req.parent_id)?.map(str::to_string),
+        schedule_id: validate::optional("schedule_id", &req.schedule_id)?.map(str::to_string),
         page_size: u32::try_from(validate::page_size(req.page_size, 100, 1000)).unwrap_or(1000),
         page_token: (!req.page_token.is_empty()).then(|| req.page_token.clone()),
     };

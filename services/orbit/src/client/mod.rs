@@ -45,6 +45,7 @@ mod follow;
 mod input;
 mod listing;
 mod output;
+mod schedule;
 mod token;
 mod workflow;
 
@@ -97,6 +98,8 @@ pub enum ClientCommand {
         "orbit replay order-1001 --run 2 --output json",
     ))]
     Replay(admin::ReplayArgs),
+    /// Create and manage schedules: cron and interval starts of a workflow.
+    Schedule(schedule::ScheduleArgs),
     /// Create a bearer token for an identity: prints the token once and the identities-file
     /// entry holding only its SHA-256 hash. Talks to no server.
     Token(token::TokenArgs),
@@ -239,6 +242,7 @@ pub async fn run(cmd: ClientCommand) -> ExitCode {
         ClientCommand::Worker(args) => (args.connect.output, admin::run_worker(args).await),
         ClientCommand::Cluster(args) => (args.connect.output, admin::run_cluster(args).await),
         ClientCommand::Replay(args) => (args.connect.output, admin::run_replay(args).await),
+        ClientCommand::Schedule(args) => (args.connect.output, schedule::run(args).await),
         ClientCommand::Token(args) => (args.output, token::run(&args)),
     };
     match result {

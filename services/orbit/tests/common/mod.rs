@@ -6,6 +6,7 @@ pub mod buf;
 pub mod cluster;
 pub mod grpcurl;
 pub mod scenario;
+pub mod schedules;
 pub mod secure;
 pub mod split;
 pub mod tls;

@@ -8,6 +8,7 @@ mod commit;
 mod coordination;
 mod faults;
 mod retention;
+mod schedules;
 mod schema;
 
 pub use batching::*;
@@ -16,4 +17,5 @@ pub use commit::*;
 pub use coordination::*;
 pub use faults::*;
 pub use retention::*;
+pub use schedules::*;
 pub use schema::*;
