@@ -12,6 +12,7 @@ mod mesh_args;
 mod retention;
 mod split;
 mod tls_args;
+mod trace_args;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -136,7 +136,7 @@ pub(crate) async fn apply_set(
                     work.insert(entry.execution_id.clone(), Work::new(h.clone()));
                 }
                 Err(e) => {
-                    tracing::warn!(execution_id = %entry.execution_id, seq = entry.seq, error = %e, "inbox entry for an execution this owner cannot load");
+                    tracing::warn!(execution_id = %entry.execution_id, trace_id = %orbit_telemetry::trace_id(&entry.execution_id), seq = entry.seq, error = %e, "inbox entry for an execution this owner cannot load");
                     continue;
                 }
             }
