@@ -126,9 +126,13 @@ mod tests {
         let tp = format_traceparent(t, s, TraceFlags::SAMPLED);
         assert_eq!(parse_traceparent(&tp), Some((t, s, TraceFlags::SAMPLED)));
         assert!(tp.starts_with("00-") && tp.ends_with("-01") && tp.len() == 55);
-        for bad in ["", "00-abc", "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        for bad in [
+            "",
+            "00-abc",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
             "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra"] {
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+        ] {
             assert_eq!(parse_traceparent(bad), None, "{bad}");
         }
     }

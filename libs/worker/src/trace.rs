@@ -22,8 +22,8 @@ pub(crate) fn task_context(ctx: &TaskContext) -> Option<Context> {
     }
     let (trace, span, flags) = parse_traceparent(ctx.traceparent())?;
     let state = TraceState::from_str(ctx.tracestate()).unwrap_or_default();
-    let parent = Context::new()
-        .with_remote_span_context(SpanContext::new(trace, span, flags, true, state));
+    let parent =
+        Context::new().with_remote_span_context(SpanContext::new(trace, span, flags, true, state));
     let tracer = opentelemetry::global::tracer("orbit-worker");
     let span = tracer
         .span_builder(format!("task {}", ctx.task()))
@@ -57,7 +57,8 @@ pub(crate) fn finish(cx: &Context, outcome: &Outcome) {
 /// Parses `00-<32 hex>-<16 hex>-<2 hex>`; `None` for anything else or all-zero ids.
 fn parse_traceparent(value: &str) -> Option<(TraceId, SpanId, TraceFlags)> {
     let mut parts = value.trim().split('-');
-    let (version, trace, span, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     if version.len() != 2 || version == "ff" || trace.len() != 32 || span.len() != 16 {
         return None;
     }
@@ -77,7 +78,9 @@ mod tests {
         assert_eq!(t.to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
         assert_eq!(s.to_string(), "00f067aa0ba902b7");
         assert!(f.is_sampled());
-        assert!(parse_traceparent("00-00000000000000000000000000000000-00f067aa0ba902b7-01").is_none());
+        assert!(
+            parse_traceparent("00-00000000000000000000000000000000-00f067aa0ba902b7-01").is_none()
+        );
         assert!(parse_traceparent("garbage").is_none());
     }
 }

@@ -162,7 +162,8 @@ pub(crate) async fn apply_set(
                 if let Some(row) = &w.new_execution {
                     crate::fault_inject::on_start(&row.workflow);
                 }
-                let before = orbit_telemetry::enabled().then(|| crate::trace::Before::of(&w.hot.state));
+                let before =
+                    orbit_telemetry::enabled().then(|| crate::trace::Before::of(&w.hot.state));
                 for entry in &entries {
                     apply_entry(&mut w, entry, now, &limits);
                 }
@@ -223,7 +224,15 @@ pub(crate) async fn apply_set(
             let end_ms = if traced.is_empty() { 0 } else { orbit_telemetry::now_ms() };
             for (id, mut w) in work {
                 if let Some((before, events)) = traced.get(&id) {
-                    crate::trace::emit(&id, &inner.cfg.node_id, &w.hot, before, events, now, end_ms);
+                    crate::trace::emit(
+                        &id,
+                        &inner.cfg.node_id,
+                        &w.hot,
+                        before,
+                        events,
+                        now,
+                        end_ms,
+                    );
                 }
                 let closed = w.hot.state.status().is_closed();
                 w.hot.timer_at = Some(next_timer(&w.hot.def, &w.hot.state));

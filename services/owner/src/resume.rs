@@ -119,7 +119,9 @@ async fn load(inner: &Inner, core: &mut Core, ids: &[String]) -> Vec<String> {
                 core.hot.insert(id.clone(), h);
                 loaded.push(id.clone());
             }
-            Err(e) => tracing::error!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(&id), error = %e, "cannot rebuild execution"),
+            Err(e) => {
+                tracing::error!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(&id), error = %e, "cannot rebuild execution")
+            }
         }
     }
     loaded

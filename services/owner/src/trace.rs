@@ -11,10 +11,10 @@
 //! before taking a [`Before`] snapshot, and without one [`emit`] is never called.
 
 use crate::hot::Hot;
+use opentelemetry::KeyValue;
 use orbit_engine::event::{Event, HistoryEvent};
 use orbit_engine::State;
 use orbit_telemetry::{emit as export, SpanRef, SpanSpec};
-use opentelemetry::KeyValue;
 use std::collections::BTreeMap;
 
 /// What a span needs from before the pass: per unit, when its offer was scheduled and
@@ -137,7 +137,8 @@ pub(crate) fn emit(
             | Event::WorkflowCancelled { .. }
             | Event::WorkflowTimedOut { .. } => {
                 let status = format!("{:?}", hot.state.status());
-                let mut s = span(format!("workflow {workflow}"), Some(SpanRef::Root), SpanRef::Root);
+                let mut s =
+                    span(format!("workflow {workflow}"), Some(SpanRef::Root), SpanRef::Root);
                 s.parent = None;
                 s.attributes.push(kv("orbit.status", status));
                 let error = (!matches!(e.event, Event::WorkflowCompleted { .. }))

@@ -135,7 +135,17 @@ pub async fn prepare(
             () = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
     }
-    Ok(Node { service, node_id, listener, bound, database, membership, shutdown, gate, _traces: traces })
+    Ok(Node {
+        service,
+        node_id,
+        listener,
+        bound,
+        database,
+        membership,
+        shutdown,
+        gate,
+        _traces: traces,
+    })
 }
 
 async fn connect(o: &DatabaseOptions, shutdown: &CancellationToken) -> Result<Database, ExitCode> {

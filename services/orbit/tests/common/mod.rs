@@ -4,6 +4,7 @@
 
 pub mod buf;
 pub mod cluster;
+pub mod otlp;
 pub mod scenario;
 pub mod secure;
 pub mod split;
