@@ -30,6 +30,13 @@ pub fn enabled() -> bool {
     setup::GLOBAL.get().is_some()
 }
 
+/// Whether this execution's spans are recorded here: traces on and its trace sampled. The
+/// owner asks once per execution and pass before gathering anything for spans.
+#[must_use]
+pub fn traced(execution_id: &str) -> bool {
+    setup::GLOBAL.get().is_some_and(|g| ids::sampled(trace_id(execution_id), g.ratio))
+}
+
 /// The `traceparent` a worker receives for a step attempt: the attempt's span as parent,
 /// flagged sampled when the execution's trace is. `None` while traces are off.
 #[must_use]

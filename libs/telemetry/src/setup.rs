@@ -94,16 +94,22 @@ pub fn init(config: &TraceConfig) -> Result<Option<Guard>, TelemetryError> {
     Ok(Some(Guard(provider)))
 }
 
-/// A `tracing` layer exporting this process's `tracing` spans into the same traces, and
-/// giving log lines inside a span with an OpenTelemetry parent its trace id; `None` while
-/// traces are off (call after [`init`]).
+/// A `tracing` layer exporting this process's `tracing` spans (and the log events inside
+/// them, as span events) over the same exporter; `None` while traces are off (call after
+/// [`init`]). The server kit's per-request `grpc` span is left out: every call (each
+/// worker stream, each poll) would become a one-span trace of its own, noise beside the
+/// execution traces and a cost on every request.
 #[must_use]
-pub fn layer<S>() -> Option<tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>>
+pub fn layer<S>() -> Option<impl tracing_subscriber::Layer<S>>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
+    use tracing_subscriber::Layer as _;
     let g = GLOBAL.get()?;
-    Some(tracing_opentelemetry::layer().with_tracer(g.tracer.clone()))
+    let not_per_request = tracing_subscriber::filter::filter_fn(|meta| {
+        !(meta.is_span() && meta.name() == "grpc" && meta.target().starts_with("orbit_server_kit"))
+    });
+    Some(tracing_opentelemetry::layer().with_tracer(g.tracer.clone()).with_filter(not_per_request))
 }
 
 /// Samples on the trace id alone at a fixed ratio (`ids::sampled`), parent or not: the

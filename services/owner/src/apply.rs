@@ -163,7 +163,7 @@ pub(crate) async fn apply_set(
                     crate::fault_inject::on_start(&row.workflow);
                 }
                 let before =
-                    orbit_telemetry::enabled().then(|| crate::trace::Before::of(&w.hot.state));
+                    orbit_telemetry::traced(&job_id).then(|| crate::trace::Before::of(&w.hot.state));
                 for entry in &entries {
                     apply_entry(&mut w, entry, now, &limits);
                 }

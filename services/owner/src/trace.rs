@@ -7,8 +7,9 @@
 //! `dispatch <task>` child (scheduled → in a worker's hands); `timer <step>`, `signal
 //! <name>`, `cancel`; the root `workflow <name>` when the execution closes.
 //!
-//! Nothing here runs while traces are off: `apply_set` checks `orbit_telemetry::enabled()`
-//! before taking a [`Before`] snapshot, and without one [`emit`] is never called.
+//! Nothing here runs while traces are off or the execution is not sampled: `apply_set`
+//! checks `orbit_telemetry::traced` before taking a [`Before`] snapshot, and without one
+//! [`emit`] is never called.
 
 use crate::hot::Hot;
 use opentelemetry::KeyValue;
