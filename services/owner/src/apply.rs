@@ -162,8 +162,8 @@ pub(crate) async fn apply_set(
                 if let Some(row) = &w.new_execution {
                     crate::fault_inject::on_start(&row.workflow);
                 }
-                let before =
-                    orbit_telemetry::traced(&job_id).then(|| crate::trace::Before::of(&w.hot.state));
+                let before = orbit_telemetry::traced(&job_id)
+                    .then(|| crate::trace::Before::of(&w.hot.state));
                 for entry in &entries {
                     apply_entry(&mut w, entry, now, &limits);
                 }
