@@ -123,7 +123,7 @@ pub(crate) async fn park(
     inner.quarantine.parked.fetch_add(1, Ordering::Relaxed);
     inner.changes.publish([id]);
     tracing::error!(
-        execution_id = %id, trace_id = %orbit_telemetry::trace_id(&id),
+        execution_id = %id, trace_id = %orbit_telemetry::trace_id(id),
         seq = ?row.inbox_seq,
         failures = row.failures,
         reason = %row.reason,

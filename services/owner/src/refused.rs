@@ -80,7 +80,7 @@ async fn lost_executions(inner: &Inner, work: &BTreeMap<String, Work>) -> BTreeM
             }
             // Unknown: treat it as still owned; if it is not, the next pass is fenced again.
             Err(e) => {
-                tracing::warn!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(&id), error = %e, "cannot read the owner")
+                tracing::warn!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(id), error = %e, "cannot read the owner")
             }
         }
     }
