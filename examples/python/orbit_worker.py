@@ -97,6 +97,8 @@ if _GEN not in sys.path:
     sys.path.insert(0, _GEN)
 
 import grpc  # noqa: E402
+
+import orbit_tracing  # noqa: E402
 from google.protobuf import struct_pb2  # noqa: E402
 
 try:
@@ -903,9 +905,10 @@ class Worker:
         self._running[token] = _Running(ctx, future, is_async)
 
     async def _execute(self, handler: Handler, ctx: TaskContext, is_async: bool) -> None:
+        span = orbit_tracing.start_task_span(ctx, self.worker_id)
         try:
             if is_async:
-                output = await handler(ctx)
+                output = await orbit_tracing.run_in_span(span, handler(ctx))
             else:
                 output = await self._loop.run_in_executor(self._executor, handler, ctx)
             if ctx.cancelled:
@@ -926,6 +929,9 @@ class Worker:
                 True,
                 {"traceback": traceback.format_exc()},
             )
+        if span is not None:
+            failed = message.WhichOneof("kind") == "fail"
+            orbit_tracing.end_task_span(span, message.fail.error.code if failed else None)
         self._on_finished(ctx, message)
 
     def _on_finished(self, ctx: TaskContext, message: Any) -> None:
@@ -1039,6 +1045,8 @@ def run_example(worker_factory: Callable[..., Worker], args: Any) -> None:
         print(f"orbit worker: {e}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
 
+    tracer_provider = orbit_tracing.setup_from_env("orbit-python-worker")
+
     async def main() -> None:
         shutdown_holder["event"] = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -1055,3 +1063,5 @@ def run_example(worker_factory: Callable[..., Worker], args: Any) -> None:
         # Not retried (see the module doc): say why once and stop.
         print(refusal_line(e), file=sys.stderr)
         raise SystemExit(EXIT_REFUSED) from None
+    finally:
+        orbit_tracing.shutdown(tracer_provider)  # exports the last task spans

@@ -100,6 +100,7 @@ mod runner;
 mod session;
 mod state;
 mod task;
+mod trace;
 mod value;
 mod worker;
 

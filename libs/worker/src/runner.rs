@@ -6,6 +6,7 @@ use std::any::Any;
 use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt as _;
+use opentelemetry::trace::FutureExt as _;
 use orbit_api::v1::worker_message::{self, Kind as Out};
 use orbit_api::v1::TaskError;
 use tokio::sync::mpsc;
@@ -26,10 +27,18 @@ pub(crate) fn spawn_task(
     events: mpsc::UnboundedSender<Event>,
 ) -> AbortHandle {
     let token = ctx.token().to_owned();
+    let trace = crate::trace::task_context(&ctx);
     let handle = tokio::spawn(async move {
         // Calling the handler happens inside the guarded future, so a panic before its
-        // first await is caught too.
-        let run = AssertUnwindSafe(async move { handler(ctx).await }).catch_unwind();
+        // first await is caught too. Inside the task span's context when traced.
+        let in_span = trace.clone();
+        let run = AssertUnwindSafe(async move {
+            match in_span {
+                Some(cx) => handler(ctx).with_context(cx).await,
+                None => handler(ctx).await,
+            }
+        })
+        .catch_unwind();
         let outcome = tokio::select! {
             biased;
             () = cancel.cancelled() => Outcome::Cancelled,
@@ -38,6 +47,9 @@ pub(crate) fn spawn_task(
                 Err(panic) => Outcome::Panicked(panic_message(panic.as_ref())),
             },
         };
+        if let Some(cx) = &trace {
+            crate::trace::finish(cx, &outcome);
+        }
         let _ = events.send(Event::Finished { token, outcome });
     });
     handle.abort_handle()

@@ -70,6 +70,9 @@ pub struct BenchArgs {
     /// With `--address`: TLS to the running server.
     #[command(flatten)]
     pub tls: crate::tls_args::ClientTlsArgs,
+    /// Traces of the embedded server and the benchmark's workers (to measure their cost).
+    #[command(flatten)]
+    pub traces: crate::trace_args::TraceArgs,
 }
 
 fn workflow(steps: u32) -> String {
@@ -89,6 +92,10 @@ fn workflow(steps: u32) -> String {
 
 /// Runs the benchmark.
 pub async fn run(args: BenchArgs) -> ExitCode {
+    let _traces = match args.traces.init("orbit-bench") {
+        Ok(guard) => guard,
+        Err(code) => return code,
+    };
     dev::init_logs("warn");
     match bench(args).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -56,10 +56,17 @@ pub struct DevArgs {
     pub auth: crate::auth_args::AuthArgs,
     #[command(flatten)]
     pub schema: crate::migrate::NoMigrateArg,
+    /// OpenTelemetry traces.
+    #[command(flatten)]
+    pub traces: crate::trace_args::TraceArgs,
 }
 
 /// Runs `orbit dev` until SIGINT/SIGTERM.
 pub async fn run(args: DevArgs) -> ExitCode {
+    let _traces = match args.traces.init("orbit-dev") {
+        Ok(guard) => guard,
+        Err(code) => return code,
+    };
     init_logs(&args.log);
     if let Err(e) = args.auth.check(&args.connections) {
         eprintln!("error: {e}");
@@ -108,12 +115,18 @@ pub async fn run(args: DevArgs) -> ExitCode {
     }
 }
 
-/// Installs the log subscriber (once; later calls are ignored).
+/// Installs the log subscriber (once; later calls are ignored), with the OpenTelemetry
+/// layer when traces are on (`TraceArgs::init` first).
 pub fn init_logs(filter: &str) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(orbit_telemetry::layer())
+        .try_init();
 }
 
 /// Serves every service on `listener` over the SQLite file at `db` until `shutdown`, with

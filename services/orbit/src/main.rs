@@ -14,6 +14,7 @@ mod retention;
 mod split;
 mod testing;
 mod tls_args;
+mod trace_args;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

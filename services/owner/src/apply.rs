@@ -90,6 +90,8 @@ struct Done {
     children: Vec<ChildStart>,
     tasks: bool,
     timers: bool,
+    /// Only while traces are on (see `trace`).
+    before: Option<crate::trace::Before>,
 }
 
 /// Applies `starts` and `entries` (see the module docs).
@@ -134,7 +136,7 @@ pub(crate) async fn apply_set(
                     work.insert(entry.execution_id.clone(), Work::new(h.clone()));
                 }
                 Err(e) => {
-                    tracing::warn!(execution_id = %entry.execution_id, seq = entry.seq, error = %e, "inbox entry for an execution this owner cannot load");
+                    tracing::warn!(execution_id = %entry.execution_id, trace_id = %orbit_telemetry::trace_id(&entry.execution_id), seq = entry.seq, error = %e, "inbox entry for an execution this owner cannot load");
                     continue;
                 }
             }
@@ -160,13 +162,15 @@ pub(crate) async fn apply_set(
                 if let Some(row) = &w.new_execution {
                     crate::fault_inject::on_start(&row.workflow);
                 }
+                let before = orbit_telemetry::traced(&job_id)
+                    .then(|| crate::trace::Before::of(&w.hot.state));
                 for entry in &entries {
                     apply_entry(&mut w, entry, now, &limits);
                 }
                 let runs = w.settle(now, &limits);
                 let (batches, children, tasks, timers) =
                     batches_for(&node_id, retention_ms, &job_id, &mut w, runs, now);
-                Done { work: w, batches, children, tasks, timers }
+                Done { work: w, batches, children, tasks, timers, before }
             }),
         ));
     }
@@ -174,10 +178,15 @@ pub(crate) async fn apply_set(
     let mut applied = Applied::default();
     let mut work: BTreeMap<String, Work> = BTreeMap::new();
     let (mut batches, mut children, mut tasks, mut timers) = (vec![], vec![], false, false);
+    let mut traced: BTreeMap<String, (crate::trace::Before, Vec<HistoryEvent>)> = BTreeMap::new();
     for (id, outcome) in isolate::run(jobs).await? {
         let (seqs, new_execution, replies) = meta.remove(&id).unwrap_or_default();
         match outcome {
             Ok(mut done) => {
+                if let Some(before) = done.before.take() {
+                    let events = done.batches.iter().flat_map(|b| b.events.iter().cloned());
+                    traced.insert(id.clone(), (before, events.collect()));
+                }
                 batches.append(&mut done.batches);
                 children.append(&mut done.children);
                 tasks |= done.tasks;
@@ -212,7 +221,19 @@ pub(crate) async fn apply_set(
     match inner.store.commit_all(batches).await {
         Ok(_) => {
             inner.changes.publish(work.keys().map(String::as_str));
+            let end_ms = if traced.is_empty() { 0 } else { orbit_telemetry::now_ms() };
             for (id, mut w) in work {
+                if let Some((before, events)) = traced.get(&id) {
+                    crate::trace::emit(
+                        &id,
+                        &inner.cfg.node_id,
+                        &w.hot,
+                        before,
+                        events,
+                        now,
+                        end_ms,
+                    );
+                }
                 let closed = w.hot.state.status().is_closed();
                 w.hot.timer_at = Some(next_timer(&w.hot.def, &w.hot.state));
                 let started = Started {

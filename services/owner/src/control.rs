@@ -100,7 +100,7 @@ async fn resume(
     // decision): a `timer` entry is exactly "decide again".
     inner.store.enqueue_inbox(id, &InboxMessage::Timer(Timer::default())).await?;
     inner.quarantine.resumed.fetch_add(1, Ordering::Relaxed);
-    tracing::warn!(execution_id = %id, seq = ?row.inbox_seq, failures = row.failures, "resumed a parked execution: its pending entries are applied again");
+    tracing::warn!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(id), seq = ?row.inbox_seq, failures = row.failures, "resumed a parked execution: its pending entries are applied again");
     inner.kick.notify_one();
     Ok(Some(InboxReply::Resumed { entry_seq: row.inbox_seq.unwrap_or(0), failures: row.failures }))
 }
@@ -181,6 +181,6 @@ async fn terminate(
     }
     queue_children(inner, children);
     inner.quarantine.terminated.fetch_add(1, Ordering::Relaxed);
-    tracing::warn!(execution_id = %id, "terminated the execution (FAILED, TERMINATED) by an operator's request");
+    tracing::warn!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(&id), "terminated the execution (FAILED, TERMINATED) by an operator's request");
     Ok(None)
 }

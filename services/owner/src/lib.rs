@@ -27,6 +27,7 @@ mod recovery;
 mod refused;
 mod resume;
 mod takeover;
+mod trace;
 
 pub use clock::{system_clock, Clock};
 pub use effects::DEFAULT_RETENTION_MS;

@@ -51,7 +51,7 @@ async fn pass(inner: &Inner) -> Result<(), OwnerError> {
             Ok(Request::Control(c)) => {
                 touched.insert(entry.execution_id.clone());
                 if let Err(e) = control::apply(inner, &mut core, &entry, c, now).await {
-                    tracing::warn!(execution_id = %entry.execution_id, seq = entry.seq, error = %e, "operator entry not applied; retried");
+                    tracing::warn!(execution_id = %entry.execution_id, trace_id = %orbit_telemetry::trace_id(&entry.execution_id), seq = entry.seq, error = %e, "operator entry not applied; retried");
                 }
             }
             _ => rest.push(entry),

@@ -69,7 +69,7 @@ pub(crate) async fn on_failures(
         inner.quarantine.panics.fetch_add(1, Ordering::Relaxed);
         let first = f.seqs.first().copied();
         tracing::error!(
-            execution_id = %f.execution_id,
+            execution_id = %f.execution_id, trace_id = %orbit_telemetry::trace_id(&f.execution_id),
             seq = ?first,
             entries = ?f.seqs,
             panic = %f.message,
@@ -123,7 +123,7 @@ pub(crate) async fn park(
     inner.quarantine.parked.fetch_add(1, Ordering::Relaxed);
     inner.changes.publish([id]);
     tracing::error!(
-        execution_id = %id,
+        execution_id = %id, trace_id = %orbit_telemetry::trace_id(id),
         seq = ?row.inbox_seq,
         failures = row.failures,
         reason = %row.reason,

@@ -66,7 +66,7 @@ pub(crate) async fn run(
                 if let Err(e) = park_suspect(inner, core, &id, suspect, first, &reason, now).await {
                     // Not parked (fenced, database trouble): out of recovery mode here; the
                     // next recovery (of this node or the next owner) counts it again.
-                    tracing::warn!(execution_id = %id, error = %e, "could not park an execution");
+                    tracing::warn!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(&id), error = %e, "could not park an execution");
                     core.suspects.remove(&id);
                     core.hot.remove(&id);
                 }
@@ -79,7 +79,7 @@ pub(crate) async fn run(
         attempt(inner, core, together, now).await?;
     }
     for one in alone {
-        tracing::warn!(execution_id = %one.0, "recovery: applying an execution whose earlier attempt failed, alone");
+        tracing::warn!(execution_id = %one.0, trace_id = %orbit_telemetry::trace_id(&one.0), "recovery: applying an execution whose earlier attempt failed, alone");
         attempt(inner, core, vec![one], now).await?;
     }
     Ok(())

@@ -79,7 +79,9 @@ async fn lost_executions(inner: &Inner, work: &BTreeMap<String, Work>) -> BTreeM
                 lost.insert(id.clone(), o.map_or(u64::MAX, |o| o.epoch));
             }
             // Unknown: treat it as still owned; if it is not, the next pass is fenced again.
-            Err(e) => tracing::warn!(execution_id = %id, error = %e, "cannot read the owner"),
+            Err(e) => {
+                tracing::warn!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(id), error = %e, "cannot read the owner")
+            }
         }
     }
     lost

@@ -119,7 +119,9 @@ async fn load(inner: &Inner, core: &mut Core, ids: &[String]) -> Vec<String> {
                 core.hot.insert(id.clone(), h);
                 loaded.push(id.clone());
             }
-            Err(e) => tracing::error!(execution_id = %id, error = %e, "cannot rebuild execution"),
+            Err(e) => {
+                tracing::error!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(id), error = %e, "cannot rebuild execution")
+            }
         }
     }
     loaded
@@ -136,7 +138,7 @@ async fn missing_children(
         let Some(h) = core.hot.get(id) else { continue };
         for child in waiting_children(h) {
             if inner.store.get_execution(&child.child_id).await?.is_none() {
-                tracing::info!(execution_id = %id, child = %child.child_id, "restarting a child that never started");
+                tracing::info!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(id), child = %child.child_id, "restarting a child that never started");
                 children.push(child);
             }
         }

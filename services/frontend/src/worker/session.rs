@@ -11,7 +11,7 @@ use crate::validate;
 use crate::Shared;
 use orbit_api::v1::server_message::{self, Ack, Ping, Task, Welcome};
 use orbit_api::v1::worker_message::{Hello, Kind};
-use orbit_api::v1::{ServerMessage, WorkerMessage};
+use orbit_api::v1::{ServerMessage, TraceContext, WorkerMessage};
 use orbit_server_kit::payload::{json_to_proto, ms_to_duration, ms_to_timestamp};
 use orbit_server_kit::{ErrorCode, OrbitError};
 use orbit_store::TaskRow;
@@ -368,6 +368,11 @@ async fn deliver(shared: &Arc<Shared>, session: &Arc<Session>, rows: Vec<TaskRow
             .map(|c| orbit_wire::task_timeouts(&c.def, &row.unit_key))
             .unwrap_or_default();
         let started = row.claimed_at_ms.unwrap_or(row.created_at_ms);
+        // The attempt's span (emitted by the owner) is the parent of the worker's task span;
+        // `None`, and no work, while traces are off.
+        let trace_context =
+            orbit_telemetry::traceparent(&row.execution_id, &row.unit_key, row.attempt)
+                .map(|traceparent| TraceContext { traceparent, tracestate: String::new() });
         let task = Task {
             token,
             execution_id: row.execution_id.clone(),
@@ -380,7 +385,7 @@ async fn deliver(shared: &Arc<Shared>, session: &Arc<Session>, rows: Vec<TaskRow
             attempt: row.attempt,
             redelivery: row.offer > 1,
             deadline: timeouts.attempt_ms.map(|t| ms_to_timestamp(started.saturating_add(t))),
-            trace_context: None,
+            trace_context,
             heartbeat_timeout: timeouts.heartbeat_ms.map(ms_to_duration),
         };
         if let Some(ms) = timeouts.heartbeat_ms {

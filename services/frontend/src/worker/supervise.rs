@@ -70,7 +70,7 @@ pub(crate) async fn supervise(
 }
 
 async fn heartbeat_timeout(shared: &Arc<Shared>, session: &Session, tx: &Tx, task: &Supervised) {
-    tracing::info!(token = %task.token, execution_id = %task.execution_id, "no heartbeat in time: attempt handed back");
+    tracing::info!(token = %task.token, execution_id = %task.execution_id, trace_id = %orbit_telemetry::trace_id(&task.execution_id), "no heartbeat in time: attempt handed back");
     let message = InboxMessage::Uncertain(Uncertain {
         token: task.token.clone(),
         reason: "HEARTBEAT_TIMEOUT".into(),

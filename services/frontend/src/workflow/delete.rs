@@ -29,7 +29,7 @@ pub(crate) async fn delete(
     }
     match shared.store.delete_execution(id).await.map_err(store)? {
         DeleteOutcome::Deleted(rows) => {
-            tracing::info!(execution_id = %id, executions = rows.executions, events = rows.events, "execution deleted");
+            tracing::info!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(id), executions = rows.executions, events = rows.events, "execution deleted");
             Ok(DeleteExecutionResponse { executions: rows.executions, events: rows.events })
         }
         DeleteOutcome::NotFound => Err(no_execution(id)),

@@ -135,6 +135,9 @@ pub struct CommonArgs {
     /// Example: ORBIT_SERVICE_TOKEN=5c0e... (prefer the variable: flags show in `ps`)
     #[arg(long, env = "ORBIT_SERVICE_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     pub service_token: Option<crate::auth_args::Secret>,
+    /// OpenTelemetry traces.
+    #[command(flatten)]
+    pub traces: crate::trace_args::TraceArgs,
 }
 
 /// Options of `orbit owner`.

@@ -32,6 +32,8 @@ pub struct Node {
     pub shutdown: CancellationToken,
     /// Authentication of every request (`--identities`); its reload stops with the node.
     pub gate: crate::auth_args::Gate,
+    /// Flushes the last spans when the node is dropped (traces on).
+    pub _traces: Option<orbit_telemetry::Guard>,
 }
 
 /// Prepares a node of `service`; an `Err` is the exit code (after saying why on stderr).
@@ -40,6 +42,7 @@ pub async fn prepare(
     default_listen: &str,
     args: &CommonArgs,
 ) -> Result<Node, ExitCode> {
+    let traces = args.traces.init(&format!("orbit-{service}"))?;
     crate::dev::init_logs(&args.log);
     if let Err(e) = args.check().and_then(|()| args.auth.check(&args.connections)) {
         eprintln!("error: {e}");
@@ -133,7 +136,17 @@ pub async fn prepare(
             () = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
     }
-    Ok(Node { service, node_id, listener, bound, database, membership, shutdown, gate })
+    Ok(Node {
+        service,
+        node_id,
+        listener,
+        bound,
+        database,
+        membership,
+        shutdown,
+        gate,
+        _traces: traces,
+    })
 }
 
 async fn connect(o: &DatabaseOptions, shutdown: &CancellationToken) -> Result<Database, ExitCode> {

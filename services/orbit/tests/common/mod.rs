@@ -5,6 +5,7 @@
 pub mod buf;
 pub mod cluster;
 pub mod grpcurl;
+pub mod otlp;
 pub mod scenario;
 pub mod schedules;
 pub mod secure;
