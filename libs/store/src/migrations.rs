@@ -45,6 +45,23 @@ pub const MIGRATIONS: &[Migration] = &[
     },
 ];
 
+/// Why a database whose `schema_migrations` holds `applied` is not the schema this binary
+/// expects (`None`: it is): a migration not applied yet, or one applied by a newer binary.
+#[must_use]
+pub fn schema_problem(applied: &[u32]) -> Option<String> {
+    let missing: Vec<u32> =
+        MIGRATIONS.iter().map(|m| m.version).filter(|v| !applied.contains(v)).collect();
+    if !missing.is_empty() {
+        return Some(format!("migrations not applied: {missing:?}"));
+    }
+    let unknown: Vec<u32> =
+        applied.iter().copied().filter(|v| !MIGRATIONS.iter().any(|m| m.version == *v)).collect();
+    if !unknown.is_empty() {
+        return Some(format!("the schema has migrations this binary does not know: {unknown:?}"));
+    }
+    None
+}
+
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).
 pub const CREATE_SCHEMA_MIGRATIONS: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version BIGINT PRIMARY KEY,

@@ -28,6 +28,10 @@ pub trait Migrations: Send + Sync {
     /// Apply the numbered migrations not yet recorded in `schema_migrations`, in order.
     /// Idempotent. Returns the versions applied by this call.
     async fn migrate(&self) -> Result<Vec<u32>>;
+
+    /// The versions recorded in `schema_migrations`, ascending (read-only; one cheap query,
+    /// used by readiness probes — see [`crate::migrations::schema_problem`]).
+    async fn applied_migrations(&self) -> Result<Vec<u32>>;
 }
 
 /// Workflow definitions: registered by the frontend, read by frontend and owner.

@@ -2,13 +2,14 @@
 //! SQLite file, serving the public API (plus health, reflection and the internal services)
 //! on one port.
 
+use crate::admin_args::DatabaseProbe;
 use crate::retention::{millis, RetentionArg, SweepArgs};
 use orbit_api::internal::v1::owner_service_server::{OwnerService, OwnerServiceServer};
 use orbit_api::internal::v1::scheduler_service_server::SchedulerServiceServer;
 use orbit_frontend::{Frontend, FrontendConfig};
 use orbit_owner::{system_clock, Owner, OwnerConfig};
 use orbit_scheduler::{Scheduler, Sweeper};
-use orbit_server_kit::{signal_token, ServerKit};
+use orbit_server_kit::{signal_token, Readiness, ServerKit};
 use orbit_store::{ChangeHub, SqliteStore, Store};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -52,6 +53,8 @@ pub struct DevArgs {
     /// address unless `--insecure`.
     #[command(flatten)]
     pub auth: crate::auth_args::AuthArgs,
+    #[command(flatten)]
+    pub admin: crate::admin_args::AdminArgs,
 }
 
 /// Runs `orbit dev` until SIGINT/SIGTERM.
@@ -71,6 +74,10 @@ pub async fn run(args: DevArgs) -> ExitCode {
             return ExitCode::from(5);
         }
     };
+    let admin = match args.admin.bind(args.listen).await {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
     let shutdown = signal_token();
     let config =
         FrontendConfig { session_timeout_ms: args.session_timeout_ms, ..FrontendConfig::default() };
@@ -85,6 +92,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
         retention: &retention,
         identities: args.auth.identities.clone(),
         mesh: args.connections.mesh.identity(),
+        admin,
     };
     if args.connections.mesh.tls_from_mesh {
         tracing::info!(mesh_identity = ?options.mesh, "TLS is delegated to the service mesh: this port serves plain text to the local sidecar");
@@ -127,6 +135,7 @@ pub async fn serve(
         retention: &retention,
         identities: None,
         mesh: None,
+        admin: None,
     };
     serve_with(db, listener, shutdown, frontend, options, announce).await
 }
@@ -144,6 +153,8 @@ pub struct ServeOptions<'a> {
     /// The service mesh header that may name the caller (`--mesh-identity`); only used with
     /// `identities`.
     pub mesh: Option<orbit_auth::MeshIdentity>,
+    /// The bound admin HTTP port (`/metrics`, `/healthz`, `/readyz`), if served.
+    pub admin: Option<TcpListener>,
 }
 
 /// [`serve`] with its options: connections, the poison quarantine's threshold, the retention
@@ -159,13 +170,24 @@ pub async fn serve_with(
     options: ServeOptions<'_>,
     announce: bool,
 ) -> anyhow::Result<()> {
-    let ServeOptions { connections, max_failures, retention: (retention, sweep), identities, mesh } =
-        options;
+    let ServeOptions {
+        connections,
+        max_failures,
+        retention: (retention, sweep),
+        identities,
+        mesh,
+        admin,
+    } = options;
     // Loaded before anything is opened: a bad file stops the start with its path and code.
     let gate = crate::auth_args::Gate::load(identities.as_deref(), mesh)?;
     let connections =
         orbit_server_kit::ConnectionOptions { gate: gate.gate.clone(), ..connections };
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(db).await?);
+    // Ready while the SQLite file answers with the expected schema; gRPC health follows.
+    let readiness = Readiness::new(vec![Arc::new(DatabaseProbe(store.clone()))]);
+    let connections =
+        orbit_server_kit::ConnectionOptions { readiness: Some(readiness.clone()), ..connections };
+    let admin_tasks = crate::admin_args::start("orbit dev", admin, &readiness, &shutdown);
     let tasks_ready = Arc::new(Notify::new());
     let timers_changed = Arc::new(Notify::new());
     let changes = Arc::new(ChangeHub::new());
@@ -229,5 +251,8 @@ pub async fn serve_with(
     owner_task.await??;
     scheduler_task.await?;
     sweeper_task.await?;
+    for task in admin_tasks {
+        let _ = task.await;
+    }
     Ok(())
 }

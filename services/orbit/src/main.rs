@@ -4,6 +4,7 @@
 //! SQLite file; `orbit frontend|owner|scheduler` run one service each, any number of them
 //! on one shared database; the other subcommands are clients of a running server.
 
+mod admin_args;
 mod auth_args;
 mod bench;
 mod client;

@@ -31,6 +31,18 @@ pub(crate) async fn migrate(conn: &mut PgConn) -> PgResult<Vec<u32>> {
     }
 }
 
+/// The recorded versions, ascending.
+pub(crate) async fn applied(conn: &mut PgConn) -> PgResult<Vec<u32>> {
+    let rows = conn.query(sql::MIGRATION_VERSIONS, &[]).await?;
+    let mut versions = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let v: i64 = row.try_get(0)?;
+        versions.push(u32::try_from(v).unwrap_or(u32::MAX));
+    }
+    versions.sort_unstable();
+    Ok(versions)
+}
+
 async fn apply(conn: &mut PgConn) -> PgResult<Vec<u32>> {
     let client = conn.client();
     client.batch_execute("BEGIN").await?;

@@ -190,6 +190,10 @@ impl Migrations for PgStore {
     async fn migrate(&self) -> Result<Vec<u32>> {
         run!(self, Kind::Write, |c| migrate::migrate(c))
     }
+
+    async fn applied_migrations(&self) -> Result<Vec<u32>> {
+        run!(self, Kind::Read, |c| migrate::applied(c))
+    }
 }
 
 #[async_trait::async_trait]

@@ -34,3 +34,15 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<Vec<u32>> {
     }
     Ok(applied)
 }
+
+/// The recorded versions, ascending.
+pub(crate) fn applied(conn: &Connection) -> Result<Vec<u32>> {
+    let mut stmt = conn.prepare_cached("SELECT version FROM schema_migrations ORDER BY version")?;
+    let mut found = stmt.query([])?;
+    let mut out = Vec::new();
+    while let Some(row) = found.next()? {
+        let v: i64 = row.get(0)?;
+        out.push(u32::try_from(v).unwrap_or(u32::MAX));
+    }
+    Ok(out)
+}

@@ -69,6 +69,10 @@ impl Migrations for SqliteStore {
     async fn migrate(&self) -> Result<Vec<u32>> {
         self.writer.run_alone(migrate::migrate).await
     }
+
+    async fn applied_migrations(&self) -> Result<Vec<u32>> {
+        self.readers.run(migrate::applied).await
+    }
 }
 
 #[async_trait::async_trait]

@@ -53,6 +53,8 @@ impl ConnectionArgs {
             tls: self.tls.files(),
             // Set by the caller from `AuthArgs` (`crate::auth_args::Gate`).
             gate: None,
+            // Set by the caller once its probes exist (`crate::admin_args`).
+            readiness: None,
         }
     }
 
@@ -133,6 +135,8 @@ pub struct CommonArgs {
     /// Example: ORBIT_SERVICE_TOKEN=5c0e... (prefer the variable: flags show in `ps`)
     #[arg(long, env = "ORBIT_SERVICE_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     pub service_token: Option<crate::auth_args::Secret>,
+    #[command(flatten)]
+    pub admin: crate::admin_args::AdminArgs,
 }
 
 /// Options of `orbit owner`.
