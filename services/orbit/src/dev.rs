@@ -19,6 +19,9 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+/// How often the task backlog and worker gauges are sampled (one grouped read).
+pub const METRICS_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Options of `orbit dev`.
 #[derive(clap::Args, Debug)]
 #[command(
@@ -229,6 +232,10 @@ pub async fn serve_with(
         tokio::spawn(async move { sweeper.run(shutdown).await })
     };
 
+    let sampler_task = {
+        let (f, stop) = (frontend.clone(), shutdown.clone());
+        tokio::spawn(async move { f.run_metrics_sampler(METRICS_SAMPLE_EVERY, stop).await })
+    };
     frontend.recover_claims().await?;
     let (workflows, workers) = frontend.services();
     let admin = frontend.admin_service();
@@ -251,6 +258,7 @@ pub async fn serve_with(
     owner_task.await??;
     scheduler_task.await?;
     sweeper_task.await?;
+    sampler_task.await?;
     for task in admin_tasks {
         let _ = task.await;
     }

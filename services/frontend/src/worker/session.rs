@@ -345,6 +345,15 @@ async fn deliver(shared: &Arc<Shared>, session: &Arc<Session>, rows: Vec<TaskRow
             .map(|c| orbit_wire::task_timeouts(&c.def, &row.unit_key))
             .unwrap_or_default();
         let started = row.claimed_at_ms.unwrap_or(row.created_at_ms);
+        // Both stamps come from the store's clock, so the latency is exact across nodes.
+        let m = orbit_metrics::get();
+        m.tasks_dispatched.with_label_values(&[&row.task]).inc();
+        if row.offer > 1 {
+            m.tasks_redelivered.with_label_values(&[&row.task]).inc();
+        }
+        m.schedule_to_start
+            .with_label_values(&[&row.task])
+            .observe(orbit_metrics::seconds_between_ms(row.created_at_ms, started));
         let task = Task {
             token,
             execution_id: row.execution_id.clone(),
