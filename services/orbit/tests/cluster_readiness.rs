@@ -100,6 +100,31 @@ async fn until_all(
     (bodies, since.elapsed())
 }
 
+/// The `ready` column of `orbit cluster status --output json`, one per node.
+fn cluster_status_ready(topo: &Topology) -> Vec<String> {
+    let tls = topo.tls();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_orbit"));
+    cmd.args(["cluster", "status", "--output", "json", "--address", &topo.frontends()[0]]);
+    for (var, path) in [
+        ("ORBIT_TLS_CA", tls.ca),
+        ("ORBIT_TLS_CLIENT_CERT", tls.cert),
+        ("ORBIT_TLS_CLIENT_KEY", tls.key),
+    ] {
+        if let Some(p) = path {
+            cmd.env(var, p);
+        }
+    }
+    let (ok, out, err) = common::run_bounded(&mut cmd, Duration::from_secs(60));
+    assert!(ok, "orbit cluster status: {out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    v["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| n["ready"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_service_reports_not_ready_while_postgres_is_down_and_recovers() {
     let pg = own_postgres();
@@ -123,6 +148,7 @@ async fn every_service_reports_not_ready_while_postgres_is_down_and_recovers() {
         .collect();
     assert_eq!(nodes.len(), 3, "a frontend, an owner and a scheduler");
     until_all(&topo, &nodes, 200, ServingStatus::Serving).await;
+    assert_eq!(cluster_status_ready(&topo), vec!["ready"; 3], "orbit cluster status");
 
     let (ok, out, err) = pg.pg(&["stop"]);
     assert!(ok, "pg.sh stop: {out}{err}");
@@ -144,6 +170,7 @@ async fn every_service_reports_not_ready_while_postgres_is_down_and_recovers() {
     assert!(ok, "pg.sh start: {out}{err}");
     let (_, took) = until_all(&topo, &nodes, 200, ServingStatus::Serving).await;
     eprintln!("every service ready again {took:?} after PostgreSQL started");
+    assert_eq!(cluster_status_ready(&topo), vec!["ready"; 3], "orbit cluster status");
 
     // And work runs again end to end.
     let mut client = topo.client(0).await;

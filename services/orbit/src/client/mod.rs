@@ -45,6 +45,7 @@ mod follow;
 mod input;
 mod listing;
 mod output;
+mod readiness;
 mod token;
 mod workflow;
 
