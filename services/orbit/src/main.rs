@@ -7,6 +7,7 @@
 mod admin_args;
 mod auth_args;
 mod bench;
+mod bench_server;
 mod client;
 mod dev;
 mod mesh_args;
