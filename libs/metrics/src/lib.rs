@@ -98,6 +98,32 @@ pub fn render() -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
+/// Every metric name, as documented in docs/operations.md.
+pub const NAMES: &[&str] = &[
+    "orbit_executions_started_total",
+    "orbit_executions_closed_total",
+    "orbit_tasks_dispatched_total",
+    "orbit_tasks_redelivered_total",
+    "orbit_tasks_completed_total",
+    "orbit_tasks_failed_total",
+    "orbit_task_schedule_to_start_seconds",
+    "orbit_task_run_seconds",
+    "orbit_task_backlog",
+    "orbit_task_oldest_queued_age_seconds",
+    "orbit_timer_lag_seconds",
+    "orbit_owner_pass_seconds",
+    "orbit_owner_pass_entries",
+    "orbit_inbox_backlog",
+    "orbit_store_commit_seconds",
+    "orbit_store_transactions_total",
+    "orbit_worker_sessions",
+    "orbit_worker_credits",
+    "orbit_grpc_requests_total",
+    "orbit_grpc_request_duration_seconds",
+    "orbit_node_membership",
+    "orbit_ready",
+];
+
 /// The content type of [`render`]'s output.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -306,6 +332,74 @@ mod tests {
         for line in text.lines().filter(|l| l.starts_with("# TYPE")) {
             let name = line.split_whitespace().nth(2).unwrap_or_default();
             assert!(name.starts_with("orbit_"), "{name}");
+        }
+    }
+
+    /// Touches every metric (label vectors render only once a series exists).
+    fn touch_all() {
+        let m = get();
+        for c in [&m.tasks_dispatched, &m.tasks_redelivered, &m.tasks_completed, &m.tasks_failed] {
+            c.with_label_values(&["t"]).inc();
+        }
+        m.executions_started.with_label_values(&["w"]).inc();
+        m.executions_closed.with_label_values(&["w", "COMPLETED"]).inc();
+        m.schedule_to_start.with_label_values(&["t"]).observe(0.1);
+        m.task_run.with_label_values(&["t"]).observe(0.1);
+        m.task_backlog.with_label_values(&["t"]).set(1);
+        m.task_oldest_age.with_label_values(&["t"]).set(1.0);
+        m.store_commit.with_label_values(&["sqlite"]).observe(0.1);
+        m.store_transactions.with_label_values(&["commit", "sqlite"]).inc();
+        m.grpc_requests.with_label_values(&["x", "OK"]).inc();
+        m.grpc_duration.with_label_values(&["x"]).observe(0.1);
+        m.node_membership.with_label_values(&["owner"]).set(1);
+    }
+
+    fn rendered_names() -> std::collections::BTreeSet<String> {
+        touch_all();
+        render()
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .collect()
+    }
+
+    #[test]
+    fn names_lists_every_registered_metric() {
+        let listed: std::collections::BTreeSet<String> =
+            NAMES.iter().map(|n| (*n).to_string()).collect();
+        assert_eq!(rendered_names(), listed);
+    }
+
+    /// Every `orbit_*` name the docs, the alert suggestions and the dashboard use is a
+    /// metric, and every metric is documented.
+    #[test]
+    fn docs_alerts_and_dashboard_name_real_metrics() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let read = |p: &str| std::fs::read_to_string(root.join(p)).expect(p);
+        let ops = read("docs/operations.md");
+        for name in NAMES {
+            assert!(ops.contains(&format!("`{name}`")), "{name} is not in docs/operations.md");
+        }
+        for file in
+            ["docs/operations.md", "docker/prometheus-alerts.yml", "docker/grafana-dashboard.json"]
+        {
+            let text = read(file);
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find("orbit_") {
+                let word: String = rest[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                rest = &rest[at + word.len()..];
+                if word == "orbit_" {
+                    continue; // the prefix itself, named in prose
+                }
+                let base = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| word.strip_suffix(s))
+                    .unwrap_or(&word);
+                assert!(NAMES.contains(&base), "{file} names `{word}`, which is no metric");
+            }
         }
     }
 
