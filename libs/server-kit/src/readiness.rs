@@ -184,7 +184,7 @@ mod tests {
         assert_eq!(readiness.state(), ReadyState::Starting);
         assert_eq!(readiness.check_now().await, ReadyState::Ready);
         up.store(false, Ordering::SeqCst);
-        let mut rx = readiness.subscribe();
+        let rx = readiness.subscribe();
         let state = readiness.check_now().await;
         assert_eq!(
             state,

@@ -300,8 +300,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         failures.load(Ordering::Relaxed),
         &e2e,
         &dispatch,
-        transactions,
-        server_view,
+        Sections { transactions, server_view },
     );
     Ok(())
 }
@@ -337,6 +336,14 @@ async fn one(
     false
 }
 
+/// The optional parts of the report.
+struct Sections {
+    /// Write transactions and commits counted by PostgreSQL (`--database-url`).
+    transactions: Option<(u64, u64)>,
+    /// The servers' own view ([`crate::bench_server`]): the line and its JSON.
+    server_view: Option<(String, Value)>,
+}
+
 fn report(
     args: &BenchArgs,
     elapsed: Duration,
@@ -344,9 +351,9 @@ fn report(
     failures: u64,
     e2e: &Mutex<Histogram<u64>>,
     dispatch: &Mutex<Histogram<u64>>,
-    transactions: Option<(u64, u64)>,
-    server_view: Option<(String, Value)>,
+    sections: Sections,
 ) {
+    let Sections { transactions, server_view } = sections;
     let secs = elapsed.as_secs_f64().max(1e-9);
     let pct = |h: &Mutex<Histogram<u64>>, q: f64| {
         h.lock().map_or(0.0, |h| h.value_at_quantile(q) as f64 / 1000.0)
