@@ -7,9 +7,12 @@
 //! Invariants:
 //! - Health reports NOT_SERVING for `""` and every added service until the server is
 //!   accepting connections, then SERVING, and NOT_SERVING again as soon as shutdown
-//!   begins (so load balancers stop sending work before connections drain). Callers flip
-//!   statuses in between (for example while the database is unreachable) through
-//!   [`ServerKit::health_reporter`].
+//!   begins (so load balancers stop sending work before connections drain). With
+//!   [`ConnectionOptions::readiness`], every status follows it in between: SERVING only
+//!   while the process is ready (see [`crate::readiness`]). Callers may also flip statuses
+//!   through [`ServerKit::health_reporter`].
+//! - Every call counts in `orbit_grpc_requests_total{method,code}` and
+//!   `orbit_grpc_request_duration_seconds{method}` (see `crate::grpc_metrics`).
 //! - Reflection lists exactly the services being served; their descriptors come from
 //!   [`orbit_api::FILE_DESCRIPTOR_SET`] plus any set registered with
 //!   [`ServerKit::register_file_descriptor_set`].

@@ -72,6 +72,7 @@ macro_rules! every_case {
         $suite!(
             $make;
             migrations_are_idempotent,
+            applied_migrations_are_the_shipped_ones,
             definitions_are_immutable,
             commit_writes_everything_in_one_transaction,
             refused_batches_leave_nothing_behind,

@@ -17,6 +17,22 @@ pub async fn migrations_are_idempotent(b: &dyn Backend) {
     assert!(reopened.get_definition("order", Some("v1")).await.unwrap().is_some());
 }
 
+/// Readiness reads the recorded versions: after migrating they are the shipped ones, and
+/// `schema_problem` names a missing or unknown version.
+pub async fn applied_migrations_are_the_shipped_ones(b: &dyn Backend) {
+    let store = b.open().await;
+    let shipped: Vec<u32> = orbit_store::migrations::MIGRATIONS.iter().map(|m| m.version).collect();
+    let applied = store.applied_migrations().await.unwrap();
+    assert_eq!(applied, shipped);
+    assert_eq!(orbit_store::migrations::schema_problem(&applied), None);
+    let missing = orbit_store::migrations::schema_problem(&applied[1..]).unwrap();
+    assert!(missing.contains("not applied") && missing.contains('1'), "{missing}");
+    let mut newer = applied.clone();
+    newer.push(9999);
+    let unknown = orbit_store::migrations::schema_problem(&newer).unwrap();
+    assert!(unknown.contains("9999"), "{unknown}");
+}
+
 pub async fn definitions_are_immutable(b: &dyn Backend) {
     let store = b.open().await;
     assert_eq!(
