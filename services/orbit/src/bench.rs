@@ -3,6 +3,7 @@
 //! percentiles (end-to-end: start call → result seen by the client; dispatch: start call →
 //! first task in a worker's hands).
 
+use crate::bench_server::Source;
 use crate::client::{Auth, Transport};
 use crate::dev;
 use hdrhistogram::Histogram;
@@ -67,6 +68,12 @@ pub struct BenchArgs {
     /// needs `register`, `start` and `read` and may run workers, e.g. an `admin`.
     #[arg(long, env = "ORBIT_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     pub token: Option<String>,
+    /// With `--address`: the servers' admin ports (`host:port`, comma-separated), whose
+    /// `/metrics` give the server-side view at the end (backlog, schedule-to-start p99,
+    /// commit latency). The embedded server is read in process.
+    /// Example: --metrics 127.0.0.1:9233,127.0.0.1:9234
+    #[arg(long, env = "ORBIT_BENCH_METRICS", value_name = "HOST:PORT,...")]
+    pub metrics: Option<String>,
     /// With `--address`: TLS to the running server.
     #[command(flatten)]
     pub tls: crate::tls_args::ClientTlsArgs,
@@ -162,6 +169,17 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     };
     let before = match &db {
         Some(db) => Some(db.database_stats().await?),
+        None => None,
+    };
+    let metrics = match (&args.address, &args.metrics) {
+        (None, _) => Some(Source::InProcess),
+        (Some(_), Some(list)) => Some(Source::Admin(
+            list.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+        )),
+        (Some(_), None) => None,
+    };
+    let metrics_before = match &metrics {
+        Some(source) => Some(source.read().await),
         None => None,
     };
     let starts: Arc<Mutex<HashMap<String, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
@@ -273,6 +291,10 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
+    let server_view = match (&metrics, &metrics_before) {
+        (Some(source), Some(before)) => Some(source.read().await.since(before).report()),
+        _ => None,
+    };
     stop.cancel();
     if let Some(s) = server {
         s.await??;
@@ -285,7 +307,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         failures.load(Ordering::Relaxed),
         &e2e,
         &dispatch,
-        transactions,
+        Sections { transactions, server_view },
     );
     Ok(())
 }
@@ -321,6 +343,14 @@ async fn one(
     false
 }
 
+/// The optional parts of the report.
+struct Sections {
+    /// Write transactions and commits counted by PostgreSQL (`--database-url`).
+    transactions: Option<(u64, u64)>,
+    /// The servers' own view ([`crate::bench_server`]): the line and its JSON.
+    server_view: Option<(String, Value)>,
+}
+
 fn report(
     args: &BenchArgs,
     elapsed: Duration,
@@ -328,8 +358,9 @@ fn report(
     failures: u64,
     e2e: &Mutex<Histogram<u64>>,
     dispatch: &Mutex<Histogram<u64>>,
-    transactions: Option<(u64, u64)>,
+    sections: Sections,
 ) {
+    let Sections { transactions, server_view } = sections;
     let secs = elapsed.as_secs_f64().max(1e-9);
     let pct = |h: &Mutex<Histogram<u64>>, q: f64| {
         h.lock().map_or(0.0, |h| h.value_at_quantile(q) as f64 / 1000.0)
@@ -353,6 +384,9 @@ fn report(
             "commits": commits,
             "commits_per_task": per_task(commits),
         });
+    }
+    if let Some((_, json)) = &server_view {
+        out["server"] = json.clone();
     }
     if args.output == "json" {
         println!("{out}");
@@ -385,6 +419,9 @@ fn report(
             per_task(writes),
             per_task(commits)
         );
+    }
+    if let Some((text, _)) = &server_view {
+        println!("{text}");
     }
 }
 

@@ -2,13 +2,14 @@
 //! SQLite file, serving the public API (plus health, reflection and the internal services)
 //! on one port.
 
+use crate::admin_args::DatabaseProbe;
 use crate::retention::{millis, RetentionArg, SweepArgs};
 use orbit_api::internal::v1::owner_service_server::{OwnerService, OwnerServiceServer};
 use orbit_api::internal::v1::scheduler_service_server::SchedulerServiceServer;
 use orbit_frontend::{Frontend, FrontendConfig};
 use orbit_owner::{system_clock, Owner, OwnerConfig};
 use orbit_scheduler::{Scheduler, Sweeper};
-use orbit_server_kit::{signal_token, ServerKit};
+use orbit_server_kit::{signal_token, Readiness, ServerKit};
 use orbit_store::{ChangeHub, SqliteStore, Store};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,6 +18,9 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+/// How often the task backlog and worker gauges are sampled (one grouped read).
+pub const METRICS_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Options of `orbit dev`.
 #[derive(clap::Args, Debug)]
@@ -59,6 +63,8 @@ pub struct DevArgs {
     /// OpenTelemetry traces.
     #[command(flatten)]
     pub traces: crate::trace_args::TraceArgs,
+    #[command(flatten)]
+    pub admin: crate::admin_args::AdminArgs,
 }
 
 /// Runs `orbit dev` until SIGINT/SIGTERM.
@@ -82,6 +88,10 @@ pub async fn run(args: DevArgs) -> ExitCode {
             return ExitCode::from(5);
         }
     };
+    let admin = match args.admin.bind(args.listen).await {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
     let shutdown = signal_token();
     let config =
         FrontendConfig { session_timeout_ms: args.session_timeout_ms, ..FrontendConfig::default() };
@@ -97,6 +107,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
         identities: args.auth.identities.clone(),
         mesh: args.connections.mesh.identity(),
         no_migrate: args.schema.no_migrate,
+        admin,
     };
     if args.connections.mesh.tls_from_mesh {
         tracing::info!(mesh_identity = ?options.mesh, "TLS is delegated to the service mesh: this port serves plain text to the local sidecar");
@@ -151,6 +162,7 @@ pub async fn serve(
         identities: None,
         mesh: None,
         no_migrate: false,
+        admin: None,
     };
     serve_with(db, listener, shutdown, frontend, options, announce).await
 }
@@ -170,6 +182,8 @@ pub struct ServeOptions<'a> {
     pub mesh: Option<orbit_auth::MeshIdentity>,
     /// Only check the schema, never migrate (`--no-migrate`, see `crate::migrate`).
     pub no_migrate: bool,
+    /// The bound admin HTTP port (`/metrics`, `/healthz`, `/readyz`), if served.
+    pub admin: Option<TcpListener>,
 }
 
 /// [`serve`] with its options: connections, the poison quarantine's threshold, the retention
@@ -192,6 +206,7 @@ pub async fn serve_with(
         identities,
         mesh,
         no_migrate,
+        admin,
     } = options;
     // Loaded before anything is opened: a bad file stops the start with its path and code.
     let gate = crate::auth_args::Gate::load(identities.as_deref(), mesh)?;
@@ -199,6 +214,11 @@ pub async fn serve_with(
         orbit_server_kit::ConnectionOptions { gate: gate.gate.clone(), ..connections };
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(db).await?);
     crate::migrate::prepare(store.as_ref(), no_migrate).await?;
+    // Ready while the SQLite file answers with the expected schema; gRPC health follows.
+    let readiness = Readiness::new(vec![Arc::new(DatabaseProbe(store.clone()))]);
+    let connections =
+        orbit_server_kit::ConnectionOptions { readiness: Some(readiness.clone()), ..connections };
+    let admin_tasks = crate::admin_args::start("orbit dev", admin, &readiness, &shutdown);
     let tasks_ready = Arc::new(Notify::new());
     let timers_changed = Arc::new(Notify::new());
     let changes = Arc::new(ChangeHub::new());
@@ -242,6 +262,10 @@ pub async fn serve_with(
         tokio::spawn(async move { sweeper.run(shutdown).await })
     };
 
+    let sampler_task = {
+        let (f, stop) = (frontend.clone(), shutdown.clone());
+        tokio::spawn(async move { f.run_metrics_sampler(METRICS_SAMPLE_EVERY, stop).await })
+    };
     frontend.recover_claims().await?;
     let (workflows, workers) = frontend.services();
     let admin = frontend.admin_service();
@@ -266,5 +290,9 @@ pub async fn serve_with(
     owner_task.await??;
     scheduler_task.await?;
     sweeper_task.await?;
+    sampler_task.await?;
+    for task in admin_tasks {
+        let _ = task.await;
+    }
     Ok(())
 }

@@ -4,8 +4,10 @@
 //! SQLite file; `orbit frontend|owner|scheduler` run one service each, any number of them
 //! on one shared database; the other subcommands are clients of a running server.
 
+mod admin_args;
 mod auth_args;
 mod bench;
+mod bench_server;
 mod client;
 mod dev;
 mod mesh_args;

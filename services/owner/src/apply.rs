@@ -222,6 +222,7 @@ pub(crate) async fn apply_set(
         Ok(_) => {
             inner.changes.publish(work.keys().map(String::as_str));
             let end_ms = if traced.is_empty() { 0 } else { orbit_telemetry::now_ms() };
+            let metrics = orbit_metrics::get();
             for (id, mut w) in work {
                 if let Some((before, events)) = traced.get(&id) {
                     crate::trace::emit(
@@ -235,6 +236,15 @@ pub(crate) async fn apply_set(
                     );
                 }
                 let closed = w.hot.state.status().is_closed();
+                // Counted after the commit, from what the pass already holds.
+                let workflow = w.hot.def.name.as_str();
+                if w.new_execution.is_some() {
+                    metrics.executions_started.with_label_values(&[workflow]).inc();
+                }
+                if closed {
+                    let status = w.hot.state.status().as_str();
+                    metrics.executions_closed.with_label_values(&[workflow, status]).inc();
+                }
                 w.hot.timer_at = Some(next_timer(&w.hot.def, &w.hot.state));
                 let started = Started {
                     execution_id: id.clone(),

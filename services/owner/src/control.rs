@@ -169,6 +169,11 @@ async fn terminate(
         OwnerError::new(ErrorCode::StorageError, format!("terminating `{id}` panicked: {m}"))
     })?;
     inner.store.commit_all(batches).await?;
+    let status = w.hot.state.status();
+    if status.is_closed() {
+        let labels = [w.hot.def.name.as_str(), status.as_str()];
+        orbit_metrics::get().executions_closed.with_label_values(&labels).inc();
+    }
     inner.store.clear_faults(std::slice::from_ref(&id)).await?;
     core.hot.remove(&id);
     core.suspects.remove(&id);

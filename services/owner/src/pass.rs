@@ -38,9 +38,15 @@ async fn pass(inner: &Inner) -> Result<(), OwnerError> {
     let held: Vec<String> = core.hot.keys().cloned().collect();
     let entries =
         inner.store.pending_inbox_owned(&inner.cfg.node_id, &held, inner.cfg.max_batch).await?;
+    let metrics = orbit_metrics::get();
+    metrics.inbox_backlog.set(i64::try_from(entries.len()).unwrap_or(i64::MAX));
     if starts.is_empty() && entries.is_empty() {
         return Ok(());
     }
+    // Only passes with work are timed: idle wake-ups would drown the distribution.
+    #[allow(clippy::cast_precision_loss)]
+    metrics.owner_pass_entries.observe((starts.len() + entries.len()) as f64);
+    let _timer = metrics.owner_pass.start_timer();
     let now = inner.cfg.clock.now();
 
     // 1. Operator entries. An execution they touched sits out the rest of this pass.

@@ -152,6 +152,10 @@ impl Scheduler {
         let fired = self.inner.store.fire_due_timers(now, FIRE_BATCH).await?;
         if !fired.is_empty() {
             tracing::debug!(count = fired.len(), "timers fired");
+            let lag = &orbit_metrics::get().timer_lag;
+            for (timer, _) in &fired {
+                lag.observe(orbit_metrics::seconds_between_ms(timer.fire_at_ms, now));
+            }
             let ids: Vec<String> = fired.iter().map(|(t, _)| t.execution_id.clone()).collect();
             let owner = self.inner.owner.clone();
             tokio::spawn(async move {

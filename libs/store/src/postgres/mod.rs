@@ -37,6 +37,7 @@ use crate::error::{Result, StoreError};
 use crate::fault::{FaultNote, FaultRow};
 use crate::inbox::InboxMessage;
 use crate::migrations::AppliedMigration;
+use crate::measure::{self, Backend, Tx};
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
     InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskRow,
@@ -54,6 +55,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+const PG: Backend = Backend::Postgres;
 
 /// How a [`PgStore`] connects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -255,6 +258,7 @@ impl ExecutionReads for PgStore {
 #[async_trait::async_trait]
 impl Inbox for PgStore {
     async fn enqueue_inbox(&self, execution_id: &str, message: &InboxMessage) -> Result<u64> {
+        measure::count(Tx::Enqueue, PG);
         run!(self, Kind::Write, |c| queue::enqueue_inbox(c, execution_id, message))
     }
 
@@ -267,12 +271,16 @@ impl Inbox for PgStore {
 impl OwnerWrites for PgStore {
     async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
         let batches = [batch];
-        let mut outcomes = run!(self, Kind::Write, |c| commit::commit_all(c, &batches))?;
+        let mut outcomes = measure::commit(PG, async {
+            run!(self, Kind::Write, |c| commit::commit_all(c, &batches))
+        })
+        .await?;
         outcomes.pop().ok_or_else(|| StoreError::Storage("commit produced no outcome".into()))
     }
 
     async fn commit_all(&self, batches: Vec<CommitBatch>) -> Result<Vec<CommitOutcome>> {
-        run!(self, Kind::Write, |c| commit::commit_all(c, &batches))
+        measure::commit(PG, async { run!(self, Kind::Write, |c| commit::commit_all(c, &batches)) })
+            .await
     }
 
     async fn pending_inbox(
@@ -344,6 +352,7 @@ impl TaskQueue for PgStore {
         session: &str,
         worker_id: &str,
     ) -> Result<Vec<TaskRow>> {
+        measure::count(Tx::Claim, PG);
         run!(self, Kind::Write, |c| queue::claim_tasks(
             c, task_names, limit, claimer, session, worker_id
         ))
@@ -363,6 +372,7 @@ impl TaskQueue for PgStore {
         worker_id: &str,
         report: Option<InboxMessage>,
     ) -> Result<Option<CompletedTask>> {
+        measure::count(Tx::Complete, PG);
         run!(self, Kind::Write, |c| queue::complete_task_row(c, token, worker_id, report.as_ref()))
     }
 
@@ -390,6 +400,7 @@ impl Timers for PgStore {
     }
 
     async fn fire_due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<(TimerRow, u64)>> {
+        measure::count(Tx::FireTimers, PG);
         run!(self, Kind::Write, |c| queue::fire_due_timers(c, now_ms, limit))
     }
 }

@@ -25,6 +25,7 @@ use crate::error::Result;
 use crate::fault::{FaultNote, FaultRow};
 use crate::inbox::InboxMessage;
 use crate::migrations::AppliedMigration;
+use crate::measure::{self, Backend, Tx};
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
     InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskRow,
@@ -37,6 +38,8 @@ use crate::roles::{
 };
 use crate::schedule::{ScheduleFire, ScheduleRow, ScheduleUpdate};
 use conn::{Readers, Writer};
+
+const SQLITE: Backend = Backend::Sqlite;
 use orbit_engine::HistoryEvent;
 use std::path::Path;
 
@@ -142,6 +145,7 @@ impl ExecutionReads for SqliteStore {
 impl Inbox for SqliteStore {
     async fn enqueue_inbox(&self, execution_id: &str, message: &InboxMessage) -> Result<u64> {
         let (id, message) = (execution_id.to_string(), message.clone());
+        measure::count(Tx::Enqueue, SQLITE);
         self.writer.run(move |c| queue::enqueue_inbox(c, &id, &message)).await
     }
 
@@ -153,14 +157,16 @@ impl Inbox for SqliteStore {
 #[async_trait::async_trait]
 impl OwnerWrites for SqliteStore {
     async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
-        let mut outcomes = self.writer.run(move |c| commit::commit_all(c, vec![batch])).await?;
+        let mut outcomes =
+            measure::commit(SQLITE, self.writer.run(move |c| commit::commit_all(c, vec![batch])))
+                .await?;
         outcomes
             .pop()
             .ok_or_else(|| crate::StoreError::Storage("commit produced no outcome".into()))
     }
 
     async fn commit_all(&self, batches: Vec<CommitBatch>) -> Result<Vec<CommitOutcome>> {
-        self.writer.run(move |c| commit::commit_all(c, batches)).await
+        measure::commit(SQLITE, self.writer.run(move |c| commit::commit_all(c, batches))).await
     }
 
     async fn pending_inbox(
@@ -234,6 +240,7 @@ impl TaskQueue for SqliteStore {
         let names = task_names.to_vec();
         let (claimer, session) = (claimer.to_string(), session.to_string());
         let worker_id = worker_id.to_string();
+        measure::count(Tx::Claim, SQLITE);
         self.writer
             .run(move |c| queue::claim_tasks(c, &names, limit, &claimer, &session, &worker_id))
             .await
@@ -256,6 +263,7 @@ impl TaskQueue for SqliteStore {
         report: Option<InboxMessage>,
     ) -> Result<Option<CompletedTask>> {
         let (token, worker_id) = (token.to_string(), worker_id.to_string());
+        measure::count(Tx::Complete, SQLITE);
         self.writer.run(move |c| queue::complete_task_row(c, &token, &worker_id, report)).await
     }
 
@@ -284,6 +292,7 @@ impl Timers for SqliteStore {
     }
 
     async fn fire_due_timers(&self, now_ms: u64, limit: u32) -> Result<Vec<(TimerRow, u64)>> {
+        measure::count(Tx::FireTimers, SQLITE);
         self.writer.run(move |c| queue::fire_due_timers(c, now_ms, limit)).await
     }
 }

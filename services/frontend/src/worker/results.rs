@@ -157,6 +157,7 @@ async fn record(
         let sub = shared.changes.subscribe(&id);
         (id, sub)
     });
+    let succeeded = matches!(report, InboxMessage::Complete(_));
     let done =
         shared.store.complete_task_row(token, worker_id, Some(report)).await.map_err(store)?;
     let Some(done) = done else {
@@ -167,6 +168,17 @@ async fn record(
         return Err(mismatch(token));
     }
     shared.sessions.forget_token(token);
+    if done.newly_done {
+        // Run time: claim (store clock) to now (this frontend's clock; skew reads as 0).
+        let m = orbit_metrics::get();
+        let task = [done.task.task.as_str()];
+        let counter = if succeeded { &m.tasks_completed } else { &m.tasks_failed };
+        counter.with_label_values(&task).inc();
+        if let Some(claimed) = done.task.claimed_at_ms {
+            let ran = orbit_metrics::seconds_between_ms(claimed, super::now_ms());
+            m.task_run.with_label_values(&task).observe(ran);
+        }
+    }
     if !done.newly_done {
         // The row was already done: an earlier result for this token won. The entry is
         // still recorded; the owner ignores it as stale.

@@ -373,6 +373,15 @@ async fn deliver(shared: &Arc<Shared>, session: &Arc<Session>, rows: Vec<TaskRow
         let trace_context =
             orbit_telemetry::traceparent(&row.execution_id, &row.unit_key, row.attempt)
                 .map(|traceparent| TraceContext { traceparent, tracestate: String::new() });
+        // Both stamps come from the store's clock, so the latency is exact across nodes.
+        let m = orbit_metrics::get();
+        m.tasks_dispatched.with_label_values(&[&row.task]).inc();
+        if row.offer > 1 {
+            m.tasks_redelivered.with_label_values(&[&row.task]).inc();
+        }
+        m.schedule_to_start
+            .with_label_values(&[&row.task])
+            .observe(orbit_metrics::seconds_between_ms(row.created_at_ms, started));
         let task = Task {
             token,
             execution_id: row.execution_id.clone(),

@@ -53,7 +53,8 @@ pub struct ClusterArgs {
 
 #[derive(Subcommand, Debug)]
 enum ClusterCommand {
-    /// List the cluster's nodes by service, their liveness and the executions each owns.
+    /// List the cluster's nodes by service, their liveness, their readiness (each live
+    /// node's gRPC health, asked at its address) and the executions each owns.
     #[command(after_long_help = long_help!(
         "orbit cluster status",
         "orbit cluster status --include-dead --output json",
@@ -135,9 +136,30 @@ pub async fn run_cluster(args: ClusterArgs) -> Result<(), Failure> {
     let ClusterCommand::Status { include_dead } = args.command;
     let request = ClusterStatusRequest { include_dead };
     let response = args.connect.admin_client().await?.cluster_status(request).await?.into_inner();
+    // Readiness of each live node: its gRPC health, which follows its readiness probes. A
+    // node without an address (`orbit dev`) is the server this command reached.
+    let address_of = |n: &Node| {
+        if n.addr.is_empty() {
+            args.connect.address.clone()
+        } else {
+            n.addr.clone()
+        }
+    };
+    let asked: Vec<String> = response.nodes.iter().filter(|n| n.live).map(address_of).collect();
+    let ready = super::readiness::of(&args.connect.tls.options(), asked).await;
+    let ready_of = |n: &Node| -> &'static str {
+        if !n.live {
+            return "-";
+        }
+        ready.get(&address_of(n)).copied().unwrap_or("unreachable")
+    };
     match args.connect.output {
         Format::Json => print_json(&json!({
-            "nodes": response.nodes.iter().map(node_json).collect::<Vec<_>>(),
+            "nodes": response.nodes.iter().map(|n| {
+                let mut j = node_json(n);
+                j["ready"] = json!(ready_of(n));
+                j
+            }).collect::<Vec<_>>(),
             "orphaned_executions": response.orphaned_executions,
         })),
         Format::Human => {
@@ -145,6 +167,7 @@ pub async fn run_cluster(args: ClusterArgs) -> Result<(), Failure> {
                 "SERVICE",
                 "NODE",
                 "LIVE",
+                "READY",
                 "ADDRESS",
                 "INCARNATION",
                 "OWNED",
@@ -156,6 +179,7 @@ pub async fn run_cluster(args: ClusterArgs) -> Result<(), Failure> {
                     service_name(n),
                     n.node_id.clone(),
                     yes_no(n.live).to_owned(),
+                    ready_of(n).to_owned(),
                     or_dash(&n.addr).to_owned(),
                     n.incarnation.to_string(),
                     n.owned_executions.to_string(),

@@ -46,6 +46,7 @@ mod input;
 mod listing;
 mod output;
 mod schedule;
+mod readiness;
 mod token;
 mod workflow;
 

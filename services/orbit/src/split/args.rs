@@ -53,6 +53,8 @@ impl ConnectionArgs {
             tls: self.tls.files(),
             // Set by the caller from `AuthArgs` (`crate::auth_args::Gate`).
             gate: None,
+            // Set by the caller once its probes exist (`crate::admin_args`).
+            readiness: None,
         }
     }
 
@@ -138,6 +140,8 @@ pub struct CommonArgs {
     /// OpenTelemetry traces.
     #[command(flatten)]
     pub traces: crate::trace_args::TraceArgs,
+    #[command(flatten)]
+    pub admin: crate::admin_args::AdminArgs,
 }
 
 /// Options of `orbit owner`.

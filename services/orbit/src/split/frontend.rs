@@ -50,9 +50,14 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
         let every = Duration::from_millis(a.heartbeat_ms);
         tokio::spawn(async move { f.run_sweeper(timeout, every, stop).await })
     };
+    let sampler = {
+        let (f, stop) = (frontend.clone(), node.shutdown.clone());
+        let every = crate::dev::METRICS_SAMPLE_EVERY;
+        tokio::spawn(async move { f.run_metrics_sampler(every, stop).await })
+    };
     let beat = node.heartbeat();
     let connections = node.connections(a);
     node.announce();
     let served = frontend.serve_with(node.listener, node.shutdown.clone(), connections).await;
-    node::finish(&node.node_id, served, &node.shutdown, vec![listen, sweeper, beat]).await
+    node::finish(&node.node_id, served, &node.shutdown, vec![listen, sweeper, sampler, beat]).await
 }

@@ -4,13 +4,15 @@
 
 use super::args::CommonArgs;
 use super::backend::{ConnectError, Database, DatabaseOptions};
+use crate::admin_args::{DatabaseProbe, MembershipProbe};
 use orbit_cluster::{
     claim_node_id, IdentityError, Membership, MembershipConfig, NodeIdClaim, RemoteOwners,
     RetryPolicy,
 };
-use orbit_server_kit::signal_token;
+use orbit_server_kit::{signal_token, Readiness};
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -34,6 +36,9 @@ pub struct Node {
     pub gate: crate::auth_args::Gate,
     /// Flushes the last spans when the node is dropped (traces on).
     pub _traces: Option<orbit_telemetry::Guard>,
+    /// Database, schema and membership, checked every second; `/readyz` and gRPC health
+    /// follow it.
+    pub readiness: Readiness,
 }
 
 /// Prepares a node of `service`; an `Err` is the exit code (after saying why on stderr).
@@ -66,6 +71,8 @@ pub async fn prepare(
         eprintln!("error: cannot read the bound address: {e}");
         ExitCode::from(5)
     })?;
+    // Bound before the database is reached, so a bad address fails the start at once.
+    let admin = args.admin.bind(bound).await?;
     let node_id = args.node_id.clone().unwrap_or_else(|| format!("{service}-{}", bound.port()));
     let shutdown = signal_token();
     let options = DatabaseOptions {
@@ -136,6 +143,12 @@ pub async fn prepare(
             () = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
     }
+    let readiness = Readiness::new(vec![
+        Arc::new(DatabaseProbe(database.store.clone())),
+        Arc::new(MembershipProbe(membership.clone())),
+    ]);
+    // Stops with the shutdown token; nothing waits for it.
+    let _ = crate::admin_args::start(&what, admin, &readiness, &shutdown);
     Ok(Node {
         service,
         node_id,
@@ -145,6 +158,7 @@ pub async fn prepare(
         membership,
         shutdown,
         gate,
+        readiness,
         _traces: traces,
     })
 }
@@ -195,6 +209,7 @@ impl Node {
     pub fn connections(&self, args: &CommonArgs) -> orbit_server_kit::ConnectionOptions {
         orbit_server_kit::ConnectionOptions {
             gate: self.gate.gate.clone(),
+            readiness: Some(self.readiness.clone()),
             ..args.connections.options()
         }
     }

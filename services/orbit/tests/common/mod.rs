@@ -2,6 +2,7 @@
 //! talk to it over loopback gRPC, run in-process Rust workers, read the file afterwards.
 #![allow(dead_code, missing_docs)]
 
+pub mod admin;
 pub mod buf;
 pub mod cluster;
 pub mod grpcurl;

@@ -1,0 +1,124 @@
+//! The admin HTTP port of `orbit dev` and every split service (`--admin-listen`), and the
+//! readiness probes the process is judged by: the database answers with the schema this
+//! binary expects, and (split services) the node holds its membership.
+//!
+//! The default admin address is the gRPC host with the port plus 2000 (`orbit dev` and a
+//! frontend on :7233 → :9233, an owner :7234 → :9234, a scheduler :7235 → :9235); with
+//! gRPC on port 0 it is port 0 too. When that derived port is taken the process logs it
+//! and serves the admin port on a free one instead (an explicit `--admin-listen` that
+//! cannot be bound stops the start). The bound address is printed on stderr.
+
+use orbit_cluster::Membership;
+use orbit_server_kit::{Probe, Readiness};
+use orbit_store::Migrations;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// How far the default admin port sits from the gRPC port.
+pub const ADMIN_PORT_OFFSET: u16 = 2000;
+
+/// The admin port flag.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct AdminArgs {
+    /// Address of the admin HTTP port (`/metrics`, `/healthz`, `/readyz`), or `off`.
+    /// Default: the gRPC host, port + 2000 (7233 → 9233). Plain HTTP: keep it private.
+    /// Example: --admin-listen 0.0.0.0:9233
+    #[arg(long, env = "ORBIT_ADMIN_LISTEN", value_name = "HOST:PORT|off")]
+    pub admin_listen: Option<String>,
+}
+
+impl AdminArgs {
+    /// Binds the admin port for a gRPC server bound at `grpc` (`Ok(None)`: turned off);
+    /// an `Err` is the exit code, after saying why on stderr.
+    pub async fn bind(&self, grpc: SocketAddr) -> Result<Option<TcpListener>, ExitCode> {
+        match self.admin_listen.as_deref() {
+            Some("off") => Ok(None),
+            Some(addr) => {
+                let addr: SocketAddr = addr.parse().map_err(|_| {
+                    eprintln!("error: --admin-listen {addr}: expected HOST:PORT or off");
+                    ExitCode::from(2)
+                })?;
+                TcpListener::bind(addr).await.map(Some).map_err(|e| {
+                    eprintln!("error: cannot listen on {addr} (--admin-listen): {e}");
+                    ExitCode::from(5)
+                })
+            }
+            None => {
+                let port = match grpc.port() {
+                    0 => 0,
+                    p => p.checked_add(ADMIN_PORT_OFFSET).unwrap_or(0),
+                };
+                let derived = SocketAddr::new(grpc.ip(), port);
+                match TcpListener::bind(derived).await {
+                    Ok(l) => Ok(Some(l)),
+                    Err(e) => {
+                        tracing::warn!(%derived, error = %e, "default admin port taken; serving it on a free port");
+                        let any = SocketAddr::new(grpc.ip(), 0);
+                        TcpListener::bind(any).await.map(Some).map_err(|e| {
+                            eprintln!("error: cannot listen on {any} (admin port): {e}");
+                            ExitCode::from(5)
+                        })
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Starts the readiness checks and, with a listener, the admin HTTP port; both stop with
+/// `shutdown`. Prints the admin address (`<what> admin http on ADDR`).
+pub fn start(
+    what: &str,
+    listener: Option<TcpListener>,
+    readiness: &Readiness,
+    shutdown: &CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    let (r, stop) = (readiness.clone(), shutdown.clone());
+    tasks.push(tokio::spawn(async move { r.run(stop).await }));
+    if let Some(listener) = listener {
+        if let Ok(addr) = listener.local_addr() {
+            eprintln!("{what} admin http on {addr}");
+        }
+        let (r, stop) = (readiness.clone(), shutdown.clone());
+        tasks.push(tokio::spawn(orbit_server_kit::serve_admin(listener, Some(r), stop)));
+    }
+    tasks
+}
+
+/// The database answers and holds the schema this binary expects.
+pub struct DatabaseProbe(pub Arc<dyn Migrations>);
+
+impl Probe for DatabaseProbe {
+    fn name(&self) -> &'static str {
+        "database"
+    }
+
+    fn check(&self) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>> {
+        Box::pin(async move {
+            // Pending migrations are a problem here whatever --no-migrate says: the process
+            // migrated at start, so any found now were not applied by it.
+            let status = self.0.schema_status().await.map_err(|e| e.to_string())?;
+            status.check(false).map_err(|mismatch| mismatch.to_string())
+        })
+    }
+}
+
+/// The node's heartbeats reach the store within the node timeout.
+pub struct MembershipProbe(pub Membership);
+
+impl Probe for MembershipProbe {
+    fn name(&self) -> &'static str {
+        "membership"
+    }
+
+    fn check(&self) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>> {
+        let problem = self.0.membership_problem();
+        Box::pin(async move { problem.map_or(Ok(()), Err) })
+    }
+}
