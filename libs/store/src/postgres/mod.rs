@@ -36,8 +36,8 @@ use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::{Result, StoreError};
 use crate::fault::{FaultNote, FaultRow};
 use crate::inbox::InboxMessage;
-use crate::migrations::AppliedMigration;
 use crate::measure::{self, Backend, Tx};
+use crate::migrations::AppliedMigration;
 use crate::model::{
     CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
     InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskRow,

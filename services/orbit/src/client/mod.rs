@@ -45,8 +45,8 @@ mod follow;
 mod input;
 mod listing;
 mod output;
-mod schedule;
 mod readiness;
+mod schedule;
 mod token;
 mod workflow;
 
