@@ -87,6 +87,8 @@ fn every_expected_service_and_rpc_exists() {
                 "ResumeSchedule",
                 "TriggerSchedule",
                 "DeleteSchedule",
+                "BackfillSchedule",
+                "PreviewSchedule",
             ],
         ),
         ("orbit.v1.AdminService", &["ClusterStatus", "ListWorkers", "DescribeTaskQueue", "Replay"]),

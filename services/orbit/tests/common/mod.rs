@@ -390,6 +390,33 @@ impl Drop for ChildGuard {
     }
 }
 
+/// A tool a test runs that is not Orbit's own code (buf, grpcurl): `$<env>`, else `name` on
+/// PATH, else python3's scripts folder, where pip puts the binaries of the packages
+/// scripts/test.sh installs. Panics with `install` when it is missing: a test needing the
+/// tool never passes silently without it.
+pub fn pip_tool(name: &str, env: &str, install: &str) -> PathBuf {
+    if let Ok(path) = std::env::var(env) {
+        return PathBuf::from(path);
+    }
+    let on_path = Command::new("sh").args(["-c", &format!("command -v {name}")]).output();
+    if let Ok(out) = on_path {
+        let p = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if out.status.success() && !p.is_empty() {
+            return PathBuf::from(p);
+        }
+    }
+    let scripts = Command::new("python3")
+        .args(["-c", "import sysconfig; print(sysconfig.get_path('scripts'))"])
+        .output();
+    if let Ok(out) = scripts {
+        let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join(name);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("`{name}` not found (on PATH, in ${env} or in python3's scripts folder): install it with `{install}` (scripts/test.sh does)");
+}
+
 /// Runs a command to its end, bounded: (exit success, stdout, stderr). Kills it on timeout.
 pub fn run_bounded(cmd: &mut Command, within: Duration) -> (bool, String, String) {
     use std::io::Read;
