@@ -47,7 +47,8 @@ async fn update(
         request_id: request_id.into(),
     };
     let r = c.update_execution(request).await?.into_inner();
-    Ok((r.result.map_or(Value::Null, proto_to_json), r.seq))
+    let result = r.result.map(proto_to_json).transpose().expect("a JSON reply");
+    Ok((result.unwrap_or(Value::Null), r.seq))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,8 +83,12 @@ async fn updates_reply_refuse_deduplicate_and_end_with_the_execution() {
 
     // The CLI prints the reply.
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_orbit"));
-    cmd.args(["execution", "update", "upd-1", "add", "--args", r#"{"n": 2}"#])
-        .args(["--output", "json", "--address", &server.address()]);
+    cmd.args(["execution", "update", "upd-1", "add", "--args", r#"{"n": 2}"#]).args([
+        "--output",
+        "json",
+        "--address",
+        &server.address(),
+    ]);
     let (ok, out, err) = run_bounded(&mut cmd, Duration::from_secs(30));
     assert!(ok, "{out}\n{err}");
     let printed: Value = serde_json::from_str(out.trim()).expect(&out);

@@ -336,9 +336,8 @@ fn apply_entry(w: &mut Work, entry: &InboxEntry, now: u64, limits: &orbit_defini
                         let mut seq =
                             if cancel && events.is_empty() { 0 } else { w.hot.state.last_seq };
                         // An update answers its reply and the seq of its `UpdateAccepted`.
-                        let result = update
-                            .then(|| orbit_engine::update::reply(&events).cloned())
-                            .flatten();
+                        let result =
+                            update.then(|| orbit_engine::update::reply(&events).cloned()).flatten();
                         let mut first = None;
                         for e in events {
                             seq = w.record(e, now);

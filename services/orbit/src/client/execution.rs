@@ -7,10 +7,9 @@
 use clap::{Args, Subcommand};
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use orbit_api::v1::{
-    UpdateExecutionRequest,
     CancelExecutionRequest, DescribeExecutionRequest, ExecutionStatus, QueryExecutionRequest,
     ResumeExecutionRequest, SignalExecutionRequest, StartExecutionRequest,
-    TerminateExecutionRequest,
+    TerminateExecutionRequest, UpdateExecutionRequest,
 };
 use orbit_server_kit::payload::{json_to_proto, proto_to_json};
 use serde_json::{json, Value as Json};
