@@ -61,6 +61,10 @@ error_codes! {
     UnknownSignal => "UNKNOWN_SIGNAL",
     /// The workflow declares no such query.
     UnknownQuery => "UNKNOWN_QUERY",
+    /// The workflow declares no such update.
+    UnknownUpdate => "UNKNOWN_UPDATE",
+    /// An update's validator did not accept it; nothing was recorded.
+    UpdateRejected => "UPDATE_REJECTED",
     /// The (name, version) is registered with a different definition hash.
     DefinitionConflict => "DEFINITION_CONFLICT",
     /// The execution id exists for a different workflow.

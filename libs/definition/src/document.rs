@@ -46,6 +46,14 @@ pub fn to_document(d: &Definition) -> Value {
     put_map(&mut doc, "signals", signals.collect());
     let queries = d.queries.iter().map(|(name, e)| (name.clone(), expr(e.source())));
     put_map(&mut doc, "queries", queries.collect());
+    let updates = d.updates.iter().map(|(name, u)| {
+        let mut handler = Map::new();
+        put(&mut handler, "input", u.input.as_ref().map(|c| c.schema().clone()));
+        put(&mut handler, "validator", u.validator.as_ref().map(|e| expr(e.source())));
+        put(&mut handler, "reply", u.reply.as_ref().map(|e| expr(e.source())));
+        (name.clone(), Value::Object(handler))
+    });
+    put_map(&mut doc, "updates", updates.collect());
     doc.insert("steps".into(), body(&d.steps));
     put(&mut doc, "output", d.output.as_ref().map(crate::expr::Template::to_json));
     let mut on = Map::new();

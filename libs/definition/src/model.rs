@@ -33,6 +33,8 @@ pub struct Definition {
     pub signals: BTreeMap<String, Option<Contract>>,
     /// Named read-only queries evaluated over the execution state.
     pub queries: BTreeMap<String, Expr>,
+    /// Update handlers by name: a signal with a reply (`UpdateExecution`).
+    pub updates: BTreeMap<String, Update>,
     /// The main body, in document order.
     pub steps: Vec<Step>,
     /// Output expression; without it the output is null.
@@ -43,6 +45,18 @@ pub struct Definition {
     pub on_signal: BTreeMap<String, Vec<Step>>,
     /// `sha256:<hex>` of the canonical JSON of the normalised document.
     pub hash: String,
+}
+
+/// An update handler: `args` checked against `input`, then `validator` (a boolean over the
+/// state and `args`, evaluated before anything is written), then `reply` gives the result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Update {
+    /// Contract of the update's argument.
+    pub input: Option<Contract>,
+    /// Must be true for the update to be accepted; false rejects it with nothing recorded.
+    pub validator: Option<Expr>,
+    /// The reply; without it the reply is null.
+    pub reply: Option<Expr>,
 }
 
 /// Limits a workflow may tighten; `None` leaves the server's limit.

@@ -30,7 +30,7 @@ impl CommandError {
     }
 }
 
-fn refuse(code: ErrorCode, message: impl Into<String>) -> CommandError {
+pub(crate) fn refuse(code: ErrorCode, message: impl Into<String>) -> CommandError {
     CommandError::new(code, message)
 }
 
@@ -96,6 +96,15 @@ pub enum Command {
     Cancel {
         /// Reason.
         reason: String,
+    },
+    /// An update: a signal with a reply (see [`crate::update`]).
+    Update {
+        /// Update name.
+        name: String,
+        /// Argument.
+        args: Value,
+        /// The caller's idempotency id, recorded in `UpdateAccepted`.
+        update_id: Option<String>,
     },
     /// A child execution closed.
     ChildClosed {
@@ -171,7 +180,7 @@ pub fn next_run(def: &Definition, finished: &State) -> Vec<Event> {
 }
 
 /// Refuses a command's payload over the limits (see [`payload_error`]).
-fn check_size(limits: &Limits, value: &Value, what: &str) -> Result<(), CommandError> {
+pub(crate) fn check_size(limits: &Limits, value: &Value, what: &str) -> Result<(), CommandError> {
     orbit_payload::check(value, limits.max_payload_bytes)
         .map(drop)
         .map_err(|v| refuse(payload_code(&v), v.message(what)))
@@ -294,6 +303,12 @@ pub fn accept(
             };
             check_size(&limits, &payload, "signal payload")?;
             Ok(vec![Event::SignalReceived { name, payload }])
+        }
+        Command::Update { name, args, update_id } => {
+            if !open {
+                return Err(refuse(ErrorCode::ExecutionFinished, "the execution has finished"));
+            }
+            crate::update::accept(def, state, &limits, name, args, update_id)
         }
         Command::Cancel { reason } => {
             if !open {

@@ -141,6 +141,15 @@ pub enum Event {
     SignalDelivered { name: String, seq: u64, step: String },
     /// Somebody asked to cancel the execution.
     CancelRequested { reason: String },
+    /// An update passed its input contract and validator (`UpdateExecution`).
+    UpdateAccepted {
+        name: String,
+        args: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        update_id: Option<String>,
+    },
+    /// The update's reply, recorded with its acceptance; the caller receives `result`.
+    UpdateCompleted { name: String, result: Value },
     /// A result for a resolved unit or an unknown token: kept, never applied.
     StaleResultIgnored {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -212,6 +221,8 @@ impl Event {
             SignalReceived,
             SignalDelivered,
             CancelRequested,
+            UpdateAccepted,
+            UpdateCompleted,
             StaleResultIgnored,
             ChildStarted,
             WorkflowTimeoutReached,

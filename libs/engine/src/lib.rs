@@ -18,6 +18,7 @@ pub mod sim;
 
 pub mod state;
 pub mod unit;
+pub mod update;
 
 pub use command::{accept, start, Command, CommandError};
 pub use decide::{advance, decide, decide_with, effective_limits, next_timer};

@@ -410,7 +410,11 @@ impl State {
                     u.token = None;
                 }
             }
-            Event::StepHeartbeat { .. } | Event::StaleResultIgnored { .. } => {}
+            Event::StepHeartbeat { .. }
+            | Event::StaleResultIgnored { .. }
+            // Updates change no unit: the reply is computed from the state when accepted.
+            | Event::UpdateAccepted { .. }
+            | Event::UpdateCompleted { .. } => {}
             Event::RetryScheduled { step, fire_at, .. } => {
                 if let Some(u) = self.units.get_mut(step).filter(|u| !u.status.is_resolved()) {
                     u.status = UnitStatus::RetryWait;

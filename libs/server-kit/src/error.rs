@@ -122,12 +122,14 @@ impl GrpcCode for ErrorCode {
             | ErrorCode::ExecutionNotFound
             | ErrorCode::UnknownSignal
             | ErrorCode::UnknownQuery
+            | ErrorCode::UnknownUpdate
             | ErrorCode::ScheduleNotFound
             | ErrorCode::UnknownToken => Code::NotFound,
             ErrorCode::DefinitionConflict
             | ErrorCode::ExecutionExists
             | ErrorCode::ScheduleExists => Code::AlreadyExists,
             ErrorCode::ExecutionFinished
+            | ErrorCode::UpdateRejected
             | ErrorCode::ProtocolError
             | ErrorCode::ExecutionNotSuspended
             | ErrorCode::ExecutionNotFinished => Code::FailedPrecondition,

@@ -121,6 +121,21 @@ inbox_kinds! {
     Resume(Resume) => "resume",
     /// An operator terminates an execution.
     Terminate(Terminate) => "terminate",
+    /// An update (`UpdateExecution`): a signal with a reply.
+    Update(Update) => "update",
+}
+
+/// An update.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Update {
+    /// Update name.
+    pub name: String,
+    /// Argument.
+    #[serde(default)]
+    pub args: Value,
+    /// The caller's idempotency id (`UpdateExecutionRequest.request_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 /// A signal.
@@ -295,6 +310,7 @@ impl InboxMessage {
     pub fn request_id(&self) -> Option<&str> {
         match self {
             InboxMessage::Signal(Signal { request_id, .. })
+            | InboxMessage::Update(Update { request_id, .. })
             | InboxMessage::Cancel(Cancel { request_id, .. }) => request_id.as_deref(),
             _ => None,
         }
@@ -365,6 +381,15 @@ pub enum InboxReply {
         /// Whether this entry terminated it.
         terminated: bool,
     },
+    /// An update was accepted: seq of its `UpdateAccepted`, and its reply.
+    Updated {
+        /// Seq of the `UpdateAccepted`.
+        seq: u64,
+        /// The run.
+        run: u32,
+        /// The handler's reply.
+        result: Value,
+    },
     /// Refused, with the API code the caller receives.
     Refused {
         /// The code.
@@ -389,6 +414,9 @@ enum StoredReply {
     Resumed { ok: bool, entry_seq: u64, failures: u32 },
     Terminated { ok: bool, seq: u64, terminated: bool },
     Applied { ok: bool, seq: u64, run: u32, applied: bool },
+    // After `Applied`: a missing `update` would read as null, so an `Applied` row must match
+    // first (it has `applied`, which this shape lacks).
+    Updated { ok: bool, seq: u64, run: u32, update: Value },
 }
 
 impl InboxReply {
@@ -410,6 +438,9 @@ impl InboxReply {
             }
             InboxReply::Terminated { seq, terminated } => {
                 StoredReply::Terminated { ok: true, seq, terminated }
+            }
+            InboxReply::Updated { seq, run, result } => {
+                StoredReply::Updated { ok: true, seq, run, update: result }
             }
             InboxReply::Refused { code, message } => {
                 StoredReply::Refused { error: StoredError { code, message } }
@@ -437,6 +468,9 @@ impl InboxReply {
             }
             StoredReply::Applied { seq, run, applied, .. } => {
                 InboxReply::Applied { seq, run, applied }
+            }
+            StoredReply::Updated { seq, run, update, .. } => {
+                InboxReply::Updated { seq, run, result: update }
             }
         })
     }

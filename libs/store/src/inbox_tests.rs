@@ -41,6 +41,11 @@ fn every_message() -> Vec<InboxMessage> {
         }),
         InboxMessage::Resume(Resume {}),
         InboxMessage::Terminate(Terminate { reason: "ops".into() }),
+        InboxMessage::Update(Update {
+            name: "add".into(),
+            args: json!({"n": 1}),
+            request_id: Some("u1".into()),
+        }),
     ]
 }
 
@@ -122,6 +127,15 @@ fn every_reply_round_trips_and_keeps_its_stored_shape() {
         (
             InboxReply::Terminated { seq: 9, terminated: true },
             json!({"ok": true, "seq": 9, "terminated": true}),
+        ),
+        (
+            // An update's reply, null included (it must not read back as `Applied`).
+            InboxReply::Updated { seq: 7, run: 1, result: json!(null) },
+            json!({"ok": true, "seq": 7, "run": 1, "update": null}),
+        ),
+        (
+            InboxReply::Updated { seq: 7, run: 1, result: json!({"sum": 3}) },
+            json!({"ok": true, "seq": 7, "run": 1, "update": {"sum": 3}}),
         ),
         (
             InboxReply::Refused { code: ErrorCode::UnknownSignal, message: "no".into() },

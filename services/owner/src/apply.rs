@@ -324,6 +324,7 @@ fn apply_entry(w: &mut Work, entry: &InboxEntry, now: u64, limits: &orbit_defini
                 InboxReply::refused(e)
             } else {
                 let cancel = matches!(cmd.as_ref(), Command::Cancel { .. });
+                let update = matches!(cmd.as_ref(), Command::Update { .. });
                 match accept(&w.hot.def, &w.hot.state, *cmd, now, limits) {
                     Ok(events) => {
                         // A result recorded as stale was kept but not applied: say so, so the
@@ -334,10 +335,22 @@ fn apply_entry(w: &mut Work, entry: &InboxEntry, now: u64, limits: &orbit_defini
                         // seq 0 (`CancelExecutionResponse.seq`), not the run's latest event.
                         let mut seq =
                             if cancel && events.is_empty() { 0 } else { w.hot.state.last_seq };
+                        // An update answers its reply and the seq of its `UpdateAccepted`.
+                        let result =
+                            update.then(|| orbit_engine::update::reply(&events).cloned()).flatten();
+                        let mut first = None;
                         for e in events {
                             seq = w.record(e, now);
+                            first.get_or_insert(seq);
                         }
-                        InboxReply::Applied { seq, run: w.hot.state.run, applied }
+                        match result {
+                            Some(result) => InboxReply::Updated {
+                                seq: first.unwrap_or(seq),
+                                run: w.hot.state.run,
+                                result,
+                            },
+                            None => InboxReply::Applied { seq, run: w.hot.state.run, applied },
+                        }
                     }
                     Err(e) => InboxReply::refused(e),
                 }

@@ -3,7 +3,7 @@
 use crate::error::ErrorCode;
 use crate::expr::{Expr, Template};
 use crate::limits::MAX_STEPS;
-use crate::model::{Body, Definition, Handlers, Limits, Outcome, Step};
+use crate::model::{Body, Definition, Handlers, Limits, Outcome, Step, Update};
 use crate::parse::contracts::{contract, signals, tasks, version};
 use crate::parse::exprs::{Compiler, StepRef, Vars};
 use crate::parse::fields::duration;
@@ -14,7 +14,7 @@ use crate::parse::steps::{read_body, Known, Parsed};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-const FIELDS: [&str; 15] = [
+const FIELDS: [&str; 16] = [
     "$schema",
     "name",
     "version",
@@ -26,6 +26,7 @@ const FIELDS: [&str; 15] = [
     "tasks",
     "signals",
     "queries",
+    "updates",
     "steps",
     "output",
     "on",
@@ -72,6 +73,9 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
     let mut top_refs = Vec::new();
     let queries =
         obj.object("queries", "queries by name", errors).map(|q| queries(q, &mut top_refs, errors));
+    let updates = obj
+        .object("updates", "update handlers by name", errors)
+        .map(|u| updates(u, &mut top_refs, errors));
     let mut main = obj
         .required("steps", errors)
         .map(|s| read_body(s, "steps", &Body::Main, &known, errors))
@@ -133,6 +137,7 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
         tasks,
         signals,
         queries: queries.unwrap_or_default(),
+        updates: updates.unwrap_or_default(),
         steps: steps(main),
         // `output: null` means the same as no output; keep one form so the hash agrees.
         output: output.filter(|t| *t != Template::Literal(Value::Null)),
@@ -184,5 +189,28 @@ fn queries(mut q: Obj, refs: &mut Vec<StepRef>, errors: &mut Errors) -> BTreeMap
         }
     }
     q.finish(errors, &[]);
+    out
+}
+
+/// `updates: {NAME: {input: schema, validator: ${{ bool }}, reply: ${{ expr }}}}`; the
+/// expressions see the state (as queries do) and `args`, the update's argument.
+fn updates(mut u: Obj, refs: &mut Vec<StepRef>, errors: &mut Errors) -> BTreeMap<String, Update> {
+    let mut out = BTreeMap::new();
+    for name in u.keys() {
+        let at = u.at(&name);
+        check_key("update", &name, &at, errors);
+        let Some(mut h) = u.object(&name, "an update handler", errors) else { continue };
+        let input = h.get("input").and_then(|s| contract(s, &h.at("input"), errors));
+        let vars = Vars::default().with(&["args"]);
+        let mut expr = |h: &mut Obj, field: &str, what: &str, errors: &mut Errors| {
+            let v = h.raw(field)?.clone();
+            Compiler { errors, refs: &mut *refs }.single(&v, &h.at(field), &vars, false, what)
+        };
+        let validator = expr(&mut h, "validator", "an update validator", errors);
+        let reply = expr(&mut h, "reply", "an update reply", errors);
+        h.finish(errors, &["input", "validator", "reply"]);
+        out.insert(name, Update { input, validator, reply });
+    }
+    u.finish(errors, &[]);
     out
 }

@@ -19,7 +19,7 @@ use orbit_api::v1::{
 };
 use orbit_auth::Action;
 use orbit_server_kit::ErrorCode;
-use orbit_store::inbox::{Cancel, Signal};
+use orbit_store::inbox::{Cancel, Signal, Update};
 use orbit_store::{InboxMessage, InboxReply};
 use serde_json::json;
 
@@ -107,20 +107,36 @@ pub(crate) async fn cancel(
     })
 }
 
-/// Updates need update handlers in definitions, which do not exist yet: after validating
-/// the request this answers gRPC `UNIMPLEMENTED`, as the proto documents.
+/// An update: written to the inbox like a signal (so `request_id` deduplicates it there: a
+/// retry waits on the first entry and reads its stored reply), applied by the owner, which
+/// answers the handler's reply or the refusal (`UPDATE_REJECTED` from a validator, with
+/// nothing recorded). No reply within the reply timeout answers `UNAVAILABLE`; the entry
+/// stays queued and a retry with the same `request_id` returns its reply once applied.
 pub(crate) async fn update(
     shared: &Shared,
     scope: &Scope,
     req: UpdateExecutionRequest,
 ) -> ApiResult<UpdateExecutionResponse> {
     let id = validate::id("execution_id", &req.execution_id)?;
-    validate::name("name", &req.name)?;
+    let name = validate::name("name", &req.name)?;
+    let request_id = validate::optional("request_id", &req.request_id)?;
+    let args = validate::payload("args", req.args, shared.config.max_payload_bytes)?;
     scoped(shared, scope, Action::Update, id).await?;
-    Err(tonic::Status::unimplemented(
-        "UpdateExecution is not supported yet: workflow definitions cannot declare update \
-         handlers; use SignalExecution and QueryExecution instead",
-    ))
+    let message = InboxMessage::Update(Update {
+        name: name.to_string(),
+        args,
+        request_id: request_id.map(str::to_string),
+    });
+    match send(shared, id, &message).await? {
+        Some(InboxReply::Updated { seq, result, .. }) => Ok(UpdateExecutionResponse {
+            result: Some(orbit_server_kit::payload::json_to_proto(result)),
+            seq,
+        }),
+        other => Err(err(
+            ErrorCode::StorageError,
+            format!("the owner answered the update with {other:?}, not its reply"),
+        )),
+    }
 }
 
 /// Sends `message` through the one send-and-wait path and answers with the owner's reply:

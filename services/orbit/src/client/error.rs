@@ -64,6 +64,7 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 | ErrorCode::ScheduleNotFound
                 | ErrorCode::UnknownSignal
                 | ErrorCode::UnknownQuery
+                | ErrorCode::UnknownUpdate
                 | ErrorCode::UnknownToken,
             ) => NOT_FOUND,
             Some(ErrorCode::Unavailable) => UNREACHABLE,
@@ -71,6 +72,7 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 ErrorCode::DefinitionConflict
                 | ErrorCode::ExecutionExists
                 | ErrorCode::ExecutionFinished
+                | ErrorCode::UpdateRejected
                 | ErrorCode::ExecutionNotSuspended
                 | ErrorCode::ExecutionNotFinished
                 | ErrorCode::QueryFailed

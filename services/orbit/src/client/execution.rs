@@ -9,7 +9,7 @@ use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use orbit_api::v1::{
     CancelExecutionRequest, DescribeExecutionRequest, ExecutionStatus, QueryExecutionRequest,
     ResumeExecutionRequest, SignalExecutionRequest, StartExecutionRequest,
-    TerminateExecutionRequest,
+    TerminateExecutionRequest, UpdateExecutionRequest,
 };
 use orbit_server_kit::payload::{json_to_proto, proto_to_json};
 use serde_json::{json, Value as Json};
@@ -117,6 +117,26 @@ enum ExecutionCommand {
         payload: Option<String>,
         /// A caller-chosen id that makes a retry safe: the same id again records nothing
         /// and answers the first call's seq, even after the execution finished.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+    /// Apply an update declared by the workflow and print its reply.
+    ///
+    /// Returns once the owner applied it (the reply is recorded in history) or refused it
+    /// (`UPDATE_REJECTED` from the handler's validator, with nothing recorded).
+    #[command(after_long_help = long_help!(
+        "orbit execution update order-A-1 add-item --args '{\"sku\": \"A1\"}' --request-id r-17",
+    ))]
+    Update {
+        /// The execution id.
+        id: String,
+        /// The update name, as declared in the workflow's `updates`.
+        name: String,
+        /// The argument as JSON, or `@PATH` to read it from a file. Default: null.
+        #[arg(long, value_name = "JSON")]
+        args: Option<String>,
+        /// A caller-chosen id that makes a retry safe: the same id again applies nothing
+        /// and answers the first call's reply.
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
     },
@@ -271,6 +291,23 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
                         .add("run", response.run)
                         .render(),
                 ),
+            }
+            Ok(())
+        }
+        ExecutionCommand::Update { id, name, args, request_id } => {
+            let args = args.as_deref().map(|text| parse_json_arg("--args", text)).transpose()?;
+            let request = UpdateExecutionRequest {
+                execution_id: id,
+                name,
+                args: args.map(json_to_proto),
+                request_id: request_id.unwrap_or_default(),
+            };
+            let response =
+                connect.workflow_client().await?.update_execution(request).await?.into_inner();
+            let result = payload(response.result.map(proto_to_json));
+            match format {
+                Format::Json => print_json(&json!({"result": result, "seq": response.seq})),
+                Format::Human => print_text(&format!("{}\n", pretty(&result))),
             }
             Ok(())
         }
