@@ -85,6 +85,12 @@ pub async fn run(args: DevArgs) -> ExitCode {
     if let Err(code) = args.auth.enforce("orbit dev", args.listen, &args.connections, false) {
         return code;
     }
+    // The built-in http worker dials this process in plain text without credentials.
+    let secured = args.auth.identities.is_some() || args.connections.tls.files().is_some();
+    if args.http_step.enable_http_step && secured {
+        eprintln!("error: --enable-http-step cannot be combined with --identities or TLS yet");
+        return ExitCode::from(2);
+    }
     let listener = match TcpListener::bind(args.listen).await {
         Ok(l) => l,
         Err(e) => {

@@ -197,3 +197,39 @@ async fn output(
     }
     Ok(json!({ "status": status.as_u16(), "headers": headers, "body": body }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allow_list_entries_match_host_and_optional_port() {
+        let entries = ["API.example.com".to_string(), " 127.0.0.1:8080 ".into(), String::new()];
+        let p = Policy::new(&entries, 10);
+        assert!(p.allows("api.example.com", 443));
+        assert!(p.allows("Api.Example.Com", 80));
+        assert!(p.allows("127.0.0.1", 8080));
+        assert!(!p.allows("127.0.0.1", 8081), "a port given is the only port");
+        assert!(!p.allows("sub.api.example.com", 80), "no subdomains");
+        assert!(!Policy::new(&[], 10).allows("localhost", 80), "empty list allows nothing");
+    }
+
+    #[test]
+    fn redirects_resolve_against_the_request() {
+        let base: Uri = "http://h:81/a/b?q=1".parse().expect("uri");
+        assert_eq!(resolve(&base, "/c").expect("abs").to_string(), "http://h:81/c");
+        assert_eq!(resolve(&base, "http://x/y").expect("abs").to_string(), "http://x/y");
+    }
+
+    #[tokio::test]
+    async fn a_host_off_the_list_is_refused_before_connecting() {
+        let p = Policy::new(&["allowed".to_string()], 10);
+        let input = json!({ "method": "GET", "url": "http://elsewhere:1/" });
+        let e = call(&p, &input, Duration::from_secs(5)).await.expect_err("refused");
+        assert_eq!(e.code, HTTP_HOST_NOT_ALLOWED);
+        assert!(!e.retryable);
+        let https = json!({ "method": "GET", "url": "https://allowed/" });
+        let e = call(&p, &https, Duration::from_secs(5)).await.expect_err("refused");
+        assert_eq!(e.code, HTTP_BAD_REQUEST);
+    }
+}
