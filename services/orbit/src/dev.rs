@@ -6,6 +6,7 @@ use crate::admin_args::DatabaseProbe;
 use crate::retention::{millis, RetentionArg, SweepArgs};
 use orbit_api::internal::v1::owner_service_server::{OwnerService, OwnerServiceServer};
 use orbit_api::internal::v1::scheduler_service_server::SchedulerServiceServer;
+use orbit_engine::Capabilities;
 use orbit_frontend::{Frontend, FrontendConfig};
 use orbit_owner::{system_clock, Owner, OwnerConfig};
 use orbit_scheduler::{Scheduler, Sweeper};
@@ -65,6 +66,9 @@ pub struct DevArgs {
     pub traces: crate::trace_args::TraceArgs,
     #[command(flatten)]
     pub admin: crate::admin_args::AdminArgs,
+    /// The built-in HTTP step.
+    #[command(flatten)]
+    pub http_step: crate::http_step::HttpStepArgs,
 }
 
 /// Runs `orbit dev` until SIGINT/SIGTERM.
@@ -80,6 +84,12 @@ pub async fn run(args: DevArgs) -> ExitCode {
     }
     if let Err(code) = args.auth.enforce("orbit dev", args.listen, &args.connections, false) {
         return code;
+    }
+    // The built-in http worker dials this process in plain text without credentials.
+    let secured = args.auth.identities.is_some() || args.connections.tls.files().is_some();
+    if args.http_step.enable_http_step && secured {
+        eprintln!("error: --enable-http-step cannot be combined with --identities or TLS yet");
+        return ExitCode::from(2);
     }
     let listener = match TcpListener::bind(args.listen).await {
         Ok(l) => l,
@@ -108,6 +118,9 @@ pub async fn run(args: DevArgs) -> ExitCode {
         mesh: args.connections.mesh.identity(),
         no_migrate: args.schema.no_migrate,
         admin,
+        http_step: args
+            .http_step
+            .policy(orbit_server_kit::payload::DEFAULT_MAX_PAYLOAD_BYTES as usize),
     };
     if args.connections.mesh.tls_from_mesh {
         tracing::info!(mesh_identity = ?options.mesh, "TLS is delegated to the service mesh: this port serves plain text to the local sidecar");
@@ -163,6 +176,7 @@ pub async fn serve(
         mesh: None,
         no_migrate: false,
         admin: None,
+        http_step: None,
     };
     serve_with(db, listener, shutdown, frontend, options, announce).await
 }
@@ -182,6 +196,8 @@ pub struct ServeOptions<'a> {
     pub mesh: Option<orbit_auth::MeshIdentity>,
     /// Only check the schema, never migrate (`--no-migrate`, see `crate::migrate`).
     pub no_migrate: bool,
+    /// The built-in HTTP step's policy when `--enable-http-step` (see `crate::http_step`).
+    pub http_step: Option<crate::http_step::Policy>,
     /// The bound admin HTTP port (`/metrics`, `/healthz`, `/readyz`), if served.
     pub admin: Option<TcpListener>,
 }
@@ -207,6 +223,7 @@ pub async fn serve_with(
         mesh,
         no_migrate,
         admin,
+        http_step,
     } = options;
     // Loaded before anything is opened: a bad file stops the start with its path and code.
     let gate = crate::auth_args::Gate::load(identities.as_deref(), mesh)?;
@@ -227,6 +244,7 @@ pub async fn serve_with(
             node_id: "dev".into(),
             max_failures,
             retention_ms: millis(retention.retention),
+            capabilities: Capabilities { http: http_step.is_some() },
             ..OwnerConfig::default()
         },
         store.clone(),
@@ -284,6 +302,19 @@ pub async fn serve_with(
         tracing::info!(%addr, db = %db.display(), "orbit dev serving");
         eprintln!("orbit dev serving on {addr} (state in {})", db.display());
     }
+    // The http step's worker reaches this process over loopback like any worker (its
+    // results take the worker path: fencing, deadlines, retries).
+    let http_task = match http_step {
+        Some(policy) => {
+            let mut addr = listener.local_addr()?;
+            if addr.ip().is_unspecified() {
+                addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            let stop = shutdown.clone();
+            Some(tokio::spawn(crate::http_step::run_worker(addr.to_string(), policy, stop)))
+        }
+        None => None,
+    };
     kit.serve(listener, shutdown.clone()).await?;
     drop(gate);
     shutdown.cancel();
@@ -291,6 +322,9 @@ pub async fn serve_with(
     scheduler_task.await?;
     sweeper_task.await?;
     sampler_task.await?;
+    if let Some(task) = http_task {
+        let _ = task.await;
+    }
     for task in admin_tasks {
         let _ = task.await;
     }

@@ -24,9 +24,6 @@ use orbit_store::{
 };
 use std::collections::BTreeMap;
 
-/// The built-in adapters this server runs: none, so http steps fail `ADAPTER_DISABLED`.
-pub(crate) const CAPABILITIES: Capabilities = Capabilities { http: false };
-
 /// One execution's work in this pass.
 pub(crate) struct Work {
     pub(crate) hot: Hot,
@@ -36,11 +33,14 @@ pub(crate) struct Work {
     pub(crate) inbox_done: Vec<InboxDone>,
     pub(crate) new_execution: Option<ExecutionRow>,
     pub(crate) replies: Vec<PendingStart>,
+    /// The built-in adapters this server runs (`OwnerConfig::capabilities`): off, http
+    /// steps fail `ADAPTER_DISABLED`; on, their attempts are queued for the built-in worker.
+    pub(crate) caps: Capabilities,
 }
 
 impl Work {
-    pub(crate) fn new(hot: Hot) -> Work {
-        Work { hot, events: vec![], inbox_done: vec![], new_execution: None, replies: vec![] }
+    pub(crate) fn new(hot: Hot, caps: Capabilities) -> Work {
+        Work { hot, events: vec![], inbox_done: vec![], new_execution: None, replies: vec![], caps }
     }
 
     pub(crate) fn record(&mut self, event: Event, now: u64) -> u64 {
@@ -49,7 +49,7 @@ impl Work {
 
     /// Decides to the fixpoint after the recorded events (see `orbit_engine::settle`).
     pub(crate) fn settle(&mut self, now: u64, limits: &orbit_definition::Limits) -> Vec<Run> {
-        let pass = Pass { now, limits, caps: CAPABILITIES };
+        let pass = Pass { now, limits, caps: self.caps };
         let recorded = std::mem::take(&mut self.events);
         settle(&self.hot.def, &mut self.hot.state, recorded, self.hot.timer_at, &pass)
     }
@@ -57,7 +57,7 @@ impl Work {
     /// The run touched by the recorded events, without deciding.
     pub(crate) fn undecided(&mut self) -> Vec<Run> {
         let recorded = std::mem::take(&mut self.events);
-        vec![effects_of(&self.hot.def, &self.hot.state, recorded, self.hot.timer_at, CAPABILITIES)]
+        vec![effects_of(&self.hot.def, &self.hot.state, recorded, self.hot.timer_at, self.caps)]
     }
 }
 
@@ -119,7 +119,7 @@ pub(crate) async fn apply_set(
             Ok(Begin::Exists(started)) => reply(&mut start, Ok(started)),
             Ok(Begin::New(new)) => {
                 let (hot, created, row) = *new;
-                let mut w = Work::new(hot);
+                let mut w = Work::new(hot, inner.cfg.capabilities);
                 w.new_execution = Some(row);
                 w.record(created, now);
                 w.replies.push(start);
@@ -133,7 +133,10 @@ pub(crate) async fn apply_set(
         if !work.contains_key(&entry.execution_id) {
             match hot(inner, core, &entry.execution_id).await {
                 Ok(h) => {
-                    work.insert(entry.execution_id.clone(), Work::new(h.clone()));
+                    work.insert(
+                        entry.execution_id.clone(),
+                        Work::new(h.clone(), inner.cfg.capabilities),
+                    );
                 }
                 Err(e) => {
                     tracing::warn!(execution_id = %entry.execution_id, trace_id = %orbit_telemetry::trace_id(&entry.execution_id), seq = entry.seq, error = %e, "inbox entry for an execution this owner cannot load");
@@ -293,7 +296,7 @@ pub(crate) async fn create_only(
     let Begin::New(new) = begin(inner, core, &start.request, now).await? else { return Ok(()) };
     let (hot, created, row) = *new;
     let id = start.request.execution_id.clone();
-    let mut w = Work::new(hot);
+    let mut w = Work::new(hot, inner.cfg.capabilities);
     w.new_execution = Some(row);
     w.record(created, now);
     let runs = w.undecided();

@@ -128,9 +128,10 @@ async fn terminate(
     let pending = inner.store.pending_inbox(Some(&id), u32::MAX).await?;
     let node_id = inner.cfg.node_id.clone();
     let retention_ms = inner.cfg.retention_ms;
+    let caps = inner.cfg.capabilities;
     let (reason, entry_seq, job_id) = (reason.to_string(), entry.seq, id.clone());
     let job: isolate::Job<_> = Box::new(move || {
-        let mut w = Work::new(h);
+        let mut w = Work::new(h, caps);
         let mut open: Vec<String> = w
             .hot
             .state

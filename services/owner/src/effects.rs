@@ -62,7 +62,7 @@ pub(crate) fn rows(effects: Vec<Effect>, root_id: &str) -> Rows {
     for effect in effects {
         match effect {
             // A built-in adapter's attempt goes to the queue under its task name: whoever
-            // serves it runs it (this server never enables one, see `apply::CAPABILITIES`).
+            // serves it runs it (`orbit dev --enable-http-step` starts a built-in worker for http).
             Effect::OfferTask(offer) | Effect::RunAdapter { offer, .. } => {
                 rows.tasks.push(offer);
             }

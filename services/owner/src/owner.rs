@@ -49,6 +49,10 @@ pub struct OwnerConfig {
     /// Where a pass reads `now` (event timestamps, timer due times). Default: the system
     /// clock; tests inject one they move by hand.
     pub clock: Clock,
+    /// The built-in adapters enabled (default none: http steps fail `ADAPTER_DISABLED`).
+    /// On, an http attempt is queued under `orbit.http` like any task, for the built-in
+    /// worker the process runs beside the owner (see `orbit dev --enable-http-step`).
+    pub capabilities: orbit_engine::Capabilities,
 }
 
 impl Default for OwnerConfig {
@@ -68,6 +72,7 @@ impl Default for OwnerConfig {
             max_failures: 3,
             retention_ms: crate::effects::DEFAULT_RETENTION_MS,
             clock: Clock::system(),
+            capabilities: orbit_engine::Capabilities::default(),
         }
     }
 }

@@ -1,0 +1,212 @@
+//! The built-in HTTP step through the real `orbit dev` against a local HTTP server the test
+//! runs: a JSON response lands in the step's output, a non-2xx status fails `HTTP_ERROR`
+//! with the status (retried under the step's policy when 5xx), a server that never answers
+//! fails every attempt with `TIMEOUT`, hosts off the allow-list (directly or by redirect)
+//! are refused with `HTTP_HOST_NOT_ALLOWED`, a refused connection fails
+//! `HTTP_CONNECT_FAILED`, an oversized body `HTTP_BODY_TOO_LARGE`; and without
+//! `--enable-http-step` the step fails `ADAPTER_DISABLED` as before.
+
+mod common;
+
+use common::*;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use orbit_api::v1 as pb;
+use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
+use orbit_server_kit::payload::struct_to_json_object;
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tonic::transport::Channel;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// `timeout` and retries per workflow: `call` gives requests ample time, `call-slow` 1 s
+/// (its server never answers within it).
+const CALL: &str = r#"
+name: call
+version: "1"
+steps:
+  - id: call
+    http:
+      method: POST
+      url: ${{ input.url }}
+      headers: { x-test: orbit }
+      body: { n: "${{ input.n }}" }
+    timeout: 20s
+    retry: { max_attempts: 2, initial_interval: 100ms }
+output: ${{ steps.call.output }}
+"#;
+
+const CALL_SLOW: &str = r#"
+name: call-slow
+version: "1"
+steps:
+  - id: call
+    http: { method: GET, url: "${{ input.url }}" }
+    timeout: 1s
+    retry: { max_attempts: 2, initial_interval: 100ms }
+output: ${{ steps.call.output }}
+"#;
+
+/// The test's HTTP server: `/ok` echoes the request as JSON, `/missing` 404, `/down` 503,
+/// `/slow` never answers in time, `/away` redirects to a host off the allow-list, `/big`
+/// sends more than the payload limit.
+async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let (parts, body) = req.into_parts();
+    let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let reply = |status: u16, ct: &str, body: Bytes| {
+        Ok(Response::builder()
+            .status(status)
+            .header("content-type", ct)
+            .body(Full::new(body))
+            .expect("response"))
+    };
+    match parts.uri.path() {
+        "/ok" => {
+            let echo = json!({
+                "method": parts.method.as_str(),
+                "x_test": parts.headers.get("x-test").and_then(|v| v.to_str().ok()),
+                "received": serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null),
+            });
+            reply(200, "application/json", Bytes::from(echo.to_string()))
+        }
+        "/missing" => reply(404, "text/plain", Bytes::from_static(b"no such thing")),
+        "/down" => reply(503, "text/plain", Bytes::from_static(b"try later")),
+        "/slow" => {
+            tokio::time::sleep(Duration::from_secs(120)).await;
+            reply(200, "text/plain", Bytes::new())
+        }
+        "/away" => Ok(Response::builder()
+            .status(302)
+            .header("location", "http://not-allowed.invalid/ok")
+            .body(Full::new(Bytes::new()))
+            .expect("response")),
+        "/big" => reply(200, "text/plain", Bytes::from(vec![b'x'; 3 * 1024 * 1024])),
+        _ => reply(500, "text/plain", Bytes::new()),
+    }
+}
+
+/// Serves [`handle`] on a free loopback port; returns the port.
+async fn http_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { return };
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(handle);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    port
+}
+
+fn payload(e: &pb::HistoryEvent) -> Value {
+    Value::Object(struct_to_json_object(e.payload.clone().unwrap_or_default()).expect("payload"))
+}
+
+/// The `error` of the step's `StepFailed` and how many attempts failed before it.
+async fn step_failure(c: &mut WorkflowServiceClient<Channel>, id: &str) -> (Value, usize) {
+    let h = history_until(c, id, WAIT, |h| h.iter().any(|e| e.event_type == "StepFailed")).await;
+    let failed = h.iter().find(|e| e.event_type == "StepFailed").expect("StepFailed");
+    let attempts = h.iter().filter(|e| e.event_type == "StepAttemptFailed").count();
+    (payload(failed)["error"].clone(), attempts)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_step_against_a_local_server() {
+    let port = http_server().await;
+    let dir = TempDir::new("http-step");
+    let allow = format!("127.0.0.1:{port},localhost");
+    let server =
+        Server::start(&dir.0.join("dev.db"), &["--enable-http-step", "--http-allow-host", &allow])
+            .await;
+    let mut c = server.client().await;
+    register(&mut c, CALL).await;
+    register(&mut c, CALL_SLOW).await;
+    let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
+
+    // Success: status, headers and the JSON-decoded body are the step's output.
+    start(&mut c, "call", "ok", json!({ "url": url("/ok"), "n": 7 })).await.expect("start");
+    let (status, output) = result(&mut c, "ok", WAIT).await;
+    assert_eq!(status, pb::ExecutionStatus::Completed, "{output}");
+    assert_eq!(output["status"], json!(200));
+    assert_eq!(output["headers"]["content-type"], json!("application/json"));
+    assert_eq!(
+        output["body"],
+        json!({ "method": "POST", "x_test": "orbit", "received": { "n": 7 } })
+    );
+    let h = history(&mut c, "ok").await;
+    let done = h.iter().find(|e| e.event_type == "StepSucceeded").expect("StepSucceeded");
+    assert_eq!(payload(done)["output"]["body"]["received"], json!({ "n": 7 }));
+
+    // 404: HTTP_ERROR with the status, not retried.
+    start(&mut c, "call", "missing", json!({ "url": url("/missing"), "n": 1 })).await.expect("s");
+    let (error, attempts) = step_failure(&mut c, "missing").await;
+    assert_eq!(error["code"], json!("HTTP_ERROR"), "{error}");
+    assert_eq!(error["details"]["status"], json!(404), "{error}");
+    assert_eq!(error["details"]["body"], json!("no such thing"), "{error}");
+    assert_eq!(attempts, 1, "a 4xx is not retried");
+
+    // 503: HTTP_ERROR, retried under the step's policy (2 attempts).
+    start(&mut c, "call", "down", json!({ "url": url("/down"), "n": 1 })).await.expect("s");
+    let (error, attempts) = step_failure(&mut c, "down").await;
+    assert_eq!(
+        (error["code"].clone(), error["details"]["status"].clone()),
+        (json!("HTTP_ERROR"), json!(503))
+    );
+    assert_eq!(attempts, 2, "a 5xx is retried up to max_attempts");
+
+    // No answer within the step's timeout: every attempt fails TIMEOUT.
+    start(&mut c, "call-slow", "slow", json!({ "url": url("/slow") })).await.expect("s");
+    let (error, attempts) = step_failure(&mut c, "slow").await;
+    assert_eq!(error["code"], json!("TIMEOUT"), "{error}");
+    assert_eq!(attempts, 2);
+
+    // Off the allow-list: another port of an allowed host, and a redirect elsewhere.
+    let other = free_port();
+    let off = format!("http://127.0.0.1:{other}/ok");
+    start(&mut c, "call", "off-list", json!({ "url": off, "n": 1 })).await.expect("s");
+    let (error, attempts) = step_failure(&mut c, "off-list").await;
+    assert_eq!(error["code"], json!("HTTP_HOST_NOT_ALLOWED"), "{error}");
+    assert_eq!(attempts, 1, "a refused host is not retried");
+    start(&mut c, "call", "away", json!({ "url": url("/away"), "n": 1 })).await.expect("s");
+    let (error, _) = step_failure(&mut c, "away").await;
+    assert_eq!(error["code"], json!("HTTP_HOST_NOT_ALLOWED"), "{error}");
+    assert_eq!(error["details"]["host"], json!("not-allowed.invalid"), "{error}");
+
+    // An allowed host that refuses the connection: retryable, so both attempts fail.
+    let refused = format!("http://localhost:{}/ok", free_port());
+    start(&mut c, "call", "refused", json!({ "url": refused, "n": 1 })).await.expect("s");
+    let (error, attempts) = step_failure(&mut c, "refused").await;
+    assert_eq!(error["code"], json!("HTTP_CONNECT_FAILED"), "{error}");
+    assert_eq!(attempts, 2);
+
+    // A body over the payload limit.
+    start(&mut c, "call", "big", json!({ "url": url("/big"), "n": 1 })).await.expect("s");
+    let (error, _) = step_failure(&mut c, "big").await;
+    assert_eq!(error["code"], json!("HTTP_BODY_TOO_LARGE"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_step_is_refused_when_disabled() {
+    let port = http_server().await;
+    let dir = TempDir::new("http-step-off");
+    // The allow-list alone does not enable the step.
+    let allow = format!("127.0.0.1:{port}");
+    let server = Server::start(&dir.0.join("dev.db"), &["--http-allow-host", &allow]).await;
+    let mut c = server.client().await;
+    register(&mut c, CALL).await;
+    let url = format!("http://127.0.0.1:{port}/ok");
+    start(&mut c, "call", "off", json!({ "url": url, "n": 1 })).await.expect("start");
+    let (error, attempts) = step_failure(&mut c, "off").await;
+    assert_eq!(error["code"], json!("ADAPTER_DISABLED"), "{error}");
+    assert_eq!(attempts, 1);
+}
