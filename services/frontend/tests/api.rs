@@ -309,7 +309,9 @@ async fn signals_are_recorded_or_refused_with_codes() {
         })
         .await
         .unwrap_err();
-    assert_eq!(update.code(), tonic::Code::Unimplemented);
+    // Updates are served now: an update the definition does not declare is refused.
+    assert_eq!(code(&update), ErrorCode::UnknownUpdate);
+    assert_eq!(update.code(), tonic::Code::NotFound);
     let cancelled = h
         .workflows
         .cancel_execution(CancelExecutionRequest {
