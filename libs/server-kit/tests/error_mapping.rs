@@ -16,6 +16,8 @@ const EXPECTED: &[(&str, Code)] = &[
     ("EXECUTION_NOT_FOUND", Code::NotFound),
     ("UNKNOWN_SIGNAL", Code::NotFound),
     ("UNKNOWN_QUERY", Code::NotFound),
+    ("UNKNOWN_UPDATE", Code::NotFound),
+    ("UPDATE_REJECTED", Code::FailedPrecondition),
     ("DEFINITION_CONFLICT", Code::AlreadyExists),
     ("EXECUTION_EXISTS", Code::AlreadyExists),
     ("EXECUTION_FINISHED", Code::FailedPrecondition),
