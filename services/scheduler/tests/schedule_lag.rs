@@ -3,15 +3,16 @@
 //! docs/benchmarks.md; run with `--nocapture`). Real owner, real SQLite file, one real
 //! scheduler on the system clock.
 
+mod support;
+
 use orbit_api::internal::v1::owner_service_server::OwnerService;
-use orbit_owner::{system_clock, Owner, OwnerConfig};
+use orbit_owner::system_clock;
 use orbit_schedule::{ActionDef, IntervalDef, ScheduleDef, SpecDef};
 use orbit_scheduler::Scheduler;
-use orbit_store::{ChangeHub, ExecutionFilter, ScheduleRow, SqliteStore, Store};
+use orbit_store::{ExecutionFilter, ScheduleRow};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 const NAP: &str = "name: nap\nversion: '1'\nsteps: [ { id: z, sleep: 10ms } ]\n";
 const SCHEDULES: usize = 1_000;
@@ -19,23 +20,7 @@ const SCHEDULES: usize = 1_000;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_schedules_due_in_one_second_each_start_once() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open_and_migrate(dir.path().join("orbit.db")).await.unwrap());
-    let def = orbit_definition::parse(NAP).unwrap();
-    let doc = orbit_definition::canonical_json(&orbit_definition::to_document(&def));
-    store.put_definition(&def.name, &def.version, &def.hash, &doc).await.unwrap();
-    let owner = Owner::new(
-        OwnerConfig { node_id: "owner-1".into(), ..OwnerConfig::default() },
-        store.clone(),
-        Arc::new(Notify::new()),
-        Arc::new(Notify::new()),
-        Arc::new(ChangeHub::new()),
-    );
-    let stop = CancellationToken::new();
-    tokio::spawn({
-        let (o, s) = (owner.clone(), stop.clone());
-        async move { o.run(s).await }
-    });
+    let (store, owner, stop) = support::owner_with(dir.path(), NAP, None).await;
     // Hourly schedules whose next occurrence is the same whole second, 3 s from now.
     let due = (system_clock() / 1_000 + 3) * 1_000;
     let spec = ScheduleDef {

@@ -2,19 +2,20 @@
 //! policy against a long-running execution, the remaining-actions limit, pause and resume
 //! with catch-up. Real owner, real SQLite file, a real scheduler loop.
 
+mod support;
+
 use orbit_api::internal::v1 as pb;
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_api::internal::v1::scheduler_service_server::SchedulerService;
-use orbit_owner::{Clock, Owner, OwnerConfig};
+use orbit_owner::Clock;
 use orbit_schedule::{ActionDef, CatchUp, IntervalDef, Overlap, ScheduleDef, SpecDef};
 use orbit_scheduler::Scheduler;
 use orbit_server_kit::payload::opt_timestamp_to_ms;
-use orbit_store::{ChangeHub, ExecutionFilter, ScheduleRow, SqliteStore, Store};
+use orbit_store::{ExecutionFilter, ScheduleRow, Store};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 /// Sleeps an hour of the domain clock: running for the whole test.
 const LONG: &str = "name: long\nversion: '1'\nsteps: [ { id: z, sleep: 1h } ]\n";
@@ -91,27 +92,8 @@ fn id(schedule: &str, secs: u64) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overlap_policies_limits_and_pauses_on_a_moved_clock() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open_and_migrate(dir.path().join("orbit.db")).await.unwrap());
-    let def = orbit_definition::parse(LONG).unwrap();
-    let doc = orbit_definition::canonical_json(&orbit_definition::to_document(&def));
-    store.put_definition(&def.name, &def.version, &def.hash, &doc).await.unwrap();
-    let owner = Owner::new(
-        OwnerConfig {
-            node_id: "owner-1".into(),
-            clock: Clock::from_fn(now),
-            ..OwnerConfig::default()
-        },
-        store.clone(),
-        Arc::new(Notify::new()),
-        Arc::new(Notify::new()),
-        Arc::new(ChangeHub::new()),
-    );
-    let stop = CancellationToken::new();
-    tokio::spawn({
-        let (o, s) = (owner.clone(), stop.clone());
-        async move { o.run(s).await }
-    });
+    let (store, owner, stop) =
+        support::owner_with(dir.path(), LONG, Some(Clock::from_fn(now))).await;
     let owners: Arc<dyn OwnerService> = Arc::new(owner);
     let wake = Arc::new(Notify::new());
     let scheduler = Scheduler::new("scheduler-1", store.clone(), owners, wake.clone(), now);

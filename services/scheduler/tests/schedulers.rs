@@ -3,19 +3,19 @@
 //! schedulers, on a domain clock the test moves by hand (no timer is waited for in real
 //! time).
 
+mod support;
+
 use orbit_api::internal::v1 as pb;
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_api::internal::v1::scheduler_service_server::SchedulerService;
-use orbit_owner::{Clock, Owner, OwnerConfig, StartRequest};
+use orbit_owner::{Clock, StartRequest};
 use orbit_scheduler::Scheduler;
 use orbit_server_kit::payload::opt_timestamp_to_ms;
-use orbit_store::{ChangeHub, SqliteStore, Store};
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 const NAP: &str = "name: nap\nversion: '1'\nsteps: [ { id: z, sleep: 150ms } ]\noutput: rested\n";
 
@@ -60,27 +60,8 @@ fn fired(path: &std::path::Path) -> Vec<(String, i64)> {
 async fn three_schedulers_fire_each_timer_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("orbit.db");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(&path).await.unwrap());
-    let def = orbit_definition::parse(NAP).unwrap();
-    let doc = orbit_definition::canonical_json(&orbit_definition::to_document(&def));
-    store.put_definition(&def.name, &def.version, &def.hash, &doc).await.unwrap();
-
-    let owner = Owner::new(
-        OwnerConfig {
-            node_id: "owner-1".into(),
-            clock: Clock::from_fn(now),
-            ..OwnerConfig::default()
-        },
-        store.clone(),
-        Arc::new(Notify::new()),
-        Arc::new(Notify::new()),
-        Arc::new(ChangeHub::new()),
-    );
-    let stop = CancellationToken::new();
-    tokio::spawn({
-        let (o, s) = (owner.clone(), stop.clone());
-        async move { o.run(s).await }
-    });
+    let (store, owner, stop) =
+        support::owner_with(dir.path(), NAP, Some(Clock::from_fn(now))).await;
     let owners: Arc<dyn OwnerService> = Arc::new(owner.clone());
     // Each scheduler has its own wake-up, as separate processes would; the test plays the
     // database notification that tells all of them timers changed.
