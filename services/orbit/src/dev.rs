@@ -65,6 +65,8 @@ pub struct DevArgs {
     pub traces: crate::trace_args::TraceArgs,
     #[command(flatten)]
     pub admin: crate::admin_args::AdminArgs,
+    #[command(flatten)]
+    pub limits: crate::limit_args::LimitArgs,
 }
 
 /// Runs `orbit dev` until SIGINT/SIGTERM.
@@ -93,8 +95,11 @@ pub async fn run(args: DevArgs) -> ExitCode {
         Err(code) => return code,
     };
     let shutdown = signal_token();
-    let config =
-        FrontendConfig { session_timeout_ms: args.session_timeout_ms, ..FrontendConfig::default() };
+    let config = FrontendConfig {
+        session_timeout_ms: args.session_timeout_ms,
+        max_payload_bytes: args.limits.payload.max_payload_bytes,
+        ..FrontendConfig::default()
+    };
     if let Err(e) = args.sweep.check(config.reply_timeout_ms) {
         eprintln!("error: {e}");
         return ExitCode::from(2);
@@ -108,6 +113,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
         mesh: args.connections.mesh.identity(),
         no_migrate: args.schema.no_migrate,
         admin,
+        limits: Some(args.limits.clone()),
     };
     if args.connections.mesh.tls_from_mesh {
         tracing::info!(mesh_identity = ?options.mesh, "TLS is delegated to the service mesh: this port serves plain text to the local sidecar");
@@ -163,6 +169,7 @@ pub async fn serve(
         mesh: None,
         no_migrate: false,
         admin: None,
+        limits: None,
     };
     serve_with(db, listener, shutdown, frontend, options, announce).await
 }
@@ -184,6 +191,8 @@ pub struct ServeOptions<'a> {
     pub no_migrate: bool,
     /// The bound admin HTTP port (`/metrics`, `/healthz`, `/readyz`), if served.
     pub admin: Option<TcpListener>,
+    /// Server-wide limits (`--max-*`); `None`: the defaults (only the payload limit).
+    pub limits: Option<crate::limit_args::LimitArgs>,
 }
 
 /// [`serve`] with its options: connections, the poison quarantine's threshold, the retention
@@ -207,6 +216,7 @@ pub async fn serve_with(
         mesh,
         no_migrate,
         admin,
+        limits,
     } = options;
     // Loaded before anything is opened: a bad file stops the start with its path and code.
     let gate = crate::auth_args::Gate::load(identities.as_deref(), mesh)?;
@@ -227,6 +237,8 @@ pub async fn serve_with(
             node_id: "dev".into(),
             max_failures,
             retention_ms: millis(retention.retention),
+            limits: limits.as_ref().map_or_else(|| OwnerConfig::default().limits, |l| l.engine()),
+            max_active_executions: limits.as_ref().and_then(|l| l.max_active_executions),
             ..OwnerConfig::default()
         },
         store.clone(),

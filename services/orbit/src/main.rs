@@ -10,6 +10,7 @@ mod bench;
 mod bench_server;
 mod client;
 mod dev;
+mod limit_args;
 mod mesh_args;
 mod migrate;
 mod retention;
