@@ -49,11 +49,14 @@ pub enum ErrorCode {
     ExpressionLimit,
     /// A document over a size limit (bytes, nesting depth, number of steps).
     DocumentLimit,
+    /// A workflow or task name under `orbit.`, reserved for built-ins (only `orbit.http`
+    /// may be named, as a task).
+    ReservedName,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and exhaustive tests.
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::ParseError,
         ErrorCode::MissingField,
         ErrorCode::UnknownField,
@@ -71,6 +74,7 @@ impl ErrorCode {
         ErrorCode::StepKind,
         ErrorCode::ExpressionLimit,
         ErrorCode::DocumentLimit,
+        ErrorCode::ReservedName,
     ];
 
     /// The stable SCREAMING_SNAKE string of the code.
@@ -94,6 +98,7 @@ impl ErrorCode {
             ErrorCode::StepKind => "STEP_KIND",
             ErrorCode::ExpressionLimit => "EXPRESSION_LIMIT",
             ErrorCode::DocumentLimit => "DOCUMENT_LIMIT",
+            ErrorCode::ReservedName => "RESERVED_NAME",
         }
     }
 

@@ -200,3 +200,19 @@ fn retention_is_a_duration_kept_in_the_normal_form() {
     let zero = format!("{HEAD}retention: 0s\nsteps:\n  - {{ id: a, task: work }}\n");
     assert_eq!(errors_of(&zero), [(ErrorCode::InvalidDuration, "retention".to_string())]);
 }
+
+#[test]
+fn names_under_orbit_are_reserved_except_the_built_in_http_task() {
+    let built_in = "name: uses-http\nversion: \"1\"\ntasks: { orbit.http: {} }\nsteps:\n  - { id: a, task: orbit.http }\n";
+    assert!(parse(built_in).is_ok(), "orbit.http is the built-in task a definition may name");
+    // `orbitx` and `my.orbit.task` are not under the prefix.
+    let near = "name: orbitx.flow\nversion: \"1\"\ntasks: { my.orbit.task: {} }\nsteps:\n  - { id: a, task: my.orbit.task }\n";
+    assert!(parse(near).is_ok());
+    let reserved = "name: orbit.http\nversion: \"1\"\ntasks: { orbit.queue: {} }\nsteps:\n  - { id: a, task: orbit.queue }\n";
+    let errors = errors_of(reserved);
+    assert!(errors.contains(&(ErrorCode::ReservedName, "name".into())), "{errors:?}");
+    assert!(
+        errors.contains(&(ErrorCode::ReservedName, r#"tasks["orbit.queue"]"#.into())),
+        "{errors:?}"
+    );
+}

@@ -88,6 +88,11 @@ pub trait ExecutionReads: Send + Sync {
 
     /// The fault rows of `ids` that exist, by execution id.
     async fn faults(&self, ids: &[String]) -> Result<Vec<FaultRow>>;
+
+    /// How many executions are not closed (pending, running, compensating or suspended):
+    /// what `max_active_executions` is checked against, once per start (an index range
+    /// scan of `executions_by_status`, never per step).
+    async fn count_active_executions(&self) -> Result<u64>;
 }
 
 /// The command channel to an execution's owner: write an entry, read its reply. Any service

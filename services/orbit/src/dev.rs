@@ -69,6 +69,8 @@ pub struct DevArgs {
     /// The built-in HTTP step.
     #[command(flatten)]
     pub http_step: crate::http_step::HttpStepArgs,
+    #[command(flatten)]
+    pub limits: crate::limit_args::LimitArgs,
 }
 
 /// Runs `orbit dev` until SIGINT/SIGTERM.
@@ -103,8 +105,11 @@ pub async fn run(args: DevArgs) -> ExitCode {
         Err(code) => return code,
     };
     let shutdown = signal_token();
-    let config =
-        FrontendConfig { session_timeout_ms: args.session_timeout_ms, ..FrontendConfig::default() };
+    let config = FrontendConfig {
+        session_timeout_ms: args.session_timeout_ms,
+        max_payload_bytes: args.limits.payload.max_payload_bytes,
+        ..FrontendConfig::default()
+    };
     if let Err(e) = args.sweep.check(config.reply_timeout_ms) {
         eprintln!("error: {e}");
         return ExitCode::from(2);
@@ -121,6 +126,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
         http_step: args
             .http_step
             .policy(orbit_server_kit::payload::DEFAULT_MAX_PAYLOAD_BYTES as usize),
+        limits: Some(args.limits.clone()),
     };
     if args.connections.mesh.tls_from_mesh {
         tracing::info!(mesh_identity = ?options.mesh, "TLS is delegated to the service mesh: this port serves plain text to the local sidecar");
@@ -177,6 +183,7 @@ pub async fn serve(
         no_migrate: false,
         admin: None,
         http_step: None,
+        limits: None,
     };
     serve_with(db, listener, shutdown, frontend, options, announce).await
 }
@@ -200,6 +207,8 @@ pub struct ServeOptions<'a> {
     pub http_step: Option<crate::http_step::Policy>,
     /// The bound admin HTTP port (`/metrics`, `/healthz`, `/readyz`), if served.
     pub admin: Option<TcpListener>,
+    /// Server-wide limits (`--max-*`); `None`: the defaults (only the payload limit).
+    pub limits: Option<crate::limit_args::LimitArgs>,
 }
 
 /// [`serve`] with its options: connections, the poison quarantine's threshold, the retention
@@ -224,6 +233,7 @@ pub async fn serve_with(
         no_migrate,
         admin,
         http_step,
+        limits,
     } = options;
     // Loaded before anything is opened: a bad file stops the start with its path and code.
     let gate = crate::auth_args::Gate::load(identities.as_deref(), mesh)?;
@@ -245,6 +255,8 @@ pub async fn serve_with(
             max_failures,
             retention_ms: millis(retention.retention),
             capabilities: Capabilities { http: http_step.is_some() },
+            limits: limits.as_ref().map_or_else(|| OwnerConfig::default().limits, |l| l.engine()),
+            max_active_executions: limits.as_ref().and_then(|l| l.max_active_executions),
             ..OwnerConfig::default()
         },
         store.clone(),

@@ -11,6 +11,7 @@ mod bench_server;
 mod client;
 mod dev;
 mod http_step;
+mod limit_args;
 mod mesh_args;
 mod migrate;
 mod retention;

@@ -10,6 +10,7 @@
 //! restarts by the recovery mode — park an execution as SUSPENDED after `max_failures`,
 //! so one hostile input never takes the owner (or the next owner) down.
 
+mod admission;
 mod apply;
 mod clock;
 mod control;

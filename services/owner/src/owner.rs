@@ -29,6 +29,9 @@ pub struct OwnerConfig {
     pub node_id: String,
     /// Server-wide limits.
     pub limits: Limits,
+    /// Open executions above which a start is refused (`RESOURCE_EXHAUSTED`); `None`: no
+    /// limit. Checked once per start, see `admission`.
+    pub max_active_executions: Option<u64>,
     /// Inbox entries taken per pass.
     pub max_batch: u32,
     /// A pass runs at least this often even without wake-ups (a safety net, not a poll
@@ -65,6 +68,7 @@ impl Default for OwnerConfig {
                 max_payload_bytes: Some(orbit_server_kit::payload::DEFAULT_MAX_PAYLOAD_BYTES),
                 ..Limits::default()
             },
+            max_active_executions: None,
             max_batch: 4096,
             idle_pass: Duration::from_secs(1),
             node_timeout_ms: 10_000,
@@ -278,8 +282,10 @@ impl Owner {
     /// Starts an execution; idempotent by id. Answers once the start is durable.
     ///
     /// # Errors
-    /// `WORKFLOW_NOT_FOUND`, `INVALID_INPUT`, `PAYLOAD_TOO_LARGE`, `UNAVAILABLE`.
+    /// `WORKFLOW_NOT_FOUND`, `INVALID_INPUT`, `PAYLOAD_TOO_LARGE`, `RESOURCE_EXHAUSTED`
+    /// (over `max_active_executions`), `UNAVAILABLE`.
     pub async fn start(&self, request: StartRequest) -> Result<Started, OwnerError> {
+        self.admit(&request.execution_id).await?;
         let (tx, rx) = oneshot::channel();
         self.inner
             .starts

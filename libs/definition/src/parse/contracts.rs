@@ -3,7 +3,7 @@
 use crate::contract::Contract;
 use crate::error::ErrorCode;
 use crate::model::TaskContract;
-use crate::parse::names::{check_key, is_name, is_version};
+use crate::parse::names::{check_key, check_reserved, is_name, is_version};
 use crate::parse::reader::{field_path, wrong_type, Errors, Obj};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -60,6 +60,7 @@ pub(crate) fn tasks(
     for name in obj.keys() {
         let at = obj.at(&name);
         check_key("task", &name, &at, errors);
+        check_reserved("task", &name, true, &at, errors);
         let mut task =
             TaskContract { version: "1".into(), input: None, output: None, language: None };
         let entry = obj.raw(&name).unwrap_or(&Value::Null);

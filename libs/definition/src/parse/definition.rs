@@ -8,7 +8,7 @@ use crate::parse::contracts::{contract, signals, tasks, version};
 use crate::parse::exprs::{Compiler, StepRef, Vars};
 use crate::parse::fields::duration;
 use crate::parse::graph;
-use crate::parse::names::{check_key, is_name};
+use crate::parse::names::{check_key, check_reserved, is_name};
 use crate::parse::reader::{a_kind, wrong_type, Errors, Obj};
 use crate::parse::steps::{read_body, Known, Parsed};
 use serde_json::Value;
@@ -56,6 +56,7 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
         let message = format!("workflow name `{name}` must match [A-Za-z0-9_.-]+");
         errors.push("name", ErrorCode::InvalidValue, message);
     }
+    check_reserved("workflow", &name, false, "name", errors);
     let version = obj.required("version", errors).and_then(|v| version(v, "version", errors));
     let description = obj.string("description", errors).map(str::to_string);
     let timeout_ms = duration(&mut obj, "timeout", true, errors);

@@ -42,6 +42,27 @@ pub(crate) fn check_key(kind: &str, key: &str, path: &str, errors: &mut Errors) 
     }
 }
 
+/// The prefix of built-in names: a user's workflow or task may not take one, so a built-in
+/// added later never collides with a registered name.
+pub(crate) const RESERVED_PREFIX: &str = "orbit.";
+
+/// The built-in tasks a definition may name (the HTTP step's task).
+const BUILT_IN_TASKS: [&str; 1] = ["orbit.http"];
+
+/// Records `RESERVED_NAME` for a workflow (`task: false`) or task name under `orbit.` that
+/// is not a built-in.
+pub(crate) fn check_reserved(kind: &str, name: &str, task: bool, path: &str, errors: &mut Errors) {
+    if name.starts_with(RESERVED_PREFIX) && !(task && BUILT_IN_TASKS.contains(&name)) {
+        errors.push(
+            path,
+            ErrorCode::ReservedName,
+            format!(
+                "{kind} name `{name}`: names under `{RESERVED_PREFIX}` are reserved for built-ins"
+            ),
+        );
+    }
+}
+
 /// Splits `NAME[@VERSION]`; records `INVALID_VALUE` when malformed.
 pub(crate) fn workflow_ref(
     text: &str,

@@ -253,6 +253,10 @@ impl ExecutionReads for PgStore {
     async fn faults(&self, ids: &[String]) -> Result<Vec<FaultRow>> {
         run!(self, Kind::Read, |c| faults::get_many(c, ids))
     }
+
+    async fn count_active_executions(&self) -> Result<u64> {
+        run!(self, Kind::Read, |c| reads::count_active(c))
+    }
 }
 
 #[async_trait::async_trait]

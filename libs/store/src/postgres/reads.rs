@@ -128,3 +128,12 @@ pub(crate) async fn stats(conn: &mut PgConn) -> PgResult<crate::DbStats> {
         commits: u64::try_from(commits).unwrap_or(0),
     })
 }
+
+/// Executions not closed, through `executions_by_status` (one range per open status).
+pub(crate) async fn count_active(conn: &mut PgConn) -> PgResult<u64> {
+    let sql = "SELECT COUNT(*) FROM executions \
+        WHERE status IN ('PENDING', 'RUNNING', 'COMPENSATING', 'SUSPENDED')";
+    let found = conn.query(sql, &[]).await?;
+    let n: i64 = found.first().map_or(0, |row| row.get(0));
+    Ok(u64::try_from(n).unwrap_or(0))
+}

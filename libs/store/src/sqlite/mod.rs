@@ -139,6 +139,10 @@ impl ExecutionReads for SqliteStore {
         let ids = ids.to_vec();
         self.readers.run(move |c| faults::get(c, &ids)).await
     }
+
+    async fn count_active_executions(&self) -> Result<u64> {
+        self.readers.run(reads::count_active).await
+    }
 }
 
 #[async_trait::async_trait]

@@ -58,3 +58,11 @@ pub(crate) fn list_executions(
     }
     Ok(ExecutionPage::from_rows(executions, &w))
 }
+
+/// Executions not closed, through `executions_by_status` (one range per open status).
+pub(crate) fn count_active(conn: &Connection) -> Result<u64> {
+    let sql = "SELECT COUNT(*) FROM executions \
+        WHERE status IN ('PENDING', 'RUNNING', 'COMPENSATING', 'SUSPENDED')";
+    let n: i64 = conn.prepare_cached(sql)?.query_row([], |r| r.get(0))?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}

@@ -96,7 +96,33 @@ pub(crate) async fn register(
         definition_hash: def.hash.clone(),
         created: outcome == PutOutcome::Created,
         created_at: row.map(|r| ms_to_timestamp(r.created_at_ms)),
+        warnings: unserved_tasks(shared, &def),
     })
+}
+
+/// A warning per task of `def` that no live worker session on this frontend announces at
+/// the declared version (the built-in `orbit.http` runs in the server). Only this
+/// frontend's sessions are known here, so in a split topology a worker on another
+/// frontend may serve it: a warning, never a refusal.
+fn unserved_tasks(shared: &Shared, def: &orbit_definition::Definition) -> Vec<String> {
+    let sessions = shared.sessions.snapshot();
+    let live: Vec<_> = sessions.iter().filter(|s| !s.is_stopped()).collect();
+    def.tasks
+        .iter()
+        .filter(|(name, _)| name.as_str() != orbit_engine::effects::HTTP_TASK)
+        .filter(|(name, contract)| {
+            !live
+                .iter()
+                .any(|s| s.meta.tasks.iter().any(|(n, v)| n == *name && *v == contract.version))
+        })
+        .map(|(name, contract)| {
+            format!(
+                "no connected worker serves task {name} version {}: its steps wait in the \
+                 queue until one does",
+                contract.version
+            )
+        })
+        .collect()
 }
 
 pub(crate) async fn get(

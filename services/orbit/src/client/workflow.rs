@@ -81,6 +81,10 @@ pub async fn run(args: WorkflowArgs) -> Result<(), Failure> {
                 .await?
                 .into_inner();
             let status = if response.created { "created" } else { "unchanged" };
+            // On stderr: the definition is registered, the output stays what scripts parse.
+            for warning in &response.warnings {
+                eprintln!("warning: {warning}");
+            }
             match format {
                 Format::Json => print_json(&json!({
                     "name": response.name,

@@ -161,6 +161,8 @@ pub struct OwnerArgs {
     pub max_failures: u32,
     #[command(flatten)]
     pub retention: crate::retention::RetentionArg,
+    #[command(flatten)]
+    pub limits: crate::limit_args::LimitArgs,
 }
 
 /// Options of `orbit frontend`.
@@ -181,6 +183,8 @@ pub struct FrontendArgs {
     /// command stays queued and is applied later). Example: --reply-timeout-ms 5000
     #[arg(long, env = "ORBIT_REPLY_TIMEOUT_MS", default_value_t = 10_000, value_name = "MS")]
     pub reply_timeout_ms: u64,
+    #[command(flatten)]
+    pub payload: crate::limit_args::PayloadLimitArg,
 }
 
 /// Options of `orbit scheduler`.

@@ -27,6 +27,7 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
             node_id: node.node_id.clone(),
             session_timeout_ms: args.session_timeout_ms,
             reply_timeout_ms: args.reply_timeout_ms,
+            max_payload_bytes: args.payload.max_payload_bytes,
             node_timeout_ms: a.node_timeout_ms,
             ..FrontendConfig::default()
         },

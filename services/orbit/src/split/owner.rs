@@ -25,6 +25,8 @@ pub async fn run(args: OwnerArgs) -> ExitCode {
             takeover_interval: Some(Duration::from_millis(a.heartbeat_ms)),
             max_failures: args.max_failures,
             retention_ms: crate::retention::millis(args.retention.retention),
+            limits: args.limits.engine(),
+            max_active_executions: args.limits.max_active_executions,
             ..OwnerConfig::default()
         },
         node.database.store.clone(),

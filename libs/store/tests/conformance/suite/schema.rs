@@ -119,6 +119,8 @@ pub async fn executions_list_with_filters_and_pages(b: &dyn Backend) {
         }
     }
     assert_eq!(seen, ["e6", "e5", "e4", "e3", "e2", "e1", "e0"], "newest first, no repeats");
+    // Six running, one completed: `max_active_executions` counts only the open ones.
+    assert_eq!(store.count_active_executions().await.unwrap(), 6);
 
     let ids = |f: ExecutionFilter| {
         let store = Arc::clone(&store);

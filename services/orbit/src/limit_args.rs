@@ -1,0 +1,52 @@
+//! Server-wide limits (`--max-*`, each also an `ORBIT_MAX_*` variable). A workflow's own
+//! `limits:` can only tighten them: the engine applies the stricter of the two
+//! (`orbit_engine::effective_limits`), as SEMANTICS.md "Limits" says.
+
+use orbit_definition::Limits;
+use orbit_server_kit::payload::DEFAULT_MAX_PAYLOAD_BYTES;
+
+/// The payload limit, for every process that accepts payloads (frontend and owner).
+#[derive(clap::Args, Debug, Clone)]
+pub struct PayloadLimitArg {
+    /// Largest input, signal payload, task output or recorded value, in bytes (the larger
+    /// of its JSON and protobuf length). At most the default 2 MiB: reads are sized for it.
+    /// Example: --max-payload-bytes 65536
+    #[arg(long, env = "ORBIT_MAX_PAYLOAD_BYTES", value_name = "BYTES",
+          default_value_t = DEFAULT_MAX_PAYLOAD_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..=DEFAULT_MAX_PAYLOAD_BYTES))]
+    pub max_payload_bytes: u64,
+}
+
+/// The limits an owner enforces (no limit where a flag is not given, except payloads).
+#[derive(clap::Args, Debug, Clone)]
+pub struct LimitArgs {
+    /// Open executions above which StartExecution answers RESOURCE_EXHAUSTED (counted once
+    /// per start). Example: --max-active-executions 100000
+    #[arg(long, env = "ORBIT_MAX_ACTIVE_EXECUTIONS", value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_active_executions: Option<u64>,
+    /// Events one run's history may hold; over it the run fails with LIMIT_EXCEEDED
+    /// (compensation and handlers still run). Example: --max-history-events 50000
+    #[arg(long, env = "ORBIT_MAX_HISTORY_EVENTS", value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_history_events: Option<u64>,
+    /// Items one `for_each` may fan out to; more fails the step with LIMIT_EXCEEDED.
+    /// Example: --max-fan-out 1000
+    #[arg(long, env = "ORBIT_MAX_FAN_OUT", value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_fan_out: Option<u64>,
+    #[command(flatten)]
+    pub payload: PayloadLimitArg,
+}
+
+impl LimitArgs {
+    /// The engine's server-side limits.
+    #[must_use]
+    pub fn engine(&self) -> Limits {
+        Limits {
+            max_fan_out: self.max_fan_out,
+            max_history_events: self.max_history_events,
+            max_payload_bytes: Some(self.payload.max_payload_bytes),
+        }
+    }
+}
