@@ -51,6 +51,9 @@ pub fn to_document(d: &Definition) -> Value {
         put(&mut handler, "input", u.input.as_ref().map(|c| c.schema().clone()));
         put(&mut handler, "validator", u.validator.as_ref().map(|e| expr(e.source())));
         put(&mut handler, "reply", u.reply.as_ref().map(|e| expr(e.source())));
+        if !u.steps.is_empty() {
+            handler.insert("steps".into(), body(&u.steps));
+        }
         (name.clone(), Value::Object(handler))
     });
     put_map(&mut doc, "updates", updates.collect());

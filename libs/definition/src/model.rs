@@ -48,15 +48,19 @@ pub struct Definition {
 }
 
 /// An update handler: `args` checked against `input`, then `validator` (a boolean over the
-/// state and `args`, evaluated before anything is written), then `reply` gives the result.
+/// state and `args`, evaluated before anything is written), then `steps` (if any) run as
+/// one handler instance inside the execution, then `reply` gives the result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Update {
     /// Contract of the update's argument.
     pub input: Option<Contract>,
     /// Must be true for the update to be accepted; false rejects it with nothing recorded.
     pub validator: Option<Expr>,
-    /// The reply; without it the reply is null.
+    /// The reply; without it the reply is null. With `steps`, evaluated once they are all
+    /// resolved and may read their outputs (`steps.<id>.output`).
     pub reply: Option<Expr>,
+    /// The handler's body: empty means the reply is computed when the update is accepted.
+    pub steps: Vec<Step>,
 }
 
 /// Limits a workflow may tighten; `None` leaves the server's limit.
@@ -298,6 +302,7 @@ impl Definition {
             Body::Main => &self.steps,
             Body::On(outcome) => self.on.for_outcome(*outcome),
             Body::OnSignal(name) => self.on_signal.get(name).map_or(&[], Vec::as_slice),
+            Body::Update(name) => self.updates.get(name).map_or(&[], |u| u.steps.as_slice()),
         }
     }
 }
@@ -311,4 +316,6 @@ pub enum Body {
     On(Outcome),
     /// `on_signal.<name>:`.
     OnSignal(String),
+    /// `updates.<name>.steps:`.
+    Update(String),
 }

@@ -148,8 +148,20 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         update_id: Option<String>,
     },
-    /// The update's reply, recorded with its acceptance; the caller receives `result`.
-    UpdateCompleted { name: String, result: Value },
+    /// The update's reply; the caller receives `result`, or `error` when the handler's steps
+    /// failed (code `UPDATE_FAILED`). An expression handler's reply is recorded with its
+    /// acceptance (right after it, `accepted` unset); a handler with steps completes later,
+    /// decided once its steps are resolved, and `accepted` is the seq of its
+    /// `UpdateAccepted`.
+    UpdateCompleted {
+        name: String,
+        #[serde(default)]
+        result: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        accepted: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<TaskError>,
+    },
     /// A result for a resolved unit or an unknown token: kept, never applied.
     StaleResultIgnored {
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -67,6 +67,14 @@ pub fn build(def: &Definition, state: &State, site: &Site<'_>, templates: &[&Tem
                     .map_or(Value::Null, |s| s.payload.clone()),
                 _ => continue,
             },
+            // Inside an update handler: the update's argument (the top-level reply and
+            // validator get theirs from `crate::update`).
+            "args" => match site.scope {
+                UnitScope::Update(_, seq) => {
+                    state.open_updates.get(seq).map_or(Value::Null, |(_, args)| args.clone())
+                }
+                _ => continue,
+            },
             "failure" => match &state.winding {
                 Some(w) => json!({
                     "reason": w.outcome.as_str(),

@@ -281,6 +281,9 @@ pub struct State {
     pub signals: Vec<Signal>,
     /// Started `on_signal` instances: (signal name, signal seq).
     pub handler_instances: Vec<(String, u64)>,
+    /// Accepted updates without their `UpdateCompleted` yet (handlers with steps), by the
+    /// seq of their `UpdateAccepted`: (update name, args).
+    pub open_updates: BTreeMap<u64, (String, Value)>,
     /// Set once the execution winds down.
     pub winding: Option<Winding>,
     /// Reason of the first cancel request.
@@ -410,11 +413,17 @@ impl State {
                     u.token = None;
                 }
             }
-            Event::StepHeartbeat { .. }
-            | Event::StaleResultIgnored { .. }
-            // Updates change no unit: the reply is computed from the state when accepted.
-            | Event::UpdateAccepted { .. }
-            | Event::UpdateCompleted { .. } => {}
+            Event::StepHeartbeat { .. } | Event::StaleResultIgnored { .. } => {}
+            Event::UpdateAccepted { name, args, .. } => {
+                self.open_updates.insert(he.seq, (name.clone(), args.clone()));
+            }
+            // Without `accepted`, the reply was recorded right after its acceptance.
+            Event::UpdateCompleted { accepted, .. } => {
+                let seq = accepted.or_else(|| self.open_updates.keys().next_back().copied());
+                if let Some(seq) = seq {
+                    self.open_updates.remove(&seq);
+                }
+            }
             Event::RetryScheduled { step, fire_at, .. } => {
                 if let Some(u) = self.units.get_mut(step).filter(|u| !u.status.is_resolved()) {
                     u.status = UnitStatus::RetryWait;
@@ -428,8 +437,10 @@ impl State {
                 u.error = Some(error.clone());
                 u.token = None;
                 u.fire_at = None;
+                // A failed update step fails its update (`UPDATE_FAILED`), not the run.
                 let counts = !step.starts_with("compensate:")
                     && !step.starts_with("on:")
+                    && !step.starts_with("update:")
                     && !step.ends_with(']');
                 if counts && self.winding.is_none() && !self.status().is_closed() {
                     self.begin_winding(Outcome::Failure, error.clone());

@@ -1,7 +1,8 @@
 //! Unit keys: the names of schedulable pieces of a step, and what is derived from them.
 //!
 //! Grammar: `step`, `step[i]` (a `for_each` element), `compensate:<unit>`,
-//! `on:<outcome>:<step>`, `on_signal:<signal>@<seq>:<step>` (handler bodies may fan out too:
+//! `on:<outcome>:<step>`, `on_signal:<signal>@<seq>:<step>`, `update:<update>@<seq>:<step>`
+//! (the seq of the instance's `UpdateAccepted`; handler bodies may fan out too:
 //! `on:failure:alert[2]`). The idempotency key and the retry jitter are derived from the
 //! key, so they are stable across retries, redeliveries and replays.
 
@@ -18,6 +19,8 @@ pub enum Scope {
     On(Outcome),
     /// One `on_signal` handler instance, started by the signal with history seq `seq`.
     OnSignal(String, u64),
+    /// One update handler instance, started by the `UpdateAccepted` with history seq `seq`.
+    Update(String, u64),
 }
 
 impl Scope {
@@ -28,6 +31,7 @@ impl Scope {
             Scope::Main => String::new(),
             Scope::On(o) => format!("on:{}:", o.as_str()),
             Scope::OnSignal(name, seq) => format!("on_signal:{name}@{seq}:"),
+            Scope::Update(name, seq) => format!("update:{name}@{seq}:"),
         }
     }
 
@@ -38,6 +42,7 @@ impl Scope {
             Scope::Main => Body::Main,
             Scope::On(o) => Body::On(*o),
             Scope::OnSignal(name, _) => Body::OnSignal(name.clone()),
+            Scope::Update(name, _) => Body::Update(name.clone()),
         }
     }
 }
@@ -80,6 +85,10 @@ impl UnitKey {
             let (instance, rest) = rest.split_once(':')?;
             let (name, seq) = instance.rsplit_once('@')?;
             (Scope::OnSignal(name.to_string(), seq.parse().ok()?), rest)
+        } else if let Some(rest) = key.strip_prefix("update:") {
+            let (instance, rest) = rest.split_once(':')?;
+            let (name, seq) = instance.rsplit_once('@')?;
+            (Scope::Update(name.to_string(), seq.parse().ok()?), rest)
         } else {
             (Scope::Main, key)
         };

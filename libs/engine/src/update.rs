@@ -1,17 +1,28 @@
-//! Updates: a signal with a reply. An accepted update records `UpdateAccepted` and
-//! `UpdateCompleted` (with the reply) together; a refused one records nothing, so a
-//! validator that says no leaves the history as it was.
+//! Updates: a signal with a reply. An accepted update records `UpdateAccepted`; a refused
+//! one records nothing, so a validator that says no leaves the history as it was.
+//!
+//! A handler without steps records `UpdateCompleted` (with the reply) together with its
+//! acceptance. A handler with steps runs them as one instance inside the execution (unit
+//! keys `update:<name>@<seq>:<step>`, like an `on_signal` instance), and the decider
+//! records `UpdateCompleted{accepted: seq}` once they are all resolved: the reply evaluated
+//! over their outputs, or an `UPDATE_FAILED` error when a step failed or the run wound down
+//! first. A failed update step fails its update, never the run.
 //!
 //! The handler's expressions see what a query sees (the state) plus `args`, the update's
 //! argument after its input contract applied defaults.
 
 use crate::command::{check_size, refuse, CommandError};
-use crate::event::Event;
+use crate::event::{Event, TaskError};
 use crate::scope::{self, Site};
-use crate::state::State;
+use crate::state::{State, UnitStatus};
+use crate::unit::{Scope as UnitScope, UnitKey};
 use orbit_codes::ErrorCode;
-use orbit_definition::{Definition, Expr, Limits, Template};
-use serde_json::Value;
+use orbit_definition::{Definition, Expr, Limits, Outcome, Template};
+use serde_json::{json, Value};
+
+/// The error code of an update whose handler's steps failed (or that the run's wind-down
+/// abandoned): what `UpdateExecution` answers, as `ErrorCode::UpdateFailed`.
+pub const UPDATE_FAILED: &str = "UPDATE_FAILED";
 
 /// Checks and applies update `name` to an open execution.
 ///
@@ -51,6 +62,10 @@ pub(crate) fn accept(
             }
         }
     }
+    if !handler.steps.is_empty() {
+        // The steps run in the decider's rounds after this; the reply comes when they end.
+        return Ok(vec![Event::UpdateAccepted { name, args, update_id }]);
+    }
     let result = match &handler.reply {
         Some(reply) => eval(def, state, reply, &args, &name, "reply")?,
         None => Value::Null,
@@ -58,8 +73,70 @@ pub(crate) fn accept(
     check_size(limits, &result, "update reply")?;
     Ok(vec![
         Event::UpdateAccepted { name: name.clone(), args, update_id },
-        Event::UpdateCompleted { name, result },
+        Event::UpdateCompleted { name, result, accepted: None, error: None },
     ])
+}
+
+/// The `UpdateCompleted` of the update accepted at `seq` whose steps are all resolved: the
+/// reply over their outputs, or `UPDATE_FAILED` naming the first failed step (its error in
+/// `details`), a failing reply expression or an oversized reply.
+pub(crate) fn complete(
+    def: &Definition,
+    state: &State,
+    limits: &Limits,
+    seq: u64,
+    name: &str,
+) -> Event {
+    let failed = |message: String, details: Option<Value>| Event::UpdateCompleted {
+        name: name.to_string(),
+        result: Value::Null,
+        accepted: Some(seq),
+        error: Some(TaskError { details, ..TaskError::fatal(UPDATE_FAILED, message) }),
+    };
+    let instance = UnitScope::Update(name.to_string(), seq);
+    let handler = def.updates.get(name);
+    let steps = handler.map_or(&[][..], |h| h.steps.as_slice());
+    for step in steps {
+        let key = UnitKey::step(instance.clone(), &step.id).to_string();
+        if let Some(u) = state.unit(&key).filter(|u| u.status == UnitStatus::Failed) {
+            let error = u.error.clone().unwrap_or_else(|| TaskError::fatal("FAILED", ""));
+            let message = format!(
+                "update `{name}` step `{}` failed: {}: {}",
+                step.id, error.code, error.message
+            );
+            return failed(message, Some(json!({"step": step.id, "error": error})));
+        }
+    }
+    let result = match handler.and_then(|h| h.reply.as_ref()) {
+        Some(reply) => {
+            let template = Template::Expr(reply.clone());
+            let site = Site { scope: &instance, element: None };
+            let scope = scope::build(def, state, &site, &[&template]);
+            match reply.eval(&scope) {
+                Ok(v) => v,
+                Err(e) => return failed(format!("update `{name}` reply: {e}"), None),
+            }
+        }
+        None => Value::Null,
+    };
+    if let Err(e) = check_size(limits, &result, "update reply") {
+        return failed(format!("update `{name}`: {}", e.message), None);
+    }
+    Event::UpdateCompleted { name: name.to_string(), result, accepted: Some(seq), error: None }
+}
+
+/// The `UpdateCompleted` of an update whose steps the run's wind-down cancelled.
+pub(crate) fn abandoned(seq: u64, name: &str, outcome: Outcome) -> Event {
+    let message = format!(
+        "update `{name}` did not finish: the execution is winding down ({})",
+        outcome.as_str()
+    );
+    Event::UpdateCompleted {
+        name: name.to_string(),
+        result: Value::Null,
+        accepted: Some(seq),
+        error: Some(TaskError::fatal(UPDATE_FAILED, message)),
+    }
 }
 
 fn eval(
@@ -80,11 +157,30 @@ fn eval(
 }
 
 /// The reply recorded for an update: the `UpdateCompleted` right after the `UpdateAccepted`
-/// in `events` (what an accepted update command returned).
+/// in `events` (what an accepted update command returned). `None` for a handler with steps,
+/// whose reply comes later (see [`completion`]).
 #[must_use]
 pub fn reply(events: &[Event]) -> Option<&Value> {
     events.iter().find_map(|e| match e {
-        Event::UpdateCompleted { result, .. } => Some(result),
+        Event::UpdateCompleted { result, accepted: None, .. } => Some(result),
+        _ => None,
+    })
+}
+
+/// The outcome of the update accepted at `accepted_seq`, found in `events` (history after
+/// it, in order): its reply or its error, or `None` while it runs.
+#[must_use]
+pub fn completion(
+    events: &[crate::event::HistoryEvent],
+    accepted_seq: u64,
+) -> Option<Result<&Value, &TaskError>> {
+    events.iter().find_map(|he| match &he.event {
+        Event::UpdateCompleted { result, accepted, error, .. }
+            if *accepted == Some(accepted_seq)
+                || (accepted.is_none() && he.seq == accepted_seq + 1) =>
+        {
+            Some(error.as_ref().map_or(Ok(result), Err))
+        }
         _ => None,
     })
 }

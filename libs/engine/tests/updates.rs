@@ -52,12 +52,25 @@ fn accepted_update_records_its_reply() {
     let completed = events_of(history, "UpdateCompleted");
     assert_eq!(
         completed,
-        vec![&Event::UpdateCompleted { name: "add".into(), result: json!({"got": 2, "input": 7}) }]
+        vec![&Event::UpdateCompleted {
+            name: "add".into(),
+            result: json!({"got": 2, "input": 7}),
+            accepted: None,
+            error: None,
+        }]
     );
     // No reply expression: null.
     sim.command("x", update("ping", json!(null))).unwrap();
     let last = &exec(&sim, "x").history.last().unwrap().event;
-    assert_eq!(last, &Event::UpdateCompleted { name: "ping".into(), result: json!(null) });
+    assert_eq!(
+        last,
+        &Event::UpdateCompleted {
+            name: "ping".into(),
+            result: json!(null),
+            accepted: None,
+            error: None
+        }
+    );
     common::assert_replays(&sim);
 }
 

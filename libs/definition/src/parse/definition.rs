@@ -74,9 +74,10 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
     let mut top_refs = Vec::new();
     let queries =
         obj.object("queries", "queries by name", errors).map(|q| queries(q, &mut top_refs, errors));
-    let updates = obj
+    let mut updates = obj
         .object("updates", "update handlers by name", errors)
-        .map(|u| updates(u, &mut top_refs, errors));
+        .map(|u| updates(u, &known, &mut top_refs, errors))
+        .unwrap_or_default();
     let mut main = obj
         .required("steps", errors)
         .map(|s| read_body(s, "steps", &Body::Main, &known, errors))
@@ -119,6 +120,12 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
         graph::resolve(body, Some(&main_ids), errors);
     }
     graph::check_refs(&top_refs, &main_ids, errors);
+    for handler in updates.values_mut() {
+        graph::resolve(&mut handler.steps, Some(&main_ids), errors);
+        let mut ids = main_ids.clone();
+        ids.extend(handler.steps.iter().map(|p| p.step.id.clone()));
+        graph::check_refs(&handler.reply_refs, &ids, errors);
+    }
 
     let steps = |body: Vec<Parsed>| body.into_iter().map(|p| p.step).collect::<Vec<Step>>();
     let mut take = |o: Outcome| steps(on.remove(&o).unwrap_or_default());
@@ -138,7 +145,10 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
         tasks,
         signals,
         queries: queries.unwrap_or_default(),
-        updates: updates.unwrap_or_default(),
+        updates: updates
+            .into_iter()
+            .map(|(name, h)| (name, Update { steps: steps(h.steps), ..h.update }))
+            .collect(),
         steps: steps(main),
         // `output: null` means the same as no output; keep one form so the hash agrees.
         output: output.filter(|t| *t != Template::Literal(Value::Null)),
@@ -159,7 +169,11 @@ fn too_many_steps(document: &Value) -> Option<(&'static str, usize)> {
             .and_then(Value::as_object)
             .map_or(0, |m| m.values().map(|v| len(Some(v))).sum())
     };
-    let count = main + nested("on") + nested("on_signal");
+    let handlers = document
+        .get("updates")
+        .and_then(Value::as_object)
+        .map_or(0, |m| m.values().map(|h| len(h.get("steps"))).sum());
+    let count = main + nested("on") + nested("on_signal") + handlers;
     (count > MAX_STEPS).then(|| (if main * 2 >= count { "steps" } else { "" }, count))
 }
 
@@ -193,9 +207,24 @@ fn queries(mut q: Obj, refs: &mut Vec<StepRef>, errors: &mut Errors) -> BTreeMap
     out
 }
 
-/// `updates: {NAME: {input: schema, validator: ${{ bool }}, reply: ${{ expr }}}}`; the
-/// expressions see the state (as queries do) and `args`, the update's argument.
-fn updates(mut u: Obj, refs: &mut Vec<StepRef>, errors: &mut Errors) -> BTreeMap<String, Update> {
+/// An update handler as read: its body still to be resolved against the main ids, and the
+/// references of its reply (which may read the handler's own steps as well as main steps).
+struct ParsedUpdate {
+    update: Update,
+    steps: Vec<Parsed>,
+    reply_refs: Vec<StepRef>,
+}
+
+/// `updates: {NAME: {input: schema, validator: ${{ bool }}, steps: [...], reply: ${{ expr }}}}`;
+/// the expressions see the state (as queries do) and `args`, the update's argument. The
+/// validator reads main steps only (it runs before anything is written); the reply of a
+/// handler with steps may also read those steps.
+fn updates(
+    mut u: Obj,
+    known: &Known,
+    refs: &mut Vec<StepRef>,
+    errors: &mut Errors,
+) -> BTreeMap<String, ParsedUpdate> {
     let mut out = BTreeMap::new();
     for name in u.keys() {
         let at = u.at(&name);
@@ -203,14 +232,23 @@ fn updates(mut u: Obj, refs: &mut Vec<StepRef>, errors: &mut Errors) -> BTreeMap
         let Some(mut h) = u.object(&name, "an update handler", errors) else { continue };
         let input = h.get("input").and_then(|s| contract(s, &h.at("input"), errors));
         let vars = Vars::default().with(&["args"]);
-        let mut expr = |h: &mut Obj, field: &str, what: &str, errors: &mut Errors| {
-            let v = h.raw(field)?.clone();
-            Compiler { errors, refs: &mut *refs }.single(&v, &h.at(field), &vars, false, what)
+        let mut reply_refs = Vec::new();
+        let expr =
+            |h: &mut Obj, field: &str, what: &str, refs: &mut Vec<StepRef>, errors: &mut Errors| {
+                let v = h.raw(field)?.clone();
+                Compiler { errors, refs }.single(&v, &h.at(field), &vars, false, what)
+            };
+        let validator = expr(&mut h, "validator", "an update validator", refs, errors);
+        let reply = expr(&mut h, "reply", "an update reply", &mut reply_refs, errors);
+        let steps = match h.raw("steps") {
+            Some(v) => {
+                read_body(&v.clone(), &h.at("steps"), &Body::Update(name.clone()), known, errors)
+            }
+            None => Vec::new(),
         };
-        let validator = expr(&mut h, "validator", "an update validator", errors);
-        let reply = expr(&mut h, "reply", "an update reply", errors);
-        h.finish(errors, &["input", "validator", "reply"]);
-        out.insert(name, Update { input, validator, reply });
+        h.finish(errors, &["input", "validator", "steps", "reply"]);
+        let update = Update { input, validator, reply, steps: Vec::new() };
+        out.insert(name, ParsedUpdate { update, steps, reply_refs });
     }
     u.finish(errors, &[]);
     out

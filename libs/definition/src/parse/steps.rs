@@ -108,6 +108,11 @@ fn applies(field: &str, kind: &str, body: &Body, fan_out: bool) -> Result<(), St
                 "`compensate` is not valid in `on` handlers, which run after compensation".into()
             );
         }
+        "compensate" if matches!(body, Body::Update(_)) => {
+            return Err("`compensate` is not valid in update handlers, which are never \
+                        compensated"
+                .into());
+        }
         "compensate" => (kind != "continue_as_new", "every step kind but continue_as_new"),
         _ => return Ok(()),
     };
@@ -138,6 +143,7 @@ pub(crate) fn read_body(
         Body::Main => Vars::default(),
         Body::On(_) => Vars::default().with(&["failure"]),
         Body::OnSignal(_) => Vars::default().with(&["event"]),
+        Body::Update(_) => Vars::default().with(&["args"]),
     };
     items
         .iter()

@@ -24,6 +24,15 @@ pub(crate) fn running_round(ctx: &Ctx<'_>, out: &mut Vec<Event>) {
     for (name, seq) in &ctx.state.handler_instances {
         handlers_done &= schedule_body(ctx, &UnitScope::OnSignal(name.clone(), *seq), out);
     }
+    // Update handlers with steps: each completes (its reply decided) once its steps are
+    // resolved; the run completes only after every accepted update has its reply.
+    for (seq, (name, _)) in &ctx.state.open_updates {
+        let before = out.len();
+        if schedule_body(ctx, &UnitScope::Update(name.clone(), *seq), out) && out.len() == before {
+            out.push(crate::update::complete(ctx.def, ctx.state, &ctx.limits, *seq, name));
+        }
+    }
+    handlers_done &= ctx.state.open_updates.is_empty();
     if main_done && handlers_done && out.is_empty() {
         complete(ctx, out);
     }

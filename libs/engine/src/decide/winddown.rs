@@ -22,6 +22,14 @@ pub(crate) fn round(ctx: &Ctx<'_>, out: &mut Vec<Event>) {
     if !out.is_empty() {
         return;
     }
+    // Updates still running their steps get their reply now: an error, since their steps
+    // were just cancelled and the run will not go on.
+    for (seq, (name, _)) in &ctx.state.open_updates {
+        out.push(crate::update::abandoned(*seq, name, w.outcome));
+    }
+    if !out.is_empty() {
+        return;
+    }
     if !compensate(ctx, w, out) {
         return;
     }
