@@ -65,6 +65,9 @@ error_codes! {
     UnknownUpdate => "UNKNOWN_UPDATE",
     /// An update's validator did not accept it; nothing was recorded.
     UpdateRejected => "UPDATE_REJECTED",
+    /// An accepted update's handler steps failed (or the run wound down before they
+    /// finished); its `UpdateCompleted` records the error and a retry answers it again.
+    UpdateFailed => "UPDATE_FAILED",
     /// The (name, version) is registered with a different definition hash.
     DefinitionConflict => "DEFINITION_CONFLICT",
     /// The execution id exists for a different workflow.
@@ -94,6 +97,9 @@ error_codes! {
     PermissionDenied => "PERMISSION_DENIED",
     /// No live owner, or the database is down; retry later.
     Unavailable => "UNAVAILABLE",
+    /// The caller's deadline passed before the answer was ready; the request goes on (an
+    /// accepted update still completes) and a retry with the same request id answers it.
+    DeadlineExceeded => "DEADLINE_EXCEEDED",
     /// The store failed in a way the caller cannot fix.
     StorageError => "STORAGE_ERROR",
     /// No schedule with that id exists.

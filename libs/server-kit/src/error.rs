@@ -130,6 +130,7 @@ impl GrpcCode for ErrorCode {
             | ErrorCode::ScheduleExists => Code::AlreadyExists,
             ErrorCode::ExecutionFinished
             | ErrorCode::UpdateRejected
+            | ErrorCode::UpdateFailed
             | ErrorCode::ProtocolError
             | ErrorCode::ExecutionNotSuspended
             | ErrorCode::ExecutionNotFinished => Code::FailedPrecondition,
@@ -137,6 +138,7 @@ impl GrpcCode for ErrorCode {
             ErrorCode::Unauthenticated => Code::Unauthenticated,
             ErrorCode::PermissionDenied | ErrorCode::WorkerMismatch => Code::PermissionDenied,
             ErrorCode::Unavailable => Code::Unavailable,
+            ErrorCode::DeadlineExceeded => Code::DeadlineExceeded,
             ErrorCode::StorageError => Code::Internal,
         }
     }

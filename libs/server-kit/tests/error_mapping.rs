@@ -18,6 +18,8 @@ const EXPECTED: &[(&str, Code)] = &[
     ("UNKNOWN_QUERY", Code::NotFound),
     ("UNKNOWN_UPDATE", Code::NotFound),
     ("UPDATE_REJECTED", Code::FailedPrecondition),
+    ("UPDATE_FAILED", Code::FailedPrecondition),
+    ("DEADLINE_EXCEEDED", Code::DeadlineExceeded),
     ("DEFINITION_CONFLICT", Code::AlreadyExists),
     ("EXECUTION_EXISTS", Code::AlreadyExists),
     ("EXECUTION_FINISHED", Code::FailedPrecondition),

@@ -24,8 +24,8 @@ use tokio::time::Instant;
 
 /// The first wait for a notification before re-reading a pending entry anyway; it doubles
 /// after each such re-read up to [`FALLBACK_MAX`].
-const FALLBACK: Duration = Duration::from_millis(50);
-const FALLBACK_MAX: Duration = Duration::from_secs(1);
+pub(crate) const FALLBACK: Duration = Duration::from_millis(50);
+pub(crate) const FALLBACK_MAX: Duration = Duration::from_secs(1);
 
 /// What became of an entry within `reply_timeout_ms`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,10 +48,22 @@ pub(crate) async fn send(
     id: &str,
     message: &InboxMessage,
 ) -> ApiResult<(u64, Waited)> {
+    send_within(shared, id, message, Duration::from_millis(shared.config.reply_timeout_ms)).await
+}
+
+/// [`send`], waiting up to `timeout` instead of `reply_timeout_ms` (an update bounded by
+/// its caller's deadline).
+pub(crate) async fn send_within(
+    shared: &Shared,
+    id: &str,
+    message: &InboxMessage,
+    timeout: Duration,
+) -> ApiResult<(u64, Waited)> {
     let sub = shared.changes.subscribe(id);
     let seq = shared.store.enqueue_inbox(id, message).await.map_err(store)?;
     let fresh = message.request_id().is_none();
-    Ok((seq, deliver(shared, id, &sub, seq, fresh).await?))
+    wake(shared, id).await;
+    Ok((seq, wait(shared, &sub, seq, timeout, fresh).await?))
 }
 
 /// Wakes the owner of `id` for entry `seq`, already written, and waits up to
@@ -64,12 +76,16 @@ pub(crate) async fn deliver(
     seq: u64,
     subscribed_before_write: bool,
 ) -> ApiResult<Waited> {
+    wake(shared, id).await;
+    let timeout = Duration::from_millis(shared.config.reply_timeout_ms);
+    wait(shared, sub, seq, timeout, subscribed_before_write).await
+}
+
+async fn wake(shared: &Shared, id: &str) {
     let wake = OwnerServiceWakeRequest { execution_ids: vec![id.to_string()] };
     if let Err(status) = shared.owner.wake(tonic::Request::new(wake)).await {
         tracing::warn!(%status, "waking the owner failed");
     }
-    let timeout = Duration::from_millis(shared.config.reply_timeout_ms);
-    wait(shared, sub, seq, timeout, subscribed_before_write).await
 }
 
 /// Waits up to `timeout` for entry `seq` to be applied. `sub` must have been taken on the

@@ -45,6 +45,7 @@ async fn update(
         name: "add".into(),
         args: Some(json_to_proto(json!({ "n": n }))),
         request_id: request_id.into(),
+        start: None,
     };
     let r = c.update_execution(request).await?.into_inner();
     let result = r.result.map(proto_to_json).transpose().expect("a JSON reply");

@@ -1,5 +1,5 @@
 //! Commands for an execution's owner: start (through `OwnerService.StartExecution`) and
-//! signal / cancel (through the inbox).
+//! signal / cancel (through the inbox); updates are in [`super::update`].
 //!
 //! Signals, cancels and operator actions go through [`reply::send`] (subscribe, write the
 //! typed inbox entry, wake the owner, wait for its [`InboxReply`]); [`send`] turns the
@@ -14,12 +14,11 @@ use crate::{validate, Shared};
 use orbit_api::internal::v1 as internal;
 use orbit_api::v1::{
     CancelExecutionRequest, CancelExecutionResponse, SignalExecutionRequest,
-    SignalExecutionResponse, StartExecutionRequest, StartExecutionResponse, UpdateExecutionRequest,
-    UpdateExecutionResponse,
+    SignalExecutionResponse, StartExecutionRequest, StartExecutionResponse,
 };
 use orbit_auth::Action;
 use orbit_server_kit::ErrorCode;
-use orbit_store::inbox::{Cancel, Signal, Update};
+use orbit_store::inbox::{Cancel, Signal};
 use orbit_store::{InboxMessage, InboxReply};
 use serde_json::json;
 
@@ -105,38 +104,6 @@ pub(crate) async fn cancel(
         Some(InboxReply::Applied { seq, .. }) => CancelExecutionResponse { seq },
         _ => CancelExecutionResponse { seq: 0 },
     })
-}
-
-/// An update: written to the inbox like a signal (so `request_id` deduplicates it there: a
-/// retry waits on the first entry and reads its stored reply), applied by the owner, which
-/// answers the handler's reply or the refusal (`UPDATE_REJECTED` from a validator, with
-/// nothing recorded). No reply within the reply timeout answers `UNAVAILABLE`; the entry
-/// stays queued and a retry with the same `request_id` returns its reply once applied.
-pub(crate) async fn update(
-    shared: &Shared,
-    scope: &Scope,
-    req: UpdateExecutionRequest,
-) -> ApiResult<UpdateExecutionResponse> {
-    let id = validate::id("execution_id", &req.execution_id)?;
-    let name = validate::name("name", &req.name)?;
-    let request_id = validate::optional("request_id", &req.request_id)?;
-    let args = validate::payload("args", req.args, shared.config.max_payload_bytes)?;
-    scoped(shared, scope, Action::Update, id).await?;
-    let message = InboxMessage::Update(Update {
-        name: name.to_string(),
-        args,
-        request_id: request_id.map(str::to_string),
-    });
-    match send(shared, id, &message).await? {
-        Some(InboxReply::Updated { seq, result, .. }) => Ok(UpdateExecutionResponse {
-            result: Some(orbit_server_kit::payload::json_to_proto(result)),
-            seq,
-        }),
-        other => Err(err(
-            ErrorCode::StorageError,
-            format!("the owner answered the update with {other:?}, not its reply"),
-        )),
-    }
 }
 
 /// Sends `message` through the one send-and-wait path and answers with the owner's reply:

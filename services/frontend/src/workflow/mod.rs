@@ -2,7 +2,7 @@
 //!
 //! The trait impl only unwraps requests and delegates: definitions in [`definitions`],
 //! reads from the store in [`reads`], the event stream in [`watch`], and commands routed to
-//! the owner in [`commands`], and the poison quarantine's operator actions in
+//! the owner in [`commands`] (updates in [`update`]), and the poison quarantine's operator actions in
 //! [`quarantine`]. Each takes the request's [`Scope`] first: the caller's workflow patterns,
 //! checked on the workflow each request names or addresses.
 
@@ -11,6 +11,8 @@ mod definitions;
 mod delete;
 mod quarantine;
 pub(crate) mod reads;
+mod update;
+mod update_start;
 mod watch;
 
 use crate::scope::Scope;
@@ -148,7 +150,8 @@ impl WorkflowService for WorkflowApi {
         &self,
         request: Request<UpdateExecutionRequest>,
     ) -> Result<Response<UpdateExecutionResponse>, Status> {
-        commands::update(&self.shared, &Scope::of(&request), request.into_inner())
+        let deadline = update::deadline(request.metadata());
+        update::update(&self.shared, &Scope::of(&request), deadline, request.into_inner())
             .await
             .map(Response::new)
     }

@@ -67,12 +67,13 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 | ErrorCode::UnknownUpdate
                 | ErrorCode::UnknownToken,
             ) => NOT_FOUND,
-            Some(ErrorCode::Unavailable) => UNREACHABLE,
+            Some(ErrorCode::Unavailable | ErrorCode::DeadlineExceeded) => UNREACHABLE,
             Some(
                 ErrorCode::DefinitionConflict
                 | ErrorCode::ExecutionExists
                 | ErrorCode::ExecutionFinished
                 | ErrorCode::UpdateRejected
+                | ErrorCode::UpdateFailed
                 | ErrorCode::ExecutionNotSuspended
                 | ErrorCode::ExecutionNotFinished
                 | ErrorCode::QueryFailed

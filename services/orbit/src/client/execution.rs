@@ -122,10 +122,14 @@ enum ExecutionCommand {
     },
     /// Apply an update declared by the workflow and print its reply.
     ///
-    /// Returns once the owner applied it (the reply is recorded in history) or refused it
-    /// (`UPDATE_REJECTED` from the handler's validator, with nothing recorded).
+    /// Returns once the reply is recorded in history (for a handler with steps: once they
+    /// finished; `UPDATE_FAILED` if one failed) or the update was refused (`UPDATE_REJECTED`
+    /// from the handler's validator, with nothing recorded). `--timeout` bounds the wait
+    /// (`DEADLINE_EXCEEDED`; the update goes on: retry with the same `--request-id`).
+    /// `--start-workflow` starts the execution first when it does not exist.
     #[command(after_long_help = long_help!(
         "orbit execution update order-A-1 add-item --args '{\"sku\": \"A1\"}' --request-id r-17",
+        "orbit execution update cart-7 add-item --args '{\"sku\": \"A1\"}' --start-workflow cart --input '{}' --request-id r-18",
     ))]
     Update {
         /// The execution id.
@@ -139,6 +143,16 @@ enum ExecutionCommand {
         /// and answers the first call's reply.
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
+        /// Update-with-start: start the execution with this workflow (NAME or
+        /// NAME@VERSION) when it does not exist, then apply the update.
+        #[arg(long, value_name = "NAME[@VERSION]", value_parser = parse_workflow_ref)]
+        start_workflow: Option<WorkflowRef>,
+        /// With `--start-workflow`: the input of the execution it starts, as JSON or `@PATH`.
+        #[arg(long, value_name = "JSON", requires = "start_workflow")]
+        input: Option<String>,
+        /// How long to wait for the reply, e.g. `30s` (sent as the call's gRPC deadline).
+        #[arg(long, value_name = "DURATION", value_parser = crate::retention::duration)]
+        timeout: Option<std::time::Duration>,
     },
     /// Evaluate a query declared by the workflow against the execution's current state.
     #[command(after_long_help = long_help!(
@@ -294,14 +308,25 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
             }
             Ok(())
         }
-        ExecutionCommand::Update { id, name, args, request_id } => {
+        ExecutionCommand::Update { id, name, args, request_id, start_workflow, input, timeout } => {
             let args = args.as_deref().map(|text| parse_json_arg("--args", text)).transpose()?;
-            let request = UpdateExecutionRequest {
+            let input = input.as_deref().map(|text| parse_json_arg("--input", text)).transpose()?;
+            let start = start_workflow.map(|w| StartExecutionRequest {
+                workflow: w.name.clone(),
+                version: w.version_or_empty(),
+                input: input.map(json_to_proto),
+                execution_id: String::new(),
+            });
+            let mut request = tonic::Request::new(UpdateExecutionRequest {
                 execution_id: id,
                 name,
                 args: args.map(json_to_proto),
                 request_id: request_id.unwrap_or_default(),
-            };
+                start,
+            });
+            if let Some(t) = timeout {
+                request.set_timeout(t);
+            }
             let response =
                 connect.workflow_client().await?.update_execution(request).await?.into_inner();
             let result = payload(response.result.map(proto_to_json));
