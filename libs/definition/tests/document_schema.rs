@@ -160,3 +160,23 @@ fn shape_errors_of_the_invalid_corpus_are_caught_by_the_schema_too() {
         assert!(!v.is_valid(&doc), "the schema accepts tests/invalid/{name}");
     }
 }
+
+#[test]
+fn update_handlers_with_steps_validate_without_compensation() {
+    let v = validator();
+    let doc = json!({
+        "name": "t", "version": "1", "tasks": {"work": null},
+        "updates": {"add": {
+            "steps": [{"id": "h", "task": "work", "input": "${{ args }}"}],
+            "reply": "${{ steps.h.output }}"
+        }},
+        "steps": [{"id": "a", "sleep": "1s"}]
+    });
+    assert!(problems(&v, &doc).is_empty(), "{:#?}", problems(&v, &doc));
+    let normalised = to_document(&parse(&doc.to_string()).unwrap());
+    assert!(problems(&v, &normalised).is_empty(), "{:#?}", problems(&v, &normalised));
+    let mut bad = doc.clone();
+    bad["updates"]["add"]["steps"][0]["compensate"] = json!({"sleep": "1s"});
+    assert!(!v.is_valid(&bad), "the schema refuses what the parser refuses");
+    assert!(parse(&bad.to_string()).is_err());
+}
