@@ -67,13 +67,14 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 | ErrorCode::UnknownUpdate
                 | ErrorCode::UnknownToken,
             ) => NOT_FOUND,
-            Some(ErrorCode::Unavailable | ErrorCode::DeadlineExceeded) => UNREACHABLE,
+            Some(ErrorCode::Unavailable) => UNREACHABLE,
             Some(
                 ErrorCode::DefinitionConflict
                 | ErrorCode::ExecutionExists
                 | ErrorCode::ExecutionFinished
                 | ErrorCode::UpdateRejected
                 | ErrorCode::UpdateFailed
+                | ErrorCode::DeadlineExceeded
                 | ErrorCode::ExecutionNotSuspended
                 | ErrorCode::ExecutionNotFinished
                 | ErrorCode::QueryFailed

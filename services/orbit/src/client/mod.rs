@@ -22,8 +22,7 @@ Exit codes:
   4  any other server error (DEFINITION_CONFLICT, EXECUTION_FINISHED, QUERY_FAILED,
      EXPRESSION_LIMIT, EXECUTION_NOT_SUSPENDED, EXECUTION_NOT_FINISHED, WORKER_MISMATCH,
      PERMISSION_DENIED, STORAGE_ERROR, ...)
-  5  cannot reach the server: connection refused, transport error, UNAVAILABLE,
-     DEADLINE_EXCEEDED
+  5  cannot reach the server: connection refused, transport error, UNAVAILABLE
 
 Errors go to stderr as `error: <CODE>: <message>`, CODE being the Orbit error code (or the
 gRPC status code when the server sent none)."
