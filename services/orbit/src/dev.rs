@@ -245,7 +245,8 @@ pub async fn serve_with(
     let readiness = Readiness::new(vec![Arc::new(DatabaseProbe(store.clone()))]);
     let connections =
         orbit_server_kit::ConnectionOptions { readiness: Some(readiness.clone()), ..connections };
-    let admin_tasks = crate::admin_args::start("orbit dev", admin, &readiness, &shutdown);
+    let console = orbit_server_kit::AdminSlot::default();
+    let admin_tasks = crate::admin_args::start("orbit dev", admin, &readiness, &console, &shutdown);
     let tasks_ready = Arc::new(Notify::new());
     let timers_changed = Arc::new(Notify::new());
     let changes = Arc::new(ChangeHub::new());
@@ -299,6 +300,11 @@ pub async fn serve_with(
     frontend.recover_claims().await?;
     let (workflows, workers) = frontend.services();
     let admin = frontend.admin_service();
+    let _ = console.set(Arc::new(orbit_console::Console::new(
+        &frontend,
+        schedules_changed.clone(),
+        gate.gate.clone(),
+    )));
     let schedules = frontend.schedule_service(schedules_changed);
     let kit = ServerKit::new()
         .connections(connections)
