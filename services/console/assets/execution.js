@@ -19,10 +19,20 @@ async function allEvents(id) {
   return events;
 }
 
-/** Step ids of the definition document in order (`- id: name` lines of YAML, or JSON). */
+/** The definition's steps in order with what each needs (the DAG's edges), from the
+ * document: JSON, or YAML's `- id: name` items and their `needs: [a, b]` lines. */
 export function stepIds(document) {
-  try { return JSON.parse(document).steps.map((s) => s.id); } catch { /* YAML */ }
-  return [...document.matchAll(/^\s*-\s*id:\s*["']?([\w.-]+)/gm)].map((m) => m[1]);
+  try { return JSON.parse(document).steps.map((s) => ({ id: s.id, needs: s.needs || [] })); } catch { /* YAML */ }
+  const steps = [];
+  const body = document.split(/^steps:\s*$/m)[1] || '';
+  for (const line of body.split('\n')) {
+    if (/^\S/.test(line)) break; // the next top-level key
+    const id = line.match(/^\s*-\s*id:\s*["']?([\w.-]+)/);
+    if (id) { steps.push({ id: id[1], needs: [] }); continue; }
+    const needs = line.match(/^\s+needs:\s*\[([^\]]*)\]/);
+    if (needs && steps.length) steps[steps.length - 1].needs = needs[1].split(',').map((n) => n.trim().replace(/["']/g, '')).filter(Boolean);
+  }
+  return steps;
 }
 
 export async function render(main, id, params) {
@@ -99,18 +109,19 @@ function steps(def, d) {
   const units = d.units || [];
   const seen = new Set();
   const rows = [];
-  for (const id of ids) {
+  for (const { id, needs } of ids) {
     const mine = units.filter((u) => u.step === id);
     mine.forEach((u) => seen.add(u.key));
-    rows.push(mine.length ? mine.map(unitRow).join('') : `<tr><td>${esc(id)}</td><td></td><td><span class="badge">NOT REACHED</span></td><td></td><td></td><td></td></tr>`);
+    const after = esc(needs.join(', '));
+    rows.push(mine.length ? mine.map((u) => unitRow(u, after)).join('') : `<tr><td>${esc(id)}</td><td>${after}</td><td></td><td><span class="badge">NOT REACHED</span></td><td></td><td></td><td></td></tr>`);
   }
-  for (const u of units) if (!seen.has(u.key)) rows.push(unitRow(u));
-  return `<table id="steps"><thead><tr><th>Step</th><th>Unit</th><th>State</th><th>Attempt</th><th>Task</th><th>Last error</th></tr></thead><tbody>${rows.join('')}</tbody></table>
+  for (const u of units) if (!seen.has(u.key)) rows.push(unitRow(u, ''));
+  return `<table id="steps"><thead><tr><th>Step</th><th>Needs</th><th>Unit</th><th>State</th><th>Attempt</th><th>Task</th><th>Last error</th></tr></thead><tbody>${rows.join('')}</tbody></table>
     ${def ? `<details><summary>Definition source (${esc(def.workflow.definitionHash?.slice(0, 12))})</summary><pre class="mono">${esc(def.workflow.document)}</pre></details>` : ''}`;
 }
 
-function unitRow(u) {
-  return `<tr><td>${esc(u.step)}</td><td class="mono">${esc(u.key)}</td><td>${badge(u.status)}</td><td>${esc(u.attempt || '')}${u.redelivery ? ' (redelivery)' : ''}</td><td>${esc(u.task)}</td><td class="error">${u.lastError?.code ? `${esc(u.lastError.code)}: ${esc(u.lastError.message)}` : ''}</td></tr>`;
+function unitRow(u, after) {
+  return `<tr><td>${esc(u.step)}</td><td>${after}</td><td class="mono">${esc(u.key)}</td><td>${badge(u.status)}</td><td>${esc(u.attempt || '')}${u.redelivery ? ' (redelivery)' : ''}</td><td>${esc(u.task)}</td><td class="error">${u.lastError?.code ? `${esc(u.lastError.code)}: ${esc(u.lastError.message)}` : ''}</td></tr>`;
 }
 
 function pending(d) {

@@ -72,7 +72,7 @@ export async function schedules(main, params) {
     const all = id ? [(await call('ScheduleService/GetSchedule', { scheduleId: id })).schedule] : (await call('ScheduleService/ListSchedules', { pageSize: 1000 })).schedules;
     let extra = '';
     if (id) {
-      const next = await call('ScheduleService/PreviewSchedule', { scheduleId: id, count: 5 }).catch(() => ({ fireTimes: [] }));
+      const next = await call('ScheduleService/PreviewSchedule', { scheduleId: id, spec: all[0].spec, count: 5 }).catch(() => ({ fireTimes: [] }));
       const recent = await call('WorkflowService/ListExecutions', { scheduleId: id, pageSize: 20 });
       extra = `<h2>Next fires</h2><ul id="next-fires">${next.fireTimes.map((t) => `<li>${esc(when(t))}</li>`).join('')}</ul>
         <h2>Recent executions</h2><ul>${recent.executions.map((x) => `<li><a class="mono" href="/ui/executions/${encodeURIComponent(x.executionId)}">${esc(x.executionId)}</a> ${badge(x.status)} ${esc(when(x.createdAt))}</li>`).join('')}</ul>
