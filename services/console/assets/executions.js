@@ -46,7 +46,9 @@ export async function render(main, params) {
   const load = async () => {
     try {
       const answer = await call('WorkflowService/ListExecutions', request(params));
-      list.innerHTML = table(answer.executions) + pager(params, answer.nextPageToken);
+      const empty = !answer.executions.length && answer.nextPageToken
+        ? '<p class="muted">No match on this page; the time filters are applied page by page, so older pages may still hold some.</p>' : '';
+      list.innerHTML = (empty || table(answer.executions)) + pager(params, answer.nextPageToken);
     } catch (e) {
       list.innerHTML = errorBox(e);
     }

@@ -51,6 +51,16 @@ impl Console {
             if *method != Method::POST {
                 return text(StatusCode::METHOD_NOT_ALLOWED, "POST a JSON body\n");
             }
+            // Only `application/json`: a cross-site form or `text/plain` fetch cannot send
+            // it without a CORS preflight, which this port never grants, so another site
+            // open in the operator's browser cannot act through a console left without
+            // identities on loopback.
+            if !is_json(&request.parts.headers) {
+                return text(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "send Content-Type: application/json\n",
+                );
+            }
             let started = std::time::Instant::now();
             let answer =
                 self.gateway.call(rpc, &request.parts.headers, request.peer, &request.body).await;
@@ -96,6 +106,14 @@ impl AdminRoutes for Console {
     fn call(&self, request: AdminRequest) -> Pin<Box<dyn Future<Output = AdminResponse> + Send>> {
         Box::pin(self.clone().answer(request))
     }
+}
+
+fn is_json(headers: &hyper::HeaderMap) -> bool {
+    headers
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
 }
 
 fn json(status: StatusCode, body: &serde_json::Value) -> AdminResponse {

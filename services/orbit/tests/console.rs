@@ -185,6 +185,15 @@ async fn the_json_gateway_answers_like_the_api() {
         http(&admin, "GET", "/ui/api/orbit.v1.WorkflowService/ListExecutions", "", None).await.0,
         405
     );
+    // A body another site could send without a CORS preflight is refused before any handler.
+    let cancel = json!({"executionId": SLEEPING}).to_string();
+    let path = "/ui/api/orbit.v1.WorkflowService/CancelExecution";
+    let (status, _) = http_typed(&admin, "POST", path, "text/plain", &cancel, None).await;
+    assert_eq!(status, 415);
+    let (_, still) =
+        api(&admin, "WorkflowService/DescribeExecution", &json!({"executionId": SLEEPING}), None)
+            .await;
+    assert_eq!(still["execution"]["info"]["status"], "EXECUTION_STATUS_RUNNING");
     stop.cancel();
 }
 

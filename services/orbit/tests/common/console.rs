@@ -172,7 +172,7 @@ pub async fn http(
         let mut stream = tokio::net::TcpStream::connect(admin).await.expect("connect admin port");
         let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
         let request = format!(
-            "{method} {path} HTTP/1.0\r\nHost: {admin}\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "{method} {path} HTTP/1.0\r\nHost: {admin}\r\nContent-Type: {content_type}\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
         stream.write_all(request.as_bytes()).await.expect("write");
