@@ -48,7 +48,10 @@ export async function render(main, params) {
       const answer = await call('WorkflowService/ListExecutions', request(params));
       const empty = !answer.executions.length && answer.nextPageToken
         ? '<p class="muted">No match on this page; the time filters are applied page by page, so older pages may still hold some.</p>' : '';
+      // Keep the row selected with j/k across refreshes.
+      const selected = list.querySelector('tr.sel')?.dataset.href;
       list.innerHTML = (empty || table(answer.executions)) + pager(params, answer.nextPageToken);
+      if (selected) list.querySelector(`tr[data-href="${CSS.escape(selected)}"]`)?.classList.add('sel');
     } catch (e) {
       list.innerHTML = errorBox(e);
     }

@@ -43,7 +43,7 @@ export async function workflows(main, params) {
 export async function workers(main) {
   return live(main, 'Workers', async () => {
     const { workers: all } = await call('AdminService/ListWorkers', { pageSize: 1000 });
-    const rows = all.map((w) => `<tr><td class="mono">${esc(w.workerId)}</td><td>${w.online ? badge('RUNNING').replace('RUNNING', 'ONLINE') : '<span class="badge">OFFLINE</span>'}</td>
+    const rows = all.map((w) => `<tr><td class="mono">${esc(w.workerId)}</td><td>${w.online ? '<span class="badge s-COMPLETED">ONLINE</span>' : '<span class="badge">OFFLINE</span>'}</td>
       <td>${esc(w.sdk)} ${esc(w.runtime)}</td><td>${w.tasks.map((t) => `${esc(t.name)}${t.version ? `@${esc(t.version)}` : ''}`).join(', ')}</td>
       <td>${esc(w.inFlight)} / ${esc(w.maxConcurrency)}</td><td>${esc(when(w.lastSeenAt))}</td>
       <td>${w.sessions.map((s) => `<div class="mono">${esc(s.sessionId.slice(0, 12))} on ${esc(s.frontendNodeId)} · since ${esc(when(s.connectedAt))} · ${esc(s.inFlight)} in flight, ${esc(s.credits)} credits${s.draining ? ' · draining' : ''}</div>`).join('')}</td></tr>`).join('');

@@ -160,11 +160,23 @@ pub async fn api(admin: &str, method: &str, body: &Value, token: Option<&str>) -
     (status, json)
 }
 
-/// One HTTP/1.0 request (bounded to 30 s): status and body.
+/// One HTTP/1.0 request with a JSON body (bounded to 30 s): status and body.
 pub async fn http(
     admin: &str,
     method: &str,
     path: &str,
+    body: &str,
+    token: Option<&str>,
+) -> (u16, String) {
+    http_typed(admin, method, path, "application/json", body, token).await
+}
+
+/// [`http`] with the given `Content-Type`.
+pub async fn http_typed(
+    admin: &str,
+    method: &str,
+    path: &str,
+    content_type: &str,
     body: &str,
     token: Option<&str>,
 ) -> (u16, String) {
