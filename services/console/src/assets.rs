@@ -21,3 +21,28 @@ const FILES: &[(&str, &str, &str)] = &[
 pub fn get(name: &str) -> Option<(&'static str, &'static [u8])> {
     FILES.iter().find(|(n, _, _)| *n == name).map(|(_, t, body)| (*t, body.as_bytes()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{get, FILES, INDEX};
+
+    /// Every module a page imports and every file the shell links is served: a new file
+    /// left out of `FILES` would only show as a blank page in a browser.
+    #[test]
+    fn every_referenced_asset_is_served() {
+        let mut referenced = Vec::new();
+        for (name, _, body) in FILES {
+            for part in body.split("from './").skip(1) {
+                referenced.push((*name, part.split('\'').next().unwrap_or_default()));
+            }
+        }
+        for part in INDEX.split("/ui/assets/").skip(1) {
+            referenced.push(("index.html", part.split('"').next().unwrap_or_default()));
+        }
+        assert!(referenced.len() >= 8, "{referenced:?}");
+        for (from, file) in referenced {
+            assert!(get(file).is_some(), "{from} references {file}, which is not served");
+        }
+        assert!(get("../src/lib.rs").is_none());
+    }
+}

@@ -235,3 +235,28 @@ async fn dispatch(g: &Gateway, method: &str, call: Call<'_>) -> Result<serde_jso
         "orbit.v1.ScheduleService/PreviewSchedule" => g.schedules, ScheduleService::preview_schedule,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Refusal;
+    use orbit_server_kit::{ErrorCode, OrbitError};
+
+    #[test]
+    fn refusals_keep_the_orbit_code_and_map_to_http() {
+        for (code, http) in [
+            (ErrorCode::Unauthenticated, 401),
+            (ErrorCode::PermissionDenied, 403),
+            (ErrorCode::ExecutionNotFound, 404),
+            (ErrorCode::InvalidArgument, 400),
+            (ErrorCode::ExecutionFinished, 409),
+            (ErrorCode::Unavailable, 503),
+        ] {
+            let refusal = Refusal::from_status(&OrbitError::new(code, "why").to_status());
+            assert_eq!(refusal.http, http, "{code:?}");
+            assert_eq!(refusal.body["code"], code.as_str());
+            assert_eq!(refusal.body["message"], "why");
+        }
+        let bare = Refusal::from_status(&tonic::Status::unimplemented("no"));
+        assert_eq!((bare.http, bare.body["code"].as_str()), (501, Some("UNIMPLEMENTED")));
+    }
+}

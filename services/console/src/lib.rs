@@ -143,3 +143,25 @@ fn reply(status: StatusCode, content_type: &'static str, body: Bytes) -> AdminRe
     );
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::is_json;
+
+    #[test]
+    fn only_json_bodies_reach_the_gateway() {
+        let with = |value: &'static str| {
+            let mut headers = hyper::HeaderMap::new();
+            headers.insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static(value),
+            );
+            headers
+        };
+        assert!(is_json(&with("application/json")));
+        assert!(is_json(&with("Application/JSON; charset=utf-8")));
+        assert!(!is_json(&with("text/plain")));
+        assert!(!is_json(&with("application/x-www-form-urlencoded")));
+        assert!(!is_json(&hyper::HeaderMap::new()));
+    }
+}

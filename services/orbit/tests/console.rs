@@ -272,3 +272,28 @@ async fn the_pages_work_in_headless_chromium() {
     }
     stop.cancel();
 }
+
+/// `orbit frontend` serves the console too, through its own frontend: the cluster page's
+/// call sees every node, and a start through gRPC shows in the list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_frontend_serves_the_console() {
+    use common::split::{Split, PLAIN};
+    let mut s = Split::new("console-split");
+    s.spawn("owner", "owner-1", PLAIN);
+    s.spawn("frontend", "frontend-1", PLAIN);
+    let admin = common::admin::address_in(&s.node("frontend-1").log()).expect("admin address");
+    let mut c = s.client("frontend-1").await;
+    common::register(&mut c, DEMO).await;
+    common::start(&mut c, "console-demo", "split-1", json!({"mode": "ok"})).await.expect("start");
+    let (status, list) = api(&admin, "WorkflowService/ListExecutions", &json!({}), None).await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(ids(&list), vec!["split-1".to_string()]);
+    let (_, cluster) = api(&admin, "AdminService/ClusterStatus", &json!({}), None).await;
+    let nodes: BTreeSet<_> = cluster["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| n["nodeId"].as_str().expect("id").to_string())
+        .collect();
+    assert_eq!(nodes, ["frontend-1", "owner-1"].iter().map(ToString::to_string).collect());
+}
