@@ -47,9 +47,10 @@ pub(crate) const EXECUTION_INSERT: &str = concat!(
 );
 pub(crate) const EXECUTION_GET: &str =
     concat!("SELECT ", execution_columns!(), " FROM executions WHERE execution_id = ?1");
-/// Filters are optional (`?n IS NULL`); the page continues strictly after the keyset
-/// (`created_at`, `execution_id`) of the previous page's last row, newest first.
-/// The list of executions with only the filters given (`reads::list_executions`): SQLite
+/// The list of executions, newest first, continuing strictly after the keyset
+/// (`created_at`, `execution_id`) of the previous page's last row.
+///
+/// Only the filters given are named (`reads::list_executions`): SQLite
 /// plans a statement once, so a `(?1 IS NULL OR status = ?1)` form is planned for "no
 /// filter" and walks `executions_by_created` through every row when the filter matches
 /// few (a status nothing has: 100,000 rows read for an empty page). Naming only the
@@ -76,7 +77,8 @@ pub(crate) fn execution_list(
             sql.push_str(condition);
         }
     }
-    // Unused numbered parameters still need a mention for rusqlite's count check.
+    // Every numbered parameter is always bound (rusqlite checks the count against the
+    // highest number used); these always-true terms keep each one in the statement.
     sql.push_str(" AND (?1 IS NULL OR 1) AND (?2 IS NULL OR 1) AND (?3 IS NULL OR 1) AND (?4 IS NULL OR 1) AND (?5 IS NULL OR 1) AND (?7 IS NULL OR 1)");
     sql.push_str(" ORDER BY created_at DESC, execution_id DESC LIMIT ?6");
     sql
