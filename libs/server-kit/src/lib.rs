@@ -32,7 +32,9 @@ pub mod shutdown;
 pub mod tls;
 pub mod validate;
 
-pub use admin::serve_admin;
+pub use admin::{
+    serve_admin, serve_admin_with, AdminRequest, AdminResponse, AdminRoutes, AdminSlot,
+};
 pub use error::{ErrorCode, FieldViolation, GrpcCode, OrbitError, UnknownErrorCode};
 pub use gate::RequestGate;
 pub use payload::PayloadError;

@@ -9,7 +9,7 @@
 //! cannot be bound stops the start). The bound address is printed on stderr.
 
 use orbit_cluster::Membership;
-use orbit_server_kit::{Probe, Readiness};
+use orbit_server_kit::{AdminSlot, Probe, Readiness};
 use orbit_store::Migrations;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -25,7 +25,8 @@ pub const ADMIN_PORT_OFFSET: u16 = 2000;
 /// The admin port flag.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct AdminArgs {
-    /// Address of the admin HTTP port (`/metrics`, `/healthz`, `/readyz`), or `off`.
+    /// Address of the admin HTTP port (`/metrics`, `/healthz`, `/readyz`, and the web
+    /// console `/ui` on `orbit dev` and frontends), or `off`.
     /// Default: the gRPC host, port + 2000 (7233 → 9233). Plain HTTP: keep it private.
     /// Example: --admin-listen 0.0.0.0:9233
     #[arg(long, env = "ORBIT_ADMIN_LISTEN", value_name = "HOST:PORT|off")]
@@ -71,11 +72,13 @@ impl AdminArgs {
 }
 
 /// Starts the readiness checks and, with a listener, the admin HTTP port; both stop with
-/// `shutdown`. Prints the admin address (`<what> admin http on ADDR`).
+/// `shutdown`. Prints the admin address (`<what> admin http on ADDR`). Routes put in `extra`
+/// later (the web console of a process holding a frontend) are served from then on.
 pub fn start(
     what: &str,
     listener: Option<TcpListener>,
     readiness: &Readiness,
+    extra: &AdminSlot,
     shutdown: &CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
@@ -85,8 +88,13 @@ pub fn start(
         if let Ok(addr) = listener.local_addr() {
             eprintln!("{what} admin http on {addr}");
         }
-        let (r, stop) = (readiness.clone(), shutdown.clone());
-        tasks.push(tokio::spawn(orbit_server_kit::serve_admin(listener, Some(r), stop)));
+        let (r, stop, extra) = (readiness.clone(), shutdown.clone(), extra.clone());
+        tasks.push(tokio::spawn(orbit_server_kit::serve_admin_with(
+            listener,
+            Some(r),
+            extra,
+            stop,
+        )));
     }
     tasks
 }

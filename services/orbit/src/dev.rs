@@ -245,7 +245,6 @@ pub async fn serve_with(
     let readiness = Readiness::new(vec![Arc::new(DatabaseProbe(store.clone()))]);
     let connections =
         orbit_server_kit::ConnectionOptions { readiness: Some(readiness.clone()), ..connections };
-    let admin_tasks = crate::admin_args::start("orbit dev", admin, &readiness, &shutdown);
     let tasks_ready = Arc::new(Notify::new());
     let timers_changed = Arc::new(Notify::new());
     let changes = Arc::new(ChangeHub::new());
@@ -296,6 +295,14 @@ pub async fn serve_with(
         let (f, stop) = (frontend.clone(), shutdown.clone());
         tokio::spawn(async move { f.run_metrics_sampler(METRICS_SAMPLE_EVERY, stop).await })
     };
+    // The admin port with the web console from its first answer (nothing above waits).
+    let console = orbit_server_kit::AdminSlot::default();
+    let _ = console.set(Arc::new(orbit_console::Console::new(
+        &frontend,
+        schedules_changed.clone(),
+        gate.gate.clone(),
+    )));
+    let admin_tasks = crate::admin_args::start("orbit dev", admin, &readiness, &console, &shutdown);
     frontend.recover_claims().await?;
     let (workflows, workers) = frontend.services();
     let admin = frontend.admin_service();

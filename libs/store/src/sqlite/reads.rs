@@ -42,7 +42,14 @@ pub(crate) fn list_executions(
     filter: &ExecutionFilter,
 ) -> Result<ExecutionPage> {
     let w = filter.window()?;
-    let mut stmt = conn.prepare_cached(sql::EXECUTION_LIST)?;
+    let query = sql::execution_list(
+        filter.status.is_some(),
+        filter.workflow.is_some(),
+        filter.parent_id.is_some(),
+        filter.schedule_id.is_some(),
+        w.after_created.is_some(),
+    );
+    let mut stmt = conn.prepare_cached(&query)?;
     let mut found = stmt.query(params![
         filter.status.map(orbit_engine::Status::as_str),
         filter.workflow,

@@ -47,20 +47,42 @@ pub(crate) const EXECUTION_INSERT: &str = concat!(
 );
 pub(crate) const EXECUTION_GET: &str =
     concat!("SELECT ", execution_columns!(), " FROM executions WHERE execution_id = ?1");
-/// Filters are optional (`?n IS NULL`); the page continues strictly after the keyset
-/// (`created_at`, `execution_id`) of the previous page's last row, newest first.
-pub(crate) const EXECUTION_LIST: &str = concat!(
-    "SELECT ",
-    execution_columns!(),
-    " FROM executions
-    WHERE (?1 IS NULL OR status = ?1)
-      AND (?2 IS NULL OR workflow = ?2)
-      AND (?3 IS NULL OR parent_id = ?3)
-      AND (?7 IS NULL OR schedule_id = ?7)
-      AND (?4 IS NULL OR created_at < ?4 OR (created_at = ?4 AND execution_id < ?5))
-    ORDER BY created_at DESC, execution_id DESC
-    LIMIT ?6"
-);
+/// The list of executions, newest first, continuing strictly after the keyset
+/// (`created_at`, `execution_id`) of the previous page's last row.
+///
+/// Only the filters given are named (`reads::list_executions`): SQLite
+/// plans a statement once, so a `(?1 IS NULL OR status = ?1)` form is planned for "no
+/// filter" and walks `executions_by_created` through every row when the filter matches
+/// few (a status nothing has: 100,000 rows read for an empty page). Naming only the
+/// present filters lets it pick `executions_by_status` / `_by_workflow` / `_by_schedule`.
+/// Parameters: ?1 status, ?2 workflow, ?3 parent, ?4/?5 the page token's (created_at,
+/// execution_id), ?6 the limit, ?7 schedule id.
+pub(crate) fn execution_list(
+    status: bool,
+    workflow: bool,
+    parent: bool,
+    schedule: bool,
+    after: bool,
+) -> String {
+    let mut sql =
+        String::from(concat!("SELECT ", execution_columns!(), " FROM executions WHERE 1 = 1"));
+    for (present, condition) in [
+        (status, " AND status = ?1"),
+        (workflow, " AND workflow = ?2"),
+        (parent, " AND parent_id = ?3"),
+        (schedule, " AND schedule_id = ?7"),
+        (after, " AND (created_at < ?4 OR (created_at = ?4 AND execution_id < ?5))"),
+    ] {
+        if present {
+            sql.push_str(condition);
+        }
+    }
+    // Every numbered parameter is always bound (rusqlite checks the count against the
+    // highest number used); these always-true terms keep each one in the statement.
+    sql.push_str(" AND (?1 IS NULL OR 1) AND (?2 IS NULL OR 1) AND (?3 IS NULL OR 1) AND (?4 IS NULL OR 1) AND (?5 IS NULL OR 1) AND (?7 IS NULL OR 1)");
+    sql.push_str(" ORDER BY created_at DESC, execution_id DESC LIMIT ?6");
+    sql
+}
 pub(crate) const EXECUTION_RUN_AND_SEQ: &str =
     "SELECT run, last_seq FROM executions WHERE execution_id = ?1";
 pub(crate) const EXECUTION_SET_SEQ: &str =

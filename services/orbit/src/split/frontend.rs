@@ -56,6 +56,13 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
         let every = crate::dev::METRICS_SAMPLE_EVERY;
         tokio::spawn(async move { f.run_metrics_sampler(every, stop).await })
     };
+    // The web console on the admin port, through this frontend's handlers and gate. Its
+    // schedule writes wake schedulers through the store's notification, as gRPC ones do.
+    let _ = node.admin_routes.set(Arc::new(orbit_console::Console::new(
+        &frontend,
+        Arc::new(Notify::new()),
+        node.gate.gate.clone(),
+    )));
     let beat = node.heartbeat();
     let connections = node.connections(a);
     node.announce();

@@ -39,6 +39,8 @@ pub struct Node {
     /// Database, schema and membership, checked every second; `/readyz` and gRPC health
     /// follow it.
     pub readiness: Readiness,
+    /// The admin port's extra routes: a frontend puts its web console here.
+    pub admin_routes: orbit_server_kit::AdminSlot,
 }
 
 /// Prepares a node of `service`; an `Err` is the exit code (after saying why on stderr).
@@ -148,7 +150,8 @@ pub async fn prepare(
         Arc::new(MembershipProbe(membership.clone())),
     ]);
     // Stops with the shutdown token; nothing waits for it.
-    let _ = crate::admin_args::start(&what, admin, &readiness, &shutdown);
+    let admin_routes = orbit_server_kit::AdminSlot::default();
+    let _ = crate::admin_args::start(&what, admin, &readiness, &admin_routes, &shutdown);
     Ok(Node {
         service,
         node_id,
@@ -159,6 +162,7 @@ pub async fn prepare(
         shutdown,
         gate,
         readiness,
+        admin_routes,
         _traces: traces,
     })
 }

@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod buf;
 pub mod cluster;
+pub mod console;
 pub mod grpcurl;
 pub mod otlp;
 pub mod scenario;

@@ -1,0 +1,99 @@
+// The executions page: filters (workflow, status, created after/before, schedule id,
+// parent) in the URL, one page of ListExecutions at a time with its page token (the
+// previous pages' tokens ride in the URL too, so Back and shared links work), and a live
+// refresh every few seconds while the page is open.
+
+import { call, esc, badge, when, errorBox } from './api.js';
+
+const STATUSES = ['RUNNING', 'COMPENSATING', 'COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT', 'CONTINUED_AS_NEW', 'SUSPENDED'];
+const REFRESH_MS = 3000;
+
+/** The ListExecutions request of the URL's filters. */
+export function request(params) {
+  const body = { pageSize: Number(params.get('size') || 50), pageToken: params.get('page') || '' };
+  if (params.get('workflow')) body.workflow = params.get('workflow');
+  if (params.get('status')) body.statuses = [`EXECUTION_STATUS_${params.get('status')}`];
+  if (params.get('schedule')) body.scheduleId = params.get('schedule');
+  if (params.get('parent')) body.parentId = params.get('parent');
+  if (params.get('after')) body.createdAfter = new Date(params.get('after')).toISOString();
+  if (params.get('before')) body.createdBefore = new Date(params.get('before')).toISOString();
+  return body;
+}
+
+export async function render(main, params) {
+  const v = (k) => esc(params.get(k) || '');
+  main.innerHTML = `
+    <h1>Executions</h1>
+    <form class="filters" id="filters">
+      <label>Workflow <input name="workflow" value="${v('workflow')}" placeholder="any"></label>
+      <label>Status <select name="status"><option value="">any</option>${STATUSES.map((s) => `<option ${params.get('status') === s ? 'selected' : ''}>${s}</option>`).join('')}</select></label>
+      <label>Created after <input type="datetime-local" name="after" value="${v('after')}"></label>
+      <label>Created before <input type="datetime-local" name="before" value="${v('before')}"></label>
+      <label>Schedule id <input name="schedule" value="${v('schedule')}" placeholder="any"></label>
+      <label>Parent id <input name="parent" value="${v('parent')}" placeholder="any"></label>
+      <button class="primary" type="submit">Filter</button>
+      <a href="/ui/executions">Clear</a>
+      <label class="live"><span><input type="checkbox" id="live" ${params.get('live') === '0' ? '' : 'checked'}> live</span></label>
+    </form>
+    <div id="list"><p class="muted">Loading…</p></div>`;
+  main.querySelector('#filters').onsubmit = (e) => {
+    e.preventDefault();
+    const q = new URLSearchParams();
+    for (const [k, val] of new FormData(e.target)) if (val) q.set(k, val);
+    window.orbitGo(`/ui/executions?${q}`);
+  };
+  const list = main.querySelector('#list');
+  const load = async () => {
+    try {
+      const answer = await call('WorkflowService/ListExecutions', request(params));
+      const empty = !answer.executions.length && answer.nextPageToken
+        ? '<p class="muted">No match on this page; the time filters are applied page by page, so older pages may still hold some.</p>' : '';
+      // Keep the row selected with j/k across refreshes.
+      const selected = list.querySelector('tr.sel')?.dataset.href;
+      list.innerHTML = (empty || table(answer.executions)) + pager(params, answer.nextPageToken);
+      if (selected) list.querySelector(`tr[data-href="${CSS.escape(selected)}"]`)?.classList.add('sel');
+    } catch (e) {
+      list.innerHTML = errorBox(e);
+    }
+  };
+  await load();
+  const timer = setInterval(() => { if (main.querySelector('#live')?.checked && !document.hidden) load(); }, REFRESH_MS);
+  return () => clearInterval(timer);
+}
+
+function table(rows) {
+  if (!rows.length) return '<p class="muted">No executions match.</p>';
+  const body = rows.map((x) => {
+    const href = `/ui/executions/${encodeURIComponent(x.executionId)}`;
+    return `<tr data-href="${esc(href)}" tabindex="-1">
+      <td class="mono"><a href="${esc(href)}">${esc(x.executionId)}</a></td>
+      <td><a href="/ui/executions?workflow=${encodeURIComponent(x.workflow)}">${esc(x.workflow)}</a> <span class="muted">v${esc(x.version)}</span></td>
+      <td>${badge(x.status)}</td>
+      <td>${x.run > 1 ? esc(x.run) : ''}</td>
+      <td>${esc(when(x.createdAt))}</td>
+      <td>${esc(when(x.closedAt))}</td>
+      <td class="mono">${x.scheduleId ? `<a href="/ui/executions?schedule=${encodeURIComponent(x.scheduleId)}">${esc(x.scheduleId)}</a>` : ''}${x.parentId ? `parent <a href="/ui/executions/${encodeURIComponent(x.parentId)}">${esc(x.parentId)}</a>` : ''}</td>
+    </tr>`;
+  }).join('');
+  return `<table id="executions"><thead><tr><th>Execution</th><th>Workflow</th><th>Status</th><th>Run</th><th>Created</th><th>Closed</th><th>Schedule / parent</th></tr></thead><tbody>${body}</tbody></table>`;
+}
+
+function pager(params, next) {
+  const prev = params.getAll('prev');
+  const parts = [];
+  if (params.get('page')) {
+    const q = new URLSearchParams(params);
+    q.delete('prev');
+    prev.slice(0, -1).forEach((t) => q.append('prev', t));
+    const back = prev[prev.length - 1] || '';
+    if (back) q.set('page', back); else q.delete('page');
+    parts.push(`<a href="/ui/executions?${q}" id="prev-page">← Newer</a>`);
+  }
+  if (next) {
+    const q = new URLSearchParams(params);
+    q.append('prev', params.get('page') || '');
+    q.set('page', next);
+    parts.push(`<a href="/ui/executions?${q}" id="next-page">Older →</a>`);
+  }
+  return `<div class="pager">${parts.join('')}</div>`;
+}

@@ -1,0 +1,119 @@
+// Headless Chromium checks of the Orbit web console, run by services/orbit/tests/console.rs
+// against a real `orbit dev` holding the scenario of tests/common/console.rs:
+//   node console.mjs http://HOST:PORT SHOTS_DIR [--token TOKEN]
+// Opens every page, clicks from the list to the failed execution and its failed attempt,
+// sends a signal from the page, uses the keyboard, and saves screenshots into SHOTS_DIR.
+// With --token the server checks identities: the page must ask for the token first.
+// Exits non-zero (with the reason) on the first check that does not hold.
+
+import { chromium } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const [base, shots, flag, token] = process.argv.slice(2);
+mkdirSync(shots, { recursive: true });
+const TIMEOUT = 30000; // one page check; the server is busy compiling on small machines
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const context = await browser.newContext({ viewport: { width: 1366, height: 860 } });
+const page = await context.newPage();
+page.setDefaultTimeout(TIMEOUT);
+const errors = [];
+page.on('pageerror', (e) => errors.push(e.message));
+const shot = (name) => page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+const check = (ok, what) => { if (!ok) throw new Error(`check failed: ${what}`); };
+
+try {
+  if (flag === '--token') {
+    // Auth on: the shell asks for a token before showing anything.
+    await page.goto(`${base}/ui/executions`);
+    await page.locator('#login').waitFor({ state: 'visible' });
+    await shot('console-login');
+    await page.fill('#login-token', 'not-a-token');
+    await page.click('#login-form button[type=submit]');
+    await page.locator('#login-error', { hasText: 'unknown token' }).waitFor();
+    await page.fill('#login-token', token);
+    await page.click('#login-form button[type=submit]');
+    await page.locator('h1', { hasText: 'Executions' }).waitFor();
+    await page.locator('main', { hasText: 'No executions match' }).waitFor();
+    console.log('login: ok');
+  } else {
+    // The list, filtered to the failed executions through the form (the URL keeps it).
+    await page.goto(`${base}/ui/executions`);
+    await page.locator('#executions tbody tr').first().waitFor();
+    check(await page.locator('#executions tbody tr').count() >= 7, 'the list shows every execution');
+    await shot('console-list');
+    await page.selectOption('select[name=status]', 'FAILED');
+    await page.click('#filters button[type=submit]');
+    await page.waitForURL(/status=FAILED/);
+    await page.locator('#executions tbody tr', { hasText: 'demo-fail' }).waitFor();
+    check(await page.locator('#executions tbody tr').count() === 1, 'one failed execution');
+    // Click through to it and its failed attempt on the timeline.
+    await page.click('#executions a:has-text("demo-fail")');
+    await page.waitForURL(/\/ui\/executions\/demo-fail/);
+    await page.locator('#execution-error', { hasText: 'DEMO_FAILED' }).waitFor();
+    const failedBars = page.locator('#gantt rect.b-bad');
+    check(await failedBars.count() === 2, 'two failed attempts drawn');
+    await failedBars.first().click();
+    await page.locator('#attempt-error', { hasText: 'DEMO_FAILED' }).waitFor();
+    check(/bar=/.test(page.url()), 'the selected bar is in the URL');
+    await shot('console-execution-failed');
+    // The retried one: a failed attempt, a retry wait, a successful attempt.
+    await page.goto(`${base}/ui/executions/demo-flaky`);
+    await page.locator('#gantt rect.b-ok').first().waitFor();
+    check(await page.locator('#gantt rect.b-bad').count() === 1, 'one failed attempt before the success');
+    check(await page.locator('#gantt rect.b-wait').count() >= 1, 'the retry wait is drawn');
+    await shot('console-timeline');
+    // A signal sent from the page completes the waiting execution.
+    await page.goto(`${base}/ui/executions/demo-wait`);
+    await page.locator('#awaits', { hasText: 'approve' }).waitFor();
+    await page.fill('#act-name', 'approve');
+    await page.fill('#act-payload', '{"by": "chromium"}');
+    await page.click('#act-signal');
+    await page.locator('#act-result', { hasText: 'Signal' }).waitFor();
+    check(!(await page.locator('#act-result .error').count()), 'the signal was accepted');
+    await page.locator('h1 .badge', { hasText: 'COMPLETED' }).waitFor();
+    await shot('console-signalled');
+    // Keyboard: 1 → list, j selects the first row, Enter opens it.
+    await page.locator('body').click({ position: { x: 5, y: 5 } });
+    await page.keyboard.press('1');
+    await page.locator('#executions tbody tr').first().waitFor();
+    await page.keyboard.press('j');
+    await page.keyboard.press('Enter');
+    await page.waitForURL(/\/ui\/executions\/[^/?]+/);
+    await page.locator('#gantt').waitFor();
+    // Every other page.
+    for (const [path, selector, text, name] of [
+      ['/ui/workflows', '#workflows', 'console-demo', 'console-workflows'],
+      ['/ui/workflows?name=console-demo', '#source', 'demo.work', null],
+      ['/ui/workers', '#workers', 'console-worker', 'console-workers'],
+      ['/ui/queues', '#queues', 'demo.lonely', 'console-queues'],
+      ['/ui/schedules', '#schedules', 'demo-hourly', 'console-schedules'],
+      ['/ui/schedules?id=demo-hourly', '#next-fires li', '', null],
+      ['/ui/cluster', '#nodes', 'dev', 'console-cluster'],
+    ]) {
+      await page.goto(`${base}${path}`);
+      await page.locator(selector, { hasText: text }).first().waitFor();
+      if (name) await shot(name);
+      console.log(`${path}: ok`);
+    }
+    // Trigger the schedule from its page: an execution of it appears.
+    await page.goto(`${base}/ui/schedules`);
+    await page.click('button[data-act=TriggerSchedule]');
+    await page.locator('#act-result a').waitFor();
+    await page.goto(`${base}/ui/executions?schedule=demo-hourly`);
+    await page.locator('#executions tbody tr').first().waitFor();
+  }
+  check(errors.length === 0, `no script errors: ${errors.join('; ')}`);
+  console.log('console pages: ok');
+} catch (e) {
+  await shot('failure').catch(() => {});
+  console.error(e.message, '\nat', page.url(), '\nscript errors:', errors.join('; '));
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
