@@ -113,9 +113,12 @@ async fn a_task_with_a_language_goes_only_to_workers_of_that_runtime() {
     let dir = TempDir::new("routing-language");
     let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
     let mut c = server.client().await;
-    register(&mut c, CONVERT).await;
     let tasks = [("render", "1"), ("pack", "1")];
     let (mut rust, _) = session(&server.address(), "rs-worker", "rust", &tasks, 4).await;
+    // Registered with only the rust worker connected: `render` has no python worker.
+    let registered = register(&mut c, CONVERT).await;
+    assert_eq!(registered.warnings.len(), 1, "{:?}", registered.warnings);
+    assert!(registered.warnings[0].contains("task render"), "{:?}", registered.warnings);
     start(&mut c, "convert", "conv-1", serde_json::json!({})).await.expect("start");
     let (mut python, _) =
         session(&server.address(), "py-worker", "python 3.12", &[("render", "1")], 4).await;
