@@ -323,7 +323,11 @@ pub async fn serve_with(
                 addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
             }
             let stop = shutdown.clone();
-            Some(tokio::spawn(crate::http_step::run_worker(addr.to_string(), policy, stop)))
+            let dial = crate::http_step::Dial {
+                endpoint: addr.to_string(),
+                ..crate::http_step::Dial::default()
+            };
+            Some(tokio::spawn(crate::http_step::run_worker(dial, policy, stop)))
         }
         None => None,
     };
