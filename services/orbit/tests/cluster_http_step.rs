@@ -2,11 +2,12 @@
 //! TLS and identities): owners queue http attempts (`ORBIT_ENABLE_HTTP_STEP`), the
 //! frontends run the built-in worker, which opens its session over TLS as the worker
 //! identity of `ORBIT_HTTP_STEP_TOKEN`, and only hosts of `ORBIT_HTTP_ALLOW_HOSTS` are
-//! called. A frontend with identities but no token refuses to start.
+//! called, over plain http and over https (a test CA given with `ORBIT_HTTP_CA_FILE`). A frontend with identities but no token refuses to start.
 
 mod common;
 
 use common::cluster::{self, Topology, FAST};
+use common::tls;
 use common::*;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::{Bytes, Incoming};
@@ -66,6 +67,41 @@ async fn http_server() -> u16 {
     port
 }
 
+/// [`handle`] over TLS with the test PKI's server certificate (`localhost`, `127.0.0.1`).
+async fn https_server(pki: &tls::Pki) -> u16 {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(pki.path("server.pem"))
+        .expect("server.pem")
+        .collect::<Result<Vec<_>, _>>()
+        .expect("server certificate");
+    let key = PrivateKeyDer::from_pem_file(pki.path("server-key.pem")).expect("server key");
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { return };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(stream) = acceptor.accept(stream).await else { return };
+                let service = hyper::service::service_fn(handle);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    port
+}
+
 fn payload(e: &pb::HistoryEvent) -> Value {
     Value::Object(struct_to_json_object(e.payload.clone().unwrap_or_default()).expect("payload"))
 }
@@ -73,10 +109,16 @@ fn payload(e: &pb::HistoryEvent) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_steps_run_on_a_secure_split_cluster() {
     let port = http_server().await;
-    let allow = format!("127.0.0.1:{port}");
+    let certs = TempDir::new("http-step-pki");
+    let pki = tls::Pki::new(&certs.0);
+    let tls_port = https_server(&pki).await;
+    let allow = format!("127.0.0.1:{port},localhost:{tls_port}");
+    let ca = pki.path("ca.pem").display().to_string();
     let env = [
         ("ORBIT_ENABLE_HTTP_STEP", "true"),
         ("ORBIT_HTTP_ALLOW_HOSTS", allow.as_str()),
+        // The test server's private CA, trusted for https steps besides the web roots.
+        ("ORBIT_HTTP_CA_FILE", ca.as_str()),
         // The topology's admin identity may open worker sessions; the token decides who
         // the built-in worker is (its client certificate is the frontend's service one).
         ("ORBIT_HTTP_STEP_TOKEN", cluster::token()),
@@ -94,6 +136,13 @@ async fn http_steps_run_on_a_secure_split_cluster() {
     let h = history(&mut c, "ok").await;
     let dispatched = h.iter().find(|e| e.event_type == "StepDispatched").expect("dispatched");
     assert_eq!(payload(dispatched)["worker_id"], json!("orbit-builtin-http"));
+
+    // https, verified against the private CA and the host name.
+    let secure = format!("https://localhost:{tls_port}/ok");
+    start(&mut c, "call", "tls", json!({ "url": secure, "n": 9 })).await.expect("start");
+    let (status, output) = result(&mut c, "tls", WAIT).await;
+    assert_eq!(status, pb::ExecutionStatus::Completed, "{output}");
+    assert_eq!(output["body"], json!({ "method": "POST", "received": { "n": 9 } }), "{output}");
 
     // A non-2xx status fails HTTP_ERROR with the status (not retried: a 4xx).
     start(&mut c, "call", "missing", json!({ "url": url("/missing"), "n": 1 })).await.expect("s");

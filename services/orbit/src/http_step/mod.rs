@@ -17,6 +17,7 @@
 //! `ORBIT_ENABLE_HTTP_STEP` and `ORBIT_HTTP_ALLOW_HOSTS` for the whole cluster enables both.
 
 mod client;
+mod tls;
 
 pub use client::{call, Policy};
 
@@ -53,6 +54,10 @@ pub struct HttpStepArgs {
         value_name = "HOST[:PORT]"
     )]
     pub http_allow_hosts: Vec<String>,
+    /// A PEM file of CA certificates https steps trust besides the public web roots (for
+    /// services with a private CA). Example: --http-ca-file /etc/orbit/internal-ca.pem
+    #[arg(long, env = "ORBIT_HTTP_CA_FILE", value_name = "PEM")]
+    pub http_ca_file: Option<std::path::PathBuf>,
 }
 
 /// `orbit owner --enable-http-step`: http attempts are queued for the built-in worker the
@@ -118,8 +123,18 @@ pub struct Dial {
 
 impl HttpStepArgs {
     /// The policy when the step is enabled; `max_body_bytes` is the server's payload limit.
-    pub fn policy(&self, max_body_bytes: usize) -> Option<Policy> {
-        self.enable_http_step.then(|| Policy::new(&self.http_allow_hosts, max_body_bytes))
+    ///
+    /// # Errors
+    /// `--http-ca-file` cannot be read or holds no certificate.
+    pub fn policy(&self, max_body_bytes: usize) -> Result<Option<Policy>, String> {
+        if !self.enable_http_step {
+            return Ok(None);
+        }
+        let policy = Policy::new(&self.http_allow_hosts, max_body_bytes);
+        match &self.http_ca_file {
+            Some(ca) => policy.with_ca(ca).map(Some),
+            None => Ok(Some(policy)),
+        }
     }
 }
 

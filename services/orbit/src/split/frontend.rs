@@ -23,6 +23,14 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    let max_body = usize::try_from(args.payload.max_payload_bytes).unwrap_or(usize::MAX);
+    let policy = match http.step.policy(max_body) {
+        Ok(policy) => policy,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let node = match prepare("frontend", "127.0.0.1:7233", a).await {
         Ok(n) => n,
         Err(code) => return code,
@@ -66,8 +74,7 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
     };
     let beat = node.heartbeat();
     let mut tasks = vec![listen, sweeper, sampler, beat];
-    let max_body = usize::try_from(args.payload.max_payload_bytes).unwrap_or(usize::MAX);
-    if let Some(policy) = http.step.policy(max_body) {
+    if let Some(policy) = policy {
         let dial = http_dial(&args, node.bound);
         tracing::info!(endpoint = %dial.endpoint, "the built-in HTTP step worker serves orbit.http");
         let stop = node.shutdown.clone();
