@@ -28,6 +28,7 @@ pub fn to_document(d: &Definition) -> Value {
     put(&mut limits, "max_fan_out", d.limits.max_fan_out.map(Value::from));
     put(&mut limits, "max_history_events", d.limits.max_history_events.map(Value::from));
     put(&mut limits, "max_payload_bytes", d.limits.max_payload_bytes.map(Value::from));
+    put(&mut limits, "max_timers", d.limits.max_timers.map(Value::from));
     put_map(&mut doc, "limits", limits);
     put(&mut doc, "input", d.input.as_ref().map(|c| c.schema().clone()));
     let tasks = d.tasks.iter().map(|(name, t)| {

@@ -72,6 +72,9 @@ pub struct Limits {
     pub max_history_events: Option<u64>,
     /// Serialized bytes of an input, output or signal payload.
     pub max_payload_bytes: Option<u64>,
+    /// Durable timers (`sleep` and `until` steps) one run may start; the step that would
+    /// start one more fails with `LIMIT_EXCEEDED`.
+    pub max_timers: Option<u64>,
 }
 
 /// The contract of one worker task.

@@ -50,6 +50,9 @@ pub struct TaskOffer {
     pub task: String,
     /// Task version.
     pub task_version: String,
+    /// The worker language the task is routed to (lower-case, from the task's `language`;
+    /// `None` for any worker): only a worker whose `Hello.runtime` names it may claim it.
+    pub language: Option<String>,
     /// Rendered input.
     pub input: Value,
     /// Idempotency key.
@@ -124,6 +127,17 @@ pub enum Effect {
     },
 }
 
+/// The language a task's offers are routed to: its contract's `language`, lower-case;
+/// `None` (any worker) when it declares none or `any`.
+#[must_use]
+pub fn routing_language(def: &Definition, task: &str) -> Option<String> {
+    let language = def.tasks.get(task)?.language.as_deref()?.to_ascii_lowercase();
+    (language != ANY_LANGUAGE).then_some(language)
+}
+
+/// The task `language` that routes to any worker (the same as declaring none).
+pub const ANY_LANGUAGE: &str = "any";
+
 /// The task name and version a unit is offered as; `None` for units no worker runs.
 #[must_use]
 pub fn task_of(def: &Definition, unit: &str) -> Option<(String, String)> {
@@ -175,6 +189,7 @@ pub fn derive(
                     unit: step.clone(),
                     attempt: *attempt,
                     offer: u32::try_from(offer).unwrap_or(u32::MAX),
+                    language: routing_language(def, &task),
                     task,
                     task_version,
                     input: input.clone(),

@@ -296,6 +296,8 @@ pub struct State {
     pub next_input: Option<Value>,
     /// Events applied (this run).
     pub event_count: u64,
+    /// `TimerStarted` events applied (this run), against `max_timers`.
+    pub timers_started: u64,
     /// Seq of the last event applied.
     pub last_seq: u64,
     /// Token → unit key, for every token ever issued.
@@ -468,6 +470,7 @@ impl State {
                 }
             }
             Event::TimerStarted { step, fire_at } => {
+                self.timers_started += 1;
                 let u = self
                     .units
                     .entry(step.clone())

@@ -70,6 +70,24 @@ fn a_scheduled_task_is_offered_with_its_unit_attempt_offer_task_version_and_key(
 }
 
 #[test]
+fn an_offer_carries_its_tasks_language_lower_case_and_any_routes_to_every_worker() {
+    assert_eq!(first_offer(TASK).language, None, "no language: any worker");
+    let py = "name: w\nversion: '1'\ntasks: { t: { language: Python } }\nsteps: [ { id: a, task: t } ]\n";
+    assert_eq!(first_offer(py).language.as_deref(), Some("python"));
+    let any =
+        "name: w\nversion: '1'\ntasks: { t: { language: ANY } }\nsteps: [ { id: a, task: t } ]\n";
+    assert_eq!(first_offer(any).language, None, "`any` is the same as none");
+}
+
+fn first_offer(yaml: &str) -> orbit_engine::TaskOffer {
+    let (_, _, runs) = first_pass(yaml, Capabilities::default());
+    match runs[0].effects.as_slice() {
+        [Effect::OfferTask(offer)] => offer.clone(),
+        other => panic!("one offer: {other:?}"),
+    }
+}
+
+#[test]
 fn a_result_withdraws_the_units_offers_and_closing_clears_nothing_never_set() {
     let (def, mut state, _) = first_pass(TASK, Capabilities::default());
     let dispatched = Command::Dispatched {

@@ -623,3 +623,34 @@ fn replay_reports_the_first_divergence() {
         "{d:?}"
     );
 }
+
+#[test]
+fn timer_limit_fails_the_step_that_would_start_one_more_including_side_by_side_starts() {
+    // Three sleeps start in the same round; with `max_timers: 2` the third fails.
+    let yaml = "name: nap\nversion: '1'\nlimits: { max_timers: 2 }\nsteps:\n  - { id: a, sleep: 1s }\n  - { id: b, sleep: 1s }\n  - { id: c, sleep: 1s }\n";
+    let mut sim = sim_with(yaml);
+    sim.start("nap", "x", json!({})).unwrap();
+    sim.run(100);
+    let e = exec(&sim, "x");
+    assert_eq!(e.state.status(), Status::Failed);
+    assert_eq!(events_of(&e.history, "TimerStarted").len(), 2);
+    let error = e.state.error.as_ref().unwrap();
+    assert_eq!(error.code, "LIMIT_EXCEEDED", "{error:?}");
+    assert!(error.message.contains("max_timers 2"), "{error:?}");
+
+    // The server's limit applies when stricter than the workflow's.
+    let mut sim = sim_with(yaml);
+    sim.limits.max_timers = Some(1);
+    sim.start("nap", "y", json!({})).unwrap();
+    sim.run(100);
+    let e = exec(&sim, "y");
+    assert_eq!(events_of(&e.history, "TimerStarted").len(), 1);
+    assert!(e.state.error.as_ref().unwrap().message.contains("max_timers 1"));
+
+    // Within the limit the run completes.
+    let ok_yaml = yaml.replace("max_timers: 2", "max_timers: 3");
+    let mut sim = sim_with(&ok_yaml);
+    sim.start("nap", "z", json!({})).unwrap();
+    sim.run(100);
+    assert_eq!(exec(&sim, "z").state.status(), Status::Completed);
+}

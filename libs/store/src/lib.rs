@@ -34,7 +34,7 @@ pub use error::{Result, StoreError};
 pub use fault::{FaultNote, FaultRow, SUSPENDED};
 pub use inbox::{InboxKind, InboxMessage, InboxReply};
 pub use migrations::{AppliedMigration, SchemaMismatch, SchemaStatus};
-pub use model::{new_task_token, MAX_CLAIM};
+pub use model::{new_task_token, worker_language, ClaimFilter, MAX_CLAIM};
 pub use model::{
     CompletedTask, DbStats, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,
     InboxEntry, InboxStatus, NewTask, NewTimer, NodeInfo, NodeRow, OrphanRoot, OwnerRow,

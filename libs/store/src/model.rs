@@ -255,6 +255,8 @@ pub struct TaskRow {
     /// The worker (`worker_id` of its hello) the current claim was made for: only it may
     /// report a result for the token.
     pub worker_id: Option<String>,
+    /// The worker language the row is routed to ([`NewTask::language`]); `None`: any.
+    pub language: Option<String>,
     /// When the row was queued, epoch milliseconds.
     pub created_at_ms: u64,
     /// When it was last claimed.
@@ -379,6 +381,73 @@ pub struct DbStats {
     /// Transactions committed in this database, reads included (`pg_stat_database`; the
     /// server publishes backends' counts with a delay of up to a second).
     pub commits: u64,
+}
+
+/// Which queued rows a worker session may claim: its tasks, by version where it announced
+/// one, and rows routed to its language (or to none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaimFilter {
+    /// Task names served at every version (announced without a version).
+    pub any_version: Vec<String>,
+    /// `(task, version)` pairs served at exactly that version.
+    pub versions: Vec<(String, String)>,
+    /// The worker's language (lower-case; see [`worker_language`]): rows routed to another
+    /// language are skipped, rows routed to none are taken. `None` skips nothing (no
+    /// routing: tests and callers that serve every language).
+    pub language: Option<String>,
+}
+
+impl ClaimFilter {
+    /// Every version of `names`, every language.
+    #[must_use]
+    pub fn names(names: &[String]) -> ClaimFilter {
+        ClaimFilter { any_version: names.to_vec(), ..ClaimFilter::default() }
+    }
+
+    /// From a worker's announced `(name, version)` pairs (an empty version: any) and its
+    /// `Hello.runtime`.
+    #[must_use]
+    pub fn worker(tasks: &[(String, String)], runtime: &str) -> ClaimFilter {
+        let mut filter =
+            ClaimFilter { language: Some(worker_language(runtime)), ..ClaimFilter::default() };
+        for (name, version) in tasks {
+            if version.is_empty() {
+                if !filter.any_version.contains(name) {
+                    filter.any_version.push(name.clone());
+                }
+            } else if !filter.versions.iter().any(|(n, v)| n == name && v == version) {
+                filter.versions.push((name.clone(), version.clone()));
+            }
+        }
+        filter
+    }
+
+    /// Every task name the filter serves, once each.
+    #[must_use]
+    pub fn task_names(&self) -> Vec<String> {
+        let mut names = self.any_version.clone();
+        for (name, _) in &self.versions {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        names
+    }
+
+    /// Whether it matches no row.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.any_version.is_empty() && self.versions.is_empty()
+    }
+}
+
+/// A worker's language from its `Hello.runtime`: the first word (up to a space or `/`),
+/// lower-case (`python 3.12` → `python`, `node/22` → `node`, `rust` → `rust`); empty when it
+/// announced none.
+#[must_use]
+pub fn worker_language(runtime: &str) -> String {
+    let word = runtime.trim().split(|c: char| c.is_whitespace() || c == '/').next();
+    word.unwrap_or_default().to_ascii_lowercase()
 }
 
 /// The most rows one [`TaskQueue::claim_tasks`](crate::TaskQueue::claim_tasks) call claims (a larger

@@ -16,9 +16,9 @@ use crate::fault::{FaultNote, FaultRow};
 use crate::inbox::InboxMessage;
 use crate::migrations::{AppliedMigration, SchemaStatus};
 use crate::model::{
-    CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskRow,
-    TimerRow,
+    ClaimFilter, CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,
+    InboxEntry, InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog,
+    TaskRow, TimerRow,
 };
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::schedule::{ScheduleFire, ScheduleRow, ScheduleUpdate};
@@ -195,6 +195,21 @@ pub trait TaskQueue: Send + Sync {
     async fn claim_tasks(
         &self,
         task_names: &[String],
+        limit: u32,
+        claimer: &str,
+        session: &str,
+        worker_id: &str,
+    ) -> Result<Vec<TaskRow>> {
+        let filter = ClaimFilter::names(task_names);
+        self.claim_matching(&filter, limit, claimer, session, worker_id).await
+    }
+
+    /// [`claim_tasks`](TaskQueue::claim_tasks) for the rows `filter` admits: of its tasks at
+    /// an announced version (or any, where none was announced), routed to its language or to
+    /// none. What a worker session claims with.
+    async fn claim_matching(
+        &self,
+        filter: &ClaimFilter,
         limit: u32,
         claimer: &str,
         session: &str,

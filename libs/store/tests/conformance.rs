@@ -113,6 +113,8 @@ macro_rules! every_case {
             due_schedules_are_claimed_once_per_lease,
             a_fire_is_recorded_only_under_its_claim,
             executions_list_by_schedule,
+            claims_route_by_language,
+            claims_match_announced_versions,
         );
     };
 }

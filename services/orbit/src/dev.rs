@@ -115,6 +115,16 @@ pub async fn run(args: DevArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     let retention = (args.retention.clone(), args.sweep.clone());
+    let http_step = match args
+        .http_step
+        .policy(orbit_server_kit::payload::DEFAULT_MAX_PAYLOAD_BYTES as usize)
+    {
+        Ok(policy) => policy,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let options = ServeOptions {
         connections: args.connections.options(),
         max_failures: args.max_failures,
@@ -123,9 +133,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
         mesh: args.connections.mesh.identity(),
         no_migrate: args.schema.no_migrate,
         admin,
-        http_step: args
-            .http_step
-            .policy(orbit_server_kit::payload::DEFAULT_MAX_PAYLOAD_BYTES as usize),
+        http_step,
         limits: Some(args.limits.clone()),
     };
     if args.connections.mesh.tls_from_mesh {
@@ -330,7 +338,11 @@ pub async fn serve_with(
                 addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
             }
             let stop = shutdown.clone();
-            Some(tokio::spawn(crate::http_step::run_worker(addr.to_string(), policy, stop)))
+            let dial = crate::http_step::Dial {
+                endpoint: addr.to_string(),
+                ..crate::http_step::Dial::default()
+            };
+            Some(tokio::spawn(crate::http_step::run_worker(dial, policy, stop)))
         }
         None => None,
     };

@@ -35,6 +35,11 @@ pub struct LimitArgs {
     #[arg(long, env = "ORBIT_MAX_FAN_OUT", value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_fan_out: Option<u64>,
+    /// Durable timers (`sleep` and `until` steps) one run may start; the step that would
+    /// start one more fails with LIMIT_EXCEEDED. Example: --max-timers 1000
+    #[arg(long, env = "ORBIT_MAX_TIMERS", value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_timers: Option<u64>,
     #[command(flatten)]
     pub payload: PayloadLimitArg,
 }
@@ -47,6 +52,7 @@ impl LimitArgs {
             max_fan_out: self.max_fan_out,
             max_history_events: self.max_history_events,
             max_payload_bytes: Some(self.payload.max_payload_bytes),
+            max_timers: self.max_timers,
         }
     }
 }

@@ -141,3 +141,43 @@ async fn max_payload_bytes_refuses_inputs_and_fails_computed_values() {
     assert_eq!(r.0, pb::ExecutionStatus::Failed, "{r:?}");
     assert!(r.1.as_str().unwrap().contains("max_payload_bytes 1000"), "{r:?}");
 }
+
+/// `n` sleep steps in a chain: one durable timer each.
+fn naps(name: &str, n: usize, limits: &str) -> String {
+    let mut doc =
+        format!("name: {name}\nversion: \"1\"\n{limits}steps:\n  - {{ id: n0, sleep: 10ms }}\n");
+    for i in 1..n {
+        doc.push_str(&format!("  - {{ id: n{i}, needs: [n{}], sleep: 10ms }}\n", i - 1));
+    }
+    doc
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_timers_fails_the_step_that_would_start_one_more_and_the_stricter_limit_wins() {
+    let dir = TempDir::new("limit-timers");
+    let server = Server::start(&dir.0.join("orbit.db"), &["--max-timers", "3"]).await;
+    let mut c = server.client().await;
+    register(&mut c, &naps("three", 3, "")).await;
+    start(&mut c, "three", "three", json!({})).await.unwrap();
+    assert_eq!(result(&mut c, "three", WAIT).await.0, pb::ExecutionStatus::Completed);
+
+    // The fourth timer is over the server's limit, although the workflow allows more.
+    register(&mut c, &naps("four", 4, "limits: { max_timers: 100 }\n")).await;
+    start(&mut c, "four", "four", json!({})).await.unwrap();
+    let r = result(&mut c, "four", WAIT).await;
+    assert_eq!(r.0, pb::ExecutionStatus::Failed, "{r:?}");
+    assert_eq!(error_code(&r), "LIMIT_EXCEEDED", "{r:?}");
+    assert!(r.1.as_str().unwrap().contains("max_timers 3"), "{r:?}");
+    let events = history(&mut c, "four").await;
+    let timers = events.iter().filter(|e| e.event_type == "TimerStarted").count();
+    assert_eq!(timers, 3, "no timer past the limit was started");
+    let failed = events.iter().find(|e| e.event_type == "StepFailed").expect("a step failed");
+    assert_eq!(failed.step, "n3", "the step that would have started the fourth");
+
+    // Stricter in the workflow than on the server: the workflow's wins.
+    register(&mut c, &naps("tight", 2, "limits: { max_timers: 1 }\n")).await;
+    start(&mut c, "tight", "tight", json!({})).await.unwrap();
+    let r = result(&mut c, "tight", WAIT).await;
+    assert_eq!(error_code(&r), "LIMIT_EXCEEDED", "{r:?}");
+    assert!(r.1.as_str().unwrap().contains("max_timers 1"), "{r:?}");
+}

@@ -182,8 +182,9 @@ fn limits(mut l: Obj, errors: &mut Errors) -> Limits {
         max_fan_out: l.integer("max_fan_out", 1, errors),
         max_history_events: l.integer("max_history_events", 1, errors),
         max_payload_bytes: l.integer("max_payload_bytes", 1, errors),
+        max_timers: l.integer("max_timers", 1, errors),
     };
-    l.finish(errors, &["max_fan_out", "max_history_events", "max_payload_bytes"]);
+    l.finish(errors, &["max_fan_out", "max_history_events", "max_payload_bytes", "max_timers"]);
     limits
 }
 

@@ -297,13 +297,11 @@ pub(crate) fn start_unit(
             None => out.push(Event::StepSucceeded { step: k, attempt: None, output: value }),
         },
         StepKind::Sleep { duration_ms } => {
-            out.push(Event::TimerStarted {
-                step: k,
-                fire_at: ctx.now.saturating_add(*duration_ms),
-            });
+            let at = ctx.now.saturating_add(*duration_ms);
+            out.push(timer_started(ctx, k, at, out));
         }
         StepKind::Until { .. } => match timestamp_ms(&value) {
-            Some(at) => out.push(Event::TimerStarted { step: k, fire_at: at }),
+            Some(at) => out.push(timer_started(ctx, k, at, out)),
             None => out.push(expression_failed(k, "until", &format!("not a timestamp: {value}"))),
         },
         StepKind::Await { signal } => out.push(Event::AwaitStarted {
@@ -366,6 +364,24 @@ pub(crate) fn schedule_task(
 /// message (`input`, `output`, `compute value`, ...).
 pub(crate) fn oversize(ctx: &Ctx<'_>, value: &Value, what: &str) -> Option<TaskError> {
     crate::command::payload_error(&ctx.limits, value, what)
+}
+
+/// `TimerStarted` for unit `k`, or its `LIMIT_EXCEEDED` failure when the run already
+/// started `max_timers` timers (counting those started earlier in this round, `round`: steps
+/// starting side by side each see the same state).
+fn timer_started(ctx: &Ctx<'_>, k: String, at: u64, round: &[Event]) -> Event {
+    if let Some(max) = ctx.limits.max_timers {
+        let this_round = round.iter().filter(|e| matches!(e, Event::TimerStarted { .. })).count();
+        let started = ctx.state.timers_started + this_round as u64;
+        if started >= max {
+            let message = format!("the run already started {started} timers (max_timers {max})");
+            return Event::StepFailed {
+                step: k,
+                error: TaskError::fatal("LIMIT_EXCEEDED", message),
+            };
+        }
+    }
+    Event::TimerStarted { step: k, fire_at: at }
 }
 
 /// An RFC 3339 string or epoch milliseconds.

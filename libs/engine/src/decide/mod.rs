@@ -36,6 +36,7 @@ pub fn effective_limits(server: &Limits, def: &Definition) -> Limits {
         max_fan_out: min(server.max_fan_out, def.limits.max_fan_out),
         max_history_events: min(server.max_history_events, def.limits.max_history_events),
         max_payload_bytes: min(server.max_payload_bytes, def.limits.max_payload_bytes),
+        max_timers: min(server.max_timers, def.limits.max_timers),
     }
 }
 

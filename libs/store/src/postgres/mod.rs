@@ -39,9 +39,9 @@ use crate::inbox::InboxMessage;
 use crate::measure::{self, Backend, Tx};
 use crate::migrations::AppliedMigration;
 use crate::model::{
-    CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskRow,
-    TimerRow,
+    ClaimFilter, CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,
+    InboxEntry, InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog,
+    TaskRow, TimerRow,
 };
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::roles::{
@@ -348,9 +348,9 @@ impl OwnerWrites for PgStore {
 
 #[async_trait::async_trait]
 impl TaskQueue for PgStore {
-    async fn claim_tasks(
+    async fn claim_matching(
         &self,
-        task_names: &[String],
+        filter: &ClaimFilter,
         limit: u32,
         claimer: &str,
         session: &str,
@@ -358,7 +358,7 @@ impl TaskQueue for PgStore {
     ) -> Result<Vec<TaskRow>> {
         measure::count(Tx::Claim, PG);
         run!(self, Kind::Write, |c| queue::claim_tasks(
-            c, task_names, limit, claimer, session, worker_id
+            c, filter, limit, claimer, session, worker_id
         ))
     }
 

@@ -99,6 +99,7 @@ columns!(Tasks {
     version: String,
     input: String,
     key: String,
+    language: Option<String>,
 });
 columns!(Inbox { execution: String, kind: String, payload: String });
 columns!(Timers { execution: String, key: String, run: i64, fire_at: i64, payload: String });
@@ -286,6 +287,7 @@ fn plan_one(
         s.version.push(t.task_version.clone());
         s.input.push(t.input.to_string());
         s.key.push(t.idempotency_key.clone());
+        s.language.push(t.language.clone());
         keys.push((id.to_string(), run, t.unit.clone(), attempt, offer));
     }
     for entry in &batch.inbox_to_insert {

@@ -16,32 +16,43 @@ use crate::inbox::{InboxKind, InboxMessage};
 /// [`Dispatched`](crate::inbox::Dispatched); the conformance suite decodes it).
 const DISPATCHED: &str = InboxKind::Dispatched.as_str();
 use crate::model::{
-    new_task_tokens, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskRow,
-    TimerRow, MAX_CLAIM,
+    new_task_tokens, ClaimFilter, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog,
+    TaskRow, TimerRow, MAX_CLAIM,
 };
 use tokio_postgres::types::ToSql;
 
 /// Queued → claimed, plus one `dispatched` inbox entry per claimed row, in one statement.
 pub(crate) async fn claim_tasks(
     conn: &mut PgConn,
-    task_names: &[String],
+    filter: &ClaimFilter,
     limit: u32,
     claimer: &str,
     session: &str,
     worker_id: &str,
 ) -> PgResult<Vec<TaskRow>> {
-    if task_names.is_empty() || limit == 0 {
+    if filter.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
     // One fresh token per row the statement may claim; the unused ones are dropped.
     let limit = limit.min(MAX_CLAIM);
     let tokens = new_task_tokens(limit).map_err(PgErr::Store)?;
-    let found = conn
-        .query(
-            sql::TASK_CLAIM,
-            &[&task_names, &i64::from(limit), &claimer, &session, &tokens, &worker_id, &DISPATCHED],
-        )
-        .await?;
+    let names = filter.task_names();
+    let (pinned, versions): (Vec<&str>, Vec<&str>) =
+        filter.versions.iter().map(|(n, v)| (n.as_str(), v.as_str())).unzip();
+    let params: [&(dyn ToSql + Sync); 11] = [
+        &names,
+        &i64::from(limit),
+        &claimer,
+        &session,
+        &tokens,
+        &worker_id,
+        &DISPATCHED,
+        &filter.any_version,
+        &pinned,
+        &versions,
+        &filter.language,
+    ];
+    let found = conn.query(sql::TASK_CLAIM, &params).await?;
     Ok(rows::all(&found, rows::task)?)
 }
 

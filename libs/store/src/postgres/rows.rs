@@ -123,6 +123,7 @@ pub(crate) fn task(row: &Row) -> Result<TaskRow> {
         created_at_ms: get_u64(row, 14, "task created_at")?,
         claimed_at_ms: get_opt_u64(row, 15, "task claimed_at")?,
         worker_id: get(row, 16, "task worker_id")?,
+        language: get(row, 17, "task language")?,
     })
 }
 

@@ -24,7 +24,8 @@ macro_rules! execution_columns {
 macro_rules! task_columns {
     () => {
         "id, execution_id, run, unit_key, attempt, offer, task, task_version, input, \
-         idempotency_key, state, claimed_by, session, token, created_at, claimed_at, worker_id"
+         idempotency_key, state, claimed_by, session, token, created_at, claimed_at, worker_id, \
+         language"
     };
 }
 
@@ -160,14 +161,14 @@ pub(crate) const COMMIT_CANCEL_UNITS: &str = concat!(
 /// Offers already present are skipped; the inserted rows come back with their keys.
 pub(crate) const COMMIT_INSERT_TASKS: &str = concat!(
     "INSERT INTO task_queue (execution_id, run, unit_key, attempt, offer, task, task_version,
-        input, idempotency_key, state, claim_count, created_at, updated_at)
+        input, idempotency_key, state, claim_count, created_at, updated_at, language)
     SELECT u.eid, u.run, u.unit, u.attempt, u.offer, u.task, u.tv, u.input, u.ik, 'queued', 0, ",
     now_ms!(),
     ", ",
     now_ms!(),
-    " FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::text[],
-        $7::text[], $8::text[], $9::text[])
-        WITH ORDINALITY AS u(eid, run, unit, attempt, offer, task, tv, input, ik, ord)
+    ", u.lang FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[],
+        $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
+        WITH ORDINALITY AS u(eid, run, unit, attempt, offer, task, tv, input, ik, lang, ord)
     ORDER BY u.ord
     ON CONFLICT (execution_id, run, unit_key, attempt, offer) DO NOTHING
     RETURNING id, execution_id, run, unit_key, attempt, offer"
@@ -210,11 +211,17 @@ pub(crate) const OWNER_GET: &str = "SELECT execution_id, root_id, node_id, epoch
 /// Oldest queued rows first; rows another claimer holds are skipped, never shared. The
 /// n-th picked row gets the n-th fresh random token of `$5` (see `model::new_task_token`)
 /// and the worker `$6` the claim is for. Each claim writes its `dispatched` inbox entry (the
-/// payload SQLite writes) in the same statement, and wakes the owners.
+/// payload SQLite writes) in the same statement, and wakes the owners. Which rows: of the
+/// task names `$1` (the index narrows on them), at any version for the names `$8` or at the
+/// version `$10[i]` for the name `$9[i]`, routed to the language `$11` or to none (`$11`
+/// NULL: every language); see [`ClaimFilter`](crate::ClaimFilter).
 pub(crate) const TASK_CLAIM: &str = concat!(
     "WITH picked AS (
         SELECT id FROM task_queue
         WHERE state = 'queued' AND task = ANY($1::text[])
+          AND (task = ANY($8::text[]) OR (task, task_version) IN
+            (SELECT * FROM UNNEST($9::text[], $10::text[])))
+          AND ($11::text IS NULL OR language IS NULL OR language = $11::text)
         ORDER BY id LIMIT $2::bigint
         FOR UPDATE SKIP LOCKED),
     numbered AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM picked),

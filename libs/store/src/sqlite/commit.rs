@@ -97,6 +97,7 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
                     json_text(&t.input),
                     t.idempotency_key,
                     now,
+                    t.language,
                 ],
                 |r| r.get(0),
             )

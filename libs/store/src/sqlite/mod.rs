@@ -27,9 +27,9 @@ use crate::inbox::InboxMessage;
 use crate::measure::{self, Backend, Tx};
 use crate::migrations::AppliedMigration;
 use crate::model::{
-    CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, InboxEntry,
-    InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog, TaskRow,
-    TimerRow,
+    ClaimFilter, CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,
+    InboxEntry, InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog,
+    TaskRow, TimerRow,
 };
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::roles::{
@@ -233,20 +233,20 @@ impl OwnerWrites for SqliteStore {
 
 #[async_trait::async_trait]
 impl TaskQueue for SqliteStore {
-    async fn claim_tasks(
+    async fn claim_matching(
         &self,
-        task_names: &[String],
+        filter: &ClaimFilter,
         limit: u32,
         claimer: &str,
         session: &str,
         worker_id: &str,
     ) -> Result<Vec<TaskRow>> {
-        let names = task_names.to_vec();
+        let filter = filter.clone();
         let (claimer, session) = (claimer.to_string(), session.to_string());
         let worker_id = worker_id.to_string();
         measure::count(Tx::Claim, SQLITE);
         self.writer
-            .run(move |c| queue::claim_tasks(c, &names, limit, &claimer, &session, &worker_id))
+            .run(move |c| queue::claim_tasks(c, &filter, limit, &claimer, &session, &worker_id))
             .await
     }
 

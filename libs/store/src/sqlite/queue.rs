@@ -6,8 +6,8 @@ use super::sql;
 use crate::error::{Result, StoreError};
 use crate::inbox::{Dispatched, InboxMessage, Timer};
 use crate::model::{
-    new_task_tokens, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog, TaskRow,
-    TimerRow, MAX_CLAIM,
+    new_task_tokens, ClaimFilter, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog,
+    TaskRow, TimerRow, MAX_CLAIM,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
@@ -15,22 +15,25 @@ use serde_json::json;
 /// Queued → claimed, plus one `dispatched` inbox entry per claimed row, in one transaction.
 pub(crate) fn claim_tasks(
     conn: &mut Connection,
-    task_names: &[String],
+    filter: &ClaimFilter,
     limit: u32,
     claimer: &str,
     session: &str,
     worker_id: &str,
 ) -> Result<Vec<TaskRow>> {
-    if task_names.is_empty() || limit == 0 {
+    if filter.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
-    let names = json_text(&json!(task_names));
+    let names = json_text(&json!(filter.task_names()));
+    let any_version = json_text(&json!(filter.any_version));
+    let versions = json_text(&json!(filter.versions));
     let now = to_i64(now_ms(), "now")?;
     // The writer runs every job in its own savepoint (see `conn.rs`): no nested one here.
     let tx: &Connection = conn;
+    let limit = i64::from(limit.min(MAX_CLAIM));
     let ids: Vec<i64> = tx
         .prepare_cached(sql::TASK_CLAIMABLE)?
-        .query_map(params![names, i64::from(limit.min(MAX_CLAIM))], |r| r.get(0))?
+        .query_map(params![names, any_version, versions, filter.language, limit], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     let tokens = new_task_tokens(u32::try_from(ids.len()).unwrap_or(MAX_CLAIM))?;
     let mut claimed = Vec::with_capacity(ids.len());

@@ -121,6 +121,7 @@ pub(crate) fn task(row: &Row<'_>) -> Result<TaskRow> {
         created_at_ms: to_u64(row.get(14)?, "task created_at")?,
         claimed_at_ms: opt_u64(row.get(15)?, "task claimed_at")?,
         worker_id: row.get(16)?,
+        language: row.get(17)?,
     })
 }
 

@@ -114,25 +114,33 @@ pub(crate) const OWNER_GET: &str =
 macro_rules! task_columns {
     () => {
         "id, execution_id, run, unit_key, attempt, offer, task, task_version, input, \
-         idempotency_key, state, claimed_by, session, token, created_at, claimed_at, worker_id"
+         idempotency_key, state, claimed_by, session, token, created_at, claimed_at, worker_id, \
+         language"
     };
 }
 
 pub(crate) const TASK_INSERT: &str = "INSERT INTO task_queue
     (execution_id, run, unit_key, attempt, offer, task, task_version, input, idempotency_key,
-     state, claim_count, created_at, updated_at)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'queued', 0, ?10, ?10)
+     state, claim_count, created_at, updated_at, language)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'queued', 0, ?10, ?10, ?11)
     ON CONFLICT (execution_id, run, unit_key, attempt, offer) DO NOTHING
     RETURNING id";
 pub(crate) const TASK_CANCEL_UNIT: &str =
     "UPDATE task_queue SET state = 'cancelled', updated_at = ?3
     WHERE execution_id = ?1 AND unit_key = ?2 AND state IN ('queued', 'claimed')";
-/// `?1` is a JSON array of task names: the oldest queued rows of those tasks. The single
-/// writer makes select-then-update atomic here; PostgreSQL uses `FOR UPDATE SKIP LOCKED`
-/// for the same guarantee.
-pub(crate) const TASK_CLAIMABLE: &str = "SELECT id FROM task_queue
+/// The oldest queued rows a worker may take (a [`ClaimFilter`](crate::ClaimFilter)): `?1`
+/// is a JSON array of every task name (what the `task_queue_queued` index narrows on), `?2`
+/// the names served at any version, `?3` `[name, version]` pairs served at that version
+/// only, `?4` the worker's language (NULL: rows of every language). The single writer
+/// makes select-then-update atomic here; PostgreSQL uses `FOR UPDATE SKIP LOCKED` for the
+/// same guarantee.
+pub(crate) const TASK_CLAIMABLE: &str = "SELECT id FROM task_queue q
     WHERE state = 'queued' AND task IN (SELECT value FROM json_each(?1))
-    ORDER BY id LIMIT ?2";
+      AND (task IN (SELECT value FROM json_each(?2))
+        OR EXISTS (SELECT 1 FROM json_each(?3) v
+          WHERE v.value ->> 0 = q.task AND v.value ->> 1 = q.task_version))
+      AND (?4 IS NULL OR language IS NULL OR language = ?4)
+    ORDER BY id LIMIT ?5";
 /// One claim: a fresh random token (`?5`, see `model::new_task_token`) and the worker the
 /// claim is for, who alone may report its result.
 pub(crate) const TASK_CLAIM: &str = concat!(

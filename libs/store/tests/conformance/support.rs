@@ -70,6 +70,7 @@ pub fn task(step: &str, task: &str) -> NewTask {
         offer: 1,
         task: task.into(),
         task_version: "1".into(),
+        language: None,
         input: json!({"step": step}),
         idempotency_key: format!("idem-{step}"),
     }

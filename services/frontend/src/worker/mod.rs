@@ -7,6 +7,7 @@ mod registry;
 mod results;
 mod session;
 mod supervise;
+mod welcome;
 
 pub use check::{check_message, Checked};
 pub(crate) use registry::{now_ms, Registry, Session};

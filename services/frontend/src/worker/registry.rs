@@ -115,6 +115,9 @@ pub(crate) struct Session {
     pub(crate) id: String,
     pub(crate) worker_id: String,
     pub(crate) task_names: Vec<String>,
+    /// Which queued rows this session claims: its tasks at the announced versions, routed to
+    /// its runtime's language or to none.
+    pub(crate) claim: orbit_store::ClaimFilter,
     /// The authenticated identity that opened the session, if auth is on: a session
     /// adopts another's attempts only from the same worker id AND identity.
     pub(crate) principal: Option<String>,
@@ -135,7 +138,8 @@ pub(crate) struct Session {
     pub(crate) changed: Notify,
 }
 
-/// The descriptive parts of a worker's `hello` (not used for dispatch).
+/// The descriptive parts of a worker's `hello`: shown by the admin API, and its tasks'
+/// versions and runtime route what the session claims.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct WorkerMeta {
     pub(crate) runtime: String,
@@ -176,6 +180,7 @@ impl Session {
         Session {
             id,
             worker_id,
+            claim: orbit_store::ClaimFilter::names(&task_names),
             task_names,
             principal: None,
             max_concurrency,
@@ -189,8 +194,10 @@ impl Session {
         }
     }
 
-    /// Attaches what the worker said about itself.
+    /// Attaches what the worker said about itself; its tasks' versions and its runtime's
+    /// language then decide what it claims.
     pub(crate) fn with_meta(mut self, meta: WorkerMeta) -> Session {
+        self.claim = orbit_store::ClaimFilter::worker(&meta.tasks, &meta.runtime);
         self.meta = meta;
         self
     }

@@ -76,7 +76,7 @@ pub(crate) async fn run(
             u64::try_from(shared.config.heartbeat_interval().as_millis()).unwrap_or(u64::MAX),
         )),
         session_timeout: Some(ms_to_duration(shared.config.session_timeout_ms)),
-        warnings: Vec::new(),
+        warnings: super::welcome::warnings(&shared, &session.meta.tasks).await,
     };
     if tx.send(msg(server_message::Kind::Welcome(welcome))).await.is_err() {
         return;
@@ -320,8 +320,8 @@ async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
         if wanted > 0 {
             let claimed = shared
                 .store
-                .claim_tasks(
-                    &session.task_names,
+                .claim_matching(
+                    &session.claim,
                     wanted,
                     &shared.config.node_id,
                     &session.id,

@@ -100,10 +100,11 @@ pub(crate) async fn register(
     })
 }
 
-/// A warning per task of `def` that no live worker session on this frontend announces at
-/// the declared version (the built-in `orbit.http` runs in the server). Only this
-/// frontend's sessions are known here, so in a split topology a worker on another
-/// frontend may serve it: a warning, never a refusal.
+/// A warning per task of `def` that no live worker session on this frontend would be
+/// handed: none announces it at the declared version (or at any, with an empty version)
+/// with the task's language, if it has one (the built-in `orbit.http` runs in the
+/// server). Only this frontend's sessions are known here, so in a split topology a worker
+/// on another frontend may serve it: a warning, never a refusal.
 fn unserved_tasks(shared: &Shared, def: &orbit_definition::Definition) -> Vec<String> {
     let sessions = shared.sessions.snapshot();
     let live: Vec<_> = sessions.iter().filter(|s| !s.is_stopped()).collect();
@@ -111,9 +112,14 @@ fn unserved_tasks(shared: &Shared, def: &orbit_definition::Definition) -> Vec<St
         .iter()
         .filter(|(name, _)| name.as_str() != orbit_engine::effects::HTTP_TASK)
         .filter(|(name, contract)| {
-            !live
-                .iter()
-                .any(|s| s.meta.tasks.iter().any(|(n, v)| n == *name && *v == contract.version))
+            let language = orbit_engine::effects::routing_language(def, name);
+            !live.iter().any(|s| {
+                let runs = |(n, v): &(String, String)| {
+                    n == *name && (v.is_empty() || *v == contract.version)
+                };
+                let speaks = language.as_ref().is_none_or(|l| s.claim.language.as_ref() == Some(l));
+                speaks && s.meta.tasks.iter().any(runs)
+            })
         })
         .map(|(name, contract)| {
             format!(

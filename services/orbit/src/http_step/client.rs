@@ -1,5 +1,6 @@
 //! One http step attempt: the request `{method, url, headers, body}` sent with hyper over a
-//! plain TCP connection to an allowed host, redirects followed (to allowed hosts only), the
+//! TCP connection (TLS for `https://`, see `super::tls`) to an allowed host, redirects
+//! followed (to allowed hosts only), the
 //! response read up to the payload limit and turned into the step's output
 //! `{status, headers, body}` or a failure code.
 
@@ -9,6 +10,7 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use orbit_worker::TaskFailure;
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
 
@@ -22,18 +24,20 @@ pub const HTTP_TIMEOUT: &str = "HTTP_TIMEOUT";
 pub const HTTP_CONNECT_FAILED: &str = "HTTP_CONNECT_FAILED";
 /// The response body exceeds the payload limit.
 pub const HTTP_BODY_TOO_LARGE: &str = "HTTP_BODY_TOO_LARGE";
-/// The rendered request is unusable (bad URL, method, header, https).
+/// The rendered request is unusable (bad URL, method, header, scheme).
 pub const HTTP_BAD_REQUEST: &str = "HTTP_BAD_REQUEST";
 
 /// Redirects followed before giving up.
 const MAX_REDIRECTS: usize = 5;
 
-/// Which hosts may be called and how much of a response is read.
+/// Which hosts may be called, how much of a response is read, and whom https trusts.
 #[derive(Debug, Clone)]
 pub struct Policy {
     /// `(host, port)`, lower-case; no port: any port.
     allowed: Vec<(String, Option<u16>)>,
     max_body_bytes: usize,
+    /// The https client (`None` only if rustls could not be set up at all).
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Policy {
@@ -48,7 +52,18 @@ impl Policy {
                 _ => (e, None),
             })
             .collect();
-        Policy { allowed, max_body_bytes }
+        let tls = super::tls::client_config(None).ok();
+        Policy { allowed, max_body_bytes, tls }
+    }
+
+    /// Also trusts the CA certificates in the PEM file `ca` for https (besides the public
+    /// web roots).
+    ///
+    /// # Errors
+    /// The file cannot be read or holds no certificate.
+    pub fn with_ca(mut self, ca: &std::path::Path) -> Result<Policy, String> {
+        self.tls = Some(super::tls::client_config(Some(ca))?);
+        Ok(self)
     }
 
     fn allows(&self, host: &str, port: u16) -> bool {
@@ -118,11 +133,18 @@ async fn send(
     body: Bytes,
 ) -> Result<hyper::Response<hyper::body::Incoming>, TaskFailure> {
     let bad = |m: String| TaskFailure::fatal(HTTP_BAD_REQUEST, m);
-    if uri.scheme_str() != Some("http") {
-        return Err(bad(format!("`{uri}`: only http:// URLs are supported by this server")));
-    }
+    let tls = match uri.scheme_str() {
+        Some("http") => None,
+        Some("https") => Some(
+            policy
+                .tls
+                .as_ref()
+                .ok_or_else(|| bad(format!("`{uri}`: https is not available on this server")))?,
+        ),
+        _ => return Err(bad(format!("`{uri}`: only http:// and https:// URLs are supported"))),
+    };
     let host = uri.host().ok_or_else(|| bad(format!("`{uri}` has no host")))?;
-    let port = uri.port_u16().unwrap_or(80);
+    let port = uri.port_u16().unwrap_or(if tls.is_some() { 443 } else { 80 });
     if !policy.allows(host, port) {
         return Err(TaskFailure::fatal(
             HTTP_HOST_NOT_ALLOWED,
@@ -135,6 +157,7 @@ async fn send(
     let stream = TcpStream::connect((host_for_connect, port))
         .await
         .map_err(|e| connect_failed(format!("cannot connect to {host}:{port}: {e}")))?;
+    let stream = super::tls::wrap(stream, host_for_connect, tls).await.map_err(connect_failed)?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| connect_failed(format!("{host}:{port}: {e}")))?;
@@ -228,8 +251,8 @@ mod tests {
         let e = call(&p, &input, Duration::from_secs(5)).await.expect_err("refused");
         assert_eq!(e.code, HTTP_HOST_NOT_ALLOWED);
         assert!(!e.retryable);
-        let https = json!({ "method": "GET", "url": "https://allowed/" });
-        let e = call(&p, &https, Duration::from_secs(5)).await.expect_err("refused");
+        let ftp = json!({ "method": "GET", "url": "ftp://allowed/" });
+        let e = call(&p, &ftp, Duration::from_secs(5)).await.expect_err("refused");
         assert_eq!(e.code, HTTP_BAD_REQUEST);
     }
 }

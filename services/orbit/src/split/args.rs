@@ -163,6 +163,8 @@ pub struct OwnerArgs {
     pub retention: crate::retention::RetentionArg,
     #[command(flatten)]
     pub limits: crate::limit_args::LimitArgs,
+    #[command(flatten)]
+    pub http_step: crate::http_step::HttpCapabilityArg,
 }
 
 /// Options of `orbit frontend`.
@@ -185,6 +187,8 @@ pub struct FrontendArgs {
     pub reply_timeout_ms: u64,
     #[command(flatten)]
     pub payload: crate::limit_args::PayloadLimitArg,
+    #[command(flatten)]
+    pub http_step: crate::http_step::FrontendHttpArgs,
 }
 
 /// Options of `orbit scheduler`.

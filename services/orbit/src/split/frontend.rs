@@ -15,6 +15,22 @@ use tokio::sync::Notify;
 /// Runs a frontend until SIGINT/SIGTERM.
 pub async fn run(args: FrontendArgs) -> ExitCode {
     let a = &args.common;
+    let http = &args.http_step;
+    if http.step.enable_http_step && a.auth.identities.is_some() && http.http_step_token.is_none() {
+        eprintln!(
+            "error: --enable-http-step with --identities needs --http-step-token \
+             (ORBIT_HTTP_STEP_TOKEN): the token of a worker identity that may claim orbit.http"
+        );
+        return ExitCode::from(2);
+    }
+    let max_body = usize::try_from(args.payload.max_payload_bytes).unwrap_or(usize::MAX);
+    let policy = match http.step.policy(max_body) {
+        Ok(policy) => policy,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let node = match prepare("frontend", "127.0.0.1:7233", a).await {
         Ok(n) => n,
         Err(code) => return code,
@@ -64,8 +80,33 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
         node.gate.gate.clone(),
     )));
     let beat = node.heartbeat();
+    let mut tasks = vec![listen, sweeper, sampler, beat];
+    if let Some(policy) = policy {
+        let dial = http_dial(&args, node.bound);
+        tracing::info!(endpoint = %dial.endpoint, "the built-in HTTP step worker serves orbit.http");
+        let stop = node.shutdown.clone();
+        tasks.push(tokio::spawn(crate::http_step::run_worker(dial, policy, stop)));
+    }
     let connections = node.connections(a);
     node.announce();
     let served = frontend.serve_with(node.listener, node.shutdown.clone(), connections).await;
-    node::finish(&node.node_id, served, &node.shutdown, vec![listen, sweeper, sampler, beat]).await
+    node::finish(&node.node_id, served, &node.shutdown, tasks).await
+}
+
+/// Where the built-in HTTP worker reaches this frontend: its advertised address (the one
+/// its certificate names) or the bound one, over TLS when the port serves TLS, with the
+/// CA and client certificate of the frontend's calls to owners and the step's token.
+fn http_dial(args: &FrontendArgs, bound: std::net::SocketAddr) -> crate::http_step::Dial {
+    let a = &args.common;
+    let mut addr = bound;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let host = a.advertise.clone().unwrap_or_else(|| addr.to_string());
+    let tls = a.connections.tls.files().is_some();
+    crate::http_step::Dial {
+        endpoint: format!("{}://{host}", if tls { "https" } else { "http" }),
+        tls: if tls { a.client_tls.options() } else { orbit_api::tls::ClientTls::default() },
+        token: args.http_step.http_step_token.clone(),
+    }
 }

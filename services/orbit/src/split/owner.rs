@@ -27,6 +27,8 @@ pub async fn run(args: OwnerArgs) -> ExitCode {
             retention_ms: crate::retention::millis(args.retention.retention),
             limits: args.limits.engine(),
             max_active_executions: args.limits.max_active_executions,
+            // The frontends' built-in worker runs the attempts (`crate::http_step`).
+            capabilities: orbit_engine::Capabilities { http: args.http_step.enable_http_step },
             ..OwnerConfig::default()
         },
         node.database.store.clone(),

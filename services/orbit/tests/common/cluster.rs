@@ -56,7 +56,9 @@ pub fn shared_token() -> Option<&'static str> {
     CERTS.get().map(|_| token())
 }
 
-fn token() -> &'static str {
+/// The admin token every topology of this test process runs with (known before one
+/// starts, for flags and variables that name it).
+pub fn token() -> &'static str {
     static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     TOKEN.get_or_init(|| orbit_auth::token::new_token().expect("random token"))
 }
@@ -133,6 +135,18 @@ impl Topology {
         sslmode: &str,
         extra: &[&str],
     ) -> Topology {
+        Topology::start_env(name, [frontends, owners, schedulers], sslmode, extra, &[])
+    }
+
+    /// [`Topology::start_with`] with `env` set for every service: how a test gives a
+    /// variable (`ORBIT_*`) to the services that read it when the others have no such flag.
+    pub fn start_env(
+        name: &str,
+        [frontends, owners, schedulers]: [u32; 3],
+        sslmode: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Topology {
         let admin_url = pg_admin_url();
         let dir = TempDir::new(&format!("topo-{name}"));
         let database = format!("orbit_e2e_{name}_{}", std::process::id()).replace('-', "_");
@@ -143,6 +157,7 @@ impl Topology {
         cmd.args(["--schedulers", &s, "--ports", "auto", "--bin", env!("CARGO_BIN_EXE_orbit")]);
         cmd.args(["--sslmode", sslmode, "--certs"]).arg(certs());
         cmd.env("ORBIT_TOPOLOGY_TOKEN", token());
+        cmd.envs(env.iter().copied());
         cmd.arg("--").args(extra);
         let (ok, out, err) = super::run_bounded(&mut cmd, Duration::from_secs(300));
         assert!(ok, "topology.sh start failed:\n{out}\n{err}");

@@ -8,6 +8,7 @@ mod commit;
 mod coordination;
 mod faults;
 mod retention;
+mod routing;
 mod schedules;
 mod schema;
 
@@ -17,5 +18,6 @@ pub use commit::*;
 pub use coordination::*;
 pub use faults::*;
 pub use retention::*;
+pub use routing::*;
 pub use schedules::*;
 pub use schema::*;
