@@ -1,5 +1,5 @@
-//! `UpdateExecution`: send an update through the inbox and wait for its reply, optionally
-//! starting the execution first (update-with-start).
+//! `UpdateExecution`: send an update through the inbox and wait for its reply, or start the
+//! execution with it when it does not exist (update-with-start, see [`update_start`]).
 //!
 //! The update is written to the inbox like a signal (so `request_id` deduplicates it there:
 //! a retry waits on the first entry). The owner answers a refusal, the reply of a handler
