@@ -305,6 +305,10 @@ pub fn accept(
             Ok(vec![Event::SignalReceived { name, payload }])
         }
         Command::Update { name, args, update_id } => {
+            // A repeated update id was accepted already: its first acceptance answers it.
+            if update_id.as_deref().and_then(|id| crate::update::accepted(state, id)).is_some() {
+                return Ok(vec![]);
+            }
             if !open {
                 return Err(refuse(ErrorCode::ExecutionFinished, "the execution has finished"));
             }

@@ -159,6 +159,36 @@ impl Sim {
         self.start_with(workflow, None, id, input, None)
     }
 
+    /// Update-with-start: starts an execution of `workflow` and accepts `update` (a
+    /// [`Command::Update`]) in the same first batch, before anything is decided, as the
+    /// owner does for `UpdateExecutionRequest.start`. A refused update starts nothing.
+    ///
+    /// # Errors
+    /// As [`Sim::start`], or what [`accept`] refuses for the update.
+    pub fn start_with_update(
+        &mut self,
+        workflow: &str,
+        id: &str,
+        input: Value,
+        update: Command,
+    ) -> Result<(), CommandError> {
+        self.start_with(workflow, None, id, input, None)?;
+        let exec = self.executions.get_mut(id).expect("just started");
+        match accept(&exec.def, &exec.state, update, self.now, &self.limits) {
+            Ok(events) => {
+                *self.unsettled.entry(id.to_string()).or_default() += events.len();
+                record(exec, events, self.now);
+                Ok(())
+            }
+            Err(e) => {
+                self.executions.remove(id);
+                self.unsettled.remove(id);
+                self.timers.remove(id);
+                Err(e)
+            }
+        }
+    }
+
     fn start_with(
         &mut self,
         workflow: &str,

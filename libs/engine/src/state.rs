@@ -284,6 +284,10 @@ pub struct State {
     /// Accepted updates without their `UpdateCompleted` yet (handlers with steps), by the
     /// seq of their `UpdateAccepted`: (update name, args).
     pub open_updates: BTreeMap<u64, (String, Value)>,
+    /// The caller ids of this run's accepted updates, with the seq of their
+    /// `UpdateAccepted`: a command repeating one is answered with that first acceptance
+    /// (see `crate::update::accepted`), never recorded twice.
+    pub update_ids: BTreeMap<String, u64>,
     /// Set once the execution winds down.
     pub winding: Option<Winding>,
     /// Reason of the first cancel request.
@@ -416,8 +420,11 @@ impl State {
                 }
             }
             Event::StepHeartbeat { .. } | Event::StaleResultIgnored { .. } => {}
-            Event::UpdateAccepted { name, args, .. } => {
+            Event::UpdateAccepted { name, args, update_id } => {
                 self.open_updates.insert(he.seq, (name.clone(), args.clone()));
+                if let Some(id) = update_id {
+                    self.update_ids.entry(id.clone()).or_insert(he.seq);
+                }
             }
             // Without `accepted`, the reply was recorded right after its acceptance.
             Event::UpdateCompleted { accepted, .. } => {

@@ -156,6 +156,16 @@ fn eval(
     })
 }
 
+/// The seq of the `UpdateAccepted` of this run that carries `update_id`, if any. An update
+/// whose id was accepted already (update-with-start accepts it in the execution's first
+/// commit, where no inbox entry carries its `request_id`; a retry then arrives as a new
+/// entry) records nothing: the caller is answered with that first acceptance, and its reply
+/// is read from the history after it (see [`completion`]).
+#[must_use]
+pub fn accepted(state: &State, update_id: &str) -> Option<u64> {
+    state.update_ids.get(update_id).copied()
+}
+
 /// The reply recorded for an update: the `UpdateCompleted` right after the `UpdateAccepted`
 /// in `events` (what an accepted update command returned). `None` for a handler with steps,
 /// whose reply comes later (see [`completion`]).

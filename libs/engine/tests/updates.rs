@@ -59,8 +59,10 @@ fn accepted_update_records_its_reply() {
             error: None,
         }]
     );
-    // No reply expression: null.
-    sim.command("x", update("ping", json!(null))).unwrap();
+    // No reply expression: null. (Its own update id: a repeated id records nothing.)
+    let ping =
+        Command::Update { name: "ping".into(), args: json!(null), update_id: Some("u2".into()) };
+    sim.command("x", ping).unwrap();
     let last = &exec(&sim, "x").history.last().unwrap().event;
     assert_eq!(
         last,

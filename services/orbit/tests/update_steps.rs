@@ -10,7 +10,10 @@
 //!   update still completes and the retry returns its one reply;
 //! - update-with-start starts a missing execution and applies the update (once, across a
 //!   retry), applies only the update to an existing one, starts nothing when the update is
-//!   refused, and the CLI's `--start-workflow` does the same.
+//!   refused, and the CLI's `--start-workflow` does the same;
+//! - update-with-start is atomic: the update's acceptance is in the commit that creates the
+//!   execution (seqs 1, 2 before anything decided, `WorkflowStarted` after it), for a
+//!   handler with steps and one with an expression reply.
 
 mod common;
 
@@ -62,6 +65,11 @@ signals: { go: null }
 steps:
   - { id: w, await: go }
 "#;
+
+/// The first `n` event types of a history, with their seqs.
+fn head(events: &[pb::HistoryEvent], n: usize) -> Vec<(u64, &str)> {
+    events.iter().take(n).map(|e| (e.seq, e.event_type.as_str())).collect()
+}
 
 fn count(events: &[pb::HistoryEvent], event_type: &str) -> usize {
     events.iter().filter(|e| e.event_type == event_type).count()
@@ -214,6 +222,36 @@ async fn update_with_start_starts_once_and_only_when_missing() {
     let h = history(&mut c, "cart-2").await;
     assert_eq!(count(&h, "WorkflowCreated"), 1);
     assert_eq!((count(&h, "UpdateAccepted"), count(&h, "UpdateCompleted")), (1, 1));
+    // Atomic: accepted in the commit that created the execution, before its first decision
+    // (every commit of a started execution after the first follows `WorkflowStarted`).
+    assert_eq!(
+        head(&h, 3),
+        [(1, "WorkflowCreated"), (2, "UpdateAccepted"), (3, "WorkflowStarted")],
+        "{h:#?}"
+    );
+    assert_eq!(h[0].timestamp, h[1].timestamp, "one pass: {h:#?}");
+    assert_eq!(first.seq, 2);
+
+    // An expression reply: accepted and answered in that first commit too.
+    let r = with_start(request("cart-6", "peek", "x", "s-6"), "cart");
+    let peeked = send(&mut c, r.clone(), Some(WAIT)).await.expect("peek with start");
+    assert!(peeked.created);
+    assert_eq!((reply(&peeked), peeked.seq, peeked.run), (json!("ann"), 2, 1));
+    let h = history(&mut c, "cart-6").await;
+    assert_eq!(
+        head(&h, 4),
+        [
+            (1, "WorkflowCreated"),
+            (2, "UpdateAccepted"),
+            (3, "UpdateCompleted"),
+            (4, "WorkflowStarted")
+        ],
+        "{h:#?}"
+    );
+    // Its retry (through the inbox now that the execution exists) records nothing.
+    let again = send(&mut c, r, Some(WAIT)).await.expect("peek retry");
+    assert_eq!((again.created, reply(&again), again.seq), (false, json!("ann"), 2));
+    assert_eq!(history(&mut c, "cart-6").await.len(), h.len());
 
     // Existing: only the update (the start's input is not used).
     start(&mut c, "cart", "cart-3", json!({"owner": "cy"})).await.expect("start");

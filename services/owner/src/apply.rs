@@ -36,11 +36,27 @@ pub(crate) struct Work {
     /// The built-in adapters this server runs (`OwnerConfig::capabilities`): off, http
     /// steps fail `ADAPTER_DISABLED`; on, their attempts are queued for the built-in worker.
     pub(crate) caps: Capabilities,
+    /// Update-with-start: the update to accept right after `WorkflowCreated` (see
+    /// `initial`), the seq of its `UpdateAccepted` once accepted, or why it was refused
+    /// (then nothing of this execution is committed).
+    pub(crate) initial: Option<crate::owner::InitialUpdate>,
+    pub(crate) update_seq: Option<u64>,
+    pub(crate) refused: Option<OwnerError>,
 }
 
 impl Work {
     pub(crate) fn new(hot: Hot, caps: Capabilities) -> Work {
-        Work { hot, events: vec![], inbox_done: vec![], new_execution: None, replies: vec![], caps }
+        Work {
+            hot,
+            events: vec![],
+            inbox_done: vec![],
+            new_execution: None,
+            replies: vec![],
+            caps,
+            initial: None,
+            update_seq: None,
+            refused: None,
+        }
     }
 
     pub(crate) fn record(&mut self, event: Event, now: u64) -> u64 {
@@ -122,6 +138,7 @@ pub(crate) async fn apply_set(
                 let mut w = Work::new(hot, inner.cfg.capabilities);
                 w.new_execution = Some(row);
                 w.record(created, now);
+                w.initial = start.request.update.clone();
                 w.replies.push(start);
                 work.insert(id, w);
             }
@@ -167,6 +184,18 @@ pub(crate) async fn apply_set(
                 }
                 let before = orbit_telemetry::traced(&job_id)
                     .then(|| crate::trace::Before::of(&w.hot.state));
+                if let Err(e) = crate::initial::accept_initial(&mut w, now, &limits) {
+                    // Refused: nothing of this execution is committed (see `initial`).
+                    w.refused = Some(e);
+                    return Done {
+                        work: w,
+                        batches: vec![],
+                        children: vec![],
+                        tasks: false,
+                        timers: false,
+                        before: None,
+                    };
+                }
                 for entry in &entries {
                     apply_entry(&mut w, entry, now, &limits);
                 }
@@ -185,6 +214,22 @@ pub(crate) async fn apply_set(
     for (id, outcome) in isolate::run(jobs).await? {
         let (seqs, new_execution, replies) = meta.remove(&id).unwrap_or_default();
         match outcome {
+            Ok(Done { work: Work { refused: Some(refusal), .. }, .. }) => {
+                let mut replies = replies.into_iter();
+                if let Some(mut first) = replies.next() {
+                    reply(&mut first, Err(refusal));
+                }
+                // Other starts of the same id in this pass: the execution was not created;
+                // their callers retry.
+                for mut r in replies {
+                    reply(
+                        &mut r,
+                        Err(OwnerError::unavailable(format!(
+                            "execution `{id}` was not created (its start's update was refused); retry"
+                        ))),
+                    );
+                }
+            }
             Ok(mut done) => {
                 if let Some(before) = done.before.take() {
                     let events = done.batches.iter().flat_map(|b| b.events.iter().cloned());
@@ -255,15 +300,13 @@ pub(crate) async fn apply_set(
                     created: true,
                     version: w.hot.def.version.clone(),
                     definition_hash: w.hot.def.hash.clone(),
+                    update_seq: 0,
                 };
                 for (i, mut r) in w.replies.into_iter().enumerate() {
-                    reply(
-                        &mut r,
-                        Ok(Started {
-                            created: i == 0 && w.new_execution.is_some(),
-                            ..started.clone()
-                        }),
-                    );
+                    let created = i == 0 && w.new_execution.is_some();
+                    // Only the call that created the execution recorded its update.
+                    let update_seq = if created { w.update_seq.unwrap_or(0) } else { 0 };
+                    reply(&mut r, Ok(Started { created, update_seq, ..started.clone() }));
                 }
                 applied.committed.push(id.clone());
                 if closed {
@@ -286,7 +329,9 @@ pub(crate) async fn apply_set(
 }
 
 /// Stores a start's `WorkflowCreated` (projection and owners row) WITHOUT its first
-/// decision: how a start that kept killing the process is kept, to be parked.
+/// decision: how a start that kept killing the process is kept, to be parked. A start's
+/// update is not recorded here: its caller, answered `UNAVAILABLE`, retries and finds the
+/// execution parked.
 pub(crate) async fn create_only(
     inner: &Inner,
     core: &mut Core,
@@ -328,6 +373,10 @@ fn apply_entry(w: &mut Work, entry: &InboxEntry, now: u64, limits: &orbit_defini
             } else {
                 let cancel = matches!(cmd.as_ref(), Command::Cancel { .. });
                 let update = matches!(cmd.as_ref(), Command::Update { .. });
+                if let Some(answer) = crate::initial::repeated(&w.hot.state, &cmd) {
+                    w.inbox_done.push(InboxDone { seq: entry.seq, result: Some(answer) });
+                    return;
+                }
                 match accept(&w.hot.def, &w.hot.state, *cmd, now, limits) {
                     Ok(events) => {
                         // A result recorded as stale was kept but not applied: say so, so the
@@ -406,6 +455,7 @@ async fn begin(
             created: false,
             version: row.version,
             definition_hash: row.definition_hash,
+            update_seq: 0,
         }));
     }
     let def = definition(inner, core, &req.workflow, req.version.as_deref()).await?;

@@ -2,7 +2,7 @@
 //! errors leave as `tonic::Status` carrying the Orbit code.
 
 use crate::error::OwnerError;
-use crate::owner::{Owner, StartRequest};
+use crate::owner::{InitialUpdate, Owner, StartRequest};
 use orbit_api::internal::v1 as pb;
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_engine::ParentRef;
@@ -56,6 +56,10 @@ async fn validated(owner: &Owner, r: pb::StartExecutionRequest) -> Result<StartR
         )
         .to_status());
     }
+    let update = match r.update {
+        Some(u) => Some(initial_update(u, max)?),
+        None => None,
+    };
     let (parent, root_id) = match parent_id {
         Some(parent_id) => {
             let (parent, root) = child_of(owner, &parent_id, &r.execution_id, &def.name).await?;
@@ -88,7 +92,21 @@ async fn validated(owner: &Owner, r: pb::StartExecutionRequest) -> Result<StartR
         parent,
         root_id,
         schedule_id: non_empty(r.schedule_id),
+        update,
     })
+}
+
+/// Validates an update-with-start's update like the public `UpdateExecution` does.
+fn initial_update(u: pb::InitialUpdate, max: u64) -> Result<InitialUpdate, Status> {
+    rules::id("update.name", &u.name).map_err(field)?;
+    rules::optional("update.update_id", &u.update_id).map_err(field)?;
+    let args = match u.args {
+        Some(v) => proto_to_json(v)
+            .map_err(|e| rules::invalid("update.args", e.to_string()).to_status())?,
+        None => serde_json::Value::Null,
+    };
+    rules::check_size("update.args", &args, max).map_err(field)?;
+    Ok(InitialUpdate { name: u.name, args, update_id: non_empty(u.update_id) })
 }
 
 /// The parent unit that started `child_id`, found in the parent's own state (the unit whose
@@ -147,6 +165,7 @@ impl OwnerService for Owner {
             created: started.created,
             version: started.version,
             definition_hash: started.definition_hash,
+            update_seq: started.update_seq,
         }))
     }
 

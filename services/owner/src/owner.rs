@@ -94,6 +94,9 @@ pub struct Started {
     pub version: String,
     /// Pinned definition hash.
     pub definition_hash: String,
+    /// The seq of the start's [`InitialUpdate`]'s `UpdateAccepted` when this call created
+    /// the execution with it; 0 otherwise.
+    pub update_seq: u64,
 }
 
 /// A start waiting for the next pass.
@@ -122,6 +125,23 @@ pub struct StartRequest {
     pub root_id: Option<String>,
     /// Schedule that fired it.
     pub schedule_id: Option<String>,
+    /// Update-with-start: an update accepted in the commit that creates the execution (see
+    /// [`InitialUpdate`]); ignored when the execution exists.
+    pub update: Option<InitialUpdate>,
+}
+
+/// The update of an update-with-start: checked against the new execution's first state and
+/// recorded (`UpdateAccepted`, and `UpdateCompleted` for a handler without steps) right
+/// after `WorkflowCreated`, in the same commit; a refused one creates nothing and fails the
+/// start with its code.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InitialUpdate {
+    /// Handler name.
+    pub name: String,
+    /// Argument.
+    pub args: Value,
+    /// The caller's idempotency id (recorded in `UpdateAccepted`).
+    pub update_id: Option<String>,
 }
 
 /// Counters of passes started and finished, for callers waiting on a pass.

@@ -190,6 +190,7 @@ pub(crate) fn queue_children(inner: &Inner, children: Vec<ChildStart>) {
                     parent: Some(c.parent),
                     root_id: Some(c.root_id),
                     schedule_id: None,
+                    update: None,
                 },
                 reply: None,
                 retries: 0,

@@ -87,6 +87,7 @@ async fn three_schedulers_fire_each_timer_once() {
                 parent: None,
                 root_id: None,
                 schedule_id: None,
+                update: None,
             })
             .await
             .unwrap();

@@ -27,6 +27,24 @@ pub(crate) async fn start(
     scope: &Scope,
     req: StartExecutionRequest,
 ) -> ApiResult<StartExecutionResponse> {
+    let started = start_with(shared, scope, req, None).await?;
+    Ok(StartExecutionResponse {
+        execution_id: started.execution_id,
+        run: started.run,
+        created: started.created,
+        version: started.version,
+        definition_hash: started.definition_hash,
+    })
+}
+
+/// Validates a start and sends it to the owner, with the update of an update-with-start
+/// (`update`, recorded in the commit that creates the execution); the owner's answer.
+pub(crate) async fn start_with(
+    shared: &Shared,
+    scope: &Scope,
+    req: StartExecutionRequest,
+    update: Option<internal::InitialUpdate>,
+) -> ApiResult<internal::StartExecutionResponse> {
     let workflow = validate::name("workflow", &req.workflow)?;
     let version = validate::optional("version", &req.version)?;
     // Before the definition is read: a forbidden name is refused whether registered or not.
@@ -50,19 +68,13 @@ pub(crate) async fn start(
         root_id: String::new(),
         schedule_id: String::new(),
         trace_context: None,
+        update,
     };
     // The owner validates the input and is idempotent by id; its errors already carry
     // Orbit codes, so they pass through unchanged. An id taken by another workflow's
     // execution is refused there (`EXECUTION_EXISTS`, for every caller): a start that
     // answers with an existing execution names the workflow the caller was allowed to start.
-    let started = shared.owner.start_execution(tonic::Request::new(request)).await?.into_inner();
-    Ok(StartExecutionResponse {
-        execution_id: started.execution_id,
-        run: started.run,
-        created: started.created,
-        version: started.version,
-        definition_hash: started.definition_hash,
-    })
+    Ok(shared.owner.start_execution(tonic::Request::new(request)).await?.into_inner())
 }
 
 pub(crate) async fn signal(

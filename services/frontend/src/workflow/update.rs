@@ -1,5 +1,5 @@
-//! `UpdateExecution`: send an update through the inbox and wait for its reply, optionally
-//! starting the execution first (update-with-start).
+//! `UpdateExecution`: send an update through the inbox and wait for its reply, or start the
+//! execution with it when it does not exist (update-with-start, see [`update_start`]).
 //!
 //! The update is written to the inbox like a signal (so `request_id` deduplicates it there:
 //! a retry waits on the first entry). The owner answers a refusal, the reply of a handler
@@ -16,6 +16,7 @@
 //! retry with the same `request_id` answers its one reply.
 
 use super::reads::scoped;
+use super::update_start::{self, Started};
 use crate::error::{err, store, ApiResult};
 use crate::reply::{self, Waited, FALLBACK, FALLBACK_MAX};
 use crate::scope::Scope;
@@ -86,19 +87,23 @@ pub(crate) async fn update(
     let name = validate::name("name", &req.name)?;
     let request_id = validate::optional("request_id", &req.request_id)?;
     let args = validate::payload("args", req.args, shared.config.max_payload_bytes)?;
-    let message = InboxMessage::Update(Update {
-        name: name.to_string(),
-        args,
-        request_id: request_id.map(str::to_string),
-    });
+    let update =
+        Update { name: name.to_string(), args, request_id: request_id.map(str::to_string) };
     let created = match req.start {
-        Some(start) => {
-            super::update_start::ensure_started(shared, scope, id, start, &message).await?
-        }
+        Some(start) => match update_start::start(shared, scope, id, start, &update).await? {
+            // Accepted in the commit that created the execution (run 1): only its reply is
+            // left to read.
+            Started::WithUpdate(seq) => {
+                let mut response = completion(shared, id, 1, seq, &budget).await?;
+                response.created = true;
+                return Ok(response);
+            }
+            Started::Without { created } => created,
+        },
         None => false,
     };
     scoped(shared, scope, Action::Update, id).await?;
-    let mut response = apply(shared, id, &message, &budget).await?;
+    let mut response = apply(shared, id, &InboxMessage::Update(update), &budget).await?;
     response.created = created;
     Ok(response)
 }

@@ -1,34 +1,46 @@
 //! Update-with-start (`UpdateExecutionRequest.start`): start the execution when it does not
-//! exist, so the update that follows has something to apply to.
+//! exist and apply the update to it, atomically.
 //!
-//! A start writes `WorkflowCreated` before the update can be checked by the owner, so the
-//! update is checked here first, purely (`orbit_engine::accept` over the state the new
-//! execution would begin with): a refused update (unknown, args contract, validator) starts
-//! nothing. The start itself is idempotent by execution id and the update by `request_id`,
-//! so a retry after a failure between the two (a lost frontend, an owner that did not
-//! answer) starts nothing twice and applies the update once: the pair is atomic for a
-//! caller that retries until it gets an answer, which is what the API asks of callers.
+//! The update travels with the start to the owner (`StartExecutionRequest.update`), which
+//! checks it against the new execution's first state and records `WorkflowCreated`,
+//! `UpdateAccepted` (and `UpdateCompleted` for a handler without steps) in the one commit
+//! that creates the execution; a refused update creates nothing and fails the start with
+//! its code. No process can die between the start and the update's acceptance.
+//!
+//! When the execution already exists (of the same workflow; another workflow's answers
+//! `EXECUTION_EXISTS`), the owner records nothing and the update goes through the inbox
+//! like any other. A retry of an update-with-start whose first call created the execution
+//! (its answer lost) is such a case: the owner answers it with the first acceptance (the
+//! engine records an `update_id` once per run), so it creates nothing and gets the first
+//! reply.
 
 use super::commands;
-use super::definitions::not_found;
-use crate::error::{err, invalid, store, ApiResult};
+use crate::error::{invalid, ApiResult};
 use crate::scope::Scope;
 use crate::Shared;
+use orbit_api::internal::v1 as internal;
 use orbit_api::v1::StartExecutionRequest;
 use orbit_auth::Action;
-use orbit_engine::{Command, HistoryEvent, Origin, State};
-use orbit_server_kit::ErrorCode;
-use orbit_store::InboxMessage;
+use orbit_server_kit::payload::json_to_proto;
+use orbit_store::inbox::Update;
 
-/// Starts execution `id` with `start` unless it exists; returns whether this call created
-/// it. An existing execution of another workflow answers `EXECUTION_EXISTS`.
-pub(crate) async fn ensure_started(
+/// What the start did.
+pub(crate) enum Started {
+    /// This call created the execution with the update accepted at this seq of run 1.
+    WithUpdate(u64),
+    /// The execution exists (or an owner that predates update-with-start created it
+    /// without the update): the update still has to be sent.
+    Without { created: bool },
+}
+
+/// Starts execution `id` with `start` and `update` unless it exists.
+pub(crate) async fn start(
     shared: &Shared,
     scope: &Scope,
     id: &str,
     start: StartExecutionRequest,
-    update: &InboxMessage,
-) -> ApiResult<bool> {
+    update: &Update,
+) -> ApiResult<Started> {
     if !start.execution_id.is_empty() && start.execution_id != id {
         return Err(invalid(
             "start.execution_id",
@@ -36,50 +48,17 @@ pub(crate) async fn ensure_started(
         ));
     }
     let workflow = crate::validate::name("start.workflow", &start.workflow)?;
-    scope.workflow(Action::Start, workflow)?;
-    if let Some(row) = shared.store.get_execution(id).await.map_err(store)? {
-        if row.workflow != workflow {
-            return Err(err(
-                ErrorCode::ExecutionExists,
-                format!(
-                    "execution id `{id}` is already in use by an execution of another \
-                     workflow; start with another id"
-                ),
-            ));
-        }
-        return Ok(false);
-    }
-    precheck(shared, id, &start, update).await?;
+    // The update is applied by the start itself: the caller must be allowed both.
+    scope.workflow(Action::Update, workflow)?;
+    let initial = internal::InitialUpdate {
+        name: update.name.clone(),
+        update_id: update.request_id.clone().unwrap_or_default(),
+        args: Some(json_to_proto(update.args.clone())),
+    };
     let request = StartExecutionRequest { execution_id: id.to_string(), ..start };
-    Ok(commands::start(shared, scope, request).await?.created)
-}
-
-/// Refuses the update as the owner would, against the execution about to be started.
-async fn precheck(
-    shared: &Shared,
-    id: &str,
-    start: &StartExecutionRequest,
-    update: &InboxMessage,
-) -> ApiResult<()> {
-    let InboxMessage::Update(u) = update else { return Ok(()) };
-    let version = crate::validate::optional("start.version", &start.version)?;
-    let row = shared.store.get_definition(&start.workflow, version).await.map_err(store)?;
-    let Some(row) = row else { return Err(not_found(&start.workflow, version)) };
-    let def = shared
-        .defs
-        .pinned(shared.store.as_ref(), &row.name, &row.version, &row.definition_hash)
-        .await?;
-    let input = crate::validate::payload(
-        "start.input",
-        start.input.clone(),
-        shared.config.max_payload_bytes,
-    )?;
-    let limits = orbit_definition::Limits::default();
-    let refused = |e: orbit_engine::CommandError| err(e.code, e.message);
-    let created = orbit_engine::start(&def, id, input, None, None, 1, &limits).map_err(refused)?;
-    let first = HistoryEvent { seq: 1, timestamp_ms: 0, origin: Origin::Recorded, event: created };
-    let state = State::from_history([&first]);
-    let command = Command::Update { name: u.name.clone(), args: u.args.clone(), update_id: None };
-    orbit_engine::accept(&def, &state, command, 0, &limits).map_err(refused)?;
-    Ok(())
+    let started = commands::start_with(shared, scope, request, Some(initial)).await?;
+    Ok(match (started.created, started.update_seq) {
+        (true, seq) if seq > 0 => Started::WithUpdate(seq),
+        (created, _) => Started::Without { created },
+    })
 }

@@ -70,6 +70,7 @@ pub fn start(id: &str, workflow: &str) -> StartRequest {
         parent: None,
         root_id: None,
         schedule_id: None,
+        update: None,
     }
 }
 
