@@ -4,52 +4,24 @@
 //! `orbit dev --identities`, and a wrong token or a worker identity for other tasks makes it
 //! exit with one clear refusal line instead of retrying.
 //!
-//! Needs the Python client generated first:
-//! `pip install -r examples/python/requirements.txt && examples/python/gen.sh`.
+//! Needs the Python SDK (`sdks/python`) installed for `$ORBIT_PYTHON` (scripts/test.sh
+//! installs it into `target/py-venv`); see `common::python::INSTALL`.
 
 mod common;
 
 use common::*;
 use orbit_api::v1 as pb;
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn python_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/python")
-}
-
-fn python() -> String {
-    std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string())
-}
-
-/// Fails (never skips) when the generated client or the Python dependencies are missing.
-fn check_python_ready(dir: &Path) {
-    let generated = dir.join("gen/orbit/v1/worker_pb2.py");
-    assert!(
-        generated.exists(),
-        "the generated Python client is missing ({}): run \
-         `pip install -r examples/python/requirements.txt && examples/python/gen.sh` first",
-        generated.display()
-    );
-    let mut cmd = Command::new(python());
-    cmd.current_dir(dir).args([
-        "-c",
-        "import sys; sys.path.insert(0, 'gen'); import grpc; from orbit.v1 import worker_pb2_grpc",
-    ]);
-    let (ok, _, stderr) = run_bounded(&mut cmd, Duration::from_secs(60));
-    assert!(
-        ok,
-        "the Python worker cannot import grpc or the generated client: run \
-         `pip install -r examples/python/requirements.txt && examples/python/gen.sh` first\n{stderr}"
-    );
-}
+use common::python::{check_sdk, examples_dir as python_dir, python};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn order_saga_completes_with_the_python_worker() {
     let py = python_dir();
-    check_python_ready(&py);
+    check_sdk("");
 
     let dir = TempDir::new("python-worker");
     let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
@@ -68,7 +40,7 @@ async fn order_saga_completes_with_the_python_worker() {
             .stdout(log.try_clone().expect("log file"))
             .stderr(log)
             .spawn()
-            .expect("spawn python3 order_worker.py"),
+            .expect("spawn python order_worker.py"),
     );
     let worker_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
 
@@ -175,7 +147,7 @@ fn run_hello_worker(
             .stdout(file.try_clone().expect("log file"))
             .stderr(file)
             .spawn()
-            .expect("spawn python3 hello_worker.py"),
+            .expect("spawn python hello_worker.py"),
     );
     // A refusal arrives with the first response; a worker that got its task exits after
     // the drain. Both take seconds; 60 s is far beyond either on a busy machine.
@@ -198,7 +170,7 @@ fn run_hello_worker(
 async fn python_worker_over_mutual_tls_with_a_token_and_refused_without_the_right_one() {
     use common::secure::*;
     let py = python_dir();
-    check_python_ready(&py);
+    check_sdk("");
 
     let dir = TempDir::new("python-worker-tls");
     let pki = common::tls::Pki::new(&dir.0.join("pki"));

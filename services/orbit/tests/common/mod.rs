@@ -7,6 +7,7 @@ pub mod buf;
 pub mod cluster;
 pub mod grpcurl;
 pub mod otlp;
+pub mod python;
 pub mod scenario;
 pub mod schedules;
 pub mod secure;
