@@ -92,7 +92,7 @@ def build(worker: Worker, marker_dir: Path) -> None:
         Path(f"{stem}.done").touch()
         return {"attempt": ctx.attempt, "idempotency_key": ctx.idempotency_key, "worker_id": worker.worker_id}
 
-    @worker.task("bench.step", "")
+    @worker.task("bench.step", "1")
     async def bench_step(ctx: TaskContext) -> Any:
         return ctx.input
 
