@@ -199,13 +199,14 @@ class Client:
         self._call(lambda ch: self._workflows(ch).CancelExecution(request, metadata=self._metadata, timeout=self.timeout))
 
     def describe(self, execution_id: str) -> Dict[str, Any]:
-        """The execution's description (``DescribeExecutionResponse`` as a dict with the
-        proto's JSON field names, e.g. ``info.status``, ``pendingTasks``)."""
+        """The run's ``ExecutionDescription`` as a dict with the proto's JSON field names:
+        ``info`` (``status`` e.g. ``"EXECUTION_STATUS_RUNNING"``, ...), ``units``,
+        ``pendingTasks``, ``pendingTimers``, ``pendingAwaits``, ``pendingChildren``."""
         request = workflow_pb2.DescribeExecutionRequest(execution_id=execution_id)
         response = self._call(
             lambda ch: self._workflows(ch).DescribeExecution(request, metadata=self._metadata, timeout=self.timeout)
         )
-        return json_format.MessageToDict(response)
+        return json_format.MessageToDict(response.execution)
 
     def history(self, execution_id: str) -> List[Event]:
         """Every event of the latest run, oldest first (all pages)."""
