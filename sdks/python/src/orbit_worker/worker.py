@@ -196,7 +196,7 @@ class Worker(Registry):
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._executor: Optional[ThreadPoolExecutor] = None
 
-    def hello(self):
+    def hello(self) -> Any:
         """The ``Hello`` this worker sends."""
         return worker_pb2.WorkerMessage(
             hello=worker_pb2.WorkerMessage.Hello(
