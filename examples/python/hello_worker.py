@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Worker for examples/definitions/hello.yaml.
 
-    ./gen.sh
+    pip install sdks/python          # the orbit-worker package, from the repository root
     python3 hello_worker.py --address 127.0.0.1:7233 [--max-tasks 1]
     # against a server with TLS and identities (docs/security.md; or the ORBIT_* variables):
     python3 hello_worker.py --address localhost:7233 --tls-ca ca.pem \

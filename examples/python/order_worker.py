@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Worker for examples/definitions/order-saga.yaml.
 
-    ./gen.sh
+    pip install sdks/python          # the orbit-worker package, from the repository root
     python3 order_worker.py --address 127.0.0.1:7233            # until Ctrl-C
     python3 order_worker.py --max-tasks 4                        # exit after 4 tasks
     python3 order_worker.py --tls-ca ca.pem --token "$WORKER_TOKEN"  # TLS + identities

@@ -29,7 +29,7 @@ use serde_json::{json, Map, Value};
 
 /// The deepest nesting of arrays and objects a payload may have. Chosen below protobuf's
 /// decode recursion limit with margin, measured in `libs/server-kit/tests/payload_depth.rs`
-/// (prost) and `examples/python/test_orbit_worker.py` (Python protobuf) for the deepest
+/// (prost) and `sdks/python/tests/test_worker.py` (Python protobuf) for the deepest
 /// message the server sends a value in.
 pub const MAX_DEPTH: usize = 24;
 

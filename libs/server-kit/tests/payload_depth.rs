@@ -4,7 +4,7 @@
 //! prost's encoded length of the payload as a `google.protobuf.Value`.
 //!
 //! The Python side (protobuf's upb runtime) is measured by
-//! `examples/python/test_orbit_worker.py::test_max_depth_decodes_in_python`.
+//! `sdks/python/tests/test_worker.py::test_max_depth_decodes_in_python`.
 
 use orbit_api::v1 as pb;
 use orbit_payload::{measure, MAX_DEPTH};

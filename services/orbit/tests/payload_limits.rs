@@ -406,18 +406,14 @@ async fn rows_written_past_the_limits_stay_readable() {
     watch_all(&mut c, "old-pages").await;
 }
 
-/// The Python worker (`examples/python/orbit_worker.py`) reports a result it cannot send as a
-/// Fail with the depth code, so the execution fails at once instead of retrying or hanging.
-/// Needs `pip install -r examples/python/requirements.txt && examples/python/gen.sh`.
+/// The Python worker (the `orbit_worker` package of `sdks/python`) reports a result it cannot
+/// send as a Fail with the depth code, so the execution fails at once instead of retrying or
+/// hanging. Needs the SDK installed for `$ORBIT_PYTHON` (see `common::python::INSTALL`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_worker_reports_a_too_deep_result_as_a_failure() {
     use std::process::{Command, Stdio};
-    let py = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/python");
-    assert!(
-        py.join("gen/orbit/v1/worker_pb2.py").exists(),
-        "the generated Python client is missing: run \
-         `pip install -r examples/python/requirements.txt && examples/python/gen.sh` first"
-    );
+    let py = common::python::examples_dir();
+    common::python::check_sdk("");
     let dir = TempDir::new("payload-python");
     let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
     let mut c = server.client().await;
@@ -440,7 +436,7 @@ def factory(**kwargs):
 
 run_example(factory, parse_common_args("deep worker", sys.argv[1:]))
 "#;
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let python = common::python::python();
     let log_path = dir.0.join("python.log");
     let log = std::fs::File::create(&log_path).expect("log file");
     let _worker = ChildGuard(

@@ -4,52 +4,24 @@
 //! `orbit dev --identities`, and a wrong token or a worker identity for other tasks makes it
 //! exit with one clear refusal line instead of retrying.
 //!
-//! Needs the Python client generated first:
-//! `pip install -r examples/python/requirements.txt && examples/python/gen.sh`.
+//! Needs the Python SDK (`sdks/python`) installed for `$ORBIT_PYTHON` (scripts/test.sh
+//! installs it into `target/py-venv`); see `common::python::INSTALL`.
 
 mod common;
 
 use common::*;
 use orbit_api::v1 as pb;
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn python_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/python")
-}
-
-fn python() -> String {
-    std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string())
-}
-
-/// Fails (never skips) when the generated client or the Python dependencies are missing.
-fn check_python_ready(dir: &Path) {
-    let generated = dir.join("gen/orbit/v1/worker_pb2.py");
-    assert!(
-        generated.exists(),
-        "the generated Python client is missing ({}): run \
-         `pip install -r examples/python/requirements.txt && examples/python/gen.sh` first",
-        generated.display()
-    );
-    let mut cmd = Command::new(python());
-    cmd.current_dir(dir).args([
-        "-c",
-        "import sys; sys.path.insert(0, 'gen'); import grpc; from orbit.v1 import worker_pb2_grpc",
-    ]);
-    let (ok, _, stderr) = run_bounded(&mut cmd, Duration::from_secs(60));
-    assert!(
-        ok,
-        "the Python worker cannot import grpc or the generated client: run \
-         `pip install -r examples/python/requirements.txt && examples/python/gen.sh` first\n{stderr}"
-    );
-}
+use common::python::{check_sdk, examples_dir as python_dir, python};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn order_saga_completes_with_the_python_worker() {
     let py = python_dir();
-    check_python_ready(&py);
+    check_sdk("");
 
     let dir = TempDir::new("python-worker");
     let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
@@ -68,7 +40,7 @@ async fn order_saga_completes_with_the_python_worker() {
             .stdout(log.try_clone().expect("log file"))
             .stderr(log)
             .spawn()
-            .expect("spawn python3 order_worker.py"),
+            .expect("spawn python order_worker.py"),
     );
     let worker_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
 
@@ -175,7 +147,7 @@ fn run_hello_worker(
             .stdout(file.try_clone().expect("log file"))
             .stderr(file)
             .spawn()
-            .expect("spawn python3 hello_worker.py"),
+            .expect("spawn python hello_worker.py"),
     );
     // A refusal arrives with the first response; a worker that got its task exits after
     // the drain. Both take seconds; 60 s is far beyond either on a busy machine.
@@ -198,7 +170,7 @@ fn run_hello_worker(
 async fn python_worker_over_mutual_tls_with_a_token_and_refused_without_the_right_one() {
     use common::secure::*;
     let py = python_dir();
-    check_python_ready(&py);
+    check_sdk("");
 
     let dir = TempDir::new("python-worker-tls");
     let pki = common::tls::Pki::new(&dir.0.join("pki"));
@@ -259,4 +231,101 @@ async fn python_worker_over_mutual_tls_with_a_token_and_refused_without_the_righ
         (pb::ExecutionStatus::Completed, json!({"greeting": "Hello, Ada!"})),
         "worker log:\n{out}"
     );
+}
+
+/// The Python SDK's `Client` drives executions through the public API: register, start,
+/// update, signal, query, watch, result, describe, history and ListWorkers.
+const CLIENT_SCRIPT: &str = r#"
+import json, sys, time
+from orbit_worker import Client, ExecutionResult
+
+address, updatable = sys.argv[1], sys.argv[2]
+out = {}
+with Client(address) as c:
+    out["registered"] = c.register(updatable)
+    c.start("updatable", {"base": 10}, execution_id="py-upd")
+    out["update"] = c.update("py-upd", "add", {"n": 5})
+    c.signal("py-upd", "go")
+    out["upd"] = c.result("py-upd", timeout=60).status
+
+    order = {"order_id": "o-9", "amount": 1500, "items": [{"sku": "z"}]}
+    out["started"] = c.start("order-saga", order, execution_id="py-client-1")
+    deadline = time.monotonic() + 60
+    while not c.query("py-client-1", "charged"):
+        assert time.monotonic() < deadline, "never charged"
+        time.sleep(0.1)
+    out["charged"] = True
+    c.signal("py-client-1", "approve", {"by": "py-client"})
+    items = list(c.watch("py-client-1", timeout=120))
+    last = items[-1]
+    assert isinstance(last, ExecutionResult), last
+    out["watched"] = [e.type for e in items[:-1]]
+    out["result"] = {"status": last.status, "output": last.output}
+    out["described"] = c.describe("py-client-1")["info"]["status"]
+    out["history"] = [e.type for e in c.history("py-client-1")][-1]
+    out["workers"] = sorted(w["sdk"] for w in c.list_workers() if w["workerId"] == "py-client-worker")
+print(json.dumps(out))
+"#;
+
+const UPDATABLE: &str = r#"
+name: updatable
+version: "1"
+signals: { go: null }
+updates:
+  add:
+    input: { type: object, required: [n], properties: { n: { type: integer } } }
+    reply: "${{ {'sum': args.n + input.base} }}"
+steps:
+  - { id: w, await: go }
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_client_starts_updates_signals_queries_and_watches() {
+    let py = python_dir();
+    check_sdk("");
+    let dir = TempDir::new("python-client");
+    let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
+    let mut c = server.client().await;
+    register_example(&mut c, "order-saga.yaml").await;
+    let address = format!("127.0.0.1:{}", server.port);
+    let log_path = dir.0.join("worker.log");
+    let log = std::fs::File::create(&log_path).expect("log file");
+    let _worker = ChildGuard(
+        Command::new(python())
+            .current_dir(&py)
+            .arg(py.join("order_worker.py"))
+            .args(["--address", &address, "--worker-id", "py-client-worker"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn python order_worker.py"),
+    );
+    let mut script = Command::new(python());
+    script.args(["-c", CLIENT_SCRIPT, &address, UPDATABLE]);
+    // The saga sleeps 10 s; the rest takes seconds.
+    let (ok, stdout, stderr) = run_bounded(&mut script, Duration::from_secs(180));
+    let worker_log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    assert!(ok, "the client script failed:\n{stderr}\nworker log:\n{worker_log}");
+    let out: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("json line");
+    assert_eq!(out["registered"], json!("1"));
+    assert_eq!(out["update"], json!({"sum": 15}));
+    assert_eq!(out["upd"], json!("COMPLETED"));
+    assert_eq!(out["started"], json!("py-client-1"));
+    assert_eq!(
+        out["result"],
+        json!({"status": "COMPLETED", "output": {"order": "o-9", "charge_id": "ch-o-9",
+               "approved_by": "py-client", "reservations": ["r-z"]}}),
+        "{out}"
+    );
+    let watched: Vec<&str> =
+        out["watched"].as_array().expect("events").iter().filter_map(|e| e.as_str()).collect();
+    assert_eq!(watched.first(), Some(&"WorkflowCreated"), "{out}");
+    assert!(watched.contains(&"SignalReceived") && watched.contains(&"WorkflowCompleted"), "{out}");
+    assert_eq!(out["described"], json!("EXECUTION_STATUS_COMPLETED"));
+    assert_eq!(out["history"], json!("WorkflowCompleted"));
+    let sdks: Vec<&str> =
+        out["workers"].as_array().expect("workers").iter().filter_map(|w| w.as_str()).collect();
+    assert!(matches!(sdks.as_slice(), [sdk] if sdk.starts_with("orbit-python ")), "{out}");
 }

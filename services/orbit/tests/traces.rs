@@ -2,13 +2,13 @@
 //! receiver served in this test (the `opentelemetry-proto` `TraceService`, real OTLP over
 //! loopback), a 3-step workflow runs with a Rust worker (steps 1 and 3, in this process,
 //! exporting through `orbit_telemetry`) and the Python worker (step 2,
-//! `examples/python/orbit_worker.py`), and `orbit dev` is restarted between steps 1 and 2.
+//! the `orbit_worker` package of `sdks/python`), and `orbit dev` is restarted between steps 1 and 2.
 //! The execution is ONE trace, whose id is the first 16 bytes of SHA-256 of its id: the
 //! server's spans from both processes, and each worker's task span as the child of its
 //! step attempt's span.
 //!
-//! Needs the Python client and packages:
-//! `pip install -r examples/python/requirements.txt && examples/python/gen.sh`.
+//! Needs the Python SDK with its `otel` extra installed for `$ORBIT_PYTHON` (scripts/test.sh
+//! installs it into `target/py-venv`); see `common::python::INSTALL`.
 
 mod common;
 
@@ -17,7 +17,6 @@ use common::*;
 use orbit_worker::{TaskContext, TaskFailure, Worker};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -59,29 +58,7 @@ def make(**kw):
 run_example(make, parse_common_args("traced step b", sys.argv[2:]))
 "#;
 
-fn python_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/python")
-}
-
-fn python() -> String {
-    std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string())
-}
-
-/// Fails (never skips) when the generated client or the OpenTelemetry packages are missing.
-fn check_python_ready(dir: &Path) {
-    let mut cmd = Command::new(python());
-    cmd.current_dir(dir).args([
-        "-c",
-        "import sys; sys.path.insert(0, 'gen'); from orbit.v1 import worker_pb2_grpc; \
-         import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
-    ]);
-    let (ok, _, stderr) = run_bounded(&mut cmd, Duration::from_secs(60));
-    assert!(
-        ok,
-        "the Python worker cannot import its client or OpenTelemetry: run \
-         `pip install -r examples/python/requirements.txt && examples/python/gen.sh` first\n{stderr}"
-    );
-}
+use common::python::{check_sdk, examples_dir as python_dir, python};
 
 /// SIGTERM (a clean stop flushes the last spans), then wait for the exit.
 fn stop(server: &mut Server) {
@@ -101,7 +78,7 @@ fn of_execution(spans: &[Received], id: &str) -> Vec<Received> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_trace_per_execution_across_a_restart_with_rust_and_python_workers() {
     let py = python_dir();
-    check_python_ready(&py);
+    check_sdk("import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc.trace_exporter");
     let receiver = Receiver::start().await;
     let endpoint = receiver.endpoint();
     // This process's Rust worker exports its task spans like any traced process.

@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod console;
 pub mod grpcurl;
 pub mod otlp;
+pub mod python;
 pub mod scenario;
 pub mod schedules;
 pub mod secure;

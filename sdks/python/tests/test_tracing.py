@@ -1,4 +1,4 @@
-"""orbit_tracing: the task span is the child of the attempt span named by traceparent."""
+"""orbit_worker.tracing: the task span is the child of the attempt span named by traceparent."""
 
 from types import SimpleNamespace
 
@@ -7,7 +7,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import orbit_tracing
+from orbit_worker import tracing as orbit_tracing
 
 EXPORTER = InMemorySpanExporter()
 _provider = TracerProvider()

@@ -1,16 +1,13 @@
 """Unit tests of the pure pieces of orbit_worker: value conversion, credits, the outbox and
-the session state machine driven by hand (no server). Run: python3 -m pytest examples/python
+the session state machine driven by hand (no server). Run: python -m pytest sdks/python
+(with the package installed: pip install 'sdks/python[test,otel]').
 """
 
 import asyncio
 import math
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import orbit_worker  # noqa: E402
-from orbit_worker import (  # noqa: E402
+import orbit_worker
+from orbit_worker import (
     CANCELLED,
     UNHANDLED_EXCEPTION,
     Credits,
@@ -20,8 +17,9 @@ from orbit_worker import (  # noqa: E402
     from_proto_value,
     to_proto_value,
 )
-from google.protobuf import struct_pb2  # noqa: E402
-from orbit.v1 import worker_pb2  # noqa: E402
+from google.protobuf import struct_pb2
+from orbit_worker._proto import worker_pb2
+from orbit_worker.messages import complete_message, fail_message
 
 
 def roundtrip(obj):
@@ -186,7 +184,7 @@ def test_hello_lists_tasks():
     w = make_worker()
     hello = w.hello().hello
     assert hello.worker_id == "w-test"
-    assert hello.sdk.startswith("orbit-python/") and hello.runtime.startswith("python ")
+    assert hello.sdk == f"orbit-python {orbit_worker.__version__}" and hello.runtime.startswith("python 3.")
     assert {(t.name, t.version) for t in hello.tasks} == {
         ("echo", "1"),
         ("boom", "1"),
@@ -327,7 +325,7 @@ def test_max_depth_decodes_in_python():
     """The depth limit (docs/events.md, "Payload limits") stays below the Python runtime's
     decode limit with margin, in the deepest messages the server sends a payload in (the
     Rust side: libs/server-kit/tests/payload_depth.rs)."""
-    from orbit.v1 import common_pb2, workflow_pb2  # noqa: E402
+    from orbit_worker._proto import common_pb2, workflow_pb2
 
     def task(v):
         return worker_pb2.ServerMessage(task=worker_pb2.ServerMessage.Task(input=to_proto_value(v)))
@@ -360,14 +358,14 @@ def _runtime():
 
 
 def test_results_over_the_limits_are_sent_as_a_fail_with_the_payload_code():
-    ok = orbit_worker._complete_message("t", _nested_lists(orbit_worker.MAX_DEPTH))
+    ok = complete_message("t", _nested_lists(orbit_worker.MAX_DEPTH))
     assert ok.WhichOneof("kind") == "complete"
-    deep = orbit_worker._complete_message("t", _nested_lists(orbit_worker.MAX_DEPTH + 1))
+    deep = complete_message("t", _nested_lists(orbit_worker.MAX_DEPTH + 1))
     assert deep.WhichOneof("kind") == "fail"
     assert deep.fail.error.code == "PAYLOAD_TOO_DEEP" and not deep.fail.error.retryable
-    big = orbit_worker._complete_message("t", [1] * 300_000)  # small as JSON, 3.3 MB as protobuf
+    big = complete_message("t", [1] * 300_000)  # small as JSON, 3.3 MB as protobuf
     assert big.fail.error.code == "PAYLOAD_TOO_LARGE"
-    failed = orbit_worker._fail_message("t", "CARD_DECLINED", "no", True, _nested_dicts(60))
+    failed = fail_message("t", "CARD_DECLINED", "no", True, _nested_dicts(60))
     assert failed.fail.error.code == "PAYLOAD_TOO_DEEP"
     assert "CARD_DECLINED" in failed.fail.error.message
     assert not failed.fail.error.HasField("details")

@@ -1,0 +1,261 @@
+"""A small synchronous client for the public ``orbit.v1.WorkflowService`` (and
+``AdminService.ListWorkers``): start, signal, query, update, cancel, describe, watch.
+
+::
+
+    from orbit_worker import Client
+
+    with Client("127.0.0.1:7233") as client:
+        client.start("hello", {"name": "Ada"}, execution_id="hello-1")
+        result = client.result("hello-1", timeout=30)
+        print(result.status, result.output)        # COMPLETED {'greeting': 'Hello, Ada!'}
+
+The connection options are the worker's (:mod:`orbit_worker.connection`): TLS, mutual TLS
+and the bearer token, each from its ``ORBIT_*`` variable when not given. With several
+addresses a call that finds its frontend ``UNAVAILABLE`` is tried once on each of the
+others (start, signal, update and cancel carry request ids or execution ids, so a retry
+never doubles an effect).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Optional, TypeVar
+
+import grpc
+from google.protobuf import json_format
+
+from ._proto import admin_pb2, admin_pb2_grpc, common_pb2, workflow_pb2, workflow_pb2_grpc
+from .connection import Addresses, ConnectionOptions, connection_list
+from .values import Json, from_proto_value, to_proto_value
+
+T = TypeVar("T")
+
+
+@dataclass
+class ExecutionResult:
+    """How a run ended: ``status`` (``"COMPLETED"``, ``"FAILED"``, ``"CANCELLED"``, ...),
+    its ``output`` or its ``error`` (``{"code", "message", "retryable", "details"}``)."""
+
+    execution_id: str
+    run: int
+    status: str
+    output: Json = None
+    error: Optional[Dict[str, Any]] = None
+
+
+@dataclass
+class Event:
+    """One history event: ``seq``, ``run``, ``type`` (e.g. ``StepCompleted``), ``step``
+    and its ``payload`` (JSON)."""
+
+    seq: int
+    run: int
+    type: str
+    step: str
+    payload: Dict[str, Any] = field(default_factory=dict)
+
+
+def _status_name(status: int) -> str:
+    return common_pb2.ExecutionStatus.Name(status).replace("EXECUTION_STATUS_", "")
+
+
+def _result(r: Any) -> ExecutionResult:
+    error = None
+    if r.HasField("error"):
+        error = {
+            "code": r.error.code,
+            "message": r.error.message,
+            "retryable": r.error.retryable,
+            "details": from_proto_value(r.error.details) if r.error.HasField("details") else None,
+        }
+    output = from_proto_value(r.output) if r.HasField("output") else None
+    return ExecutionResult(r.execution_id, r.run, _status_name(r.status), output, error)
+
+
+def _event(e: Any) -> Event:
+    payload = json_format.MessageToDict(e.payload) if e.HasField("payload") else {}
+    return Event(e.seq, e.run, e.event_type, e.step, payload)
+
+
+class Client:
+    """A client of one Orbit deployment (one or several frontends)."""
+
+    def __init__(
+        self,
+        address: Addresses = "127.0.0.1:7233",
+        *,
+        bearer_token: Optional[str] = None,
+        tls_ca: Optional[str] = None,
+        tls_client_cert: Optional[str] = None,
+        tls_client_key: Optional[str] = None,
+        timeout: Optional[float] = 30.0,
+    ) -> None:
+        self._connections: List[ConnectionOptions] = connection_list(
+            address, tls_ca, tls_client_cert, tls_client_key, bearer_token
+        )
+        self._metadata = self._connections[0].metadata
+        self.timeout = timeout
+        self._channels: List[Optional[grpc.Channel]] = [None] * len(self._connections)
+        self._current = 0
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _channel(self, i: int) -> grpc.Channel:
+        channel = self._channels[i]
+        if channel is None:
+            c = self._connections[i]
+            channel = grpc.secure_channel(c.target, c.credentials()) if c.tls else grpc.insecure_channel(c.target)
+            self._channels[i] = channel
+        return channel
+
+    def _call(self, fn: Callable[[grpc.Channel], T]) -> T:
+        """``fn`` on the current frontend; on ``UNAVAILABLE`` once on each other one."""
+        last: Optional[grpc.RpcError] = None
+        for _ in range(len(self._connections)):
+            try:
+                return fn(self._channel(self._current))
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
+                    raise
+                last = e
+                self._current = (self._current + 1) % len(self._connections)
+        assert last is not None
+        raise last
+
+    def _workflows(self, channel: grpc.Channel) -> workflow_pb2_grpc.WorkflowServiceStub:
+        return workflow_pb2_grpc.WorkflowServiceStub(channel)
+
+    def close(self) -> None:
+        """Closes the channels."""
+        for channel in self._channels:
+            if channel is not None:
+                channel.close()
+        self._channels = [None] * len(self._connections)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- the API --------------------------------------------------------------------------
+
+    def register(self, document: str) -> str:
+        """Registers a workflow definition (YAML or JSON text); returns its version."""
+        request = workflow_pb2.RegisterWorkflowRequest(document=document)
+        response = self._call(
+            lambda ch: self._workflows(ch).RegisterWorkflow(request, metadata=self._metadata, timeout=self.timeout)
+        )
+        return str(response.version)
+
+    def start(self, workflow: str, input: Json = None, *, execution_id: str = "", version: str = "") -> str:
+        """Starts ``workflow`` (latest version unless ``version``); returns the execution id.
+        Idempotent per ``execution_id``: starting the same id again returns the same run."""
+        request = workflow_pb2.StartExecutionRequest(workflow=workflow, version=version, execution_id=execution_id)
+        if input is not None:
+            request.input.CopyFrom(to_proto_value(input))
+        response = self._call(
+            lambda ch: self._workflows(ch).StartExecution(request, metadata=self._metadata, timeout=self.timeout)
+        )
+        return str(response.execution_id)
+
+    def signal(self, execution_id: str, name: str, payload: Json = None, *, request_id: str = "") -> None:
+        """Sends signal ``name`` with ``payload``; ``request_id`` (a fresh one when empty)
+        makes a retried call count once."""
+        request = workflow_pb2.SignalExecutionRequest(
+            execution_id=execution_id, name=name, request_id=request_id or str(uuid.uuid4())
+        )
+        if payload is not None:
+            request.payload.CopyFrom(to_proto_value(payload))
+        self._call(lambda ch: self._workflows(ch).SignalExecution(request, metadata=self._metadata, timeout=self.timeout))
+
+    def query(self, execution_id: str, name: str) -> Json:
+        """Runs query ``name`` against the execution's state; returns its result."""
+        request = workflow_pb2.QueryExecutionRequest(execution_id=execution_id, name=name)
+        response = self._call(
+            lambda ch: self._workflows(ch).QueryExecution(request, metadata=self._metadata, timeout=self.timeout)
+        )
+        return from_proto_value(response.result) if response.HasField("result") else None
+
+    def update(self, execution_id: str, name: str, args: Json = None, *, request_id: str = "") -> Json:
+        """Runs update ``name`` with ``args``; returns its result once recorded."""
+        request = workflow_pb2.UpdateExecutionRequest(
+            execution_id=execution_id, name=name, request_id=request_id or str(uuid.uuid4())
+        )
+        if args is not None:
+            request.args.CopyFrom(to_proto_value(args))
+        response = self._call(
+            lambda ch: self._workflows(ch).UpdateExecution(request, metadata=self._metadata, timeout=self.timeout)
+        )
+        return from_proto_value(response.result) if response.HasField("result") else None
+
+    def cancel(self, execution_id: str, reason: str = "", *, request_id: str = "") -> None:
+        """Requests cancellation of the execution (running steps get ``Cancel``)."""
+        request = workflow_pb2.CancelExecutionRequest(
+            execution_id=execution_id, reason=reason, request_id=request_id or str(uuid.uuid4())
+        )
+        self._call(lambda ch: self._workflows(ch).CancelExecution(request, metadata=self._metadata, timeout=self.timeout))
+
+    def describe(self, execution_id: str) -> Dict[str, Any]:
+        """The run's ``ExecutionDescription`` as a dict with the proto's JSON field names:
+        ``info`` (``status`` e.g. ``"EXECUTION_STATUS_RUNNING"``, ...), ``units``,
+        ``pendingTasks``, ``pendingTimers``, ``pendingAwaits``, ``pendingChildren``."""
+        request = workflow_pb2.DescribeExecutionRequest(execution_id=execution_id)
+        response = self._call(
+            lambda ch: self._workflows(ch).DescribeExecution(request, metadata=self._metadata, timeout=self.timeout)
+        )
+        return json_format.MessageToDict(response.execution)
+
+    def history(self, execution_id: str) -> List[Event]:
+        """Every event of the latest run, oldest first (all pages)."""
+        events: List[Event] = []
+        token = ""
+        while True:
+            request = workflow_pb2.GetHistoryRequest(execution_id=execution_id, page_token=token)
+            page = self._call(
+                lambda ch: self._workflows(ch).GetHistory(request, metadata=self._metadata, timeout=self.timeout)
+            )
+            events.extend(_event(e) for e in page.events)
+            if not page.next_page_token:
+                return events
+            token = page.next_page_token
+
+    def watch(self, execution_id: str, *, after_seq: int = 0, timeout: Optional[float] = None) -> Iterator[Any]:
+        """Follows the execution: yields each :class:`Event` as it is recorded, then the
+        :class:`ExecutionResult` last. ``timeout`` bounds the whole watch (None: none)."""
+        request = workflow_pb2.WatchExecutionRequest(execution_id=execution_id, after_seq=after_seq)
+        stream = self._workflows(self._channel(self._current)).WatchExecution(
+            request, metadata=self._metadata, timeout=timeout
+        )
+        for message in stream:
+            kind = message.WhichOneof("kind")
+            if kind == "event":
+                yield _event(message.event)
+            elif kind == "result":
+                yield _result(message.result)
+                return
+
+    def result(self, execution_id: str, timeout: Optional[float] = None) -> ExecutionResult:
+        """Waits for the execution to end and returns how it ended."""
+        request = workflow_pb2.WatchExecutionRequest(execution_id=execution_id, result_only=True)
+
+        def wait(ch: grpc.Channel) -> ExecutionResult:
+            for message in self._workflows(ch).WatchExecution(request, metadata=self._metadata, timeout=timeout):
+                if message.WhichOneof("kind") == "result":
+                    return _result(message.result)
+            raise RuntimeError(f"the watch of {execution_id} ended without a result")
+
+        return self._call(wait)
+
+    def list_workers(self, online_only: bool = False) -> List[Dict[str, Any]]:
+        """``AdminService.ListWorkers``: each worker's id, ``sdk``, ``runtime``, tasks,
+        sessions (dicts with the proto's JSON field names)."""
+        request = admin_pb2.ListWorkersRequest(online_only=online_only)
+        response = self._call(
+            lambda ch: admin_pb2_grpc.AdminServiceStub(ch).ListWorkers(
+                request, metadata=self._metadata, timeout=self.timeout
+            )
+        )
+        return [json_format.MessageToDict(w) for w in response.workers]
