@@ -180,7 +180,7 @@ export class Worker {
     this.backoff = new Backoff(options.backoffInitialMs ?? 100, options.backoffMaxMs ?? 5000);
   }
 
-  /** Registers `handler` for task `name` at contract `version`. */
+  /** Registers `handler` for task `name` at contract `version` ("" serves any version). */
   register(name: string, version: string, handler: Handler): this {
     if (!name) throw new Error("task name must not be empty");
     this.handlers.set(`${name}\u0000${version}`, { name, version, handler });
@@ -424,7 +424,9 @@ export class Worker {
       this.send(previous);
       return this.grant();
     }
-    const entry = this.handlers.get(`${task.task}\u0000${task.version}`);
+    // A handler registered with version "" serves every version of its task (the server
+    // treats an empty version in Hello the same way).
+    const entry = this.handlers.get(`${task.task}\u0000${task.version}`) ?? this.handlers.get(`${task.task}\u0000`);
     if (entry === undefined) {
       this.report(token, failMessage(token, TASK_NOT_REGISTERED, `this worker has no handler for ${task.task}@${task.version}`, true));
       return this.grant();
