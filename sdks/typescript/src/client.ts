@@ -19,7 +19,7 @@ import {
   type GetHistoryRequest,
   type GetHistoryResponse,
 } from "./gen/orbit/v1/workflow.js";
-import { AdminServiceClient, type ListWorkersResponse } from "./gen/orbit/v1/admin.js";
+import { AdminServiceClient, type ListWorkersRequest, type ListWorkersResponse } from "./gen/orbit/v1/admin.js";
 import { ExecutionStatus, type ExecutionDescription, type HistoryEvent } from "./gen/orbit/v1/common.js";
 import { CHANNEL_OPTIONS, callMetadata, channelCredentials, resolveConnection, type ConnectionConfig, type ResolvedConnection } from "./connection.js";
 
@@ -140,8 +140,14 @@ export class OrbitClient {
   }
 
   /** The connected workers (`AdminService.ListWorkers`). */
-  listWorkers(): Promise<ListWorkersResponse> {
-    return this.unary(this.admin.listWorkers, this.admin, {} as never);
+  listWorkers(opts: { onlineOnly?: boolean; task?: string; pageSize?: number; pageToken?: string } = {}): Promise<ListWorkersResponse> {
+    const req: ListWorkersRequest = {
+      onlineOnly: opts.onlineOnly ?? false,
+      task: opts.task ?? "",
+      pageSize: opts.pageSize ?? 0,
+      pageToken: opts.pageToken ?? "",
+    };
+    return this.unary<ListWorkersRequest, ListWorkersResponse>(this.admin.listWorkers, this.admin, req);
   }
 
   close(): void {
