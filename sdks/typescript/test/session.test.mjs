@@ -116,7 +116,7 @@ test("a task runs, its result is re-sent after a reconnect until acked, on the n
   assert.deepEqual(seen.credits, { $case: "credits", credits: { n: 2 } }, "the finished task's slot is free again");
 });
 
-test("heartbeats carry details, Cancel reaches the handler's signal, failures keep their codes", async () => {
+test("heartbeats carry details, Cancel reaches the handler's signal, failures keep their codes, version \"\" serves any", async () => {
   const seen = { beats: [] };
   let stop;
   const stopped = new Promise((r) => (stop = r));
@@ -127,6 +127,8 @@ test("heartbeats carry details, Cancel reaches the handler's signal, failures ke
       await s.next(); // credits
       s.send(task("hb", "beat", {}));
       s.send(task("fl", "flaky", {}));
+      s.send(task("any", "echo", { n: 7 }, { version: "3" }));
+      s.send(task("nh", "unknown", {}));
       const results = {};
       for (;;) {
         const m = await s.next({ heartbeats: true });
@@ -139,11 +141,12 @@ test("heartbeats carry details, Cancel reaches the handler's signal, failures ke
           }
           continue;
         }
-        if (m.kind.$case === "fail") {
-          results[m.kind.fail.token] = m.kind.fail.error;
-          s.send({ $case: "ack", ack: { token: m.kind.fail.token, accepted: true, reason: "" } });
+        if (m.kind.$case === "fail" || m.kind.$case === "complete") {
+          const r = m.kind.fail ?? m.kind.complete;
+          results[r.token] = m.kind.fail ? r.error : r.output;
+          s.send({ $case: "ack", ack: { token: r.token, accepted: true, reason: "" } });
         }
-        if (results.hb && results.fl) break;
+        if (results.hb && results.fl && results.any && results.nh) break;
       }
       seen.results = results;
       stop();
@@ -164,6 +167,7 @@ test("heartbeats carry details, Cancel reaches the handler's signal, failures ke
     seen.reason = ctx.cancelReason;
     return "ignored: the task was cancelled";
   });
+  worker.register("echo", "", (ctx) => ctx.input); // "" serves every version
   worker.register("flaky", "1", () => {
     throw new TaskFailure("FLAKY", "attempt 1", { retryable: true });
   });
@@ -177,6 +181,9 @@ test("heartbeats carry details, Cancel reaches the handler's signal, failures ke
   assert.deepEqual(seen.beats[1], { tokens: ["hb"], details: { beats: 2 } });
   assert.equal(seen.reason, "execution cancelled");
   assert.deepEqual(seen.results.hb, { code: CANCELLED, message: "execution cancelled", retryable: false, details: undefined });
+  assert.deepEqual(seen.results.any, { n: 7 });
+  assert.equal(seen.results.nh.code, "TASK_NOT_REGISTERED");
+  assert.equal(seen.results.nh.retryable, true);
   assert.deepEqual(seen.results.fl, { code: "FLAKY", message: "attempt 1", retryable: true, details: undefined });
 });
 
