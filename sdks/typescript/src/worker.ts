@@ -344,6 +344,9 @@ export class Worker {
         this.halfClose = () => {
           if (closing) return;
           closing = true;
+          // Nothing is written after the half-close (a write after end errors the call).
+          clearInterval(heartbeats);
+          this.call = null;
           call.end();
           // The server ends its side after our half-close; do not wait forever for it.
           grace = setTimeout(() => finish(undefined, true), CLOSE_GRACE_MS);
