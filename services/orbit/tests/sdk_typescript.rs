@@ -349,3 +349,92 @@ async fn sigterm_drains_running_tasks_and_takes_no_new_ones() {
     assert_eq!(status, pb::ExecutionStatus::Completed, "{out}");
     assert_eq!(out["worker_id"], "ts-drain-2");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnects_after_orbit_dev_restarts() {
+    check_built();
+    let dir = TempDir::new("sdk-ts-restart");
+    let (mut server, mut c) = server(&dir, &[]).await;
+    let mut worker = TsWorker::spawn(&dir.0, "worker", &env_for(&server, "ts-restart"));
+    worker.ready().await;
+    start(&mut c, "hello", "before", json!({"name": "Ada"})).await.expect("start");
+    assert_eq!(result(&mut c, "before", WAIT).await.0, pb::ExecutionStatus::Completed);
+
+    // SIGKILL the server and start it again on the same port and database.
+    let (port, db) = (server.port, server.db.clone());
+    server.kill9();
+    drop(server);
+    let server = Server::start_on(&db, port, &[]).await;
+    let mut c = server.client().await;
+    start(&mut c, "hello", "after", json!({"name": "Grace"})).await.expect("start after restart");
+    let (status, out) = result(&mut c, "after", WAIT).await;
+    assert_eq!(
+        (status, out),
+        (pb::ExecutionStatus::Completed, json!({"greeting": "Hello, Grace!"})),
+        "worker log:\n{}",
+        worker.log()
+    );
+    assert!(worker.child.0.try_wait().expect("try_wait").is_none(), "the same process");
+    assert!(worker.log().contains("reconnecting"), "{}", worker.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_with_a_token_and_a_refused_identity() {
+    use common::secure::*;
+    const APP: &str = "ts-test-app-token-5f1e2d3c4b5a69788796a5b4";
+    const WORKER: &str = "ts-test-worker-token-0a1b2c3d4e5f607182";
+    const BILLING: &str = "ts-test-billing-token-99887766554433221100";
+    check_built();
+    let dir = TempDir::new("sdk-ts-tls");
+    std::fs::create_dir_all(dir.0.join("markers")).expect("markers dir");
+    let pki = common::tls::Pki::new(&dir.0.join("pki"));
+    let identities = [
+        identity(
+            "app",
+            "client",
+            APP,
+            "    actions: [register, start, read]\n    workflows: ['*']\n",
+        ),
+        identity("runner", "worker", WORKER, "    tasks: ['*']\n"),
+        identity("billing", "worker", BILLING, "    tasks: ['billing.*']\n"),
+    ];
+    let server = start_secured(&dir.0, &pki, &identities, APP).await;
+    let address = common::tls::tls_address(&server);
+    let mut c =
+        common::tls::connect(&address, &pki.client("ca", Some("client"))).await.expect("client");
+    register_example_as(&mut c, "hello.yaml", APP).await;
+    start_as(&mut c, "hello", "tls-1", json!({"name": "Ada"}), APP).await;
+    let env = |token: &str| {
+        vec![
+            ("ORBIT_ADDRESSES", address.clone()),
+            ("ORBIT_WORKER_ID", "ts-tls".to_string()),
+            ("ORBIT_TOKEN", token.to_string()),
+            ("ORBIT_TLS_CA", pki.path("ca.pem").display().to_string()),
+            ("ORBIT_TLS_CLIENT_CERT", pki.path("client.pem").display().to_string()),
+            ("ORBIT_TLS_CLIENT_KEY", pki.path("client-key.pem").display().to_string()),
+        ]
+    };
+
+    // Refused: a worker identity whose tasks do not cover what it offers, and an unknown
+    // token. The worker exits non-zero with the status code, without retrying.
+    for (token, code) in [(BILLING, "PERMISSION_DENIED"), ("not-a-known-token", "UNAUTHENTICATED")]
+    {
+        let mut refused = TsWorker::spawn(&dir.0, code, &env(token));
+        let status = refused.exit(WAIT).await;
+        let log = refused.log();
+        assert_eq!(status.code(), Some(4), "{code}: {log}");
+        assert!(log.contains(&format!("refused by the server: {code}")), "{code}: {log}");
+        assert!(!log.contains("reconnecting"), "{code}: no retry after a refusal: {log}");
+    }
+
+    // Accepted over mutual TLS with the worker's token: the queued task runs.
+    let mut worker = TsWorker::spawn(&dir.0, "accepted", &env(WORKER));
+    worker.ready().await;
+    let (status, out) = result_as(&mut c, "tls-1", APP, WAIT).await;
+    assert_eq!(
+        (status, out),
+        (pb::ExecutionStatus::Completed, json!({"greeting": "Hello, Ada!"})),
+        "worker log:\n{}",
+        worker.log()
+    );
+}
