@@ -3,8 +3,9 @@
 //! contract in `sdks/conformance/README.md`) runs as a child process and the histories are
 //! checked — the example workflows, a retryable failure then success, heartbeats with
 //! details and a cancellation delivered to the handler, redelivery with the same
-//! idempotency key after a SIGKILL, a SIGTERM drain, and the SDK's `Hello` identity in
-//! `ListWorkers`.
+//! idempotency key after a SIGKILL, a SIGTERM drain, the SDK's `Hello` identity in
+//! `ListWorkers`, failover across frontends, reconnection after `orbit dev` restarts, and
+//! mutual TLS with a token, where a refused identity exits at once.
 //!
 //! Needs the package built first: `cd sdks/typescript && npm ci && npm run build`
 //! (scripts/test.sh does it).
