@@ -178,3 +178,54 @@ test("Hello carries the SDK and runtime strings and the registered tasks", () =>
   assert.deepEqual(hello.labels, { zone: "z" });
   assert.throws(() => new Worker({ maxConcurrency: 0, env: {} }), /at least 1/);
 });
+
+test("with OpenTelemetry, the handler runs in a span whose parent is the task's traceparent", async () => {
+  const { runInSpan } = await import("../dist/tracing.js");
+  const spans = [];
+  // The parts of @opentelemetry/api the SDK uses, recording what it is asked to do.
+  const api = {
+    context: { active: () => ({ root: true }) },
+    trace: {
+      setSpanContext: (ctx, spanContext) => ({ ...ctx, spanContext }),
+      getTracer: (name) => ({
+        startActiveSpan(spanName, options, parent, fn) {
+          const span = { name: spanName, tracer: name, options, parent, ended: false, status: undefined };
+          span.end = () => (span.ended = true);
+          span.setStatus = (s) => (span.status = s);
+          spans.push(span);
+          return fn(span);
+        },
+      }),
+    },
+    SpanKind: { CONSUMER: 4 },
+    SpanStatusCode: { ERROR: 2 },
+  };
+  const info = {
+    task: "greet",
+    version: "1",
+    executionId: "e1",
+    step: "s",
+    attempt: 1,
+    workerId: "w",
+    traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    tracestate: "",
+  };
+  assert.equal(await runInSpan(api, info, async () => 42), 42);
+  await assert.rejects(runInSpan(api, { ...info, traceparent: "" }, async () => { throw new Error("no"); }));
+  assert.equal(spans.length, 2);
+  assert.equal(spans[0].name, "orbit.task greet");
+  assert.equal(spans[0].options.kind, 4);
+  assert.equal(spans[0].options.attributes["orbit.execution_id"], "e1");
+  assert.deepEqual(spans[0].parent.spanContext, {
+    traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+    spanId: "00f067aa0ba902b7",
+    traceFlags: 1,
+    isRemote: true,
+    traceState: undefined,
+  });
+  assert.ok(spans[0].ended && spans[1].ended);
+  assert.equal(spans[1].parent.spanContext, undefined, "no traceparent: the active context");
+  assert.equal(spans[1].status.code, 2);
+  // Without the API the handler simply runs.
+  assert.equal(await runInSpan(null, info, async () => "plain"), "plain");
+});
