@@ -70,7 +70,8 @@ worker.register("conformance.slow", "1", async (ctx) => {
   return { attempt: ctx.attempt, idempotency_key: ctx.idempotencyKey, worker_id: workerId };
 });
 
-worker.register("bench.step", "", async (ctx) => ctx.input);
+// bench.step is version "1": `orbit bench` declares it without a version (the default).
+worker.register("bench.step", "1", async (ctx) => ctx.input);
 
 try {
   await worker.run();
