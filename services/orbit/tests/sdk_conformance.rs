@@ -4,6 +4,9 @@
 //!
 //! Python: the package installed into a venv by scripts/test.sh (`target/py-venv`); the
 //! interpreter is `$ORBIT_PYTHON`, else `python3` (which must then import `orbit_worker`).
+//!
+//! TypeScript: the package built in place by scripts/test.sh (`npm ci && npm run build` in
+//! `sdks/typescript`); the runtime is `$NODE`, else `node`.
 
 mod common;
 mod conformance;
@@ -23,5 +26,24 @@ fn python() {
         runtime: "python 3.",
     };
     spec.check_installed(&["-c", "import orbit_worker"], "pip install sdks/python (scripts/test.sh installs it into target/py-venv and sets ORBIT_PYTHON)");
+    conformance::run_all(&spec);
+}
+
+#[test]
+fn typescript() {
+    let root = repo_root();
+    let program = std::env::var("NODE").unwrap_or_else(|_| "node".to_string());
+    let spec = WorkerSpec {
+        program: program.into(),
+        args: vec!["sdks/typescript/conformance/worker.mjs".into()],
+        env: vec![],
+        cwd: root,
+        sdk: "orbit-typescript",
+        runtime: "node ",
+    };
+    spec.check_installed(
+        &["-e", "import('./sdks/typescript/dist/index.js')"],
+        "cd sdks/typescript && npm ci && npm run build (scripts/test.sh does it)",
+    );
     conformance::run_all(&spec);
 }

@@ -1,0 +1,157 @@
+/**
+ * A small client for Orbit's public API: start, signal, query, update, cancel, describe,
+ * watch and wait for an execution's result, plus `ListWorkers`. Same connection options as
+ * the worker (TLS / mTLS, bearer token); it talks to the first address.
+ */
+import type { ClientReadableStream, Metadata, ServiceError } from "@grpc/grpc-js";
+import {
+  WorkflowServiceClient,
+  type StartExecutionResponse,
+  type SignalExecutionResponse,
+  type UpdateExecutionResponse,
+  type CancelExecutionResponse,
+  type WatchExecutionResponse,
+  type ExecutionResult,
+  type QueryExecutionRequest,
+  type QueryExecutionResponse,
+  type DescribeExecutionRequest,
+  type DescribeExecutionResponse,
+  type GetHistoryRequest,
+  type GetHistoryResponse,
+} from "./gen/orbit/v1/workflow.js";
+import { AdminServiceClient, type ListWorkersRequest, type ListWorkersResponse } from "./gen/orbit/v1/admin.js";
+import { ExecutionStatus, type ExecutionDescription, type HistoryEvent } from "./gen/orbit/v1/common.js";
+import { CHANNEL_OPTIONS, callMetadata, channelCredentials, resolveConnection, type ConnectionConfig, type ResolvedConnection } from "./connection.js";
+
+export { ExecutionStatus };
+export type ClientOptions = ConnectionConfig;
+
+/** How a run ended, as `result` and `watch` report it. */
+export type ExecutionOutcome = ExecutionResult;
+
+type Unary<Req, Res> = (req: Req, md: Metadata, cb: (err: ServiceError | null, res?: Res) => void) => unknown;
+
+/** A client of `WorkflowService` (and `AdminService.ListWorkers`). Close it when done. */
+export class OrbitClient {
+  private readonly conn: ResolvedConnection;
+  private readonly workflows: WorkflowServiceClient;
+  private readonly admin: AdminServiceClient;
+
+  constructor(options: ClientOptions = {}) {
+    this.conn = resolveConnection(options);
+    const target = this.conn.targets[0];
+    const creds = channelCredentials(this.conn);
+    this.workflows = new WorkflowServiceClient(target, creds, CHANNEL_OPTIONS);
+    this.admin = new AdminServiceClient(target, creds, CHANNEL_OPTIONS);
+  }
+
+  private unary<Req, Res>(fn: Unary<Req, Res>, client: object, req: Req): Promise<Res> {
+    return new Promise((resolve, reject) => {
+      fn.call(client, req, callMetadata(this.conn), (err, res) => (err ? reject(err) : resolve(res as Res)));
+    });
+  }
+
+  /**
+   * Starts an execution of `workflow` (latest version unless `version`). With
+   * `executionId`, starting again with the same id returns the existing execution.
+   */
+  start(workflow: string, input: unknown, opts: { version?: string; executionId?: string } = {}): Promise<StartExecutionResponse> {
+    return this.unary(this.workflows.startExecution, this.workflows, {
+      workflow,
+      version: opts.version ?? "",
+      input: input === undefined ? undefined : input,
+      executionId: opts.executionId ?? "",
+    });
+  }
+
+  /** Sends signal `name` with `payload`; `requestId` makes a retry deliver it once. */
+  signal(executionId: string, name: string, payload?: unknown, opts: { requestId?: string } = {}): Promise<SignalExecutionResponse> {
+    return this.unary(this.workflows.signalExecution, this.workflows, { executionId, name, payload, requestId: opts.requestId ?? "" });
+  }
+
+  /** Evaluates query `name` against the execution's state; returns its JSON result. */
+  async query(executionId: string, name: string, opts: { run?: number } = {}): Promise<unknown> {
+    const res = await this.unary<QueryExecutionRequest, QueryExecutionResponse>(this.workflows.queryExecution, this.workflows, { executionId, name, run: opts.run ?? 0 });
+    return res.result ?? null;
+  }
+
+  /** Sends update `name` with `args` and waits for its result. */
+  update(executionId: string, name: string, args?: unknown, opts: { requestId?: string } = {}): Promise<UpdateExecutionResponse> {
+    return this.unary(this.workflows.updateExecution, this.workflows, { executionId, name, args, requestId: opts.requestId ?? "" });
+  }
+
+  /** Requests cancellation (compensation runs first when the workflow has any). */
+  cancel(executionId: string, reason = "", opts: { requestId?: string } = {}): Promise<CancelExecutionResponse> {
+    return this.unary(this.workflows.cancelExecution, this.workflows, { executionId, reason, requestId: opts.requestId ?? "" });
+  }
+
+  /** The execution's status, units and pending work. */
+  async describe(executionId: string, opts: { run?: number } = {}): Promise<ExecutionDescription> {
+    const res = await this.unary<DescribeExecutionRequest, DescribeExecutionResponse>(this.workflows.describeExecution, this.workflows, { executionId, run: opts.run ?? 0 });
+    if (res.execution === undefined) throw new Error(`no description for ${executionId}`);
+    return res.execution;
+  }
+
+  /** The full history of a run (all pages). */
+  async history(executionId: string, opts: { run?: number } = {}): Promise<HistoryEvent[]> {
+    const events: HistoryEvent[] = [];
+    let pageToken = "";
+    do {
+      const res = await this.unary<GetHistoryRequest, GetHistoryResponse>(this.workflows.getHistory, this.workflows, { executionId, run: opts.run ?? 0, pageSize: 0, pageToken });
+      events.push(...res.events);
+      pageToken = res.nextPageToken;
+    } while (pageToken !== "");
+    return events;
+  }
+
+  /**
+   * Streams the execution's history events after `afterSeq`, then its result; the
+   * iteration ends after the result. Break out of the loop to stop watching.
+   */
+  async *watch(
+    executionId: string,
+    opts: { run?: number; afterSeq?: number; resultOnly?: boolean; followContinueAsNew?: boolean } = {},
+  ): AsyncGenerator<WatchExecutionResponse> {
+    const stream: ClientReadableStream<WatchExecutionResponse> = this.workflows.watchExecution(
+      {
+        executionId,
+        run: opts.run ?? 0,
+        afterSeq: opts.afterSeq ?? 0,
+        resultOnly: opts.resultOnly ?? false,
+        followContinueAsNew: opts.followContinueAsNew ?? false,
+      },
+      callMetadata(this.conn),
+    );
+    try {
+      for await (const message of stream) yield message as WatchExecutionResponse;
+    } finally {
+      stream.cancel();
+    }
+  }
+
+  /** Waits for the execution's result (the last run's, following continue-as-new). */
+  async result(executionId: string): Promise<ExecutionOutcome> {
+    let last: ExecutionResult | undefined;
+    for await (const m of this.watch(executionId, { resultOnly: true, followContinueAsNew: true })) {
+      if (m.kind?.$case === "result") last = m.kind.result;
+    }
+    if (last === undefined) throw new Error(`the watch of ${executionId} ended without a result`);
+    return last;
+  }
+
+  /** The connected workers (`AdminService.ListWorkers`). */
+  listWorkers(opts: { onlineOnly?: boolean; task?: string; pageSize?: number; pageToken?: string } = {}): Promise<ListWorkersResponse> {
+    const req: ListWorkersRequest = {
+      onlineOnly: opts.onlineOnly ?? false,
+      task: opts.task ?? "",
+      pageSize: opts.pageSize ?? 0,
+      pageToken: opts.pageToken ?? "",
+    };
+    return this.unary<ListWorkersRequest, ListWorkersResponse>(this.admin.listWorkers, this.admin, req);
+  }
+
+  close(): void {
+    this.workflows.close();
+    this.admin.close();
+  }
+}
