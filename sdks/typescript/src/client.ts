@@ -13,6 +13,7 @@ import {
   type WatchExecutionResponse,
   type ExecutionResult,
   type QueryExecutionRequest,
+  type StartExecutionRequest,
   type QueryExecutionResponse,
   type DescribeExecutionRequest,
   type DescribeExecutionResponse,
@@ -75,9 +76,13 @@ export class OrbitClient {
     return res.result ?? null;
   }
 
-  /** Sends update `name` with `args` and waits for its result. */
-  update(executionId: string, name: string, args?: unknown, opts: { requestId?: string } = {}): Promise<UpdateExecutionResponse> {
-    return this.unary(this.workflows.updateExecution, this.workflows, { executionId, name, args, requestId: opts.requestId ?? "" });
+  /**
+   * Sends update `name` with `args` and waits for its result. With `opts.start`, the
+   * execution is started first when it does not exist (update-with-start: the start and the
+   * update's acceptance are one commit).
+   */
+  update(executionId: string, name: string, args?: unknown, opts: { requestId?: string; start?: StartExecutionRequest } = {}): Promise<UpdateExecutionResponse> {
+    return this.unary(this.workflows.updateExecution, this.workflows, { executionId, name, args, requestId: opts.requestId ?? "", start: opts.start });
   }
 
   /** Requests cancellation (compensation runs first when the workflow has any). */
