@@ -18,11 +18,13 @@ use tonic::transport::Endpoint;
 use crate::task::{Handler, HandlerFuture, TaskContext, TaskFailure};
 use crate::worker::{Worker, WorkerError};
 
-/// `Hello.runtime` sent by this worker.
-pub const RUNTIME: &str = "rust";
+/// `Hello.runtime` sent by this worker: `rust <version of the compiler that built it>`,
+/// for example `rust 1.83.0` (plain `rust` if the build could not ask the compiler).
+pub const RUNTIME: &str = env!("ORBIT_WORKER_RUNTIME");
 
-/// `Hello.sdk` sent by this worker: `orbit-worker/<crate version>`.
-pub const SDK: &str = concat!("orbit-worker/", env!("CARGO_PKG_VERSION"));
+/// `Hello.sdk` sent by this worker: `orbit-rust <crate version>`, the `<sdk name> <version>`
+/// form every Orbit SDK sends (`orbit-python 0.1.0`, `orbit-typescript 0.1.0`, ...).
+pub const SDK: &str = concat!("orbit-rust ", env!("CARGO_PKG_VERSION"));
 
 /// Settings of a [`Worker`] besides its identity and tasks.
 #[derive(Debug, Clone)]
@@ -34,6 +36,7 @@ pub(crate) struct Options {
     pub(crate) handshake_timeout: Duration,
     pub(crate) default_heartbeat_interval: Duration,
     pub(crate) outbox_capacity: Option<usize>,
+    pub(crate) cancel_grace: Duration,
 }
 
 impl Default for Options {
@@ -46,6 +49,7 @@ impl Default for Options {
             handshake_timeout: Duration::from_secs(10),
             default_heartbeat_interval: Duration::from_secs(10),
             outbox_capacity: None,
+            cancel_grace: Duration::from_secs(5),
         }
     }
 }
@@ -117,6 +121,38 @@ impl WorkerBuilder {
         self
     }
 
+    /// Registers a synchronous (blocking) handler of task `name` at contract `version`: it
+    /// runs on tokio's blocking thread pool, so it may do blocking IO or CPU work without
+    /// stalling the worker's session. Otherwise the same as [`WorkerBuilder::task`].
+    ///
+    /// A blocking handler cannot be stopped from outside: when the server cancels the task
+    /// it should poll [`TaskContext::is_cancelled`] and return (for example
+    /// `Err(TaskFailure::fatal(CANCELLED, ..))`) within the
+    /// [cancel grace](WorkerBuilder::cancel_grace); after that the worker reports `CANCELLED`
+    /// and frees the slot, while the thread runs on to its end and its result is discarded.
+    pub fn sync_task<F>(
+        self,
+        name: impl Into<String>,
+        version: impl Into<String>,
+        handler: F,
+    ) -> Self
+    where
+        F: Fn(TaskContext) -> Result<Value, TaskFailure> + Send + Sync + 'static,
+    {
+        let handler = Arc::new(handler);
+        self.task(name, version, move |ctx| {
+            let handler = Arc::clone(&handler);
+            async move {
+                match tokio::task::spawn_blocking(move || handler(ctx)).await {
+                    Ok(result) => result,
+                    // Re-raised here so the runner reports it like an async handler's panic.
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(e) => Err(TaskFailure::unhandled(e.to_string())),
+                }
+            }
+        })
+    }
+
     /// Sends `authorization: Bearer <token>` with the session: the token of a `worker` (or
     /// `admin`) identity when the server enforces an identities file (docs/security.md).
     /// Default: the `ORBIT_TOKEN` variable if set and not empty ([`token_from_env`]), else
@@ -148,6 +184,17 @@ impl WorkerBuilder {
     /// acknowledged before aborting them. Default 30 s.
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.options.drain_timeout = timeout;
+        self
+    }
+
+    /// How long a handler may take to return on its own once the server cancelled its task
+    /// (cooperative cancellation: the handler watches [`TaskContext::cancellation`] or
+    /// polls [`TaskContext::is_cancelled`], cleans up and returns; what it returns is
+    /// reported). After the grace the handler's future is dropped and the worker reports
+    /// `Fail{code: "CANCELLED", retryable: false}` itself. `Duration::ZERO` drops a handler
+    /// at its next await at once. Default 5 s.
+    pub fn cancel_grace(mut self, grace: Duration) -> Self {
+        self.options.cancel_grace = grace;
         self
     }
 
@@ -290,6 +337,32 @@ fn default_worker_id() -> String {
 }
 
 impl Worker {
+    /// Starts configuring a worker from the environment, the variables the SDK conformance
+    /// suite sets (sdks/conformance/README.md): `ORBIT_ADDRESSES` (comma-separated
+    /// frontends, default `127.0.0.1:7233`), `ORBIT_WORKER_ID` (default `<hostname>-<pid>`)
+    /// and `ORBIT_MAX_CONCURRENCY` (default 10), besides `ORBIT_TOKEN` and the
+    /// `ORBIT_TLS_*` variables every builder reads. Settings made on the returned builder
+    /// override the environment.
+    ///
+    /// # Errors
+    ///
+    /// `ORBIT_MAX_CONCURRENCY` that is not a number.
+    pub fn builder_from_env() -> Result<WorkerBuilder, WorkerError> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let mut builder =
+            Self::builder(var("ORBIT_ADDRESSES").unwrap_or_else(|| "127.0.0.1:7233".into()));
+        if let Some(id) = var("ORBIT_WORKER_ID") {
+            builder = builder.worker_id(id);
+        }
+        if let Some(n) = var("ORBIT_MAX_CONCURRENCY") {
+            let n = n.trim().parse().map_err(|_| {
+                WorkerError::Config(format!("ORBIT_MAX_CONCURRENCY must be a number, got {n:?}"))
+            })?;
+            builder = builder.max_concurrency(n);
+        }
+        Ok(builder)
+    }
+
     /// Starts configuring a worker that connects to `endpoint` (`host:port`, or a URI such
     /// as `http://host:port`). Several frontends may be given, separated by commas: the
     /// worker uses one at a time and moves to the next when a connection or stream fails.
@@ -319,8 +392,8 @@ mod tests {
         assert!(ok(Worker::builder("127.0.0.1:7233")).worker_id("").build().is_err());
         assert!(ok(Worker::builder("127.0.0.1:7233")).worker_id("x".repeat(257)).build().is_err());
         let w = ok(Worker::builder("127.0.0.1:7233")).worker_id("w1").build().unwrap();
-        assert_eq!(w.hello.runtime, "rust");
-        assert!(w.hello.sdk.starts_with("orbit-worker/"));
+        assert!(w.hello.runtime.starts_with("rust"), "{}", w.hello.runtime);
+        assert_eq!(w.hello.sdk, format!("orbit-rust {}", env!("CARGO_PKG_VERSION")));
         assert_eq!(w.hello.tasks, vec![TaskRef { name: "t".into(), version: "1".into() }]);
         assert_eq!(w.endpoint().uri().to_string(), "http://127.0.0.1:7233/");
         assert!(ok(Worker::builder(" , ")).build().is_err(), "no endpoint");
