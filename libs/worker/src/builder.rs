@@ -64,7 +64,11 @@ pub struct WorkerBuilder {
     bearer_token: Option<String>,
     tls: orbit_api::tls::ClientTls,
     options: Options,
+    on_session: Option<SessionHook>,
 }
+
+/// A callback run with the session id after each `Welcome`.
+pub(crate) type SessionHook = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl std::fmt::Debug for WorkerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -187,6 +191,14 @@ impl WorkerBuilder {
         self
     }
 
+    /// Calls `hook` with the session id each time a session is established (after the
+    /// server's `Welcome`, so also after every reconnect), for example to report readiness.
+    /// It runs on the session loop: keep it short.
+    pub fn on_session(mut self, hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.on_session = Some(Arc::new(hook));
+        self
+    }
+
     /// How long a handler may take to return on its own once the server cancelled its task
     /// (cooperative cancellation: the handler watches [`TaskContext::cancellation`] or
     /// polls [`TaskContext::is_cancelled`], cleans up and returns; what it returns is
@@ -281,6 +293,7 @@ impl WorkerBuilder {
             max_concurrency: self.max_concurrency,
             bearer,
             options: self.options,
+            on_session: self.on_session,
         })
     }
 
@@ -376,6 +389,7 @@ impl Worker {
             bearer_token: token_from_env(),
             tls: tls_from_env(),
             options: Options::default(),
+            on_session: None,
         }
     }
 }

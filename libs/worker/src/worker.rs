@@ -59,6 +59,7 @@ pub struct Worker {
     pub(crate) max_concurrency: u32,
     pub(crate) bearer: Option<MetadataValue<Ascii>>,
     pub(crate) options: Options,
+    pub(crate) on_session: Option<crate::builder::SessionHook>,
 }
 
 impl std::fmt::Debug for Worker {
