@@ -120,8 +120,8 @@ fn build() -> Result<Worker, WorkerError> {
         .task("inventory.release", "1", |_ctx| async { Ok(json!({})) })
         .sync_task("conformance.flaky", "1", flaky)
         .task("conformance.heartbeat", "1", heartbeat)
-        // `orbit bench` declares `bench.step: {}`, which is version "1".
-        .task("bench.step", "1", |ctx: TaskContext| async move { Ok(ctx.input().clone()) });
+        // Version "": whatever version `orbit bench` declares (`bench.step: {}` is "1").
+        .task("bench.step", "", |ctx: TaskContext| async move { Ok(ctx.input().clone()) });
     // The contract's `worker_id` output is the configured `ORBIT_WORKER_ID`.
     let worker_id = std::env::var("ORBIT_WORKER_ID").unwrap_or_default();
     let builder =

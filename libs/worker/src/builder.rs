@@ -103,7 +103,8 @@ impl WorkerBuilder {
     }
 
     /// Registers the handler of task `name` at contract `version`. Registering the same
-    /// name and version again replaces the handler.
+    /// name and version again replaces the handler. Version `""` serves every version of
+    /// the task that has no handler of its own.
     ///
     /// A handler is any `Fn(TaskContext) -> impl Future<Output = Result<Value, TaskFailure>>`
     /// (an `async fn` or a closure returning an `async` block). A panic in it is reported as

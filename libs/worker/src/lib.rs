@@ -48,8 +48,8 @@
 //!    stream starts with none, while tasks from an earlier stream keep running and keep
 //!    their slots).
 //! 3. **Tasks.** Each `Task` uses one credit and runs on its own tokio task with a
-//!    [`TaskContext`]. The handler is looked up by (task, version). Edge cases, each answered
-//!    with a `Fail` through the outbox: a task beyond the granted credits (a server bug) →
+//!    [`TaskContext`]. The handler is looked up by (task, version), then (task, `""`).
+//!    Edge cases, each answered with a `Fail` through the outbox: a task beyond the granted credits (a server bug) →
 //!    `WORKER_OVER_CAPACITY` (retryable, not run); no handler → `TASK_NOT_REGISTERED`
 //!    (retryable, so another worker may take the retry). A token already running is ignored;
 //!    a token whose result is in the outbox gets that result again.

@@ -177,8 +177,13 @@ impl State {
             send(Some(out), result.clone())?;
             return self.grant(out);
         }
-        let Some(handler) = self.handlers.get(&(task.task.clone(), task.version.clone())).cloned()
-        else {
+        // A handler registered at version "" serves any version without its own handler.
+        let handler = self
+            .handlers
+            .get(&(task.task.clone(), task.version.clone()))
+            .or_else(|| self.handlers.get(&(task.task.clone(), String::new())))
+            .cloned();
+        let Some(handler) = handler else {
             warn!(%token, task = %task.task, version = %task.version, "no handler for task");
             let failure = TaskFailure::retryable(
                 TASK_NOT_REGISTERED,

@@ -31,6 +31,8 @@ fn handlers() -> Arc<Handlers> {
             ctx.cancellation().cancelled().await;
             Err(TaskFailure::fatal(CANCELLED, format!("observed after attempt {}", ctx.attempt())))
         })
+        .task("any", "", |ctx: TaskContext| async move { Ok(json!(ctx.version())) })
+        .task("any", "2", |_ctx: TaskContext| async move { Ok(json!("own handler")) })
         .sync_task("blocking", "1", |ctx: TaskContext| {
             std::thread::sleep(Duration::from_millis(5));
             match ctx.input().as_str() {
@@ -246,6 +248,30 @@ async fn sync_handlers_report_results_and_panics() {
     let fail = fail.expect("the panic is reported");
     assert_eq!((fail.code.as_str(), fail.retryable), (UNHANDLED_EXCEPTION, true));
     assert!(fail.message.contains("sync kaboom"), "{}", fail.message);
+}
+
+#[tokio::test]
+async fn a_handler_at_version_empty_serves_versions_without_their_own() {
+    let mut h = Harness::new(1);
+    h.st.grant(&h.out).unwrap();
+    let mut outputs = Vec::new();
+    for (token, version) in [("t1", "1"), ("t2", "2")] {
+        let task = server_message::Task {
+            token: token.into(),
+            task: "any".into(),
+            version: version.into(),
+            attempt: 1,
+            ..Default::default()
+        };
+        h.server(server_message::Kind::Task(task));
+        h.next_finished().await;
+        for m in h.sent() {
+            if let Out::Complete(c) = m {
+                outputs.push(value::from_proto_opt(c.output.as_ref()));
+            }
+        }
+    }
+    assert_eq!(outputs, vec![json!("1"), json!("own handler")]);
 }
 
 #[tokio::test]
