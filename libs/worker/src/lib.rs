@@ -49,8 +49,9 @@
 //!    their slots).
 //! 3. **Tasks.** Each `Task` uses one credit and runs on its own tokio task with a
 //!    [`TaskContext`]. The handler is looked up by (task, version), then (task, `""`).
-//!    Edge cases, each answered with a `Fail` through the outbox: a task beyond the granted credits (a server bug) →
-//!    `WORKER_OVER_CAPACITY` (retryable, not run); no handler → `TASK_NOT_REGISTERED`
+//!    Edge cases, each answered with a `Fail` through the outbox: a task beyond the
+//!    granted credits (a server bug) → `WORKER_OVER_CAPACITY` (retryable, not run); no
+//!    handler → `TASK_NOT_REGISTERED`
 //!    (retryable, so another worker may take the retry). A token already running is ignored;
 //!    a token whose result is in the outbox gets that result again.
 //! 4. **Results.** A handler's `Ok(value)` becomes `Complete{token, output}` (`null` →
