@@ -31,7 +31,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Request, Status, Streaming};
 
-use crate::builder::{tls_from_env, token_from_env};
+use crate::env::{tls_from_env, token_from_env};
 use crate::value;
 
 /// Large histories may exceed tonic's 4 MiB default message size.

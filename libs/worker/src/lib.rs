@@ -99,6 +99,7 @@ mod backoff;
 mod builder;
 pub mod client;
 mod credits;
+mod env;
 mod outbox;
 mod runner;
 mod session;
@@ -109,7 +110,8 @@ mod trace;
 mod value;
 mod worker;
 
-pub use builder::{tls_from_env, token_from_env, WorkerBuilder, RUNTIME, SDK};
+pub use builder::{WorkerBuilder, RUNTIME, SDK};
+pub use env::{tls_from_env, token_from_env};
 pub use orbit_api::tls::ClientTls;
 pub use signal::shutdown_on_signals;
 pub use task::{
