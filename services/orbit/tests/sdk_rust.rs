@@ -2,7 +2,8 @@
 //! out for the Rust conformance worker: its connection options together — several
 //! frontends (a dead one first), mutual TLS from `ORBIT_TLS_CA`/`ORBIT_TLS_CLIENT_*`, a
 //! bearer token from `ORBIT_TOKEN` — a refusal over them, and an identity's runtime pin
-//! `rust` admitting the worker's `Hello.runtime` `rust <version>`.
+//! `rust` admitting the worker's `Hello.runtime` `rust <version>`; and `orbit bench
+//! --workers 0` served by the conformance worker (the per-SDK throughput figure).
 //!
 //! The worker binary is built by the test (`cargo build -p orbit-worker --example
 //! conformance-worker`, a no-op when up to date) next to the `orbit` binary under test.
@@ -197,4 +198,46 @@ async fn a_refused_identity_exits_and_the_right_one_serves_over_mutual_tls() {
     );
     worker.signal("TERM");
     assert_eq!(worker.wait_exit(), Some(0), "drained; log:\n{}", worker.log());
+}
+
+/// `orbit bench --workers 0` runs no worker of its own: the conformance worker serves
+/// `bench.step` (the per-SDK throughput figure of docs/benchmarks.md), and the tasks are
+/// counted from the completed executions. Without `--address` it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_with_no_workers_of_its_own_is_served_by_the_conformance_worker() {
+    let dir = TempDir::new("sdk-rust-bench");
+    let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
+    let address = format!("127.0.0.1:{}", server.port);
+    let mut worker = WorkerProcess::spawn(&dir.0, "bench", &env(&address, "rust-bench"), true);
+    let bench = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_orbit"));
+        cmd.arg("bench").args(args).env_remove("ORBIT_TOKEN");
+        run_bounded(&mut cmd, WITHIN)
+    };
+    let (ok, stdout, stderr) = bench(&[
+        "--address",
+        &address,
+        "--workers",
+        "0",
+        "--executions",
+        "20",
+        "--steps",
+        "2",
+        "--concurrency",
+        "8",
+        "--output",
+        "json",
+    ]);
+    assert!(ok, "{stderr}\nworker log:\n{}", worker.log());
+    let report: Value = serde_json::from_str(stdout.trim()).expect("one JSON document");
+    assert_eq!(report["failures"], json!(0), "{report}");
+    let seconds = report["seconds"].as_f64().expect("seconds");
+    let tasks = report["tasks_per_s"].as_f64().expect("tasks/s") * seconds;
+    assert!((tasks - 40.0).abs() < 0.5, "20 executions x 2 steps, got {tasks}: {report}");
+    worker.signal("TERM");
+    assert_eq!(worker.wait_exit(), Some(0), "log:\n{}", worker.log());
+
+    let (ok, _, stderr) = bench(&["--workers", "0", "--executions", "1"]);
+    assert!(!ok, "--workers 0 without --address must be refused");
+    assert!(stderr.contains("--workers 0 needs --address"), "{stderr}");
 }
