@@ -118,10 +118,14 @@ impl Identity {
         }
     }
 
-    /// Whether a worker announcing `runtime` satisfies this identity's pin.
+    /// Whether a worker announcing `runtime` satisfies this identity's pin: the runtime is
+    /// the pin, or the pin followed by a version (`python` admits `python 3.12`; the SDKs
+    /// announce `<language> <version>`). A pin with a version must match exactly.
     #[must_use]
     pub fn runtime_allowed(&self, runtime: &str) -> bool {
-        self.runtime.as_deref().is_none_or(|pin| pin == runtime)
+        self.runtime.as_deref().is_none_or(|pin| {
+            runtime == pin || runtime.strip_prefix(pin).is_some_and(|rest| rest.starts_with(' '))
+        })
     }
 }
 

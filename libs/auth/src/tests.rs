@@ -132,6 +132,9 @@ fn every_kind_gets_exactly_its_rights() {
     assert!(!client.may_claim("billing.charge") && !worker.may_act_on("billing.charge"));
     assert!(admin.may_act_on("anything") && admin.may_claim("anything"));
     assert!(worker.runtime_allowed("python") && !worker.runtime_allowed("rust"));
+    // The SDKs announce `<language> <version>`: the language pin admits any version.
+    assert!(worker.runtime_allowed("python 3.12") && !worker.runtime_allowed("python3"));
+    assert!(!worker.runtime_allowed("rust 1.88.0") && !worker.runtime_allowed("pythonista 1"));
     assert!(client.runtime_allowed("rust"));
 }
 

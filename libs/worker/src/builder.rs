@@ -15,14 +15,17 @@ use tokio_util::sync::CancellationToken;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::Endpoint;
 
+use crate::env::{default_worker_id, tls_from_env, token_from_env};
 use crate::task::{Handler, HandlerFuture, TaskContext, TaskFailure};
 use crate::worker::{Worker, WorkerError};
 
-/// `Hello.runtime` sent by this worker.
-pub const RUNTIME: &str = "rust";
+/// `Hello.runtime` sent by this worker: `rust <version of the compiler that built it>`,
+/// for example `rust 1.83.0` (plain `rust` if the build could not ask the compiler).
+pub const RUNTIME: &str = env!("ORBIT_WORKER_RUNTIME");
 
-/// `Hello.sdk` sent by this worker: `orbit-worker/<crate version>`.
-pub const SDK: &str = concat!("orbit-worker/", env!("CARGO_PKG_VERSION"));
+/// `Hello.sdk` sent by this worker: `orbit-rust <crate version>`, the `<sdk name> <version>`
+/// form every Orbit SDK sends (`orbit-python 0.1.0`, `orbit-typescript 0.1.0`, ...).
+pub const SDK: &str = concat!("orbit-rust ", env!("CARGO_PKG_VERSION"));
 
 /// Settings of a [`Worker`] besides its identity and tasks.
 #[derive(Debug, Clone)]
@@ -34,6 +37,7 @@ pub(crate) struct Options {
     pub(crate) handshake_timeout: Duration,
     pub(crate) default_heartbeat_interval: Duration,
     pub(crate) outbox_capacity: Option<usize>,
+    pub(crate) cancel_grace: Duration,
 }
 
 impl Default for Options {
@@ -46,6 +50,7 @@ impl Default for Options {
             handshake_timeout: Duration::from_secs(10),
             default_heartbeat_interval: Duration::from_secs(10),
             outbox_capacity: None,
+            cancel_grace: Duration::from_secs(5),
         }
     }
 }
@@ -60,7 +65,11 @@ pub struct WorkerBuilder {
     bearer_token: Option<String>,
     tls: orbit_api::tls::ClientTls,
     options: Options,
+    on_session: Option<SessionHook>,
 }
+
+/// A callback run with the session id after each `Welcome`.
+pub(crate) type SessionHook = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl std::fmt::Debug for WorkerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -95,7 +104,8 @@ impl WorkerBuilder {
     }
 
     /// Registers the handler of task `name` at contract `version`. Registering the same
-    /// name and version again replaces the handler.
+    /// name and version again replaces the handler. Version `""` serves every version of
+    /// the task that has no handler of its own.
     ///
     /// A handler is any `Fn(TaskContext) -> impl Future<Output = Result<Value, TaskFailure>>`
     /// (an `async fn` or a closure returning an `async` block). A panic in it is reported as
@@ -115,6 +125,38 @@ impl WorkerBuilder {
         self.tasks.retain(|(t, _)| *t != task);
         self.tasks.push((task, handler));
         self
+    }
+
+    /// Registers a synchronous (blocking) handler of task `name` at contract `version`: it
+    /// runs on tokio's blocking thread pool, so it may do blocking IO or CPU work without
+    /// stalling the worker's session. Otherwise the same as [`WorkerBuilder::task`].
+    ///
+    /// A blocking handler cannot be stopped from outside: when the server cancels the task
+    /// it should poll [`TaskContext::is_cancelled`] and return (for example
+    /// `Err(TaskFailure::fatal(CANCELLED, ..))`) within the
+    /// [cancel grace](WorkerBuilder::cancel_grace); after that the worker reports `CANCELLED`
+    /// and frees the slot, while the thread runs on to its end and its result is discarded.
+    pub fn sync_task<F>(
+        self,
+        name: impl Into<String>,
+        version: impl Into<String>,
+        handler: F,
+    ) -> Self
+    where
+        F: Fn(TaskContext) -> Result<Value, TaskFailure> + Send + Sync + 'static,
+    {
+        let handler = Arc::new(handler);
+        self.task(name, version, move |ctx| {
+            let handler = Arc::clone(&handler);
+            async move {
+                match tokio::task::spawn_blocking(move || handler(ctx)).await {
+                    Ok(result) => result,
+                    // Re-raised here so the runner reports it like an async handler's panic.
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(e) => Err(TaskFailure::unhandled(e.to_string())),
+                }
+            }
+        })
     }
 
     /// Sends `authorization: Bearer <token>` with the session: the token of a `worker` (or
@@ -148,6 +190,25 @@ impl WorkerBuilder {
     /// acknowledged before aborting them. Default 30 s.
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.options.drain_timeout = timeout;
+        self
+    }
+
+    /// Calls `hook` with the session id each time a session is established (after the
+    /// server's `Welcome`, so also after every reconnect), for example to report readiness.
+    /// It runs on the session loop: keep it short.
+    pub fn on_session(mut self, hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.on_session = Some(Arc::new(hook));
+        self
+    }
+
+    /// How long a handler may take to return on its own once the server cancelled its task
+    /// (cooperative cancellation: the handler watches [`TaskContext::cancellation`] or
+    /// polls [`TaskContext::is_cancelled`], cleans up and returns; what it returns is
+    /// reported). After the grace the handler's future is dropped and the worker reports
+    /// `Fail{code: "CANCELLED", retryable: false}` itself. `Duration::ZERO` drops a handler
+    /// at its next await at once. Default 5 s.
+    pub fn cancel_grace(mut self, grace: Duration) -> Self {
+        self.options.cancel_grace = grace;
         self
     }
 
@@ -234,6 +295,7 @@ impl WorkerBuilder {
             max_concurrency: self.max_concurrency,
             bearer,
             options: self.options,
+            on_session: self.on_session,
         })
     }
 
@@ -259,36 +321,6 @@ fn endpoint(
         .keep_alive_while_idle(true))
 }
 
-/// TLS options from `ORBIT_TLS_CA`, `ORBIT_TLS_CLIENT_CERT` and `ORBIT_TLS_CLIENT_KEY`
-/// (unset or empty: none), the same variables the `orbit` CLI reads.
-#[must_use]
-pub fn tls_from_env() -> orbit_api::tls::ClientTls {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(Into::into);
-    orbit_api::tls::ClientTls {
-        ca: var("ORBIT_TLS_CA"),
-        cert: var("ORBIT_TLS_CLIENT_CERT"),
-        key: var("ORBIT_TLS_CLIENT_KEY"),
-    }
-}
-
-/// The bearer token from `ORBIT_TOKEN` (unset or empty: none), the variable the `orbit`
-/// CLI and `orbit bench` read for `--token`.
-#[must_use]
-pub fn token_from_env() -> Option<String> {
-    std::env::var("ORBIT_TOKEN").ok().filter(|t| !t.is_empty())
-}
-
-/// `<hostname>-<pid>`, or `rust-worker-<pid>` without a host name.
-fn default_worker_id() -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "rust-worker".into());
-    format!("{host}-{}", std::process::id())
-}
-
 impl Worker {
     /// Starts configuring a worker that connects to `endpoint` (`host:port`, or a URI such
     /// as `http://host:port`). Several frontends may be given, separated by commas: the
@@ -303,6 +335,7 @@ impl Worker {
             bearer_token: token_from_env(),
             tls: tls_from_env(),
             options: Options::default(),
+            on_session: None,
         }
     }
 }
@@ -319,8 +352,8 @@ mod tests {
         assert!(ok(Worker::builder("127.0.0.1:7233")).worker_id("").build().is_err());
         assert!(ok(Worker::builder("127.0.0.1:7233")).worker_id("x".repeat(257)).build().is_err());
         let w = ok(Worker::builder("127.0.0.1:7233")).worker_id("w1").build().unwrap();
-        assert_eq!(w.hello.runtime, "rust");
-        assert!(w.hello.sdk.starts_with("orbit-worker/"));
+        assert!(w.hello.runtime.starts_with("rust"), "{}", w.hello.runtime);
+        assert_eq!(w.hello.sdk, format!("orbit-rust {}", env!("CARGO_PKG_VERSION")));
         assert_eq!(w.hello.tasks, vec![TaskRef { name: "t".into(), version: "1".into() }]);
         assert_eq!(w.endpoint().uri().to_string(), "http://127.0.0.1:7233/");
         assert!(ok(Worker::builder(" , ")).build().is_err(), "no endpoint");

@@ -39,7 +39,7 @@
 //! 1. **Handshake.** Connect (HTTP/2, `host:port` or an `http://`/`https://` URI — or several,
 //!    comma-separated, tried in turn: a failed connection or a broken stream moves to the
 //!    next frontend; optional `authorization: Bearer` metadata), open `Session` and send `Hello{worker_id, runtime:
-//!    "rust", sdk: "orbit-worker/<version>", tasks, max_concurrency, labels}` as the first
+//!    "rust <rustc version>", sdk: "orbit-rust <version>", tasks, max_concurrency, labels}` as the first
 //!    message. The first server message must be `Welcome` (within the handshake timeout);
 //!    its warnings are logged, its `heartbeat_interval` is used (a default when unset).
 //! 2. **Start of every stream.** If shutting down, send `Drain{}` first. Re-send every
@@ -48,9 +48,10 @@
 //!    stream starts with none, while tasks from an earlier stream keep running and keep
 //!    their slots).
 //! 3. **Tasks.** Each `Task` uses one credit and runs on its own tokio task with a
-//!    [`TaskContext`]. The handler is looked up by (task, version). Edge cases, each answered
-//!    with a `Fail` through the outbox: a task beyond the granted credits (a server bug) →
-//!    `WORKER_OVER_CAPACITY` (retryable, not run); no handler → `TASK_NOT_REGISTERED`
+//!    [`TaskContext`]. The handler is looked up by (task, version), then (task, `""`).
+//!    Edge cases, each answered with a `Fail` through the outbox: a task beyond the
+//!    granted credits (a server bug) → `WORKER_OVER_CAPACITY` (retryable, not run); no
+//!    handler → `TASK_NOT_REGISTERED`
 //!    (retryable, so another worker may take the retry). A token already running is ignored;
 //!    a token whose result is in the outbox gets that result again.
 //! 4. **Results.** A handler's `Ok(value)` becomes `Complete{token, output}` (`null` →
@@ -68,10 +69,12 @@
 //!    alive). [`TaskContext::heartbeat`] sends `Heartbeat{tokens: [its token], details}`
 //!    at once (dropped while disconnected).
 //! 7. **Cancel.** `Cancel{token, reason}` cancels the task's [`CancellationToken`]
-//!    ([`TaskContext::cancellation`]) and drops the handler's future; the worker then
-//!    reports `Fail{code: "CANCELLED", message: reason, retryable: false}` (recorded and
-//!    ignored by the server, but it resolves the token and frees the slot on both sides)
-//!    and grants the credit again. A `Cancel` for an unknown token is ignored.
+//!    ([`TaskContext::cancellation`]): the handler observes it cooperatively and has the
+//!    [cancel grace](WorkerBuilder::cancel_grace) to return; what it returns is reported.
+//!    After the grace the handler's future is dropped and the worker reports
+//!    `Fail{code: "CANCELLED", message: reason, retryable: false}`. Either result is
+//!    recorded and ignored by the server, but it resolves the token and frees the slot on
+//!    both sides; the credit is granted again. A `Cancel` for an unknown token is ignored.
 //! 8. **Ping.** Ignored: `worker.proto` says the worker does not answer it (HTTP/2
 //!    keepalives and the periodic heartbeat keep the connection observed).
 //! 9. **Shutdown.** When the `shutdown` token fires: send `Drain{}`, grant nothing more, let
@@ -94,18 +97,23 @@
 
 mod backoff;
 mod builder;
+pub mod client;
 mod credits;
+mod env;
 mod outbox;
 mod runner;
 mod session;
+mod signal;
 mod state;
 mod task;
 mod trace;
 mod value;
 mod worker;
 
-pub use builder::{tls_from_env, token_from_env, WorkerBuilder, RUNTIME, SDK};
+pub use builder::{WorkerBuilder, RUNTIME, SDK};
+pub use env::{tls_from_env, token_from_env};
 pub use orbit_api::tls::ClientTls;
+pub use signal::shutdown_on_signals;
 pub use task::{
     TaskContext, TaskFailure, CANCELLED, INVALID_INPUT, TASK_NOT_REGISTERED, UNHANDLED_EXCEPTION,
     WORKER_OVER_CAPACITY,

@@ -4,6 +4,7 @@
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
+use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use opentelemetry::trace::FutureExt as _;
@@ -18,12 +19,16 @@ use crate::task::{
 };
 use crate::value;
 
-/// Runs a handler on its own tokio task; the handler's future is dropped when `cancel`
-/// fires. Sends [`Event::Finished`] when done.
+/// Runs a handler on its own tokio task. When `cancel` fires the handler is told (through
+/// [`TaskContext::cancellation`]) and has `grace` to return on its own — its own result is
+/// then reported, typically a `CANCELLED` failure saying what it cleaned up; after `grace`
+/// its future is dropped and the worker reports `CANCELLED` itself. Sends
+/// [`Event::Finished`] when done.
 pub(crate) fn spawn_task(
     handler: Handler,
     ctx: TaskContext,
     cancel: CancellationToken,
+    grace: Duration,
     events: mpsc::UnboundedSender<Event>,
 ) -> AbortHandle {
     let token = ctx.token().to_owned();
@@ -32,20 +37,24 @@ pub(crate) fn spawn_task(
         // Calling the handler happens inside the guarded future, so a panic before its
         // first await is caught too. Inside the task span's context when traced.
         let in_span = trace.clone();
-        let run = AssertUnwindSafe(async move {
+        let mut run = std::pin::pin!(AssertUnwindSafe(async move {
             match in_span {
                 Some(cx) => handler(ctx).with_context(cx).await,
                 None => handler(ctx).await,
             }
         })
-        .catch_unwind();
+        .catch_unwind());
+        let ended = |result: std::thread::Result<_>| match result {
+            Ok(result) => Outcome::Returned(result),
+            Err(panic) => Outcome::Panicked(panic_message(panic.as_ref())),
+        };
         let outcome = tokio::select! {
             biased;
-            () = cancel.cancelled() => Outcome::Cancelled,
-            result = run => match result {
-                Ok(result) => Outcome::Returned(result),
-                Err(panic) => Outcome::Panicked(panic_message(panic.as_ref())),
+            () = cancel.cancelled() => match tokio::time::timeout(grace, &mut run).await {
+                Ok(result) => ended(result),
+                Err(_) => Outcome::Cancelled,
             },
+            result = &mut run => ended(result),
         };
         if let Some(cx) = &trace {
             crate::trace::finish(cx, &outcome);

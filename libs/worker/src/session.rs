@@ -154,6 +154,9 @@ impl Worker {
             ?heartbeat_interval,
             "worker session established"
         );
+        if let Some(hook) = &self.on_session {
+            hook(&welcome.session_id);
+        }
 
         if st.draining {
             send(Some(&out), Out::Drain(worker_message::Drain {}))?;

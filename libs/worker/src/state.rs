@@ -46,6 +46,8 @@ pub(crate) struct State {
     pub(crate) draining: bool,
     pub(crate) drain_deadline: Option<Instant>,
     events: mpsc::UnboundedSender<Event>,
+    /// How long a cancelled handler may take to return on its own.
+    cancel_grace: Duration,
 }
 
 impl State {
@@ -53,6 +55,7 @@ impl State {
         handlers: Arc<Handlers>,
         max_concurrency: u32,
         outbox_capacity: usize,
+        cancel_grace: Duration,
         events: mpsc::UnboundedSender<Event>,
     ) -> Self {
         Self {
@@ -63,6 +66,7 @@ impl State {
             draining: false,
             drain_deadline: None,
             events,
+            cancel_grace,
         }
     }
 
@@ -173,8 +177,13 @@ impl State {
             send(Some(out), result.clone())?;
             return self.grant(out);
         }
-        let Some(handler) = self.handlers.get(&(task.task.clone(), task.version.clone())).cloned()
-        else {
+        // A handler registered at version "" serves any version without its own handler.
+        let handler = self
+            .handlers
+            .get(&(task.task.clone(), task.version.clone()))
+            .or_else(|| self.handlers.get(&(task.task.clone(), String::new())))
+            .cloned();
+        let Some(handler) = handler else {
             warn!(%token, task = %task.task, version = %task.version, "no handler for task");
             let failure = TaskFailure::retryable(
                 TASK_NOT_REGISTERED,
@@ -185,7 +194,8 @@ impl State {
         };
         let cancel = CancellationToken::new();
         let ctx = TaskContext::new(&task, cancel.clone(), self.events.clone());
-        let abort = spawn_task(handler, ctx, cancel.clone(), self.events.clone());
+        let abort =
+            spawn_task(handler, ctx, cancel.clone(), self.cancel_grace, self.events.clone());
         self.credits.start();
         self.running.insert(token, Running { cancel, abort, cancel_reason: None });
         Ok(())

@@ -59,6 +59,7 @@ pub struct Worker {
     pub(crate) max_concurrency: u32,
     pub(crate) bearer: Option<MetadataValue<Ascii>>,
     pub(crate) options: Options,
+    pub(crate) on_session: Option<crate::builder::SessionHook>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -90,8 +91,13 @@ impl Worker {
             .options
             .outbox_capacity
             .unwrap_or_else(|| (self.max_concurrency as usize).saturating_mul(4).max(256));
-        let mut st =
-            State::new(Arc::clone(&self.handlers), self.max_concurrency, capacity, events_tx);
+        let mut st = State::new(
+            Arc::clone(&self.handlers),
+            self.max_concurrency,
+            capacity,
+            self.options.cancel_grace,
+            events_tx,
+        );
         let mut backoff = Backoff::new(self.options.backoff_initial, self.options.backoff_max);
         loop {
             if shutdown.is_cancelled() && !st.draining {

@@ -44,7 +44,8 @@ async fn cancelling_an_execution_cancels_the_task_in_the_workers_hands() {
             let seen = seen_tx.clone();
             async move {
                 let _ = seen.send("started");
-                // The worker library drops a cancelled handler's future: the guard tells.
+                // A handler that ignores the cancellation is dropped after the cancel grace
+                // (5 s by default): the guard tells.
                 let _guard = OnDrop(seen.clone());
                 tokio::time::sleep(Duration::from_secs(30)).await;
                 let _ = seen.send("timed out");

@@ -2,6 +2,8 @@
 //! `orbit dev`, one test per SDK: each runs the eight scenarios of
 //! `conformance/scenarios.rs` with that SDK's conformance worker as a child process.
 //!
+//! Rust: the `conformance-worker` example of `orbit-worker`, built by the test.
+//!
 //! Python: the package installed into a venv by scripts/test.sh (`target/py-venv`); the
 //! interpreter is `$ORBIT_PYTHON`, else `python3` (which must then import `orbit_worker`).
 //!
@@ -45,5 +47,30 @@ fn typescript() {
         &["-e", "import('./sdks/typescript/dist/index.js')"],
         "cd sdks/typescript && npm ci && npm run build (scripts/test.sh does it)",
     );
+    conformance::run_all(&spec);
+}
+
+/// Rust: the `conformance-worker` example of `orbit-worker`, built here (a no-op when up to
+/// date) in the profile of the `orbit` binary under test, and run from its target directory.
+#[test]
+fn rust() {
+    let root = repo_root();
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_orbit")).parent().expect("bin dir");
+    let mut build = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()));
+    build.current_dir(&root).args(["build", "-q", "-p", "orbit-worker", "--example"]);
+    build.arg("conformance-worker");
+    if bin_dir.ends_with("release") {
+        build.arg("--release");
+    }
+    let status = build.status().expect("run cargo build");
+    assert!(status.success(), "cargo build -p orbit-worker --example conformance-worker failed");
+    let spec = WorkerSpec {
+        program: bin_dir.join("examples").join("conformance-worker"),
+        args: vec![],
+        env: vec![],
+        cwd: root,
+        sdk: "orbit-rust",
+        runtime: "rust ",
+    };
     conformance::run_all(&spec);
 }

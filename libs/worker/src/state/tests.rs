@@ -26,6 +26,20 @@ fn handlers() -> Arc<Handlers> {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             Ok(Value::Null)
         })
+        .task("polite", "1", |ctx: TaskContext| async move {
+            // Cooperative: waits for the cancellation and answers it itself.
+            ctx.cancellation().cancelled().await;
+            Err(TaskFailure::fatal(CANCELLED, format!("observed after attempt {}", ctx.attempt())))
+        })
+        .task("any", "", |ctx: TaskContext| async move { Ok(json!(ctx.version())) })
+        .task("any", "2", |_ctx: TaskContext| async move { Ok(json!("own handler")) })
+        .sync_task("blocking", "1", |ctx: TaskContext| {
+            std::thread::sleep(Duration::from_millis(5));
+            match ctx.input().as_str() {
+                Some("panic") => panic!("sync kaboom"),
+                _ => Ok(json!({"echo": ctx.input().clone()})),
+            }
+        })
         .build()
         .expect("valid worker");
     worker.handlers
@@ -39,10 +53,15 @@ struct Harness {
 }
 
 impl Harness {
+    /// Cancelled handlers are dropped at once.
     fn new(max: u32) -> Self {
+        Self::with_grace(max, Duration::ZERO)
+    }
+
+    fn with_grace(max: u32, grace: Duration) -> Self {
         let (events_tx, events) = mpsc::unbounded_channel();
         let (out, sent) = mpsc::unbounded_channel();
-        Self { st: State::new(handlers(), max, 16, events_tx), events, out, sent }
+        Self { st: State::new(handlers(), max, 16, grace, events_tx), events, out, sent }
     }
 
     fn sent(&mut self) -> Vec<Out> {
@@ -171,6 +190,88 @@ async fn cancel_drops_the_handler_and_reports_cancelled() {
     assert_eq!(error.message, "execution cancelled");
     assert_eq!(sent[3], credits(1));
     assert!(h.st.running.is_empty());
+}
+
+#[tokio::test]
+async fn cancel_is_delivered_to_the_handler_which_reports_its_own_result() {
+    let mut h = Harness::with_grace(1, Duration::from_secs(30));
+    h.st.grant(&h.out).unwrap();
+    h.deliver("t1", "polite", Value::Null);
+    h.server(server_message::Kind::Cancel(server_message::Cancel {
+        token: "t1".into(),
+        reason: "execution cancelled".into(),
+    }));
+    h.next_finished().await;
+    let sent = h.sent();
+    let Out::Fail(fail) = &sent[1] else { panic!("expected fail, got {sent:?}") };
+    let error = fail.error.as_ref().unwrap();
+    assert_eq!((error.code.as_str(), error.retryable), (CANCELLED, false));
+    assert_eq!(error.message, "observed after attempt 1", "the handler's own answer");
+    assert_eq!(sent[2], credits(1));
+}
+
+#[tokio::test]
+async fn a_handler_ignoring_cancel_is_dropped_after_the_grace() {
+    let mut h = Harness::with_grace(1, Duration::from_millis(50));
+    h.st.grant(&h.out).unwrap();
+    h.deliver("t1", "slow", Value::Null);
+    h.server(server_message::Kind::Cancel(server_message::Cancel {
+        token: "t1".into(),
+        reason: "execution cancelled".into(),
+    }));
+    h.next_finished().await;
+    let sent = h.sent();
+    let Some(Out::Fail(fail)) = sent.iter().find(|m| matches!(m, Out::Fail(_))) else {
+        panic!("expected fail, got {sent:?}")
+    };
+    assert_eq!(fail.error.as_ref().unwrap().message, "execution cancelled");
+}
+
+#[tokio::test]
+async fn sync_handlers_report_results_and_panics() {
+    let mut h = Harness::new(2);
+    h.st.grant(&h.out).unwrap();
+    h.deliver("t1", "blocking", json!("x"));
+    h.next_finished().await;
+    h.deliver("t2", "blocking", json!("panic"));
+    h.next_finished().await;
+    let sent = h.sent();
+    let complete = sent.iter().find_map(|m| match m {
+        Out::Complete(c) if c.token == "t1" => Some(value::from_proto_opt(c.output.as_ref())),
+        _ => None,
+    });
+    assert_eq!(complete, Some(json!({"echo": "x"})), "{sent:?}");
+    let fail = sent.iter().find_map(|m| match m {
+        Out::Fail(f) if f.token == "t2" => f.error.clone(),
+        _ => None,
+    });
+    let fail = fail.expect("the panic is reported");
+    assert_eq!((fail.code.as_str(), fail.retryable), (UNHANDLED_EXCEPTION, true));
+    assert!(fail.message.contains("sync kaboom"), "{}", fail.message);
+}
+
+#[tokio::test]
+async fn a_handler_at_version_empty_serves_versions_without_their_own() {
+    let mut h = Harness::new(1);
+    h.st.grant(&h.out).unwrap();
+    let mut outputs = Vec::new();
+    for (token, version) in [("t1", "1"), ("t2", "2")] {
+        let task = server_message::Task {
+            token: token.into(),
+            task: "any".into(),
+            version: version.into(),
+            attempt: 1,
+            ..Default::default()
+        };
+        h.server(server_message::Kind::Task(task));
+        h.next_finished().await;
+        for m in h.sent() {
+            if let Out::Complete(c) = m {
+                outputs.push(value::from_proto_opt(c.output.as_ref()));
+            }
+        }
+    }
+    assert_eq!(outputs, vec![json!("1"), json!("own handler")]);
 }
 
 #[tokio::test]

@@ -69,7 +69,15 @@ pub(crate) async fn run(
             return;
         }
     };
-    tracing::info!(session = %session.id, worker_id = %session.worker_id, "worker session opened");
+    // The SDK and runtime tell an operator which client library (and version) a worker
+    // runs, for version compatibility questions; `ListWorkers` shows them too.
+    tracing::info!(
+        session = %session.id,
+        worker_id = %session.worker_id,
+        sdk = %hello.sdk,
+        runtime = %hello.runtime,
+        "worker session opened"
+    );
     let welcome = Welcome {
         session_id: session.id.clone(),
         heartbeat_interval: Some(ms_to_duration(

@@ -1,0 +1,347 @@
+//! A typed client for the public `orbit.v1.WorkflowService`: start an execution, signal,
+//! query and update it, cancel it, describe it, read or watch its history, and wait for its
+//! result — with JSON payloads (`serde_json::Value`) instead of `google.protobuf.Value`.
+//!
+//! A thin layer over the generated tonic client ([`Client::raw`] hands it out for anything
+//! not covered here, such as listing executions or registering workflows): each method is
+//! one RPC, and errors are the server's [`tonic::Status`] (its `orbit-code` metadata
+//! carries the stable error code, docs/errors.md).
+//!
+//! ```no_run
+//! use orbit_worker::client::Client;
+//! use serde_json::json;
+//!
+//! # async fn demo() -> Result<(), orbit_worker::client::ClientError> {
+//! let client = Client::connect("127.0.0.1:7233").await?;
+//! let started = client.start("hello", Some("hello-ada"), json!({"name": "Ada"})).await?;
+//! let result = client.result(&started.execution_id).await?;
+//! assert_eq!(result.output, json!({"greeting": "Hello, Ada!"}));
+//! # Ok(())
+//! # }
+//! ```
+
+use std::time::Duration;
+
+use orbit_api::tls::ClientTls;
+use orbit_api::v1 as pb;
+use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
+use serde_json::Value;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+use tonic::{Request, Status, Streaming};
+
+use crate::env::{tls_from_env, token_from_env};
+use crate::value;
+
+/// Large histories may exceed tonic's 4 MiB default message size.
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Adds `authorization: Bearer <token>` to every call when a token is set.
+#[derive(Clone, Debug)]
+pub struct Bearer(Option<MetadataValue<Ascii>>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(bearer) = &self.0 {
+            request.metadata_mut().insert("authorization", bearer.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// The generated client with the bearer interceptor, as [`Client::raw`] returns it.
+pub type RawClient = WorkflowServiceClient<InterceptedService<Channel, Bearer>>;
+
+/// Why a [`Client`] call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// An invalid address, TLS option or token.
+    #[error("invalid client configuration: {0}")]
+    Config(String),
+    /// The server could not be reached.
+    #[error("cannot connect: {0}")]
+    Connect(#[from] tonic::transport::Error),
+    /// The server answered with an error status.
+    #[error("{}: {}", .0.code(), .0.message())]
+    Status(Box<Status>),
+    /// A watch stream ended before the execution's result.
+    #[error("the watch stream ended before the result")]
+    WatchEnded,
+}
+
+impl From<Status> for ClientError {
+    fn from(status: Status) -> Self {
+        Self::Status(Box::new(status))
+    }
+}
+
+impl ClientError {
+    /// The server's status, when the call got one.
+    #[must_use]
+    pub fn status(&self) -> Option<&Status> {
+        match self {
+            Self::Status(status) => Some(status),
+            _ => None,
+        }
+    }
+}
+
+/// How a run ended, with its output or error as JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionResult {
+    /// The execution id.
+    pub execution_id: String,
+    /// The run the result belongs to.
+    pub run: u32,
+    /// `Completed`, `Failed`, `Cancelled`, `TimedOut`, `Terminated` or `ContinuedAsNew`.
+    pub status: pb::ExecutionStatus,
+    /// The output of a completed run (`null` otherwise).
+    pub output: Value,
+    /// The error of a run that did not complete.
+    pub error: Option<pb::TaskError>,
+}
+
+impl From<pb::ExecutionResult> for ExecutionResult {
+    fn from(r: pb::ExecutionResult) -> Self {
+        Self {
+            status: r.status(),
+            execution_id: r.execution_id,
+            run: r.run,
+            output: value::from_proto_opt(r.output.as_ref()),
+            error: r.error,
+        }
+    }
+}
+
+/// A client of `WorkflowService`. Cheap to clone; clones share the connection.
+#[derive(Clone, Debug)]
+pub struct Client {
+    inner: RawClient,
+}
+
+impl Client {
+    /// Connects to `address` (`host:port` or a URI) with the TLS options and token of the
+    /// environment (`ORBIT_TLS_CA`, `ORBIT_TLS_CLIENT_CERT`, `ORBIT_TLS_CLIENT_KEY`,
+    /// `ORBIT_TOKEN`), as the worker and the `orbit` CLI read them.
+    ///
+    /// # Errors
+    ///
+    /// An invalid address or option, or an unreachable server.
+    pub async fn connect(address: &str) -> Result<Self, ClientError> {
+        Self::connect_with(address, &tls_from_env(), token_from_env().as_deref()).await
+    }
+
+    /// Connects to `address` with explicit TLS options (a CA for TLS, plus a client
+    /// certificate and key for mutual TLS) and bearer token.
+    ///
+    /// # Errors
+    ///
+    /// An invalid address, option or token, or an unreachable server.
+    pub async fn connect_with(
+        address: &str,
+        tls: &ClientTls,
+        token: Option<&str>,
+    ) -> Result<Self, ClientError> {
+        let bearer = token
+            .map(|t| format!("Bearer {t}").parse::<MetadataValue<Ascii>>())
+            .transpose()
+            .map_err(|_| ClientError::Config("the token must be printable ASCII".into()))?;
+        let channel = tls
+            .endpoint(address)
+            .map_err(ClientError::Config)?
+            .connect_timeout(Duration::from_secs(5))
+            .connect()
+            .await?;
+        Ok(Self::from_channel(channel, bearer))
+    }
+
+    fn from_channel(channel: Channel, bearer: Option<MetadataValue<Ascii>>) -> Self {
+        let inner = WorkflowServiceClient::with_interceptor(channel, Bearer(bearer))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES);
+        Self { inner }
+    }
+
+    /// The generated tonic client underneath, for the RPCs this type does not wrap.
+    #[must_use]
+    pub fn raw(&self) -> RawClient {
+        self.inner.clone()
+    }
+
+    /// Starts an execution of the newest version of `workflow` with `input`. With an
+    /// `execution_id`, starting the same id again returns the existing run
+    /// (`created: false`) instead of a second one; without, the server picks an id.
+    ///
+    /// # Errors
+    ///
+    /// The server's status (`NOT_FOUND` for an unknown workflow, `INVALID_ARGUMENT` for an
+    /// input that breaks the workflow's contract, ...).
+    pub async fn start(
+        &self,
+        workflow: &str,
+        execution_id: Option<&str>,
+        input: Value,
+    ) -> Result<pb::StartExecutionResponse, ClientError> {
+        let request = pb::StartExecutionRequest {
+            workflow: workflow.into(),
+            version: String::new(),
+            input: value::to_proto_opt(&input),
+            execution_id: execution_id.unwrap_or_default().into(),
+        };
+        Ok(self.inner.clone().start_execution(request).await?.into_inner())
+    }
+
+    /// Sends signal `name` with `payload` to the execution's current run; returns the
+    /// sequence number of the recorded `SignalReceived` event.
+    ///
+    /// # Errors
+    ///
+    /// The server's status.
+    pub async fn signal(
+        &self,
+        execution_id: &str,
+        name: &str,
+        payload: Value,
+    ) -> Result<u64, ClientError> {
+        let request = pb::SignalExecutionRequest {
+            execution_id: execution_id.into(),
+            name: name.into(),
+            payload: value::to_proto_opt(&payload),
+            request_id: String::new(),
+        };
+        Ok(self.inner.clone().signal_execution(request).await?.into_inner().seq)
+    }
+
+    /// Evaluates query `name` on the execution's current state (read-only).
+    ///
+    /// # Errors
+    ///
+    /// The server's status.
+    pub async fn query(&self, execution_id: &str, name: &str) -> Result<Value, ClientError> {
+        let request = pb::QueryExecutionRequest {
+            execution_id: execution_id.into(),
+            name: name.into(),
+            run: 0,
+        };
+        let response = self.inner.clone().query_execution(request).await?.into_inner();
+        Ok(value::from_proto_opt(response.result.as_ref()))
+    }
+
+    /// Sends update `name` with `args` and waits for its result (validated and applied by
+    /// the workflow, or refused with the status the update's validation gives).
+    ///
+    /// # Errors
+    ///
+    /// The server's status.
+    pub async fn update(
+        &self,
+        execution_id: &str,
+        name: &str,
+        args: Value,
+    ) -> Result<Value, ClientError> {
+        let request = pb::UpdateExecutionRequest {
+            execution_id: execution_id.into(),
+            name: name.into(),
+            args: value::to_proto_opt(&args),
+            request_id: String::new(),
+        };
+        let response = self.inner.clone().update_execution(request).await?.into_inner();
+        Ok(value::from_proto_opt(response.result.as_ref()))
+    }
+
+    /// Requests cancellation of the execution's current run (compensation and `on`
+    /// handlers run first; the run then ends `CANCELLED`). Returns the sequence number of
+    /// the recorded `CancelRequested` event.
+    ///
+    /// # Errors
+    ///
+    /// The server's status (`FAILED_PRECONDITION` for a closed run).
+    pub async fn cancel(&self, execution_id: &str, reason: &str) -> Result<u64, ClientError> {
+        let request = pb::CancelExecutionRequest {
+            execution_id: execution_id.into(),
+            reason: reason.into(),
+            request_id: String::new(),
+        };
+        Ok(self.inner.clone().cancel_execution(request).await?.into_inner().seq)
+    }
+
+    /// Describes the execution's current run: its status, units, pending work and result.
+    ///
+    /// # Errors
+    ///
+    /// The server's status (`NOT_FOUND` for an unknown id).
+    pub async fn describe(
+        &self,
+        execution_id: &str,
+    ) -> Result<pb::ExecutionDescription, ClientError> {
+        let request = pb::DescribeExecutionRequest { execution_id: execution_id.into(), run: 0 };
+        let response = self.inner.clone().describe_execution(request).await?.into_inner();
+        response.execution.ok_or_else(|| {
+            ClientError::Status(Box::new(Status::internal("describe answered without a run")))
+        })
+    }
+
+    /// The full history of the execution's current run, every page.
+    ///
+    /// # Errors
+    ///
+    /// The server's status.
+    pub async fn history(&self, execution_id: &str) -> Result<Vec<pb::HistoryEvent>, ClientError> {
+        let mut events = Vec::new();
+        let mut page_token = String::new();
+        loop {
+            let request = pb::GetHistoryRequest {
+                execution_id: execution_id.into(),
+                run: 0,
+                page_size: 1000,
+                page_token,
+            };
+            let page = self.inner.clone().get_history(request).await?.into_inner();
+            events.extend(page.events);
+            if page.next_page_token.is_empty() {
+                return Ok(events);
+            }
+            page_token = page.next_page_token;
+        }
+    }
+
+    /// Watches the execution's current run: every history event after `after_seq` (0: from
+    /// the start), live, then the result, after which the server ends the stream.
+    ///
+    /// # Errors
+    ///
+    /// The server's status.
+    pub async fn watch(
+        &self,
+        execution_id: &str,
+        after_seq: u64,
+    ) -> Result<Streaming<pb::WatchExecutionResponse>, ClientError> {
+        let request = pb::WatchExecutionRequest {
+            execution_id: execution_id.into(),
+            after_seq,
+            ..Default::default()
+        };
+        Ok(self.inner.clone().watch_execution(request).await?.into_inner())
+    }
+
+    /// Waits for the execution's current run to end and returns its result.
+    ///
+    /// # Errors
+    ///
+    /// The server's status, or [`ClientError::WatchEnded`] when the stream ended first.
+    pub async fn result(&self, execution_id: &str) -> Result<ExecutionResult, ClientError> {
+        let request = pb::WatchExecutionRequest {
+            execution_id: execution_id.into(),
+            result_only: true,
+            ..Default::default()
+        };
+        let mut stream = self.inner.clone().watch_execution(request).await?.into_inner();
+        while let Some(message) = stream.message().await? {
+            if let Some(pb::watch_execution_response::Kind::Result(result)) = message.kind {
+                return Ok(result.into());
+            }
+        }
+        Err(ClientError::WatchEnded)
+    }
+}
