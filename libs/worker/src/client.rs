@@ -245,6 +245,7 @@ impl Client {
             name: name.into(),
             args: value::to_proto_opt(&args),
             request_id: String::new(),
+            start: None,
         };
         let response = self.inner.clone().update_execution(request).await?.into_inner();
         Ok(value::from_proto_opt(response.result.as_ref()))
