@@ -58,6 +58,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "schedules",
         sql: include_str!("../migrations/0008_schedules.sql"),
     },
+    Migration {
+        version: 9,
+        name: "node_sessions",
+        sql: include_str!("../migrations/0009_node_sessions.sql"),
+    },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).
