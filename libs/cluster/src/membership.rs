@@ -7,6 +7,10 @@
 //! logged and retried at the next tick; the node simply looks dead to the others meanwhile.
 //! On a clean shutdown the node deletes its row, so owners take over its work at once
 //! instead of after the timeout.
+//!
+//! A node may report something with each beat ([`Membership::report_with`]): a frontend
+//! writes a summary of its worker sessions into its row, so the others learn it from the
+//! write the beat does anyway instead of asking on a timer of their own.
 
 use orbit_store::{MembershipStore, NodeInfo, NodeRow, StoreError};
 use std::sync::{Arc, RwLock};
@@ -31,6 +35,9 @@ pub struct MembershipConfig {
     pub node_timeout_ms: u64,
 }
 
+/// Produces what a node reports with each beat (see [`NodeInfo::sessions`]).
+pub type Report = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
 /// This node's membership. Cheap to clone.
 #[derive(Clone)]
 pub struct Membership {
@@ -45,6 +52,8 @@ struct Inner {
     owners: RwLock<Vec<NodeRow>>,
     /// When the last beat reached the store (process clock), for readiness.
     last_beat: std::sync::Mutex<Option<std::time::Instant>>,
+    /// Called at each beat for the row's `sessions`; none: the node reports nothing.
+    report: RwLock<Option<Report>>,
 }
 
 impl Membership {
@@ -57,6 +66,7 @@ impl Membership {
             service: config.service,
             incarnation: new_incarnation(),
             addr: config.addr,
+            sessions: None,
         };
         Membership {
             inner: Arc::new(Inner {
@@ -66,6 +76,7 @@ impl Membership {
                 node_timeout_ms: config.node_timeout_ms,
                 owners: RwLock::new(Vec::new()),
                 last_beat: std::sync::Mutex::new(None),
+                report: RwLock::new(None),
             }),
         }
     }
@@ -94,6 +105,14 @@ impl Membership {
         &self.inner.store
     }
 
+    /// Makes every later beat write `report()` into this node's row (a frontend: its worker
+    /// sessions). Called once per beat, so the others see it at most one interval late.
+    pub fn report_with(&self, report: Report) {
+        if let Ok(mut slot) = self.inner.report.write() {
+            *slot = Some(report);
+        }
+    }
+
     /// Heartbeats once, then refreshes the cached live owners.
     ///
     /// # Errors
@@ -101,7 +120,16 @@ impl Membership {
     pub async fn beat(&self) -> Result<(), StoreError> {
         let gauge =
             orbit_metrics::get().node_membership.with_label_values(&[&self.inner.info.service]);
-        if let Err(e) = self.inner.store.heartbeat_node(&self.inner.info).await {
+        let report = self.inner.report.read().ok().and_then(|r| r.clone());
+        let beat = match report {
+            Some(report) => {
+                let mut info = self.inner.info.clone();
+                info.sessions = report();
+                self.inner.store.heartbeat_node(&info).await
+            }
+            None => self.inner.store.heartbeat_node(&self.inner.info).await,
+        };
+        if let Err(e) = beat {
             gauge.set(0);
             return Err(e);
         }
@@ -248,6 +276,26 @@ mod tests {
             r.await.expect("run");
         }
         assert!(store.list_nodes().await.expect("nodes").is_empty(), "both rows removed");
+    }
+
+    #[tokio::test]
+    async fn each_beat_writes_the_current_report() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = store(&dir).await;
+        let f = Membership::new(store.clone(), config("frontend-1", "frontend"));
+        let count = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        f.report_with(Arc::new({
+            let count = count.clone();
+            move || {
+                let n = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                Some(format!("beat {n}"))
+            }
+        }));
+        let row = || async { store.list_nodes().await.expect("nodes").remove(0).sessions };
+        f.beat().await.expect("beat");
+        assert_eq!(row().await.as_deref(), Some("beat 1"));
+        f.beat().await.expect("beat");
+        assert_eq!(row().await.as_deref(), Some("beat 2"), "each beat asks again");
     }
 
     #[tokio::test]

@@ -386,6 +386,7 @@ mod tests {
             service: "owner".into(),
             incarnation: "1".into(),
             addr: Some(format!("127.0.0.1:{port}")),
+            sessions: None,
         };
         store.heartbeat_node(&dead).await.expect("beat");
         m.beat().await.expect("beat");

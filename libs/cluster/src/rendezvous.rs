@@ -48,6 +48,7 @@ mod tests {
             addr: Some(format!("{id}:7234")),
             heartbeat_at_ms: 0,
             started_at_ms: 0,
+            sessions: None,
         }
     }
 

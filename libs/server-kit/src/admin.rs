@@ -1,5 +1,6 @@
 //! The admin HTTP port every Orbit process serves beside its gRPC port (HTTP/1.1, plain
-//! text; bind it to a private address):
+//! text by default, bind it to a private address; or HTTPS with the gRPC port's reloading
+//! certificate, see [`serve_admin_tls`]):
 //!
 //! - `GET /metrics`: every `orbit_*` metric in the Prometheus text format;
 //! - `GET /healthz`: 200 `{"status":"ok"}` while the process runs (liveness);
@@ -27,6 +28,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::readiness::{Readiness, ReadyState};
+use crate::tls::{ReloadingConfig, HANDSHAKE_TIMEOUT};
 
 /// The largest request body extra routes receive (a bigger one is answered 413).
 pub const MAX_ADMIN_BODY: usize = 4 << 20;
@@ -74,8 +76,22 @@ pub async fn serve_admin_with(
     extra: AdminSlot,
     shutdown: CancellationToken,
 ) {
+    serve_admin_tls(listener, readiness, extra, None, shutdown).await;
+}
+
+/// [`serve_admin_with`], over TLS when `tls` is given: each connection's handshake takes the
+/// config current at that moment (a reloaded certificate applies to new connections) and
+/// runs in the connection's own task, bounded by [`HANDSHAKE_TIMEOUT`], so a slow or
+/// plain-text client never holds up the accept loop.
+pub async fn serve_admin_tls(
+    listener: TcpListener,
+    readiness: Option<Readiness>,
+    extra: AdminSlot,
+    tls: Option<Arc<ReloadingConfig>>,
+    shutdown: CancellationToken,
+) {
     let addr = listener.local_addr().ok();
-    tracing::info!(?addr, "admin http serving");
+    tracing::info!(?addr, tls = tls.is_some(), "admin http serving");
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
@@ -92,6 +108,7 @@ pub async fn serve_admin_with(
         let readiness = readiness.clone();
         let extra = extra.clone();
         let stop = shutdown.clone();
+        let acceptor = tls.as_ref().map(|t| tokio_rustls::TlsAcceptor::from(t.current()));
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let readiness = readiness.clone();
@@ -108,14 +125,35 @@ pub async fn serve_admin_with(
                     })
                 }
             });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                () = stop.cancelled() => conn.as_mut().graceful_shutdown(),
+            match acceptor {
+                None => serve_connection(stream, service, stop).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => serve_connection(tls, service, stop).await,
+                        Ok(Err(e)) => {
+                            tracing::info!(%peer, error = %e, "admin tls handshake refused");
+                        }
+                        Err(_) => tracing::info!(%peer, "admin tls handshake timed out"),
+                    }
+                }
             }
         });
+    }
+}
+
+/// Serves HTTP/1.1 on one connection until it ends or `stop` (then gracefully).
+async fn serve_connection<I, S>(io: I, service: S, stop: CancellationToken)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::HttpService<Incoming, ResBody = Full<Bytes>>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conn =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        () = stop.cancelled() => conn.as_mut().graceful_shutdown(),
     }
 }
 

@@ -33,7 +33,8 @@ pub mod tls;
 pub mod validate;
 
 pub use admin::{
-    serve_admin, serve_admin_with, AdminRequest, AdminResponse, AdminRoutes, AdminSlot,
+    serve_admin, serve_admin_tls, serve_admin_with, AdminRequest, AdminResponse, AdminRoutes,
+    AdminSlot,
 };
 pub use error::{ErrorCode, FieldViolation, GrpcCode, OrbitError, UnknownErrorCode};
 pub use gate::RequestGate;

@@ -105,6 +105,19 @@ fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
 ///
 /// A file is unreadable or invalid, or the key does not match the certificate.
 pub fn load(files: &TlsFiles) -> Result<ServerConfig, TlsError> {
+    build(files, Protocol::Grpc)
+}
+
+/// What a [`ReloadingConfig`] serves, which decides its ALPN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    /// gRPC: HTTP/2 only.
+    Grpc,
+    /// The admin HTTP port: HTTP/1.1 (browsers and Prometheus offer it).
+    Https,
+}
+
+fn build(files: &TlsFiles, protocol: Protocol) -> Result<ServerConfig, TlsError> {
     let chain = certs(&files.cert)?;
     let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| file_error(&files.key, e))?;
     let builder = ServerConfig::builder();
@@ -121,8 +134,12 @@ pub fn load(files: &TlsFiles) -> Result<ServerConfig, TlsError> {
         }
     };
     let mut config = builder.with_single_cert(chain, key)?;
-    // gRPC is HTTP/2 only.
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = match protocol {
+        // gRPC is HTTP/2 only.
+        Protocol::Grpc => vec![b"h2".to_vec()],
+        // The admin port serves HTTP/1.1 only; a client offering h2 too still agrees.
+        Protocol::Https => vec![b"http/1.1".to_vec()],
+    };
     Ok(config)
 }
 
@@ -130,6 +147,7 @@ pub fn load(files: &TlsFiles) -> Result<ServerConfig, TlsError> {
 #[derive(Debug)]
 pub struct ReloadingConfig {
     files: TlsFiles,
+    protocol: Protocol,
     current: RwLock<Arc<ServerConfig>>,
     stamp: RwLock<Vec<Option<SystemTime>>>,
 }
@@ -141,10 +159,27 @@ impl ReloadingConfig {
     ///
     /// As [`load`].
     pub fn new(files: TlsFiles) -> Result<Arc<Self>, TlsError> {
-        let config = load(&files)?;
+        Self::with_protocol(files, Protocol::Grpc)
+    }
+
+    /// The config of the admin HTTP port (`--admin-tls`): the same certificate and key,
+    /// reloaded the same way, offering HTTP/1.1. It asks for no client certificate even
+    /// when `files` names a client CA: browsers and scrapers reach the console and the
+    /// probes with the console's token, or none, not with a client certificate.
+    ///
+    /// # Errors
+    ///
+    /// As [`load`].
+    pub fn new_https(files: TlsFiles) -> Result<Arc<Self>, TlsError> {
+        Self::with_protocol(TlsFiles { client_ca: None, ..files }, Protocol::Https)
+    }
+
+    fn with_protocol(files: TlsFiles, protocol: Protocol) -> Result<Arc<Self>, TlsError> {
+        let config = build(&files, protocol)?;
         let stamp = stamps(&files);
         Ok(Arc::new(Self {
             files,
+            protocol,
             current: RwLock::new(Arc::new(config)),
             stamp: RwLock::new(stamp),
         }))
@@ -163,7 +198,7 @@ impl ReloadingConfig {
     /// As [`load`].
     pub fn reload(&self) -> Result<(), TlsError> {
         *self.stamp.write().unwrap_or_else(PoisonError::into_inner) = stamps(&self.files);
-        let config = load(&self.files)?;
+        let config = build(&self.files, self.protocol)?;
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
         Ok(())
     }

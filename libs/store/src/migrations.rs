@@ -63,6 +63,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "task_language",
         sql: include_str!("../migrations/0009_task_language.sql"),
     },
+    Migration {
+        version: 10,
+        name: "node_sessions",
+        sql: include_str!("../migrations/0010_node_sessions.sql"),
+    },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).

@@ -345,6 +345,9 @@ pub struct NodeInfo {
     pub incarnation: String,
     /// The address other services reach it at (`host:port`), if it serves one.
     pub addr: Option<String>,
+    /// What the node reports with this beat (a frontend: a JSON summary of its live worker
+    /// sessions); stored as given, replacing the previous beat's.
+    pub sessions: Option<String>,
 }
 
 /// A `nodes` row. Times come from the store's clock (the database clock on PostgreSQL).
@@ -362,6 +365,8 @@ pub struct NodeRow {
     pub heartbeat_at_ms: u64,
     /// Start of the current incarnation, epoch milliseconds.
     pub started_at_ms: u64,
+    /// What the node reported with its last beat ([`NodeInfo::sessions`]).
+    pub sessions: Option<String>,
 }
 
 /// A root tree whose owner is not live: takeover work.

@@ -95,6 +95,7 @@ macro_rules! every_case {
             queue_backlog_counts_queued_rows_per_task,
             commit_all_applies_batches_of_one_execution_in_order,
             nodes_heartbeat_and_go_stale,
+            node_sessions_follow_each_beat,
             a_new_incarnation_resets_started_at,
             pending_inbox_owned_is_the_nodes_and_the_also_entries,
             owned_executions_exclude_closed_ones,

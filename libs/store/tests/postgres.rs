@@ -495,6 +495,7 @@ async fn a_server_restart_heals_without_help() {
         service: "owner".into(),
         incarnation: "i".into(),
         addr: None,
+        sessions: None,
     };
     for n in 0..4 {
         store.heartbeat_node(&node(n)).await.unwrap(); // several pooled connections in use

@@ -46,9 +46,10 @@ export async function workers(main) {
     const rows = all.map((w) => `<tr><td class="mono">${esc(w.workerId)}</td><td>${w.online ? '<span class="badge s-COMPLETED">ONLINE</span>' : '<span class="badge">OFFLINE</span>'}</td>
       <td>${esc(w.sdk)} ${esc(w.runtime)}</td><td>${w.tasks.map((t) => `${esc(t.name)}${t.version ? `@${esc(t.version)}` : ''}`).join(', ')}</td>
       <td>${esc(w.inFlight)} / ${esc(w.maxConcurrency)}</td><td>${esc(when(w.lastSeenAt))}</td>
-      <td>${w.sessions.map((s) => `<div class="mono">${esc(s.sessionId.slice(0, 12))} on ${esc(s.frontendNodeId)} · since ${esc(when(s.connectedAt))} · ${esc(s.inFlight)} in flight, ${esc(s.credits)} credits${s.draining ? ' · draining' : ''}</div>`).join('')}</td></tr>`).join('');
-    return all.length ? `<table id="workers"><thead><tr><th>Worker</th><th>State</th><th>SDK</th><th>Tasks</th><th>In flight / max</th><th>Last heartbeat</th><th>Sessions</th></tr></thead><tbody>${rows}</tbody></table>
-      <p class="muted">Sessions held by the frontend serving this console.</p>` : '<p class="muted">No workers connected to this frontend.</p>';
+      <td class="mono frontend">${[...new Set(w.sessions.map((s) => s.frontendNodeId))].map(esc).join(', ')}</td>
+      <td>${w.sessions.map((s) => `<div class="mono">${esc(s.sessionId.slice(0, 12))} on ${esc(s.frontendNodeId)}${s.identity ? ` as ${esc(s.identity)}` : ''} · since ${esc(when(s.connectedAt))} · ${esc(s.inFlight)} in flight, ${esc(s.credits)} credits${s.draining ? ' · draining' : ''}</div>`).join('')}</td></tr>`).join('');
+    return all.length ? `<table id="workers"><thead><tr><th>Worker</th><th>State</th><th>SDK</th><th>Tasks</th><th>In flight / max</th><th>Last heartbeat</th><th>Frontend</th><th>Sessions</th></tr></thead><tbody>${rows}</tbody></table>
+      <p class="muted">Workers of every live frontend; another frontend's sessions are as of its last heartbeat.</p>` : '<p class="muted">No workers connected.</p>';
   });
 }
 

@@ -273,6 +273,14 @@ impl Frontend {
         sampler::run(self.shared.clone(), interval, shutdown).await;
     }
 
+    /// A compact JSON summary of the worker sessions open on this frontend (`None`: none),
+    /// for its membership heartbeat to write, so `ListWorkers` on every frontend lists them
+    /// (`orbit_cluster::Membership::report_with`).
+    #[must_use]
+    pub fn sessions_report(&self) -> Option<String> {
+        admin::sessions_report(&self.shared.config.node_id, &self.shared.sessions.snapshot())
+    }
+
     /// Worker sessions currently open on this frontend.
     #[must_use]
     pub fn open_sessions(&self) -> usize {

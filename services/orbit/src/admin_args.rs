@@ -7,8 +7,15 @@
 //! gRPC on port 0 it is port 0 too. When that derived port is taken the process logs it
 //! and serves the admin port on a free one instead (an explicit `--admin-listen` that
 //! cannot be bound stops the start). The bound address is printed on stderr.
+//!
+//! The port speaks plain HTTP unless `--admin-tls`, which serves it over HTTPS with the gRPC
+//! port's certificate (`--tls-cert`/`--tls-key`, reloaded the same way). It is off by default
+//! so existing probes and scrapes keep working; with identities and TLS on and the admin port
+//! not on loopback, a warning says the console's token crosses it in clear.
 
+use crate::tls_args::TlsArgs;
 use orbit_cluster::Membership;
+use orbit_server_kit::tls::ReloadingConfig;
 use orbit_server_kit::{AdminSlot, Probe, Readiness};
 use orbit_store::Migrations;
 use std::future::Future;
@@ -31,12 +38,57 @@ pub struct AdminArgs {
     /// Example: --admin-listen 0.0.0.0:9233
     #[arg(long, env = "ORBIT_ADMIN_LISTEN", value_name = "HOST:PORT|off")]
     pub admin_listen: Option<String>,
+    /// Serve the admin port over HTTPS with the --tls-cert/--tls-key of the gRPC port
+    /// (reloaded with it; no client certificate asked). Needs --tls-cert. Off by default:
+    /// probes and Prometheus scrapes then need `https://` and the CA.
+    /// Example: --admin-tls
+    #[arg(long, env = "ORBIT_ADMIN_TLS")]
+    pub admin_tls: bool,
+}
+
+/// The bound admin port and, with `--admin-tls`, its TLS config.
+pub struct AdminPort {
+    pub listener: TcpListener,
+    pub tls: Option<Arc<ReloadingConfig>>,
 }
 
 impl AdminArgs {
-    /// Binds the admin port for a gRPC server bound at `grpc` (`Ok(None)`: turned off);
-    /// an `Err` is the exit code, after saying why on stderr.
-    pub async fn bind(&self, grpc: SocketAddr) -> Result<Option<TcpListener>, ExitCode> {
+    /// Binds the admin port for a gRPC server bound at `grpc` (`Ok(None)`: turned off),
+    /// served with `tls` (the gRPC port's) when `--admin-tls`. `auth` says whether
+    /// identities are enforced, for the warning about a console token in clear. An `Err` is
+    /// the exit code, after saying why on stderr.
+    pub async fn bind(
+        &self,
+        grpc: SocketAddr,
+        tls: &TlsArgs,
+        auth: bool,
+    ) -> Result<Option<AdminPort>, ExitCode> {
+        let files = tls.files();
+        if self.admin_tls && files.is_none() {
+            eprintln!("error: --admin-tls needs --tls-cert and --tls-key");
+            return Err(ExitCode::from(2));
+        }
+        let Some(listener) = self.bind_listener(grpc).await? else { return Ok(None) };
+        let tls = match files {
+            Some(files) if self.admin_tls => {
+                Some(ReloadingConfig::new_https(files).map_err(|e| {
+                    eprintln!("error: --admin-tls: {e}");
+                    ExitCode::from(2)
+                })?)
+            }
+            Some(_) => {
+                let addr = listener.local_addr().ok();
+                if auth && addr.is_some_and(|a| !a.ip().is_loopback()) {
+                    tracing::warn!(?addr, "the admin port serves plain HTTP while the gRPC port uses TLS and identities: the web console's token crosses it in clear; add --admin-tls or keep it on loopback");
+                }
+                None
+            }
+            None => None,
+        };
+        Ok(Some(AdminPort { listener, tls }))
+    }
+
+    async fn bind_listener(&self, grpc: SocketAddr) -> Result<Option<TcpListener>, ExitCode> {
         match self.admin_listen.as_deref() {
             Some("off") => Ok(None),
             Some(addr) => {
@@ -76,7 +128,7 @@ impl AdminArgs {
 /// later (the web console of a process holding a frontend) are served from then on.
 pub fn start(
     what: &str,
-    listener: Option<TcpListener>,
+    port: Option<AdminPort>,
     readiness: &Readiness,
     extra: &AdminSlot,
     shutdown: &CancellationToken,
@@ -84,15 +136,20 @@ pub fn start(
     let mut tasks = Vec::new();
     let (r, stop) = (readiness.clone(), shutdown.clone());
     tasks.push(tokio::spawn(async move { r.run(stop).await }));
-    if let Some(listener) = listener {
+    if let Some(AdminPort { listener, tls }) = port {
         if let Ok(addr) = listener.local_addr() {
-            eprintln!("{what} admin http on {addr}");
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            eprintln!("{what} admin {scheme} on {addr}");
+        }
+        if let Some(tls) = &tls {
+            tls.spawn_reloader(shutdown.clone());
         }
         let (r, stop, extra) = (readiness.clone(), shutdown.clone(), extra.clone());
-        tasks.push(tokio::spawn(orbit_server_kit::serve_admin_with(
+        tasks.push(tokio::spawn(orbit_server_kit::serve_admin_tls(
             listener,
             Some(r),
             extra,
+            tls,
             stop,
         )));
     }

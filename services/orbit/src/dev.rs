@@ -100,7 +100,8 @@ pub async fn run(args: DevArgs) -> ExitCode {
             return ExitCode::from(5);
         }
     };
-    let admin = match args.admin.bind(args.listen).await {
+    let auth = args.auth.identities.is_some();
+    let admin = match args.admin.bind(args.listen, &args.connections.tls, auth).await {
         Ok(a) => a,
         Err(code) => return code,
     };
@@ -213,8 +214,8 @@ pub struct ServeOptions<'a> {
     pub no_migrate: bool,
     /// The built-in HTTP step's policy when `--enable-http-step` (see `crate::http_step`).
     pub http_step: Option<crate::http_step::Policy>,
-    /// The bound admin HTTP port (`/metrics`, `/healthz`, `/readyz`), if served.
-    pub admin: Option<TcpListener>,
+    /// The bound admin HTTP port (`/metrics`, `/healthz`, `/readyz`, `/ui`), if served.
+    pub admin: Option<crate::admin_args::AdminPort>,
     /// Server-wide limits (`--max-*`); `None`: the defaults (only the payload limit).
     pub limits: Option<crate::limit_args::LimitArgs>,
 }

@@ -109,3 +109,68 @@ async fn a_killed_owner_is_taken_over_and_everything_completes_once() {
         assert_eq!(succeeded, ["a", "b", "c", "nap"], "{id}: each unit succeeded exactly once");
     }
 }
+
+/// The `--heartbeat-ms` of [`PLAIN`]: another frontend's sessions reach `ListWorkers` with
+/// its next beat, so the waits below are counted in these.
+const HEARTBEAT: Duration = Duration::from_millis(200);
+
+/// The worker ids `ListWorkers` on `url` answers, with the frontend of each live session.
+async fn listed_workers(url: &str) -> Vec<(String, Vec<String>)> {
+    use orbit_api::v1::admin_service_client::AdminServiceClient;
+    let mut admin = AdminServiceClient::connect(url.to_string()).await.expect("admin client");
+    let answer = admin
+        .list_workers(orbit_api::v1::ListWorkersRequest::default())
+        .await
+        .expect("ListWorkers")
+        .into_inner();
+    answer
+        .workers
+        .into_iter()
+        .map(|w| (w.worker_id, w.sessions.into_iter().map(|s| s.frontend_node_id).collect()))
+        .collect()
+}
+
+/// Polls `ListWorkers` on `url` until it answers `want`, for at most `patience`.
+async fn wait_for_workers(url: &str, want: &[(String, Vec<String>)], patience: Duration) {
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        let got = listed_workers(url).await;
+        if got == want {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{url} lists {got:?}, want {want:?}");
+        tokio::time::sleep(HEARTBEAT / 4).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_workers_answers_for_every_frontend() {
+    let mut s = Split::new("split-workers");
+    s.spawn("owner", "owner-1", PLAIN);
+    s.spawn("frontend", "frontend-1", PLAIN);
+    s.spawn("frontend", "frontend-2", PLAIN);
+    let (one, two) = (s.url("frontend-1"), s.url("frontend-2"));
+    let stop = CancellationToken::new();
+    worker(&one, "worker-on-1", &stop);
+    worker(&two, "worker-on-2", &stop);
+    let w1 = ("worker-on-1".to_string(), vec!["frontend-1".to_string()]);
+    let w2 = ("worker-on-2".to_string(), vec!["frontend-2".to_string()]);
+    // Once each worker is connected (its own frontend lists it at once; connecting on a busy
+    // machine is what takes time), the other frontend lists it after its next heartbeat:
+    // 25 intervals is a wide margin over the one it needs.
+    let both = [w1.clone(), w2.clone()];
+    let connect = Duration::from_secs(60);
+    let beats = HEARTBEAT * 25;
+    let deadline = std::time::Instant::now() + connect;
+    while !listed_workers(&one).await.contains(&w1) || !listed_workers(&two).await.contains(&w2) {
+        assert!(std::time::Instant::now() < deadline, "workers did not connect");
+        tokio::time::sleep(HEARTBEAT / 4).await;
+    }
+    wait_for_workers(&one, &both, beats).await;
+    wait_for_workers(&two, &both, beats).await;
+
+    // A frontend that leaves takes its workers out of the others' answers (its row goes).
+    assert!(s.node("frontend-2").terminate(), "frontend-2 exits 0 on SIGTERM");
+    wait_for_workers(&one, &[w1], beats).await;
+    stop.cancel();
+}

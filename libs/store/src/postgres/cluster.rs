@@ -16,8 +16,9 @@ use crate::model::{InboxEntry, NodeInfo, NodeRow, OrphanRoot, TaskRow};
 
 /// Inserts or refreshes the node's row; returns the database's now.
 pub(crate) async fn heartbeat(conn: &mut PgConn, n: &NodeInfo) -> PgResult<u64> {
-    let found =
-        conn.query(sql::NODE_HEARTBEAT, &[&n.node_id, &n.service, &n.incarnation, &n.addr]).await?;
+    let found = conn
+        .query(sql::NODE_HEARTBEAT, &[&n.node_id, &n.service, &n.incarnation, &n.addr, &n.sessions])
+        .await?;
     let row =
         found.first().ok_or_else(|| StoreError::Storage("heartbeat returned nothing".into()))?;
     Ok(get_u64(row, 0, "node heartbeat_at")?)

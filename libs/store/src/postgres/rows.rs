@@ -175,6 +175,7 @@ pub(crate) fn node(row: &Row) -> Result<NodeRow> {
         addr: get(row, 3, "node addr")?,
         heartbeat_at_ms: get_u64(row, 4, "node heartbeat_at")?,
         started_at_ms: get_u64(row, 5, "node started_at")?,
+        sessions: get(row, 6, "node sessions")?,
     })
 }
 

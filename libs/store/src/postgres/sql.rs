@@ -37,7 +37,7 @@ macro_rules! inbox_columns {
 
 macro_rules! node_columns {
     () => {
-        "node_id, service, incarnation, addr, heartbeat_at, started_at"
+        "node_id, service, incarnation, addr, heartbeat_at, started_at, sessions"
     };
 }
 
@@ -343,8 +343,9 @@ pub(crate) const NODE_HEARTBEAT: &str = concat!(
     now_ms!(),
     ", ",
     now_ms!(),
-    ") ON CONFLICT (node_id) DO UPDATE SET service = excluded.service,
+    ", $5::text) ON CONFLICT (node_id) DO UPDATE SET service = excluded.service,
         addr = excluded.addr, heartbeat_at = excluded.heartbeat_at,
+        sessions = excluded.sessions,
         started_at = CASE WHEN nodes.incarnation = excluded.incarnation
             THEN nodes.started_at ELSE excluded.started_at END,
         incarnation = excluded.incarnation

@@ -24,23 +24,34 @@ fn node(row: &Row<'_>) -> Result<NodeRow> {
         addr: row.get(3)?,
         heartbeat_at_ms: to_u64(row.get(4)?, "node heartbeat_at")?,
         started_at_ms: to_u64(row.get(5)?, "node started_at")?,
+        sessions: row.get(6)?,
     })
 }
 
-const NODE_COLUMNS: &str = "node_id, service, incarnation, addr, heartbeat_at, started_at";
+const NODE_COLUMNS: &str =
+    "node_id, service, incarnation, addr, heartbeat_at, started_at, sessions";
 
 pub(crate) fn heartbeat(conn: &mut Connection, n: &NodeInfo) -> Result<u64> {
     let now = now_ms();
     conn.prepare_cached(
-        "INSERT INTO nodes (node_id, service, incarnation, addr, heartbeat_at, started_at)
-        VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+        "INSERT INTO nodes (node_id, service, incarnation, addr, heartbeat_at, started_at,
+            sessions)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)
         ON CONFLICT (node_id) DO UPDATE SET service = excluded.service,
             addr = excluded.addr, heartbeat_at = excluded.heartbeat_at,
+            sessions = excluded.sessions,
             started_at = CASE WHEN nodes.incarnation = excluded.incarnation
                 THEN nodes.started_at ELSE excluded.started_at END,
             incarnation = excluded.incarnation",
     )?
-    .execute(params![n.node_id, n.service, n.incarnation, n.addr, to_i64(now, "now")?])?;
+    .execute(params![
+        n.node_id,
+        n.service,
+        n.incarnation,
+        n.addr,
+        to_i64(now, "now")?,
+        n.sessions
+    ])?;
     Ok(now)
 }
 

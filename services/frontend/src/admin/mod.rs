@@ -4,13 +4,17 @@
 //! Worker views come from this frontend's session registry; queue backlogs, owned
 //! executions and histories come from the store; `ClusterStatus` reads the `nodes` table
 //! (split services), or reports this process when it is empty (`orbit dev`). Sessions live
-//! in this frontend only, so the worker views and the in-flight counts of the queue
-//! view are this frontend's. Auth is not implemented yet: no token is checked.
+//! in the frontend holding the stream; `ListWorkers` adds the other frontends' sessions from
+//! the summaries their heartbeats write (one interval late at most), while the in-flight
+//! counts of the queue view are this frontend's. Auth is not implemented yet: no token is checked.
 
 mod cluster;
 mod queues;
 mod replay;
+mod summary;
 mod workers;
+
+pub(crate) use summary::report as sessions_report;
 
 use crate::Shared;
 use orbit_api::v1::admin_service_server::AdminService;
@@ -47,7 +51,7 @@ impl AdminService for AdminApi {
         &self,
         request: Request<ListWorkersRequest>,
     ) -> Result<Response<ListWorkersResponse>, Status> {
-        workers::list(&self.shared, request.into_inner()).map(Response::new)
+        workers::list(&self.shared, request.into_inner()).await.map(Response::new)
     }
 
     async fn describe_task_queue(

@@ -26,8 +26,10 @@ pub struct WorkerArgs {
 
 #[derive(Subcommand, Debug)]
 enum WorkerCommand {
-    /// List the workers with a session on this frontend: the tasks they offer, their
-    /// sessions and work in flight. In a split deployment, ask each frontend.
+    /// List the workers with a session on any live frontend: the tasks they offer, their
+    /// sessions (with the frontend holding each) and work in flight. Another frontend's
+    /// sessions are as of its last heartbeat (`--heartbeat-ms`); offline workers are listed
+    /// only by the frontend that held them.
     #[command(after_long_help = long_help!(
         "orbit worker list",
         "orbit worker list --online --task payments.charge --output json",

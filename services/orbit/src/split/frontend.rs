@@ -52,6 +52,12 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
         tasks_ready.clone(),
         changes.clone(),
     );
+    // Each heartbeat carries this frontend's worker sessions, so `ListWorkers` on any
+    // frontend lists them without a query on a timer of its own.
+    node.membership.report_with(Arc::new({
+        let f = frontend.clone();
+        move || f.sessions_report()
+    }));
     let listen = node.database.listen(
         Arc::new(move |w| match w {
             Wakeup::Tasks | Wakeup::Reconnected => tasks_ready.notify_waiters(),

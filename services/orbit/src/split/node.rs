@@ -74,7 +74,8 @@ pub async fn prepare(
         ExitCode::from(5)
     })?;
     // Bound before the database is reached, so a bad address fails the start at once.
-    let admin = args.admin.bind(bound).await?;
+    let auth = args.auth.identities.is_some();
+    let admin = args.admin.bind(bound, &args.connections.tls, auth).await?;
     let node_id = args.node_id.clone().unwrap_or_else(|| format!("{service}-{}", bound.port()));
     let shutdown = signal_token();
     let options = DatabaseOptions {

@@ -298,3 +298,56 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 fn source_chain(s: &tonic::Status) -> String {
     std::error::Error::source(s).map(error_chain).unwrap_or_default()
 }
+
+/// `GET path` over HTTPS on `127.0.0.1:port`, verifying the server against CA `ca` as
+/// `localhost` and offering `h2` and `http/1.1` as a browser does: the status, the
+/// negotiated ALPN protocol and the body, or the error text.
+pub async fn https_get(
+    pki: &Pki,
+    port: u16,
+    ca: &str,
+    path: &str,
+) -> Result<(u16, Option<String>, String), String> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, ServerName};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(pki.path(&format!("{ca}.pem")))
+        .map_err(|e| e.to_string())?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    roots.add_parsable_certificates(certs);
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let fetch = async {
+        let tcp =
+            tokio::net::TcpStream::connect(("127.0.0.1", port)).await.map_err(|e| e.to_string())?;
+        let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+        let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
+        let mut tls = connector.connect(name, tcp).await.map_err(|e| e.to_string())?;
+        let alpn = tls.get_ref().1.alpn_protocol().map(|p| String::from_utf8_lossy(p).to_string());
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n");
+        tls.write_all(request.as_bytes()).await.map_err(|e| e.to_string())?;
+        let mut raw = Vec::new();
+        // A server closing without close_notify still gave the whole answer.
+        let _ = tls.read_to_end(&mut raw).await;
+        let text = String::from_utf8_lossy(&raw).to_string();
+        let (head, body) = text.split_once("\r\n\r\n").ok_or(format!("no HTTP answer: {text}"))?;
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or(format!("no status: {head}"))?;
+        Ok((status, alpn, body.to_string()))
+    };
+    tokio::time::timeout(Duration::from_secs(10), fetch)
+        .await
+        .map_err(|_| "no answer within 10 s".to_string())?
+}

@@ -76,8 +76,13 @@ pub fn start(id: &str, workflow: &str) -> StartRequest {
 
 /// Registers a heartbeat of owner `node` (advertising `addr`) now.
 pub async fn beat(store: &Arc<dyn Store>, node: &str, addr: Option<String>) {
-    let info =
-        NodeInfo { node_id: node.into(), service: "owner".into(), incarnation: "1".into(), addr };
+    let info = NodeInfo {
+        node_id: node.into(),
+        service: "owner".into(),
+        incarnation: "1".into(),
+        addr,
+        sessions: None,
+    };
     store.heartbeat_node(&info).await.unwrap();
 }
 

@@ -20,6 +20,7 @@ fn node(id: &str, service: &str, incarnation: &str) -> NodeInfo {
         service: service.into(),
         incarnation: incarnation.into(),
         addr: Some(format!("{id}:7234")),
+        sessions: None,
     }
 }
 
@@ -68,6 +69,31 @@ pub async fn nodes_heartbeat_and_go_stale(b: &dyn Backend) {
     store.remove_node("fe-1").await.unwrap();
     store.remove_node("no-such-node").await.unwrap();
     assert_eq!(ids(store.list_nodes().await.unwrap()), ["owner-1"]);
+}
+
+pub async fn node_sessions_follow_each_beat(b: &dyn Backend) {
+    let store = b.open().await;
+    // A frontend reports its sessions; an owner reports nothing.
+    let mut fe = node("fe-1", "frontend", "i1");
+    fe.sessions = Some(r#"[{"w":"worker-a"}]"#.into());
+    store.heartbeat_node(&fe).await.unwrap();
+    store.heartbeat_node(&node("owner-1", "owner", "i1")).await.unwrap();
+    let live = store.live_nodes(None, 60_000).await.unwrap();
+    let sessions = |rows: &[orbit_store::NodeRow], id: &str| {
+        rows.iter().find(|n| n.node_id == id).map(|n| n.sessions.clone())
+    };
+    assert_eq!(sessions(&live, "fe-1"), Some(Some(r#"[{"w":"worker-a"}]"#.into())));
+    assert_eq!(sessions(&live, "owner-1"), Some(None));
+
+    // Each beat replaces the summary, also with nothing (the last session left).
+    fe.sessions = Some(r#"[{"w":"worker-b"}]"#.into());
+    store.heartbeat_node(&fe).await.unwrap();
+    let listed = store.list_nodes().await.unwrap();
+    assert_eq!(sessions(&listed, "fe-1"), Some(Some(r#"[{"w":"worker-b"}]"#.into())));
+    fe.sessions = None;
+    store.heartbeat_node(&fe).await.unwrap();
+    let live = store.live_nodes(Some("frontend"), 60_000).await.unwrap();
+    assert_eq!(sessions(&live, "fe-1"), Some(None));
 }
 
 pub async fn a_new_incarnation_resets_started_at(b: &dyn Backend) {
