@@ -36,12 +36,37 @@ pub(crate) async fn claim_tasks(
     // One fresh token per row the statement may claim; the unused ones are dropped.
     let limit = limit.min(MAX_CLAIM);
     let tokens = new_task_tokens(limit).map_err(PgErr::Store)?;
-    let found = conn
-        .query(
-            sql::TASK_CLAIM,
-            &[&task_names, &i64::from(limit), &claimer, &session, &tokens, &worker_id, &DISPATCHED],
-        )
-        .await?;
+    let stmts = conn.prepare(&[sql::TASK_CLAIM]).await?;
+    let [claim] = &stmts[..] else {
+        return Err(PgErr::Store(StoreError::Storage("claim statement missing".into())));
+    };
+    let limit = i64::from(limit);
+    let params: [&(dyn ToSql + Sync); 7] =
+        [&task_names, &limit, &claimer, &session, &tokens, &worker_id, &DISPATCHED];
+    // The claim commits without waiting for its WAL flush (issue 14: it is on the critical
+    // path of every step). A claim lost in a crash is only a redelivery, which
+    // at-least-once allows: the row is queued again, and the owner never recorded a
+    // dispatch it could not see. Any later synchronous commit (the owner's, a result's)
+    // flushes the WAL up to it anyway.
+    conn.begin_marker();
+    let mut outcomes = {
+        let client = conn.client();
+        pipeline(vec![
+            command(client, "BEGIN"),
+            command(client, "SET LOCAL synchronous_commit = off"),
+            step(client, claim, &params),
+            command(client, "COMMIT"),
+        ])
+        .await
+    };
+    let committed = outcomes.pop().unwrap_or_else(|| Ok(Vec::new()));
+    match &committed {
+        Err(e) if connection_lost(e) => {}
+        _ => conn.end_marker(),
+    }
+    let mut results = all_ok(outcomes)?;
+    committed?;
+    let found = results.pop().unwrap_or_default();
     Ok(rows::all(&found, rows::task)?)
 }
 
