@@ -287,6 +287,25 @@ impl OwnerService for RemoteOwners {
         Ok(Response::new(pb::OwnerServiceWakeResponse {}))
     }
 
+    async fn report_result(
+        &self,
+        request: Request<pb::ReportResultRequest>,
+    ) -> Result<Response<pb::ReportResultResponse>, Status> {
+        // One attempt at the execution's owner: the caller falls back to the inbox on any
+        // failure, so retrying here would only delay the durable route.
+        let request = request.into_inner();
+        let addr = self.owner_of(&request.execution_id).await?;
+        let mut client = self.client(&addr).map_err(unavailable)?;
+        let mut call = self.request(request);
+        call.set_timeout(self.retry.attempt_timeout);
+        client.report_result(call).await.map_err(|s| {
+            if retryable(&s) {
+                self.forget(&addr);
+            }
+            refused(&addr, s)
+        })
+    }
+
     async fn query_execution(
         &self,
         request: Request<pb::QueryExecutionRequest>,

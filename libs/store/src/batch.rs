@@ -79,6 +79,12 @@ pub struct CommitBatch {
     pub timers_to_delete: Vec<String>,
     /// Inbox entries this commit applied.
     pub inbox_done: Vec<InboxDone>,
+    /// Tokens of task results this commit applied without an inbox entry (handed to the
+    /// owner directly by the frontend, issue 14): their rows of this execution go from
+    /// `claimed` to `done` in the same transaction as the events. A row no longer claimed
+    /// (a result that also took the inbox route, released claims) is left as it is; the
+    /// owner's state decides whether a result counts, not the row.
+    pub tasks_done: Vec<String>,
 }
 
 /// What a successful commit produced.

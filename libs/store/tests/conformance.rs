@@ -91,6 +91,7 @@ macro_rules! every_case {
             due_timers_fire_into_the_inbox_once,
             commit_all_is_all_or_nothing,
             units_are_cancelled_before_new_offers_and_inbox_entries_are_written,
+            tasks_done_marks_only_claimed_rows_of_the_execution,
             a_failing_call_does_not_spoil_concurrent_ones,
             queue_backlog_counts_queued_rows_per_task,
             commit_all_applies_batches_of_one_execution_in_order,

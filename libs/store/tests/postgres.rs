@@ -647,6 +647,7 @@ async fn commits_and_queue_calls_take_few_round_trips() {
         run: 1,
         expected_epoch: Some(1),
         events: vec![ev(4, scheduled("x"))],
+        tasks_done: Vec::new(),
         inbox_done: vec![orbit_store::InboxDone { seq, result: Some(applied(1)) }],
         ..CommitBatch::default()
     };

@@ -10,6 +10,7 @@
 
 use crate::effects::{self, ChildStart};
 use crate::error::OwnerError;
+use crate::handed::{self, Handed};
 use crate::hot::{definition, hot, Core, Hot};
 use crate::inbox::{self, Request};
 use crate::isolate;
@@ -31,6 +32,8 @@ pub(crate) struct Work {
     /// commands, an operator's terminate).
     pub(crate) events: Vec<HistoryEvent>,
     pub(crate) inbox_done: Vec<InboxDone>,
+    /// Tokens of handed results recorded in this pass (their rows are marked done).
+    pub(crate) tasks_done: Vec<String>,
     pub(crate) new_execution: Option<ExecutionRow>,
     pub(crate) replies: Vec<PendingStart>,
     /// The built-in adapters this server runs (`OwnerConfig::capabilities`): off, http
@@ -50,6 +53,7 @@ impl Work {
             hot,
             events: vec![],
             inbox_done: vec![],
+            tasks_done: vec![],
             new_execution: None,
             replies: vec![],
             caps,
@@ -106,6 +110,8 @@ struct Done {
     children: Vec<ChildStart>,
     tasks: bool,
     timers: bool,
+    /// Per handed result of the execution, in order: recorded or not.
+    handed: Vec<bool>,
     /// Only while traces are on (see `trace`).
     before: Option<crate::trace::Before>,
 }
@@ -120,10 +126,26 @@ pub(crate) async fn apply_set(
     core: &mut Core,
     starts: Vec<PendingStart>,
     entries: Vec<InboxEntry>,
+    handed: Vec<Handed>,
     now: u64,
 ) -> Result<Applied, OwnerError> {
     let mut work: BTreeMap<String, Work> = BTreeMap::new();
     let mut inputs: BTreeMap<String, Vec<InboxEntry>> = BTreeMap::new();
+    let mut reports: BTreeMap<String, Vec<handed::Report>> = BTreeMap::new();
+    let mut handed_replies: BTreeMap<String, Vec<tokio::sync::oneshot::Sender<bool>>> =
+        BTreeMap::new();
+    for h in handed {
+        // The caller checked that the execution is held: this is the hot copy.
+        if !work.contains_key(&h.execution_id) {
+            let Some(hot) = core.hot.get(&h.execution_id) else {
+                let _ = h.reply.send(false);
+                continue;
+            };
+            work.insert(h.execution_id.clone(), Work::new(hot.clone(), inner.cfg.capabilities));
+        }
+        reports.entry(h.execution_id.clone()).or_default().push(h.report);
+        handed_replies.entry(h.execution_id).or_default().push(h.reply);
+    }
 
     for mut start in starts {
         let id = start.request.execution_id.clone();
@@ -171,6 +193,7 @@ pub(crate) async fn apply_set(
     let mut meta: BTreeMap<String, (Vec<u64>, bool, Vec<PendingStart>)> = BTreeMap::new();
     for (id, mut w) in work {
         let entries = inputs.remove(&id).unwrap_or_default();
+        let reports = reports.remove(&id).unwrap_or_default();
         let seqs = entries.iter().map(|e| e.seq).collect();
         // Replies stay here: a panicking job must not take the callers' channels with it.
         let replies = std::mem::take(&mut w.replies);
@@ -199,10 +222,13 @@ pub(crate) async fn apply_set(
                 for entry in &entries {
                     apply_entry(&mut w, entry, now, &limits);
                 }
+                // After the inbox entries: the claim's `dispatched` entry comes first.
+                let handed =
+                    reports.iter().map(|r| handed::apply(&mut w, r, now, &limits)).collect();
                 let runs = w.settle(now, &limits);
                 let (batches, children, tasks, timers) =
                     batches_for(&node_id, retention_ms, &job_id, &mut w, runs, now);
-                Done { work: w, batches, children, tasks, timers, before }
+                Done { work: w, batches, children, tasks, timers, handed, before }
             }),
         ));
     }
@@ -211,6 +237,7 @@ pub(crate) async fn apply_set(
     let mut work: BTreeMap<String, Work> = BTreeMap::new();
     let (mut batches, mut children, mut tasks, mut timers) = (vec![], vec![], false, false);
     let mut traced: BTreeMap<String, (crate::trace::Before, Vec<HistoryEvent>)> = BTreeMap::new();
+    let mut recorded: BTreeMap<String, Vec<bool>> = BTreeMap::new();
     for (id, outcome) in isolate::run(jobs).await? {
         let (seqs, new_execution, replies) = meta.remove(&id).unwrap_or_default();
         match outcome {
@@ -236,6 +263,7 @@ pub(crate) async fn apply_set(
                     traced.insert(id.clone(), (before, events.collect()));
                 }
                 batches.append(&mut done.batches);
+                recorded.insert(id.clone(), std::mem::take(&mut done.handed));
                 children.append(&mut done.children);
                 tasks |= done.tasks;
                 timers |= done.timers;
@@ -264,9 +292,12 @@ pub(crate) async fn apply_set(
         }
     }
     if work.is_empty() {
+        handed::answer(handed_replies, &recorded, false);
         return Ok(applied);
     }
-    match inner.store.commit_all(batches).await {
+    let committed = inner.store.commit_all(batches).await;
+    handed::answer(handed_replies, &recorded, committed.is_ok());
+    match committed {
         Ok(_) => {
             inner.changes.publish(work.keys().map(String::as_str));
             let end_ms = if traced.is_empty() { 0 } else { orbit_telemetry::now_ms() };
@@ -528,6 +559,7 @@ pub(crate) fn batches_for(
             timers_to_upsert: rows.timers_to_upsert,
             timers_to_delete: rows.timers_to_delete,
             inbox_done: if i == 0 { std::mem::take(&mut w.inbox_done) } else { Vec::new() },
+            tasks_done: if i == 0 { std::mem::take(&mut w.tasks_done) } else { Vec::new() },
         });
     }
     (batches, children, tasks, timers)

@@ -67,6 +67,7 @@ async fn done(
         execution_id: entry.execution_id.clone(),
         run,
         expected_epoch: epoch,
+        tasks_done: Vec::new(),
         inbox_done: vec![InboxDone { seq: entry.seq, result: Some(reply) }],
         ..CommitBatch::default()
     };

@@ -18,6 +18,7 @@ mod effects;
 mod error;
 mod fault_inject;
 mod grpc;
+mod handed;
 mod hot;
 mod inbox;
 mod initial;

@@ -160,6 +160,8 @@ pub(crate) struct Inner {
     pub kick: Notify,
     pub core: Mutex<Core>,
     pub starts: StdMutex<Vec<PendingStart>>,
+    /// Worker results handed over directly (see `handed`).
+    pub handed: StdMutex<Vec<crate::handed::Handed>>,
     pub passes: watch::Sender<Passes>,
     pub quarantine: crate::quarantine::Counters,
 }
@@ -198,6 +200,7 @@ impl Owner {
                     suspects: std::collections::BTreeSet::new(),
                 }),
                 starts: StdMutex::new(Vec::new()),
+                handed: StdMutex::new(Vec::new()),
                 passes: watch::channel(Passes::default()).0,
                 quarantine: crate::quarantine::Counters::default(),
             }),

@@ -12,7 +12,7 @@ use crate::apply::apply_set;
 use crate::error::OwnerError;
 use crate::inbox::{self, Request};
 use crate::owner::{Inner, PendingStart};
-use crate::{control, quarantine, recovery};
+use crate::{control, handed, quarantine, recovery};
 use orbit_store::InboxEntry;
 use std::collections::BTreeSet;
 
@@ -36,11 +36,14 @@ async fn pass(inner: &Inner) -> Result<(), OwnerError> {
     // The entries of what this node owns, plus of what it holds in memory: if it lost one
     // of those, the commit is fenced and the execution dropped (see `on_commit_error`).
     let held: Vec<String> = core.hot.keys().cloned().collect();
+    // Handed results before the inbox read: a result reaches the owner only after its
+    // claim committed, so the read below sees the claim's `dispatched` entry.
+    let handed = handed::take(inner);
     let entries =
         inner.store.pending_inbox_owned(&inner.cfg.node_id, &held, inner.cfg.max_batch).await?;
     let metrics = orbit_metrics::get();
     metrics.inbox_backlog.set(i64::try_from(entries.len()).unwrap_or(i64::MAX));
-    if starts.is_empty() && entries.is_empty() {
+    if starts.is_empty() && entries.is_empty() && handed.is_empty() {
         return Ok(());
     }
     // Only passes with work are timed: idle wake-ups would drown the distribution.
@@ -71,6 +74,14 @@ async fn pass(inner: &Inner) -> Result<(), OwnerError> {
         .partition(|e| {
             core.suspects.contains(&e.execution_id) || !core.hot.contains_key(&e.execution_id)
         });
+    // A handed result is taken only for an execution held in steady state and untouched by
+    // an operator entry in this pass; the others go to the inbox (see `handed`).
+    let (handed, refused): (Vec<_>, Vec<_>) = handed.into_iter().partition(|h| {
+        !touched.contains(&h.execution_id)
+            && !core.suspects.contains(&h.execution_id)
+            && core.hot.contains_key(&h.execution_id)
+    });
+    handed::refuse(refused);
     let (suspect_starts, starts): (Vec<PendingStart>, Vec<PendingStart>) =
         starts.into_iter().partition(|s| core.suspects.contains(&s.request.execution_id));
 
@@ -84,6 +95,6 @@ async fn pass(inner: &Inner) -> Result<(), OwnerError> {
     }
 
     // 3. Steady state.
-    let applied = apply_set(inner, &mut core, starts, steady, now).await?;
+    let applied = apply_set(inner, &mut core, starts, steady, handed, now).await?;
     quarantine::on_failures(inner, &mut core, applied.failed, false, now).await
 }

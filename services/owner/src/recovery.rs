@@ -127,14 +127,15 @@ async fn attempt(
         starts.extend(s.starts);
         entries.extend(s.entries);
     }
-    let Applied { committed, failed } = match apply_set(inner, core, starts, entries, now).await {
-        Ok(applied) => applied,
-        Err(e) => {
-            // Not the executions' fault (the database, a fence): take the counts back.
-            let _ = inner.store.clear_faults(&ids).await;
-            return Err(e);
-        }
-    };
+    let Applied { committed, failed } =
+        match apply_set(inner, core, starts, entries, Vec::new(), now).await {
+            Ok(applied) => applied,
+            Err(e) => {
+                // Not the executions' fault (the database, a fence): take the counts back.
+                let _ = inner.store.clear_faults(&ids).await;
+                return Err(e);
+            }
+        };
     inner.store.clear_faults(&committed).await?;
     for id in &committed {
         core.suspects.remove(id);

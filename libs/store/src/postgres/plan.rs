@@ -88,6 +88,7 @@ columns!(ExecutionUpdates {
     id: String, run: i64, last_seq: i64, proj: bool, status: Option<String>,
     updated: Option<i64>, closed: Option<i64>, delete_after: Option<i64>,
 });
+columns!(TasksDone { token: String, execution: String });
 columns!(CancelUnits { execution: String, unit: String });
 columns!(Tasks {
     execution: String,
@@ -114,6 +115,7 @@ struct Segment {
     owners: NewOwners,
     events: Events,
     updates: ExecutionUpdates,
+    tasks_done: TasksDone,
     cancel_units: CancelUnits,
     tasks: Tasks,
     inbox: Inbox,
@@ -140,6 +142,9 @@ impl Segment {
             push(sql::COMMIT_UPDATE_EXECUTIONS, self.updates.params(), other);
         }
         // Cancel first: a redelivery cancels the lost offer and queues a new one.
+        if !self.tasks_done.token.is_empty() {
+            push(sql::COMMIT_TASKS_DONE, self.tasks_done.params(), other);
+        }
         if !self.cancel_units.unit.is_empty() {
             push(sql::COMMIT_CANCEL_UNITS, self.cancel_units.params(), other);
         }
@@ -270,6 +275,10 @@ fn plan_one(
 
     let last_seq = plan_events(batch, read, seg)?;
 
+    for token in &batch.tasks_done {
+        seg.tasks_done.token.push(token.clone());
+        seg.tasks_done.execution.push(id.to_string());
+    }
     for unit in &batch.units_to_cancel {
         seg.cancel_units.execution.push(id.to_string());
         seg.cancel_units.unit.push(unit.clone());

@@ -39,9 +39,14 @@ pub(crate) async fn claim_tasks(
     let names = filter.task_names();
     let (pinned, versions): (Vec<&str>, Vec<&str>) =
         filter.versions.iter().map(|(n, v)| (n.as_str(), v.as_str())).unzip();
+    let stmts = conn.prepare(&[sql::TASK_CLAIM]).await?;
+    let [claim] = &stmts[..] else {
+        return Err(PgErr::Store(StoreError::Storage("claim statement missing".into())));
+    };
+    let limit = i64::from(limit);
     let params: [&(dyn ToSql + Sync); 11] = [
         &names,
-        &i64::from(limit),
+        &limit,
         &claimer,
         &session,
         &tokens,
@@ -52,7 +57,30 @@ pub(crate) async fn claim_tasks(
         &versions,
         &filter.language,
     ];
-    let found = conn.query(sql::TASK_CLAIM, &params).await?;
+    // The claim commits without waiting for its WAL flush (issue 14: it is on the critical
+    // path of every step). A claim lost in a crash is only a redelivery, which
+    // at-least-once allows: the row is queued again, and the owner never recorded a
+    // dispatch it could not see. Any later synchronous commit (the owner's, a result's)
+    // flushes the WAL up to it anyway.
+    conn.begin_marker();
+    let mut outcomes = {
+        let client = conn.client();
+        pipeline(vec![
+            command(client, "BEGIN"),
+            command(client, "SET LOCAL synchronous_commit = off"),
+            step(client, claim, &params),
+            command(client, "COMMIT"),
+        ])
+        .await
+    };
+    let committed = outcomes.pop().unwrap_or_else(|| Ok(Vec::new()));
+    match &committed {
+        Err(e) if connection_lost(e) => {}
+        _ => conn.end_marker(),
+    }
+    let mut results = all_ok(outcomes)?;
+    committed?;
+    let found = results.pop().unwrap_or_default();
     Ok(rows::all(&found, rows::task)?)
 }
 

@@ -152,6 +152,13 @@ pub(crate) const COMMIT_UPDATE_EXECUTIONS: &str = "UPDATE executions e SET
         $7::bigint[], $8::bigint[])
         AS u(id, run, last_seq, proj, status, updated_at, closed_at, delete_after)
     WHERE e.execution_id = u.id";
+/// Results the owner applied without an inbox entry (see `CommitBatch::tasks_done`).
+pub(crate) const COMMIT_TASKS_DONE: &str = concat!(
+    "UPDATE task_queue t SET state = 'done', updated_at = ",
+    now_ms!(),
+    " FROM UNNEST($1::text[], $2::text[]) AS d(token, eid)
+    WHERE t.token = d.token AND t.execution_id = d.eid AND t.state = 'claimed'"
+);
 pub(crate) const COMMIT_CANCEL_UNITS: &str = concat!(
     "UPDATE task_queue t SET state = 'cancelled', updated_at = ",
     now_ms!(),

@@ -77,6 +77,10 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
         ])?;
     }
 
+    // Results applied directly: their rows are done before the unit's rows are cancelled.
+    for token in &batch.tasks_done {
+        tx.prepare_cached(sql::TASK_DONE_BY_OWNER)?.execute(params![token, id, now])?;
+    }
     // Cancel first: a redelivery cancels the lost offer and queues a new one in one batch.
     for unit in &batch.units_to_cancel {
         tx.prepare_cached(sql::TASK_CANCEL_UNIT)?.execute(params![id, unit, now])?;

@@ -162,6 +162,9 @@ pub(crate) const TASK_BACKLOG: &str =
     "SELECT task, task_version, COUNT(*), MIN(created_at) FROM task_queue
     WHERE state = 'queued' GROUP BY task, task_version ORDER BY task, task_version";
 /// Only the worker the row was claimed for (`?3`) finishes it.
+/// A result the owner applied without an inbox entry (see `CommitBatch::tasks_done`).
+pub(crate) const TASK_DONE_BY_OWNER: &str = "UPDATE task_queue SET state = 'done', updated_at = ?3
+    WHERE token = ?1 AND execution_id = ?2 AND state = 'claimed'";
 pub(crate) const TASK_DONE: &str = "UPDATE task_queue SET state = 'done', updated_at = ?2
     WHERE token = ?1 AND worker_id = ?3 AND state IN ('claimed', 'cancelled')";
 

@@ -99,6 +99,15 @@ impl Registry {
         self.all().iter().find_map(|s| lock(&s.state).in_flight.get(token).cloned())
     }
 
+    /// The execution, task name and claim time of a token a session here claimed itself.
+    pub(crate) fn claimed_here(&self, token: &str) -> Option<(String, String, Option<u64>)> {
+        self.all().iter().find_map(|s| {
+            let state = lock(&s.state);
+            let (task, claimed) = state.tasks.get(token)?;
+            Some((state.in_flight.get(token)?.clone(), task.clone(), *claimed))
+        })
+    }
+
     /// Removes a token from whichever session holds it (a result was recorded), a parked
     /// one included: its attempt is then not reported lost when the session times out.
     pub(crate) fn forget_token(&self, token: &str) {
@@ -166,6 +175,10 @@ struct SessionState {
     beats: HashMap<String, u64>,
     /// token → its step's heartbeat timeout, for the tokens whose step has one.
     heartbeat_ms: HashMap<String, u64>,
+    /// token → (task name, claim time) for the tokens this session claimed itself: their
+    /// results may be handed to the owner directly (see `results`). Adopted tokens have
+    /// none and take the inbox route.
+    tasks: HashMap<String, (String, Option<u64>)>,
     draining: bool,
 }
 
@@ -237,6 +250,7 @@ impl Session {
             let mut old = lock(&from.state);
             let in_flight: Vec<(String, String)> = old.in_flight.drain().collect();
             old.beats.clear();
+            old.tasks.clear();
             in_flight
                 .into_iter()
                 .map(|(t, e)| {
@@ -318,6 +332,11 @@ impl Session {
         state.beats.insert(token.to_string(), now_ms());
     }
 
+    /// What this session claimed for `token` (see [`Registry::claimed_here`]).
+    pub(crate) fn note_task(&self, token: &str, task: &str, claimed_at_ms: Option<u64>) {
+        lock(&self.state).tasks.insert(token.to_string(), (task.to_string(), claimed_at_ms));
+    }
+
     /// The execution of `token` if it is in flight on this session.
     pub(crate) fn execution_of(&self, token: &str) -> Option<String> {
         lock(&self.state).in_flight.get(token).cloned()
@@ -345,6 +364,7 @@ impl Session {
         let mut state = lock(&self.state);
         state.beats.remove(token);
         state.heartbeat_ms.remove(token);
+        state.tasks.remove(token);
         state.in_flight.remove(token).is_some()
     }
 
@@ -366,6 +386,7 @@ impl Session {
         let mut state = lock(&self.state);
         state.beats.clear();
         state.heartbeat_ms.clear();
+        state.tasks.clear();
         state.in_flight.drain().collect()
     }
 }

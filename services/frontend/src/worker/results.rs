@@ -25,6 +25,7 @@ use crate::error::{err, invalid, store, ApiResult};
 use crate::reply::{self, Waited};
 use crate::scope::Scope;
 use crate::{validate, Shared};
+use orbit_api::internal::v1::ReportResultRequest;
 use orbit_api::v1 as wire;
 use orbit_engine::TaskError;
 use orbit_server_kit::payload::{check_limits, proto_to_json};
@@ -151,13 +152,16 @@ async fn record(
     token: &str,
     report: InboxMessage,
 ) -> ApiResult<Outcome> {
+    let succeeded = matches!(report, InboxMessage::Complete(_));
+    if let Some(outcome) = hand_over(shared, worker_id, token, &report, succeeded).await {
+        return Ok(outcome);
+    }
     // A token this frontend handed out names its execution: subscribe before the write, so
     // the owner's reply cannot be missed and needs no read before the first change.
     let early = shared.sessions.execution_of(token).map(|id| {
         let sub = shared.changes.subscribe(&id);
         (id, sub)
     });
-    let succeeded = matches!(report, InboxMessage::Complete(_));
     let done =
         shared.store.complete_task_row(token, worker_id, Some(report)).await.map_err(store)?;
     let Some(done) = done else {
@@ -216,6 +220,47 @@ async fn record(
             Outcome { accepted: true, reason: String::new() }
         }
     })
+}
+
+/// The direct route (issue 14): a result for a token a session here claimed goes straight
+/// to the execution's owner (in process in `orbit dev`, `OwnerService.ReportResult`
+/// across processes), which commits it with the events it causes in one transaction and
+/// answers after that commit. `None` when the owner did not take it or could not be
+/// reached: nothing was written, and the caller writes the result to the inbox, the
+/// durable route. The worker is acked only after one of the two is durable.
+async fn hand_over(
+    shared: &Arc<Shared>,
+    worker_id: &str,
+    token: &str,
+    report: &InboxMessage,
+    succeeded: bool,
+) -> Option<Outcome> {
+    let (execution_id, task, claimed_at_ms) = shared.sessions.claimed_here(token)?;
+    let request = ReportResultRequest {
+        execution_id,
+        token: token.to_string(),
+        worker_id: worker_id.to_string(),
+        kind: report.kind().as_str().to_string(),
+        payload: report.payload_text(),
+    };
+    match shared.owner.report_result(tonic::Request::new(request)).await {
+        Ok(answer) if answer.get_ref().recorded => {}
+        Ok(_) => return None,
+        Err(status) => {
+            tracing::debug!(%token, %status, "handing a result to its owner failed; using the inbox");
+            return None;
+        }
+    }
+    shared.sessions.forget_token(token);
+    let m = orbit_metrics::get();
+    let labels = [task.as_str()];
+    let counter = if succeeded { &m.tasks_completed } else { &m.tasks_failed };
+    counter.with_label_values(&labels).inc();
+    if let Some(claimed) = claimed_at_ms {
+        let ran = orbit_metrics::seconds_between_ms(claimed, super::now_ms());
+        m.task_run.with_label_values(&labels).observe(ran);
+    }
+    Some(Outcome { accepted: true, reason: String::new() })
 }
 
 /// Heartbeat details: one `heartbeat` inbox entry per token still claimed for this

@@ -366,6 +366,7 @@ async fn deliver(shared: &Arc<Shared>, session: &Arc<Session>, rows: Vec<TaskRow
     for row in rows {
         let Some(token) = row.token.clone() else { continue };
         session.took(&token, &row.execution_id);
+        session.note_task(&token, &row.task, row.claimed_at_ms);
         if !executions.contains_key(&row.execution_id) {
             let ctx = context(shared, &row.execution_id, row.run).await;
             executions.insert(row.execution_id.clone(), ctx);

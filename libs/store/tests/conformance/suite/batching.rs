@@ -117,3 +117,57 @@ pub async fn commit_all_applies_batches_of_one_execution_in_order(b: &dyn Backen
     assert_eq!(offers, [2], "the first offer was cancelled by the later batch");
     assert_eq!(store.get_owner("e2").await.unwrap().unwrap().node_id, "node-b");
 }
+
+/// A result the owner applied without an inbox entry (`tasks_done`): its claimed row is
+/// done in the commit, before the unit's rows are cancelled; a row of another execution, or
+/// one no longer claimed, is left as it is, and nothing of it goes to the inbox.
+pub async fn tasks_done_marks_only_claimed_rows_of_the_execution(b: &dyn Backend) {
+    let store = b.open().await;
+    for id in ["e1", "e2"] {
+        let mut batch = start_batch(id, "node-a");
+        batch.tasks_to_insert = vec![task("s", "t"), task("u", "t")];
+        store.commit(batch).await.unwrap();
+    }
+    let rows = store.claim_tasks(&["t".into()], 10, "fe", "s1", "w").await.unwrap();
+    assert_eq!(rows.len(), 4);
+    let token = |id: &str, unit: &str| {
+        let row = rows.iter().find(|r| r.execution_id == id && r.unit_key == unit).unwrap();
+        row.token.clone().unwrap()
+    };
+    let (s1, u1, s2) = (token("e1", "s"), token("e1", "u"), token("e2", "s"));
+    // `u` of e1 is released first: no longer claimed when the commit names it.
+    let done = store.complete_task_row(&u1, "w", None).await.unwrap().unwrap();
+    assert!(done.newly_done);
+    let pending = store.pending_inbox(Some("e1"), 100).await.unwrap().len();
+    let apply = CommitBatch {
+        execution_id: "e1".into(),
+        run: 1,
+        expected_epoch: Some(1),
+        // e2's token under e1 is not e1's row; the unit `s` is cancelled in the same batch.
+        tasks_done: vec![s1.clone(), u1.clone(), s2.clone()],
+        units_to_cancel: vec!["s".into()],
+        ..CommitBatch::default()
+    };
+    store.commit(apply).await.unwrap();
+    let state = |t: String| {
+        let store = store.clone();
+        async move { store.task_by_token(&t).await.unwrap().unwrap().state }
+    };
+    assert_eq!(state(s1).await, TaskState::Done, "done first, so the cancel leaves it done");
+    assert_eq!(state(u1).await, TaskState::Done);
+    assert_eq!(state(s2).await, TaskState::Claimed, "another execution's row is untouched");
+    assert_eq!(store.pending_inbox(Some("e1"), 100).await.unwrap().len(), pending);
+    // A fenced commit marks nothing.
+    let (t2u, fenced) = (
+        token("e2", "u"),
+        CommitBatch {
+            execution_id: "e2".into(),
+            run: 1,
+            expected_epoch: Some(9),
+            tasks_done: vec![token("e2", "u")],
+            ..CommitBatch::default()
+        },
+    );
+    assert!(store.commit(fenced).await.is_err());
+    assert_eq!(state(t2u).await, TaskState::Claimed);
+}

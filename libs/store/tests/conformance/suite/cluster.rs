@@ -128,6 +128,7 @@ pub async fn pending_inbox_owned_is_the_nodes_and_the_also_entries(b: &dyn Backe
         execution_id: "a1".into(),
         run: 1,
         expected_epoch: Some(1),
+        tasks_done: Vec::new(),
         inbox_done: vec![InboxDone { seq: seqs[1], result: None }],
         ..CommitBatch::default()
     };

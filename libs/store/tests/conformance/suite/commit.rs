@@ -113,6 +113,7 @@ pub async fn refused_batches_leave_nothing_behind(b: &dyn Backend) {
         }),
         tasks_to_insert: vec![task("charge", "payments.charge")],
         timers_to_upsert: vec![timer("t", 5)],
+        tasks_done: Vec::new(),
         inbox_done: vec![InboxDone { seq, result: None }],
         ..CommitBatch::default()
     };

@@ -179,6 +179,7 @@ pub async fn inbox_replies_reach_waiting_callers(b: &dyn Backend) {
         run: 1,
         expected_epoch: Some(1),
         events: vec![ev(3, Event::SignalReceived { name: "go".into(), payload: json!({}) })],
+        tasks_done: Vec::new(),
         inbox_done: vec![
             InboxDone { seq: s1, result: None },
             InboxDone { seq: s3, result: Some(applied(1)) },
@@ -275,6 +276,7 @@ pub async fn request_ids_make_inbox_commands_idempotent(b: &dyn Backend) {
         run: 1,
         expected_epoch: Some(1),
         events: vec![ev(3, Event::SignalReceived { name: "go".into(), payload: json!({}) })],
+        tasks_done: Vec::new(),
         inbox_done: pending
             .iter()
             .map(|e| InboxDone { seq: e.seq, result: Some(applied(3)) })

@@ -82,6 +82,7 @@ pub async fn applied_rows_are_deleted_after_their_grace(b: &dyn Backend) {
         execution_id: "a1".into(),
         run: 1,
         expected_epoch: Some(1),
+        tasks_done: Vec::new(),
         inbox_done: pending
             .iter()
             .map(|e| InboxDone { seq: e.seq, result: Some(applied(1)) })

@@ -1,0 +1,136 @@
+//! Worker results handed straight to the owner (`OwnerService.ReportResult`, issue 14):
+//! the step's result and the events it causes commit in ONE transaction, instead of the
+//! frontend committing an inbox entry that the owner then reads and commits again.
+//!
+//! The direct route only takes the plain case: the execution is held in memory (not in
+//! recovery, not touched by an operator entry in the same pass), the token is the attempt
+//! in flight of one of its units, dispatched to the worker that reports it, and the engine
+//! accepts the result without calling it stale. Everything else answers "not recorded"
+//! with nothing written, and the frontend writes the result to the inbox — the durable
+//! route, which keeps every other rule (stale results, refusals, `ALREADY_REPORTED`) as it
+//! was. Fencing is the commit's: a handed result is committed under the epoch this owner
+//! holds, or not at all.
+//!
+//! Nothing is applied twice: the owner's state is the judge. Once a result is committed
+//! the unit's token is no longer in flight, so the same result handed again (a worker that
+//! missed its ack) is refused here and goes to the inbox, where the engine records it as
+//! stale, as before.
+
+use crate::apply::Work;
+use crate::error::OwnerError;
+use crate::owner::{Inner, Owner};
+use orbit_engine::event::Event;
+use orbit_engine::{accept, Command};
+use orbit_store::InboxMessage;
+use std::collections::BTreeMap;
+use tokio::sync::oneshot;
+
+/// A result waiting for the next pass.
+pub(crate) struct Handed {
+    pub(crate) execution_id: String,
+    pub(crate) report: Report,
+    pub(crate) reply: oneshot::Sender<bool>,
+}
+
+/// The result itself: what a job needs (the reply channel stays outside the job, so a
+/// panicking job cannot take it along).
+#[derive(Debug, Clone)]
+pub(crate) struct Report {
+    pub(crate) worker_id: String,
+    pub(crate) message: InboxMessage,
+}
+
+impl Owner {
+    /// Hands a worker's result to the pass loop and waits for the pass that applies it:
+    /// `true` once it is committed with its events, `false` when it was not taken (see
+    /// the module docs; the caller then uses the inbox).
+    ///
+    /// # Errors
+    /// `UNAVAILABLE` when the owner stopped.
+    pub async fn report_result(
+        &self,
+        execution_id: String,
+        worker_id: String,
+        message: InboxMessage,
+    ) -> Result<bool, OwnerError> {
+        if !matches!(message, InboxMessage::Complete(_) | InboxMessage::Fail(_)) {
+            return Ok(false);
+        }
+        let (tx, rx) = oneshot::channel();
+        let handed = Handed { execution_id, report: Report { worker_id, message }, reply: tx };
+        self.inner
+            .handed
+            .lock()
+            .map_err(|_| OwnerError::unavailable("owner lock poisoned"))?
+            .push(handed);
+        self.inner.kick.notify_one();
+        rx.await.map_err(|_| OwnerError::unavailable("the owner stopped"))
+    }
+}
+
+/// Takes the results handed since the last pass.
+pub(crate) fn take(inner: &Inner) -> Vec<Handed> {
+    inner.handed.lock().map(|mut h| std::mem::take(&mut *h)).unwrap_or_default()
+}
+
+/// Applies one handed result to an execution's work inside its engine job; `true` when it
+/// was recorded (its token's row is then marked done by the commit).
+pub(crate) fn apply(
+    w: &mut Work,
+    report: &Report,
+    now: u64,
+    limits: &orbit_definition::Limits,
+) -> bool {
+    let (token, command) = match &report.message {
+        InboxMessage::Complete(c) => (
+            c.token.clone(),
+            Command::Complete { token: c.token.clone(), output: c.output.clone() },
+        ),
+        InboxMessage::Fail(f) => {
+            (f.token.clone(), Command::Fail { token: f.token.clone(), error: f.error.clone() })
+        }
+        _ => return false,
+    };
+    let state = &w.hot.state;
+    let in_flight =
+        state.tokens.get(&token).and_then(|unit| state.units.get(unit)).is_some_and(|u| {
+            u.token.as_deref() == Some(token.as_str())
+                && u.worker_id.as_deref() == Some(report.worker_id.as_str())
+        });
+    if !in_flight {
+        return false;
+    }
+    match accept(&w.hot.def, &w.hot.state, command, now, limits) {
+        Ok(events) if !events.iter().any(|e| matches!(e, Event::StaleResultIgnored { .. })) => {
+            for e in events {
+                w.record(e, now);
+            }
+            w.tasks_done.push(token);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Answers every handed result: `recorded` holds, per execution, what its job said (absent
+/// when the job panicked); `committed` is whether the commit went through.
+pub(crate) fn answer(
+    replies: BTreeMap<String, Vec<oneshot::Sender<bool>>>,
+    recorded: &BTreeMap<String, Vec<bool>>,
+    committed: bool,
+) {
+    for (id, txs) in replies {
+        let flags = recorded.get(&id);
+        for (i, tx) in txs.into_iter().enumerate() {
+            let ok = committed && flags.and_then(|f| f.get(i)).copied().unwrap_or(false);
+            let _ = tx.send(ok);
+        }
+    }
+}
+
+/// Refuses results the pass does not take (the frontend uses the inbox instead).
+pub(crate) fn refuse(handed: Vec<Handed>) {
+    for h in handed {
+        let _ = h.reply.send(false);
+    }
+}
