@@ -50,7 +50,9 @@ async fn every_example_completes_across_frontends() {
 async fn a_killed_owner_is_taken_over_and_everything_completes_once() {
     let mut s = topology("split-ownerkill");
     let mut clients = [s.client("frontend-1").await, s.client("frontend-2").await];
-    register(&mut clients[0], STEADY).await;
+    // A nap far longer than starting 30 executions takes, even on a loaded machine: owner-1
+    // still holds open executions when it is killed, so there is something to take over.
+    register(&mut clients[0], &STEADY.replace("sleep: 300ms", "sleep: 8s")).await;
     let stop = CancellationToken::new();
     load_worker(&s.url("frontend-1"), "w-a", 16, Duration::from_millis(100), &stop);
     load_worker(&s.url("frontend-2"), "w-b", 16, Duration::from_millis(100), &stop);
@@ -69,29 +71,34 @@ async fn a_killed_owner_is_taken_over_and_everything_completes_once() {
     s.node("owner-1").kill9();
 
     for (i, id) in ids.iter().enumerate() {
-        let (status, output) = result(&mut clients[1], id, Duration::from_secs(60)).await;
+        let (status, output) = result(&mut clients[1], id, Duration::from_secs(90)).await;
         assert_eq!(status, orbit_api::v1::ExecutionStatus::Completed, "{id}: {output}");
         assert_eq!(output, json!(i), "{id}");
     }
     stop.cancel();
+    // Every victim ends at owner-2's epoch 2, or was closed by owner-1 itself before it died
+    // (only the holder of an epoch writes a history, and a closed tree is never taken over).
     // A victim that had already finished needs no takeover to complete, so the results above
-    // can all arrive while the takeover loop (one root tree per step) is still moving such
-    // trees: wait for every one of them, with a bound far above the node timeout.
+    // can all arrive while the takeover loop (one root tree per step) is still moving the
+    // others: wait for every one of them, with a bound far above the node timeout.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let mut left = Vec::new();
+    let moved = loop {
+        let (mut left, mut moved) = (Vec::new(), 0);
         for id in &victims {
             let o = store.get_owner(id).await.unwrap().unwrap();
-            if (o.node_id.as_str(), o.epoch) != ("owner-2", 2) {
-                left.push((id.clone(), o.node_id, o.epoch));
+            match (o.node_id.as_str(), o.epoch) {
+                ("owner-2", 2) => moved += 1,
+                ("owner-1", 1) if !is_open(&store, id).await => {}
+                _ => left.push((id.clone(), o.node_id, o.epoch)),
             }
         }
         if left.is_empty() {
-            break;
+            break moved;
         }
         assert!(std::time::Instant::now() < deadline, "not taken over within 60 s: {left:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    };
+    assert!(moved > 0, "owner-2 took over owner-1's open executions: {victims:?}");
     assert!(s.node("owner-2").log().contains("took over root"), "owner-2 logs its takeovers");
     let def = orbit_definition::parse(STEADY).unwrap();
     for id in &ids {
@@ -108,6 +115,12 @@ async fn a_killed_owner_is_taken_over_and_everything_completes_once() {
         succeeded.sort_unstable();
         assert_eq!(succeeded, ["a", "b", "c", "nap"], "{id}: each unit succeeded exactly once");
     }
+}
+
+/// Whether execution `id` is still open (not completed, failed, cancelled or timed out).
+async fn is_open(store: &impl ExecutionReads, id: &str) -> bool {
+    let row = store.get_execution(id).await.unwrap().expect("execution row");
+    !row.status.is_closed()
 }
 
 /// The `--heartbeat-ms` of [`PLAIN`]: another frontend's sessions reach `ListWorkers` with
