@@ -33,7 +33,12 @@ async fn charge(ctx: TaskContext) -> Result<Value, TaskFailure> {
     let input: Charge = ctx.input_as()?;
     // The idempotency key is the same on every attempt of this step: give it to the
     // payment provider so a retried charge is not charged twice.
-    eprintln!("charging {} for order {} (key {})", input.amount, input.order_id, ctx.idempotency_key());
+    eprintln!(
+        "charging {} for order {} (key {})",
+        input.amount,
+        input.order_id,
+        ctx.idempotency_key()
+    );
     Ok(json!({ "charge_id": format!("ch-{}", input.order_id) }))
 }
 
