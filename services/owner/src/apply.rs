@@ -216,6 +216,8 @@ pub(crate) async fn apply_set(
                         children: vec![],
                         tasks: false,
                         timers: false,
+                        // Nothing recorded: any handed result takes the inbox route.
+                        handed: vec![false; reports.len()],
                         before: None,
                     };
                 }
