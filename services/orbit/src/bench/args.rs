@@ -32,7 +32,9 @@ impl Mode {
 
 /// Options of `orbit bench`.
 #[derive(clap::Args, Debug, Clone)]
-#[command(after_help = "Presets (--mode; an explicit --executions/--steps/--concurrency overrides):\n  throughput  2000 executions x 3 steps, 64 in flight (the default)\n  latency     200 executions x 3 steps, one at a time: unloaded end-to-end latency\n\nExample:\n  orbit bench --mode throughput\n  orbit bench --mode latency --executions 1000\n  orbit bench --address http://127.0.0.1:7233   # against a running server\n  orbit bench --address \"$ORBIT_FRONTENDS\" --database-url \"$ORBIT_DATABASE_URL\" --idle-seconds 30\n  orbit bench --address 127.0.0.1:7233 --workers 0   # external workers serve bench.step (per-SDK figures)\n  orbit bench --address localhost:7233 --tls-ca ca.pem --token \"$ADMIN_TOKEN\"   # with TLS and identities")]
+#[command(
+    after_help = "Presets (--mode; an explicit --executions/--steps/--concurrency overrides):\n  throughput  2000 executions x 3 steps, 64 in flight (the default)\n  latency     200 executions x 3 steps, one at a time: unloaded end-to-end latency\n\nExample:\n  orbit bench --mode throughput\n  orbit bench --mode latency --executions 1000\n  orbit bench --address http://127.0.0.1:7233   # against a running server\n  orbit bench --address \"$ORBIT_FRONTENDS\" --database-url \"$ORBIT_DATABASE_URL\" --idle-seconds 30\n  orbit bench --address 127.0.0.1:7233 --workers 0   # external workers serve bench.step (per-SDK figures)\n  orbit bench --address localhost:7233 --tls-ca ca.pem --token \"$ADMIN_TOKEN\"   # with TLS and identities"
+)]
 pub struct BenchArgs {
     /// Workload preset: `throughput` (2000 executions x 3 steps, 64 in flight) or `latency`
     /// (200 executions x 3 steps, one at a time). Flags given explicitly override it.

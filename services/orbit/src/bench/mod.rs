@@ -252,7 +252,8 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     // `steps` tasks.
     let tasks = match args.workers {
         0 => {
-            shape.executions.saturating_sub(failures.load(Ordering::Relaxed)) * u64::from(shape.steps)
+            shape.executions.saturating_sub(failures.load(Ordering::Relaxed))
+                * u64::from(shape.steps)
         }
         _ => tasks_done.load(Ordering::Relaxed),
     };
