@@ -1,7 +1,14 @@
 //! `orbit bench`: N executions of a K-step workflow driven through the public API, with
 //! in-process Rust workers over loopback gRPC; prints executions/s, tasks/s and latency
 //! percentiles (end-to-end: start call → result seen by the client; dispatch: start call →
-//! first task in a worker's hands).
+//! first task in a worker's hands). `--mode` names the workload of the issue 14 table
+//! ([`args`]); `--database-url` adds the database's own transaction counts ([`db`]).
+
+mod args;
+mod db;
+mod report;
+
+pub use args::BenchArgs;
 
 use crate::bench_server::Source;
 use crate::client::{Auth, Transport};
@@ -22,69 +29,6 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
-
-/// Options of `orbit bench`.
-#[derive(clap::Args, Debug, Clone)]
-#[command(
-    after_help = "Example:\n  orbit bench --executions 2000 --steps 3 --concurrency 64\n  orbit bench --address http://127.0.0.1:7233   # against a running server\n  orbit bench --address 127.0.0.1:7233 --workers 0   # external workers serve bench.step (per-SDK figures)\n  orbit bench --address localhost:7233 --tls-ca ca.pem --token \"$ADMIN_TOKEN\"   # with TLS and identities"
-)]
-pub struct BenchArgs {
-    /// Executions to run.
-    #[arg(long, default_value_t = 2000)]
-    pub executions: u64,
-    /// Sequential task steps per execution.
-    #[arg(long, default_value_t = 3)]
-    pub steps: u32,
-    /// Executions in flight at once.
-    #[arg(long, default_value_t = 64)]
-    pub concurrency: usize,
-    /// Start executions at this fixed rate (per second) instead of as fast as the
-    /// concurrency allows; for soak runs (see scripts/soak.sh). 0: no pacing.
-    #[arg(long, env = "ORBIT_BENCH_RATE", default_value_t = 0.0)]
-    pub rate: f64,
-    /// Worker processes' worth of sessions (each one stream). 0 (only with `--address`):
-    /// no in-process workers; external worker processes serve `bench.step` (version "1",
-    /// returning its input), so the figures are those of those workers, e.g. one SDK's
-    /// conformance worker (sdks/conformance/README.md). Tasks are then counted from the
-    /// completed executions and the dispatch latency is not measured.
-    #[arg(long, default_value_t = 2)]
-    pub workers: u32,
-    /// Tasks each worker runs at once.
-    #[arg(long, default_value_t = 64)]
-    pub worker_concurrency: u32,
-    /// Benchmark a running server instead of starting an embedded one. Several frontends
-    /// (comma-separated) share the load: worker `w` and execution `i` use frontend `w % n`
-    /// and `i % n`.
-    #[arg(long)]
-    pub address: Option<String>,
-    /// With `--address`: the cluster's PostgreSQL URL, to count the database transactions per
-    /// completed task (read from the database's own counters before and after the run).
-    #[arg(long, env = "ORBIT_DATABASE_URL")]
-    pub database_url: Option<String>,
-    /// SQLite file of the embedded server (a fresh temporary file by default).
-    #[arg(long)]
-    pub db: Option<std::path::PathBuf>,
-    /// `human` or `json`.
-    #[arg(long, default_value = "human")]
-    pub output: String,
-    /// With `--address`: a bearer token for a server that enforces an identities file
-    /// (docs/security.md), sent by the benchmark's calls and by its workers; the identity
-    /// needs `register`, `start` and `read` and may run workers, e.g. an `admin`.
-    #[arg(long, env = "ORBIT_TOKEN", hide_env_values = true, value_name = "TOKEN")]
-    pub token: Option<String>,
-    /// With `--address`: the servers' admin ports (`host:port`, comma-separated), whose
-    /// `/metrics` give the server-side view at the end (backlog, schedule-to-start p99,
-    /// commit latency). The embedded server is read in process.
-    /// Example: --metrics 127.0.0.1:9233,127.0.0.1:9234
-    #[arg(long, env = "ORBIT_BENCH_METRICS", value_name = "HOST:PORT,...")]
-    pub metrics: Option<String>,
-    /// With `--address`: TLS to the running server.
-    #[command(flatten)]
-    pub tls: crate::tls_args::ClientTlsArgs,
-    /// Traces of the embedded server and the benchmark's workers (to measure their cost).
-    #[command(flatten)]
-    pub traces: crate::trace_args::TraceArgs,
-}
 
 fn workflow(steps: u32) -> String {
     let mut doc =
@@ -118,6 +62,7 @@ pub async fn run(args: BenchArgs) -> ExitCode {
 }
 
 async fn bench(args: BenchArgs) -> anyhow::Result<()> {
+    let shape = args.shape();
     let stop = CancellationToken::new();
     let tmp = std::env::temp_dir().join(format!("orbit-bench-{}", std::process::id()));
     let (addresses, server) = match &args.address {
@@ -163,21 +108,18 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     let mut client = WorkflowServiceClient::new(channels[0].clone());
     client
         .register_workflow(pb::RegisterWorkflowRequest {
-            document: workflow(args.steps),
+            document: workflow(shape.steps),
             format: 0,
         })
         .await?;
 
-    let db = match (&args.address, &args.database_url) {
-        (Some(_), Some(url)) => {
-            let opts = orbit_store::PgOptions { pool_size: 1, ..orbit_store::PgOptions::default() };
-            Some(orbit_store::PgStore::connect(url, opts).await?)
-        }
+    anyhow::ensure!(
+        args.idle_seconds == 0 || (args.address.is_some() && args.database_url.is_some()),
+        "--idle-seconds needs --address and --database-url: it reads the cluster's database"
+    );
+    let observer = match (&args.address, &args.database_url) {
+        (Some(_), Some(url)) => Some(db::Observer::start(url).await?),
         _ => None,
-    };
-    let before = match &db {
-        Some(db) => Some(db.database_stats().await?),
-        None => None,
     };
     let metrics = match (&args.address, &args.metrics) {
         (None, _) => Some(Source::InProcess),
@@ -228,10 +170,10 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     let e2e = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
     let failures = Arc::new(AtomicU64::new(0));
     let finished = Arc::new(AtomicU64::new(0));
-    let gate = Arc::new(Semaphore::new(args.concurrency.max(1)));
+    let gate = Arc::new(Semaphore::new(shape.concurrency.max(1)));
     let began = Instant::now();
     let progress = {
-        let (finished, total) = (finished.clone(), args.executions);
+        let (finished, total) = (finished.clone(), shape.executions);
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(500)).await;
@@ -249,7 +191,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     };
     let run_id = std::process::id();
     let mut handles = Vec::new();
-    for i in 0..args.executions {
+    for i in 0..shape.executions {
         if args.rate > 0.0 {
             // Execution i starts at i / rate seconds: a fixed rate, not a burst after a stall.
             let due = began + Duration::from_secs_f64(i as f64 / args.rate);
@@ -260,7 +202,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         let mut client = WorkflowServiceClient::new(channel.clone());
         let (starts, e2e, failures, finished) =
             (starts.clone(), e2e.clone(), failures.clone(), finished.clone());
-        let workflow_name = format!("bench-{}", args.steps);
+        let workflow_name = format!("bench-{}", shape.steps);
         handles.push(tokio::spawn(async move {
             let id = format!("bench-{run_id}-{i}");
             let t0 = Instant::now();
@@ -287,20 +229,18 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     }
     let elapsed = began.elapsed();
     let _ = progress.await;
-    let transactions = match (&db, before) {
-        (Some(db), Some(before)) => {
-            // The server publishes commit counts with a delay of up to a second.
-            tokio::time::sleep(Duration::from_millis(1500)).await;
-            let after = db.database_stats().await?;
-            Some((
-                after.write_transactions.saturating_sub(before.write_transactions + 1),
-                after.commits.saturating_sub(before.commits + 1),
-            ))
-        }
-        _ => None,
+    let transactions = match &observer {
+        Some(o) => Some(o.run_counts().await?),
+        None => None,
     };
     let server_view = match (&metrics, &metrics_before) {
         (Some(source), Some(before)) => Some(source.read().await.since(before).report()),
+        _ => None,
+    };
+    // The idle window runs with the benchmark's workers still connected (idle sessions are
+    // part of an idle cluster's cost), before they are stopped below.
+    let idle = match (&observer, args.idle_seconds) {
+        (Some(o), n) if n > 0 => Some(o.idle(n).await?),
         _ => None,
     };
     stop.cancel();
@@ -312,19 +252,19 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     // `steps` tasks.
     let tasks = match args.workers {
         0 => {
-            args.executions.saturating_sub(failures.load(Ordering::Relaxed)) * u64::from(args.steps)
+            shape.executions.saturating_sub(failures.load(Ordering::Relaxed))
+                * u64::from(shape.steps)
         }
         _ => tasks_done.load(Ordering::Relaxed),
     };
-    report(
-        &args,
+    let measured = report::Measured {
         elapsed,
         tasks,
-        failures.load(Ordering::Relaxed),
-        &e2e,
-        &dispatch,
-        Sections { transactions, server_view },
-    );
+        failures: failures.load(Ordering::Relaxed),
+        e2e: &e2e,
+        dispatch: &dispatch,
+    };
+    report::report(&args, shape, measured, report::Sections { transactions, idle, server_view });
     Ok(())
 }
 
@@ -357,92 +297,6 @@ async fn one(
         }
     }
     false
-}
-
-/// The optional parts of the report.
-struct Sections {
-    /// Write transactions and commits counted by PostgreSQL (`--database-url`).
-    transactions: Option<(u64, u64)>,
-    /// The servers' own view ([`crate::bench_server`]): the line and its JSON.
-    server_view: Option<(String, Value)>,
-}
-
-fn report(
-    args: &BenchArgs,
-    elapsed: Duration,
-    tasks: u64,
-    failures: u64,
-    e2e: &Mutex<Histogram<u64>>,
-    dispatch: &Mutex<Histogram<u64>>,
-    sections: Sections,
-) {
-    let Sections { transactions, server_view } = sections;
-    let secs = elapsed.as_secs_f64().max(1e-9);
-    let pct = |h: &Mutex<Histogram<u64>>, q: f64| {
-        h.lock().map_or(0.0, |h| h.value_at_quantile(q) as f64 / 1000.0)
-    };
-    let per_task = |n: u64| n as f64 / tasks.max(1) as f64;
-    let mut out = json!({
-        "executions": args.executions,
-        "steps": args.steps,
-        "concurrency": args.concurrency,
-        "failures": failures,
-        "seconds": secs,
-        "executions_per_s": args.executions as f64 / secs,
-        "tasks_per_s": tasks as f64 / secs,
-        "e2e_ms": { "p50": pct(e2e, 0.5), "p95": pct(e2e, 0.95), "p99": pct(e2e, 0.99) },
-        "dispatch_ms": { "p50": pct(dispatch, 0.5), "p95": pct(dispatch, 0.95), "p99": pct(dispatch, 0.99) },
-    });
-    if let Some((writes, commits)) = transactions {
-        out["database"] = json!({
-            "write_transactions": writes,
-            "write_transactions_per_task": per_task(writes),
-            "commits": commits,
-            "commits_per_task": per_task(commits),
-        });
-    }
-    if let Some((_, json)) = &server_view {
-        out["server"] = json.clone();
-    }
-    if args.output == "json" {
-        println!("{out}");
-        return;
-    }
-    println!(
-        "orbit bench: {} executions x {} steps, {} in flight, {} failed",
-        args.executions, args.steps, args.concurrency, failures
-    );
-    println!(
-        "  throughput   {:>9.1} executions/s   {:>9.1} tasks/s   ({secs:.2} s)",
-        out["executions_per_s"].as_f64().unwrap_or(0.0),
-        out["tasks_per_s"].as_f64().unwrap_or(0.0)
-    );
-    println!(
-        "  end-to-end   p50 {:>7.2} ms   p95 {:>7.2} ms   p99 {:>7.2} ms",
-        pct(e2e, 0.5),
-        pct(e2e, 0.95),
-        pct(e2e, 0.99)
-    );
-    if args.workers > 0 {
-        println!(
-            "  dispatch     p50 {:>7.2} ms   p95 {:>7.2} ms   p99 {:>7.2} ms",
-            pct(dispatch, 0.5),
-            pct(dispatch, 0.95),
-            pct(dispatch, 0.99)
-        );
-    } else {
-        println!("  dispatch     not measured (external workers)");
-    }
-    if let Some((writes, commits)) = transactions {
-        println!(
-            "  database     {writes} write transactions ({:.2} per task), {commits} commits with reads ({:.2} per task)",
-            per_task(writes),
-            per_task(commits)
-        );
-    }
-    if let Some((text, _)) = &server_view {
-        println!("{text}");
-    }
 }
 
 async fn connect(address: &str, tls: &orbit_api::tls::ClientTls) -> anyhow::Result<Channel> {

@@ -1,0 +1,170 @@
+//! The options of `orbit bench` and the `--mode` presets: a preset names the shape of a
+//! run (executions, steps, executions in flight) that the issue 14 comparison table uses,
+//! so two machines or two builds run the same workload; an explicit flag overrides the
+//! preset's value.
+
+/// A named workload shape.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// 2,000 executions x 3 steps at 64 in flight: executions per second.
+    Throughput,
+    /// 200 executions x 3 steps one at a time (concurrency 1): unloaded end-to-end latency.
+    Latency,
+}
+
+/// What a run does once the preset and the flags are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub executions: u64,
+    pub steps: u32,
+    pub concurrency: usize,
+}
+
+impl Mode {
+    /// The preset's shape.
+    pub fn shape(self) -> Shape {
+        match self {
+            Mode::Throughput => Shape { executions: 2000, steps: 3, concurrency: 64 },
+            Mode::Latency => Shape { executions: 200, steps: 3, concurrency: 1 },
+        }
+    }
+}
+
+/// Options of `orbit bench`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(
+    after_help = "Presets (--mode; an explicit --executions/--steps/--concurrency overrides):\n  throughput  2000 executions x 3 steps, 64 in flight (the default)\n  latency     200 executions x 3 steps, one at a time: unloaded end-to-end latency\n\nExample:\n  orbit bench --mode throughput\n  orbit bench --mode latency --executions 1000\n  orbit bench --address http://127.0.0.1:7233   # against a running server\n  orbit bench --address \"$ORBIT_FRONTENDS\" --database-url \"$ORBIT_DATABASE_URL\" --idle-seconds 30\n  orbit bench --address 127.0.0.1:7233 --workers 0   # external workers serve bench.step (per-SDK figures)\n  orbit bench --address localhost:7233 --tls-ca ca.pem --token \"$ADMIN_TOKEN\"   # with TLS and identities"
+)]
+pub struct BenchArgs {
+    /// Workload preset: `throughput` (2000 executions x 3 steps, 64 in flight) or `latency`
+    /// (200 executions x 3 steps, one at a time). Flags given explicitly override it.
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+    /// Executions to run [default: the preset's; 2000].
+    #[arg(long)]
+    pub executions: Option<u64>,
+    /// Sequential task steps per execution [default: the preset's; 3].
+    #[arg(long)]
+    pub steps: Option<u32>,
+    /// Executions in flight at once [default: the preset's; 64].
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Start executions at this fixed rate (per second) instead of as fast as the
+    /// concurrency allows; for soak runs (see scripts/soak.sh). 0: no pacing.
+    #[arg(long, env = "ORBIT_BENCH_RATE", default_value_t = 0.0)]
+    pub rate: f64,
+    /// Worker processes' worth of sessions (each one stream). 0 (only with `--address`):
+    /// no in-process workers; external worker processes serve `bench.step` (version "1",
+    /// returning its input), so the figures are those of those workers, e.g. one SDK's
+    /// conformance worker (sdks/conformance/README.md). Tasks are then counted from the
+    /// completed executions and the dispatch latency is not measured.
+    #[arg(long, default_value_t = 2)]
+    pub workers: u32,
+    /// Tasks each worker runs at once.
+    #[arg(long, default_value_t = 64)]
+    pub worker_concurrency: u32,
+    /// Benchmark a running server instead of starting an embedded one. Several frontends
+    /// (comma-separated) share the load: worker `w` and execution `i` use frontend `w % n`
+    /// and `i % n`.
+    #[arg(long)]
+    pub address: Option<String>,
+    /// With `--address`: the cluster's PostgreSQL URL, to count the database transactions per
+    /// completed task, writes and reads (read from the database's own counters before and
+    /// after the run).
+    #[arg(long, env = "ORBIT_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// With `--database-url`: after the run, with the benchmark's workers still connected but
+    /// nothing to do, count the database's committed transactions for this many seconds and
+    /// print them per second (the cluster's idle cost). 0: skip.
+    #[arg(long, default_value_t = 0)]
+    pub idle_seconds: u64,
+    /// SQLite file of the embedded server (a fresh temporary file by default).
+    #[arg(long)]
+    pub db: Option<std::path::PathBuf>,
+    /// `human` or `json`.
+    #[arg(long, default_value = "human")]
+    pub output: String,
+    /// With `--address`: a bearer token for a server that enforces an identities file
+    /// (docs/security.md), sent by the benchmark's calls and by its workers; the identity
+    /// needs `register`, `start` and `read` and may run workers, e.g. an `admin`.
+    #[arg(long, env = "ORBIT_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// With `--address`: the servers' admin ports (`host:port`, comma-separated), whose
+    /// `/metrics` give the server-side view at the end (backlog, schedule-to-start p99,
+    /// commit latency). The embedded server is read in process.
+    /// Example: --metrics 127.0.0.1:9233,127.0.0.1:9234
+    #[arg(long, env = "ORBIT_BENCH_METRICS", value_name = "HOST:PORT,...")]
+    pub metrics: Option<String>,
+    /// With `--address`: TLS to the running server.
+    #[command(flatten)]
+    pub tls: crate::tls_args::ClientTlsArgs,
+    /// Traces of the embedded server and the benchmark's workers (to measure their cost).
+    #[command(flatten)]
+    pub traces: crate::trace_args::TraceArgs,
+}
+
+impl BenchArgs {
+    /// The run's shape: each explicit flag, else the preset's value (throughput when no
+    /// preset is named, which is also what the flags defaulted to before presets existed).
+    pub fn shape(&self) -> Shape {
+        let preset = self.mode.unwrap_or(Mode::Throughput).shape();
+        Shape {
+            executions: self.executions.unwrap_or(preset.executions),
+            steps: self.steps.unwrap_or(preset.steps),
+            concurrency: self.concurrency.unwrap_or(preset.concurrency),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn shape(argv: &[&str]) -> Shape {
+        Cli::try_parse_from(std::iter::once("orbit-bench").chain(argv.iter().copied()))
+            .expect("parses")
+            .bench
+            .shape()
+    }
+
+    #[test]
+    fn presets_resolve_to_the_issue_table_shapes() {
+        let throughput = Shape { executions: 2000, steps: 3, concurrency: 64 };
+        assert_eq!(shape(&[]), throughput, "no preset: the throughput shape");
+        assert_eq!(shape(&["--mode", "throughput"]), throughput);
+        assert_eq!(
+            shape(&["--mode", "latency"]),
+            Shape { executions: 200, steps: 3, concurrency: 1 }
+        );
+    }
+
+    #[test]
+    fn explicit_flags_override_only_their_own_value() {
+        assert_eq!(
+            shape(&["--mode", "latency", "--executions", "5"]),
+            Shape { executions: 5, steps: 3, concurrency: 1 }
+        );
+        assert_eq!(
+            shape(&["--concurrency", "8", "--mode", "throughput", "--steps", "1"]),
+            Shape { executions: 2000, steps: 1, concurrency: 8 }
+        );
+        assert_eq!(
+            shape(&["--executions", "10"]),
+            Shape { executions: 10, steps: 3, concurrency: 64 }
+        );
+    }
+
+    #[test]
+    fn an_unknown_mode_is_refused() {
+        assert!(Cli::try_parse_from(["orbit-bench", "--mode", "fast"]).is_err());
+        let idle = Cli::try_parse_from(["orbit-bench", "--idle-seconds", "7"]).expect("parses");
+        assert_eq!(idle.bench.idle_seconds, 7);
+    }
+}
