@@ -85,14 +85,19 @@ export function svg(tl) {
     const y = top + i * rowH;
     body += `<text x="4" y="${y + 15}">${esc(r.name.length > 24 ? `${r.name.slice(0, 23)}…` : r.name)}</text>`;
     body += `<line class="axis" x1="${label}" x2="${width}" y1="${y + rowH}" y2="${y + rowH}"/>`;
+    // Thin bars (queue, retry wait, timer) are painted first and the tall ones (attempts,
+    // children) over them: a 0 ms failed attempt next to its retry wait stays clickable.
+    let thin = ''; let tall = '';
     for (const b of r.bars) {
       const idx = bars.push(b) - 1;
       const cls = b.kind === 'queue' ? 'b-queue' : b.kind === 'timer' ? 'b-timer' : b.kind === 'retry' || b.kind === 'await' ? 'b-wait' : CLASS[b.state] || 'b-run';
       const w = Math.max(2, x(b.end) - x(b.start));
       const h = b.kind === 'attempt' || b.kind === 'child' ? 14 : 8;
       const name = `${b.kind}${b.attempt ? ` ${b.attempt}` : ''} of ${b.step}: ${span(b.end - b.start)}${b.state === 'bad' ? ' (failed)' : ''}`;
-      body += `<rect class="bar ${cls}" data-bar="${idx}" id="bar-${esc(b.step)}-${b.kind}-${b.attempt ?? ''}" tabindex="0" role="button" aria-label="${esc(name)}" x="${x(b.start).toFixed(1)}" y="${y + (rowH - h) / 2}" width="${w.toFixed(1)}" height="${h}" rx="2"><title>${esc(name)}</title></rect>`;
+      const rect = `<rect class="bar ${cls}" data-bar="${idx}" id="bar-${esc(b.step)}-${b.kind}-${b.attempt ?? ''}" tabindex="0" role="button" aria-label="${esc(name)}" x="${x(b.start).toFixed(1)}" y="${y + (rowH - h) / 2}" width="${w.toFixed(1)}" height="${h}" rx="2"><title>${esc(name)}</title></rect>`;
+      if (h === 14) tall += rect; else thin += rect;
     }
+    body += thin + tall;
     for (const m of r.marks) {
       const mx = x(m.t);
       body += `<path class="${m.kind === 'signal' ? 'm-signal' : 'b-bad'}" d="M${mx.toFixed(1)} ${y + 3} l5 9 l-5 9 l-5 -9 z"><title>${esc(m.label)}</title></path>`;
