@@ -52,7 +52,8 @@ async fn a_killed_owner_is_taken_over_and_everything_completes_once() {
     let mut clients = [s.client("frontend-1").await, s.client("frontend-2").await];
     // A nap far longer than starting 30 executions takes, even on a loaded machine: owner-1
     // still holds open executions when it is killed, so there is something to take over.
-    register(&mut clients[0], &STEADY.replace("sleep: 300ms", "sleep: 8s")).await;
+    let steady = STEADY.replace("sleep: 300ms", "sleep: 8s");
+    register(&mut clients[0], &steady).await;
     let stop = CancellationToken::new();
     load_worker(&s.url("frontend-1"), "w-a", 16, Duration::from_millis(100), &stop);
     load_worker(&s.url("frontend-2"), "w-b", 16, Duration::from_millis(100), &stop);
@@ -100,7 +101,7 @@ async fn a_killed_owner_is_taken_over_and_everything_completes_once() {
     };
     assert!(moved > 0, "owner-2 took over owner-1's open executions: {victims:?}");
     assert!(s.node("owner-2").log().contains("took over root"), "owner-2 logs its takeovers");
-    let def = orbit_definition::parse(STEADY).unwrap();
+    let def = orbit_definition::parse(&steady).unwrap();
     for id in &ids {
         let history = store.load_history(id, 1).await.unwrap();
         orbit_engine::replay::replay(&def, &history, &orbit_definition::Limits::default())
