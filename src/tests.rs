@@ -94,7 +94,7 @@ fn every_expected_service_and_rpc_exists() {
         ("orbit.v1.AdminService", &["ClusterStatus", "ListWorkers", "DescribeTaskQueue", "Replay"]),
         (
             "orbit.internal.v1.OwnerService",
-            &["StartExecution", "Wake", "QueryExecution", "DescribeExecution"],
+            &["StartExecution", "Wake", "ReportResult", "QueryExecution", "DescribeExecution"],
         ),
         ("orbit.internal.v1.SchedulerService", &["Status"]),
     ];
