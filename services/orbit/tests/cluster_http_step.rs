@@ -14,7 +14,6 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use orbit_api::v1 as pb;
-use orbit_server_kit::payload::struct_to_json_object;
 use serde_json::{json, Value};
 use std::convert::Infallible;
 use std::time::Duration;
@@ -48,23 +47,6 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(text)))
         .expect("response"))
-}
-
-async fn http_server() -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else { return };
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(handle);
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    port
 }
 
 /// [`handle`] over TLS with the test PKI's server certificate (`localhost`, `127.0.0.1`).
@@ -102,13 +84,9 @@ async fn https_server(pki: &tls::Pki) -> u16 {
     port
 }
 
-fn payload(e: &pb::HistoryEvent) -> Value {
-    Value::Object(struct_to_json_object(e.payload.clone().unwrap_or_default()).expect("payload"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_steps_run_on_a_secure_split_cluster() {
-    let port = http_server().await;
+    let port = http_peer::serve(handle).await;
     let certs = TempDir::new("http-step-pki");
     let pki = tls::Pki::new(&certs.0);
     let tls_port = https_server(&pki).await;
@@ -135,7 +113,7 @@ async fn http_steps_run_on_a_secure_split_cluster() {
     assert_eq!(output["body"], json!({ "method": "POST", "received": { "n": 7 } }), "{output}");
     let h = history(&mut c, "ok").await;
     let dispatched = h.iter().find(|e| e.event_type == "StepDispatched").expect("dispatched");
-    assert_eq!(payload(dispatched)["worker_id"], json!("orbit-builtin-http"));
+    assert_eq!(event_payload(dispatched)["worker_id"], json!("orbit-builtin-http"));
 
     // https, verified against the private CA and the host name.
     let secure = format!("https://localhost:{tls_port}/ok");
@@ -151,7 +129,7 @@ async fn http_steps_run_on_a_secure_split_cluster() {
     assert!(error.as_str().unwrap_or_default().starts_with("HTTP_ERROR"), "{error}");
     let h = history(&mut c, "missing").await;
     let failed = h.iter().find(|e| e.event_type == "StepFailed").expect("StepFailed");
-    assert_eq!(payload(failed)["error"]["details"]["status"], json!(404));
+    assert_eq!(event_payload(failed)["error"]["details"]["status"], json!(404));
 
     // A host off the allow-list is refused before any connection.
     let off = format!("http://127.0.0.1:{}/ok", free_port());

@@ -12,14 +12,11 @@ use common::*;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
 use orbit_api::v1 as pb;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
-use orbit_server_kit::payload::struct_to_json_object;
 use serde_json::{json, Value};
 use std::convert::Infallible;
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tonic::transport::Channel;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -90,39 +87,17 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
     }
 }
 
-/// Serves [`handle`] on a free loopback port; returns the port.
-async fn http_server() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else { return };
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(handle);
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    port
-}
-
-fn payload(e: &pb::HistoryEvent) -> Value {
-    Value::Object(struct_to_json_object(e.payload.clone().unwrap_or_default()).expect("payload"))
-}
-
 /// The `error` of the step's `StepFailed` and how many attempts failed before it.
 async fn step_failure(c: &mut WorkflowServiceClient<Channel>, id: &str) -> (Value, usize) {
     let h = history_until(c, id, WAIT, |h| h.iter().any(|e| e.event_type == "StepFailed")).await;
     let failed = h.iter().find(|e| e.event_type == "StepFailed").expect("StepFailed");
     let attempts = h.iter().filter(|e| e.event_type == "StepAttemptFailed").count();
-    (payload(failed)["error"].clone(), attempts)
+    (event_payload(failed)["error"].clone(), attempts)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_step_against_a_local_server() {
-    let port = http_server().await;
+    let port = http_peer::serve(handle).await;
     let dir = TempDir::new("http-step");
     let allow = format!("127.0.0.1:{port},localhost");
     let server =
@@ -145,7 +120,7 @@ async fn http_step_against_a_local_server() {
     );
     let h = history(&mut c, "ok").await;
     let done = h.iter().find(|e| e.event_type == "StepSucceeded").expect("StepSucceeded");
-    assert_eq!(payload(done)["output"]["body"]["received"], json!({ "n": 7 }));
+    assert_eq!(event_payload(done)["output"]["body"]["received"], json!({ "n": 7 }));
 
     // 404: HTTP_ERROR with the status, not retried.
     start(&mut c, "call", "missing", json!({ "url": url("/missing"), "n": 1 })).await.expect("s");
@@ -197,7 +172,7 @@ async fn http_step_against_a_local_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_step_is_refused_when_disabled() {
-    let port = http_server().await;
+    let port = http_peer::serve(handle).await;
     let dir = TempDir::new("http-step-off");
     // The allow-list alone does not enable the step.
     let allow = format!("127.0.0.1:{port}");

@@ -9,8 +9,8 @@ mod common;
 use common::*;
 use orbit_api::v1 as pb;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
-use orbit_server_kit::payload::{json_to_proto, struct_to_json_object};
-use serde_json::{json, Value};
+use orbit_server_kit::payload::json_to_proto;
+use serde_json::json;
 use std::time::Duration;
 use tonic::transport::Channel;
 
@@ -40,10 +40,6 @@ steps:
 
 fn count(events: &[pb::HistoryEvent], event_type: &str) -> usize {
     events.iter().filter(|e| e.event_type == event_type).count()
-}
-
-fn payload(e: &pb::HistoryEvent) -> Value {
-    Value::Object(struct_to_json_object(e.payload.clone().unwrap_or_default()).expect("payload"))
 }
 
 async fn signal(
@@ -175,7 +171,7 @@ async fn dispatched_attempts_name_the_worker_from_its_hello() {
     let task = worker.next_task(STEP).await;
     let h = history_until(&mut c, "named-1", STEP, |h| count(h, "StepDispatched") == 1).await;
     let dispatched = h.iter().find(|e| e.event_type == "StepDispatched").expect("dispatched");
-    assert_eq!(payload(dispatched)["worker_id"], json!("hello-worker-7"), "{dispatched:?}");
+    assert_eq!(event_payload(dispatched)["worker_id"], json!("hello-worker-7"), "{dispatched:?}");
     let pending = describe(&mut c, "named-1").await.pending_tasks;
     assert_eq!(pending.len(), 1, "{pending:?}");
     assert_eq!(pending[0].state(), pb::PendingTaskState::Dispatched);
@@ -236,7 +232,7 @@ async fn a_reconnecting_worker_keeps_its_in_flight_attempts() {
     assert_eq!(count(&h, "StepAttemptUncertain"), 0, "{h:?}");
     assert_eq!(count(&h, "StepDispatched"), 1, "never redelivered: {h:?}");
     let succeeded = h.iter().find(|e| e.event_type == "StepSucceeded").expect("succeeded");
-    assert_eq!(payload(succeeded)["output"], json!({"by": "returning"}));
+    assert_eq!(event_payload(succeeded)["output"], json!({"by": "returning"}));
     // The bystander never got the task.
     bystander.tx.send(credits(1)).await.expect("credits");
     let no_task = tokio::time::timeout(Duration::from_millis(500), bystander.next(STEP)).await;
@@ -265,7 +261,7 @@ async fn an_attempt_is_handed_back_when_its_worker_does_not_return_in_time() {
 
     let h = history_until(&mut c, "gone-1", STEP, |h| count(h, "StepAttemptUncertain") == 1).await;
     let uncertain = h.iter().find(|e| e.event_type == "StepAttemptUncertain").expect("uncertain");
-    assert_eq!(payload(uncertain)["reason"], json!("SESSION_LOST"), "{uncertain:?}");
+    assert_eq!(event_payload(uncertain)["reason"], json!("SESSION_LOST"), "{uncertain:?}");
     let mut other = RawSession::start(&address, "successor", &[("work", "1")], 1).await;
     let beats = other.tx.clone();
     let beating = tokio::spawn(async move {

@@ -7,6 +7,7 @@ pub mod buf;
 pub mod cluster;
 pub mod console;
 pub mod grpcurl;
+pub mod http_peer;
 pub mod otlp;
 pub mod python;
 pub mod scenario;
@@ -456,4 +457,10 @@ pub fn run_bounded(cmd: &mut Command, within: Duration) -> (bool, String, String
     let stdout = out_reader.join().unwrap_or_default();
     let stderr = err_reader.join().unwrap_or_default();
     (status.success(), stdout, stderr)
+}
+
+/// A history event's payload as JSON (an empty object when it has none).
+pub fn event_payload(e: &pb::HistoryEvent) -> Value {
+    let fields = e.payload.clone().unwrap_or_default();
+    Value::Object(orbit_server_kit::payload::struct_to_json_object(fields).expect("payload"))
 }

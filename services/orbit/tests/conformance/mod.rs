@@ -14,8 +14,6 @@ use crate::common::{ChildGuard, Server, TempDir};
 use orbit_api::v1 as pb;
 use orbit_api::v1::admin_service_client::AdminServiceClient;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
-use orbit_server_kit::payload::struct_to_json_object;
-use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -307,11 +305,6 @@ impl WorkerProc {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-}
-
-/// A history event's payload as JSON.
-pub fn payload(e: &pb::HistoryEvent) -> Value {
-    Value::Object(struct_to_json_object(e.payload.clone().unwrap_or_default()).expect("payload"))
 }
 
 /// `(type, step)` of each event, for failure messages.

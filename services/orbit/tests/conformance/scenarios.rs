@@ -1,8 +1,10 @@
 //! The eight scenarios of `sdks/conformance/README.md`, each against its own `orbit dev`.
 
-use super::{payload, types, Env, WorkerProc, WorkerSpec, STEP};
+use super::{types, Env, WorkerProc, WorkerSpec, STEP};
 use crate::common::secure::{bearer, identity};
-use crate::common::{free_port, history, history_until, result, start, Server, TempDir};
+use crate::common::{
+    event_payload, free_port, history, history_until, result, start, Server, TempDir,
+};
 use orbit_api::v1 as pb;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use serde_json::{json, Value};
@@ -73,7 +75,7 @@ fn examples(spec: &WorkerSpec) -> Fut<'_> {
         let h = history(&mut c, "saga-declined").await;
         let charge_attempts = h.iter().filter(|e| e.event_type == "StepAttemptFailed").count();
         assert_eq!(charge_attempts, 1, "non-retryable: not retried; {:?}", types(&h));
-        let failed = h.iter().find(|e| e.event_type == "StepFailed").map(payload);
+        let failed = h.iter().find(|e| e.event_type == "StepFailed").map(event_payload);
         let code = failed.as_ref().map(|p| p["error"]["code"].clone());
         assert_eq!(code, Some(json!("CARD_DECLINED")), "{:?}", types(&h));
     })
@@ -95,7 +97,7 @@ fn retry(spec: &WorkerSpec) -> Fut<'_> {
             .iter()
             .filter(|e| e.event_type == "StepAttemptFailed")
             .map(|e| {
-                let p = payload(e);
+                let p = event_payload(e);
                 (p["attempt"].clone(), p["error"]["code"].clone(), p["error"]["message"].clone())
             })
             .collect();
@@ -115,7 +117,7 @@ fn retry(spec: &WorkerSpec) -> Fut<'_> {
         let keys: Vec<Value> = h
             .iter()
             .filter(|e| e.event_type == "StepScheduled")
-            .map(|e| payload(e)["idempotency_key"].clone())
+            .map(|e| event_payload(e)["idempotency_key"].clone())
             .collect();
         assert_eq!(keys.len(), 3, "{:?}", types(&h));
         assert!(keys.iter().all(|k| *k == output["idempotency_key"]), "{keys:?} vs {output}");
@@ -133,8 +135,8 @@ fn heartbeat_cancel(spec: &WorkerSpec) -> Fut<'_> {
         })
         .await;
         let beat = h.iter().find(|e| e.event_type == "StepHeartbeat").expect("a heartbeat");
-        let beats = payload(beat)["details"]["beats"].as_u64();
-        assert!(beats.is_some_and(|n| n >= 1), "details {{beats}}: {:?}", payload(beat));
+        let beats = event_payload(beat)["details"]["beats"].as_u64();
+        assert!(beats.is_some_and(|n| n >= 1), "details {{beats}}: {:?}", event_payload(beat));
         c.cancel_execution(pb::CancelExecutionRequest {
             execution_id: "beat-1".into(),
             reason: "conformance".into(),
@@ -150,7 +152,7 @@ fn heartbeat_cancel(spec: &WorkerSpec) -> Fut<'_> {
         let ended = h.iter().any(|e| {
             e.event_type == "StepCancelled"
                 || (e.event_type == "StepAttemptFailed"
-                    && payload(e)["error"]["code"] == json!("CANCELLED"))
+                    && event_payload(e)["error"]["code"] == json!("CANCELLED"))
         });
         assert!(ended, "the attempt ends cancelled: {:?}", types(&h));
         // The worker stays healthy and serves the next task (the slot came back).
@@ -191,9 +193,9 @@ fn sigkill(spec: &WorkerSpec) -> Fut<'_> {
         assert_eq!(output["worker_id"], json!("conf-kill"), "{output}");
         let h = history(&mut c, "slow-kill").await;
         let dispatched = h.iter().filter(|e| e.event_type == "StepDispatched").count();
-        let redelivered = h
-            .iter()
-            .any(|e| e.event_type == "StepScheduled" && payload(e)["redelivery"] == json!(true));
+        let redelivered = h.iter().any(|e| {
+            e.event_type == "StepScheduled" && event_payload(e)["redelivery"] == json!(true)
+        });
         assert!(dispatched == 2 && redelivered, "redelivered once: {:?}", types(&h));
         assert!(env.done_marker(&key, attempt), "the redelivered attempt finished");
     })
