@@ -173,15 +173,7 @@ async fn record(
     }
     shared.sessions.forget_token(token);
     if done.newly_done {
-        // Run time: claim (store clock) to now (this frontend's clock; skew reads as 0).
-        let m = orbit_metrics::get();
-        let task = [done.task.task.as_str()];
-        let counter = if succeeded { &m.tasks_completed } else { &m.tasks_failed };
-        counter.with_label_values(&task).inc();
-        if let Some(claimed) = done.task.claimed_at_ms {
-            let ran = orbit_metrics::seconds_between_ms(claimed, super::now_ms());
-            m.task_run.with_label_values(&task).observe(ran);
-        }
+        count_result(&done.task.task, succeeded, done.task.claimed_at_ms);
     }
     if !done.newly_done {
         // The row was already done: an earlier result for this token won. The entry is
@@ -252,15 +244,21 @@ async fn hand_over(
         }
     }
     shared.sessions.forget_token(token);
+    count_result(&task, succeeded, claimed_at_ms);
+    Some(Outcome { accepted: true, reason: String::new() })
+}
+
+/// The metrics of a result recorded by either route: completed or failed, and the run
+/// time from the claim (store clock) to now (this frontend's clock; skew reads as 0).
+fn count_result(task: &str, succeeded: bool, claimed_at_ms: Option<u64>) {
     let m = orbit_metrics::get();
-    let labels = [task.as_str()];
+    let labels = [task];
     let counter = if succeeded { &m.tasks_completed } else { &m.tasks_failed };
     counter.with_label_values(&labels).inc();
     if let Some(claimed) = claimed_at_ms {
         let ran = orbit_metrics::seconds_between_ms(claimed, super::now_ms());
         m.task_run.with_label_values(&labels).observe(ran);
     }
-    Some(Outcome { accepted: true, reason: String::new() })
 }
 
 /// Heartbeat details: one `heartbeat` inbox entry per token still claimed for this
