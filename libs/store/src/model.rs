@@ -439,6 +439,20 @@ impl ClaimFilter {
         names
     }
 
+    /// Whether a row of `task` at `version`, routed to `language` (`None`: to none), is one
+    /// this filter claims: the rule both stores' claim statements apply, in Rust for
+    /// callers that ask without a row (e.g. registration warnings).
+    #[must_use]
+    pub fn admits(&self, task: &str, version: &str, language: Option<&str>) -> bool {
+        let serves = self.any_version.iter().any(|n| n == task)
+            || self.versions.iter().any(|(n, v)| n == task && v == version);
+        let speaks = match (language, self.language.as_deref()) {
+            (Some(row), Some(mine)) => row == mine,
+            _ => true,
+        };
+        serves && speaks
+    }
+
     /// Whether it matches no row.
     #[must_use]
     pub fn is_empty(&self) -> bool {
@@ -501,5 +515,25 @@ mod token_tests {
         unique.dedup();
         assert_eq!(unique.len(), tokens.len(), "no two tokens alike");
         assert_eq!(new_task_tokens(MAX_CLAIM + 5).expect("tokens").len(), MAX_CLAIM as usize);
+    }
+}
+
+#[cfg(test)]
+mod claim_filter_tests {
+    use super::*;
+
+    #[test]
+    fn admits_follows_the_claim_statements_rule() {
+        let tasks = [("greet".to_string(), "2".to_string()), ("any".to_string(), String::new())];
+        let f = ClaimFilter::worker(&tasks, "python 3.12");
+        assert!(f.admits("greet", "2", None), "announced version, no routing");
+        assert!(!f.admits("greet", "1", None), "another version");
+        assert!(f.admits("any", "7", Some("python")), "no version announced: every version");
+        assert!(!f.admits("any", "7", Some("rust")), "routed to another language");
+        assert!(!f.admits("other", "1", None), "a task it does not serve");
+        assert!(
+            ClaimFilter::names(&["any".into()]).admits("any", "1", Some("rust")),
+            "no language: all"
+        );
     }
 }

@@ -113,13 +113,7 @@ fn unserved_tasks(shared: &Shared, def: &orbit_definition::Definition) -> Vec<St
         .filter(|(name, _)| name.as_str() != orbit_engine::effects::HTTP_TASK)
         .filter(|(name, contract)| {
             let language = orbit_engine::effects::routing_language(def, name);
-            !live.iter().any(|s| {
-                let runs = |(n, v): &(String, String)| {
-                    n == *name && (v.is_empty() || *v == contract.version)
-                };
-                let speaks = language.as_ref().is_none_or(|l| s.claim.language.as_ref() == Some(l));
-                speaks && s.meta.tasks.iter().any(runs)
-            })
+            !live.iter().any(|s| s.claim.admits(name, &contract.version, language.as_deref()))
         })
         .map(|(name, contract)| {
             format!(
