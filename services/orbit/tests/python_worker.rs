@@ -175,12 +175,7 @@ async fn python_worker_over_mutual_tls_with_a_token_and_refused_without_the_righ
     let dir = TempDir::new("python-worker-tls");
     let pki = common::tls::Pki::new(&dir.0.join("pki"));
     let identities = [
-        identity(
-            "app",
-            "client",
-            APP_TOKEN,
-            "    actions: [register, start, read]\n    workflows: ['*']\n",
-        ),
+        app_client(APP_TOKEN),
         identity("greeters", "worker", WORKER_TOKEN, "    tasks: [greet]\n"),
         identity("billing", "worker", BILLING_TOKEN, "    tasks: ['billing.*']\n"),
     ];

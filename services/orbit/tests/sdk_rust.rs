@@ -158,12 +158,7 @@ async fn a_refused_identity_exits_and_the_right_one_serves_over_mutual_tls() {
     let dir = TempDir::new("sdk-rust-auth");
     let pki = common::tls::Pki::new(&dir.0.join("pki"));
     let identities = [
-        identity(
-            "app",
-            "client",
-            APP_TOKEN,
-            "    actions: [register, start, read]\n    workflows: ['*']\n",
-        ),
+        app_client(APP_TOKEN),
         identity("rust-workers", "worker", WORKER_TOKEN, "    tasks: ['*']\n    runtime: rust\n"),
         identity("billing", "worker", BILLING_TOKEN, "    tasks: ['billing.*']\n"),
     ];

@@ -115,12 +115,7 @@ async fn mutual_tls_with_a_token_and_a_refused_identity() {
     std::fs::create_dir_all(dir.0.join("markers")).expect("markers dir");
     let pki = common::tls::Pki::new(&dir.0.join("pki"));
     let identities = [
-        identity(
-            "app",
-            "client",
-            APP,
-            "    actions: [register, start, read]\n    workflows: ['*']\n",
-        ),
+        app_client(APP),
         identity("runner", "worker", WORKER, "    tasks: ['*']\n"),
         identity("billing", "worker", BILLING, "    tasks: ['billing.*']\n"),
     ];

@@ -24,6 +24,12 @@ pub fn identity(name: &str, kind: &str, token: &str, extra: &str) -> String {
     )
 }
 
+/// The `app` client identity the SDK tests drive executions with: it registers, starts
+/// and reads every workflow.
+pub fn app_client(token: &str) -> String {
+    identity("app", "client", token, "    actions: [register, start, read]\n    workflows: ['*']\n")
+}
+
 /// `message` with `authorization: Bearer <token>`.
 pub fn bearer<T>(message: T, token: &str) -> Request<T> {
     let mut request = Request::new(message);

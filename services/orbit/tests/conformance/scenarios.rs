@@ -1,7 +1,7 @@
 //! The eight scenarios of `sdks/conformance/README.md`, each against its own `orbit dev`.
 
 use super::{types, Env, WorkerProc, WorkerSpec, STEP};
-use crate::common::secure::{bearer, identity};
+use crate::common::secure::{app_client, bearer, identity};
 use crate::common::{
     event_payload, free_port, history, history_until, result, start, Server, TempDir,
 };
@@ -286,12 +286,7 @@ fn refused(spec: &WorkerSpec) -> Fut<'_> {
         let dir = TempDir::new("conformance-refused");
         let file = dir.0.join("identities.yaml");
         let identities = [
-            identity(
-                "app",
-                "client",
-                APP_TOKEN,
-                "    actions: [register, start, read]\n    workflows: ['*']\n",
-            ),
+            app_client(APP_TOKEN),
             identity("billing", "worker", BILLING_TOKEN, "    tasks: ['billing.*']\n"),
         ];
         std::fs::write(&file, format!("identities:\n{}", identities.concat())).expect("write");
