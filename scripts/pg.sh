@@ -157,7 +157,9 @@ start() {
     # Left over from a crash: a stale pid file makes pg_ctl refuse to start.
     rm -f "$dir/postmaster.pid"
     if [[ "$(id -u)" == 0 ]]; then touch "$log" && chown postgres:postgres "$log"; fi
-    as_server "$bin/pg_ctl" -D "$dir" -l "$log" -w -t "$start_timeout" start >/dev/null || {
+    # The port on the command line wins over the one initdb wrote into postgresql.conf: a
+    # cluster kept between runs starts on whatever port it is asked for now.
+    as_server "$bin/pg_ctl" -D "$dir" -l "$log" -w -t "$start_timeout" -o "-p $port" start >/dev/null || {
       tail -n 30 "$log" >&2 || true
       die "the server did not start within ${start_timeout}s (log: $log)"
     }

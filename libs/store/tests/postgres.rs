@@ -484,7 +484,10 @@ impl Drop for OwnServer {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_server_restart_heals_without_help() {
     let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
-    let server = OwnServer { dir: target.join("pg-restart"), port: 55433 };
+    // A free port, not a fixed one: another server (a developer's, another checkout's) may
+    // hold any fixed port on this machine.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let server = OwnServer { dir: target.join("pg-restart"), port };
     tokio::task::block_in_place(|| server.run(&["start"]));
     let opts = PgOptions { connect_timeout: Duration::from_secs(2), ..options() };
     let url = server.fresh_database("orbit_restart").await;

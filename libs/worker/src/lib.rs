@@ -64,9 +64,10 @@
 //!    that finish while disconnected are kept and sent on the next stream; results sent but
 //!    not acked before a stream broke are sent again (the server ignores duplicates by
 //!    token).
-//! 6. **Heartbeats.** Every `heartbeat_interval` (first tick one interval after `Welcome`),
-//!    `Heartbeat{tokens: <every running task>}`, also with no tasks (keeps the session
-//!    alive). [`TaskContext::heartbeat`] sends `Heartbeat{tokens: [its token], details}`
+//! 6. **Heartbeats.** Right after `Welcome` and then every `heartbeat_interval`,
+//!    `Heartbeat{tokens: <every running task and unacknowledged result>, complete: true}`,
+//!    also with no tasks (keeps the session alive; after a restart under the same worker
+//!    id, the server redelivers at once the attempts the previous process left behind). [`TaskContext::heartbeat`] sends `Heartbeat{tokens: [its token], details}`
 //!    at once (dropped while disconnected).
 //! 7. **Cancel.** `Cancel{token, reason}` cancels the task's [`CancellationToken`]
 //!    ([`TaskContext::cancellation`]): the handler observes it cooperatively and has the

@@ -51,6 +51,11 @@ impl<T> Outbox<T> {
         self.entries.iter().map(|(_, r)| r)
     }
 
+    /// The tokens of every unacknowledged result.
+    pub(crate) fn tokens(&self) -> impl Iterator<Item = &String> {
+        self.entries.iter().map(|(t, _)| t)
+    }
+
     /// How many results wait for an ack.
     pub(crate) fn len(&self) -> usize {
         self.entries.len()

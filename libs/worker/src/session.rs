@@ -162,6 +162,9 @@ impl Worker {
             send(Some(&out), Out::Drain(worker_message::Drain {}))?;
         }
         st.resend_outbox(&out)?;
+        // At once, not one interval later: a restarted process (same worker id) gets the
+        // attempts its previous life left behind redelivered now.
+        st.heartbeat_all(&out)?;
         st.grant(&out)?;
 
         let mut ticker =

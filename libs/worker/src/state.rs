@@ -118,10 +118,12 @@ impl State {
         send(out, result)
     }
 
-    /// A `Heartbeat` listing every running task.
+    /// A complete `Heartbeat`: every task this process holds, running or with a result not
+    /// acknowledged yet (the server hands back adopted attempts it does not list).
     pub(crate) fn heartbeat_all(&self, out: &OutTx) -> Result<(), Broken> {
-        let tokens = self.running.keys().cloned().collect();
-        send(Some(out), Out::Heartbeat(worker_message::Heartbeat { tokens, details: None }))
+        let tokens = self.running.keys().chain(self.outbox.tokens()).cloned().collect();
+        let heartbeat = worker_message::Heartbeat { tokens, details: None, complete: true };
+        send(Some(out), Out::Heartbeat(heartbeat))
     }
 
     pub(crate) fn on_server_message(
@@ -218,7 +220,8 @@ impl State {
             }
             Event::Heartbeat { token, details } => {
                 if self.running.contains_key(&token) {
-                    let heartbeat = worker_message::Heartbeat { tokens: vec![token], details };
+                    let heartbeat =
+                        worker_message::Heartbeat { tokens: vec![token], details, complete: false };
                     send(out, Out::Heartbeat(heartbeat))
                 } else {
                     Ok(())

@@ -231,6 +231,28 @@ def test_exception_becomes_unhandled_and_failure_is_kept():
     asyncio.run(scenario())
 
 
+def test_the_periodic_heartbeat_is_complete_running_and_unacknowledged():
+    # A complete heartbeat names everything the process holds: the server hands back the
+    # adopted attempts of a restarted worker that it does not name.
+    async def scenario():
+        w = make_worker()
+        await start(w)
+        w._on_server_message(task_message("t1", "slow"))
+        w._on_server_message(task_message("t2", "echo"))
+        await settle(w, "t2")
+        drain_queue(w._out)
+        w._heartbeat_all()
+        (sent,) = drain_queue(w._out)
+        assert sent.heartbeat.complete
+        assert sorted(sent.heartbeat.tokens) == ["t1", "t2"], "t1 runs, t2 is not acked yet"
+        w._on_server_message(
+            worker_pb2.ServerMessage(cancel=worker_pb2.ServerMessage.Cancel(token="t1", reason="done"))
+        )
+        await settle(w, "t1")
+
+    asyncio.run(scenario())
+
+
 def test_cancel_stops_async_handler():
     async def scenario():
         w = make_worker(max_concurrency=1)

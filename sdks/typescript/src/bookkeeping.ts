@@ -68,6 +68,11 @@ export class Outbox<M> {
     return [...this.entries.values()];
   }
 
+  /** The tokens of the pending results. */
+  tokens(): string[] {
+    return [...this.entries.keys()];
+  }
+
   get size(): number {
     return this.entries.size;
   }

@@ -14,7 +14,9 @@
  *    anything else `Fail{UNHANDLED_EXCEPTION, retryable}` with the stack in `details`. Each
  *    result goes into the outbox, is sent, and the freed slot is granted again.
  * 5. A result leaves the outbox on `Ack`; after a reconnect the outbox is sent again.
- * 6. Every `heartbeat_interval`: `Heartbeat{tokens: <running>}`; `ctx.heartbeat(details)`
+ * 6. Right after `welcome` and then every `heartbeat_interval`: `Heartbeat{tokens: <running
+ *    and unacknowledged>, complete: true}` (after a restart under the same worker id, the
+ *    server redelivers at once what the previous process left); `ctx.heartbeat(details)`
  *    sends one for its task at once.
  * 7. `Cancel` aborts the task's `AbortSignal`; when the handler ends, the worker reports
  *    `Fail{CANCELLED, retryable: false}` (unless it threw its own TaskFailure).
@@ -353,10 +355,13 @@ export class Worker {
         };
         if (this.draining) this.send({ kind: { $case: "drain", drain: {} } });
         for (const m of this.outbox.pending()) this.send(m);
+        const heartbeatAll = () => {
+          const tokens = [...this.running.keys(), ...this.outbox.tokens()];
+          this.send({ kind: { $case: "heartbeat", heartbeat: { tokens, details: undefined, complete: true } } });
+        };
+        heartbeatAll();
         this.grant();
-        heartbeats = setInterval(() => {
-          this.send({ kind: { $case: "heartbeat", heartbeat: { tokens: [...this.running.keys()], details: undefined } } });
-        }, interval);
+        heartbeats = setInterval(heartbeatAll, interval);
         try {
           this.opts.onWelcome?.(welcome, target);
         } catch (e) {
@@ -472,6 +477,6 @@ export class Worker {
       if (!checked.ok) this.log.warn(`heartbeat details dropped: ${checked.message}`);
       else value = checked.value;
     }
-    this.send({ kind: { $case: "heartbeat", heartbeat: { tokens: [token], details: value } } });
+    this.send({ kind: { $case: "heartbeat", heartbeat: { tokens: [token], details: value, complete: false } } });
   }
 }

@@ -124,6 +124,9 @@ test("heartbeats carry details, Cancel reaches the handler's signal, failures ke
     async (s) => {
       await s.next();
       s.send(welcome(50));
+      // Right after welcome: a complete heartbeat naming everything held (nothing yet).
+      const first = await s.next({ heartbeats: true });
+      seen.first = first.kind.heartbeat;
       await s.next(); // credits
       s.send(task("hb", "beat", {}));
       s.send(task("fl", "flaky", {}));
@@ -177,8 +180,11 @@ test("heartbeats carry details, Cancel reaches the handler's signal, failures ke
   await running;
   await srv.scripts();
   srv.close();
-  assert.deepEqual(seen.beats[0], { tokens: ["hb"], details: { beats: 1 } });
-  assert.deepEqual(seen.beats[1], { tokens: ["hb"], details: { beats: 2 } });
+  assert.deepEqual(seen.beats[0], { tokens: ["hb"], details: { beats: 1 }, complete: false });
+  assert.deepEqual(seen.beats[1], { tokens: ["hb"], details: { beats: 2 }, complete: false });
+  // The automatic heartbeat names everything the process holds, so the server can hand back
+  // what a restarted worker lost.
+  assert.deepEqual(seen.first, { tokens: [], details: undefined, complete: true });
   assert.equal(seen.reason, "execution cancelled");
   assert.deepEqual(seen.results.hb, { code: CANCELLED, message: "execution cancelled", retryable: false, details: undefined });
   assert.deepEqual(seen.results.any, { n: 7 });

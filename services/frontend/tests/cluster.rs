@@ -261,6 +261,7 @@ async fn heartbeat_details_reach_the_owner_through_any_frontend() {
     let beat = orbit_api::v1::worker_message::Heartbeat {
         tokens: vec![task.token.clone()],
         details: Some(json_to_proto(json!({"progress": 0.5}))),
+        complete: false,
     };
     tx2.send(say(WorkerKind::Heartbeat(beat))).await.unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

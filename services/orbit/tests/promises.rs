@@ -1,7 +1,8 @@
 //! Promises the API makes, kept (issue 13, item 2), each through the real `orbit dev`:
 //! idempotent `request_id` on signal and cancel, `EXECUTION_EXISTS` for an id taken by
 //! another workflow, the dispatched worker's id in history and `DescribeExecution`, and a
-//! worker reconnecting within the session timeout keeping its in-flight attempts. (The
+//! worker reconnecting within the session timeout keeping its in-flight attempts, and a
+//! worker restarted under the same id getting its lost attempts redelivered at once. (The
 //! Session's first-message code is checked in `bad_input.rs`.)
 
 mod common;
@@ -215,6 +216,7 @@ async fn a_reconnecting_worker_keeps_its_in_flight_attempts() {
         kind: Some(pb::worker_message::Kind::Heartbeat(pb::worker_message::Heartbeat {
             tokens: vec![task.token.clone()],
             details: None,
+            complete: true,
         })),
     };
     again.tx.send(heartbeat).await.expect("heartbeat");
@@ -280,5 +282,57 @@ async fn an_attempt_is_handed_back_when_its_worker_does_not_return_in_time() {
     other.complete(&again.token, json!({})).await;
     let (status, _) = result(&mut c, "gone-1", STEP).await;
     assert_eq!(status, pb::ExecutionStatus::Completed);
+    beating.abort();
+}
+
+/// A worker process that restarted under the same `worker_id` (its previous life killed
+/// mid-task) says in its complete heartbeat that it holds nothing: the attempt its new
+/// session adopted is handed back at once (`SESSION_LOST`) and redelivered with the same
+/// idempotency key, not after the session timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_worker_gets_the_attempts_its_previous_life_left_redelivered_at_once() {
+    let dir = TempDir::new("promises-restart");
+    // Long: without the complete heartbeat the attempt would come back only after a minute,
+    // three times the wait below.
+    let server = Server::start(&dir.0.join("orbit.db"), &["--session-timeout-ms", "60000"]).await;
+    let address = server.address();
+    let mut c = server.client().await;
+    register(&mut c, WORKFLOW).await;
+    start(&mut c, "promised", "restart-1", json!({})).await.expect("start");
+    let mut first = RawSession::start(&address, "restarting", &[("work", "1")], 1).await;
+    let task = first.next_task(STEP).await;
+    history_until(&mut c, "restart-1", STEP, |h| count(h, "StepDispatched") == 1).await;
+    drop(first);
+
+    // The new process: same worker id, nothing held. It heartbeats as the SDKs do, right
+    // away and then periodically, so the adoption is seen whenever the server notices
+    // that the old stream ended.
+    let mut reborn = RawSession::start(&address, "restarting", &[("work", "1")], 1).await;
+    let beats = reborn.tx.clone();
+    let beating = tokio::spawn(async move {
+        let holding_nothing = pb::WorkerMessage {
+            kind: Some(pb::worker_message::Kind::Heartbeat(pb::worker_message::Heartbeat {
+                tokens: vec![],
+                details: None,
+                complete: true,
+            })),
+        };
+        while beats.send(holding_nothing.clone()).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    });
+    let again = reborn.next_task(STEP).await;
+    assert!(again.redelivery, "{again:?}");
+    assert_eq!(again.idempotency_key, task.idempotency_key);
+    assert_ne!(again.token, task.token, "a new attempt");
+    let h = history(&mut c, "restart-1").await;
+    let uncertain = h.iter().find(|e| e.event_type == "StepAttemptUncertain").expect("uncertain");
+    assert_eq!(event_payload(uncertain)["reason"], json!("SESSION_LOST"), "{uncertain:?}");
+    reborn.complete(&again.token, json!({})).await;
+    let (status, _) = result(&mut c, "restart-1", STEP).await;
+    assert_eq!(status, pb::ExecutionStatus::Completed);
+    let h = history(&mut c, "restart-1").await;
+    assert_eq!(count(&h, "StepAttemptUncertain"), 1, "handed back once: {h:?}");
+    assert_eq!(count(&h, "StepSucceeded"), 1, "{h:?}");
     beating.abort();
 }

@@ -234,6 +234,7 @@ async fn refused_everywhere(
         kind: Some(pb::worker_message::Kind::Heartbeat(pb::worker_message::Heartbeat {
             tokens: vec![token.to_string()],
             details: Some(json_to_proto(json!({"forged": true}))),
+            complete: false,
         })),
     };
     other.tx.send(beat).await.expect("send heartbeat");

@@ -316,14 +316,17 @@ async fn results_finished_offline_are_resent_after_reconnect() {
         }
     }
     assert!(h.sent().is_empty(), "nothing is sent while disconnected");
-    // A new stream: resend, then grant only the slot t2 does not hold.
+    // A new stream: resend, a complete heartbeat (t2 runs, t1's result is not acked yet),
+    // then grant only the slot t2 does not hold.
     h.st.resend_outbox(&h.out).unwrap();
-    h.st.grant(&h.out).unwrap();
     h.st.heartbeat_all(&h.out).unwrap();
+    h.st.grant(&h.out).unwrap();
     let sent = h.sent();
     assert!(matches!(&sent[0], Out::Complete(c) if c.token == "t1"), "{sent:?}");
-    assert_eq!(sent[1], credits(1));
-    assert!(matches!(&sent[2], Out::Heartbeat(hb) if hb.tokens == vec!["t2".to_owned()]));
+    let Out::Heartbeat(hb) = &sent[1] else { panic!("expected a heartbeat: {sent:?}") };
+    assert!(hb.complete);
+    assert_eq!(hb.tokens, vec!["t2".to_owned(), "t1".to_owned()]);
+    assert_eq!(sent[2], credits(1));
 }
 
 #[tokio::test]

@@ -58,6 +58,9 @@ class Outbox:
     def pending(self) -> Iterator[Any]:
         return iter(list(self._entries.values()))
 
+    def tokens(self) -> "list[str]":
+        return list(self._entries.keys())
+
     def __len__(self) -> int:
         return len(self._entries)
 

@@ -20,7 +20,9 @@ The protocol as implemented (the same as the Rust ``orbit-worker`` crate):
    is sent, and the freed slot is granted again (not while draining).
 5. A result leaves the outbox when ``Ack{token}`` arrives; after a reconnect the outbox is
    sent again (results are token-addressed; the server ignores duplicates).
-6. Every ``heartbeat_interval``: ``Heartbeat{tokens: <running tasks>}``.
+6. Right after ``welcome`` and then every ``heartbeat_interval``: ``Heartbeat{tokens:
+   <running tasks and unacknowledged results>, complete: true}`` (after a restart under
+   the same worker id, the server redelivers at once what the previous process left).
    ``ctx.heartbeat(details)`` sends one for its task at once.
 7. ``Cancel{token, reason}`` sets ``ctx.cancelled`` / ``ctx.cancel_event``; a coroutine
    handler is also cancelled after ``cancel_grace``, a thread handler must notice. Either
@@ -357,6 +359,7 @@ class Worker(Registry):
                 self._send(worker_pb2.WorkerMessage(drain=worker_pb2.WorkerMessage.Drain()))
             for message in self._outbox.pending():
                 self._send(message)
+            self._heartbeat_all()
             self._grant()
 
             reader = asyncio.ensure_future(self._read_loop(call))
@@ -397,11 +400,15 @@ class Worker(Registry):
                 return
             self._on_server_message(message)
 
+    def _heartbeat_all(self) -> None:
+        tokens = list(self._running) + self._outbox.tokens()
+        heartbeat = worker_pb2.WorkerMessage.Heartbeat(tokens=tokens, complete=True)
+        self._send(worker_pb2.WorkerMessage(heartbeat=heartbeat))
+
     async def _heartbeat_loop(self, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
-            heartbeat = worker_pb2.WorkerMessage.Heartbeat(tokens=list(self._running))
-            self._send(worker_pb2.WorkerMessage(heartbeat=heartbeat))
+            self._heartbeat_all()
 
     # -- the state machine (event-loop thread only) -------------------------------------
 

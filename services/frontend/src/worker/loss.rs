@@ -54,7 +54,13 @@ pub(super) fn supervise_adopted(
 /// Reports every attempt still in flight as `uncertain` (the engine redelivers it with the
 /// same idempotency key) and wakes the owners.
 pub(super) async fn lose_in_flight(shared: &Arc<Shared>, session: &Session) {
-    let lost = session.take_in_flight();
+    hand_back(shared, session.take_in_flight()).await;
+}
+
+/// Reports these attempts (already out of their session) as `uncertain` (`SESSION_LOST`)
+/// and wakes their owners: after the session timeout, or at once for adopted attempts a
+/// restarted worker's complete heartbeat did not list.
+pub(super) async fn hand_back(shared: &Arc<Shared>, lost: Vec<(String, String)>) {
     if lost.is_empty() {
         return;
     }

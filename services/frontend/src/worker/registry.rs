@@ -8,7 +8,7 @@
 //! as worker.proto promises; otherwise they are reported `uncertain` to the owner then.
 
 use super::session::Tx;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -179,6 +179,9 @@ struct SessionState {
     /// results may be handed to the owner directly (see `results`). Adopted tokens have
     /// none and take the inbox route.
     tasks: HashMap<String, (String, Option<u64>)>,
+    /// Tokens adopted from the worker's previous session and not yet confirmed by a
+    /// complete heartbeat (see [`Session::unconfirmed`]).
+    adopted: HashSet<String>,
     draining: bool,
 }
 
@@ -251,6 +254,7 @@ impl Session {
             let in_flight: Vec<(String, String)> = old.in_flight.drain().collect();
             old.beats.clear();
             old.tasks.clear();
+            old.adopted.clear();
             in_flight
                 .into_iter()
                 .map(|(t, e)| {
@@ -265,6 +269,7 @@ impl Session {
             .into_iter()
             .map(|(token, execution_id, heartbeat_ms)| {
                 state.in_flight.insert(token.clone(), execution_id.clone());
+                state.adopted.insert(token.clone());
                 state.beats.insert(token.clone(), now);
                 if let Some(h) = heartbeat_ms {
                     state.heartbeat_ms.insert(token.clone(), h);
@@ -353,6 +358,34 @@ impl Session {
         }
     }
 
+    /// A result for `token` arrived on this stream: the worker held it, whatever its next
+    /// complete heartbeat lists.
+    pub(crate) fn reported(&self, token: &str) {
+        lock(&self.state).adopted.remove(token);
+    }
+
+    /// A complete heartbeat listed everything the worker holds: the adopted attempts it
+    /// does not list (it restarted and lost them) leave the session and are returned, to be
+    /// handed back; the listed ones are confirmed. Attempts this session claimed itself are
+    /// never touched: one may still be on its way to the worker.
+    pub(crate) fn unconfirmed(&self, listed: &[String]) -> Vec<(String, String)> {
+        let mut state = lock(&self.state);
+        let adopted: Vec<String> = state.adopted.drain().collect();
+        let mut lost = Vec::new();
+        for token in adopted {
+            if listed.contains(&token) {
+                continue;
+            }
+            state.beats.remove(&token);
+            state.heartbeat_ms.remove(&token);
+            state.tasks.remove(&token);
+            if let Some(execution_id) = state.in_flight.remove(&token) {
+                lost.push((token, execution_id));
+            }
+        }
+        lost
+    }
+
     /// When the worker last heartbeated `token`, if the session still holds it.
     pub(crate) fn last_beat(&self, token: &str) -> Option<u64> {
         let state = lock(&self.state);
@@ -365,6 +398,7 @@ impl Session {
         state.beats.remove(token);
         state.heartbeat_ms.remove(token);
         state.tasks.remove(token);
+        state.adopted.remove(token);
         state.in_flight.remove(token).is_some()
     }
 
@@ -387,6 +421,7 @@ impl Session {
         state.beats.clear();
         state.heartbeat_ms.clear();
         state.tasks.clear();
+        state.adopted.clear();
         state.in_flight.drain().collect()
     }
 }
@@ -481,5 +516,30 @@ mod tests {
         assert_eq!(adopted.len(), 1);
         assert_eq!(live.execution_of("a").as_deref(), Some("e1"));
         assert!(registry.unpark("s1").is_none());
+    }
+
+    #[test]
+    fn a_complete_heartbeat_hands_back_only_unlisted_adopted_attempts() {
+        let registry = Registry::default();
+        let old = Arc::new(Session::new("s1".into(), "w".into(), vec!["t".into()], 4));
+        old.add_credits(3);
+        for (t, e) in [("kept", "e1"), ("lost", "e2"), ("reported", "e3")] {
+            old.took(t, e);
+        }
+        old.stop();
+        assert!(registry.park(old).is_none());
+        let back = Arc::new(Session::new("s2".into(), "w".into(), vec!["t".into()], 4));
+        back.add_credits(1);
+        assert_eq!(registry.open(back.clone()).len(), 3);
+        back.took("own", "e4");
+        // A result for `reported` arrived on the new stream before the heartbeat.
+        back.reported("reported");
+        let lost = back.unconfirmed(&["kept".to_string()]);
+        assert_eq!(lost, vec![("lost".to_string(), "e2".to_string())]);
+        assert_eq!(back.execution_of("lost"), None, "handed back: out of the session");
+        for t in ["kept", "reported", "own"] {
+            assert!(back.execution_of(t).is_some(), "{t} stays in flight");
+        }
+        assert!(back.unconfirmed(&[]).is_empty(), "confirmed once: later heartbeats keep them");
     }
 }

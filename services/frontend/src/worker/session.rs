@@ -203,6 +203,13 @@ async fn handle(
         }
         Some(Kind::Heartbeat(hb)) => {
             session.beat(&hb.tokens);
+            if hb.complete {
+                let lost = session.unconfirmed(&hb.tokens);
+                if !lost.is_empty() {
+                    tracing::info!(session = %session.id, attempts = lost.len(), "the worker restarted: adopted attempts it no longer holds are handed back");
+                    super::loss::hand_back(shared, lost).await;
+                }
+            }
             // Any message keeps the session alive; details are recorded per token.
             if let Err(e) = results::heartbeat(shared, session, scope, &hb.tokens, hb.details).await
             {
@@ -220,6 +227,9 @@ async fn handle(
         Report::Complete(c) => c.token.clone(),
         Report::Fail(f) => f.token.clone(),
     };
+    // Before the next message is read: a complete heartbeat after this result must not
+    // hand the attempt back while its result is being recorded.
+    session.reported(&token);
     // A token this session claimed passed the hello's task-pattern check when it was
     // offered (the dispatcher offers announced tasks only): no look-up. Any other token (a
     // reconnect under the same worker id, or a foreign one) of a pattern-restricted worker
