@@ -66,9 +66,10 @@ pub struct DevArgs {
     pub traces: crate::trace_args::TraceArgs,
     #[command(flatten)]
     pub admin: crate::admin_args::AdminArgs,
-    /// The built-in HTTP step.
+    /// The built-in HTTP step (and, with identities, the token its worker opens its
+    /// session with).
     #[command(flatten)]
-    pub http_step: crate::http_step::HttpStepArgs,
+    pub http_step: crate::http_step::FrontendHttpArgs,
     #[command(flatten)]
     pub limits: crate::limit_args::LimitArgs,
 }
@@ -87,10 +88,25 @@ pub async fn run(args: DevArgs) -> ExitCode {
     if let Err(code) = args.auth.enforce("orbit dev", args.listen, &args.connections, false) {
         return code;
     }
-    // The built-in http worker dials this process in plain text without credentials.
-    let secured = args.auth.identities.is_some() || args.connections.tls.files().is_some();
-    if args.http_step.enable_http_step && secured {
-        eprintln!("error: --enable-http-step cannot be combined with --identities or TLS yet");
+    // The built-in http worker dials this process over loopback in plain text, as the
+    // worker identity of `--http-step-token` when identities are on.
+    let http = &args.http_step;
+    if http.step.enable_http_step && args.connections.tls.files().is_some() {
+        eprintln!(
+            "error: --enable-http-step cannot be combined with TLS in `orbit dev` yet (its \
+             built-in worker dials this process without a client certificate); run \
+             `orbit frontend --enable-http-step` for a TLS deployment"
+        );
+        return ExitCode::from(2);
+    }
+    if http.step.enable_http_step
+        && args.auth.identities.is_some()
+        && http.http_step_token.is_none()
+    {
+        eprintln!(
+            "error: --enable-http-step with --identities needs --http-step-token \
+             (ORBIT_HTTP_STEP_TOKEN): the token of a worker identity that may claim orbit.http"
+        );
         return ExitCode::from(2);
     }
     let listener = match TcpListener::bind(args.listen).await {
@@ -118,6 +134,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
     let retention = (args.retention.clone(), args.sweep.clone());
     let http_step = match args
         .http_step
+        .step
         .policy(orbit_server_kit::payload::DEFAULT_MAX_PAYLOAD_BYTES as usize)
     {
         Ok(policy) => policy,
@@ -135,6 +152,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
         no_migrate: args.schema.no_migrate,
         admin,
         http_step,
+        http_step_token: args.http_step.http_step_token.clone(),
         limits: Some(args.limits.clone()),
     };
     if args.connections.mesh.tls_from_mesh {
@@ -192,6 +210,7 @@ pub async fn serve(
         no_migrate: false,
         admin: None,
         http_step: None,
+        http_step_token: None,
         limits: None,
     };
     serve_with(db, listener, shutdown, frontend, options, announce).await
@@ -214,6 +233,9 @@ pub struct ServeOptions<'a> {
     pub no_migrate: bool,
     /// The built-in HTTP step's policy when `--enable-http-step` (see `crate::http_step`).
     pub http_step: Option<crate::http_step::Policy>,
+    /// The worker identity's token the built-in HTTP worker opens its session with, when
+    /// identities are on (`--http-step-token`).
+    pub http_step_token: Option<crate::http_step::StepToken>,
     /// The bound admin HTTP port (`/metrics`, `/healthz`, `/readyz`, `/ui`), if served.
     pub admin: Option<crate::admin_args::AdminPort>,
     /// Server-wide limits (`--max-*`); `None`: the defaults (only the payload limit).
@@ -242,6 +264,7 @@ pub async fn serve_with(
         no_migrate,
         admin,
         http_step,
+        http_step_token,
         limits,
     } = options;
     // Loaded before anything is opened: a bad file stops the start with its path and code.
@@ -341,6 +364,7 @@ pub async fn serve_with(
             let stop = shutdown.clone();
             let dial = crate::http_step::Dial {
                 endpoint: addr.to_string(),
+                token: http_step_token,
                 ..crate::http_step::Dial::default()
             };
             Some(tokio::spawn(crate::http_step::run_worker(dial, policy, stop)))

@@ -4,7 +4,8 @@
 //! fails every attempt with `TIMEOUT`, hosts off the allow-list (directly or by redirect)
 //! are refused with `HTTP_HOST_NOT_ALLOWED`, a refused connection fails
 //! `HTTP_CONNECT_FAILED`, an oversized body `HTTP_BODY_TOO_LARGE`; and without
-//! `--enable-http-step` the step fails `ADAPTER_DISABLED` as before.
+//! `--enable-http-step` the step fails `ADAPTER_DISABLED` as before. With identities on,
+//! the built-in worker opens its session as the worker identity of `--http-step-token`.
 
 mod common;
 
@@ -184,4 +185,50 @@ async fn http_step_is_refused_when_disabled() {
     let (error, attempts) = step_failure(&mut c, "off").await;
     assert_eq!(error["code"], json!("ADAPTER_DISABLED"), "{error}");
     assert_eq!(attempts, 1);
+}
+
+/// With identities on, `orbit dev` runs the step's built-in worker as the worker identity
+/// of `--http-step-token`; without a token it refuses to start (exit 2) and says which flag
+/// is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_step_with_identities_runs_as_the_tokens_worker() {
+    use common::secure::{app_client, bearer, identity, result_as, start_as};
+    use orbit_api::tls::ClientTls;
+    let port = http_peer::serve(handle).await;
+    let dir = TempDir::new("http-step-identities");
+    let file = dir.0.join("identities.yaml");
+    let http_worker = identity("http", "worker", "http-token", "    tasks: ['orbit.http']\n");
+    let entries = [app_client("app-token"), http_worker].concat();
+    std::fs::write(&file, format!("identities:\n{entries}")).expect("identities file");
+    let allow = format!("127.0.0.1:{port}");
+
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_orbit"))
+        .args(["dev", "--db"])
+        .arg(dir.0.join("refused.db"))
+        .args(["--listen", "127.0.0.1:0", "--enable-http-step", "--http-allow-host", &allow])
+        .arg("--identities")
+        .arg(&file)
+        .env_remove("ORBIT_HTTP_STEP_TOKEN")
+        .output()
+        .expect("run orbit dev");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--http-step-token"), "{stderr}");
+
+    let flags: Vec<String> =
+        ["--enable-http-step", "--http-allow-host", &allow, "--http-step-token", "http-token"]
+            .map(String::from)
+            .to_vec();
+    let tls = ClientTls::default();
+    let db = dir.0.join("dev.db");
+    let server =
+        common::secure::start_dev_with_identities(&db, &file, &flags, &tls, "app-token").await;
+    let mut c = tls::connect(&tls::tls_address(&server), &tls).await.expect("connect");
+    let register = pb::RegisterWorkflowRequest { document: CALL.into(), format: 0 };
+    c.register_workflow(bearer(register, "app-token")).await.expect("register");
+    let input = json!({ "url": format!("http://127.0.0.1:{port}/ok"), "n": 7 });
+    start_as(&mut c, "call", "as-worker", input, "app-token").await;
+    let (status, output) = result_as(&mut c, "as-worker", "app-token", WAIT).await;
+    assert_eq!(status, pb::ExecutionStatus::Completed, "{output}");
+    assert_eq!(output["body"]["received"], json!({ "n": 7 }), "{output}");
 }
