@@ -175,3 +175,52 @@ fn bad_files_exit_2_with_a_stable_code_and_the_path() {
     );
     assert!(ok);
 }
+
+/// Updates in a fixture: sent at their time, their handler's steps answered by `tasks:`,
+/// the reply recorded; one refused by its validator is a `note:`, and an update the
+/// workflow does not declare is a fixture error with its path.
+#[test]
+fn fixtures_send_updates() {
+    let dir = common::TempDir::new("orbit-test-updates");
+    let def = write(
+        &dir.0,
+        "stock.yaml",
+        r#"
+name: stock
+version: "1"
+signals: { go: {} }
+tasks:
+  stock.reserve:
+    input: { type: object, required: [sku], properties: { sku: { type: string } } }
+updates:
+  reserve:
+    input: { type: object, required: [sku], properties: { sku: { type: string } } }
+    validator: "${{ args.sku != '' }}"
+    steps:
+      - { id: hold, task: stock.reserve, input: { sku: "${{ args.sku }}" } }
+    reply: "${{ {'held': steps.hold.output.id} }}"
+steps:
+  - { id: w, await: go }
+output: "${{ steps.w.output }}"
+"#,
+    );
+    let fixture = write(
+        &dir.0,
+        "stock.yaml.fixtures",
+        "tasks:\n  stock.reserve: {output: {id: r-1}}\n\
+         updates:\n  - {name: reserve, input: {sku: a}, update_id: u1, at: 1s}\n  \
+         - {name: reserve, input: {sku: ''}, at: 2s}\n\
+         signals: [{name: go, payload: {ok: true}, at: 1m}]\n\
+         expect:\n  status: COMPLETED\n  output: {ok: true}\n  \
+         events: [UpdateAccepted, StepSucceeded update:reserve@4:hold, UpdateCompleted, SignalReceived]\n",
+    );
+    let (code, stdout, stderr) = orbit_test(&def, &fixture, &[]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("update `reserve` at +2s refused"), "{stdout}");
+    assert!(stdout.contains("r-1"), "the reply is in the history: {stdout}");
+
+    let unknown = write(&dir.0, "unknown.yaml", "updates: [{name: reserv}]\n");
+    let (code, stdout, stderr) = orbit_test(&def, &unknown, &[]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(stderr.contains("updates[0].name: `stock` declares no update `reserv`"), "{stderr}");
+}

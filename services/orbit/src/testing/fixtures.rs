@@ -1,5 +1,5 @@
-//! The fixtures file of `orbit test`: the start input, what every task answers, the signals
-//! and cancellation with the time they arrive, and what the run must end with.
+//! The fixtures file of `orbit test`: the start input, what every task answers, the signals,
+//! updates and cancellation with the time they arrive, and what the run must end with.
 //!
 //! Parsed by hand from a YAML (or JSON) value rather than with serde derives, so every
 //! problem names the exact path in the file (`tasks.payments.charge[1].fail.code`) and an
@@ -52,6 +52,8 @@ pub struct Outcome {
 pub enum Input {
     /// A signal with its payload.
     Signal { name: String, payload: Value },
+    /// An update with its argument and optional idempotency id.
+    Update { name: String, args: Value, update_id: Option<String> },
     /// A cancellation request.
     Cancel { reason: String },
 }
@@ -84,7 +86,7 @@ pub struct Fixtures {
     pub tasks: BTreeMap<String, Vec<Outcome>>,
     /// Per unit key or step id: answers by attempt number; the last one repeats.
     pub steps: BTreeMap<String, Vec<Outcome>>,
-    /// Signals and cancellation, with their time after the start in milliseconds, in
+    /// Signals, updates and cancellation, with their time after the start in milliseconds, in
     /// file order (sorted by time, stably, when run).
     pub inputs: Vec<(u64, Input)>,
     /// The expectations.
@@ -108,7 +110,17 @@ pub fn parse(text: &str) -> Res<Fixtures> {
     known(
         &doc,
         "",
-        &["execution_id", "input", "workflows", "tasks", "steps", "signals", "cancel", "expect"],
+        &[
+            "execution_id",
+            "input",
+            "workflows",
+            "tasks",
+            "steps",
+            "signals",
+            "updates",
+            "cancel",
+            "expect",
+        ],
     )?;
     let mut f = Fixtures {
         execution_id: "test".into(),
@@ -136,6 +148,11 @@ pub fn parse(text: &str) -> Res<Fixtures> {
             f.inputs.push(signal(s, &format!("signals[{i}]"))?);
         }
     }
+    if let Some(v) = doc.get("updates") {
+        for (i, u) in list(v, "updates")?.iter().enumerate() {
+            f.inputs.push(update(u, &format!("updates[{i}]"))?);
+        }
+    }
     if let Some(v) = doc.get("cancel") {
         let m = mapping(v, "cancel")?;
         known(m, "cancel", &["at", "reason"])?;
@@ -151,7 +168,7 @@ pub fn parse(text: &str) -> Res<Fixtures> {
 
 /// Checks the names the fixtures use against the definitions they run: a `tasks:` key must
 /// be a declared task, a `steps:` key must end in a step id (its unit prefix and element
-/// index aside), a signal must be declared by the tested workflow. A misspelt name would
+/// index aside), a signal or update must be declared by the tested workflow. A misspelt name would
 /// otherwise script nothing and the test would quietly test something else.
 ///
 /// # Errors
@@ -184,17 +201,36 @@ pub fn check_names(f: &Fixtures, main: &Definition, others: &[Definition]) -> Re
             return err(&join("steps", key), msg);
         }
     }
-    for (i, (_, input)) in f.inputs.iter().enumerate() {
-        if let Input::Signal { name, .. } = input {
-            if !main.signals.contains_key(name) {
-                let declared: Vec<&str> = main.signals.keys().map(String::as_str).collect();
-                let msg = format!(
-                    "`{}` declares no signal `{name}`; declared: {}",
-                    main.name,
-                    declared.join(", ")
-                );
-                return err(&format!("signals[{i}].name"), msg);
-            }
+    // Inputs are in file order per kind (signals, then updates): the index within a kind
+    // is the index in its list.
+    let signals = f.inputs.iter().filter_map(|(_, i)| match i {
+        Input::Signal { name, .. } => Some(name),
+        _ => None,
+    });
+    for (i, name) in signals.enumerate() {
+        if !main.signals.contains_key(name) {
+            let declared: Vec<&str> = main.signals.keys().map(String::as_str).collect();
+            let msg = format!(
+                "`{}` declares no signal `{name}`; declared: {}",
+                main.name,
+                declared.join(", ")
+            );
+            return err(&format!("signals[{i}].name"), msg);
+        }
+    }
+    let updates = f.inputs.iter().filter_map(|(_, i)| match i {
+        Input::Update { name, .. } => Some(name),
+        _ => None,
+    });
+    for (i, name) in updates.enumerate() {
+        if !main.updates.contains_key(name) {
+            let declared: Vec<&str> = main.updates.keys().map(String::as_str).collect();
+            let msg = format!(
+                "`{}` declares no update `{name}`; declared: {}",
+                main.name,
+                declared.join(", ")
+            );
+            return err(&format!("updates[{i}].name"), msg);
         }
     }
     Ok(())
@@ -251,6 +287,18 @@ fn signal(v: &Value, path: &str) -> Res<(u64, Input)> {
     };
     let payload = m.get("payload").cloned().unwrap_or(Value::Null);
     Ok((at(m, path)?, Input::Signal { name, payload }))
+}
+
+fn update(v: &Value, path: &str) -> Res<(u64, Input)> {
+    let m = mapping(v, path)?;
+    known(m, path, &["name", "input", "update_id", "at"])?;
+    let name = match m.get("name") {
+        Some(n) => string(n, &join(path, "name"))?,
+        None => return err(path, "needs `name`"),
+    };
+    let args = m.get("input").cloned().unwrap_or(Value::Null);
+    let update_id = m.get("update_id").map(|u| string(u, &join(path, "update_id"))).transpose()?;
+    Ok((at(m, path)?, Input::Update { name, args, update_id }))
 }
 
 fn outcome_table(v: Option<&Value>, path: &str) -> Res<BTreeMap<String, Vec<Outcome>>> {
@@ -375,12 +423,37 @@ mod tests {
     }
 
     #[test]
+    fn updates_parse_with_their_argument_id_and_time() {
+        let f = parse(
+            "updates:\n  - {name: reserve, input: {sku: a}, update_id: u1, at: 2s}\n  - {name: wait}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            f.inputs,
+            vec![
+                (
+                    2000,
+                    Input::Update {
+                        name: "reserve".into(),
+                        args: json!({"sku": "a"}),
+                        update_id: Some("u1".into())
+                    }
+                ),
+                (0, Input::Update { name: "wait".into(), args: Value::Null, update_id: None }),
+            ]
+        );
+    }
+
+    #[test]
     fn problems_name_their_path() {
         let cases = [
             ("tasks:\n  t: [{outptu: 1}]\n", "tasks.t[0].outptu"),
             ("tasks:\n  t: [{output: 1, fail: {code: X}}]\n", "tasks.t[0]"),
             ("tasks:\n  t: {fail: {message: m}}\n", "tasks.t.fail"),
             ("signals: [{name: a, at: soon}]\n", "signals[0].at"),
+            ("updates: [{name: a, args: 1}]\n", "updates[0].args"),
+            ("updates: [{input: 1}]\n", "updates[0]"),
+            ("updates: [{name: a, update_id: 7}]\n", "updates[0].update_id"),
             ("expect: {status: DONE}\n", "expect.status"),
             ("bogus: 1\n", "bogus"),
             ("[1, 2]\n", "(document)"),

@@ -138,6 +138,10 @@ pub fn simulate(main: &Definition, others: Vec<Definition>, fixtures: &Fixtures)
             Input::Signal { name, payload } => {
                 (format!("signal `{name}`"), sim.signal(&id, &name, payload))
             }
+            Input::Update { name, args, update_id } => {
+                let update = orbit_engine::Command::Update { name: name.clone(), args, update_id };
+                (format!("update `{name}`"), sim.command(&id, update))
+            }
             Input::Cancel { reason } => ("cancel".to_owned(), sim.cancel(&id, &reason)),
         };
         if let Err(e) = sent {
