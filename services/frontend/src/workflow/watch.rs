@@ -1,9 +1,12 @@
 //! `WatchExecution`: the run's events as they are committed, then its result.
 //!
 //! The frontend holds no execution state: the stream reads new events from the store each
-//! time the owner publishes a change of this execution (and every `watch_poll_ms` as a
-//! safety net), and ends after the run's terminal event (or follows continue-as-new into the
-//! next run when asked). A client that goes away ends the stream.
+//! time the owner publishes a change of this execution that concerns it (and every
+//! `watch_poll_ms` as a safety net), and ends after the run's terminal event (or follows
+//! continue-as-new into the next run when asked). A client that goes away ends the stream.
+//! A change says what the commit did (issue 14): a watch of events reads only when the run
+//! grew past what it sent, a watch of the result only (`result_only`) only when the run
+//! closed; a change without detail is read for, as before.
 
 use super::reads::{resolve_run, scoped};
 use crate::error::{store, ApiResult};
@@ -56,8 +59,11 @@ async fn follow(
     let changes = shared.changes.subscribe(id);
     let mut after = req.after_seq;
     let mut terminal_seen = false;
+    let mut read = true;
     loop {
-        let closed = if req.result_only {
+        let closed = if !read {
+            false
+        } else if req.result_only {
             // Cheap check on the projection; the history is read once, at the end.
             let row = shared.store.get_execution(id).await.map_err(store)?;
             row.is_some_and(|r| r.run > run || r.status.is_closed())
@@ -90,13 +96,16 @@ async fn follow(
                 run += 1;
                 after = 0;
                 terminal_seen = false;
+                read = true;
                 continue;
             }
             return Ok(());
         }
         tokio::select! {
-            () = changes.changed() => {}
-            () = tokio::time::sleep(poll) => {}
+            seen = changes.changed() => {
+                read = if req.result_only { seen.closed(run) } else { seen.events_after(run, after) };
+            }
+            () = tokio::time::sleep(poll) => read = true,
             () = tx.closed() => return Ok(()),
         }
     }
