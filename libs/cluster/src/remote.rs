@@ -10,8 +10,9 @@
 //! * `QueryExecution` / `DescribeExecution` go to the execution's current owner (owners row
 //!   → node → advertised address); `UNAVAILABLE` while that owner is not live.
 //! * `ReportResult` (a worker's result handed to the owner, once per step) goes there too,
-//!   but remembers which node owns the execution instead of reading the owners row for
-//!   every result (issue 14): ownership only moves when its owner stops being live (a
+//!   but remembers which node owns the execution (the one that created it at a start
+//!   through here, or as read) instead of reading the owners row for every result (issue
+//!   14): ownership only moves when its owner stops being live (a
 //!   takeover), so the remembered node is used while it is live, and forgotten when the
 //!   call fails or the owner does not record the result (not held, fenced: the caller then
 //!   takes the inbox route, and the next result reads the row again).
@@ -167,13 +168,17 @@ impl RemoteOwners {
             }
         }
         let (node, addr) = self.owner_node_of(execution_id).await?;
+        self.remember_owner(execution_id, node);
+        Ok(addr)
+    }
+
+    fn remember_owner(&self, execution_id: &str, node_id: String) {
         if let Ok(mut m) = self.owner_nodes.lock() {
             if m.len() >= OWNER_NODES {
                 m.clear();
             }
-            m.insert(execution_id.to_string(), node);
+            m.insert(execution_id.to_string(), node_id);
         }
-        Ok(addr)
     }
 
     /// Forgets the remembered owner of `execution_id` (it did not take a result).
@@ -237,7 +242,15 @@ impl RemoteOwners {
             deadline.saturating_duration_since(Instant::now()).min(self.retry.attempt_timeout),
         );
         match client.start_execution(call).await {
-            Ok(response) => Ok(Ok(response.into_inner())),
+            Ok(response) => {
+                let response = response.into_inner();
+                // The owner that created it holds it (its owners row names that node): a
+                // result handed for it later needs no read of the row.
+                if response.created {
+                    self.remember_owner(&response.execution_id, node_id);
+                }
+                Ok(Ok(response))
+            }
             Err(status) if retryable(&status) => {
                 self.forget(&addr);
                 Err(Retryable(format!("owner {node_id} at {addr}: {}", status.message())))

@@ -4,7 +4,8 @@
 //! Readers waiting on an execution (a reply wait, a watch, a task's supervisor) used to
 //! re-read the store on every change of it. A [`Change`] says what the commit did: the run,
 //! the last event seq it appended, whether the run closed, the inbox entries it applied with
-//! their replies, the units whose task rows it cancelled. A reader reads only when that is
+//! their replies, the units whose task rows it cancelled and the tokens of the results
+//! handed to the owner that it recorded. A reader reads only when that is
 //! its own thing, and takes a reply straight from the change: it is the very value the
 //! commit recorded on the entry.
 //!
@@ -45,6 +46,9 @@ pub struct ChangeDetail {
     pub applied: Vec<(u64, Option<InboxReply>)>,
     /// Units whose task rows (queued or claimed) were cancelled.
     pub cancelled_units: Vec<String>,
+    /// Tokens of the results handed to the owner that this commit recorded (their rows are
+    /// done, see `CommitBatch::tasks_done`).
+    pub done_tokens: Vec<String>,
 }
 
 impl Change {
@@ -65,6 +69,7 @@ impl Change {
             closed,
             applied: batch.inbox_done.iter().map(|d| (d.seq, d.result.clone())).collect(),
             cancelled_units: batch.units_to_cancel.clone(),
+            done_tokens: batch.tasks_done.clone(),
         };
         Change { execution_id: batch.execution_id.clone(), detail: Some(Arc::new(detail)) }
     }
@@ -87,6 +92,7 @@ impl Change {
             "c": d.closed,
             "a": applied,
             "u": d.cancelled_units,
+            "t": d.done_tokens,
         })
         .to_string();
         if text.len() <= MAX_PAYLOAD_BYTES {
@@ -127,13 +133,12 @@ fn detail(o: &serde_json::Map<String, Value>) -> Option<ChangeDetail> {
         };
         applied.push((seq.as_u64()?, reply));
     }
-    let cancelled_units = o
-        .get("u")?
-        .as_array()?
-        .iter()
-        .map(|u| u.as_str().map(str::to_string))
-        .collect::<Option<Vec<_>>>()?;
-    Some(ChangeDetail { run, last_seq, closed, applied, cancelled_units })
+    let strings = |key: &str| -> Option<Vec<String>> {
+        o.get(key)?.as_array()?.iter().map(|u| u.as_str().map(str::to_string)).collect()
+    };
+    let cancelled_units = strings("u")?;
+    let done_tokens = strings("t")?;
+    Some(ChangeDetail { run, last_seq, closed, applied, cancelled_units, done_tokens })
 }
 
 #[cfg(test)]
@@ -160,6 +165,7 @@ mod tests {
                 (8, Some(InboxReply::Refused { code: ErrorCode::ExecutionFinished, message: "x".into() })),
             ],
             cancelled_units: vec!["a".into(), "b/c".into()],
+            done_tokens: vec!["0123abcd".into()],
         });
         assert_eq!(Change::decode(&change.encode()), change);
         let nothing = detailed(ChangeDetail { run: 1, ..ChangeDetail::default() });
@@ -185,7 +191,7 @@ mod tests {
         assert_eq!(Change::decode("{not json"), Change::unknown("{not json"));
         assert_eq!(Change::decode(r#"{"e":"e1"}"#), Change::unknown("e1"));
         // A detail that does not read (an unknown reply shape) is dropped, not guessed.
-        let odd = r#"{"e":"e1","r":1,"s":null,"c":false,"a":[[1,{"what":1}]],"u":[]}"#;
+        let odd = r#"{"e":"e1","r":1,"s":null,"c":false,"a":[[1,{"what":1}]],"u":[],"t":[]}"#;
         assert_eq!(Change::decode(odd), Change::unknown("e1"));
     }
 
@@ -207,6 +213,7 @@ mod tests {
             }),
             inbox_done: vec![InboxDone { seq: 9, result: None }],
             units_to_cancel: vec!["u".into()],
+            tasks_done: vec!["tok".into()],
             ..CommitBatch::default()
         };
         let d = Change::of_batch(&batch).detail.expect("detail");
@@ -218,6 +225,7 @@ mod tests {
                 closed: true,
                 applied: vec![(9, None)],
                 cancelled_units: vec!["u".into()],
+                done_tokens: vec!["tok".into()],
             }
         );
         let quiet = Change::of_batch(&CommitBatch { run: 1, ..CommitBatch::default() });

@@ -83,6 +83,12 @@ impl Seen {
         self.changes.iter().flat_map(|c| &c.applied).find(|(s, _)| *s == seq).map(|(_, r)| r.clone())
     }
 
+    /// Whether a change says the result of `token` was recorded (its row is done).
+    #[must_use]
+    pub fn recorded(&self, token: &str) -> bool {
+        self.changes.iter().any(|c| c.done_tokens.iter().any(|t| t == token))
+    }
+
     /// Whether unit `unit`'s task rows may have been cancelled (or the run it belongs to
     /// moved on, `run`).
     #[must_use]

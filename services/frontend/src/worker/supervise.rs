@@ -45,10 +45,17 @@ pub(crate) async fn supervise(
     let tick = task.heartbeat_ms.map_or(TICK, |h| Duration::from_millis((h / 4).max(20)).min(TICK));
     loop {
         let read = tokio::select! {
-            seen = changes.changed() => match &task.unit {
-                Some((run, unit)) => seen.cancels(*run, unit),
-                None => true,
-            },
+            seen = changes.changed() => {
+                // Its result was recorded (the row is done): nothing left to supervise. The
+                // same commit cancels the unit's other rows, which is not this one's.
+                if seen.recorded(&task.token) {
+                    return;
+                }
+                match &task.unit {
+                    Some((run, unit)) => seen.cancels(*run, unit),
+                    None => true,
+                }
+            }
             () = tokio::time::sleep(tick) => true,
             () = tx.closed() => return,
         };
