@@ -162,8 +162,7 @@ impl RemoteOwners {
         let node = self.owner_nodes.lock().ok().and_then(|m| m.get(execution_id).cloned());
         if let Some(node) = node {
             let live = self.membership.live_owners();
-            if let Some(addr) = live.into_iter().find(|n| n.node_id == node).and_then(|n| n.addr)
-            {
+            if let Some(addr) = live.into_iter().find(|n| n.node_id == node).and_then(|n| n.addr) {
                 return Ok(addr);
             }
         }

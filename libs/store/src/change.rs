@@ -162,7 +162,13 @@ mod tests {
                 (5, Some(InboxReply::Applied { seq: 17, run: 2, applied: false })),
                 (6, None),
                 (7, Some(InboxReply::Updated { seq: 9, run: 2, result: json!({"n": [1, 2]}) })),
-                (8, Some(InboxReply::Refused { code: ErrorCode::ExecutionFinished, message: "x".into() })),
+                (
+                    8,
+                    Some(InboxReply::Refused {
+                        code: ErrorCode::ExecutionFinished,
+                        message: "x".into(),
+                    }),
+                ),
             ],
             cancelled_units: vec!["a".into(), "b/c".into()],
             done_tokens: vec!["0123abcd".into()],
@@ -197,7 +203,8 @@ mod tests {
 
     #[test]
     fn a_batch_says_what_it_did() {
-        let event = |seq, event| HistoryEvent { seq, timestamp_ms: 0, origin: Origin::Decided, event };
+        let event =
+            |seq, event| HistoryEvent { seq, timestamp_ms: 0, origin: Origin::Decided, event };
         let batch = CommitBatch {
             execution_id: "e".into(),
             run: 3,

@@ -65,9 +65,10 @@ impl Seen {
     #[must_use]
     pub fn events_after(&self, run: u32, after: u64) -> bool {
         self.unknown
-            || self.changes.iter().any(|c| {
-                c.run > run || (c.run == run && c.last_seq.is_some_and(|s| s > after))
-            })
+            || self
+                .changes
+                .iter()
+                .any(|c| c.run > run || (c.run == run && c.last_seq.is_some_and(|s| s > after)))
     }
 
     /// Whether run `run` may have closed (a later run counts as closing it).
@@ -80,7 +81,11 @@ impl Seen {
     /// applied, `None` when none does.
     #[must_use]
     pub fn reply(&self, seq: u64) -> Option<Option<crate::InboxReply>> {
-        self.changes.iter().flat_map(|c| &c.applied).find(|(s, _)| *s == seq).map(|(_, r)| r.clone())
+        self.changes
+            .iter()
+            .flat_map(|c| &c.applied)
+            .find(|(s, _)| *s == seq)
+            .map(|(_, r)| r.clone())
     }
 
     /// Whether a change says the result of `token` was recorded (its row is done).
@@ -94,9 +99,10 @@ impl Seen {
     #[must_use]
     pub fn cancels(&self, run: u32, unit: &str) -> bool {
         self.unknown
-            || self.changes.iter().any(|c| {
-                c.run > run || c.closed || c.cancelled_units.iter().any(|u| u == unit)
-            })
+            || self
+                .changes
+                .iter()
+                .any(|c| c.run > run || c.closed || c.cancelled_units.iter().any(|u| u == unit))
     }
 }
 
@@ -190,6 +196,29 @@ impl ChangeHub {
         out
     }
 
+    /// Publishes, once committed, the changes [`ChangeHub::changes_of`] built for `ids` (the
+    /// same ids, in the same order). An execution without a built change (nobody watched it
+    /// then: a reader subscribed while the commit ran) gets one without detail, so a late
+    /// subscriber is still woken and reads.
+    pub fn publish_committed<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str>,
+        changes: &[Change],
+    ) {
+        let mut w = lock(&self.waiters);
+        let mut rest = changes;
+        for id in ids {
+            let n = rest.iter().take_while(|c| c.execution_id == id).count();
+            if n == 0 {
+                deliver(&mut w, id, None);
+            }
+            for c in &rest[..n] {
+                deliver(&mut w, id, c.detail.as_ref());
+            }
+            rest = &rest[n..];
+        }
+    }
+
     /// Executions with at least one live subscriber (for tests and metrics).
     #[must_use]
     pub fn watched(&self) -> usize {
@@ -263,7 +292,8 @@ mod tests {
                 vec![(7, Some(crate::InboxReply::Applied { seq: 4, run: 1, applied: true }))];
         }
         hub.publish_changes(&[detail(1, Some(3)), applied]);
-        let seen = tokio::time::timeout(Duration::from_secs(1), sub.changed()).await.expect("woken");
+        let seen =
+            tokio::time::timeout(Duration::from_secs(1), sub.changed()).await.expect("woken");
         assert!(!seen.unknown);
         assert_eq!(seen.changes.len(), 2);
         assert!(seen.events_after(1, 3) && !seen.events_after(1, 4) && !seen.events_after(2, 0));
@@ -288,15 +318,26 @@ mod tests {
 
     #[test]
     fn only_watched_batches_become_changes() {
+        use futures_util::FutureExt;
         let hub = ChangeHub::new();
-        let _sub = hub.subscribe("e");
+        let sub = hub.subscribe("e");
         let batch = |id: &str| crate::CommitBatch { execution_id: id.into(), ..Default::default() };
-        let _g = hub.subscribe("g");
+        let g = hub.subscribe("g");
         let changes = hub.changes_of(["e", "f", "g"], &[batch("e"), batch("f")]);
         assert_eq!(changes.len(), 2);
         assert_eq!(changes[0].execution_id, "e");
         assert!(changes[0].detail.is_some());
         assert_eq!(changes[1], Change::unknown("g"));
+
+        // "f" was not watched when the changes were built; a reader that subscribed since is
+        // woken without detail, the others get theirs.
+        let late = hub.subscribe("f");
+        hub.publish_committed(["e", "f", "g"], &changes);
+        let seen = late.changed().now_or_never().expect("woken");
+        assert!(seen.unknown);
+        let seen = sub.changed().now_or_never().expect("woken");
+        assert!(!seen.unknown && seen.changes.len() == 1);
+        assert!(g.changed().now_or_never().expect("woken").unknown);
     }
 
     #[test]

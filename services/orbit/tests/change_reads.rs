@@ -53,7 +53,8 @@ async fn reads(admin_addr: &str, kind: &str) -> u64 {
 async fn scenario(c: &mut WorkflowServiceClient<Channel>, worker_address: &str, admin_addr: &str) {
     register(c, WORKFLOW).await;
     start(c, "reads", "r1", json!({})).await.expect("start");
-    let mut session = RawSession::start(worker_address, "reads-worker", &[("slow.work", "1")], 1).await;
+    let mut session =
+        RawSession::start(worker_address, "reads-worker", &[("slow.work", "1")], 1).await;
     let task = session.next_task(PATIENCE).await;
     // The result watch, open while the signals go in.
     let mut watcher = c.clone();

@@ -303,7 +303,7 @@ pub(crate) async fn apply_set(
     handed::answer(handed_replies, &recorded, committed.is_ok());
     match committed {
         Ok(_) => {
-            inner.changes.publish_changes(&changes);
+            inner.changes.publish_committed(work.keys().map(String::as_str), &changes);
             let end_ms = if traced.is_empty() { 0 } else { orbit_telemetry::now_ms() };
             let metrics = orbit_metrics::get();
             for (id, mut w) in work {
