@@ -9,6 +9,13 @@
 //! * `Wake` answers at once: the inbox insert's notification wakes the owner.
 //! * `QueryExecution` / `DescribeExecution` go to the execution's current owner (owners row
 //!   → node → advertised address); `UNAVAILABLE` while that owner is not live.
+//! * `ReportResult` (a worker's result handed to the owner, once per step) goes there too,
+//!   but remembers which node owns the execution (the one that created it at a start
+//!   through here, or as read) instead of reading the owners row for every result (issue
+//!   14): ownership only moves when its owner stops being live (a
+//!   takeover), so the remembered node is used while it is live, and forgotten when the
+//!   call fails or the owner does not record the result (not held, fenced: the caller then
+//!   takes the inbox route, and the next result reads the row again).
 //! * Every call carries this process's credentials when configured: the client
 //!   certificate of its TLS options and/or a service token ([`RemoteOwners::with_bearer`]).
 
@@ -65,7 +72,12 @@ pub struct RemoteOwners {
     tls: orbit_api::tls::ClientTls,
     /// `Bearer <service token>` sent with every call, when configured.
     bearer: Option<MetadataValue<Ascii>>,
+    /// execution id → node id of its owner, as last read, for `ReportResult`.
+    owner_nodes: Mutex<HashMap<String, String>>,
 }
+
+/// How many executions' owners a frontend remembers (a bounded map: cleared when full).
+const OWNER_NODES: usize = 10_000;
 
 /// A failed attempt worth another try, with what to report if none succeeds.
 struct Retryable(String);
@@ -80,6 +92,7 @@ impl RemoteOwners {
             clients: Mutex::new(HashMap::new()),
             tls: orbit_api::tls::ClientTls::default(),
             bearer: None,
+            owner_nodes: Mutex::new(HashMap::new()),
         }
     }
 
@@ -143,8 +156,45 @@ impl RemoteOwners {
         Ok((node.node_id.clone(), addr))
     }
 
+    /// The address of the owner of `execution_id` as remembered, while that node is live;
+    /// else read as [`RemoteOwners::owner_of`] does, and remembered.
+    async fn remembered_owner_of(&self, execution_id: &str) -> Result<String, Status> {
+        let node = self.owner_nodes.lock().ok().and_then(|m| m.get(execution_id).cloned());
+        if let Some(node) = node {
+            let live = self.membership.live_owners();
+            if let Some(addr) = live.into_iter().find(|n| n.node_id == node).and_then(|n| n.addr) {
+                return Ok(addr);
+            }
+        }
+        let (node, addr) = self.owner_node_of(execution_id).await?;
+        self.remember_owner(execution_id, node);
+        Ok(addr)
+    }
+
+    fn remember_owner(&self, execution_id: &str, node_id: String) {
+        if let Ok(mut m) = self.owner_nodes.lock() {
+            if m.len() >= OWNER_NODES {
+                m.clear();
+            }
+            m.insert(execution_id.to_string(), node_id);
+        }
+    }
+
+    /// Forgets the remembered owner of `execution_id` (it did not take a result).
+    fn forget_owner(&self, execution_id: &str) {
+        if let Ok(mut m) = self.owner_nodes.lock() {
+            m.remove(execution_id);
+        }
+    }
+
     /// The address of the live node that owns `execution_id` now.
     async fn owner_of(&self, execution_id: &str) -> Result<String, Status> {
+        self.owner_node_of(execution_id).await.map(|(_, addr)| addr)
+    }
+
+    /// The live node that owns `execution_id` now, read from its owners row: (node id,
+    /// address).
+    async fn owner_node_of(&self, execution_id: &str) -> Result<(String, String), Status> {
         let store = self.membership.store();
         let row = store.get_owner(execution_id).await.map_err(|e| {
             OrbitError::new(e.code(), format!("reading the owner: {}", e.message())).to_status()
@@ -160,11 +210,11 @@ impl RemoteOwners {
             owners.into_iter().find(|n| n.node_id == row.node_id).and_then(|n| n.addr)
         };
         if let Some(addr) = find(self.membership.live_owners()) {
-            return Ok(addr);
+            return Ok((row.node_id, addr));
         }
         // The cache may predate the owner's first beat: look once more.
         let fresh = self.membership.refresh().await.unwrap_or_default();
-        find(fresh).ok_or_else(|| {
+        find(fresh).map(|addr| (row.node_id.clone(), addr)).ok_or_else(|| {
             OrbitError::new(
                 ErrorCode::Unavailable,
                 format!(
@@ -191,7 +241,15 @@ impl RemoteOwners {
             deadline.saturating_duration_since(Instant::now()).min(self.retry.attempt_timeout),
         );
         match client.start_execution(call).await {
-            Ok(response) => Ok(Ok(response.into_inner())),
+            Ok(response) => {
+                let response = response.into_inner();
+                // The owner that created it holds it (its owners row names that node): a
+                // result handed for it later needs no read of the row.
+                if response.created {
+                    self.remember_owner(&response.execution_id, node_id);
+                }
+                Ok(Ok(response))
+            }
             Err(status) if retryable(&status) => {
                 self.forget(&addr);
                 Err(Retryable(format!("owner {node_id} at {addr}: {}", status.message())))
@@ -294,16 +352,29 @@ impl OwnerService for RemoteOwners {
         // One attempt at the execution's owner: the caller falls back to the inbox on any
         // failure, so retrying here would only delay the durable route.
         let request = request.into_inner();
-        let addr = self.owner_of(&request.execution_id).await?;
-        let mut client = self.client(&addr).map_err(unavailable)?;
+        let execution_id = request.execution_id.clone();
+        let addr = self.remembered_owner_of(&execution_id).await?;
+        let mut client = match self.client(&addr) {
+            Ok(c) => c,
+            Err(failed) => {
+                self.forget_owner(&execution_id);
+                return Err(unavailable(failed));
+            }
+        };
         let mut call = self.request(request);
         call.set_timeout(self.retry.attempt_timeout);
-        client.report_result(call).await.map_err(|s| {
+        let answer = client.report_result(call).await.map_err(|s| {
             if retryable(&s) {
                 self.forget(&addr);
             }
             refused(&addr, s)
-        })
+        });
+        // Not recorded (the node no longer holds the execution, or refused it) or failed:
+        // read the owners row again next time.
+        if !answer.as_ref().is_ok_and(|a| a.get_ref().recorded) {
+            self.forget_owner(&execution_id);
+        }
+        answer
     }
 
     async fn query_execution(

@@ -14,6 +14,7 @@
 //! transaction, fenced by the owner's epoch (see [`CommitBatch`]).
 
 mod batch;
+mod change;
 mod changes;
 mod error;
 mod fault;
@@ -29,7 +30,8 @@ mod sqlite;
 mod store;
 
 pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewInbox, NewOwner, ProjectionUpdate};
-pub use changes::{ChangeHub, Subscription};
+pub use change::{Change, ChangeDetail, MAX_PAYLOAD_BYTES};
+pub use changes::{ChangeHub, Seen, Subscription};
 pub use error::{Result, StoreError};
 pub use fault::{FaultNote, FaultRow, SUSPENDED};
 pub use inbox::{InboxKind, InboxMessage, InboxReply};

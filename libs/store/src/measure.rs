@@ -1,6 +1,7 @@
 //! Store metrics on the hot path: `orbit_store_transactions_total{kind,backend}` for the
-//! transactions every step goes through, and `orbit_store_commit_seconds{backend}` for the
-//! owner's group commits. The labelled series are resolved once (no map lookup per call):
+//! transactions every step goes through (and the reads of readers waiting on executions,
+//! which issue 14 made read only when their own thing changed), and
+//! `orbit_store_commit_seconds{backend}` for the owner's group commits. The labelled series are resolved once (no map lookup per call):
 //! counting is one atomic add, timing one histogram observation.
 
 use prometheus::{Histogram, IntCounter};
@@ -27,13 +28,34 @@ pub(crate) enum Tx {
     Enqueue = 3,
     /// Due timers fired into the inbox.
     FireTimers = 4,
+    /// A read of an inbox entry's reply (a reply wait).
+    InboxResult = 5,
+    /// A read of a task row by token (a task's supervisor, a restricted worker's result).
+    TaskByToken = 6,
+    /// A read of an execution's owners row (routing to its owner).
+    GetOwner = 7,
+    /// A read of a run's events after a seq (watches, update waits).
+    HistoryAfter = 8,
+    /// A read of an execution's projection row.
+    GetExecution = 9,
 }
 
 const BACKENDS: [&str; 2] = ["sqlite", "postgres"];
-const KINDS: [&str; 5] = ["commit", "claim", "complete", "enqueue", "fire_timers"];
+const KINDS: [&str; 10] = [
+    "commit",
+    "claim",
+    "complete",
+    "enqueue",
+    "fire_timers",
+    "inbox_result",
+    "task_by_token",
+    "get_owner",
+    "history_after",
+    "get_execution",
+];
 
 struct Series {
-    transactions: [[IntCounter; 2]; 5],
+    transactions: [[IntCounter; 2]; 10],
     commit: [Histogram; 2],
 }
 

@@ -15,7 +15,9 @@ mod support;
 use orbit_store::migrations::MIGRATIONS;
 use orbit_store::roles::*;
 use orbit_store::InboxKind;
-use orbit_store::{CommitBatch, PgOptions, PgStore, StoreError, TaskState, Wakeup};
+use orbit_store::{
+    Change, CommitBatch, InboxDone, InboxReply, PgOptions, PgStore, StoreError, TaskState, Wakeup,
+};
 use pg::{admin_url, ca_file, options, url_for, with_param, PgBackend};
 use serde_json::json;
 use std::collections::HashSet;
@@ -386,13 +388,16 @@ async fn listen_delivers_wakeups_after_the_matching_writes() {
     let listener = store.listen(handler, shutdown.clone());
     expect(&mut rx, &Wakeup::Reconnected).await;
 
-    store.enqueue_inbox("e1", &signal("go")).await.unwrap();
+    let go = store.enqueue_inbox("e1", &signal("go")).await.unwrap();
     expect(&mut rx, &Wakeup::Inbox).await;
 
     let mut batch = start_batch("e1", "node-a");
     batch.tasks_to_insert = vec![task("charge", "payments")];
+    // The payload carries what the commit did (issue 14), exactly.
+    let changed = Change::of_batch(&batch);
+    assert!(changed.detail.as_ref().is_some_and(|d| d.last_seq.is_some()), "{changed:?}");
     store.commit(batch).await.unwrap();
-    expect_all(&mut rx, &[Wakeup::Tasks, Wakeup::Changed("e1".into())]).await;
+    expect_all(&mut rx, &[Wakeup::Tasks, Wakeup::Changed(changed)]).await;
 
     let timers = CommitBatch {
         execution_id: "e1".into(),
@@ -407,6 +412,22 @@ async fn listen_delivers_wakeups_after_the_matching_writes() {
     let claimed = store.claim_tasks(&["payments".into()], 1, "fe", "s", "w").await.unwrap();
     assert_eq!(claimed.len(), 1);
     expect(&mut rx, &Wakeup::Inbox).await;
+
+    // An applied entry's reply and the cancelled units ride in the payload.
+    let applied = CommitBatch {
+        execution_id: "e1".into(),
+        run: 1,
+        expected_epoch: Some(1),
+        inbox_done: vec![InboxDone {
+            seq: go,
+            result: Some(InboxReply::Applied { seq: 2, run: 1, applied: true }),
+        }],
+        units_to_cancel: vec!["charge".into()],
+        ..CommitBatch::default()
+    };
+    let changed = Change::of_batch(&applied);
+    store.commit(applied).await.unwrap();
+    expect(&mut rx, &Wakeup::Changed(changed)).await;
 
     // Nothing is sent for a rolled-back commit.
     while rx.try_recv().is_ok() {}

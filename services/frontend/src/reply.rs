@@ -11,6 +11,9 @@
 //! across processes the database's notifications feed the same hub). A waiter therefore
 //! subscribes to the execution BEFORE its first read of the entry: a reply committed before
 //! the subscription is seen by that read, one committed after it wakes the subscription.
+//! A change says which entries it applied, with the reply recorded on each (issue 14): the
+//! waiter takes its reply from there, ignores changes that applied other entries, and reads
+//! the entry only for a change that does not say (no detail, too large for a NOTIFY).
 //! A fallback re-read covers notifications lost across a database reconnect: first after
 //! 50 ms, then less and less often (up to once a second), since notifications are the rule
 //! and every re-read of every waiting reply is a database query.
@@ -115,7 +118,12 @@ async fn wait(
         }
         let pause = fallback.min(deadline - now);
         tokio::select! {
-            () = sub.changed() => {}
+            seen = sub.changed() => {
+                if let Some(reply) = seen.reply(seq) {
+                    return Ok(Waited::Done(reply));
+                }
+                read = seen.unknown;
+            }
             () = tokio::time::sleep(pause) => fallback = (fallback * 2).min(FALLBACK_MAX),
         }
     }

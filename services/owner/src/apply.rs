@@ -297,11 +297,13 @@ pub(crate) async fn apply_set(
         handed::answer(handed_replies, &recorded, false);
         return Ok(applied);
     }
+    // What the commit does, for the readers waiting on these executions (issue 14).
+    let changes = inner.changes.changes_of(work.keys().map(String::as_str), &batches);
     let committed = inner.store.commit_all(batches).await;
     handed::answer(handed_replies, &recorded, committed.is_ok());
     match committed {
         Ok(_) => {
-            inner.changes.publish(work.keys().map(String::as_str));
+            inner.changes.publish_committed(work.keys().map(String::as_str), &changes);
             let end_ms = if traced.is_empty() { 0 } else { orbit_telemetry::now_ms() };
             let metrics = orbit_metrics::get();
             for (id, mut w) in work {

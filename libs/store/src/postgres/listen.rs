@@ -4,7 +4,8 @@
 //! Notifications are sent by the writes themselves, in their transaction (see `sql.rs` and
 //! `plan.rs`): `orbit_inbox` when inbox rows were inserted, `orbit_tasks` when task rows were
 //! queued or a tree changed owner, `orbit_timers` when timers were written, `orbit_changes`
-//! with the execution id when a commit appended events or applied inbox entries.
+//! with what a commit did to an execution (events appended, inbox entries applied with their
+//! replies, task units cancelled: a [`Change`](crate::Change), decoded here).
 //!
 //! A notification sent while the listener was disconnected is lost, so after every
 //! (re)connect the handler gets [`Wakeup::Reconnected`] and re-checks everything. The
@@ -27,8 +28,9 @@ pub enum Wakeup {
     Tasks,
     /// Timers were written or deleted (`orbit_timers`).
     Timers,
-    /// The history of this execution grew or it applied inbox entries (`orbit_changes`).
-    Changed(String),
+    /// The history of an execution grew, it applied inbox entries or cancelled task units
+    /// (`orbit_changes`): what changed, as far as the payload says.
+    Changed(crate::Change),
     /// The listener (re)connected: notifications may have been missed, re-check everything.
     Reconnected,
 }
@@ -52,7 +54,7 @@ fn wakeup(channel: &str, payload: &str) -> Option<Wakeup> {
         "orbit_inbox" => Some(Wakeup::Inbox),
         "orbit_tasks" => Some(Wakeup::Tasks),
         "orbit_timers" => Some(Wakeup::Timers),
-        "orbit_changes" => Some(Wakeup::Changed(payload.to_string())),
+        "orbit_changes" => Some(Wakeup::Changed(crate::Change::decode(payload))),
         _ => None,
     }
 }
@@ -150,7 +152,10 @@ mod tests {
         assert_eq!(wakeup("orbit_inbox", ""), Some(Wakeup::Inbox));
         assert_eq!(wakeup("orbit_tasks", ""), Some(Wakeup::Tasks));
         assert_eq!(wakeup("orbit_timers", ""), Some(Wakeup::Timers));
-        assert_eq!(wakeup("orbit_changes", "e1"), Some(Wakeup::Changed("e1".into())));
+        assert_eq!(
+            wakeup("orbit_changes", "e1"),
+            Some(Wakeup::Changed(crate::Change::unknown("e1")))
+        );
         assert_eq!(wakeup("other", ""), None);
     }
 }

@@ -239,10 +239,12 @@ impl ExecutionReads for PgStore {
         run: u32,
         after_seq: u64,
     ) -> Result<Vec<HistoryEvent>> {
+        measure::count(Tx::HistoryAfter, PG);
         run!(self, Kind::Read, |c| reads::history_after(c, execution_id, run, after_seq))
     }
 
     async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRow>> {
+        measure::count(Tx::GetExecution, PG);
         run!(self, Kind::Read, |c| reads::get_execution(c, execution_id))
     }
 
@@ -267,6 +269,7 @@ impl Inbox for PgStore {
     }
 
     async fn inbox_result(&self, seq: u64) -> Result<InboxStatus> {
+        measure::count(Tx::InboxResult, PG);
         run!(self, Kind::Read, |c| queue::inbox_result(c, seq))
     }
 }
@@ -367,6 +370,7 @@ impl TaskQueue for PgStore {
     }
 
     async fn task_by_token(&self, token: &str) -> Result<Option<TaskRow>> {
+        measure::count(Tx::TaskByToken, PG);
         run!(self, Kind::Read, |c| queue::task_by_token(c, token))
     }
 
@@ -431,6 +435,7 @@ impl Nodes for PgStore {
 #[async_trait::async_trait]
 impl Ownership for PgStore {
     async fn get_owner(&self, execution_id: &str) -> Result<Option<OwnerRow>> {
+        measure::count(Tx::GetOwner, PG);
         run!(self, Kind::Read, |c| queue::get_owner(c, execution_id))
     }
 

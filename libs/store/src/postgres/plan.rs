@@ -185,9 +185,12 @@ pub(crate) fn plan(batches: &[CommitBatch], mut read: Read) -> Result<Plan> {
         let (outcome, keys) = plan_one(batch, &mut read, &mut seg)?;
         outcomes.push(outcome);
         task_keys.push(keys);
-        let id = &batch.execution_id;
-        if !batch.events.is_empty() || !batch.inbox_done.is_empty() {
-            notify.push(("orbit_changes", id.clone()));
+        if !batch.events.is_empty()
+            || !batch.inbox_done.is_empty()
+            || !batch.units_to_cancel.is_empty()
+        {
+            // What the commit did, so readers read only when it is their own thing.
+            notify.push(("orbit_changes", crate::Change::of_batch(batch).encode()));
         }
         if !batch.inbox_to_insert.is_empty() {
             notify.push(("orbit_inbox", String::new()));

@@ -122,11 +122,13 @@ impl ExecutionReads for SqliteStore {
         run: u32,
         after_seq: u64,
     ) -> Result<Vec<HistoryEvent>> {
+        measure::count(Tx::HistoryAfter, SQLITE);
         let id = execution_id.to_string();
         self.readers.run(move |c| reads::history_after(c, &id, run, after_seq)).await
     }
 
     async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRow>> {
+        measure::count(Tx::GetExecution, SQLITE);
         let id = execution_id.to_string();
         self.readers.run(move |c| reads::get_execution(c, &id)).await
     }
@@ -154,6 +156,7 @@ impl Inbox for SqliteStore {
     }
 
     async fn inbox_result(&self, seq: u64) -> Result<InboxStatus> {
+        measure::count(Tx::InboxResult, SQLITE);
         self.readers.run(move |c| queue::inbox_result(c, seq)).await
     }
 }
@@ -256,6 +259,7 @@ impl TaskQueue for SqliteStore {
     }
 
     async fn task_by_token(&self, token: &str) -> Result<Option<TaskRow>> {
+        measure::count(Tx::TaskByToken, SQLITE);
         let token = token.to_string();
         self.readers.run(move |c| queue::task_by_token(c, &token)).await
     }
@@ -326,6 +330,7 @@ impl Nodes for SqliteStore {
 #[async_trait::async_trait]
 impl Ownership for SqliteStore {
     async fn get_owner(&self, execution_id: &str) -> Result<Option<OwnerRow>> {
+        measure::count(Tx::GetOwner, SQLITE);
         let id = execution_id.to_string();
         self.readers.run(move |c| queue::get_owner(c, &id)).await
     }

@@ -45,6 +45,7 @@ pub(super) fn supervise_adopted(
         let task = Supervised {
             token: a.token,
             execution_id: a.execution_id,
+            unit: None,
             heartbeat_ms: a.heartbeat_ms,
         };
         tokio::spawn(supervise(shared.clone(), session.clone(), tx.clone(), task));

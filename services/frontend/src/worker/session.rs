@@ -422,6 +422,7 @@ async fn deliver(shared: &Arc<Shared>, session: &Arc<Session>, rows: Vec<TaskRow
         let supervised = Supervised {
             token: task.token.clone(),
             execution_id: task.execution_id.clone(),
+            unit: Some((row.run, task.step.clone())),
             heartbeat_ms: timeouts.heartbeat_ms,
         };
         let _ = tx.send(msg(server_message::Kind::Task(task))).await;

@@ -2,7 +2,10 @@
 //!
 //! After a task is pushed, a small supervisor waits on the execution's change notifications
 //! (and a tick). When the owner has cancelled the task's row — the unit was cancelled,
-//! timed out, or resolved by another attempt — the worker is told `Cancel{token}`. When the
+//! timed out, or resolved by another attempt — the worker is told `Cancel{token}`. The row
+//! is read only when a change may have cancelled it: it names the task's unit among the
+//! units it cancelled, closes the run or moves to a later one, or does not say (issue 14);
+//! and at each tick, the safety net. When the
 //! step has a `heartbeat_timeout` and the worker has not named the token in a heartbeat for
 //! that long, the attempt is handed back as uncertain (`HEARTBEAT_TIMEOUT`), so the owner
 //! redelivers it, and the worker is told to stop. The supervisor ends when the session no
@@ -25,6 +28,10 @@ const TICK: Duration = Duration::from_secs(5);
 pub(crate) struct Supervised {
     pub(crate) token: String,
     pub(crate) execution_id: String,
+    /// The run and unit of the task: a change cancelling that unit is what to look for.
+    /// `None` (attempts adopted from an earlier session, which kept no more than the
+    /// token): every change is read for.
+    pub(crate) unit: Option<(u32, String)>,
     pub(crate) heartbeat_ms: Option<u64>,
 }
 
@@ -37,11 +44,21 @@ pub(crate) async fn supervise(
     let changes = shared.changes.subscribe(&task.execution_id);
     let tick = task.heartbeat_ms.map_or(TICK, |h| Duration::from_millis((h / 4).max(20)).min(TICK));
     loop {
-        tokio::select! {
-            () = changes.changed() => {}
-            () = tokio::time::sleep(tick) => {}
+        let read = tokio::select! {
+            seen = changes.changed() => {
+                // Its result was recorded (the row is done): nothing left to supervise. The
+                // same commit cancels the unit's other rows, which is not this one's.
+                if seen.recorded(&task.token) {
+                    return;
+                }
+                match &task.unit {
+                    Some((run, unit)) => seen.cancels(*run, unit),
+                    None => true,
+                }
+            }
+            () = tokio::time::sleep(tick) => true,
             () = tx.closed() => return,
-        }
+        };
         if session.is_stopped() {
             return;
         }
@@ -51,6 +68,9 @@ pub(crate) async fn supervise(
                 heartbeat_timeout(&shared, &session, &tx, &task).await;
                 return;
             }
+        }
+        if !read {
+            continue;
         }
         match shared.store.task_by_token(&task.token).await {
             Ok(Some(row)) if row.state == TaskState::Cancelled => {

@@ -164,8 +164,15 @@ async fn completion(
     let sub = shared.changes.subscribe(id);
     let mut after = seq;
     let mut fallback = FALLBACK;
+    let mut read = true;
     loop {
-        let events = shared.store.history_after(id, run, after).await.map_err(store)?;
+        // Only when the run grew past what was read (or a change does not say): a change
+        // that only applied other inbox entries adds no event to look at.
+        let events = if read {
+            shared.store.history_after(id, run, after).await.map_err(store)?
+        } else {
+            Vec::new()
+        };
         match orbit_engine::update::completion(&events, seq) {
             Some(Ok(result)) => return Ok(answer(result.clone(), seq, run)),
             Some(Err(error)) => return Err(err(ErrorCode::UpdateFailed, error.message.clone())),
@@ -189,9 +196,10 @@ async fn completion(
             ));
         }
         tokio::select! {
-            () = sub.changed() => {}
+            seen = sub.changed() => read = seen.events_after(run, after),
             () = tokio::time::sleep(fallback.min(left)) => {
                 fallback = (fallback * 2).min(FALLBACK_MAX);
+                read = true;
             }
         }
     }

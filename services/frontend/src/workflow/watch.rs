@@ -1,9 +1,12 @@
 //! `WatchExecution`: the run's events as they are committed, then its result.
 //!
 //! The frontend holds no execution state: the stream reads new events from the store each
-//! time the owner publishes a change of this execution (and every `watch_poll_ms` as a
-//! safety net), and ends after the run's terminal event (or follows continue-as-new into the
-//! next run when asked). A client that goes away ends the stream.
+//! time the owner publishes a change of this execution that concerns it (and every
+//! `watch_poll_ms` as a safety net), and ends after the run's terminal event (or follows
+//! continue-as-new into the next run when asked). A client that goes away ends the stream.
+//! A change says what the commit did (issue 14): a watch of events reads only when the run
+//! grew past what it sent, a watch of the result only (`result_only`) only when the run
+//! closed; a change without detail is read for, as before.
 
 use super::reads::{resolve_run, scoped};
 use crate::error::{store, ApiResult};
@@ -14,6 +17,7 @@ use orbit_api::v1::watch_execution_response::Kind;
 use orbit_api::v1::{WatchExecutionRequest, WatchExecutionResponse};
 use orbit_auth::Action;
 use orbit_engine::{State, Status};
+use orbit_store::{ExecutionRow, Subscription};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -29,12 +33,16 @@ pub(crate) async fn watch(
     req: WatchExecutionRequest,
 ) -> ApiResult<WatchStream> {
     let id = validate::id("execution_id", &req.execution_id)?.to_string();
+    // Subscribed before the first read, so a commit after that read is seen; the
+    // authorisation's read is that first read (a result-only watch looks at the row it got).
+    let changes = shared.changes.subscribe(&id);
     // Checked once: every later run of the execution runs the same workflow.
     let row = scoped(&shared, scope, Action::Read, &id).await?;
     let run = resolve_run(&row, req.run)?;
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
-        if let Err(status) = follow(&shared, &id, run, &req, &tx).await {
+        let first = Watching { changes, row: Some(row) };
+        if let Err(status) = follow(&shared, &id, run, &req, &tx, first).await {
             let _ = tx.send(Err(status)).await;
         }
     });
@@ -43,6 +51,12 @@ pub(crate) async fn watch(
 
 type Tx = mpsc::Sender<Result<WatchExecutionResponse, GrpcStatus>>;
 
+/// The subscription a watch took before its first read, and the row that read returned.
+struct Watching {
+    changes: Subscription,
+    row: Option<ExecutionRow>,
+}
+
 /// Streams until the watched run (or the last followed run) closes or the client leaves.
 async fn follow(
     shared: &Shared,
@@ -50,16 +64,22 @@ async fn follow(
     mut run: u32,
     req: &WatchExecutionRequest,
     tx: &Tx,
+    first: Watching,
 ) -> ApiResult<()> {
     let poll = Duration::from_millis(shared.config.watch_poll_ms.max(1));
-    // Subscribe before the first read, so a commit between the read and the wait is seen.
-    let changes = shared.changes.subscribe(id);
+    let Watching { changes, row: mut first_row } = first;
     let mut after = req.after_seq;
     let mut terminal_seen = false;
+    let mut read = true;
     loop {
-        let closed = if req.result_only {
+        let closed = if !read {
+            false
+        } else if req.result_only {
             // Cheap check on the projection; the history is read once, at the end.
-            let row = shared.store.get_execution(id).await.map_err(store)?;
+            let row = match first_row.take() {
+                Some(row) => Some(row),
+                None => shared.store.get_execution(id).await.map_err(store)?,
+            };
             row.is_some_and(|r| r.run > run || r.status.is_closed())
         } else {
             let events = shared.store.history_after(id, run, after).await.map_err(store)?;
@@ -90,13 +110,16 @@ async fn follow(
                 run += 1;
                 after = 0;
                 terminal_seen = false;
+                read = true;
                 continue;
             }
             return Ok(());
         }
         tokio::select! {
-            () = changes.changed() => {}
-            () = tokio::time::sleep(poll) => {}
+            seen = changes.changed() => {
+                read = if req.result_only { seen.closed(run) } else { seen.events_after(run, after) };
+            }
+            () = tokio::time::sleep(poll) => read = true,
             () = tx.closed() => return Ok(()),
         }
     }

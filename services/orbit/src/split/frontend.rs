@@ -61,7 +61,7 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
     let listen = node.database.listen(
         Arc::new(move |w| match w {
             Wakeup::Tasks | Wakeup::Reconnected => tasks_ready.notify_waiters(),
-            Wakeup::Changed(id) => changes.publish([id.as_str()]),
+            Wakeup::Changed(change) => changes.publish_changes(std::slice::from_ref(&change)),
             // Missed changes are covered by the watchers' and waiters' own re-reads.
             Wakeup::Inbox | Wakeup::Timers => {}
         }),
