@@ -305,8 +305,6 @@ impl Owner {
                         true
                     }
                 };
-                // The stall is handled; the next tick measures from the round's end.
-                tick = tokio::time::Instant::now();
             }
             let changed = async {
                 match changes.as_mut() {
