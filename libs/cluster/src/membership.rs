@@ -2,9 +2,13 @@
 //!
 //! A node heartbeats every `heartbeat_interval`; the store's clock (the database clock on
 //! PostgreSQL) stamps each beat, so liveness never depends on the clocks of the processes.
-//! After each beat the list of live owners is read again and cached, because every start a
-//! frontend or scheduler routes needs it. A failed beat (the database restarting) is
-//! logged and retried at the next tick; the node simply looks dead to the others meanwhile.
+//! Each beat also reads the live nodes, in the same transaction as the write
+//! (`Nodes::beat_and_list`), and caches them: every start a frontend or scheduler routes
+//! needs the live owners, and the loops that react to a node's death (owners' takeover,
+//! frontends' claim sweep) wait on [`Membership::changes`] instead of querying on a timer
+//! (issue 14: an idle node makes one transaction per beat). A failed beat (the database
+//! restarting) is logged and retried at the next tick; the node simply looks dead to the
+//! others meanwhile, and [`Membership::beat_failure`] says why (readiness).
 //! On a clean shutdown the node deletes its row, so owners take over its work at once
 //! instead of after the timeout.
 //!
@@ -15,6 +19,7 @@
 use orbit_store::{MembershipStore, NodeInfo, NodeRow, StoreError};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// The `service` name owners register under.
@@ -50,8 +55,16 @@ struct Inner {
     heartbeat_interval: Duration,
     node_timeout_ms: u64,
     owners: RwLock<Vec<NodeRow>>,
+    /// The live nodes of every service as of the last beat, by (node id, incarnation);
+    /// the generation counts the beats that found them different from the beat before.
+    live: RwLock<Vec<(String, String)>>,
+    generation: watch::Sender<u64>,
     /// When the last beat reached the store (process clock), for readiness.
     last_beat: std::sync::Mutex<Option<std::time::Instant>>,
+    /// Why the last beat failed; `None` once one succeeds again.
+    failure: std::sync::Mutex<Option<String>>,
+    /// When the beat in flight started (`None`: none is).
+    in_flight: std::sync::Mutex<Option<std::time::Instant>>,
     /// Called at each beat for the row's `sessions`; none: the node reports nothing.
     report: RwLock<Option<Report>>,
 }
@@ -75,7 +88,11 @@ impl Membership {
                 heartbeat_interval: config.heartbeat_interval.max(Duration::from_millis(10)),
                 node_timeout_ms: config.node_timeout_ms,
                 owners: RwLock::new(Vec::new()),
+                live: RwLock::new(Vec::new()),
+                generation: watch::channel(0).0,
                 last_beat: std::sync::Mutex::new(None),
+                failure: std::sync::Mutex::new(None),
+                in_flight: std::sync::Mutex::new(None),
                 report: RwLock::new(None),
             }),
         }
@@ -113,7 +130,9 @@ impl Membership {
         }
     }
 
-    /// Heartbeats once, then refreshes the cached live owners.
+    /// Heartbeats once and caches the live nodes the same transaction read; a live set
+    /// different from the last beat's (a node came, went, or restarted) bumps
+    /// [`Membership::changes`].
     ///
     /// # Errors
     /// The store cannot be written or read.
@@ -121,24 +140,82 @@ impl Membership {
         let gauge =
             orbit_metrics::get().node_membership.with_label_values(&[&self.inner.info.service]);
         let report = self.inner.report.read().ok().and_then(|r| r.clone());
+        let timeout = self.inner.node_timeout_ms;
+        if let Ok(mut started) = self.inner.in_flight.lock() {
+            *started = Some(std::time::Instant::now());
+        }
         let beat = match report {
             Some(report) => {
                 let mut info = self.inner.info.clone();
                 info.sessions = report();
-                self.inner.store.heartbeat_node(&info).await
+                self.inner.store.beat_and_list(&info, timeout).await
             }
-            None => self.inner.store.heartbeat_node(&self.inner.info).await,
+            None => self.inner.store.beat_and_list(&self.inner.info, timeout).await,
         };
-        if let Err(e) = beat {
-            gauge.set(0);
-            return Err(e);
+        if let Ok(mut started) = self.inner.in_flight.lock() {
+            *started = None;
         }
+        let live = match beat {
+            Ok(live) => live,
+            Err(e) => {
+                gauge.set(0);
+                if let Ok(mut failure) = self.inner.failure.lock() {
+                    *failure = Some(e.to_string());
+                }
+                return Err(e);
+            }
+        };
         if let Ok(mut last) = self.inner.last_beat.lock() {
             *last = Some(std::time::Instant::now());
         }
+        if let Ok(mut failure) = self.inner.failure.lock() {
+            *failure = None;
+        }
         gauge.set(1);
-        self.refresh().await?;
+        self.cache(&live);
         Ok(())
+    }
+
+    /// Caches `live` (every service): the owners for routing, the set for [`Membership::changes`].
+    fn cache(&self, live: &[NodeRow]) {
+        let owners: Vec<NodeRow> =
+            live.iter().filter(|n| n.service == OWNER_SERVICE).cloned().collect();
+        if let Ok(mut cached) = self.inner.owners.write() {
+            *cached = owners;
+        }
+        let set: Vec<(String, String)> =
+            live.iter().map(|n| (n.node_id.clone(), n.incarnation.clone())).collect();
+        let changed = match self.inner.live.write() {
+            Ok(mut cached) if *cached != set => {
+                *cached = set;
+                true
+            }
+            _ => false,
+        };
+        if changed {
+            self.inner.generation.send_modify(|g| *g += 1);
+        }
+    }
+
+    /// A receiver that sees a new value whenever a beat finds the live nodes (of any
+    /// service, with their incarnations) different from the previous beat's: a node joined,
+    /// left, went silent past the node timeout, or restarted. Waiters react to a death
+    /// within the node timeout plus one heartbeat, with no query of their own.
+    #[must_use]
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.inner.generation.subscribe()
+    }
+
+    /// Why the last beat failed (the database is unreachable or refuses the write), or
+    /// that the beat in flight has not answered for longer than `patience` (a database that
+    /// hangs); `None` when the last one succeeded, or before the first one.
+    #[must_use]
+    pub fn beat_failure(&self, patience: Duration) -> Option<String> {
+        let pending = self.inner.in_flight.lock().ok().and_then(|s| *s).map(|s| s.elapsed());
+        if let Some(waited) = pending.filter(|w| *w > patience) {
+            return Some(format!("the heartbeat has had no answer for {waited:?}"));
+        }
+        self.inner.failure.lock().ok().and_then(|f| f.clone())
     }
 
     /// Why this node does not hold its membership (`None`: it does): no beat has reached
@@ -313,6 +390,29 @@ mod tests {
         let live: Vec<String> = b.live_owners().into_iter().map(|n| n.node_id).collect();
         assert_eq!(live, vec!["owner-b".to_string()]);
         assert_eq!(store.list_nodes().await.expect("nodes").len(), 2, "the dead row stays");
+    }
+
+    #[tokio::test]
+    async fn changes_follow_the_live_set_not_the_beats() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = store(&dir).await;
+        let a = Membership::new(store.clone(), config("owner-a", "owner"));
+        let f = Membership::new(store.clone(), config("frontend-1", "frontend"));
+        let changes = f.changes();
+        f.beat().await.expect("beat");
+        assert_eq!(*changes.borrow(), 1, "the first beat finds a live set");
+        f.beat().await.expect("beat");
+        assert_eq!(*changes.borrow(), 1, "the same live set: no change");
+        a.beat().await.expect("beat a");
+        f.beat().await.expect("beat");
+        assert_eq!(*changes.borrow(), 2, "an owner joined");
+        assert_eq!(f.live_owners().len(), 1, "routing sees it from the same beat");
+        // `a` goes silent (a crash): the beat after the timeout sees it gone.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        f.beat().await.expect("beat");
+        assert_eq!(*changes.borrow(), 3, "the owner went silent");
+        assert!(f.live_owners().is_empty());
+        assert_eq!(f.beat_failure(Duration::from_secs(1)), None);
     }
 
     #[test]

@@ -272,6 +272,16 @@ pub trait Nodes: Send + Sync {
     /// refreshes it (a new incarnation also resets `started_at`). Returns the store's now.
     async fn heartbeat_node(&self, node: &NodeInfo) -> Result<u64>;
 
+    /// A heartbeat of `node` and the nodes live after it (every service, `node` included,
+    /// by node id): what a membership beat needs, so reading the membership costs no
+    /// transaction of its own (issue 14: an idle node makes one transaction per beat).
+    /// The default runs [`Nodes::heartbeat_node`] then [`Nodes::live_nodes`]; PostgreSQL
+    /// does both in one statement.
+    async fn beat_and_list(&self, node: &NodeInfo, timeout_ms: u64) -> Result<Vec<NodeRow>> {
+        self.heartbeat_node(node).await?;
+        self.live_nodes(None, timeout_ms).await
+    }
+
     /// Nodes (of `service`, or of every service) whose last heartbeat is no older than
     /// `timeout_ms` by the store's clock, by node id.
     async fn live_nodes(&self, service: Option<&str>, timeout_ms: u64) -> Result<Vec<NodeRow>>;

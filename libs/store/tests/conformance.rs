@@ -97,6 +97,7 @@ macro_rules! every_case {
             commit_all_applies_batches_of_one_execution_in_order,
             nodes_heartbeat_and_go_stale,
             node_sessions_follow_each_beat,
+            a_beat_lists_the_live_nodes_it_leaves,
             a_new_incarnation_resets_started_at,
             pending_inbox_owned_is_the_nodes_and_the_also_entries,
             owned_executions_exclude_closed_ones,

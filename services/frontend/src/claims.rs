@@ -79,3 +79,39 @@ pub(crate) async fn sweep_until(
         }
     }
 }
+
+/// Sweeps at once, then on every change of `changes` (the live nodes), at least every
+/// `safety_net`, and a second after a failed sweep, until `shutdown`.
+pub(crate) async fn sweep_on(
+    shared: &Shared,
+    node_timeout_ms: u64,
+    mut changes: tokio::sync::watch::Receiver<u64>,
+    safety_net: Duration,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let wait = match sweep(shared, node_timeout_ms).await {
+            Ok(_) => safety_net,
+            Err(e) => {
+                tracing::warn!(error = %e, "sweeping the claims of dead frontends failed");
+                safety_net.min(RETRY)
+            }
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    // The membership stopped (shutting down): the safety net alone remains.
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                }
+            }
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// The pause before a failed sweep is tried again.
+const RETRY: Duration = Duration::from_secs(1);

@@ -37,6 +37,13 @@ pub use schedule::ScheduleApi;
 pub use worker::{check_message, Checked, WorkerApi};
 pub use workflow::WorkflowApi;
 
+/// The default `dispatch_fallback_ms`: 30 s.
+pub const DISPATCH_SAFETY_NET_MS: u64 = 30_000;
+
+/// How long the claim sweeper waits without a membership change before it looks for dead
+/// frontends' claims anyway (see [`Frontend::run_sweeper_on`]).
+pub const SWEEP_SAFETY_NET: Duration = Duration::from_secs(30);
+
 /// How a frontend behaves. [`Default`] gives the documented defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrontendConfig {
@@ -55,7 +62,10 @@ pub struct FrontendConfig {
     /// How often `WatchExecution` re-reads the store without a change notification (a
     /// safety net: commits notify watchers directly).
     pub watch_poll_ms: u64,
-    /// How often a session's dispatcher looks for tasks without a "tasks ready" signal.
+    /// How often a session's dispatcher looks for tasks without a "tasks ready" signal or
+    /// new credits (a safety net: every commit that queues a task signals; issue 14: idle
+    /// sessions make no query of their own in between). After a failed claim it looks
+    /// again within a second whatever this says.
     pub dispatch_fallback_ms: u64,
     /// A node whose last heartbeat is older than this is dead (`ClusterStatus` liveness).
     pub node_timeout_ms: u64,
@@ -70,7 +80,7 @@ impl Default for FrontendConfig {
             max_payload_bytes: orbit_server_kit::payload::DEFAULT_MAX_PAYLOAD_BYTES,
             reply_timeout_ms: 10_000,
             watch_poll_ms: 1_000,
-            dispatch_fallback_ms: 250,
+            dispatch_fallback_ms: DISPATCH_SAFETY_NET_MS,
             node_timeout_ms: 10_000,
         }
     }
@@ -107,6 +117,10 @@ pub(crate) struct Shared {
         std::sync::Mutex<std::collections::HashMap<(String, u32), worker::Context>>,
     /// When this frontend was built, epoch milliseconds (reported by `ClusterStatus`).
     pub(crate) started_at_ms: u64,
+    /// Whether the sampler watches the queue for the whole frontend (see `sampler`): its
+    /// safety-net read wakes the sessions a queued row is for, so sessions keep no
+    /// fallback timer of their own (one read per safety net, however many sessions).
+    pub(crate) queue_watched: std::sync::atomic::AtomicBool,
 }
 
 /// The frontend: build it, then hand [`Frontend::services`] to a server.
@@ -139,6 +153,7 @@ impl Frontend {
                 sessions: worker::Registry::default(),
                 contexts: std::sync::Mutex::default(),
                 started_at_ms: worker::now_ms(),
+                queue_watched: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -254,6 +269,21 @@ impl Frontend {
         claims::sweep_until(&self.shared, node_timeout_ms, interval, shutdown).await;
     }
 
+    /// Hands back the claims of dead frontends (as [`Frontend::run_sweeper`]) once at start,
+    /// then whenever `changes` moves (the live nodes differ: a frontend went silent past
+    /// `node_timeout_ms` or left; see `orbit_cluster::Membership::changes`), and at least
+    /// every `safety_net`. A failed sweep is retried after a second. While idle it makes
+    /// no query between two safety nets.
+    pub async fn run_sweeper_on(
+        &self,
+        node_timeout_ms: u64,
+        changes: tokio::sync::watch::Receiver<u64>,
+        safety_net: Duration,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) {
+        claims::sweep_on(&self.shared, node_timeout_ms, changes, safety_net, shutdown).await;
+    }
+
     /// One sweep (see [`Frontend::run_sweeper`]); returns how many claims were handed back.
     ///
     /// # Errors
@@ -262,9 +292,13 @@ impl Frontend {
         claims::sweep(&self.shared, node_timeout_ms).await
     }
 
-    /// Samples the task backlog (one grouped read of the queued rows) and this frontend's
-    /// worker sessions and credits into their gauges every `interval` until `shutdown`
-    /// (see `sampler`).
+    /// Samples this frontend's worker sessions and credits, and the task backlog (one
+    /// grouped read of the queued rows), into their gauges every `interval` until
+    /// `shutdown`; the backlog is read only while rows are queued, after a "tasks ready"
+    /// signal, or every `dispatch_fallback_ms` (see `sampler`). While it runs it is also
+    /// the sessions' safety net for a lost "tasks ready" signal: a read that finds rows a
+    /// session with credits may claim wakes that session, which then needs no fallback
+    /// timer of its own.
     pub async fn run_metrics_sampler(
         &self,
         interval: Duration,

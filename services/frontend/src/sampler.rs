@@ -3,9 +3,21 @@
 //! query `DescribeTaskQueue` already uses), and this frontend's live worker sessions and
 //! their unused credits (read from its own registry). Sampled every interval instead of
 //! on the hot path: claims and results add no work for these gauges.
+//!
+//! The backlog read is skipped while it cannot have changed (issue 14: an idle frontend
+//! makes no query of its own): once a read found no queued row, the next one waits for a
+//! "tasks ready" signal (every commit that queues a task sends one) or the safety net
+//! (`dispatch_fallback_ms`, for a lost notification). While rows are queued it reads every
+//! interval, so the age of the oldest one stays current.
+//!
+//! It is also the sessions' safety net while it runs (`Shared::queue_watched`): a read
+//! that finds queued rows wakes each session with credits whose claim filter admits one,
+//! so a lost notification costs at most one safety net, and an idle frontend makes one
+//! read per safety net however many sessions it holds.
 
 use crate::Shared;
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -13,8 +25,45 @@ use tokio_util::sync::CancellationToken;
 /// Samples every `interval` until `shutdown`.
 pub(crate) async fn run(shared: Arc<Shared>, interval: Duration, shutdown: CancellationToken) {
     let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut last_read: Option<tokio::time::Instant> = None;
+    let mut queued = true;
+    let safety_net = Duration::from_millis(shared.config.dispatch_fallback_ms.max(1));
+    shared.queue_watched.store(true, Ordering::SeqCst);
+    let _unwatch = Unwatch(shared.clone());
     loop {
-        sample(&shared, &mut seen).await;
+        // Registered before the read: a task queued while it runs is not missed.
+        let ready = shared.tasks_ready.notified();
+        tokio::pin!(ready);
+        ready.as_mut().enable();
+        sessions(&shared);
+        let stale = last_read.is_none_or(|at| at.elapsed() >= safety_net);
+        if queued || stale {
+            last_read = Some(tokio::time::Instant::now());
+            queued = backlog(&shared, &mut seen).await;
+        }
+        if queued {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(interval) => {}
+            }
+            continue;
+        }
+        // Nothing queued: sessions are sampled every interval, the backlog only once a
+        // task may have been queued (or at the safety net).
+        let net = tokio::time::sleep(safety_net.saturating_sub(interval));
+        tokio::pin!(net);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = &mut ready => {
+                    queued = true;
+                    break;
+                }
+                () = &mut net => break,
+                () = tokio::time::sleep(interval) => sessions(&shared),
+            }
+        }
+        // Let the signal's tasks settle into the queue (or be claimed) for one interval.
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(interval) => {}
@@ -22,19 +71,47 @@ pub(crate) async fn run(shared: Arc<Shared>, interval: Duration, shutdown: Cance
     }
 }
 
-async fn sample(shared: &Shared, seen: &mut BTreeSet<String>) {
+/// Hands the safety net back to the sessions when the sampler stops.
+struct Unwatch(Arc<Shared>);
+
+impl Drop for Unwatch {
+    fn drop(&mut self) {
+        self.0.queue_watched.store(false, Ordering::SeqCst);
+        for session in self.0.sessions.snapshot() {
+            session.changed.notify_waiters();
+        }
+    }
+}
+
+/// This frontend's sessions and their credits, from memory.
+fn sessions(shared: &Shared) {
     let m = orbit_metrics::get();
     let sessions = shared.sessions.snapshot();
     let credits: u64 = sessions.iter().map(|s| u64::from(s.counters().credits)).sum();
     m.worker_sessions.set(i64::try_from(sessions.len()).unwrap_or(i64::MAX));
     m.worker_credits.set(i64::try_from(credits).unwrap_or(i64::MAX));
+}
+
+/// Reads the backlog into its gauges; returns whether any row is queued (`true` after a
+/// failed read, so the next interval reads again).
+async fn backlog(shared: &Shared, seen: &mut BTreeSet<String>) -> bool {
+    let m = orbit_metrics::get();
     let backlog = match shared.store.queue_backlog().await {
         Ok(b) => b,
         Err(e) => {
             tracing::debug!(error = %e, "backlog sample failed");
-            return;
+            return true;
         }
     };
+    let any = !backlog.is_empty();
+    // Wake the sessions these rows are for: they may have missed the signal.
+    for session in shared.sessions.snapshot() {
+        if session.wanted() > 0
+            && backlog.iter().any(|r| session.claim.admits(&r.task, &r.task_version, None))
+        {
+            session.changed.notify_waiters();
+        }
+    }
     let now = crate::worker::now_ms();
     let mut current = BTreeSet::new();
     // Versions of one task name add up; the oldest row of any version counts.
@@ -57,4 +134,5 @@ async fn sample(shared: &Shared, seen: &mut BTreeSet<String>) {
         m.task_oldest_age.with_label_values(&[gone.as_str()]).set(0.0);
     }
     *seen = current;
+    any
 }

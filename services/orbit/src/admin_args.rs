@@ -156,8 +156,50 @@ pub fn start(
     tasks
 }
 
-/// The database answers and holds the schema this binary expects.
-pub struct DatabaseProbe(pub Arc<dyn Migrations>);
+/// The database answers and its schema is the one this binary runs.
+///
+/// Alone (`orbit dev`), each check reads the schema. With the node's membership (the
+/// split), the heartbeat is the evidence the database answers (it writes every
+/// `--heartbeat-ms`; a failed beat fails this probe at once), and the schema is read again
+/// only every [`SCHEMA_RECHECK`] and after a failed beat, so readiness adds no
+/// transaction of its own between two of those (issue 14: idle cost).
+pub struct DatabaseProbe {
+    store: Arc<dyn Migrations>,
+    beats: Option<Membership>,
+    /// When the schema was last found right.
+    schema_ok: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+/// How long a split node trusts the schema it last read (see [`DatabaseProbe`]).
+pub const SCHEMA_RECHECK: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl DatabaseProbe {
+    /// Reads the schema at every check.
+    pub fn new(store: Arc<dyn Migrations>) -> DatabaseProbe {
+        DatabaseProbe { store, beats: None, schema_ok: std::sync::Mutex::new(None) }
+    }
+
+    /// Follows `membership`'s heartbeats, reading the schema every [`SCHEMA_RECHECK`].
+    pub fn with_heartbeat(store: Arc<dyn Migrations>, membership: Membership) -> DatabaseProbe {
+        DatabaseProbe { beats: Some(membership), ..DatabaseProbe::new(store) }
+    }
+
+    fn schema_fresh(&self) -> bool {
+        self.beats.is_some()
+            && self
+                .schema_ok
+                .lock()
+                .ok()
+                .and_then(|at| *at)
+                .is_some_and(|at| at.elapsed() < SCHEMA_RECHECK)
+    }
+
+    fn note_schema(&self, ok: bool) {
+        if let Ok(mut at) = self.schema_ok.lock() {
+            *at = ok.then(std::time::Instant::now);
+        }
+    }
+}
 
 impl Probe for DatabaseProbe {
     fn name(&self) -> &'static str {
@@ -166,10 +208,21 @@ impl Probe for DatabaseProbe {
 
     fn check(&self) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>> {
         Box::pin(async move {
+            let patience = orbit_server_kit::readiness::DEFAULT_PROBE_TIMEOUT;
+            if let Some(failure) = self.beats.as_ref().and_then(|m| m.beat_failure(patience)) {
+                // Read again once the database is back: it may have been migrated meanwhile.
+                self.note_schema(false);
+                return Err(failure);
+            }
+            if self.schema_fresh() {
+                return Ok(());
+            }
             // Pending migrations are a problem here whatever --no-migrate says: the process
             // migrated at start, so any found now were not applied by it.
-            let status = self.0.schema_status().await.map_err(|e| e.to_string())?;
-            status.check(false).map_err(|mismatch| mismatch.to_string())
+            let status = self.store.schema_status().await.map_err(|e| e.to_string())?;
+            let checked = status.check(false).map_err(|mismatch| mismatch.to_string());
+            self.note_schema(checked.is_ok());
+            checked
         })
     }
 }

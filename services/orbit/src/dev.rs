@@ -274,7 +274,7 @@ pub async fn serve_with(
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(db).await?);
     crate::migrate::prepare(store.as_ref(), no_migrate).await?;
     // Ready while the SQLite file answers with the expected schema; gRPC health follows.
-    let readiness = Readiness::new(vec![Arc::new(DatabaseProbe(store.clone()))]);
+    let readiness = Readiness::new(vec![Arc::new(DatabaseProbe::new(store.clone()))]);
     let connections =
         orbit_server_kit::ConnectionOptions { readiness: Some(readiness.clone()), ..connections };
     let tasks_ready = Arc::new(Notify::new());

@@ -35,8 +35,10 @@ pub struct SweepArgs {
     #[arg(long, env = "ORBIT_DONE_GRACE", default_value = "1m", value_parser = duration, value_name = "DURATION")]
     pub done_grace: Duration,
     /// How often the retention sweeper runs; each run deletes in batches of at most 500 rows
-    /// (50 execution trees) per transaction, pausing between batches. Example: --sweep-interval 30s
-    #[arg(long, env = "ORBIT_SWEEP_INTERVAL", default_value = "10s", value_parser = duration, value_name = "DURATION")]
+    /// (50 execution trees) per transaction, pausing between batches. Each run costs a few
+    /// transactions even with nothing to delete, so the default is slow (idle cost, issue
+    /// 14). Example: --sweep-interval 30s
+    #[arg(long, env = "ORBIT_SWEEP_INTERVAL", default_value = "60s", value_parser = duration, value_name = "DURATION")]
     pub sweep_interval: Duration,
 }
 

@@ -36,5 +36,8 @@ pub use clock::{system_clock, Clock};
 pub use effects::DEFAULT_RETENTION_MS;
 pub use error::OwnerError;
 pub use fault_inject::FAULT_INJECT_ENV;
-pub use owner::{InitialUpdate, Owner, OwnerConfig, Snapshot, StartRequest, Started};
+pub use owner::{
+    InitialUpdate, Owner, OwnerConfig, Snapshot, StartRequest, Started, IDLE_PASS_SAFETY_NET,
+    TAKEOVER_SAFETY_NET,
+};
 pub use quarantine::QuarantineStats;

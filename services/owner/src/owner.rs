@@ -22,6 +22,14 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch, Mutex, Notify};
 use tokio_util::sync::CancellationToken;
 
+/// The default `idle_pass`: how long an owner with nothing to do waits for a wake-up
+/// before it reads its inbox anyway (a lost notification costs at most this).
+pub const IDLE_PASS_SAFETY_NET: Duration = Duration::from_secs(30);
+
+/// With membership changes driving takeover: the longest time between two rounds (the
+/// safety net for an orphan no membership change announced, e.g. a round that failed).
+pub const TAKEOVER_SAFETY_NET: Duration = Duration::from_secs(30);
+
 /// Owner settings.
 #[derive(Debug, Clone)]
 pub struct OwnerConfig {
@@ -34,15 +42,27 @@ pub struct OwnerConfig {
     pub max_active_executions: Option<u64>,
     /// Inbox entries taken per pass.
     pub max_batch: u32,
-    /// A pass runs at least this often even without wake-ups (a safety net, not a poll
-    /// interval: wake-ups drive the owner).
+    /// A pass runs at least this often even without wake-ups, after a pass that found
+    /// nothing to do (a safety net, not a poll interval: wake-ups drive the owner; issue
+    /// 14: an idle owner makes no query of its own between two of them).
     pub idle_pass: Duration,
+    /// After a pass that found work (or failed), the next runs within this even without a
+    /// wake-up (at most `idle_pass`): entries left pending (a panic counted by the
+    /// quarantine, a recovery attempt, a fenced commit, a store error) are retried soon.
+    pub retry_pass: Duration,
     /// An owner whose last heartbeat is older than this is dead and its executions are
     /// taken over (used by the takeover loop).
     pub node_timeout_ms: u64,
     /// How often [`Owner::run`] looks for executions of dead owners to take over; `None`
     /// turns takeover off (`orbit dev`: the only owner cannot die without the others).
+    /// With `membership_changes` set, this is only the tick that notices a stall of this
+    /// process; rounds run on membership changes (see [`Owner::run_takeover`]).
     pub takeover_interval: Option<Duration>,
+    /// Bumped whenever the live nodes change (`orbit_cluster::Membership::changes`: read
+    /// in the heartbeat's own transaction). Set: takeover rounds run when it moves, while a
+    /// round still finds orphaned roots, and at least every [`TAKEOVER_SAFETY_NET`];
+    /// `None`: a round every `takeover_interval`.
+    pub membership_changes: Option<watch::Receiver<u64>>,
     /// Failed attempts (caught panics, or deaths of the process while applying them) after
     /// which an execution is parked as SUSPENDED (poison quarantine).
     pub max_failures: u32,
@@ -70,9 +90,11 @@ impl Default for OwnerConfig {
             },
             max_active_executions: None,
             max_batch: 4096,
-            idle_pass: Duration::from_secs(1),
+            idle_pass: IDLE_PASS_SAFETY_NET,
+            retry_pass: Duration::from_secs(1),
             node_timeout_ms: 10_000,
             takeover_interval: None,
+            membership_changes: None,
             max_failures: 3,
             retention_ms: crate::effects::DEFAULT_RETENTION_MS,
             clock: Clock::system(),
@@ -220,12 +242,14 @@ impl Owner {
             let timeout = self.inner.cfg.node_timeout_ms;
             tokio::spawn(async move { owner.run_takeover(timeout, interval, stop).await })
         });
+        let cfg = &self.inner.cfg;
         loop {
-            pass::run_pass(&self.inner).await;
+            let busy = pass::run_pass(&self.inner).await;
+            let wait = if busy { cfg.retry_pass.min(cfg.idle_pass) } else { cfg.idle_pass };
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = self.inner.kick.notified() => {}
-                () = tokio::time::sleep(self.inner.cfg.idle_pass) => {}
+                () = tokio::time::sleep(wait) => {}
             }
         }
         if let Some(t) = takeover {
@@ -234,9 +258,16 @@ impl Owner {
         Ok(())
     }
 
-    /// Every `interval` until `shutdown`: drops hot executions another node took, and takes
-    /// over the root trees of owners silent for `node_timeout_ms` that rendezvous hashing
-    /// gives this node (see [`Owner::take_over_once`]). Errors are logged and retried.
+    /// Until `shutdown`: drops hot executions another node took, and takes over the root
+    /// trees of owners silent for `node_timeout_ms` that rendezvous hashing gives this node
+    /// (see [`Owner::take_over_once`]). Errors are logged and retried.
+    ///
+    /// Without `membership_changes`, a round runs every `interval`. With them, the
+    /// `interval` tick costs nothing by itself: a round runs when the live nodes changed
+    /// (a dead owner drops out of them within the node timeout plus one heartbeat, the
+    /// bound takeover always had), again at the next tick while the last round found
+    /// orphans or failed, after a stall of this process, and at least every
+    /// [`TAKEOVER_SAFETY_NET`].
     pub async fn run_takeover(
         &self,
         node_timeout_ms: u64,
@@ -244,26 +275,52 @@ impl Owner {
         shutdown: CancellationToken,
     ) {
         let timeout = Duration::from_millis(node_timeout_ms);
-        let mut last = tokio::time::Instant::now();
+        let mut changes = self.inner.cfg.membership_changes.clone();
+        let mut tick = tokio::time::Instant::now();
+        let mut last_round: Option<tokio::time::Instant> = None;
+        let mut again = true;
         for n in 0u64.. {
-            // A round starting long after the previous one started means this process
-            // stalled (SIGSTOP, a starved host), whether it slept or was inside that round
-            // (waiting on the store) at the time: the others may have taken its trees
-            // meanwhile, look now. A round that merely ran long costs one extra check.
-            let check = if last.elapsed() >= timeout {
-                takeover::Check::Fence
-            } else if n % takeover::RECONCILE_EVERY == 0 {
-                takeover::Check::Read
-            } else {
-                takeover::Check::None
-            };
-            last = tokio::time::Instant::now();
-            if let Err(e) = takeover::round(&self.inner, node_timeout_ms, check).await {
-                tracing::warn!(node_id = %self.inner.cfg.node_id, error = %e, "takeover round failed");
+            // A tick long after the previous one means this process stalled (SIGSTOP, a
+            // starved host), whether it slept or was inside a round (waiting on the store)
+            // at the time: the others may have taken its trees meanwhile, look now. A round
+            // that merely ran long costs one extra check.
+            let stalled = tick.elapsed() >= timeout;
+            tick = tokio::time::Instant::now();
+            let safety = last_round.is_none_or(|at| at.elapsed() >= TAKEOVER_SAFETY_NET);
+            if changes.is_none() || again || stalled || safety {
+                let check = if stalled {
+                    takeover::Check::Fence
+                } else if (changes.is_none() && n % takeover::RECONCILE_EVERY == 0)
+                    || (changes.is_some() && safety)
+                {
+                    takeover::Check::Read
+                } else {
+                    takeover::Check::None
+                };
+                last_round = Some(tokio::time::Instant::now());
+                again = match takeover::round(&self.inner, node_timeout_ms, check).await {
+                    Ok(round) => round.orphans > 0,
+                    Err(e) => {
+                        tracing::warn!(node_id = %self.inner.cfg.node_id, error = %e, "takeover round failed");
+                        true
+                    }
+                };
             }
+            let changed = async {
+                match changes.as_mut() {
+                    Some(rx) => {
+                        if rx.changed().await.is_err() {
+                            // The membership is gone (shutting down): tick on.
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = tokio::time::sleep(interval) => {}
+                () = changed => again = true,
             }
         }
     }
@@ -274,7 +331,7 @@ impl Owner {
     /// # Errors
     /// The store cannot be read or written.
     pub async fn take_over_once(&self, node_timeout_ms: u64) -> Result<usize, OwnerError> {
-        takeover::round(&self.inner, node_timeout_ms, takeover::Check::Read).await
+        Ok(takeover::round(&self.inner, node_timeout_ms, takeover::Check::Read).await?.taken)
     }
 
     /// Wakes the pass loop without waiting for the pass (for database notifications).

@@ -18,18 +18,26 @@ use std::collections::BTreeSet;
 
 pub(crate) use crate::apply::{reply, Work};
 
-/// Runs one pass; errors are logged (the next pass retries from the store).
-pub(crate) async fn run_pass(inner: &Inner) {
+/// Runs one pass; errors are logged (the next pass retries from the store). Returns
+/// whether it found work or failed: the owner then looks again soon (`retry_pass`) rather
+/// than only at its idle safety net.
+pub(crate) async fn run_pass(inner: &Inner) -> bool {
     inner.passes.send_modify(|p| p.started += 1);
     let started = inner.passes.borrow().started;
-    if let Err(e) = pass(inner).await {
-        tracing::error!(error = %e, "owner pass failed");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let busy = match pass(inner).await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::error!(error = %e, "owner pass failed");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            true
+        }
+    };
     inner.passes.send_modify(|p| p.finished = p.finished.max(started));
+    busy
 }
 
-async fn pass(inner: &Inner) -> Result<(), OwnerError> {
+/// One pass; `Ok(false)` when there was nothing to do.
+async fn pass(inner: &Inner) -> Result<bool, OwnerError> {
     let mut core = inner.core.lock().await;
     let starts: Vec<PendingStart> =
         inner.starts.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default();
@@ -44,7 +52,7 @@ async fn pass(inner: &Inner) -> Result<(), OwnerError> {
     let metrics = orbit_metrics::get();
     metrics.inbox_backlog.set(i64::try_from(entries.len()).unwrap_or(i64::MAX));
     if starts.is_empty() && entries.is_empty() && handed.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     // Only passes with work are timed: idle wake-ups would drown the distribution.
     #[allow(clippy::cast_precision_loss)]
@@ -96,5 +104,6 @@ async fn pass(inner: &Inner) -> Result<(), OwnerError> {
 
     // 3. Steady state.
     let applied = apply_set(inner, &mut core, starts, steady, handed, now).await?;
-    quarantine::on_failures(inner, &mut core, applied.failed, false, now).await
+    quarantine::on_failures(inner, &mut core, applied.failed, false, now).await?;
+    Ok(true)
 }

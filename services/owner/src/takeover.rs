@@ -1,6 +1,7 @@
 //! Takeover: live owners take over the root trees of owners that stopped heartbeating.
 //!
-//! Each round (every `takeover_interval`):
+//! Each round (every `takeover_interval`, or, in the split, when the live nodes changed,
+//! while orphans remain, and every `TAKEOVER_SAFETY_NET`; see `Owner::run_takeover`):
 //! 1. at once after this process stalled for longer than the node timeout (paused,
 //!    starved), when others may have taken its trees: prove every held execution through
 //!    the write path — an empty commit fenced by the epoch held — and drop those the
@@ -47,13 +48,22 @@ pub(crate) enum Check {
     Fence,
 }
 
-/// One takeover round, after `check` of the held executions. Returns how many root trees
-/// this node took.
+/// What a round found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Round {
+    /// Orphaned roots listed (this node's or others' to take): while any remain, the next
+    /// tick runs another round.
+    pub orphans: usize,
+    /// Root trees this node took.
+    pub taken: usize,
+}
+
+/// One takeover round, after `check` of the held executions.
 pub(crate) async fn round(
     inner: &Inner,
     node_timeout_ms: u64,
     check: Check,
-) -> Result<usize, OwnerError> {
+) -> Result<Round, OwnerError> {
     match check {
         Check::None => {}
         Check::Read => drop_lost(inner).await?,
@@ -61,8 +71,9 @@ pub(crate) async fn round(
     }
     let orphans = inner.store.orphaned_roots(node_timeout_ms, ROUND_LIMIT).await?;
     if orphans.is_empty() {
-        return Ok(0);
+        return Ok(Round { orphans: 0, taken: 0 });
     }
+    let listed = orphans.len();
     let live = inner.store.live_nodes(Some(OWNER_SERVICE), node_timeout_ms).await?;
     let me = inner.cfg.node_id.as_str();
     let mut taken = 0;
@@ -87,7 +98,7 @@ pub(crate) async fn round(
         resume::adopt(inner, &orphan.root_id, &orphan.node_id, &rows).await?;
         taken += 1;
     }
-    Ok(taken)
+    Ok(Round { orphans: listed, taken })
 }
 
 /// Proves each held execution with an empty commit fenced by the epoch this process holds;

@@ -46,6 +46,11 @@ const FIRE_BATCH: u32 = 1000;
 /// Without it, this one would spin on `next_timer_at` until the other commits.
 const CONTENDED: Duration = Duration::from_millis(10);
 
+/// The longest sleep without a wake-up (a safety net for a lost notification: every write
+/// that moves a timer or a schedule wakes the scheduler; issue 14: an idle scheduler makes
+/// no query of its own in between).
+pub const IDLE_SAFETY_NET: Duration = Duration::from_secs(30);
+
 /// The scheduler. Cheap to clone.
 #[derive(Clone)]
 pub struct Scheduler {
@@ -85,7 +90,7 @@ impl Scheduler {
                 store,
                 owner,
                 wake,
-                idle: Duration::from_secs(5),
+                idle: IDLE_SAFETY_NET,
                 clock,
                 last_scan_ms: AtomicU64::new(0),
             }),

@@ -42,7 +42,7 @@ pub struct SweeperConfig {
 impl Default for SweeperConfig {
     fn default() -> Self {
         SweeperConfig {
-            interval: Duration::from_secs(10),
+            interval: Duration::from_secs(60),
             done_grace: Duration::from_secs(60),
             row_batch: 500,
             tree_batch: 50,

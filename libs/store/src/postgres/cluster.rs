@@ -24,6 +24,23 @@ pub(crate) async fn heartbeat(conn: &mut PgConn, n: &NodeInfo) -> PgResult<u64> 
     Ok(get_u64(row, 0, "node heartbeat_at")?)
 }
 
+/// A heartbeat, then every node with a heartbeat within `timeout_ms` (this one included),
+/// by id: one statement.
+pub(crate) async fn beat_live(
+    conn: &mut PgConn,
+    n: &NodeInfo,
+    timeout_ms: u64,
+) -> PgResult<Vec<NodeRow>> {
+    let timeout = to_i64(timeout_ms, "timeout")?;
+    let found = conn
+        .query(
+            sql::NODE_BEAT_LIVE,
+            &[&n.node_id, &n.service, &n.incarnation, &n.addr, &n.sessions, &timeout],
+        )
+        .await?;
+    Ok(rows::all(&found, rows::node)?)
+}
+
 /// Nodes with a heartbeat within `timeout_ms`, by id.
 pub(crate) async fn live(
     conn: &mut PgConn,

@@ -41,8 +41,10 @@ pub(crate) const CHANNELS: [&str; 4] =
 
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
-/// How often an idle listener checks that its connection still answers.
-const PING_EVERY: Duration = Duration::from_secs(10);
+/// How often an idle listener checks that its connection still answers (a connection the
+/// server or the network closed ends at once; this only catches a silently dead one). Each
+/// check is a transaction on the server, so it is a slow safety net (issue 14: idle cost).
+const PING_EVERY: Duration = Duration::from_secs(30);
 /// How long that check may take.
 const PING_TIMEOUT: Duration = Duration::from_secs(5);
 

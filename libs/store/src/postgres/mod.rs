@@ -419,6 +419,10 @@ impl Nodes for PgStore {
         run!(self, Kind::Write, |c| cluster::heartbeat(c, node))
     }
 
+    async fn beat_and_list(&self, node: &NodeInfo, timeout_ms: u64) -> Result<Vec<NodeRow>> {
+        run!(self, Kind::Write, |c| cluster::beat_live(c, node, timeout_ms))
+    }
+
     async fn live_nodes(&self, service: Option<&str>, timeout_ms: u64) -> Result<Vec<NodeRow>> {
         run!(self, Kind::Read, |c| cluster::live(c, service, timeout_ms))
     }

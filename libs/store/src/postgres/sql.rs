@@ -343,20 +343,41 @@ pub(crate) const TIMER_FIRE: &str = concat!(
 
 // --------------------------------------------------------------------- cluster
 
-pub(crate) const NODE_HEARTBEAT: &str = concat!(
-    "INSERT INTO nodes (",
-    node_columns!(),
-    ") VALUES ($1::text, $2::text, $3::text, $4::text, ",
-    now_ms!(),
-    ", ",
-    now_ms!(),
-    ", $5::text) ON CONFLICT (node_id) DO UPDATE SET service = excluded.service,
+/// The upsert of a node's heartbeat row (`$1` node id … `$5` sessions), without RETURNING.
+macro_rules! node_upsert {
+    () => {
+        concat!(
+            "INSERT INTO nodes (",
+            node_columns!(),
+            ") VALUES ($1::text, $2::text, $3::text, $4::text, ",
+            now_ms!(),
+            ", ",
+            now_ms!(),
+            ", $5::text) ON CONFLICT (node_id) DO UPDATE SET service = excluded.service,
         addr = excluded.addr, heartbeat_at = excluded.heartbeat_at,
         sessions = excluded.sessions,
         started_at = CASE WHEN nodes.incarnation = excluded.incarnation
             THEN nodes.started_at ELSE excluded.started_at END,
-        incarnation = excluded.incarnation
-    RETURNING heartbeat_at"
+        incarnation = excluded.incarnation"
+        )
+    };
+}
+pub(crate) const NODE_HEARTBEAT: &str = concat!(node_upsert!(), " RETURNING heartbeat_at");
+/// A heartbeat and the live nodes after it, in ONE statement (one transaction): the beat's
+/// own row comes from RETURNING, the others from the snapshot the statement reads (which
+/// does not see the upsert, hence `node_id <> $1`). `$6`: the node timeout.
+pub(crate) const NODE_BEAT_LIVE: &str = concat!(
+    "WITH beat AS (",
+    node_upsert!(),
+    " RETURNING ",
+    node_columns!(),
+    ") SELECT ",
+    node_columns!(),
+    " FROM beat UNION ALL SELECT ",
+    node_columns!(),
+    " FROM nodes WHERE node_id <> $1::text AND heartbeat_at >= ",
+    now_ms!(),
+    " - $6::bigint ORDER BY node_id"
 );
 pub(crate) const NODE_LIVE: &str = concat!(
     "SELECT ",

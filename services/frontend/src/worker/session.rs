@@ -320,7 +320,8 @@ fn stream_error(e: Status) -> ApiResult<String> {
 }
 
 /// Claims tasks for the session while it has credits, woken by "tasks ready", by credits
-/// arriving, or by a fallback tick.
+/// arriving, or by the fallback tick (a safety net, 30 s by default; sooner after a failed
+/// claim).
 async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
     let fallback = Duration::from_millis(shared.config.dispatch_fallback_ms.max(1));
     loop {
@@ -335,6 +336,7 @@ async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
         }
         // One claim takes at most `MAX_CLAIM` rows; a full batch loops for more at once.
         let wanted = session.wanted().min(orbit_store::MAX_CLAIM);
+        let mut failed = false;
         if wanted > 0 {
             let claimed = shared
                 .store
@@ -356,17 +358,32 @@ async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(session = %session.id, error = %e, "claiming tasks failed")
+                    tracing::warn!(session = %session.id, error = %e, "claiming tasks failed");
+                    // The store may be briefly away: look again soon, not at the safety net.
+                    failed = true;
                 }
             }
         }
+        // With the frontend's queue watch running (`sampler`), a session needs no timer of
+        // its own but for a failed claim: the watch's safety-net read wakes it.
+        let watched = shared.queue_watched.load(std::sync::atomic::Ordering::SeqCst);
+        let timer = async {
+            match (failed, watched) {
+                (true, _) => tokio::time::sleep(fallback.min(CLAIM_RETRY)).await,
+                (false, true) => std::future::pending::<()>().await,
+                (false, false) => tokio::time::sleep(fallback).await,
+            }
+        };
         tokio::select! {
             () = &mut ready => {}
             () = &mut changed => {}
-            () = tokio::time::sleep(fallback) => {}
+            () = timer => {}
         }
     }
 }
+
+/// The pause before a failed claim is tried again.
+const CLAIM_RETRY: Duration = Duration::from_secs(1);
 
 /// Pushes claimed rows to the worker and wakes their owners (who apply the `dispatched`
 /// entries the claim wrote). A row whose push fails stays in flight and is reported

@@ -14,6 +14,11 @@ use std::time::{Duration, Instant};
 /// PostgreSQL publishes backends' commit counts with a delay of up to a second.
 const PUBLISH_DELAY: Duration = Duration::from_millis(1500);
 
+/// A backend that flushed its counters less than a second before it went idle holds the
+/// rest back for `PGSTAT_IDLE_INTERVAL` (10 s): the idle window starts after that, so the
+/// run's last commits are not counted as idle ones.
+const IDLE_SETTLE: Duration = Duration::from_millis(11_000);
+
 /// Transactions counted over the run.
 #[derive(Debug, Clone, Copy)]
 pub struct RunCounts {
@@ -69,9 +74,10 @@ impl Observer {
         })
     }
 
-    /// Commits over `seconds` of idleness. Called after [`Observer::run_counts`] (which waited
-    /// for the run's commits to be published), so the window starts on a settled count.
+    /// Commits over `seconds` of idleness. Called after [`Observer::run_counts`]; waits
+    /// [`IDLE_SETTLE`] first, so the window starts on a settled count.
     pub async fn idle(&self, seconds: u64) -> anyhow::Result<Idle> {
+        tokio::time::sleep(IDLE_SETTLE).await;
         let before = self.store.database_stats().await?;
         let began = Instant::now();
         tokio::time::sleep(Duration::from_secs(seconds)).await;

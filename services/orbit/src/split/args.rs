@@ -103,8 +103,10 @@ pub struct CommonArgs {
     /// locks go with its liveness). Example: --node-timeout-ms 5000
     #[arg(long, env = "ORBIT_NODE_TIMEOUT_MS", default_value_t = 10_000, value_name = "MS")]
     pub node_timeout_ms: u64,
-    /// How often this node heartbeats (well below --node-timeout-ms).
-    /// Example: --heartbeat-ms 500
+    /// How often this node heartbeats (well below --node-timeout-ms). Each beat is one
+    /// transaction that also reads the live nodes: an idle node's cost is about one
+    /// transaction per beat, and a dead node is noticed within --node-timeout-ms plus one
+    /// beat. Example: --heartbeat-ms 500
     #[arg(long, env = "ORBIT_HEARTBEAT_MS", default_value_t = 1_000, value_name = "MS")]
     pub heartbeat_ms: u64,
     /// Start even if another process heartbeats this --node-id (by default a live

@@ -9,7 +9,6 @@ use orbit_frontend::{Frontend, FrontendConfig};
 use orbit_store::ChangeHub;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::Notify;
 
 /// Runs a frontend until SIGINT/SIGTERM.
@@ -67,11 +66,14 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
         }),
         node.shutdown.clone(),
     );
+    // Dead frontends' claims are looked for when the live nodes change (each heartbeat
+    // reads them in its own transaction), not on a timer of their own.
     let sweeper = {
         let (f, stop) = (frontend.clone(), node.shutdown.clone());
         let timeout = a.node_timeout_ms;
-        let every = Duration::from_millis(a.heartbeat_ms);
-        tokio::spawn(async move { f.run_sweeper(timeout, every, stop).await })
+        let changes = node.membership.changes();
+        let net = orbit_frontend::SWEEP_SAFETY_NET;
+        tokio::spawn(async move { f.run_sweeper_on(timeout, changes, net, stop).await })
     };
     let sampler = {
         let (f, stop) = (frontend.clone(), node.shutdown.clone());

@@ -147,7 +147,7 @@ pub async fn prepare(
         }
     }
     let readiness = Readiness::new(vec![
-        Arc::new(DatabaseProbe(database.store.clone())),
+        Arc::new(DatabaseProbe::with_heartbeat(database.store.clone(), membership.clone())),
         Arc::new(MembershipProbe(membership.clone())),
     ]);
     // Stops with the shutdown token; nothing waits for it.

@@ -22,7 +22,10 @@ pub async fn run(args: OwnerArgs) -> ExitCode {
         OwnerConfig {
             node_id: node.node_id.clone(),
             node_timeout_ms: a.node_timeout_ms,
+            // The tick that notices a stall of this process; rounds follow the live nodes
+            // each heartbeat reads (one transaction per beat, nothing else while idle).
             takeover_interval: Some(Duration::from_millis(a.heartbeat_ms)),
+            membership_changes: Some(node.membership.changes()),
             max_failures: args.max_failures,
             retention_ms: crate::retention::millis(args.retention.retention),
             limits: args.limits.engine(),

@@ -71,6 +71,28 @@ pub async fn nodes_heartbeat_and_go_stale(b: &dyn Backend) {
     assert_eq!(ids(store.list_nodes().await.unwrap()), ["owner-1"]);
 }
 
+pub async fn a_beat_lists_the_live_nodes_it_leaves(b: &dyn Backend) {
+    let store = b.open().await;
+    let ids =
+        |rows: Vec<orbit_store::NodeRow>| rows.into_iter().map(|n| n.node_id).collect::<Vec<_>>();
+    // The first beat of a node lists it (its own row, as written by this beat).
+    let mut fe = node("fe-1", "frontend", "i1");
+    fe.sessions = Some("s1".into());
+    let live = store.beat_and_list(&fe, TIMEOUT_MS).await.unwrap();
+    assert_eq!(ids(live.clone()), ["fe-1"]);
+    assert_eq!(live[0].sessions.as_deref(), Some("s1"));
+    store.heartbeat_node(&node("owner-1", "owner", "i1")).await.unwrap();
+    fe.sessions = Some("s2".into());
+    let live = store.beat_and_list(&fe, TIMEOUT_MS).await.unwrap();
+    assert_eq!(ids(live.clone()), ["fe-1", "owner-1"], "every service, by node id");
+    let me = live.iter().find(|n| n.node_id == "fe-1").unwrap();
+    assert_eq!(me.sessions.as_deref(), Some("s2"), "this beat's row, not the previous one");
+    assert_eq!(store.list_nodes().await.unwrap().len(), 2);
+    // owner-1 goes silent: a later beat no longer lists it.
+    tokio::time::sleep(STALE).await;
+    assert_eq!(ids(store.beat_and_list(&fe, TIMEOUT_MS).await.unwrap()), ["fe-1"]);
+}
+
 pub async fn node_sessions_follow_each_beat(b: &dyn Backend) {
     let store = b.open().await;
     // A frontend reports its sessions; an owner reports nothing.
