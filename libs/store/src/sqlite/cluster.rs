@@ -135,13 +135,12 @@ pub(crate) fn orphaned_roots(
 ) -> Result<Vec<OrphanRoot>> {
     let since = to_i64(now_ms().saturating_sub(timeout_ms), "since")?;
     let sql = format!(
-        "SELECT DISTINCT o.root_id, o.node_id FROM owners o
+        "SELECT DISTINCT o.root_id, o.node_id FROM (
+            SELECT e.execution_id FROM executions e WHERE e.status IN {OPEN}
+            UNION SELECT i.execution_id FROM inbox i WHERE i.done_at IS NULL) w
+        JOIN owners o ON o.execution_id = w.execution_id
         WHERE o.node_id NOT IN (SELECT node_id FROM nodes
                 WHERE service = 'owner' AND heartbeat_at >= ?1)
-          AND (EXISTS (SELECT 1 FROM executions e
-                WHERE e.execution_id = o.execution_id AND e.status IN {OPEN})
-            OR EXISTS (SELECT 1 FROM inbox i
-                WHERE i.execution_id = o.execution_id AND i.done_at IS NULL))
         ORDER BY o.root_id LIMIT ?2"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
