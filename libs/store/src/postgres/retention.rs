@@ -63,15 +63,18 @@ pub(super) const RELEASE_OWNERS: &str = concat!(
     SELECT (SELECT count(*) FROM roots), (SELECT count(*) FROM d)"
 );
 /// Pending entries of closed executions without an owners row: nobody will apply them.
+/// The entries are picked (and locked) once, materialized: as an `IN` subquery of the
+/// update the planner could run the pick again for every pending entry.
 pub(super) const ANSWER_UNOWNED: &str = concat!(
-    "WITH a AS (UPDATE inbox SET done_at = ",
-    now_ms!(),
-    ", result = $1::text WHERE seq IN (
+    "WITH picked AS MATERIALIZED (
         SELECT i.seq FROM inbox i JOIN executions e ON e.execution_id = i.execution_id
         WHERE i.done_at IS NULL AND e.status NOT IN ",
     open_statuses!(),
     " AND NOT EXISTS (SELECT 1 FROM owners o WHERE o.execution_id = i.execution_id)
-        ORDER BY i.seq LIMIT $2::bigint FOR UPDATE OF i SKIP LOCKED) AND done_at IS NULL
+        ORDER BY i.seq LIMIT $2::bigint FOR UPDATE OF i SKIP LOCKED),
+    a AS (UPDATE inbox SET done_at = ",
+    now_ms!(),
+    ", result = $1::text FROM picked WHERE inbox.seq = picked.seq AND inbox.done_at IS NULL
         RETURNING 1)
     SELECT count(*) FROM a"
 );
