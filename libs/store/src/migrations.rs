@@ -68,6 +68,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "node_sessions",
         sql: include_str!("../migrations/0010_node_sessions.sql"),
     },
+    Migration {
+        version: 11,
+        name: "history_scale",
+        sql: include_str!("../migrations/0011_history_scale.sql"),
+    },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).

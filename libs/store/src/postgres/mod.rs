@@ -20,6 +20,8 @@ mod faults;
 mod listen;
 mod migrate;
 mod plan;
+#[cfg(test)]
+mod plan_tests;
 mod queue;
 mod reads;
 mod retention;

@@ -27,7 +27,7 @@ macro_rules! open_statuses {
     };
 }
 
-const DELETE_DONE: &str = concat!(
+pub(super) const DELETE_DONE: &str = concat!(
     "WITH i AS (DELETE FROM inbox WHERE seq IN (
             SELECT seq FROM inbox WHERE done_at IS NOT NULL AND request_id IS NULL AND done_at < ",
     now_ms!(),
@@ -41,7 +41,9 @@ const DELETE_DONE: &str = concat!(
 
 /// Owners rows of closed, quiet trees (roots closed before now - `$1`), in one statement:
 /// the roots' rows are locked (skipping those another sweeper holds), the tree's rows go.
-const RELEASE_OWNERS: &str = concat!(
+/// Roots are walked oldest ownership first through `owners_roots_by_since` (0011) and the
+/// walk stops at the batch size, so a batch never reads or sorts every owners row.
+pub(super) const RELEASE_OWNERS: &str = concat!(
     "WITH roots AS (
         SELECT o.root_id FROM owners o JOIN executions r ON r.execution_id = o.execution_id
         WHERE o.execution_id = o.root_id AND r.status NOT IN ",
@@ -56,26 +58,29 @@ const RELEASE_OWNERS: &str = concat!(
           AND NOT EXISTS (SELECT 1 FROM executions c
                 JOIN inbox i ON i.execution_id = c.execution_id
                 WHERE c.root_id = r.execution_id AND i.done_at IS NULL)
-        ORDER BY r.closed_at LIMIT $2::bigint FOR UPDATE OF o SKIP LOCKED),
+        ORDER BY o.since, o.execution_id LIMIT $2::bigint FOR UPDATE OF o SKIP LOCKED),
     d AS (DELETE FROM owners o USING roots WHERE o.root_id = roots.root_id RETURNING 1)
     SELECT (SELECT count(*) FROM roots), (SELECT count(*) FROM d)"
 );
 /// Pending entries of closed executions without an owners row: nobody will apply them.
-const ANSWER_UNOWNED: &str = concat!(
-    "WITH a AS (UPDATE inbox SET done_at = ",
-    now_ms!(),
-    ", result = $1::text WHERE seq IN (
+/// The entries are picked (and locked) once, materialized: as an `IN` subquery of the
+/// update the planner could run the pick again for every pending entry.
+pub(super) const ANSWER_UNOWNED: &str = concat!(
+    "WITH picked AS MATERIALIZED (
         SELECT i.seq FROM inbox i JOIN executions e ON e.execution_id = i.execution_id
         WHERE i.done_at IS NULL AND e.status NOT IN ",
     open_statuses!(),
     " AND NOT EXISTS (SELECT 1 FROM owners o WHERE o.execution_id = i.execution_id)
-        ORDER BY i.seq LIMIT $2::bigint FOR UPDATE OF i SKIP LOCKED) AND done_at IS NULL
+        ORDER BY i.seq LIMIT $2::bigint FOR UPDATE OF i SKIP LOCKED),
+    a AS (UPDATE inbox SET done_at = ",
+    now_ms!(),
+    ", result = $1::text FROM picked WHERE inbox.seq = picked.seq AND inbox.done_at IS NULL
         RETURNING 1)
     SELECT count(*) FROM a"
 );
 
 /// Expired roots whose trees are closed, locked; a root another sweeper holds is skipped.
-const EXPIRED_ROOTS: &str = concat!(
+pub(super) const EXPIRED_ROOTS: &str = concat!(
     "SELECT r.execution_id FROM executions r
     WHERE r.delete_after IS NOT NULL AND r.delete_after < $1::bigint AND r.parent_id IS NULL
       AND NOT EXISTS (SELECT 1 FROM executions c WHERE c.root_id = r.execution_id

@@ -400,25 +400,33 @@ pub(crate) const INBOX_PENDING_OWNED: &str = concat!(
         WHERE f.execution_id = i.execution_id AND f.parked_at IS NOT NULL))
     ORDER BY i.seq LIMIT $3::bigint"
 );
+/// From the open executions (`executions_by_status`), as an array, to their owners rows by
+/// key: never the `owners_by_node` range, which holds every closed execution the sweeper
+/// has not released yet.
 pub(crate) const OWNED_EXECUTIONS: &str = concat!(
-    "SELECT o.execution_id FROM owners o JOIN executions e USING (execution_id)
-    WHERE o.node_id = $1::text AND e.status IN ",
+    "SELECT o.execution_id FROM owners o
+    WHERE o.execution_id = ANY (ARRAY(SELECT execution_id FROM executions WHERE status IN ",
     open_statuses!(),
-    " ORDER BY o.execution_id"
+    ")) AND o.node_id = $1::text ORDER BY o.execution_id"
 );
+/// Driven from the work, not from `owners`: the open executions (`executions_by_status`)
+/// and the pending entries (`inbox_pending_by_seq`), as an array, then their owners rows by
+/// key. So a round reads what still has work, never the owners rows of closed trees the
+/// sweeper has not released yet (before, every round read all of `owners`). The lookup is
+/// materialized so the planner cannot walk `owners_by_root` whole for the ORDER BY.
 pub(crate) const ORPHANED_ROOTS: &str = concat!(
-    "SELECT DISTINCT o.root_id, o.node_id FROM owners o
-    WHERE o.node_id NOT IN (SELECT node_id FROM nodes
-            WHERE service = 'owner' AND heartbeat_at >= ",
-    now_ms!(),
-    " - $1::bigint)
-      AND (EXISTS (SELECT 1 FROM executions e
-            WHERE e.execution_id = o.execution_id AND e.status IN ",
+    "WITH orphaned AS MATERIALIZED (
+        SELECT o.root_id, o.node_id FROM owners o
+        WHERE o.execution_id = ANY (ARRAY(
+                SELECT execution_id FROM executions WHERE status IN ",
     open_statuses!(),
-    ")
-        OR EXISTS (SELECT 1 FROM inbox i
-            WHERE i.execution_id = o.execution_id AND i.done_at IS NULL))
-    ORDER BY o.root_id, o.node_id LIMIT $2::bigint"
+    "
+                UNION SELECT execution_id FROM inbox WHERE done_at IS NULL))
+          AND o.node_id NOT IN (SELECT node_id FROM nodes
+                WHERE service = 'owner' AND heartbeat_at >= ",
+    now_ms!(),
+    " - $1::bigint))
+    SELECT DISTINCT root_id, node_id FROM orphaned ORDER BY root_id, node_id LIMIT $2::bigint"
 );
 /// Locks the tree's rows in id order first (as commits do), then moves them; rows another
 /// node took meanwhile no longer match. Wakes the frontends: the tree's queued tasks have

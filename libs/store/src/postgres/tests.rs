@@ -5,7 +5,7 @@
 
 use super::{PgOptions, PgStore};
 
-fn url() -> String {
+pub(super) fn url() -> String {
     std::env::var("ORBIT_TEST_DATABASE_URL").unwrap_or_else(|_| {
         panic!(
             "ORBIT_TEST_DATABASE_URL is not set: run `scripts/pg.sh start && eval \

@@ -117,10 +117,15 @@ pub(crate) fn pending_owned(
     Ok(out)
 }
 
+/// From the open executions (`executions_by_status`, named: with statistics that say most
+/// rows are closed SQLite would scan the table) to their owners rows by key, never every
+/// owners row of the node.
 pub(crate) fn owned(conn: &Connection, node_id: &str) -> Result<Vec<String>> {
     let sql = format!(
-        "SELECT o.execution_id FROM owners o JOIN executions e USING (execution_id)
-        WHERE o.node_id = ?1 AND e.status IN {OPEN} ORDER BY o.execution_id"
+        "SELECT o.execution_id FROM owners o
+        WHERE o.execution_id IN (SELECT execution_id FROM executions
+                INDEXED BY executions_by_status WHERE status IN {OPEN})
+          AND o.node_id = ?1 ORDER BY o.execution_id"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
     let ids =
@@ -128,6 +133,8 @@ pub(crate) fn owned(conn: &Connection, node_id: &str) -> Result<Vec<String>> {
     Ok(ids)
 }
 
+/// Driven from the work (open executions, pending entries) to the owners rows by key, as on
+/// PostgreSQL: never every owners row.
 pub(crate) fn orphaned_roots(
     conn: &Connection,
     timeout_ms: u64,
@@ -135,13 +142,13 @@ pub(crate) fn orphaned_roots(
 ) -> Result<Vec<OrphanRoot>> {
     let since = to_i64(now_ms().saturating_sub(timeout_ms), "since")?;
     let sql = format!(
-        "SELECT DISTINCT o.root_id, o.node_id FROM owners o
+        "SELECT DISTINCT o.root_id, o.node_id FROM (
+            SELECT e.execution_id FROM executions e INDEXED BY executions_by_status
+            WHERE e.status IN {OPEN}
+            UNION SELECT i.execution_id FROM inbox i WHERE i.done_at IS NULL) w
+        JOIN owners o ON o.execution_id = w.execution_id
         WHERE o.node_id NOT IN (SELECT node_id FROM nodes
                 WHERE service = 'owner' AND heartbeat_at >= ?1)
-          AND (EXISTS (SELECT 1 FROM executions e
-                WHERE e.execution_id = o.execution_id AND e.status IN {OPEN})
-            OR EXISTS (SELECT 1 FROM inbox i
-                WHERE i.execution_id = o.execution_id AND i.done_at IS NULL))
         ORDER BY o.root_id LIMIT ?2"
     );
     let mut stmt = conn.prepare_cached(&sql)?;

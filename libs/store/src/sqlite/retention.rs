@@ -27,7 +27,8 @@ const DELETE_DONE_TASKS: &str = "DELETE FROM task_queue WHERE id IN (
     SELECT id FROM task_queue WHERE state = 'done' AND updated_at < ?1
     ORDER BY updated_at LIMIT ?2)";
 
-/// Roots whose tree is closed, quiet (no pending entry) and closed before `?1`.
+/// Roots whose tree is closed, quiet (no pending entry) and closed before `?1`, oldest
+/// ownership first (`owners_roots_by_since`, 0011: the walk stops at the batch size).
 const RELEASABLE_ROOTS: &str = concat!(
     "SELECT r.execution_id FROM owners o JOIN executions r ON r.execution_id = o.execution_id
     WHERE o.execution_id = o.root_id AND r.status NOT IN ",
@@ -39,7 +40,7 @@ const RELEASABLE_ROOTS: &str = concat!(
     ")
       AND NOT EXISTS (SELECT 1 FROM executions c JOIN inbox i ON i.execution_id = c.execution_id
             WHERE c.root_id = r.execution_id AND i.done_at IS NULL)
-    ORDER BY r.closed_at LIMIT ?2"
+    ORDER BY o.since, o.execution_id LIMIT ?2"
 );
 const DELETE_TREE_OWNERS: &str =
     "DELETE FROM owners WHERE root_id IN (SELECT value FROM json_each(?1))";
