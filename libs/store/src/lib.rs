@@ -17,6 +17,7 @@ mod batch;
 mod changes;
 mod error;
 mod fault;
+pub mod handoff;
 pub mod inbox;
 mod measure;
 pub mod migrations;
@@ -32,6 +33,7 @@ pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewInbox, NewOwner, Proje
 pub use changes::{ChangeHub, Subscription};
 pub use error::{Result, StoreError};
 pub use fault::{FaultNote, FaultRow, SUSPENDED};
+pub use handoff::{Handoff, TaskClaim};
 pub use inbox::{InboxKind, InboxMessage, InboxReply};
 pub use migrations::{AppliedMigration, SchemaMismatch, SchemaStatus};
 pub use model::{new_task_token, worker_language, ClaimFilter, MAX_CLAIM};

@@ -337,7 +337,7 @@ fn plan_one(
         seg.done.seq.push(to_i64(done.seq, "inbox seq")?);
         seg.done.result.push(done.result.as_ref().map(|r| r.to_json().to_string()));
     }
-    Ok((CommitOutcome { last_seq, task_ids: Vec::new() }, keys))
+    Ok((CommitOutcome { last_seq, task_ids: Vec::new(), claimed: Vec::new() }, keys))
 }
 
 /// Checks that the events continue the run's history and plans them with the projection
