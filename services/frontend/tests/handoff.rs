@@ -12,13 +12,15 @@ use orbit_frontend::FrontendConfig;
 use orbit_server_kit::payload::json_to_proto;
 use orbit_store::{Handoff, NewTask, TaskClaim, TaskRow};
 use serde_json::json;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use support::{next, say, Harness, Outbound};
 use tokio::sync::{mpsc, Notify};
 use tokio_stream::wrappers::ReceiverStream;
 
-/// Three steps of one task, so each result's commit queues the next task.
+/// Three steps of one task, each on the previous one's output: each result's commit queues
+/// the next task.
 fn chain(task: &str) -> String {
     format!(
         r#"
@@ -28,8 +30,8 @@ tasks:
   {task}: {{ version: "1" }}
 steps:
   - {{ id: a, task: {task}, input: {{}} }}
-  - {{ id: b, task: {task}, input: {{}} }}
-  - {{ id: c, task: {task}, input: {{}} }}
+  - {{ id: b, task: {task}, input: "${{{{ steps.a.output }}}}" }}
+  - {{ id: c, task: {task}, input: "${{{{ steps.b.output }}}}" }}
 output: ${{{{ steps.c.output }}}}
 "#
     )
@@ -91,8 +93,12 @@ async fn complete(tx: &Outbound, task: &Task) {
 }
 
 async fn history(h: &mut Harness, id: &str) -> Vec<HistoryEvent> {
-    let req =
-        GetHistoryRequest { execution_id: id.into(), run: 0, page_size: 0, page_token: String::new() };
+    let req = GetHistoryRequest {
+        execution_id: id.into(),
+        run: 0,
+        page_size: 0,
+        page_token: String::new(),
+    };
     h.workflows.get_history(req).await.unwrap().into_inner().events
 }
 
@@ -137,10 +143,11 @@ async fn each_next_step_is_handed_to_the_waiting_session() {
     assert!(handed >= 6, "handed off {handed} of 9 tasks");
 }
 
-/// Delegates to the frontend's hand-off, but holds the hand-over of step `b` until the
-/// test has ended the session it was reserved for.
+/// Delegates to the frontend's hand-off, but holds the first hand-over of step `b` until
+/// the test has ended the session it was reserved for.
 struct SessionGone {
     inner: Arc<dyn Handoff>,
+    held: AtomicBool,
     reserved: mpsc::UnboundedSender<TaskRow>,
     ended: Arc<Notify>,
 }
@@ -151,7 +158,9 @@ impl Handoff for SessionGone {
     }
 
     fn settle(&self, claimed: Vec<TaskRow>, unused: Vec<TaskClaim>) {
-        let (held, now): (Vec<_>, Vec<_>) = claimed.into_iter().partition(|r| r.unit_key == "b");
+        let (held, now): (Vec<_>, Vec<_>) = claimed
+            .into_iter()
+            .partition(|r| r.unit_key == "b" && !self.held.swap(true, Ordering::SeqCst));
         self.inner.settle(now, unused);
         if held.is_empty() {
             return;
@@ -173,7 +182,12 @@ async fn a_task_handed_to_a_session_that_ended_is_redelivered_and_completes_once
     let ended = Arc::new(Notify::new());
     let gate = ended.clone();
     let (mut h, frontend) = support::handoff_harness(config(), move |inner| {
-        Arc::new(SessionGone { inner, reserved: reserved_tx, ended: gate })
+        Arc::new(SessionGone {
+            inner,
+            held: AtomicBool::new(false),
+            reserved: reserved_tx,
+            ended: gate,
+        })
     })
     .await;
 
@@ -207,13 +221,23 @@ async fn a_task_handed_to_a_session_that_ended_is_redelivered_and_completes_once
     // attempt's idempotency key, offered again.
     let (tx2, mut inbound2) = worker(&mut h, "w-second", task, 100).await;
     let b = next_task(&mut inbound2).await;
-    assert_eq!((b.execution_id.as_str(), b.step.as_str()), ("lost-1", "b"));
+    if b.step != "b" {
+        let events = history(&mut h, "lost-1").await;
+        let steps: Vec<_> =
+            events.iter().map(|e| (e.seq, e.event_type.clone(), e.step.clone())).collect();
+        panic!("got {b:?}; history {steps:?}");
+    }
     assert_eq!(b.idempotency_key, row.idempotency_key, "same idempotency key");
     assert!(b.redelivery, "offered before");
     assert_ne!(Some(b.token.as_str()), row.token.as_deref(), "a new claim");
     complete(&tx2, &b).await;
     let c = next_task(&mut inbound2).await;
-    assert_eq!(c.step, "c");
+    if c.step != "c" {
+        let events = history(&mut h, "lost-1").await;
+        let steps: Vec<_> =
+            events.iter().map(|e| (e.seq, e.event_type.clone(), e.step.clone())).collect();
+        panic!("got {c:?}; history {steps:?}");
+    }
     complete(&tx2, &c).await;
 
     let events = until_completed(&mut h, "lost-1").await;
