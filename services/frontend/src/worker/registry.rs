@@ -494,6 +494,38 @@ mod tests {
     }
 
     #[test]
+    fn a_hand_off_takes_a_free_credit_of_a_drained_matching_session_only() {
+        let offer = |task: &str| orbit_store::NewTask {
+            unit: "u".into(),
+            attempt: 1,
+            offer: 1,
+            task: task.into(),
+            task_version: "1".into(),
+            language: None,
+            input: serde_json::Value::Null,
+            idempotency_key: "k".into(),
+        };
+        let registry = Registry::default();
+        let s = Arc::new(Session::new("s".into(), "w".into(), vec!["t".into()], 2));
+        registry.insert(s.clone());
+        s.add_credits(3);
+        assert!(registry.take_for(&offer("t"), "e1", "x").is_none(), "not drained yet");
+        s.drained.store(true, Ordering::SeqCst);
+        assert!(registry.take_for(&offer("other"), "e1", "x").is_none(), "not its task");
+        // Credits the dispatcher holds for a claim are not offered.
+        assert_eq!(s.hold(10), 2);
+        assert!(registry.take_for(&offer("t"), "e1", "x").is_none(), "all held");
+        s.unhold(2);
+        let got = registry.take_for(&offer("t"), "e1", "a").expect("a free credit");
+        assert_eq!(got.id, "s");
+        assert_eq!(s.execution_of("a").as_deref(), Some("e1"));
+        assert_eq!(s.counters(), SessionCounters { credits: 2, in_flight: 1, draining: false });
+        assert!(registry.take_for(&offer("t"), "e2", "b").is_some());
+        assert!(registry.take_for(&offer("t"), "e3", "c").is_none(), "max_concurrency");
+        assert_eq!(s.hold(10), 0);
+    }
+
+    #[test]
     fn a_returning_worker_adopts_its_parked_attempts_and_no_one_else_does() {
         let registry = Registry::default();
         let old = Arc::new(Session::new("s1".into(), "w".into(), vec!["t".into()], 4));
