@@ -95,7 +95,7 @@ impl Registry {
             .map(|s| (s.wanted(), s.clone()))
             .filter(|(n, _)| *n > 0)
             .collect();
-        fits.sort_by(|a, b| b.0.cmp(&a.0));
+        fits.sort_by_key(|f| std::cmp::Reverse(f.0));
         fits.into_iter().map(|(_, s)| s).find(|s| s.try_take(token, execution_id))
     }
 

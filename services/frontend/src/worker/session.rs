@@ -340,7 +340,7 @@ async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
                 .await;
             let full = matches!(&claimed, Ok(rows) if rows.len() >= wanted as usize);
             // Nothing more queued for this session: new tasks may be handed to it directly.
-            session.drained.store(matches!(&claimed, Ok(_)) && !full, Ordering::SeqCst);
+            session.drained.store(claimed.is_ok() && !full, Ordering::SeqCst);
             match claimed {
                 Ok(rows) if !rows.is_empty() => {
                     deliver(&shared, &session, rows, &tx, false).await;
