@@ -38,6 +38,9 @@ pub struct Metrics {
     pub executions_closed: IntCounterVec,
     /// `orbit_tasks_dispatched_total{task}`: attempts handed to a worker.
     pub tasks_dispatched: IntCounterVec,
+    /// `orbit_tasks_handed_off_total{task}`: dispatches the owner handed straight to a
+    /// session (queued already claimed, issue 14) instead of a claim.
+    pub tasks_handed_off: IntCounterVec,
     /// `orbit_tasks_redelivered_total{task}`: dispatches of an attempt offered before.
     pub tasks_redelivered: IntCounterVec,
     /// `orbit_tasks_completed_total{task}`: results recorded as success.
@@ -103,6 +106,7 @@ pub const NAMES: &[&str] = &[
     "orbit_executions_started_total",
     "orbit_executions_closed_total",
     "orbit_tasks_dispatched_total",
+    "orbit_tasks_handed_off_total",
     "orbit_tasks_redelivered_total",
     "orbit_tasks_completed_total",
     "orbit_tasks_failed_total",
@@ -203,6 +207,12 @@ impl Metrics {
                 &r,
                 "orbit_tasks_dispatched_total",
                 "Task attempts handed to a worker, by task name.",
+                &["task"],
+            ),
+            tasks_handed_off: counter(
+                &r,
+                "orbit_tasks_handed_off_total",
+                "Task attempts the owner handed straight to a worker session, by task name.",
                 &["task"],
             ),
             tasks_redelivered: counter(

@@ -11,7 +11,8 @@
 //!   applied at most once.
 
 use crate::error::{Result, StoreError};
-use crate::model::{ExecutionRow, NewTask, NewTimer};
+use crate::handoff::TaskClaim;
+use crate::model::{ExecutionRow, NewTask, NewTimer, TaskRow};
 use orbit_engine::HistoryEvent;
 
 /// Projection fields a commit changes. `last_seq` follows the appended events by itself.
@@ -69,6 +70,10 @@ pub struct CommitBatch {
     pub projection: Option<ProjectionUpdate>,
     /// Task offers to queue.
     pub tasks_to_insert: Vec<NewTask>,
+    /// Offers of `tasks_to_insert` queued already claimed for a worker session (task
+    /// hand-off, see [`handoff`](crate::handoff)): each row is inserted `claimed` with a
+    /// `dispatched` inbox entry for this execution, as `claim_tasks` would record it.
+    pub task_claims: Vec<TaskClaim>,
     /// Units of this execution whose task rows (queued or claimed) are cancelled.
     pub units_to_cancel: Vec<String>,
     /// Inbox entries to write for other executions (a child's end for its parent).
@@ -88,12 +93,14 @@ pub struct CommitBatch {
 }
 
 /// What a successful commit produced.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CommitOutcome {
     /// Seq of the last event of the run after the commit.
     pub last_seq: u64,
     /// Ids of the task rows inserted (offers already present are skipped).
     pub task_ids: Vec<u64>,
+    /// The rows `task_claims` recorded claimed, as `claim_tasks` returns them.
+    pub claimed: Vec<TaskRow>,
 }
 
 /// An inbox entry written by a commit, for any execution.

@@ -118,6 +118,7 @@ macro_rules! every_case {
             executions_list_by_schedule,
             claims_route_by_language,
             claims_match_announced_versions,
+            a_commit_queues_handed_off_tasks_already_claimed,
         );
     };
 }

@@ -130,6 +130,13 @@ pub struct Frontend {
 }
 
 impl Frontend {
+    /// Where an owner of the same process hands new tasks straight to this frontend's worker
+    /// sessions (`Owner::set_handoff` in `orbit dev`; see `orbit_store::handoff`).
+    #[must_use]
+    pub fn handoff(&self) -> Arc<dyn orbit_store::Handoff> {
+        Arc::new(worker::Handoffs { shared: Arc::downgrade(&self.shared) })
+    }
+
     /// A frontend over `store`, routing commands to `owner` (the in-process owner in
     /// `orbit dev`, a gRPC client wrapper otherwise). `tasks_ready` is notified (with
     /// `notify_waiters`) whenever new task rows are committed; `changes` publishes the

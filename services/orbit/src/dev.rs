@@ -308,6 +308,8 @@ pub async fn serve_with(
         tasks_ready,
         changes,
     );
+    // New tasks go straight to a matching worker session (one commit per step, issue 14).
+    owner.set_handoff(frontend.handoff());
 
     let owner_task = {
         let (owner, shutdown) = (owner.clone(), shutdown.clone());

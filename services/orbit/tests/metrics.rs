@@ -189,6 +189,16 @@ async fn prometheus_scrapes_orbit_dev_and_promql_sees_the_runs() {
     // No label carries an execution id.
     let (_, text) = admin::get(&admin_addr, "/metrics").await.expect("metrics");
     assert!(!text.contains("prom-0"), "an execution id leaked into a label");
+
+    // One start at a time against a waiting worker: the owner hands the task straight to its
+    // session in the commit that queues it (issue 14); at least every run after the first
+    // (whose start may come before the worker's first claim), counted among the dispatches.
+    let handed = text
+        .lines()
+        .find_map(|l| l.strip_prefix(r#"orbit_tasks_handed_off_total{task="greet"} "#))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!((want - 1.0..=want).contains(&handed), "handed off {handed} of {want}: {text}");
     stop.cancel();
 }
 

@@ -297,10 +297,14 @@ pub(crate) async fn apply_set(
         handed::answer(handed_replies, &recorded, false);
         return Ok(applied);
     }
+    let reserved = crate::handoff::reserve(inner, &mut batches);
+    // Tasks left for the claims: only then are the frontends' dispatchers woken.
+    let tasks = tasks && batches.iter().any(|b| b.tasks_to_insert.len() > b.task_claims.len());
     // What the commit does, for the readers waiting on these executions (issue 14).
     let changes = inner.changes.changes_of(work.keys().map(String::as_str), &batches);
     let committed = inner.store.commit_all(batches).await;
     handed::answer(handed_replies, &recorded, committed.is_ok());
+    crate::handoff::settle(inner, reserved, committed.as_deref().ok());
     match committed {
         Ok(_) => {
             inner.changes.publish_committed(work.keys().map(String::as_str), &changes);
@@ -558,6 +562,7 @@ pub(crate) fn batches_for(
                 delete_after_ms: effects::delete_after(&w.hot.def, run.status, now, retention_ms),
             }),
             tasks_to_insert: rows.tasks,
+            task_claims: Vec::new(),
             units_to_cancel: rows.cancel_units,
             inbox_to_insert: rows.inbox,
             timers_to_upsert: rows.timers_to_upsert,

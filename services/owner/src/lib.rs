@@ -19,6 +19,7 @@ mod error;
 mod fault_inject;
 mod grpc;
 mod handed;
+mod handoff;
 mod hot;
 mod inbox;
 mod initial;

@@ -184,6 +184,9 @@ pub(crate) struct Inner {
     pub starts: StdMutex<Vec<PendingStart>>,
     /// Worker results handed over directly (see `handed`).
     pub handed: StdMutex<Vec<crate::handed::Handed>>,
+    /// Where new tasks are handed straight to a worker session (see `handoff`); unset: every
+    /// task is queued for the frontends' claims.
+    pub handoff: std::sync::OnceLock<Arc<dyn orbit_store::Handoff>>,
     pub passes: watch::Sender<Passes>,
     pub quarantine: crate::quarantine::Counters,
 }
@@ -223,6 +226,7 @@ impl Owner {
                 }),
                 starts: StdMutex::new(Vec::new()),
                 handed: StdMutex::new(Vec::new()),
+                handoff: std::sync::OnceLock::new(),
                 passes: watch::channel(Passes::default()).0,
                 quarantine: crate::quarantine::Counters::default(),
             }),
@@ -332,6 +336,14 @@ impl Owner {
     /// The store cannot be read or written.
     pub async fn take_over_once(&self, node_timeout_ms: u64) -> Result<usize, OwnerError> {
         Ok(takeover::round(&self.inner, node_timeout_ms, takeover::Check::Read).await?.taken)
+    }
+
+    /// Hands new tasks straight to the worker sessions `handoff` holds (the frontend of the
+    /// same process in `orbit dev`): a task with a matching session and a free credit is
+    /// queued already claimed for it in the commit that queues it, and delivered after the
+    /// commit (see `orbit_store::handoff`). Set once; a second call is ignored.
+    pub fn set_handoff(&self, handoff: Arc<dyn orbit_store::Handoff>) {
+        let _ = self.inner.handoff.set(handoff);
     }
 
     /// Wakes the pass loop without waiting for the pass (for database notifications).

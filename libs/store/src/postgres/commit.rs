@@ -38,6 +38,7 @@ const STATEMENTS: &[&str] = &[
     sql::COMMIT_TASKS_DONE,
     sql::COMMIT_CANCEL_UNITS,
     sql::COMMIT_INSERT_TASKS,
+    sql::COMMIT_DISPATCH_CLAIMED,
     sql::COMMIT_INSERT_INBOX,
     sql::COMMIT_UPSERT_TIMERS,
     sql::COMMIT_DELETE_TIMERS,
@@ -139,7 +140,14 @@ pub(crate) async fn commit_all(
 
     // Ids of the inserted task rows, to the first batch that offered each.
     let mut inserted: HashMap<(String, i64, String, i64, i64), u64> = HashMap::new();
+    let mut claimed: HashMap<String, crate::model::TaskRow> = HashMap::new();
     for (rows, kind) in rows.iter().zip(&kinds) {
+        if *kind == WriteKind::ClaimedTasks {
+            for row in rows {
+                let t = super::rows::task(row)?;
+                claimed.insert(t.token.clone().unwrap_or_default(), t);
+            }
+        }
         if *kind != WriteKind::InsertTasks {
             continue;
         }
@@ -156,8 +164,10 @@ pub(crate) async fn commit_all(
             inserted.insert(key, id);
         }
     }
-    for (outcome, keys) in result.iter_mut().zip(task_keys) {
+    for ((outcome, keys), batch) in result.iter_mut().zip(task_keys).zip(batches) {
         outcome.task_ids = keys.into_iter().filter_map(|k| inserted.remove(&k)).collect();
+        outcome.claimed =
+            batch.task_claims.iter().filter_map(|c| claimed.remove(&c.token)).collect();
     }
     Ok(result)
 }

@@ -35,6 +35,8 @@ pub(crate) struct Read {
 pub(crate) enum WriteKind {
     /// Its rows are the inserted task rows.
     InsertTasks,
+    /// Its rows are the task rows queued claimed (task hand-off).
+    ClaimedTasks,
     /// Nothing to read back.
     Other,
 }
@@ -101,7 +103,12 @@ columns!(Tasks {
     input: String,
     key: String,
     language: Option<String>,
+    claimer: Option<String>,
+    session: Option<String>,
+    worker: Option<String>,
+    token: Option<String>,
 });
+columns!(Claimed { token: String });
 columns!(Inbox { execution: String, kind: String, payload: String });
 columns!(Timers { execution: String, key: String, run: i64, fire_at: i64, payload: String });
 columns!(TimerDeletes { execution: String, key: String });
@@ -118,6 +125,7 @@ struct Segment {
     tasks_done: TasksDone,
     cancel_units: CancelUnits,
     tasks: Tasks,
+    claimed: Claimed,
     inbox: Inbox,
     timers: Timers,
     timer_deletes: TimerDeletes,
@@ -150,6 +158,9 @@ impl Segment {
         }
         if !self.tasks.unit.is_empty() {
             push(sql::COMMIT_INSERT_TASKS, self.tasks.params(), WriteKind::InsertTasks);
+        }
+        if !self.claimed.token.is_empty() {
+            push(sql::COMMIT_DISPATCH_CLAIMED, self.claimed.params(), WriteKind::ClaimedTasks);
         }
         if !self.inbox.kind.is_empty() {
             push(sql::COMMIT_INSERT_INBOX, self.inbox.params(), other);
@@ -195,8 +206,13 @@ pub(crate) fn plan(batches: &[CommitBatch], mut read: Read) -> Result<Plan> {
         if !batch.inbox_to_insert.is_empty() {
             notify.push(("orbit_inbox", String::new()));
         }
-        if !batch.tasks_to_insert.is_empty() {
+        // Tasks handed off (queued claimed) wake no claimer; their `dispatched` entries
+        // wake the owners.
+        if batch.tasks_to_insert.len() > batch.task_claims.len() {
             notify.push(("orbit_tasks", String::new()));
+        }
+        if !batch.task_claims.is_empty() {
+            notify.push(("orbit_inbox", String::new()));
         }
         if !batch.timers_to_upsert.is_empty() || !batch.timers_to_delete.is_empty() {
             notify.push(("orbit_timers", String::new()));
@@ -300,6 +316,17 @@ fn plan_one(
         s.input.push(t.input.to_string());
         s.key.push(t.idempotency_key.clone());
         s.language.push(t.language.clone());
+        let claim = batch
+            .task_claims
+            .iter()
+            .find(|c| c.unit == t.unit && c.attempt == t.attempt && c.offer == t.offer);
+        s.claimer.push(claim.map(|c| c.claimer.clone()));
+        s.session.push(claim.map(|c| c.session.clone()));
+        s.worker.push(claim.map(|c| c.worker_id.clone()));
+        s.token.push(claim.map(|c| c.token.clone()));
+        if let Some(c) = claim {
+            seg.claimed.token.push(c.token.clone());
+        }
         keys.push((id.to_string(), run, t.unit.clone(), attempt, offer));
     }
     for entry in &batch.inbox_to_insert {
@@ -340,7 +367,7 @@ fn plan_one(
         seg.done.seq.push(to_i64(done.seq, "inbox seq")?);
         seg.done.result.push(done.result.as_ref().map(|r| r.to_json().to_string()));
     }
-    Ok((CommitOutcome { last_seq, task_ids: Vec::new() }, keys))
+    Ok((CommitOutcome { last_seq, task_ids: Vec::new(), claimed: Vec::new() }, keys))
 }
 
 /// Checks that the events continue the run's history and plans them with the projection

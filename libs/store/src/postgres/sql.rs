@@ -166,19 +166,45 @@ pub(crate) const COMMIT_CANCEL_UNITS: &str = concat!(
     WHERE t.execution_id = u.eid AND t.unit_key = u.unit AND t.state IN ('queued', 'claimed')"
 );
 /// Offers already present are skipped; the inserted rows come back with their keys.
+/// A row with a token (`$14`, task hand-off) is inserted already claimed, as
+/// `TASK_CLAIM` would leave it; `COMMIT_DISPATCH_CLAIMED` then writes its `dispatched` entry.
 pub(crate) const COMMIT_INSERT_TASKS: &str = concat!(
     "INSERT INTO task_queue (execution_id, run, unit_key, attempt, offer, task, task_version,
-        input, idempotency_key, state, claim_count, created_at, updated_at, language)
-    SELECT u.eid, u.run, u.unit, u.attempt, u.offer, u.task, u.tv, u.input, u.ik, 'queued', 0, ",
+        input, idempotency_key, state, claim_count, created_at, updated_at, language,
+        claimed_by, session, worker_id, token, claimed_at)
+    SELECT u.eid, u.run, u.unit, u.attempt, u.offer, u.task, u.tv, u.input, u.ik,
+        CASE WHEN u.tok IS NULL THEN 'queued' ELSE 'claimed' END,
+        CASE WHEN u.tok IS NULL THEN 0 ELSE 1 END, ",
     now_ms!(),
     ", ",
     now_ms!(),
-    ", u.lang FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[],
-        $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
-        WITH ORDINALITY AS u(eid, run, unit, attempt, offer, task, tv, input, ik, lang, ord)
+    ", u.lang, u.claimer, u.sess, u.wid, u.tok, CASE WHEN u.tok IS NULL THEN NULL ELSE ",
+    now_ms!(),
+    " END FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[],
+        $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
+        $13::text[], $14::text[])
+        WITH ORDINALITY AS u(eid, run, unit, attempt, offer, task, tv, input, ik, lang, claimer,
+            sess, wid, tok, ord)
     ORDER BY u.ord
     ON CONFLICT (execution_id, run, unit_key, attempt, offer) DO NOTHING
     RETURNING id, execution_id, run, unit_key, attempt, offer"
+);
+/// The `dispatched` entries of the rows `COMMIT_INSERT_TASKS` inserted claimed (found by
+/// their fresh tokens: an offer queued before kept its own state and token), as
+/// `TASK_CLAIM` writes them; returns the rows.
+pub(crate) const COMMIT_DISPATCH_CLAIMED: &str = concat!(
+    "WITH c AS (SELECT * FROM task_queue WHERE token = ANY($1::text[]) AND state = 'claimed'),
+    dispatched AS (
+        INSERT INTO inbox (execution_id, kind, token, payload, created_at)
+        SELECT c.execution_id, 'dispatched', c.token,
+            json_build_object('task_id', c.id, 'step', c.unit_key, 'attempt', c.attempt,
+                'offer', c.offer, 'token', c.token, 'claimed_by', c.claimed_by,
+                'session', c.session, 'worker_id', c.worker_id)::text, ",
+    now_ms!(),
+    " FROM c ORDER BY c.id)
+    SELECT ",
+    task_columns!(),
+    " FROM c ORDER BY id"
 );
 pub(crate) const COMMIT_INSERT_INBOX: &str = concat!(
     "INSERT INTO inbox (execution_id, kind, token, payload, created_at)

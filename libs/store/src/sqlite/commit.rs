@@ -86,6 +86,7 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
         tx.prepare_cached(sql::TASK_CANCEL_UNIT)?.execute(params![id, unit, now])?;
     }
     let mut task_ids = Vec::new();
+    let mut claimed = Vec::new();
     for t in &batch.tasks_to_insert {
         let inserted: Option<i64> = tx
             .query_row(
@@ -108,6 +109,13 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
             .optional()?;
         if let Some(task_id) = inserted {
             task_ids.push(to_u64(task_id, "task id")?);
+            if let Some(c) = batch
+                .task_claims
+                .iter()
+                .find(|c| c.unit == t.unit && c.attempt == t.attempt && c.offer == t.offer)
+            {
+                claimed.push(super::queue::claim_row(tx, id, task_id, c, now)?);
+            }
         }
     }
     for entry in &batch.inbox_to_insert {
@@ -148,7 +156,7 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
         }
     }
 
-    Ok(CommitOutcome { last_seq, task_ids })
+    Ok(CommitOutcome { last_seq, task_ids, claimed })
 }
 
 /// With an expected epoch, the owners row must exist and hold exactly that epoch.

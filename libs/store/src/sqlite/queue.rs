@@ -4,6 +4,7 @@ use super::conn::now_ms;
 use super::rows::{self, json_text, to_i64, to_u64};
 use super::sql;
 use crate::error::{Result, StoreError};
+use crate::handoff::TaskClaim;
 use crate::inbox::{Dispatched, InboxMessage, Timer};
 use crate::model::{
     new_task_tokens, ClaimFilter, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog,
@@ -45,22 +46,57 @@ pub(crate) fn claim_tasks(
         }
     }
     for t in &claimed {
-        let message = InboxMessage::Dispatched(Dispatched {
-            task_id: t.id,
-            step: t.unit_key.clone(),
-            attempt: t.attempt,
-            offer: t.offer,
-            token: t.token.clone().unwrap_or_default(),
-            claimed_by: claimer.to_string(),
-            session: session.to_string(),
-            worker_id: worker_id.to_string(),
-        });
-        let (kind, payload) = (message.kind().as_str(), message.payload_text());
-        let _seq: i64 = tx
-            .prepare_cached(sql::INBOX_INSERT)?
-            .query_row(params![t.execution_id, kind, t.token, payload, now], |r| r.get(0))?;
+        insert_dispatched(tx, t, claimer, session, worker_id, now)?;
     }
     Ok(claimed)
+}
+
+/// The `dispatched` inbox entry of a claimed row: how its owner learns of the claim.
+fn insert_dispatched(
+    tx: &Connection,
+    t: &TaskRow,
+    claimer: &str,
+    session: &str,
+    worker_id: &str,
+    now: i64,
+) -> Result<()> {
+    let message = InboxMessage::Dispatched(Dispatched {
+        task_id: t.id,
+        step: t.unit_key.clone(),
+        attempt: t.attempt,
+        offer: t.offer,
+        token: t.token.clone().unwrap_or_default(),
+        claimed_by: claimer.to_string(),
+        session: session.to_string(),
+        worker_id: worker_id.to_string(),
+    });
+    let (kind, payload) = (message.kind().as_str(), message.payload_text());
+    let _seq: i64 = tx
+        .prepare_cached(sql::INBOX_INSERT)?
+        .query_row(params![t.execution_id, kind, t.token, payload, now], |r| r.get(0))?;
+    Ok(())
+}
+
+/// A row a commit just inserted, claimed for a hand-off (see [`crate::handoff`]): the same
+/// update and `dispatched` entry as [`claim_tasks`], inside the commit's transaction.
+pub(crate) fn claim_row(
+    tx: &Connection,
+    execution_id: &str,
+    task_id: i64,
+    c: &TaskClaim,
+    now: i64,
+) -> Result<TaskRow> {
+    let mut stmt = tx.prepare_cached(sql::TASK_CLAIM)?;
+    let mut found =
+        stmt.query(params![task_id, c.claimer, c.session, c.worker_id, c.token, now])?;
+    let Some(row) = found.next()? else {
+        return Err(StoreError::Conflict(format!(
+            "task {task_id} of execution {execution_id} is no longer queued"
+        )));
+    };
+    let t = rows::task(row)?;
+    insert_dispatched(tx, &t, &c.claimer, &c.session, &c.worker_id, now)?;
+    Ok(t)
 }
 
 /// Mark the row of `token` done and record the report for its owner, in one transaction;

@@ -2,6 +2,7 @@
 
 mod admit;
 mod check;
+mod handoff;
 mod loss;
 mod registry;
 mod results;
@@ -10,6 +11,7 @@ mod supervise;
 mod welcome;
 
 pub use check::{check_message, Checked};
+pub(crate) use handoff::Handoffs;
 pub(crate) use registry::{now_ms, Registry, Session};
 pub(crate) use session::Context;
 

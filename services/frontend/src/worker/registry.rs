@@ -74,6 +74,31 @@ impl Registry {
         lock(&self.sessions).insert(session.id.clone(), session);
     }
 
+    /// An open session by id.
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Session>> {
+        lock(&self.sessions).get(id).cloned()
+    }
+
+    /// Task hand-off: an open session that serves `task` (the claim statements' rule), has
+    /// nothing queued left to claim and a free credit, with the credit taken for `token`;
+    /// the one with the most free credits, so hand-offs spread over the workers.
+    pub(crate) fn take_for(
+        &self,
+        task: &orbit_store::NewTask,
+        execution_id: &str,
+        token: &str,
+    ) -> Option<Arc<Session>> {
+        let mut fits: Vec<(u32, Arc<Session>)> = lock(&self.sessions)
+            .values()
+            .filter(|s| s.drained.load(Ordering::SeqCst))
+            .filter(|s| s.claim.admits(&task.task, &task.task_version, task.language.as_deref()))
+            .map(|s| (s.wanted(), s.clone()))
+            .filter(|(n, _)| *n > 0)
+            .collect();
+        fits.sort_by_key(|f| std::cmp::Reverse(f.0));
+        fits.into_iter().map(|(_, s)| s).find(|s| s.try_take(token, execution_id))
+    }
+
     pub(crate) fn remove(&self, id: &str) {
         lock(&self.sessions).remove(id);
     }
@@ -143,6 +168,9 @@ pub(crate) struct Session {
     /// session never keeps the response stream of a finished call open.
     tx: Mutex<Option<Tx>>,
     stopped: AtomicBool,
+    /// Whether the dispatcher's last claim found nothing more queued for this session: only
+    /// then does the owner hand it new tasks directly (a backlog is served first, in order).
+    pub(crate) drained: AtomicBool,
     /// Notified when credits arrive, a task finishes or the session stops.
     pub(crate) changed: Notify,
 }
@@ -183,6 +211,9 @@ struct SessionState {
     /// complete heartbeat (see [`Session::unconfirmed`]).
     adopted: HashSet<String>,
     draining: bool,
+    /// Credits the dispatcher set aside for a claim in progress: not offered to hand-offs,
+    /// so the two never send a worker more tasks than it has credits.
+    held: u32,
 }
 
 impl Session {
@@ -206,6 +237,7 @@ impl Session {
             state: Mutex::new(SessionState::default()),
             tx: Mutex::new(None),
             stopped: AtomicBool::new(false),
+            drained: AtomicBool::new(false),
             changed: Notify::new(),
         }
     }
@@ -321,12 +353,41 @@ impl Session {
     /// How many tasks the dispatcher may claim now: unused credits, never more in flight
     /// than `max_concurrency`, none while draining.
     pub(crate) fn wanted(&self) -> u32 {
-        let state = lock(&self.state);
+        self.free(&lock(&self.state))
+    }
+
+    fn free(&self, state: &SessionState) -> u32 {
         if state.draining || self.is_stopped() {
             return 0;
         }
         let in_flight = u32::try_from(state.in_flight.len()).unwrap_or(u32::MAX);
-        state.credits.min(self.max_concurrency.saturating_sub(in_flight))
+        state.credits.min(self.max_concurrency.saturating_sub(in_flight)).saturating_sub(state.held)
+    }
+
+    /// Sets aside up to `max` free credits for a claim; give them back with
+    /// [`Session::unhold`] once the claimed tasks were taken.
+    pub(crate) fn hold(&self, max: u32) -> u32 {
+        let mut state = lock(&self.state);
+        let n = self.free(&state).min(max);
+        state.held += n;
+        n
+    }
+
+    pub(crate) fn unhold(&self, n: u32) {
+        let mut state = lock(&self.state);
+        state.held = state.held.saturating_sub(n);
+    }
+
+    /// A hand-off takes one free credit for `token`, if there is one.
+    pub(crate) fn try_take(&self, token: &str, execution_id: &str) -> bool {
+        let mut state = lock(&self.state);
+        if self.free(&state) == 0 {
+            return false;
+        }
+        state.credits = state.credits.saturating_sub(1);
+        state.in_flight.insert(token.to_string(), execution_id.to_string());
+        state.beats.insert(token.to_string(), now_ms());
+        true
     }
 
     /// A claimed task was handed to this session: one credit used.
@@ -465,6 +526,38 @@ mod tests {
         assert_eq!(s.wanted(), 0);
         assert!(s.counters().draining);
         assert_eq!(s.take_in_flight(), vec![("b".to_string(), "e1".to_string())]);
+    }
+
+    #[test]
+    fn a_hand_off_takes_a_free_credit_of_a_drained_matching_session_only() {
+        let offer = |task: &str| orbit_store::NewTask {
+            unit: "u".into(),
+            attempt: 1,
+            offer: 1,
+            task: task.into(),
+            task_version: "1".into(),
+            language: None,
+            input: serde_json::Value::Null,
+            idempotency_key: "k".into(),
+        };
+        let registry = Registry::default();
+        let s = Arc::new(Session::new("s".into(), "w".into(), vec!["t".into()], 2));
+        registry.insert(s.clone());
+        s.add_credits(3);
+        assert!(registry.take_for(&offer("t"), "e1", "x").is_none(), "not drained yet");
+        s.drained.store(true, Ordering::SeqCst);
+        assert!(registry.take_for(&offer("other"), "e1", "x").is_none(), "not its task");
+        // Credits the dispatcher holds for a claim are not offered.
+        assert_eq!(s.hold(10), 2);
+        assert!(registry.take_for(&offer("t"), "e1", "x").is_none(), "all held");
+        s.unhold(2);
+        let got = registry.take_for(&offer("t"), "e1", "a").expect("a free credit");
+        assert_eq!(got.id, "s");
+        assert_eq!(s.execution_of("a").as_deref(), Some("e1"));
+        assert_eq!(s.counters(), SessionCounters { credits: 2, in_flight: 1, draining: false });
+        assert!(registry.take_for(&offer("t"), "e2", "b").is_some());
+        assert!(registry.take_for(&offer("t"), "e3", "c").is_none(), "max_concurrency");
+        assert_eq!(s.hold(10), 0);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use orbit_server_kit::payload::{json_to_proto, ms_to_duration, ms_to_timestamp};
 use orbit_server_kit::{ErrorCode, OrbitError};
 use orbit_store::TaskRow;
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -334,8 +335,9 @@ async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
         if session.is_stopped() {
             return;
         }
-        // One claim takes at most `MAX_CLAIM` rows; a full batch loops for more at once.
-        let wanted = session.wanted().min(orbit_store::MAX_CLAIM);
+        // One claim takes at most `MAX_CLAIM` rows; a full batch loops for more at once. The
+        // credits are held meanwhile, so hand-offs (see `handoff`) cannot take them too.
+        let wanted = session.hold(orbit_store::MAX_CLAIM);
         let mut failed = false;
         if wanted > 0 {
             let claimed = shared
@@ -348,16 +350,20 @@ async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
                     &session.worker_id,
                 )
                 .await;
+            let full = matches!(&claimed, Ok(rows) if rows.len() >= wanted as usize);
+            // Nothing more queued for this session: new tasks may be handed to it directly.
+            session.drained.store(claimed.is_ok() && !full, Ordering::SeqCst);
             match claimed {
                 Ok(rows) if !rows.is_empty() => {
-                    let full = rows.len() >= wanted as usize;
-                    deliver(&shared, &session, rows, &tx).await;
+                    deliver(&shared, &session, rows, &tx, false).await;
+                    session.unhold(wanted);
                     if full {
                         continue;
                     }
                 }
-                Ok(_) => {}
+                Ok(_) => session.unhold(wanted),
                 Err(e) => {
+                    session.unhold(wanted);
                     tracing::warn!(session = %session.id, error = %e, "claiming tasks failed");
                     // The store may be briefly away: look again soon, not at the safety net.
                     failed = true;
@@ -387,12 +393,21 @@ const CLAIM_RETRY: Duration = Duration::from_secs(1);
 
 /// Pushes claimed rows to the worker and wakes their owners (who apply the `dispatched`
 /// entries the claim wrote). A row whose push fails stays in flight and is reported
-/// uncertain when the session ends.
-async fn deliver(shared: &Arc<Shared>, session: &Arc<Session>, rows: Vec<TaskRow>, tx: &Tx) {
+/// uncertain when the session ends. `handed`: the rows were handed off by the owner (see
+/// `handoff`), their credits already taken.
+pub(super) async fn deliver(
+    shared: &Arc<Shared>,
+    session: &Arc<Session>,
+    rows: Vec<TaskRow>,
+    tx: &Tx,
+    handed: bool,
+) {
     let mut executions: HashMap<String, Option<Context>> = HashMap::new();
     for row in rows {
         let Some(token) = row.token.clone() else { continue };
-        session.took(&token, &row.execution_id);
+        if !handed {
+            session.took(&token, &row.execution_id);
+        }
         session.note_task(&token, &row.task, row.claimed_at_ms);
         if !executions.contains_key(&row.execution_id) {
             let ctx = context(shared, &row.execution_id, row.run).await;
@@ -412,6 +427,9 @@ async fn deliver(shared: &Arc<Shared>, session: &Arc<Session>, rows: Vec<TaskRow
         // Both stamps come from the store's clock, so the latency is exact across nodes.
         let m = orbit_metrics::get();
         m.tasks_dispatched.with_label_values(&[&row.task]).inc();
+        if handed {
+            m.tasks_handed_off.with_label_values(&[&row.task]).inc();
+        }
         if row.offer > 1 {
             m.tasks_redelivered.with_label_values(&[&row.task]).inc();
         }

@@ -30,6 +30,30 @@ pub struct Harness {
 /// A real SQLite store in `dir`, the real owner running in this process, and a frontend
 /// configured by `config` in front of them (not serving yet).
 pub async fn frontend(dir: &tempfile::TempDir, config: FrontendConfig) -> Frontend {
+    frontend_and_owner(dir, config).await.0
+}
+
+/// Starts a store, an owner and a frontend configured by `config`.
+pub async fn harness(config: FrontendConfig) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let frontend = frontend(&dir, config).await;
+    serve(dir, frontend).await
+}
+
+/// [`harness`] wired as `orbit dev` wires it: the owner hands new tasks straight to the
+/// frontend's sessions, through `wrap` (a test's view of the hand-offs). Returns the
+/// frontend too.
+pub async fn handoff_harness(
+    config: FrontendConfig,
+    wrap: impl FnOnce(Arc<dyn orbit_store::Handoff>) -> Arc<dyn orbit_store::Handoff>,
+) -> (Harness, Frontend) {
+    let dir = tempfile::tempdir().unwrap();
+    let (frontend, owner) = frontend_and_owner(&dir, config).await;
+    owner.set_handoff(wrap(frontend.handoff()));
+    (serve(dir, frontend.clone()).await, frontend)
+}
+
+async fn frontend_and_owner(dir: &tempfile::TempDir, config: FrontendConfig) -> (Frontend, Owner) {
     let store = SqliteStore::open_and_migrate(dir.path().join("orbit.db")).await.unwrap();
     let store: Arc<dyn Store> = Arc::new(store);
     let ready = Arc::new(Notify::new());
@@ -43,13 +67,10 @@ pub async fn frontend(dir: &tempfile::TempDir, config: FrontendConfig) -> Fronte
     );
     let running = owner.clone();
     tokio::spawn(async move { running.run(CancellationToken::new()).await });
-    Frontend::new(config, store, Arc::new(owner), ready, changes)
+    (Frontend::new(config, store, Arc::new(owner.clone()), ready, changes), owner)
 }
 
-/// Starts a store, an owner and a frontend configured by `config`.
-pub async fn harness(config: FrontendConfig) -> Harness {
-    let dir = tempfile::tempdir().unwrap();
-    let frontend = frontend(&dir, config).await;
+async fn serve(dir: tempfile::TempDir, frontend: Frontend) -> Harness {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     // The frontend's own `serve`: the same server a standalone frontend process runs.

@@ -83,3 +83,64 @@ pub async fn claims_match_announced_versions(b: &dyn Backend) {
     let inbox = store.pending_inbox(Some("e1"), 10).await.unwrap();
     assert_eq!(inbox.len(), 4, "{inbox:?}");
 }
+
+/// Task hand-off: an offer queued with a claim is inserted claimed for that session's
+/// worker under the claim's token, with the `dispatched` entry a claim writes, in the same
+/// commit; the claims never see it, the other offers stay queued, and an offer queued
+/// before keeps its own state.
+pub async fn a_commit_queues_handed_off_tasks_already_claimed(b: &dyn Backend) {
+    let store = b.open().await;
+    let mut batch = start_batch("e1", "node-a");
+    batch.tasks_to_insert = vec![task("a", "t"), task("b", "t")];
+    let claim = |unit: &str, token: &str| orbit_store::TaskClaim {
+        unit: unit.into(),
+        attempt: 1,
+        offer: 1,
+        claimer: "fe".into(),
+        session: "s-1".into(),
+        worker_id: "w-1".into(),
+        token: token.into(),
+    };
+    batch.task_claims = vec![claim("a", "tok-a")];
+    let outcome = store.commit(batch).await.unwrap();
+    assert_eq!(outcome.task_ids.len(), 2);
+    assert_eq!(outcome.claimed.len(), 1);
+    let row = &outcome.claimed[0];
+    assert_eq!(row.unit_key, "a");
+    assert_eq!(row.state, orbit_store::TaskState::Claimed);
+    assert_eq!(row.token.as_deref(), Some("tok-a"));
+    assert_eq!(row.worker_id.as_deref(), Some("w-1"));
+    assert_eq!(row.session.as_deref(), Some("s-1"));
+    assert_eq!(row.claimed_by.as_deref(), Some("fe"));
+    assert!(row.claimed_at_ms.is_some());
+    assert_eq!(store.task_by_token("tok-a").await.unwrap().as_ref(), Some(row));
+
+    let inbox = store.pending_inbox(Some("e1"), 10).await.unwrap();
+    assert_eq!(inbox.len(), 1, "{inbox:?}");
+    let e = &inbox[0];
+    match orbit_store::InboxMessage::decode(&e.kind, e.token.as_deref(), &e.payload).unwrap() {
+        orbit_store::InboxMessage::Dispatched(d) => {
+            assert_eq!((d.step.as_str(), d.token.as_str()), ("a", "tok-a"));
+            assert_eq!((d.session.as_str(), d.worker_id.as_str()), ("s-1", "w-1"));
+            assert_eq!((d.claimed_by.as_str(), d.task_id), ("fe", row.id));
+        }
+        other => panic!("expected a dispatched entry, got {other:?}"),
+    }
+
+    // The claims take only the offer left queued.
+    let got = store.claim_tasks(&["t".into()], 10, "fe", "s-2", "w-2").await.unwrap();
+    assert_eq!(steps(&got), ["b"]);
+
+    // The same offer queued again with a claim: already there, so nothing is claimed.
+    let again = orbit_store::CommitBatch {
+        execution_id: "e1".into(),
+        run: 1,
+        expected_epoch: Some(1),
+        tasks_to_insert: vec![task("b", "t")],
+        task_claims: vec![claim("b", "tok-b")],
+        ..Default::default()
+    };
+    let outcome = store.commit(again).await.unwrap();
+    assert!(outcome.claimed.is_empty() && outcome.task_ids.is_empty());
+    assert_eq!(store.task_by_token("tok-b").await.unwrap(), None);
+}

@@ -1,0 +1,49 @@
+//! Task hand-off (issue 14): the owner queues a new task already claimed for a live worker
+//! session it knows of, in the SAME commit that queues it, and then hands the task to that
+//! session directly — no claim transaction and no "tasks ready" wake-up on a step's
+//! critical path.
+//!
+//! The commit records what `claim_tasks` would have: the row `claimed` for the session's
+//! worker under a fresh token, and the `dispatched` inbox entry the owner applies like any
+//! claim's. So everything downstream (`StepDispatched`, results, supervision, lost
+//! sessions, the claim sweep) is unchanged. A hand-off that cannot be delivered (the
+//! session ended, the commit failed) is a lost claim: the frontend reports the attempt
+//! uncertain at once and the engine redelivers it with the same idempotency key, which
+//! at-least-once allows.
+
+use crate::model::{NewTask, TaskRow};
+
+/// A claim to record with the commit that queues its task: the row is inserted `claimed`
+/// for `worker_id` under `token`, with a `dispatched` inbox entry, as `claim_tasks` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskClaim {
+    /// The offer claimed: its unit key, attempt and offer number in the same batch's
+    /// `tasks_to_insert` (an offer already queued before is not claimed).
+    pub unit: String,
+    /// Attempt number of the offer.
+    pub attempt: u32,
+    /// Offer number of the offer.
+    pub offer: u32,
+    /// The frontend node holding the session (the row's `claimed_by`).
+    pub claimer: String,
+    /// The worker session the task is handed to.
+    pub session: String,
+    /// The session's worker id: only it may report a result for the token.
+    pub worker_id: String,
+    /// The claim's token (a fresh [`new_task_token`](crate::new_task_token)).
+    pub token: String,
+}
+
+/// Where an owner hands tasks straight to worker sessions: the frontend of the same process
+/// in `orbit dev`. Called by the owner's pass; both methods must be quick and must not
+/// block (no IO: delivery happens on a task of the implementation's own).
+pub trait Handoff: Send + Sync {
+    /// A live session of this process that serves `task` and has a free credit, with the
+    /// credit taken for it; `None` when there is none (the task is queued as usual).
+    fn reserve(&self, execution_id: &str, task: &NewTask) -> Option<TaskClaim>;
+
+    /// After the commit: `claimed` are the rows it recorded claimed (to deliver to their
+    /// sessions); `unused` the reservations it did not record (the commit failed, or the
+    /// offer was queued before), whose credits are given back.
+    fn settle(&self, claimed: Vec<TaskRow>, unused: Vec<TaskClaim>);
+}
