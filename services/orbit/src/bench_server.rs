@@ -72,7 +72,8 @@ impl Snapshot {
         }
     }
 
-    fn get(&self, name: &str) -> f64 {
+    /// The value of `name` summed over its labels and servers (0 when absent).
+    pub fn get(&self, name: &str) -> f64 {
         self.values.get(&(name.to_string(), String::new())).copied().unwrap_or(0.0)
     }
 

@@ -345,7 +345,7 @@ pub(crate) async fn apply_set(
                 if closed {
                     core.hot.remove(&id);
                 } else {
-                    core.hot.insert(id, w.hot);
+                    crate::evict::keep(core, id, w.hot, inner.cfg.evict_after_ms, now);
                 }
             }
             if tasks {

@@ -34,6 +34,8 @@ pub(crate) struct Core {
     /// with pending entries, resumed by an operator, or after a caught panic. Their entries
     /// are applied with an attempt count committed first.
     pub suspects: BTreeSet<String>,
+    /// Open executions dropped from memory while quiet (see `evict`), with their epoch.
+    pub evicted: crate::evict::Evicted,
 }
 
 /// The definition of (workflow, version) — latest when `version` is `None` — parsed once and
@@ -84,7 +86,22 @@ pub(crate) async fn hot<'a>(
     id: &str,
 ) -> Result<&'a mut Hot, OwnerError> {
     if !core.hot.contains_key(id) {
+        let evicted = core.evicted.epoch(id);
         let rebuilt = rebuild(inner, core, id, true).await?;
+        if let Some(held) = evicted {
+            core.evicted.remove(id);
+            orbit_metrics::get().owner_reloads.inc();
+            // The epoch this process held when it evicted the execution is its fence: a
+            // different one means it was taken over meanwhile (by another node, or a newer
+            // process with this node id), exactly what a fenced commit would have said.
+            if rebuilt.epoch != Some(held) {
+                let now = rebuilt.epoch.unwrap_or(u64::MAX);
+                core.lost.insert(id.to_string(), now);
+                return Err(OwnerError::unavailable(format!(
+                    "execution `{id}` was taken over while evicted (epoch {held} → {now})"
+                )));
+            }
+        }
         core.hot.insert(id.to_string(), rebuilt);
     }
     core.hot

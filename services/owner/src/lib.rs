@@ -16,6 +16,7 @@ mod clock;
 mod control;
 mod effects;
 mod error;
+mod evict;
 mod fault_inject;
 mod grpc;
 mod handed;
@@ -36,5 +37,8 @@ pub use clock::{system_clock, Clock};
 pub use effects::DEFAULT_RETENTION_MS;
 pub use error::OwnerError;
 pub use fault_inject::FAULT_INJECT_ENV;
-pub use owner::{InitialUpdate, Owner, OwnerConfig, Snapshot, StartRequest, Started};
+pub use owner::{
+    InitialUpdate, Memory, Owner, OwnerConfig, Snapshot, StartRequest, Started,
+    DEFAULT_EVICT_AFTER_MS,
+};
 pub use quarantine::QuarantineStats;
