@@ -111,3 +111,22 @@ async fn sleeping_and_awaiting_executions_are_evicted_and_complete_on_their_even
     contiguous(&h);
     assert_eq!((count(&h, "TimerStarted"), count(&h, "TimerFired")), (1, 1));
 }
+
+#[test]
+fn bench_sleepers_mode_reports_the_owners_memory_and_the_wake() {
+    // The embedded server with its default eviction: every sleeper is evicted while it
+    // sleeps, and all complete after the common instant.
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orbit"));
+    cmd.args(["bench", "--mode", "sleepers", "--executions", "20", "--sleep-seconds", "15"]);
+    cmd.args(["--output", "json"]);
+    let (ok, out, err) = run_bounded(&mut cmd, Duration::from_secs(180));
+    assert!(ok, "orbit bench --mode sleepers failed:\n{out}{err}");
+    let report: serde_json::Value =
+        serde_json::from_str(out.lines().last().unwrap_or_default()).expect("one JSON line");
+    assert_eq!(report["mode"], "sleepers");
+    assert_eq!(report["executions"], 20);
+    assert_eq!(report["owner_evicted"], 20.0, "{report}");
+    assert_eq!(report["owner_held"], 0.0, "{report}");
+    assert_eq!(report["completed_after_wake"], 20.0, "{report}");
+    assert!(report["rss_kib"]["sleeping"].as_u64().is_some_and(|k| k > 0), "{report}");
+}
