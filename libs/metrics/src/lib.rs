@@ -13,8 +13,8 @@
 //! the registry in the Prometheus text format for the admin port's `/metrics`.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use std::sync::LazyLock;
 
@@ -64,6 +64,15 @@ pub struct Metrics {
     /// `orbit_inbox_backlog`: pending inbox entries the last owner pass read (at most its
     /// batch size).
     pub inbox_backlog: IntGauge,
+    /// `orbit_owner_executions_held`: open executions the owner holds in memory.
+    pub owner_executions_held: IntGauge,
+    /// `orbit_owner_executions_evicted`: open executions the owner dropped from memory
+    /// while they sleep or await something (reloaded at their next event).
+    pub owner_executions_evicted: IntGauge,
+    /// `orbit_owner_evictions_total`: executions dropped from memory after a commit.
+    pub owner_evictions: IntCounter,
+    /// `orbit_owner_reloads_total`: evicted executions reloaded from their history.
+    pub owner_reloads: IntCounter,
     /// `orbit_store_commit_seconds{backend}`: one group commit of owner batches.
     pub store_commit: HistogramVec,
     /// `orbit_store_transactions_total{kind,backend}`: store transactions on the hot path.
@@ -118,6 +127,10 @@ pub const NAMES: &[&str] = &[
     "orbit_owner_pass_seconds",
     "orbit_owner_pass_entries",
     "orbit_inbox_backlog",
+    "orbit_owner_executions_held",
+    "orbit_owner_executions_evicted",
+    "orbit_owner_evictions_total",
+    "orbit_owner_reloads_total",
     "orbit_store_commit_seconds",
     "orbit_store_transactions_total",
     "orbit_worker_sessions",
@@ -142,6 +155,12 @@ pub fn seconds_between_ms(from: u64, to: u64) -> f64 {
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid counter");
+    registry.register(Box::new(c.clone())).expect("unique metric name");
+    c
+}
+
+fn plain_counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
+    let c = IntCounter::new(name, help).expect("valid counter");
     registry.register(Box::new(c.clone())).expect("unique metric name");
     c
 }
@@ -276,6 +295,26 @@ impl Metrics {
                 &r,
                 "orbit_inbox_backlog",
                 "Pending inbox entries read by the owner's last pass (capped at its batch size).",
+            ),
+            owner_executions_held: gauge(
+                &r,
+                "orbit_owner_executions_held",
+                "Open executions the owner holds in memory.",
+            ),
+            owner_executions_evicted: gauge(
+                &r,
+                "orbit_owner_executions_evicted",
+                "Open executions dropped from the owner's memory while they sleep or await.",
+            ),
+            owner_evictions: plain_counter(
+                &r,
+                "orbit_owner_evictions_total",
+                "Executions dropped from the owner's memory after a commit left them quiet.",
+            ),
+            owner_reloads: plain_counter(
+                &r,
+                "orbit_owner_reloads_total",
+                "Evicted executions reloaded from their history at their next event.",
             ),
             store_commit: histogram_vec(
                 &r,

@@ -52,7 +52,8 @@ async fn fetch(addr: &str) -> Option<String> {
         s.read_to_end(&mut raw).await.ok()?;
         let text = String::from_utf8(raw).ok()?;
         let (head, body) = text.split_once("\r\n\r\n")?;
-        head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+        // The server answers an HTTP/1.0 request as HTTP/1.0: look at the status code only.
+        (head.split_whitespace().nth(1) == Some("200")).then(|| body.to_string())
     };
     tokio::time::timeout(Duration::from_secs(5), get).await.ok().flatten()
 }
@@ -72,7 +73,8 @@ impl Snapshot {
         }
     }
 
-    fn get(&self, name: &str) -> f64 {
+    /// The value of `name` summed over its labels and servers (0 when absent).
+    pub fn get(&self, name: &str) -> f64 {
         self.values.get(&(name.to_string(), String::new())).copied().unwrap_or(0.0)
     }
 

@@ -288,6 +288,9 @@ pub async fn serve_with(
             capabilities: Capabilities { http: http_step.is_some() },
             limits: limits.as_ref().map_or_else(|| OwnerConfig::default().limits, |l| l.engine()),
             max_active_executions: limits.as_ref().and_then(|l| l.max_active_executions),
+            evict_after_ms: limits
+                .as_ref()
+                .map_or(orbit_owner::OwnerConfig::default().evict_after_ms, |l| l.evict_after_ms.0),
             ..OwnerConfig::default()
         },
         store.clone(),

@@ -42,6 +42,27 @@ pub struct LimitArgs {
     pub max_timers: Option<u64>,
     #[command(flatten)]
     pub payload: PayloadLimitArg,
+    /// Owner memory: an execution left only sleeping or awaiting (a signal, a child, a
+    /// retry's backoff; no task in flight) whose next timer is at least this many
+    /// milliseconds away is dropped from memory after its commit and reloaded from its
+    /// history at its next event. `off` keeps every open execution in memory.
+    /// Example: --evict-after-ms 5000
+    #[arg(long, env = "ORBIT_EVICT_AFTER_MS", value_name = "MS|off",
+          default_value = "1000", value_parser = parse_evict)]
+    pub evict_after_ms: Evict,
+}
+
+/// The value of `--evict-after-ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evict(pub Option<u64>);
+
+fn parse_evict(s: &str) -> Result<Evict, String> {
+    match s {
+        "off" => Ok(Evict(None)),
+        n => {
+            n.parse().map(|ms| Evict(Some(ms))).map_err(|_| format!("`{n}`: milliseconds or `off`"))
+        }
+    }
 }
 
 impl LimitArgs {

@@ -168,6 +168,9 @@ pub(crate) async fn apply_set(
         }
     }
 
+    // Evicted executions woken by these entries come back with their reads in parallel.
+    let ids: Vec<&str> = entries.iter().map(|e| e.execution_id.as_str()).collect();
+    crate::hot::reload_evicted(inner, core, &ids).await;
     for entry in entries {
         if !work.contains_key(&entry.execution_id) {
             match hot(inner, core, &entry.execution_id).await {
@@ -351,7 +354,7 @@ pub(crate) async fn apply_set(
                 if closed {
                     core.hot.remove(&id);
                 } else {
-                    core.hot.insert(id, w.hot);
+                    crate::evict::keep(core, id, w.hot, inner.cfg.evict_after_ms, now);
                 }
             }
             if tasks {

@@ -3,9 +3,11 @@
 
 use crate::error::OwnerError;
 use crate::owner::Inner;
+use futures_util::stream::{self, StreamExt};
 use orbit_definition::Definition;
 use orbit_engine::ErrorCode;
 use orbit_engine::State;
+use orbit_store::{ExecutionRow, OwnerRow, OwnerStore};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -34,6 +36,8 @@ pub(crate) struct Core {
     /// with pending entries, resumed by an operator, or after a caught panic. Their entries
     /// are applied with an attempt count committed first.
     pub suspects: BTreeSet<String>,
+    /// Open executions dropped from memory while quiet (see `evict`), with their epoch.
+    pub evicted: crate::evict::Evicted,
 }
 
 /// The definition of (workflow, version) — latest when `version` is `None` — parsed once and
@@ -84,12 +88,73 @@ pub(crate) async fn hot<'a>(
     id: &str,
 ) -> Result<&'a mut Hot, OwnerError> {
     if !core.hot.contains_key(id) {
-        let rebuilt = rebuild(inner, core, id, true).await?;
-        core.hot.insert(id.to_string(), rebuilt);
+        let rebuilt = rebuild(inner, core, id, true).await;
+        admit(core, id, rebuilt)?;
     }
     core.hot
         .get_mut(id)
         .ok_or_else(|| OwnerError::new(ErrorCode::ExecutionNotFound, id.to_string()))
+}
+
+/// Reloads the evicted executions among `ids` (see `evict`) with their store reads in
+/// flight together, so a pass that wakes thousands of them at one instant does not pay
+/// three sequential round trips each. Failures are left for [`hot`] to retry and report.
+pub(crate) async fn reload_evicted(inner: &Inner, core: &mut Core, ids: &[&str]) {
+    let mut wanted: Vec<&str> = ids
+        .iter()
+        .copied()
+        .filter(|id| !core.hot.contains_key(*id) && core.evicted.contains(id))
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    if wanted.is_empty() {
+        return;
+    }
+    let ids: Vec<String> = wanted.into_iter().map(str::to_string).collect();
+    let fetched: Vec<(String, Result<Fetched, OwnerError>)> = stream::iter(ids)
+        .map(|id| {
+            let store = inner.store.clone();
+            async move {
+                let f = fetch(store.as_ref(), &id).await;
+                (id, f)
+            }
+        })
+        .buffer_unordered(RELOAD_CONCURRENCY)
+        .collect()
+        .await;
+    for (id, f) in fetched {
+        let Ok(f) = f else { continue };
+        let id = id.as_str();
+        let rebuilt = assemble(inner, core, id, f, true).await;
+        if let Err(e) = admit(core, id, rebuilt) {
+            tracing::warn!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(id), error = %e, "evicted execution not reloaded");
+        }
+    }
+}
+
+/// Store reads in flight at once while reloading evicted executions.
+const RELOAD_CONCURRENCY: usize = 32;
+
+/// Puts a rebuilt execution into memory. For an evicted one, the epoch this process held
+/// when it evicted it is its fence: a different one means it was taken over meanwhile (by
+/// another node, or a newer process with this node id), exactly what a fenced commit
+/// would have said, and it is treated as lost.
+fn admit(core: &mut Core, id: &str, rebuilt: Result<Hot, OwnerError>) -> Result<(), OwnerError> {
+    let evicted = core.evicted.epoch(id);
+    let rebuilt = rebuilt?;
+    if let Some(held) = evicted {
+        core.evicted.remove(id);
+        orbit_metrics::get().owner_reloads.inc();
+        if rebuilt.epoch != Some(held) {
+            let now = rebuilt.epoch.unwrap_or(u64::MAX);
+            core.lost.insert(id.to_string(), now);
+            return Err(OwnerError::unavailable(format!(
+                "execution `{id}` was taken over while evicted (epoch {held} → {now})"
+            )));
+        }
+    }
+    core.hot.insert(id.to_string(), rebuilt);
+    Ok(())
 }
 
 /// An execution rebuilt from the store for a read, whoever owns it; not kept.
@@ -97,15 +162,46 @@ pub(crate) async fn read(inner: &Inner, core: &mut Core, id: &str) -> Result<Hot
     rebuild(inner, core, id, false).await
 }
 
-/// Rebuilds an execution from its history. The owners row is read FIRST: its epoch is the
-/// fence of every later commit, so a takeover after this read fences this copy.
+/// What a rebuild reads from the store; touches nothing of the owner's memory.
+pub(crate) struct Fetched {
+    owner: Option<OwnerRow>,
+    row: ExecutionRow,
+    state: State,
+}
+
+/// Reads an execution's owners row, row and history, and folds the history. The owners
+/// row is read FIRST: its epoch is the fence of every later commit, so a takeover after
+/// this read fences this copy.
+async fn fetch(store: &dyn OwnerStore, id: &str) -> Result<Fetched, OwnerError> {
+    let owner = store.get_owner(id).await?;
+    let row = store.get_execution(id).await?.ok_or_else(|| {
+        OwnerError::new(ErrorCode::ExecutionNotFound, format!("no execution `{id}`"))
+    })?;
+    let history = store.load_history(id, row.run).await?;
+    Ok(Fetched { owner, row, state: State::from_history(&history) })
+}
+
+/// Rebuilds an execution from its history (see [`fetch`]).
 pub(crate) async fn rebuild(
     inner: &Inner,
     core: &mut Core,
     id: &str,
     owned_only: bool,
 ) -> Result<Hot, OwnerError> {
-    let owner = inner.store.get_owner(id).await?;
+    let f = fetch(inner.store.as_ref(), id).await?;
+    assemble(inner, core, id, f, owned_only).await
+}
+
+/// A fetched execution as a hot copy, refused when `owned_only` and the owners row names
+/// another node, or an epoch this process already lost it at.
+async fn assemble(
+    inner: &Inner,
+    core: &mut Core,
+    id: &str,
+    f: Fetched,
+    owned_only: bool,
+) -> Result<Hot, OwnerError> {
+    let Fetched { owner, row, state } = f;
     if let Some(o) = owner.as_ref().filter(|o| owned_only && o.node_id != inner.cfg.node_id) {
         return Err(OwnerError::unavailable(format!(
             "execution `{id}` is owned by node {} at epoch {}",
@@ -119,11 +215,6 @@ pub(crate) async fn rebuild(
             )));
         }
     }
-    let row = inner.store.get_execution(id).await?.ok_or_else(|| {
-        OwnerError::new(ErrorCode::ExecutionNotFound, format!("no execution `{id}`"))
-    })?;
     let def = definition(inner, core, &row.workflow, Some(&row.version)).await?;
-    let history = inner.store.load_history(id, row.run).await?;
-    let state = State::from_history(&history);
     Ok(Hot { def, state, root_id: row.root_id, epoch: owner.map(|o| o.epoch), timer_at: None })
 }

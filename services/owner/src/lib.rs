@@ -16,6 +16,7 @@ mod clock;
 mod control;
 mod effects;
 mod error;
+mod evict;
 mod fault_inject;
 mod grpc;
 mod handed;
@@ -38,7 +39,7 @@ pub use effects::DEFAULT_RETENTION_MS;
 pub use error::OwnerError;
 pub use fault_inject::FAULT_INJECT_ENV;
 pub use owner::{
-    InitialUpdate, Owner, OwnerConfig, Snapshot, StartRequest, Started, IDLE_PASS_SAFETY_NET,
-    TAKEOVER_SAFETY_NET,
+    InitialUpdate, Memory, Owner, OwnerConfig, Snapshot, StartRequest, Started,
+    DEFAULT_EVICT_AFTER_MS, IDLE_PASS_SAFETY_NET, TAKEOVER_SAFETY_NET,
 };
 pub use quarantine::QuarantineStats;

@@ -30,6 +30,9 @@ pub const IDLE_PASS_SAFETY_NET: Duration = Duration::from_secs(30);
 /// safety net for an orphan no membership change announced, e.g. a round that failed).
 pub const TAKEOVER_SAFETY_NET: Duration = Duration::from_secs(30);
 
+/// The default of [`OwnerConfig::evict_after_ms`]: sleeps shorter than a second stay hot.
+pub const DEFAULT_EVICT_AFTER_MS: u64 = 1000;
+
 /// Owner settings.
 #[derive(Debug, Clone)]
 pub struct OwnerConfig {
@@ -76,6 +79,11 @@ pub struct OwnerConfig {
     /// On, an http attempt is queued under `orbit.http` like any task, for the built-in
     /// worker the process runs beside the owner (see `orbit dev --enable-http-step`).
     pub capabilities: orbit_engine::Capabilities,
+    /// Bounded memory (see `evict`): an execution left only sleeping or awaiting by a
+    /// commit, whose next timer is at least this many milliseconds away, is dropped from
+    /// memory and reloaded from its history at its next event. `None`: every open execution
+    /// stays in memory.
+    pub evict_after_ms: Option<u64>,
 }
 
 impl Default for OwnerConfig {
@@ -99,6 +107,7 @@ impl Default for OwnerConfig {
             retention_ms: crate::effects::DEFAULT_RETENTION_MS,
             clock: Clock::system(),
             capabilities: orbit_engine::Capabilities::default(),
+            evict_after_ms: Some(DEFAULT_EVICT_AFTER_MS),
         }
     }
 }
@@ -223,6 +232,7 @@ impl Owner {
                     versions: HashMap::new(),
                     lost: HashMap::new(),
                     suspects: std::collections::BTreeSet::new(),
+                    evicted: crate::evict::Evicted::default(),
                 }),
                 starts: StdMutex::new(Vec::new()),
                 handed: StdMutex::new(Vec::new()),
@@ -371,6 +381,13 @@ impl Owner {
         ids
     }
 
+    /// How many open executions are held in memory and how many are evicted (see
+    /// [`OwnerConfig::evict_after_ms`]).
+    pub async fn memory(&self) -> Memory {
+        let core = self.inner.core.lock().await;
+        Memory { held: core.hot.len(), evicted: core.evicted.len() }
+    }
+
     /// Starts an execution; idempotent by id. Answers once the start is durable.
     ///
     /// # Errors
@@ -449,6 +466,15 @@ impl Owner {
         };
         Ok(Snapshot { def: hot.def, state: hot.state, root_id: hot.root_id, epoch: hot.epoch })
     }
+}
+
+/// What [`Owner::memory`] answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Memory {
+    /// Open executions held in memory.
+    pub held: usize,
+    /// Open executions evicted (reloaded from history at their next event).
+    pub evicted: usize,
 }
 
 /// An execution's definition and state at one moment.

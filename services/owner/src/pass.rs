@@ -79,8 +79,10 @@ async fn pass(inner: &Inner) -> Result<bool, OwnerError> {
         .filter(|e| !touched.contains(&e.execution_id))
         // Not in memory = loaded from the store now (a takeover racing its adoption, a
         // fence, a failed commit): a previous process may have died applying these entries.
+        // An evicted execution is not one of those: this process committed its last state.
         .partition(|e| {
-            core.suspects.contains(&e.execution_id) || !core.hot.contains_key(&e.execution_id)
+            let id = &e.execution_id;
+            core.suspects.contains(id) || !(core.hot.contains_key(id) || core.evicted.contains(id))
         });
     // A handed result is taken only for an execution held in steady state and untouched by
     // an operator entry in this pass; the others go to the inbox (see `handed`).
@@ -103,7 +105,8 @@ async fn pass(inner: &Inner) -> Result<bool, OwnerError> {
     }
 
     // 3. Steady state.
-    let applied = apply_set(inner, &mut core, starts, steady, handed, now).await?;
-    quarantine::on_failures(inner, &mut core, applied.failed, false, now).await?;
+    let applied = apply_set(inner, &mut core, starts, steady, handed, now).await;
+    crate::evict::observe(&core);
+    quarantine::on_failures(inner, &mut core, applied?.failed, false, now).await?;
     Ok(true)
 }

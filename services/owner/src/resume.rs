@@ -42,12 +42,11 @@ pub(crate) async fn recover(inner: &Inner) -> Result<(), OwnerError> {
         .try_collect()
         .await?;
     let mut core = inner.core.lock().await;
-    let loaded = load(inner, &mut core, &ids).await;
-    mark_suspects(inner, &mut core, &loaded).await?;
+    let pending = pending_ids(inner, &ids).await?;
+    let (loaded, children) = load(inner, &mut core, &ids, &pending).await?;
     if !ids.is_empty() {
-        tracing::info!(node_id = %me, executions = loaded.len(), roots = roots.len(), "resumed the executions this node owns");
+        tracing::info!(node_id = %me, executions = loaded, roots = roots.len(), "resumed the executions this node owns");
     }
-    let children = missing_children(inner, &core, &loaded).await?;
     // A child start a previous process died on is retried in recovery mode too.
     core.suspects.extend(children.iter().map(|c| c.child_id.clone()));
     drop(core);
@@ -68,10 +67,10 @@ pub(crate) async fn adopt(
     for id in &ids {
         core.hot.remove(id);
         core.lost.remove(id);
+        core.evicted.remove(id);
     }
-    let loaded = load(inner, &mut core, &ids).await;
-    mark_suspects(inner, &mut core, &loaded).await?;
-    let children = missing_children(inner, &core, &loaded).await?;
+    let pending = pending_ids(inner, &ids).await?;
+    let (_, children) = load(inner, &mut core, &ids, &pending).await?;
     core.suspects.extend(children.iter().map(|c| c.child_id.clone()));
     drop(core);
     let epoch = rows.iter().map(|(_, e)| *e).max().unwrap_or(0);
@@ -86,64 +85,56 @@ pub(crate) async fn adopt(
     Ok(())
 }
 
-/// Puts the executions of `loaded` that have pending inbox entries into recovery mode: a
+/// Which of `ids` have pending inbox entries: loaded, they go into recovery mode, since a
 /// previous process may have died applying them (see `recovery`). Those without entries
 /// stay in steady state, so a restart adds no writes for them.
-async fn mark_suspects(
-    inner: &Inner,
-    core: &mut Core,
-    loaded: &[String],
-) -> Result<(), OwnerError> {
-    if loaded.is_empty() {
-        return Ok(());
+async fn pending_ids(inner: &Inner, ids: &[String]) -> Result<BTreeSet<String>, OwnerError> {
+    if ids.is_empty() {
+        return Ok(BTreeSet::new());
     }
-    let loaded: BTreeSet<&String> = loaded.iter().collect();
     let pending =
         inner.store.pending_inbox_owned(&inner.cfg.node_id, &[], inner.cfg.max_batch).await?;
-    for e in pending {
-        if loaded.contains(&e.execution_id) {
-            core.suspects.insert(e.execution_id);
-        }
-    }
-    Ok(())
+    Ok(pending.into_iter().map(|e| e.execution_id).collect())
 }
 
-/// Rebuilds `ids` (owned by this node) into memory; closed ones stay out. Returns the ids
-/// loaded. A failure is logged: the execution is rebuilt when its next inbox entry comes.
-async fn load(inner: &Inner, core: &mut Core, ids: &[String]) -> Vec<String> {
-    let mut loaded = Vec::new();
+/// Rebuilds `ids` (owned by this node); closed ones stay out, those with `pending` entries
+/// become suspects and stay in memory, quiet ones are evicted at once (see `evict`: a
+/// restart with many sleeping executions does not keep them all), the others are held.
+/// Returns how many were loaded and the children they asked for that were never created.
+/// A failed rebuild is logged: the execution is rebuilt when its next inbox entry comes.
+async fn load(
+    inner: &Inner,
+    core: &mut Core,
+    ids: &[String],
+    pending: &BTreeSet<String>,
+) -> Result<(usize, Vec<ChildStart>), OwnerError> {
+    let (mut loaded, mut children) = (0, Vec::new());
+    let now = inner.cfg.clock.now();
     for id in ids {
         match rebuild(inner, core, id, true).await {
             Ok(h) if h.state.status().is_closed() => {}
             Ok(h) => {
-                core.hot.insert(id.clone(), h);
-                loaded.push(id.clone());
+                loaded += 1;
+                for child in waiting_children(&h) {
+                    if inner.store.get_execution(&child.child_id).await?.is_none() {
+                        tracing::info!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(id), child = %child.child_id, "restarting a child that never started");
+                        children.push(child);
+                    }
+                }
+                if pending.contains(id) {
+                    core.suspects.insert(id.clone());
+                    core.hot.insert(id.clone(), h);
+                } else {
+                    crate::evict::keep(core, id.clone(), h, inner.cfg.evict_after_ms, now);
+                }
             }
             Err(e) => {
                 tracing::error!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(id), error = %e, "cannot rebuild execution")
             }
         }
     }
-    loaded
-}
-
-/// Children asked for by the executions in `ids` that were never created.
-async fn missing_children(
-    inner: &Inner,
-    core: &Core,
-    ids: &[String],
-) -> Result<Vec<ChildStart>, OwnerError> {
-    let mut children = Vec::new();
-    for id in ids {
-        let Some(h) = core.hot.get(id) else { continue };
-        for child in waiting_children(h) {
-            if inner.store.get_execution(&child.child_id).await?.is_none() {
-                tracing::info!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(id), child = %child.child_id, "restarting a child that never started");
-                children.push(child);
-            }
-        }
-    }
-    Ok(children)
+    crate::evict::observe(core);
+    Ok((loaded, children))
 }
 
 /// Children asked for by `ChildStarted` whose units still wait.

@@ -140,11 +140,17 @@ async fn fence_held(inner: &Inner) -> Result<(), OwnerError> {
 async fn drop_lost(inner: &Inner) -> Result<(), OwnerError> {
     // The core lock is held across the read so no pass adds an execution in between.
     let mut core = inner.core.lock().await;
+    // Not for evicted records alone: reading every owned id to prune them is not worth a
+    // query of its own (see below).
     if core.hot.is_empty() {
         return Ok(());
     }
     let owned: HashSet<String> =
         inner.store.owned_executions(&inner.cfg.node_id).await?.into_iter().collect();
+    // Records of evicted executions no longer owned (closed, or taken by another node)
+    // go too; one taken over by a newer process with this node id is still listed, and
+    // its reload is fenced by the epoch its record holds (see `evict`).
+    core.evicted.retain_owned(owned.iter());
     let mut lost: Vec<String> = core
         .hot
         .iter()

@@ -10,6 +10,10 @@ pub enum Mode {
     Throughput,
     /// 200 executions x 3 steps one at a time (concurrency 1): unloaded end-to-end latency.
     Latency,
+    /// 10,000 executions that sleep until one instant (no task, no worker), started 64 at
+    /// a time: the owner's RSS while they sleep and the time to wake them all
+    /// (`bench::sleepers`).
+    Sleepers,
 }
 
 /// What a run does once the preset and the flags are combined.
@@ -26,6 +30,7 @@ impl Mode {
         match self {
             Mode::Throughput => Shape { executions: 2000, steps: 3, concurrency: 64 },
             Mode::Latency => Shape { executions: 200, steps: 3, concurrency: 1 },
+            Mode::Sleepers => Shape { executions: 10_000, steps: 0, concurrency: 64 },
         }
     }
 }
@@ -33,7 +38,7 @@ impl Mode {
 /// Options of `orbit bench`.
 #[derive(clap::Args, Debug, Clone)]
 #[command(
-    after_help = "Presets (--mode; an explicit --executions/--steps/--concurrency overrides):\n  throughput  2000 executions x 3 steps, 64 in flight (the default)\n  latency     200 executions x 3 steps, one at a time: unloaded end-to-end latency\n\nExample:\n  orbit bench --mode throughput\n  orbit bench --mode latency --executions 1000\n  orbit bench --address http://127.0.0.1:7233   # against a running server\n  orbit bench --address \"$ORBIT_FRONTENDS\" --database-url \"$ORBIT_DATABASE_URL\" --idle-seconds 30\n  orbit bench --address 127.0.0.1:7233 --workers 0   # external workers serve bench.step (per-SDK figures)\n  orbit bench --address localhost:7233 --tls-ca ca.pem --token \"$ADMIN_TOKEN\"   # with TLS and identities"
+    after_help = "Presets (--mode; an explicit --executions/--steps/--concurrency overrides):\n  throughput  2000 executions x 3 steps, 64 in flight (the default)\n  latency     200 executions x 3 steps, one at a time: unloaded end-to-end latency\n  sleepers    10000 executions sleeping until one instant, no worker: owner RSS while\n              they sleep, time to wake them all (--sleep-seconds, --owner-pid)\n\nExample:\n  orbit bench --mode throughput\n  orbit bench --mode latency --executions 1000\n  orbit bench --address http://127.0.0.1:7233   # against a running server\n  orbit bench --address \"$ORBIT_FRONTENDS\" --database-url \"$ORBIT_DATABASE_URL\" --idle-seconds 30\n  orbit bench --address 127.0.0.1:7233 --workers 0   # external workers serve bench.step (per-SDK figures)\n  orbit bench --address localhost:7233 --tls-ca ca.pem --token \"$ADMIN_TOKEN\"   # with TLS and identities\n  orbit bench --mode sleepers --executions 100000 --address 127.0.0.1:7233 --metrics 127.0.0.1:9233 --owner-pid \"$(pgrep -n orbit)\""
 )]
 pub struct BenchArgs {
     /// Workload preset: `throughput` (2000 executions x 3 steps, 64 in flight) or `latency`
@@ -78,6 +83,14 @@ pub struct BenchArgs {
     /// print them per second (the cluster's idle cost). 0: skip.
     #[arg(long, default_value_t = 0)]
     pub idle_seconds: u64,
+    /// `--mode sleepers`: seconds from the first start to the common wake instant (it must
+    /// leave time to start them all) [default: 20 + executions / 100].
+    #[arg(long, value_name = "S")]
+    pub sleep_seconds: Option<u64>,
+    /// `--mode sleepers` with `--address`: the owner's process id, whose `VmRSS` is read
+    /// (`orbit dev`'s own, or one `orbit owner`'s). The embedded server is this process.
+    #[arg(long, value_name = "PID")]
+    pub owner_pid: Option<u32>,
     /// SQLite file of the embedded server (a fresh temporary file by default).
     #[arg(long)]
     pub db: Option<std::path::PathBuf>,

@@ -7,6 +7,7 @@
 mod args;
 mod db;
 mod report;
+mod sleepers;
 
 pub use args::BenchArgs;
 
@@ -104,6 +105,27 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     for a in &addresses {
         channels
             .push(InterceptedService::new(connect(a, &args.tls.options()).await?, auth.clone()));
+    }
+    if args.mode == Some(args::Mode::Sleepers) {
+        let metrics = match (&args.address, &args.metrics) {
+            (None, _) => Source::InProcess,
+            (Some(_), Some(list)) => Source::Admin(
+                list.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+            ),
+            (Some(_), None) => anyhow::bail!(
+                "--mode sleepers with --address needs --metrics (the owner's admin port): \
+                 completions are counted there"
+            ),
+        };
+        let owner_pid =
+            if args.address.is_some() { args.owner_pid } else { Some(std::process::id()) };
+        let outcome = sleepers::run(&args, sleepers::Setup { channels, metrics, owner_pid }).await;
+        stop.cancel();
+        if let Some(s) = server {
+            s.await??;
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        return outcome;
     }
     let mut client = WorkflowServiceClient::new(channels[0].clone());
     client

@@ -32,6 +32,7 @@ pub async fn run(args: OwnerArgs) -> ExitCode {
             max_active_executions: args.limits.max_active_executions,
             // The frontends' built-in worker runs the attempts (`crate::http_step`).
             capabilities: orbit_engine::Capabilities { http: args.http_step.enable_http_step },
+            evict_after_ms: args.limits.evict_after_ms.0,
             ..OwnerConfig::default()
         },
         node.database.store.clone(),

@@ -38,13 +38,30 @@ pub fn owner(store: &Arc<dyn Store>, node: &str) -> Owner {
     owner_on(store, node, Clock::system())
 }
 
-/// [`owner`] reading `now` from `clock`.
+/// [`owner`] reading `now` from `clock`. It keeps every open execution in memory (no
+/// eviction), so tests of fencing and takeover see the hot copies they reason about;
+/// [`evicting_owner`] drops quiet ones.
 pub fn owner_on(store: &Arc<dyn Store>, node: &str, clock: Clock) -> Owner {
+    owner_with(store, node, clock, None)
+}
+
+/// [`owner_on`] that evicts every execution left only sleeping or awaiting by a commit.
+pub fn evicting_owner(store: &Arc<dyn Store>, node: &str, clock: Clock) -> Owner {
+    owner_with(store, node, clock, Some(0))
+}
+
+fn owner_with(
+    store: &Arc<dyn Store>,
+    node: &str,
+    clock: Clock,
+    evict_after_ms: Option<u64>,
+) -> Owner {
     Owner::new(
         OwnerConfig {
             node_id: node.into(),
             idle_pass: Duration::from_secs(3600),
             clock,
+            evict_after_ms,
             ..OwnerConfig::default()
         },
         store.clone(),
