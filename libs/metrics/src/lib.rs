@@ -387,7 +387,14 @@ mod tests {
     /// Touches every metric (label vectors render only once a series exists).
     fn touch_all() {
         let m = get();
-        for c in [&m.tasks_dispatched, &m.tasks_redelivered, &m.tasks_completed, &m.tasks_failed] {
+        let counters = [
+            &m.tasks_dispatched,
+            &m.tasks_handed_off,
+            &m.tasks_redelivered,
+            &m.tasks_completed,
+            &m.tasks_failed,
+        ];
+        for c in counters {
             c.with_label_values(&["t"]).inc();
         }
         m.executions_started.with_label_values(&["w"]).inc();
