@@ -207,30 +207,33 @@ pub fn check_names(f: &Fixtures, main: &Definition, others: &[Definition]) -> Re
         Input::Signal { name, .. } => Some(name),
         _ => None,
     });
-    for (i, name) in signals.enumerate() {
-        if !main.signals.contains_key(name) {
-            let declared: Vec<&str> = main.signals.keys().map(String::as_str).collect();
-            let msg = format!(
-                "`{}` declares no signal `{name}`; declared: {}",
-                main.name,
-                declared.join(", ")
-            );
-            return err(&format!("signals[{i}].name"), msg);
-        }
-    }
+    declared(main, "signal", signals, |n| main.signals.contains_key(n), main.signals.keys())?;
     let updates = f.inputs.iter().filter_map(|(_, i)| match i {
         Input::Update { name, .. } => Some(name),
         _ => None,
     });
-    for (i, name) in updates.enumerate() {
-        if !main.updates.contains_key(name) {
-            let declared: Vec<&str> = main.updates.keys().map(String::as_str).collect();
+    declared(main, "update", updates, |n| main.updates.contains_key(n), main.updates.keys())?;
+    Ok(())
+}
+
+/// Every name the fixtures send as a `kind` (`signal`, `update`) is one `main` declares;
+/// else the error at `<kind>s[i].name` lists the declared ones.
+fn declared<'a>(
+    main: &Definition,
+    kind: &str,
+    sent: impl Iterator<Item = &'a String>,
+    is_declared: impl Fn(&str) -> bool,
+    all: impl Iterator<Item = &'a String> + Clone,
+) -> Res<()> {
+    for (i, name) in sent.enumerate() {
+        if !is_declared(name) {
+            let list: Vec<&str> = all.clone().map(String::as_str).collect();
             let msg = format!(
-                "`{}` declares no update `{name}`; declared: {}",
+                "`{}` declares no {kind} `{name}`; declared: {}",
                 main.name,
-                declared.join(", ")
+                list.join(", ")
             );
-            return err(&format!("updates[{i}].name"), msg);
+            return err(&format!("{kind}s[{i}].name"), msg);
         }
     }
     Ok(())
