@@ -11,8 +11,7 @@
 
 use super::session::deliver;
 use crate::Shared;
-use orbit_store::inbox::Uncertain;
-use orbit_store::{Handoff, InboxMessage, NewTask, TaskClaim, TaskRow};
+use orbit_store::{Handoff, NewTask, TaskClaim, TaskRow};
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
@@ -85,25 +84,15 @@ async fn hand_over(shared: Arc<Shared>, rows: Vec<TaskRow>) {
     release(&shared, lost).await;
 }
 
-/// Reports handed-off attempts that reached no worker as lost, so they are redelivered now
-/// rather than when their claim is swept.
+/// Reports handed-off attempts that reached no worker as lost (`loss::hand_back`), so they
+/// are redelivered now rather than when their claim is swept.
 async fn release(shared: &Arc<Shared>, rows: Vec<TaskRow>) {
-    let mut executions = Vec::new();
+    let mut lost = Vec::new();
     for row in rows {
         let Some(token) = row.token else { continue };
         // A session that adopted it (the worker reconnected) never got it either.
         shared.sessions.forget_token(&token);
-        let reason = "SESSION_LOST".to_string();
-        let message = InboxMessage::Uncertain(Uncertain { token: token.clone(), reason });
-        match shared.store.enqueue_inbox(&row.execution_id, &message).await {
-            Ok(_) => {
-                if !executions.contains(&row.execution_id) {
-                    executions.push(row.execution_id);
-                }
-            }
-            // The owner's attempt deadline, or a restart's claim recovery, still resolves it.
-            Err(e) => tracing::error!(%token, error = %e, "releasing a handed-off task failed"),
-        }
+        lost.push((token, row.execution_id));
     }
-    super::wake_owner(shared, executions);
+    super::loss::hand_back(shared, lost).await;
 }

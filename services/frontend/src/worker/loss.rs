@@ -59,8 +59,9 @@ pub(super) async fn lose_in_flight(shared: &Arc<Shared>, session: &Session) {
 }
 
 /// Reports these attempts (already out of their session) as `uncertain` (`SESSION_LOST`)
-/// and wakes their owners: after the session timeout, or at once for adopted attempts a
-/// restarted worker's complete heartbeat did not list.
+/// and wakes their owners: after the session timeout, at once for adopted attempts a
+/// restarted worker's complete heartbeat did not list, and for handed-off tasks that
+/// reached no session (`handoff`).
 pub(super) async fn hand_back(shared: &Arc<Shared>, lost: Vec<(String, String)>) {
     if lost.is_empty() {
         return;

@@ -216,6 +216,25 @@ struct SessionState {
     held: u32,
 }
 
+impl SessionState {
+    /// `token` goes to the worker: one credit used, in flight, its heartbeat clock started.
+    fn take(&mut self, token: &str, execution_id: &str) {
+        self.credits = self.credits.saturating_sub(1);
+        self.in_flight.insert(token.to_string(), execution_id.to_string());
+        self.beats.insert(token.to_string(), now_ms());
+    }
+
+    /// `token` leaves the session with everything kept about it; its execution if it was
+    /// in flight.
+    fn drop_token(&mut self, token: &str) -> Option<String> {
+        self.beats.remove(token);
+        self.heartbeat_ms.remove(token);
+        self.tasks.remove(token);
+        self.adopted.remove(token);
+        self.in_flight.remove(token)
+    }
+}
+
 impl Session {
     pub(crate) fn new(
         id: String,
@@ -384,18 +403,13 @@ impl Session {
         if self.free(&state) == 0 {
             return false;
         }
-        state.credits = state.credits.saturating_sub(1);
-        state.in_flight.insert(token.to_string(), execution_id.to_string());
-        state.beats.insert(token.to_string(), now_ms());
+        state.take(token, execution_id);
         true
     }
 
     /// A claimed task was handed to this session: one credit used.
     pub(crate) fn took(&self, token: &str, execution_id: &str) {
-        let mut state = lock(&self.state);
-        state.credits = state.credits.saturating_sub(1);
-        state.in_flight.insert(token.to_string(), execution_id.to_string());
-        state.beats.insert(token.to_string(), now_ms());
+        lock(&self.state).take(token, execution_id);
     }
 
     /// What this session claimed for `token` (see [`Registry::claimed_here`]).
@@ -432,19 +446,8 @@ impl Session {
     pub(crate) fn unconfirmed(&self, listed: &[String]) -> Vec<(String, String)> {
         let mut state = lock(&self.state);
         let adopted: Vec<String> = state.adopted.drain().collect();
-        let mut lost = Vec::new();
-        for token in adopted {
-            if listed.contains(&token) {
-                continue;
-            }
-            state.beats.remove(&token);
-            state.heartbeat_ms.remove(&token);
-            state.tasks.remove(&token);
-            if let Some(execution_id) = state.in_flight.remove(&token) {
-                lost.push((token, execution_id));
-            }
-        }
-        lost
+        let unlisted = adopted.into_iter().filter(|t| !listed.contains(t));
+        unlisted.filter_map(|t| state.drop_token(&t).map(|e| (t, e))).collect()
     }
 
     /// When the worker last heartbeated `token`, if the session still holds it.
@@ -455,12 +458,7 @@ impl Session {
 
     /// Drops a token this session no longer runs (cancelled or timed out).
     pub(crate) fn release(&self, token: &str) -> bool {
-        let mut state = lock(&self.state);
-        state.beats.remove(token);
-        state.heartbeat_ms.remove(token);
-        state.tasks.remove(token);
-        state.adopted.remove(token);
-        state.in_flight.remove(token).is_some()
+        lock(&self.state).drop_token(token).is_some()
     }
 
     pub(crate) fn drain(&self) {
