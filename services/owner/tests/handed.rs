@@ -39,17 +39,30 @@ async fn row_state(store: &Arc<dyn Store>, token: &str) -> TaskState {
     store.task_by_token(token).await.unwrap().unwrap().state
 }
 
-#[tokio::test]
-async fn a_handed_result_commits_with_its_events_once() {
+/// A running owner on node `node` (stopped by the token) holding `e1` of `two`, its first
+/// `greet` task claimed for worker `w`.
+struct Claimed {
+    _dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    owner: Owner,
+    stop: CancellationToken,
+    token: String,
+}
+
+async fn claimed(node: &str) -> Claimed {
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir, &[TWO]).await;
-    let owner = owner(&store, "dev");
+    let owner = owner(&store, node);
     let stop = CancellationToken::new();
     run(&owner, &stop);
     owner.start(start("e1", "two")).await.unwrap();
+    let token = claim(&store, &owner).await.token.unwrap();
+    Claimed { _dir: dir, store, owner, stop, token }
+}
 
-    let first = claim(&store, &owner).await;
-    let token = first.token.clone().unwrap();
+#[tokio::test]
+async fn a_handed_result_commits_with_its_events_once() {
+    let Claimed { _dir, store, owner, stop, token } = claimed("dev").await;
     let recorded =
         owner.report_result("e1".into(), "w".into(), complete(&token, json!(1))).await.unwrap();
     assert!(recorded, "the result of the attempt in flight is taken");
@@ -83,14 +96,7 @@ async fn a_handed_result_commits_with_its_events_once() {
 
 #[tokio::test]
 async fn results_the_owner_cannot_vouch_for_are_not_taken_and_nothing_is_written() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = store(&dir, &[TWO]).await;
-    let owner = owner(&store, "dev");
-    let stop = CancellationToken::new();
-    run(&owner, &stop);
-    owner.start(start("e1", "two")).await.unwrap();
-    let row = claim(&store, &owner).await;
-    let token = row.token.clone().unwrap();
+    let Claimed { _dir, store, owner, stop, token } = claimed("dev").await;
     let len = history_len(&store, "e1").await;
 
     // Another worker than the one the attempt was dispatched to.
@@ -115,14 +121,7 @@ async fn results_the_owner_cannot_vouch_for_are_not_taken_and_nothing_is_written
 
 #[tokio::test]
 async fn a_fenced_owner_records_no_handed_result() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = store(&dir, &[TWO]).await;
-    let owner = owner(&store, "A");
-    let stop = CancellationToken::new();
-    run(&owner, &stop);
-    owner.start(start("e1", "two")).await.unwrap();
-    let row = claim(&store, &owner).await;
-    let token = row.token.clone().unwrap();
+    let Claimed { _dir, store, owner, stop, token } = claimed("A").await;
     let len = history_len(&store, "e1").await;
 
     // Another node takes the tree over (epoch + 1) while A still holds it in memory.
