@@ -41,11 +41,21 @@ pub struct Idle {
     pub seconds: f64,
     /// Transactions committed in the window, the observer's own excluded.
     pub commits: u64,
+    /// Statements run in the window, the observer's own excluded, where the database has
+    /// `pg_stat_statements` (counted at once: the figure to trust for a window).
+    pub statements: Option<u64>,
 }
+
+/// Statements one [`PgStore::database_stats`] reading runs itself (counted by the next).
+const OBSERVER_STATEMENTS: u64 = 3;
 
 impl Idle {
     pub fn per_second(&self) -> f64 {
         self.commits as f64 / self.seconds.max(1e-9)
+    }
+
+    pub fn statements_per_second(&self) -> Option<f64> {
+        self.statements.map(|s| s as f64 / self.seconds.max(1e-9))
     }
 }
 
@@ -82,9 +92,14 @@ impl Observer {
         let began = Instant::now();
         tokio::time::sleep(Duration::from_secs(seconds)).await;
         let after = self.store.database_stats().await?;
+        let statements = match (before.statements, after.statements) {
+            (Some(b), Some(a)) => Some(a.saturating_sub(b + OBSERVER_STATEMENTS)),
+            _ => None,
+        };
         Ok(Idle {
             seconds: began.elapsed().as_secs_f64(),
             commits: after.commits.saturating_sub(before.commits + 1),
+            statements,
         })
     }
 }

@@ -61,6 +61,8 @@ pub fn report(args: &BenchArgs, shape: Shape, m: Measured<'_>, sections: Section
             "seconds": i.seconds,
             "commits": i.commits,
             "transactions_per_s": i.per_second(),
+            "statements": i.statements,
+            "statements_per_s": i.statements_per_second(),
         });
     }
     if let Some((_, json)) = &server_view {
@@ -112,6 +114,16 @@ pub fn report(args: &BenchArgs, shape: Shape, m: Measured<'_>, sections: Section
             i.commits,
             i.seconds
         );
+        match i.statements_per_second() {
+            Some(s) => println!(
+                "               {s:.2} statements/s (pg_stat_statements: counted at once; the \
+                 transactions above are published late and can include a run's tail)"
+            ),
+            None => println!(
+                "               (CREATE EXTENSION pg_stat_statements in the database for a \
+                 statement count that is not published late)"
+            ),
+        }
     }
     if let Some((text, _)) = &server_view {
         println!("{text}");
