@@ -26,6 +26,8 @@ pub struct RunCounts {
     pub writes: u64,
     /// Transactions committed in the database, reads included.
     pub commits: u64,
+    /// Statements run, where the database has `pg_stat_statements` (see [`Idle::statements`]).
+    pub statements: Option<u64>,
 }
 
 impl RunCounts {
@@ -48,6 +50,11 @@ pub struct Idle {
 
 /// Statements one [`PgStore::database_stats`] reading runs itself (counted by the next).
 const OBSERVER_STATEMENTS: u64 = 3;
+
+/// Statements between two readings, the observer's own left out.
+fn statements_between(before: Option<u64>, after: Option<u64>) -> Option<u64> {
+    Some(after?.saturating_sub(before? + OBSERVER_STATEMENTS))
+}
 
 impl Idle {
     pub fn per_second(&self) -> f64 {
@@ -81,6 +88,7 @@ impl Observer {
         Ok(RunCounts {
             writes: after.write_transactions.saturating_sub(self.before.write_transactions + 1),
             commits: after.commits.saturating_sub(self.before.commits + 1),
+            statements: statements_between(self.before.statements, after.statements),
         })
     }
 
@@ -92,14 +100,10 @@ impl Observer {
         let began = Instant::now();
         tokio::time::sleep(Duration::from_secs(seconds)).await;
         let after = self.store.database_stats().await?;
-        let statements = match (before.statements, after.statements) {
-            (Some(b), Some(a)) => Some(a.saturating_sub(b + OBSERVER_STATEMENTS)),
-            _ => None,
-        };
         Ok(Idle {
             seconds: began.elapsed().as_secs_f64(),
             commits: after.commits.saturating_sub(before.commits + 1),
-            statements,
+            statements: statements_between(before.statements, after.statements),
         })
     }
 }

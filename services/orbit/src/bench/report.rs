@@ -54,6 +54,8 @@ pub fn report(args: &BenchArgs, shape: Shape, m: Measured<'_>, sections: Section
             "read_transactions_per_task": per_task(t.reads()),
             "commits": t.commits,
             "commits_per_task": per_task(t.commits),
+            "statements": t.statements,
+            "statements_per_task": t.statements.map(per_task),
         });
     }
     if let Some(i) = idle {
@@ -106,6 +108,12 @@ pub fn report(args: &BenchArgs, shape: Shape, m: Measured<'_>, sections: Section
             t.commits,
             t.writes
         );
+        if let Some(s) = t.statements {
+            println!(
+                "               {:.2} statements per task (pg_stat_statements, BEGIN/COMMIT left out; {s} statements)",
+                per_task(s)
+            );
+        }
     }
     if let Some(i) = idle {
         println!(
