@@ -158,8 +158,11 @@ start() {
     rm -f "$dir/postmaster.pid"
     if [[ "$(id -u)" == 0 ]]; then touch "$log" && chown postgres:postgres "$log"; fi
     # The port on the command line wins over the one initdb wrote into postgresql.conf: a
-    # cluster kept between runs starts on whatever port it is asked for now.
-    as_server "$bin/pg_ctl" -D "$dir" -l "$log" -w -t "$start_timeout" -o "-p $port" start >/dev/null || {
+    # cluster kept between runs starts on whatever port it is asked for now. So do the
+    # preloaded libraries: pg_stat_statements (part of the server package) counts every
+    # statement per database, which is how cluster_idle.rs measures an idle cluster.
+    local opts="-p $port -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.max=20000"
+    as_server "$bin/pg_ctl" -D "$dir" -l "$log" -w -t "$start_timeout" -o "$opts" start >/dev/null || {
       tail -n 30 "$log" >&2 || true
       die "the server did not start within ${start_timeout}s (log: $log)"
     }

@@ -151,6 +151,9 @@ case "$cmd" in
     psql "$admin_url" -qtAc "SELECT 1 FROM pg_database WHERE datname = '$database'" | grep -q 1 \
       || psql "$admin_url" -qc "CREATE DATABASE \"$database\""
     url="${admin_url%/*}/$database"
+    # Statement counts for `orbit bench --database-url` (pg.sh preloads the library; a
+    # server that does not is fine, the bench then counts transactions only).
+    psql "${url}" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null 2>&1 || true
     case "$sslmode" in
       disable | require) url="$url?sslmode=$sslmode" ;;
       verify-full)

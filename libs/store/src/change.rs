@@ -14,6 +14,11 @@
 //! same batch in the same transaction. A payload is limited to 8000 bytes by PostgreSQL:
 //! a change that does not fit (large update replies) is sent as the bare execution id, and
 //! a change without detail makes every reader read, as before.
+//!
+//! A commit that completes its run also carries the run's output ([`Completed`]), so a
+//! watch of the result answers from the change without reading the history back: on the
+//! split that read sat between the run's last commit and the client. It is the first thing
+//! dropped when a payload would not fit.
 
 use crate::batch::CommitBatch;
 use crate::inbox::InboxReply;
@@ -49,6 +54,19 @@ pub struct ChangeDetail {
     /// Tokens of the results handed to the owner that this commit recorded (their rows are
     /// done, see `CommitBatch::tasks_done`).
     pub done_tokens: Vec<String>,
+    /// The run completed in this commit: its output. `None` for any other commit, a run
+    /// that ended otherwise, or an output too large for a notification payload.
+    pub completed: Option<Completed>,
+}
+
+/// A run's successful end, as a result watch reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completed {
+    /// The `WorkflowCompleted` output.
+    pub output: Value,
+    /// Time of the run's last event in this commit (what a read of the history would call
+    /// its close).
+    pub closed_at_ms: u64,
 }
 
 impl Change {
@@ -70,6 +88,7 @@ impl Change {
             applied: batch.inbox_done.iter().map(|d| (d.seq, d.result.clone())).collect(),
             cancelled_units: batch.units_to_cancel.clone(),
             done_tokens: batch.tasks_done.clone(),
+            completed: completed(batch),
         };
         Change { execution_id: batch.execution_id.clone(), detail: Some(Arc::new(detail)) }
     }
@@ -85,7 +104,7 @@ impl Change {
             .iter()
             .map(|(seq, reply)| json!([seq, reply.as_ref().map(InboxReply::to_json)]))
             .collect();
-        let text = json!({
+        let mut body = json!({
             "e": self.execution_id,
             "r": d.run,
             "s": d.last_seq,
@@ -93,8 +112,19 @@ impl Change {
             "a": applied,
             "u": d.cancelled_units,
             "t": d.done_tokens,
-        })
-        .to_string();
+        });
+        if let Some(c) = &d.completed {
+            body["o"] = json!([c.output, c.closed_at_ms]);
+            let text = body.to_string();
+            if text.len() <= MAX_PAYLOAD_BYTES {
+                return text;
+            }
+            // Too large with the output: the rest still fits, and the watch reads it.
+            if let Some(o) = body.as_object_mut() {
+                o.remove("o");
+            }
+        }
+        let text = body.to_string();
         if text.len() <= MAX_PAYLOAD_BYTES {
             text
         } else {
@@ -138,7 +168,25 @@ fn detail(o: &serde_json::Map<String, Value>) -> Option<ChangeDetail> {
     };
     let cancelled_units = strings("u")?;
     let done_tokens = strings("t")?;
-    Some(ChangeDetail { run, last_seq, closed, applied, cancelled_units, done_tokens })
+    // Absent from payloads of older releases (and when the output did not fit).
+    let completed = match o.get("o") {
+        None => None,
+        Some(v) => match v.as_array()?.as_slice() {
+            [output, at] => Some(Completed { output: output.clone(), closed_at_ms: at.as_u64()? }),
+            _ => return None,
+        },
+    };
+    Some(ChangeDetail { run, last_seq, closed, applied, cancelled_units, done_tokens, completed })
+}
+
+/// The run's output when `batch` completes it.
+fn completed(batch: &CommitBatch) -> Option<Completed> {
+    let output = batch.events.iter().find_map(|e| match &e.event {
+        orbit_engine::Event::WorkflowCompleted { output } => Some(output.clone()),
+        _ => None,
+    })?;
+    let closed_at_ms = batch.events.last().map_or(0, |e| e.timestamp_ms);
+    Some(Completed { output, closed_at_ms })
 }
 
 #[cfg(test)]
@@ -172,6 +220,7 @@ mod tests {
             ],
             cancelled_units: vec!["a".into(), "b/c".into()],
             done_tokens: vec!["0123abcd".into()],
+            completed: Some(Completed { output: json!({"total": [1, "x"]}), closed_at_ms: 1_700 }),
         });
         assert_eq!(Change::decode(&change.encode()), change);
         let nothing = detailed(ChangeDetail { run: 1, ..ChangeDetail::default() });
@@ -233,8 +282,29 @@ mod tests {
                 applied: vec![(9, None)],
                 cancelled_units: vec!["u".into()],
                 done_tokens: vec!["tok".into()],
+                completed: None,
             }
         );
+        let done = CommitBatch {
+            execution_id: "e".into(),
+            run: 1,
+            events: vec![
+                HistoryEvent {
+                    seq: 7,
+                    timestamp_ms: 40,
+                    origin: Origin::Recorded,
+                    event: Event::StepSucceeded {
+                        step: "s".into(),
+                        attempt: Some(1),
+                        output: json!(1),
+                    },
+                },
+                event(8, Event::WorkflowCompleted { output: json!({"ok": true}) }),
+            ],
+            ..CommitBatch::default()
+        };
+        let d = Change::of_batch(&done).detail.expect("detail");
+        assert_eq!(d.completed, Some(Completed { output: json!({"ok": true}), closed_at_ms: 0 }));
         let quiet = Change::of_batch(&CommitBatch { run: 1, ..CommitBatch::default() });
         assert_eq!(quiet.detail.expect("detail").last_seq, None);
     }

@@ -77,6 +77,13 @@ impl Seen {
         self.unknown || self.changes.iter().any(|c| c.run > run || (c.run == run && c.closed))
     }
 
+    /// How run `run` completed, when a change says so with its output (see
+    /// [`crate::Completed`]).
+    #[must_use]
+    pub fn completed(&self, run: u32) -> Option<&crate::Completed> {
+        self.changes.iter().filter(|c| c.run == run).find_map(|c| c.completed.as_ref())
+    }
+
     /// The reply recorded for inbox entry `seq`: `Some(reply)` when a change says it was
     /// applied, `None` when none does.
     #[must_use]

@@ -31,7 +31,7 @@ mod sqlite;
 mod store;
 
 pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewInbox, NewOwner, ProjectionUpdate};
-pub use change::{Change, ChangeDetail, MAX_PAYLOAD_BYTES};
+pub use change::{Change, ChangeDetail, Completed, MAX_PAYLOAD_BYTES};
 pub use changes::{ChangeHub, Seen, Subscription};
 pub use error::{Result, StoreError};
 pub use fault::{FaultNote, FaultRow, SUSPENDED};

@@ -34,7 +34,7 @@ pub(crate) enum Tx {
     TaskByToken = 6,
     /// A read of an execution's owners row (routing to its owner).
     GetOwner = 7,
-    /// A read of a run's events after a seq (watches, update waits).
+    /// A read of a run's events, all or after a seq (watches, update waits).
     HistoryAfter = 8,
     /// A read of an execution's projection row.
     GetExecution = 9,

@@ -384,8 +384,12 @@ pub struct DbStats {
     /// Transaction ids assigned so far: every transaction that wrote took one.
     pub write_transactions: u64,
     /// Transactions committed in this database, reads included (`pg_stat_database`; the
-    /// server publishes backends' counts with a delay of up to a second).
+    /// server publishes a backend's counts late, seconds and at times tens of seconds).
     pub commits: u64,
+    /// Statements this database ran, `BEGIN`/`COMMIT`/`ROLLBACK` left out, counted at once
+    /// by `pg_stat_statements`; `None` where that extension is not installed in the database
+    /// (`CREATE EXTENSION pg_stat_statements`, with the library preloaded).
+    pub statements: Option<u64>,
 }
 
 /// Which queued rows a worker session may claim: its tasks, by version where it announced

@@ -93,10 +93,70 @@ pub fn execution_result(state: &State, closed_at_ms: u64) -> Option<wire::Execut
     })
 }
 
+/// The result of run `run` of `execution_id`, which a change said completed (see
+/// `orbit_store::Completed`): what [`execution_result`] answers for that run's history.
+#[must_use]
+pub fn completed_result(
+    execution_id: &str,
+    run: u32,
+    completed: &orbit_store::Completed,
+) -> wire::ExecutionResult {
+    wire::ExecutionResult {
+        execution_id: execution_id.to_string(),
+        run,
+        status: execution_status(Status::Completed).into(),
+        output: opt_value(Some(&completed.output)),
+        error: None,
+        closed_at: Some(ms_to_timestamp(completed.closed_at_ms)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use orbit_api::v1::ExecutionStatus;
+
+    #[test]
+    fn a_completed_change_answers_what_the_history_does() {
+        use orbit_engine::{Event, HistoryEvent, Origin};
+        let ev = |seq, timestamp_ms, event| HistoryEvent {
+            seq,
+            timestamp_ms,
+            origin: Origin::Decided,
+            event,
+        };
+        let output = serde_json::json!({"sum": 3, "items": ["a", null]});
+        let history = vec![
+            ev(
+                1,
+                10,
+                Event::WorkflowCreated {
+                    execution_id: "e9".into(),
+                    workflow: "wf".into(),
+                    version: "1".into(),
+                    definition_hash: "sha256:ab".into(),
+                    input: serde_json::json!({}),
+                    parent: None,
+                    schedule_id: None,
+                    run: 2,
+                },
+            ),
+            ev(2, 11, Event::WorkflowStarted {}),
+            ev(3, 25, Event::WorkflowCompleted { output: output.clone() }),
+        ];
+        let state = State::from_history(&history);
+        let read = execution_result(&state, 25).expect("closed");
+        let batch = orbit_store::CommitBatch {
+            execution_id: "e9".into(),
+            run: 2,
+            events: history[1..].to_vec(),
+            ..orbit_store::CommitBatch::default()
+        };
+        let change = orbit_store::Change::of_batch(&batch);
+        let completed =
+            change.detail.as_ref().and_then(|d| d.completed.clone()).expect("completed");
+        assert_eq!(completed_result("e9", 2, &completed), read);
+    }
 
     #[test]
     fn rows_map_field_by_field() {

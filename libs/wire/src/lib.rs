@@ -24,6 +24,6 @@ mod task;
 
 pub use describe::{buffered_signals, describe, pending_work, unit_summaries, PendingWork};
 pub use event::{event_payload, history_event};
-pub use info::{execution_info, execution_result, info_from_state};
+pub use info::{completed_result, execution_info, execution_result, info_from_state};
 pub use status::{execution_status, status_of, unit_status};
 pub use task::{task_error, task_error_from_wire, task_name, task_timeouts, TaskTimeouts};

@@ -12,6 +12,10 @@
 //! reply wait re-reads after 50 ms without a notification, a busy machine can delay one)
 //! but not a read per signal. Then the signals' replies are checked (each its own seq,
 //! in order) and the run ends normally.
+//!
+//! A run's completing commit carries its output in the change, so result watches answer
+//! without reading the history back: [`completed_results`] watches several executions to
+//! their end and counts the frontend's history reads (one per watch before).
 
 mod common;
 
@@ -34,6 +38,18 @@ steps:
   - { id: wait, await: go }
 output: "${{ steps.wait.output }}"
 "#;
+
+const ONE_STEP: &str = r#"
+name: done
+version: "1"
+tasks: { done.work: { version: "1" } }
+steps:
+  - { id: work, task: done.work }
+output: "${{ steps.work.output }}"
+"#;
+
+/// Executions watched to their end by [`completed_results`].
+const WATCHED: u64 = 8;
 
 /// Signals sent while the task is held and the result watched.
 const SIGNALS: u64 = 20;
@@ -113,6 +129,49 @@ async fn scenario(c: &mut WorkflowServiceClient<Channel>, worker_address: &str, 
     assert_eq!(output, json!("end"));
 }
 
+/// `WATCHED` executions, each watched for its result only while its task is held, then
+/// completed one after another: each watch gets its output, and the history is not read
+/// for it (the watches' 1 s safety-net polls read rows, not the history; a poll that sees
+/// a run closed before its change arrived reads once, hence the bound).
+async fn completed_results(
+    c: &mut WorkflowServiceClient<Channel>,
+    worker_address: &str,
+    admin_addr: &str,
+) {
+    register(c, ONE_STEP).await;
+    let ids: Vec<String> = (0..WATCHED).map(|i| format!("done-{i}")).collect();
+    for id in &ids {
+        start(c, "done", id, json!({})).await.expect("start");
+    }
+    let mut session =
+        RawSession::start(worker_address, "done-worker", &[("done.work", "1")], WATCHED as u32)
+            .await;
+    let mut tasks = Vec::new();
+    for _ in &ids {
+        tasks.push(session.next_task(PATIENCE).await);
+    }
+    let mut watches = Vec::new();
+    for id in &ids {
+        let mut watcher = c.clone();
+        let id = id.clone();
+        watches.push(tokio::spawn(async move { result(&mut watcher, &id, PATIENCE).await }));
+    }
+    // Let every watch make its first read (the row: still running).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = reads(admin_addr, "history_after").await;
+    for task in &tasks {
+        session.complete(&task.token, json!({ "of": task.execution_id })).await;
+    }
+    for (id, watch) in ids.iter().zip(watches) {
+        let (status, output) = watch.await.expect("watch task");
+        assert_eq!(status, pb::ExecutionStatus::Completed, "{id}: {output}");
+        assert_eq!(output, json!({ "of": id }), "{id}");
+    }
+    let history = reads(admin_addr, "history_after").await - before;
+    eprintln!("history reads for {WATCHED} result watches: {history}");
+    assert!(history < WATCHED / 2, "result watches read the history back: {history}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_readers_read_only_when_their_own_thing_changed() {
     let dir = TempDir::new("change-reads");
@@ -121,6 +180,7 @@ async fn dev_readers_read_only_when_their_own_thing_changed() {
         Server::start(&dir.0.join("orbit.db"), &["--admin-listen", admin_addr.as_str()]).await;
     let mut c = server.client().await;
     scenario(&mut c, &server.address(), &admin_addr).await;
+    completed_results(&mut c, &server.address(), &admin_addr).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,4 +190,5 @@ async fn split_readers_read_only_when_their_own_thing_changed() {
     let mut c = topo.client(0).await;
     let frontend = topo.frontends()[0].clone();
     scenario(&mut c, &frontend, &admin_addr).await;
+    completed_results(&mut c, &frontend, &admin_addr).await;
 }

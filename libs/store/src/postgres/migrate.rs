@@ -7,7 +7,7 @@
 //! the same transaction, so a crash leaves both or neither.
 
 use super::conn::PgConn;
-use super::error::PgResult;
+use super::error::{PgErr, PgResult};
 use super::sql;
 use crate::migrations::{AppliedMigration, CREATE_SCHEMA_MIGRATIONS, MIGRATIONS};
 
@@ -55,15 +55,23 @@ async fn apply(conn: &mut PgConn) -> PgResult<Vec<u32>> {
     Ok(applied)
 }
 
-/// The recorded migrations by version; none when the table does not exist yet.
+/// The recorded migrations by version; none when the table does not exist yet. One
+/// statement (a missing table is its error, not a second query): readiness runs this every
+/// 30 s on every node, which counts in an idle cluster's transactions (issue 14).
 pub(crate) async fn applied(conn: &mut PgConn) -> PgResult<Vec<AppliedMigration>> {
-    let client = conn.client();
-    let exists: bool = client.query_one(sql::MIGRATION_TABLE_EXISTS, &[]).await?.try_get(0)?;
-    if !exists {
-        return Ok(Vec::new());
-    }
+    // Prepared once per connection (an unprepared text costs a second round trip, and a
+    // transaction of its own for the server's counters).
+    let rows = match conn.query(sql::MIGRATION_LIST, &[]).await {
+        Ok(rows) => rows,
+        Err(PgErr::Db(e))
+            if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) =>
+        {
+            return Ok(Vec::new())
+        }
+        Err(e) => return Err(e),
+    };
     let mut out = Vec::new();
-    for row in client.query(sql::MIGRATION_LIST, &[]).await? {
+    for row in rows {
         out.push(AppliedMigration {
             version: row.try_get(0)?,
             name: row.try_get(1)?,

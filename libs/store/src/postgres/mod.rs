@@ -232,6 +232,7 @@ impl Definitions for PgStore {
 #[async_trait::async_trait]
 impl ExecutionReads for PgStore {
     async fn load_history(&self, execution_id: &str, run: u32) -> Result<Vec<HistoryEvent>> {
+        measure::count(Tx::HistoryAfter, PG);
         run!(self, Kind::Read, |c| reads::history_after(c, execution_id, run, 0))
     }
 

@@ -126,7 +126,22 @@ pub(crate) async fn stats(conn: &mut PgConn) -> PgResult<crate::DbStats> {
     Ok(crate::DbStats {
         write_transactions: u64::try_from(xid).unwrap_or(0),
         commits: u64::try_from(commits).unwrap_or(0),
+        statements: statements(conn).await,
     })
+}
+
+/// [`crate::DbStats::statements`]: `None` when the view is missing or unreadable.
+async fn statements(conn: &mut PgConn) -> Option<u64> {
+    let exists = "SELECT to_regclass('pg_stat_statements') IS NOT NULL";
+    let found = conn.query(exists, &[]).await.ok()?;
+    if !found.first()?.try_get::<_, bool>(0).ok()? {
+        return None;
+    }
+    let sum = "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements \
+        WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+        AND query NOT IN ('BEGIN', 'COMMIT', 'ROLLBACK')";
+    let found = conn.query(sum, &[]).await.ok()?;
+    u64::try_from(found.first()?.try_get::<_, i64>(0).ok()?).ok()
 }
 
 /// Executions not closed, through `executions_by_status` (one range per open status).

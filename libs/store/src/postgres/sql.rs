@@ -52,9 +52,6 @@ macro_rules! open_statuses {
 
 pub(crate) const MIGRATION_LOCK: &str = "SELECT pg_advisory_xact_lock($1::bigint)";
 pub(crate) const MIGRATION_VERSIONS: &str = "SELECT version FROM schema_migrations";
-/// `to_regclass` follows the search path, like the unqualified names of every statement.
-pub(crate) const MIGRATION_TABLE_EXISTS: &str =
-    "SELECT to_regclass('schema_migrations') IS NOT NULL";
 pub(crate) const MIGRATION_LIST: &str =
     "SELECT version, name, applied_at FROM schema_migrations ORDER BY version";
 pub(crate) const MIGRATION_RECORD: &str = concat!(

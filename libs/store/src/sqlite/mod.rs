@@ -112,6 +112,7 @@ impl Definitions for SqliteStore {
 #[async_trait::async_trait]
 impl ExecutionReads for SqliteStore {
     async fn load_history(&self, execution_id: &str, run: u32) -> Result<Vec<HistoryEvent>> {
+        measure::count(Tx::HistoryAfter, SQLITE);
         let id = execution_id.to_string();
         self.readers.run(move |c| reads::load_history(c, &id, run)).await
     }

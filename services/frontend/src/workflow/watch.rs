@@ -6,7 +6,9 @@
 //! continue-as-new into the next run when asked). A client that goes away ends the stream.
 //! A change says what the commit did (issue 14): a watch of events reads only when the run
 //! grew past what it sent, a watch of the result only (`result_only`) only when the run
-//! closed; a change without detail is read for, as before.
+//! closed; a change without detail is read for, as before. A change that completed the
+//! watched run carries its output, and a result-only watch answers from it without reading
+//! the history back.
 
 use super::reads::{resolve_run, scoped};
 use crate::error::{store, ApiResult};
@@ -117,6 +119,13 @@ async fn follow(
         }
         tokio::select! {
             seen = changes.changed() => {
+                if req.result_only {
+                    if let Some(done) = seen.completed(run) {
+                        let result = orbit_wire::completed_result(id, run, done);
+                        let _ = tx.send(Ok(WatchExecutionResponse { kind: Some(Kind::Result(result)) })).await;
+                        return Ok(());
+                    }
+                }
                 read = if req.result_only { seen.closed(run) } else { seen.events_after(run, after) };
             }
             () = tokio::time::sleep(poll) => read = true,

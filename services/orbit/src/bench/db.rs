@@ -26,6 +26,8 @@ pub struct RunCounts {
     pub writes: u64,
     /// Transactions committed in the database, reads included.
     pub commits: u64,
+    /// Statements run, where the database has `pg_stat_statements` (see [`Idle::statements`]).
+    pub statements: Option<u64>,
 }
 
 impl RunCounts {
@@ -41,11 +43,26 @@ pub struct Idle {
     pub seconds: f64,
     /// Transactions committed in the window, the observer's own excluded.
     pub commits: u64,
+    /// Statements run in the window, the observer's own excluded, where the database has
+    /// `pg_stat_statements` (counted at once: the figure to trust for a window).
+    pub statements: Option<u64>,
+}
+
+/// Statements one [`PgStore::database_stats`] reading runs itself (counted by the next).
+const OBSERVER_STATEMENTS: u64 = 3;
+
+/// Statements between two readings, the observer's own left out.
+fn statements_between(before: Option<u64>, after: Option<u64>) -> Option<u64> {
+    Some(after?.saturating_sub(before? + OBSERVER_STATEMENTS))
 }
 
 impl Idle {
     pub fn per_second(&self) -> f64 {
         self.commits as f64 / self.seconds.max(1e-9)
+    }
+
+    pub fn statements_per_second(&self) -> Option<f64> {
+        self.statements.map(|s| s as f64 / self.seconds.max(1e-9))
     }
 }
 
@@ -71,6 +88,7 @@ impl Observer {
         Ok(RunCounts {
             writes: after.write_transactions.saturating_sub(self.before.write_transactions + 1),
             commits: after.commits.saturating_sub(self.before.commits + 1),
+            statements: statements_between(self.before.statements, after.statements),
         })
     }
 
@@ -85,6 +103,7 @@ impl Observer {
         Ok(Idle {
             seconds: began.elapsed().as_secs_f64(),
             commits: after.commits.saturating_sub(before.commits + 1),
+            statements: statements_between(before.statements, after.statements),
         })
     }
 }

@@ -54,6 +54,8 @@ pub fn report(args: &BenchArgs, shape: Shape, m: Measured<'_>, sections: Section
             "read_transactions_per_task": per_task(t.reads()),
             "commits": t.commits,
             "commits_per_task": per_task(t.commits),
+            "statements": t.statements,
+            "statements_per_task": t.statements.map(per_task),
         });
     }
     if let Some(i) = idle {
@@ -61,6 +63,8 @@ pub fn report(args: &BenchArgs, shape: Shape, m: Measured<'_>, sections: Section
             "seconds": i.seconds,
             "commits": i.commits,
             "transactions_per_s": i.per_second(),
+            "statements": i.statements,
+            "statements_per_s": i.statements_per_second(),
         });
     }
     if let Some((_, json)) = &server_view {
@@ -104,6 +108,12 @@ pub fn report(args: &BenchArgs, shape: Shape, m: Measured<'_>, sections: Section
             t.commits,
             t.writes
         );
+        if let Some(s) = t.statements {
+            println!(
+                "               {:.2} statements per task (pg_stat_statements, BEGIN/COMMIT left out; {s} statements)",
+                per_task(s)
+            );
+        }
     }
     if let Some(i) = idle {
         println!(
@@ -112,6 +122,16 @@ pub fn report(args: &BenchArgs, shape: Shape, m: Measured<'_>, sections: Section
             i.commits,
             i.seconds
         );
+        match i.statements_per_second() {
+            Some(s) => println!(
+                "               {s:.2} statements/s (pg_stat_statements: counted at once; the \
+                 transactions above are published late and can include a run's tail)"
+            ),
+            None => println!(
+                "               (CREATE EXTENSION pg_stat_statements in the database for a \
+                 statement count that is not published late)"
+            ),
+        }
     }
     if let Some((text, _)) = &server_view {
         println!("{text}");

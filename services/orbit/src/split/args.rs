@@ -105,9 +105,10 @@ pub struct CommonArgs {
     pub node_timeout_ms: u64,
     /// How often this node heartbeats (well below --node-timeout-ms). Each beat is one
     /// transaction that also reads the live nodes: an idle node's cost is about one
-    /// transaction per beat, and a dead node is noticed within --node-timeout-ms plus one
-    /// beat. Example: --heartbeat-ms 500
-    #[arg(long, env = "ORBIT_HEARTBEAT_MS", default_value_t = 1_000, value_name = "MS")]
+    /// transaction per beat (the default, 2 s, keeps an idle node under one transaction
+    /// per second with its 30 s safety nets), and a dead node is noticed within
+    /// --node-timeout-ms plus one beat. Example: --heartbeat-ms 500
+    #[arg(long, env = "ORBIT_HEARTBEAT_MS", default_value_t = 2_000, value_name = "MS")]
     pub heartbeat_ms: u64,
     /// Start even if another process heartbeats this --node-id (by default a live
     /// duplicate makes the start fail with exit code 6; a process that died is waited out
