@@ -18,7 +18,7 @@ use crate::migrations::{AppliedMigration, SchemaStatus};
 use crate::model::{
     ClaimFilter, CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,
     InboxEntry, InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog,
-    TaskRow, TimerRow,
+    ResumedExecution, TaskRow, TimerRow,
 };
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::schedule::{ScheduleFire, ScheduleRow, ScheduleUpdate};
@@ -152,6 +152,15 @@ pub trait OwnerWrites: Send + Sync {
         from_node: &str,
         to_node: &str,
     ) -> Result<Vec<(String, u64)>>;
+
+    /// A restarted node's fence and inventory in one statement: moves EVERY owners row of
+    /// `node_id` to `epoch + 1` (what [`OwnerWrites::take_over_root`] from `node_id` to
+    /// itself does for each of its roots), so a previous process with this node id can
+    /// never commit again, and returns the open executions among them by id, with their new
+    /// epoch and whether their history records a child start. Queued tasks are announced
+    /// again (PostgreSQL: NOTIFY). One statement instead of a read and a transaction per
+    /// root: an owner with 1,000,000 sleeping executions restarts in seconds.
+    async fn resume_node(&self, node_id: &str) -> Result<Vec<ResumedExecution>>;
 
     /// Counts failures (see [`FaultNote`]) in one transaction; returns each row afterwards,
     /// in the order of `notes`. Parked rows are returned unchanged.

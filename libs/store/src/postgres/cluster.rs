@@ -12,7 +12,7 @@ use super::rows::{self, get, get_u64, to_i64};
 use super::sql;
 use crate::error::{Result, StoreError};
 use crate::inbox::{InboxKind, InboxMessage, Uncertain, OPERATOR_KINDS};
-use crate::model::{InboxEntry, NodeInfo, NodeRow, OrphanRoot, TaskRow};
+use crate::model::{InboxEntry, NodeInfo, NodeRow, OrphanRoot, ResumedExecution, TaskRow};
 
 /// Inserts or refreshes the node's row; returns the database's now.
 pub(crate) async fn heartbeat(conn: &mut PgConn, n: &NodeInfo) -> PgResult<u64> {
@@ -111,6 +111,26 @@ pub(crate) async fn take_over_root(
     let taken: Result<Vec<_>> =
         found.iter().map(|r| Ok((get(r, 0, "execution id")?, get_u64(r, 1, "epoch")?))).collect();
     Ok(taken?)
+}
+
+/// Every owners row of `node_id` to the next epoch, then its open executions (see
+/// `OwnerWrites::resume_node`): one statement.
+pub(crate) async fn resume_node(
+    conn: &mut PgConn,
+    node_id: &str,
+) -> PgResult<Vec<ResumedExecution>> {
+    let found = conn.query(sql::RESUME_NODE, &[&node_id]).await?;
+    let resumed: Result<Vec<_>> = found
+        .iter()
+        .map(|r| {
+            Ok(ResumedExecution {
+                execution_id: get(r, 0, "execution id")?,
+                epoch: get_u64(r, 1, "epoch")?,
+                child_started: get(r, 2, "child started")?,
+            })
+        })
+        .collect();
+    Ok(resumed?)
 }
 
 /// Cancels every row `claimer` still holds, with one `uncertain` entry per row.

@@ -9,7 +9,7 @@ use super::rows::{self, json_text, to_i64, to_u64};
 use super::sql;
 use crate::error::Result;
 use crate::inbox::{InboxKind, InboxMessage, Uncertain, OPERATOR_KINDS};
-use crate::model::{InboxEntry, NodeInfo, NodeRow, OrphanRoot, TaskRow};
+use crate::model::{InboxEntry, NodeInfo, NodeRow, OrphanRoot, ResumedExecution, TaskRow};
 use rusqlite::{params, Connection, Row};
 use serde_json::json;
 
@@ -177,6 +177,33 @@ pub(crate) fn take_over_root(
         out.push((row.get::<_, String>(0)?, to_u64(row.get(1)?, "owner epoch")?));
     }
     out.sort();
+    Ok(out)
+}
+
+/// Every owners row of `node_id` to the next epoch, then its open executions (see
+/// `OwnerWrites::resume_node`); one savepoint of the writer's group transaction.
+pub(crate) fn resume_node(conn: &mut Connection, node_id: &str) -> Result<Vec<ResumedExecution>> {
+    let now = to_i64(now_ms(), "now")?;
+    conn.prepare_cached("UPDATE owners SET epoch = epoch + 1, since = ?2 WHERE node_id = ?1")?
+        .execute(params![node_id, now])?;
+    let sql = format!(
+        "SELECT o.execution_id, o.epoch, EXISTS (SELECT 1 FROM history_events h
+            WHERE h.execution_id = o.execution_id AND h.event_type = 'ChildStarted')
+        FROM owners o
+        WHERE o.execution_id IN (SELECT execution_id FROM executions
+                INDEXED BY executions_by_status WHERE status IN {OPEN})
+          AND o.node_id = ?1 ORDER BY o.execution_id"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut found = stmt.query([node_id])?;
+    let mut out = Vec::new();
+    while let Some(row) = found.next()? {
+        out.push(ResumedExecution {
+            execution_id: row.get(0)?,
+            epoch: to_u64(row.get(1)?, "owner epoch")?,
+            child_started: row.get(2)?,
+        });
+    }
     Ok(out)
 }
 

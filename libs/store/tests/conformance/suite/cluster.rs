@@ -263,6 +263,56 @@ pub async fn take_over_root_moves_the_tree_and_fences_the_old_owner(b: &dyn Back
     assert_eq!(store.owned_executions("node-a").await.unwrap(), ["r", "r-child"]);
 }
 
+pub async fn resume_node_fences_every_row_of_the_node_and_lists_its_open_executions(
+    b: &dyn Backend,
+) {
+    let store = b.open().await;
+    store.commit(start_in("r", "r", "node-a", "RUNNING")).await.unwrap();
+    store.commit(start_in("r-child", "r", "node-a", "RUNNING")).await.unwrap();
+    store.commit(start_in("done", "done", "node-a", "COMPLETED")).await.unwrap();
+    store.commit(start_in("other", "other", "node-b", "RUNNING")).await.unwrap();
+    // `r` asked for a child: its history records the start.
+    let child = orbit_engine::Event::ChildStarted {
+        step: "c".into(),
+        child_id: "r-child".into(),
+        workflow: "order".into(),
+        version: None,
+        input: json!({}),
+    };
+    let append = |epoch| CommitBatch {
+        execution_id: "r".into(),
+        run: 1,
+        expected_epoch: Some(epoch),
+        events: vec![ev(3, child.clone())],
+        ..CommitBatch::default()
+    };
+    store.commit(append(1)).await.unwrap();
+
+    let resumed = store.resume_node("node-a").await.unwrap();
+    let listed: Vec<_> =
+        resumed.iter().map(|r| (r.execution_id.as_str(), r.epoch, r.child_started)).collect();
+    assert_eq!(listed, [("r", 2, true), ("r-child", 2, false)], "open ones, by id");
+    // Every row of the node moved, the closed one too; another node's did not.
+    assert_eq!(store.get_owner("done").await.unwrap().unwrap().epoch, 2);
+    let other = store.get_owner("other").await.unwrap().unwrap();
+    assert_eq!((other.node_id.as_str(), other.epoch), ("node-b", 1));
+    // The previous process of node-a is fenced; the resumed one commits.
+    let err = store.commit(append(1)).await.unwrap_err();
+    assert!(matches!(err, StoreError::Fenced(_)), "{err:?}");
+    let resumed_append = CommitBatch {
+        execution_id: "r".into(),
+        run: 1,
+        expected_epoch: Some(2),
+        events: vec![ev(4, scheduled("s"))],
+        ..CommitBatch::default()
+    };
+    store.commit(resumed_append).await.unwrap();
+    // A second restart moves them again.
+    let again = store.resume_node("node-a").await.unwrap();
+    assert_eq!(again.iter().map(|r| r.epoch).collect::<Vec<_>>(), [3, 3]);
+    assert!(store.resume_node("node-z").await.unwrap().is_empty());
+}
+
 pub async fn release_claims_hands_back_each_row_once(b: &dyn Backend) {
     let store = b.open().await;
     let mut batch = start_batch("e1", "node-a");
