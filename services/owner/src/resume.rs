@@ -14,6 +14,9 @@ use crate::owner::{Inner, PendingStart, StartRequest};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
+/// Owners rows moved per `resume_node` call at start.
+const RESUME_PAGE: u32 = 10_000;
+
 /// Resumes every open execution this node id owns, after fencing any previous process of
 /// the same id (one statement: `resume_node` moves all its owners rows to the next epoch).
 ///
@@ -28,17 +31,26 @@ use std::collections::BTreeSet;
 /// eviction off every one is loaded and held, as before.
 pub(crate) async fn recover(inner: &Inner) -> Result<(), OwnerError> {
     let me = inner.cfg.node_id.as_str();
-    let resumed = inner.store.resume_node(me).await?;
-    let total = resumed.len();
     let mut core = inner.core.lock().await;
-    let pending = if resumed.is_empty() { BTreeSet::new() } else { pending_ids(inner).await? };
+    let pending = pending_ids(inner).await?;
     let lazy = inner.cfg.evict_after_ms.is_some();
-    let mut ids = Vec::new();
-    for r in resumed {
-        if lazy && !r.child_started && !pending.contains(&r.execution_id) {
-            core.evicted.insert(&r.execution_id, r.epoch);
-        } else {
-            ids.push(r.execution_id);
+    let (mut ids, mut total, mut after) = (Vec::new(), 0, String::new());
+    loop {
+        let page = inner.store.resume_node(me, &after, RESUME_PAGE).await?;
+        let more = page.len() >= RESUME_PAGE as usize;
+        if let Some(last) = page.last() {
+            after.clone_from(&last.execution_id);
+        }
+        for r in page.into_iter().filter(|r| r.open) {
+            total += 1;
+            if lazy && !r.child_started && !pending.contains(&r.execution_id) {
+                core.evicted.insert(&r.execution_id, r.epoch);
+            } else {
+                ids.push(r.execution_id);
+            }
+        }
+        if !more {
+            break;
         }
     }
     let (loaded, children) = load(inner, &mut core, &ids, &pending).await?;

@@ -113,20 +113,23 @@ pub(crate) async fn take_over_root(
     Ok(taken?)
 }
 
-/// Every owners row of `node_id` to the next epoch, then its open executions (see
+/// The next page of `node_id`'s owners rows to the next epoch (see
 /// `OwnerWrites::resume_node`): one statement.
 pub(crate) async fn resume_node(
     conn: &mut PgConn,
     node_id: &str,
+    after: &str,
+    limit: u32,
 ) -> PgResult<Vec<ResumedExecution>> {
-    let found = conn.query(sql::RESUME_NODE, &[&node_id]).await?;
+    let found = conn.query(sql::RESUME_NODE, &[&node_id, &after, &i64::from(limit)]).await?;
     let resumed: Result<Vec<_>> = found
         .iter()
         .map(|r| {
             Ok(ResumedExecution {
                 execution_id: get(r, 0, "execution id")?,
                 epoch: get_u64(r, 1, "epoch")?,
-                child_started: get(r, 2, "child started")?,
+                open: get(r, 2, "open")?,
+                child_started: get(r, 3, "child started")?,
             })
         })
         .collect();

@@ -318,8 +318,13 @@ impl OwnerWrites for PgStore {
         run!(self, Kind::Write, |c| cluster::take_over_root(c, root_id, from_node, to_node))
     }
 
-    async fn resume_node(&self, node_id: &str) -> Result<Vec<ResumedExecution>> {
-        run!(self, Kind::Write, |c| cluster::resume_node(c, node_id))
+    async fn resume_node(
+        &self,
+        node_id: &str,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<ResumedExecution>> {
+        run!(self, Kind::Write, |c| cluster::resume_node(c, node_id, after, limit))
     }
 
     async fn note_faults(&self, notes: Vec<FaultNote>) -> Result<Vec<FaultRow>> {

@@ -468,26 +468,28 @@ pub(crate) const TAKE_OVER_ROOT: &str = concat!(
         RETURNING o.execution_id, o.epoch)
     SELECT execution_id, epoch, pg_notify('orbit_tasks', '') FROM moved ORDER BY execution_id"
 );
-/// A restarted node's rows: every one to the next epoch (locks taken in id order, waiting
-/// for commits that hold the old epoch, as a takeover does), then the open executions among
-/// them. One NOTIFY for the lot (queued tasks announced again), not one per row.
+/// A page of a restarted node's rows: the next `$3` after `$2` in id order (the primary
+/// key's order, so the pages together read the table once) to the next epoch (locks taken
+/// in id order, waiting for commits that hold the old epoch, as a takeover does). One
+/// NOTIFY per page (queued tasks announced again), not one per row.
 pub(crate) const RESUME_NODE: &str = concat!(
-    "WITH locked AS (
-        SELECT execution_id FROM owners WHERE node_id = $1::text
-        ORDER BY execution_id FOR UPDATE),
+    "WITH page AS (
+        SELECT execution_id FROM owners WHERE node_id = $1::text AND execution_id > $2::text
+        ORDER BY execution_id LIMIT $3::bigint FOR UPDATE),
     moved AS (
         UPDATE owners o SET epoch = o.epoch + 1, since = ",
     now_ms!(),
-    " FROM locked WHERE o.execution_id = locked.execution_id
+    " FROM page WHERE o.execution_id = page.execution_id
         RETURNING o.execution_id, o.epoch),
     notified AS (SELECT pg_notify('orbit_tasks', '') AS n)
-    SELECT m.execution_id, m.epoch, EXISTS (SELECT 1 FROM history_events h
-            WHERE h.execution_id = m.execution_id AND h.event_type = 'ChildStarted')
-    FROM moved m JOIN executions e ON e.execution_id = m.execution_id
-    CROSS JOIN notified
-    WHERE e.status IN ",
+    SELECT m.execution_id, m.epoch,
+        EXISTS (SELECT 1 FROM executions e
+            WHERE e.execution_id = m.execution_id AND e.status IN ",
     open_statuses!(),
-    " ORDER BY m.execution_id"
+    "),
+        EXISTS (SELECT 1 FROM history_events h
+            WHERE h.execution_id = m.execution_id AND h.event_type = 'ChildStarted')
+    FROM moved m CROSS JOIN notified ORDER BY m.execution_id"
 );
 /// Rows released concurrently by another caller no longer match `state = 'claimed'` once
 /// their lock is granted, so each row is released (and reported) once.

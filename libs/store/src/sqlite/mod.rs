@@ -205,9 +205,14 @@ impl OwnerWrites for SqliteStore {
         self.writer.run(move |c| cluster::take_over_root(c, &root, &from, &to)).await
     }
 
-    async fn resume_node(&self, node_id: &str) -> Result<Vec<ResumedExecution>> {
-        let node = node_id.to_string();
-        self.writer.run(move |c| cluster::resume_node(c, &node)).await
+    async fn resume_node(
+        &self,
+        node_id: &str,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<ResumedExecution>> {
+        let (node, after) = (node_id.to_string(), after.to_string());
+        self.writer.run(move |c| cluster::resume_node(c, &node, &after, limit)).await
     }
 
     async fn note_faults(&self, notes: Vec<FaultNote>) -> Result<Vec<FaultRow>> {
