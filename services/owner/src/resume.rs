@@ -18,7 +18,10 @@ use std::collections::BTreeSet;
 const RESUME_PAGE: u32 = 10_000;
 
 /// Resumes every open execution this node id owns, after fencing any previous process of
-/// the same id (one statement: `resume_node` moves all its owners rows to the next epoch).
+/// the same id: `resume_node` moves every owners row of the node to the next epoch, a
+/// statement per page of `RESUME_PAGE` rows. The pages are not one transaction, and need
+/// not be: a row is fenced once its page moved, and no history is read before every page
+/// moved.
 ///
 /// With eviction on, only the executions that need a look at their history are loaded:
 /// those with pending inbox entries (recovery mode, see `recovery`) and those whose history
