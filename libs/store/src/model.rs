@@ -176,6 +176,20 @@ pub struct OwnerRow {
     pub since_ms: u64,
 }
 
+/// An owners row a restarted node moved ([`crate::roles::OwnerWrites::resume_node`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumedExecution {
+    /// Execution id.
+    pub execution_id: String,
+    /// The epoch its owners row moved to: the fence of this process's commits.
+    pub epoch: u64,
+    /// Whether the execution is open (not in a terminal status).
+    pub open: bool,
+    /// Whether its history records a child start (`ChildStarted`): the caller loads it to
+    /// restart a child a lost process asked for but never created.
+    pub child_started: bool,
+}
+
 /// Lifecycle of a task queue row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskState {

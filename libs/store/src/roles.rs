@@ -18,7 +18,7 @@ use crate::migrations::{AppliedMigration, SchemaStatus};
 use crate::model::{
     ClaimFilter, CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,
     InboxEntry, InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog,
-    TaskRow, TimerRow,
+    ResumedExecution, TaskRow, TimerRow,
 };
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::schedule::{ScheduleFire, ScheduleRow, ScheduleUpdate};
@@ -152,6 +152,23 @@ pub trait OwnerWrites: Send + Sync {
         from_node: &str,
         to_node: &str,
     ) -> Result<Vec<(String, u64)>>;
+
+    /// A restarted node's fence and inventory, one page at a time: moves the next `limit`
+    /// owners rows of `node_id` after `after` (by execution id; `""` for the first page)
+    /// to `epoch + 1` in one transaction and returns them by id, with their new epoch,
+    /// whether the execution is open and whether its history records a child start.
+    /// Called until a page is short, it moves EVERY row of the node — what
+    /// [`OwnerWrites::take_over_root`] from `node_id` to itself does for each of its
+    /// roots — so a previous process with this node id can never commit again. Queued
+    /// tasks are announced again (PostgreSQL: NOTIFY). A statement per page instead of a
+    /// read and a transaction per root, and pages so the caller never holds every row at
+    /// once: an owner with 1,000,000 sleeping executions restarts in seconds.
+    async fn resume_node(
+        &self,
+        node_id: &str,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<ResumedExecution>>;
 
     /// Counts failures (see [`FaultNote`]) in one transaction; returns each row afterwards,
     /// in the order of `notes`. Parked rows are returned unchanged.

@@ -103,6 +103,7 @@ macro_rules! every_case {
             owned_executions_exclude_closed_ones,
             orphaned_roots_are_trees_of_silent_owners_with_work,
             take_over_root_moves_the_tree_and_fences_the_old_owner,
+            resume_node_fences_every_row_of_the_node_page_by_page,
             release_claims_hands_back_each_row_once,
             orphaned_claimers_are_claimers_without_a_live_node,
             faults_count_per_entry_and_restart_when_the_entry_moves,

@@ -56,6 +56,12 @@ impl Evicted {
         self.epochs.contains_key(&key(id))
     }
 
+    /// Records `id` as evicted at `epoch` without it ever having been in memory: a
+    /// restarted node's quiet executions (see `resume::recover`).
+    pub(crate) fn insert(&mut self, id: &str, epoch: u64) {
+        self.epochs.insert(key(id), epoch);
+    }
+
     pub(crate) fn remove(&mut self, id: &str) {
         self.epochs.remove(&key(id));
     }

@@ -1,51 +1,64 @@
 //! Taking executions into memory in bulk: at start (the executions this node id owns) and
 //! after a takeover (a dead owner's root tree).
 //!
-//! Invariants: only executions whose owners row names this node are loaded, each with the
-//! epoch read from that row; a restarted node first moves its trees to a new epoch, so a
-//! previous process with the same node id (paused, or not yet gone) can never write again.
-//! Children a lost process asked for but never started are started again.
+//! Invariants: only executions whose owners row names this node are loaded (or, at start,
+//! recorded as evicted), each with the epoch read from that row; a restarted node first
+//! moves its rows to a new epoch, so a previous process with the same node id (paused, or
+//! not yet gone) can never write again. Children a lost process asked for but never
+//! started are started again.
 
 use crate::effects::ChildStart;
 use crate::error::OwnerError;
 use crate::hot::{rebuild, Core, Hot};
 use crate::owner::{Inner, PendingStart, StartRequest};
-use futures_util::stream::{self, StreamExt, TryStreamExt};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-/// Store calls in flight at once while resuming.
-const CONCURRENCY: usize = 64;
+/// Owners rows moved per `resume_node` call at start.
+const RESUME_PAGE: u32 = 10_000;
 
-/// Loads every open execution this node id owns, after fencing any previous process of the
-/// same id, and lets the first pass rewrite timers.
+/// Resumes every open execution this node id owns, after fencing any previous process of
+/// the same id: `resume_node` moves every owners row of the node to the next epoch, a
+/// statement per page of `RESUME_PAGE` rows. The pages are not one transaction, and need
+/// not be: a row is fenced once its page moved, and no history is read before every page
+/// moved.
+///
+/// With eviction on, only the executions that need a look at their history are loaded:
+/// those with pending inbox entries (recovery mode, see `recovery`) and those whose history
+/// records a child start (a child a lost process asked for but never created is started
+/// again). The others are recorded as evicted at their new epoch without being read — a
+/// restart with 1,000,000 sleeping executions reads no history — and come back from their
+/// history at their next event, as any evicted execution does (their timer rows were
+/// written with their events). One with a task in flight is among them: its result takes
+/// the inbox route once (the direct route needs a held copy), which reloads it. With
+/// eviction off every one is loaded and held, as before.
 pub(crate) async fn recover(inner: &Inner) -> Result<(), OwnerError> {
     let me = inner.cfg.node_id.as_str();
-    let ids = inner.store.owned_executions(me).await?;
-    // Concurrent calls: the store batches them (SQLite group commit, a PostgreSQL pool),
-    // so a restart with many open executions does not pay one round trip each.
-    let owners: Vec<_> = stream::iter(ids.clone())
-        .map(|id| {
-            let store = inner.store.clone();
-            async move { store.get_owner(&id).await }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .try_collect()
-        .await?;
-    let roots: BTreeSet<String> = owners.into_iter().flatten().map(|o| o.root_id).collect();
-    let _: Vec<_> = stream::iter(roots.clone())
-        .map(|root| {
-            let (store, me) = (inner.store.clone(), me.to_string());
-            async move { store.take_over_root(&root, &me, &me).await }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .try_collect()
-        .await?;
     let mut core = inner.core.lock().await;
-    let pending = pending_ids(inner, &ids).await?;
+    let pending = pending_ids(inner).await?;
+    let lazy = inner.cfg.evict_after_ms.is_some();
+    let (mut ids, mut total, mut after) = (Vec::new(), 0, String::new());
+    loop {
+        let page = inner.store.resume_node(me, &after, RESUME_PAGE).await?;
+        let more = page.len() >= RESUME_PAGE as usize;
+        if let Some(last) = page.last() {
+            after.clone_from(&last.execution_id);
+        }
+        for r in page.into_iter().filter(|r| r.open) {
+            total += 1;
+            if lazy && !r.child_started && !pending.contains(&r.execution_id) {
+                core.evicted.insert(&r.execution_id, r.epoch);
+            } else {
+                ids.push(r.execution_id);
+            }
+        }
+        if !more {
+            break;
+        }
+    }
     let (loaded, children) = load(inner, &mut core, &ids, &pending).await?;
-    if !ids.is_empty() {
-        tracing::info!(node_id = %me, executions = loaded, roots = roots.len(), "resumed the executions this node owns");
+    if total > 0 {
+        tracing::info!(node_id = %me, executions = total, loaded, "resumed the executions this node owns");
     }
     // A child start a previous process died on is retried in recovery mode too.
     core.suspects.extend(children.iter().map(|c| c.child_id.clone()));
@@ -69,7 +82,7 @@ pub(crate) async fn adopt(
         core.lost.remove(id);
         core.evicted.remove(id);
     }
-    let pending = pending_ids(inner, &ids).await?;
+    let pending = if ids.is_empty() { BTreeSet::new() } else { pending_ids(inner).await? };
     let (_, children) = load(inner, &mut core, &ids, &pending).await?;
     core.suspects.extend(children.iter().map(|c| c.child_id.clone()));
     drop(core);
@@ -85,13 +98,10 @@ pub(crate) async fn adopt(
     Ok(())
 }
 
-/// Which of `ids` have pending inbox entries: loaded, they go into recovery mode, since a
-/// previous process may have died applying them (see `recovery`). Those without entries
-/// stay in steady state, so a restart adds no writes for them.
-async fn pending_ids(inner: &Inner, ids: &[String]) -> Result<BTreeSet<String>, OwnerError> {
-    if ids.is_empty() {
-        return Ok(BTreeSet::new());
-    }
+/// Which executions of this node have pending inbox entries: loaded, they go into recovery
+/// mode, since a previous process may have died applying them (see `recovery`). Those
+/// without entries stay in steady state, so a restart adds no writes for them.
+async fn pending_ids(inner: &Inner) -> Result<BTreeSet<String>, OwnerError> {
     let pending =
         inner.store.pending_inbox_owned(&inner.cfg.node_id, &[], inner.cfg.max_batch).await?;
     Ok(pending.into_iter().map(|e| e.execution_id).collect())

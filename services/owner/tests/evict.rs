@@ -168,3 +168,82 @@ async fn an_evicted_execution_taken_by_a_newer_process_of_the_same_node_is_fence
         r.await.unwrap();
     }
 }
+
+/// The child a parent started, from its history.
+async fn child_of(store: &Arc<dyn Store>, parent: &str) -> String {
+    let history = store.load_history(parent, 1).await.unwrap();
+    history
+        .iter()
+        .find_map(|h| match &h.event {
+            Event::ChildStarted { child_id, .. } => Some(child_id.clone()),
+            _ => None,
+        })
+        .expect("the parent started a child")
+}
+
+#[tokio::test]
+async fn a_restart_reads_no_quiet_history_yet_restarts_a_lost_child_and_completes_a_task() {
+    // A restart records its quiet executions as evicted without reading them — even one
+    // with a task in flight, whose result then takes the inbox route and reloads it —
+    // and loads only those whose history records a child start, so a child a lost process
+    // asked for but never created is started again.
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir, &[NAP, TWO_SIGNALS, TASK, PARENT]).await;
+    let clock = ManualClock::at(T0);
+    let first = evicting_owner(&store, "A", clock.clock());
+    let stop = CancellationToken::new();
+    let running = run(&first, &stop);
+    first.start(start("sleeper", "nap")).await.unwrap();
+    first.start(start("worker", "job")).await.unwrap();
+    first.start(start("parent", "parent")).await.unwrap();
+    first.wake().await;
+    let kid = child_of(&store, "parent").await;
+    assert_eq!(status(&store, &kid).await, Status::Running, "the child was created");
+    assert_eq!(first.held().await, ["worker"]);
+    stop.cancel();
+    running.await.unwrap();
+
+    // The process died after committing the child start and before creating the child.
+    let db = rusqlite::Connection::open(dir.path().join("orbit.db")).unwrap();
+    for table in ["executions", "history_events", "owners", "timers", "inbox", "task_queue"] {
+        db.execute(&format!("DELETE FROM {table} WHERE execution_id = ?1"), [&kid]).unwrap();
+    }
+    drop(db);
+
+    let again = evicting_owner(&store, "A", clock.clock());
+    let stop = CancellationToken::new();
+    let running = run(&again, &stop);
+    again.wake().await;
+    again.wake().await;
+    assert_eq!(status(&store, &kid).await, Status::Running, "the lost child started again");
+    assert_eq!(again.held().await, Vec::<String>::new(), "not even the worker was loaded");
+    assert_eq!(again.memory().await, memory(0, 4), "sleeper, worker, parent, child");
+    for id in ["sleeper", "worker", "parent"] {
+        assert_eq!(owner_of(&store, id).await, ("A".to_string(), 2), "{id}: moved to epoch 2");
+    }
+
+    // The task in flight: its result through the inbox reloads the worker, which completes.
+    let mut rows = store.claim_tasks(&["work".to_string()], 10, "fe", "s1", "w").await.unwrap();
+    assert_eq!(rows.len(), 1, "the worker's task is still queued");
+    let token = rows.remove(0).token.unwrap();
+    let done = orbit_store::InboxMessage::Complete(orbit_store::inbox::Complete {
+        token,
+        output: serde_json::json!("ok"),
+    });
+    store.enqueue_inbox("worker", &done).await.unwrap();
+    again.wake().await;
+    again.wake().await;
+    assert_eq!(status(&store, "worker").await, Status::Completed);
+    assert_eq!(count(&store, "worker", |e| matches!(e, Event::WorkflowCompleted { .. })).await, 1);
+    assert_replays(&store, &again, "worker").await;
+    assert_replays(&store, &again, "parent").await;
+
+    // The sleeper, never read at the restart, wakes from its history at its timer.
+    clock.set(T0 + 60_000);
+    assert_eq!(store.fire_due_timers(T0 + 60_000, 10).await.unwrap().len(), 1);
+    again.wake().await;
+    assert_eq!(status(&store, "sleeper").await, Status::Completed);
+    assert_eq!(again.memory().await, memory(0, 2), "parent and child still await");
+    stop.cancel();
+    running.await.unwrap();
+}

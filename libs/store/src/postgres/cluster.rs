@@ -12,7 +12,7 @@ use super::rows::{self, get, get_u64, to_i64};
 use super::sql;
 use crate::error::{Result, StoreError};
 use crate::inbox::{InboxKind, InboxMessage, Uncertain, OPERATOR_KINDS};
-use crate::model::{InboxEntry, NodeInfo, NodeRow, OrphanRoot, TaskRow};
+use crate::model::{InboxEntry, NodeInfo, NodeRow, OrphanRoot, ResumedExecution, TaskRow};
 
 /// Inserts or refreshes the node's row; returns the database's now.
 pub(crate) async fn heartbeat(conn: &mut PgConn, n: &NodeInfo) -> PgResult<u64> {
@@ -111,6 +111,29 @@ pub(crate) async fn take_over_root(
     let taken: Result<Vec<_>> =
         found.iter().map(|r| Ok((get(r, 0, "execution id")?, get_u64(r, 1, "epoch")?))).collect();
     Ok(taken?)
+}
+
+/// The next page of `node_id`'s owners rows to the next epoch (see
+/// `OwnerWrites::resume_node`): one statement.
+pub(crate) async fn resume_node(
+    conn: &mut PgConn,
+    node_id: &str,
+    after: &str,
+    limit: u32,
+) -> PgResult<Vec<ResumedExecution>> {
+    let found = conn.query(sql::RESUME_NODE, &[&node_id, &after, &i64::from(limit)]).await?;
+    let resumed: Result<Vec<_>> = found
+        .iter()
+        .map(|r| {
+            Ok(ResumedExecution {
+                execution_id: get(r, 0, "execution id")?,
+                epoch: get_u64(r, 1, "epoch")?,
+                open: get(r, 2, "open")?,
+                child_started: get(r, 3, "child started")?,
+            })
+        })
+        .collect();
+    Ok(resumed?)
 }
 
 /// Cancels every row `claimer` still holds, with one `uncertain` entry per row.

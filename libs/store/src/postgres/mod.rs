@@ -43,7 +43,7 @@ use crate::migrations::AppliedMigration;
 use crate::model::{
     ClaimFilter, CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,
     InboxEntry, InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog,
-    TaskRow, TimerRow,
+    ResumedExecution, TaskRow, TimerRow,
 };
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::roles::{
@@ -317,6 +317,15 @@ impl OwnerWrites for PgStore {
         to_node: &str,
     ) -> Result<Vec<(String, u64)>> {
         run!(self, Kind::Write, |c| cluster::take_over_root(c, root_id, from_node, to_node))
+    }
+
+    async fn resume_node(
+        &self,
+        node_id: &str,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<ResumedExecution>> {
+        run!(self, Kind::Write, |c| cluster::resume_node(c, node_id, after, limit))
     }
 
     async fn note_faults(&self, notes: Vec<FaultNote>) -> Result<Vec<FaultRow>> {

@@ -196,6 +196,11 @@ fn cases(pending_seq: i64) -> Vec<Case> {
             params: vec![s("open-2"), s("owner-gone"), s("owner-1")],
         },
         Case {
+            name: "resume_node (a page, at start)",
+            sql: sql::RESUME_NODE,
+            params: vec![s("owner-1"), s(""), i(100)],
+        },
+        Case {
             name: "orphaned_claimers (claim sweep)",
             sql: sql::ORPHANED_CLAIMERS,
             params: vec![i(5_000)],

@@ -465,6 +465,35 @@ pub(crate) const TAKE_OVER_ROOT: &str = concat!(
         RETURNING o.execution_id, o.epoch)
     SELECT execution_id, epoch, pg_notify('orbit_tasks', '') FROM moved ORDER BY execution_id"
 );
+/// A page of a restarted node's rows: the next `$3` after `$2` in id order (the primary
+/// key's order, so the pages together read the table once) to the next epoch (locks taken
+/// in id order, waiting for commits that hold the old epoch, as a takeover does). One
+/// NOTIFY per page (queued tasks announced again), not one per row.
+///
+/// Every step is by key, so a page costs the same whatever the table holds: the update
+/// takes the page as an array (a join let the planner hash all of `owners`), and the
+/// execution row and the child start are LATERAL ... LIMIT 1 probes (an EXISTS was run as
+/// a hashed subplan over every history event, once per page).
+pub(crate) const RESUME_NODE: &str = concat!(
+    "WITH page AS (
+        SELECT execution_id FROM owners WHERE node_id = $1::text AND execution_id > $2::text
+        ORDER BY execution_id LIMIT $3::bigint FOR UPDATE),
+    moved AS (
+        UPDATE owners o SET epoch = o.epoch + 1, since = ",
+    now_ms!(),
+    " WHERE o.execution_id = ANY (ARRAY(SELECT execution_id FROM page))
+        RETURNING o.execution_id, o.epoch),
+    notified AS (SELECT pg_notify('orbit_tasks', '') AS n)
+    SELECT m.execution_id, m.epoch, COALESCE(e.open, false), COALESCE(c.child, false)
+    FROM moved m CROSS JOIN notified
+    LEFT JOIN LATERAL (SELECT x.status IN ",
+    open_statuses!(),
+    " AS open FROM executions x WHERE x.execution_id = m.execution_id LIMIT 1) e ON true
+    LEFT JOIN LATERAL (SELECT true AS child FROM history_events h
+        WHERE h.execution_id = m.execution_id AND h.event_type = 'ChildStarted' LIMIT 1) c
+        ON true
+    ORDER BY m.execution_id"
+);
 /// Rows released concurrently by another caller no longer match `state = 'claimed'` once
 /// their lock is granted, so each row is released (and reported) once.
 pub(crate) const RELEASE_CLAIMS: &str = concat!(

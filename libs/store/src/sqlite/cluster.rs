@@ -9,7 +9,7 @@ use super::rows::{self, json_text, to_i64, to_u64};
 use super::sql;
 use crate::error::Result;
 use crate::inbox::{InboxKind, InboxMessage, Uncertain, OPERATOR_KINDS};
-use crate::model::{InboxEntry, NodeInfo, NodeRow, OrphanRoot, TaskRow};
+use crate::model::{InboxEntry, NodeInfo, NodeRow, OrphanRoot, ResumedExecution, TaskRow};
 use rusqlite::{params, Connection, Row};
 use serde_json::json;
 
@@ -177,6 +177,52 @@ pub(crate) fn take_over_root(
         out.push((row.get::<_, String>(0)?, to_u64(row.get(1)?, "owner epoch")?));
     }
     out.sort();
+    Ok(out)
+}
+
+/// The next page of `node_id`'s owners rows to the next epoch (see
+/// `OwnerWrites::resume_node`); one savepoint of the writer's group transaction. `+node_id`
+/// keeps SQLite on the primary key's order (the node index would sort every row of the node
+/// for each page), so the pages together read the table once.
+pub(crate) fn resume_node(
+    conn: &mut Connection,
+    node_id: &str,
+    after: &str,
+    limit: u32,
+) -> Result<Vec<ResumedExecution>> {
+    let now = to_i64(now_ms(), "now")?;
+    let last: Option<String> = conn
+        .prepare_cached(
+            "SELECT max(execution_id) FROM (SELECT execution_id FROM owners
+            WHERE +node_id = ?1 AND execution_id > ?2 ORDER BY execution_id LIMIT ?3)",
+        )?
+        .query_row(params![node_id, after, limit], |r| r.get(0))?;
+    let Some(last) = last else { return Ok(Vec::new()) };
+    conn.prepare_cached(
+        "UPDATE owners SET epoch = epoch + 1, since = ?4
+        WHERE +node_id = ?1 AND execution_id > ?2 AND execution_id <= ?3",
+    )?
+    .execute(params![node_id, after, last, now])?;
+    let sql = format!(
+        "SELECT o.execution_id, o.epoch,
+            EXISTS (SELECT 1 FROM executions e
+                WHERE e.execution_id = o.execution_id AND e.status IN {OPEN}),
+            EXISTS (SELECT 1 FROM history_events h
+                WHERE h.execution_id = o.execution_id AND h.event_type = 'ChildStarted')
+        FROM owners o WHERE +o.node_id = ?1 AND o.execution_id > ?2 AND o.execution_id <= ?3
+        ORDER BY o.execution_id"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut found = stmt.query(params![node_id, after, last])?;
+    let mut out = Vec::new();
+    while let Some(row) = found.next()? {
+        out.push(ResumedExecution {
+            execution_id: row.get(0)?,
+            epoch: to_u64(row.get(1)?, "owner epoch")?,
+            open: row.get(2)?,
+            child_started: row.get(3)?,
+        });
+    }
     Ok(out)
 }
 

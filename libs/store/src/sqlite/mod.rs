@@ -29,7 +29,7 @@ use crate::migrations::AppliedMigration;
 use crate::model::{
     ClaimFilter, CompletedTask, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,
     InboxEntry, InboxStatus, NodeInfo, NodeRow, OrphanRoot, OwnerRow, PutOutcome, QueueBacklog,
-    TaskRow, TimerRow,
+    ResumedExecution, TaskRow, TimerRow,
 };
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::roles::{
@@ -204,6 +204,16 @@ impl OwnerWrites for SqliteStore {
     ) -> Result<Vec<(String, u64)>> {
         let (root, from, to) = (root_id.to_string(), from_node.to_string(), to_node.to_string());
         self.writer.run(move |c| cluster::take_over_root(c, &root, &from, &to)).await
+    }
+
+    async fn resume_node(
+        &self,
+        node_id: &str,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<ResumedExecution>> {
+        let (node, after) = (node_id.to_string(), after.to_string());
+        self.writer.run(move |c| cluster::resume_node(c, &node, &after, limit)).await
     }
 
     async fn note_faults(&self, notes: Vec<FaultNote>) -> Result<Vec<FaultRow>> {

@@ -263,6 +263,63 @@ pub async fn take_over_root_moves_the_tree_and_fences_the_old_owner(b: &dyn Back
     assert_eq!(store.owned_executions("node-a").await.unwrap(), ["r", "r-child"]);
 }
 
+pub async fn resume_node_fences_every_row_of_the_node_page_by_page(b: &dyn Backend) {
+    let store = b.open().await;
+    store.commit(start_in("r", "r", "node-a", "RUNNING")).await.unwrap();
+    store.commit(start_in("r-child", "r", "node-a", "RUNNING")).await.unwrap();
+    store.commit(start_in("done", "done", "node-a", "COMPLETED")).await.unwrap();
+    store.commit(start_in("other", "other", "node-b", "RUNNING")).await.unwrap();
+    // `r` asked for a child: its history records the start.
+    let child = orbit_engine::Event::ChildStarted {
+        step: "c".into(),
+        child_id: "r-child".into(),
+        workflow: "order".into(),
+        version: None,
+        input: json!({}),
+    };
+    let append = |epoch| CommitBatch {
+        execution_id: "r".into(),
+        run: 1,
+        expected_epoch: Some(epoch),
+        events: vec![ev(3, child.clone())],
+        ..CommitBatch::default()
+    };
+    store.commit(append(1)).await.unwrap();
+
+    // Pages of two, by id: "done" < "r" < "r-child"; the third call finds nothing left.
+    let first = store.resume_node("node-a", "", 2).await.unwrap();
+    let second = store.resume_node("node-a", &first[1].execution_id, 2).await.unwrap();
+    assert!(store.resume_node("node-a", &second[0].execution_id, 2).await.unwrap().is_empty());
+    let listed: Vec<_> = first
+        .iter()
+        .chain(&second)
+        .map(|r| (r.execution_id.as_str(), r.epoch, r.open, r.child_started))
+        .collect();
+    assert_eq!(
+        listed,
+        [("done", 2, false, false), ("r", 2, true, true), ("r-child", 2, true, false)],
+        "every row of the node once, by id"
+    );
+    // Another node's row did not move.
+    let other = store.get_owner("other").await.unwrap().unwrap();
+    assert_eq!((other.node_id.as_str(), other.epoch), ("node-b", 1));
+    // The previous process of node-a is fenced; the resumed one commits.
+    let err = store.commit(append(1)).await.unwrap_err();
+    assert!(matches!(err, StoreError::Fenced(_)), "{err:?}");
+    let resumed_append = CommitBatch {
+        execution_id: "r".into(),
+        run: 1,
+        expected_epoch: Some(2),
+        events: vec![ev(4, scheduled("s"))],
+        ..CommitBatch::default()
+    };
+    store.commit(resumed_append).await.unwrap();
+    // A second restart moves them again.
+    let again = store.resume_node("node-a", "", 100).await.unwrap();
+    assert_eq!(again.iter().map(|r| r.epoch).collect::<Vec<_>>(), [3, 3, 3]);
+    assert!(store.resume_node("node-z", "", 100).await.unwrap().is_empty());
+}
+
 pub async fn release_claims_hands_back_each_row_once(b: &dyn Backend) {
     let store = b.open().await;
     let mut batch = start_batch("e1", "node-a");
