@@ -17,7 +17,7 @@
 use crate::error::{Result, StoreError};
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -82,17 +82,24 @@ fn open_connection(path: &Path, read_only: bool) -> Result<Connection> {
 /// pages) at a step's ~20 pages per commit.
 const CHECKPOINT_EVERY: u32 = 48;
 
-/// Copies the WAL back into the database file on a connection and thread of its own.
+/// Checkpoints with their bulk off the writer.
 ///
 /// SQLite's automatic checkpoint runs inside the commit that crosses its threshold, on the
-/// writer: that commit, and every caller waiting on the writer, paid the checkpoint's
-/// copy and its two fsyncs (WAL, then database file), several milliseconds on the hot
-/// path. A PASSIVE checkpoint here runs concurrently with the writer's commits (WAL mode
-/// lets one checkpointer and one writer work at once) and never waits for readers.
-/// Durability is unchanged: a commit is durable once its WAL frames are synced, which the
-/// writer does before answering; the checkpoint only bounds the WAL's size.
+/// writer: that commit, and every caller waiting behind it, paid the copy of ~1,000 pages
+/// and two fsyncs (WAL, then the database file), several milliseconds on the hot path
+/// (docs/benchmarks.md, "orbit dev latency"). Now a thread of its own runs a PASSIVE
+/// checkpoint every [`CHECKPOINT_EVERY`] commits, concurrently with the writer's commits
+/// (WAL mode lets a checkpointer and a writer work at once; PASSIVE never waits for
+/// readers). It cannot finish the job alone: the writer keeps appending meanwhile, and the
+/// WAL starts over only once a checkpoint has copied every frame. So after each one the
+/// writer, between two groups (their callers already answered), checkpoints the few frames
+/// appended meanwhile; its next transaction then starts the WAL over, as after an automatic
+/// checkpoint. Durability is unchanged: a commit is durable once its WAL frames are synced,
+/// which the writer does before answering; checkpoints only bound the WAL's size.
 struct Checkpointer {
     requests: mpsc::SyncSender<()>,
+    /// Set by the thread after each checkpoint; the writer then does the rest.
+    done: Arc<AtomicBool>,
     commits: u32,
 }
 
@@ -101,21 +108,28 @@ impl Checkpointer {
     fn start(path: &Path) -> Result<Checkpointer> {
         let conn = open_connection(path, false)?;
         let (requests, rx) = mpsc::sync_channel::<()>(1);
+        let done = Arc::new(AtomicBool::new(false));
+        let finished = Arc::clone(&done);
         std::thread::Builder::new()
             .name("orbit-sqlite-checkpoint".into())
             .spawn(move || {
                 while rx.recv().is_ok() {
-                    // A checkpoint that cannot finish now (a reader on an old snapshot, a
-                    // busy lock) is retried at the next request; errors change nothing.
-                    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    // A checkpoint that cannot copy everything now (a reader on an old
+                    // snapshot, a busy lock) is completed by a later one; an error here only
+                    // leaves the WAL longer for a while.
+                    let _ = checkpoint(&conn);
+                    finished.store(true, Ordering::Release);
                 }
             })
             .map_err(|e| StoreError::Storage(format!("spawn sqlite checkpointer: {e}")))?;
-        Ok(Checkpointer { requests, commits: 0 })
+        Ok(Checkpointer { requests, done, commits: 0 })
     }
 
-    /// Called after each committed group; asks for a checkpoint every [`CHECKPOINT_EVERY`].
-    fn committed(&mut self) {
+    /// Called on the writer after each committed group, its callers answered.
+    fn committed(&mut self, writer: &Connection) {
+        if self.done.swap(false, Ordering::Acquire) {
+            let _ = checkpoint(writer);
+        }
         self.commits += 1;
         if self.commits >= CHECKPOINT_EVERY {
             self.commits = 0;
@@ -123,6 +137,10 @@ impl Checkpointer {
             let _ = self.requests.try_send(());
         }
     }
+}
+
+fn checkpoint(conn: &Connection) -> rusqlite::Result<()> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
 }
 
 /// The writer thread's handle: sends jobs, the thread runs them in order.
@@ -151,7 +169,7 @@ impl Writer {
                 // Ends when every `Writer` handle (the sender) is dropped.
                 while let Ok(job) = rx.recv() {
                     if run_group(&mut conn, job, &rx) {
-                        checkpointer.committed();
+                        checkpointer.committed(&conn);
                     }
                 }
             })
