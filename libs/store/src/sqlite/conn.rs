@@ -26,6 +26,9 @@ use tokio::sync::oneshot;
 /// the same file, or the checkpointer) before failing with `SQLITE_BUSY`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Prepared statements each connection keeps (see `open_connection`).
+const STATEMENT_CACHE: usize = 256;
+
 /// Jobs run together in one transaction at most.
 const MAX_GROUP: usize = 512;
 
@@ -55,6 +58,10 @@ fn open_connection(path: &Path, read_only: bool) -> Result<Connection> {
     };
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Every statement the hot path runs stays prepared: rusqlite's default cache holds 16,
+    // fewer than a commit, a claim and the group's savepoints use between them, so the
+    // least recent were parsed again on every commit.
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     if read_only {
         conn.pragma_update(None, "query_only", true)?;
     } else {
