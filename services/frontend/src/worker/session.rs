@@ -392,9 +392,9 @@ async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
 const CLAIM_RETRY: Duration = Duration::from_secs(1);
 
 /// Pushes claimed rows to the worker; their owners apply the `dispatched` entries the claim
-/// wrote with the results, or when woken [`DISPATCH_WAKE_DELAY`] later. A row whose push fails stays in flight and is reported
-/// uncertain when the session ends. `handed`: the rows were handed off by the owner (see
-/// `handoff`), their credits already taken.
+/// wrote with the results, or when woken [`DISPATCH_WAKE_DELAY`] later. A row whose push
+/// fails stays in flight and is reported uncertain when the session ends. `handed`: the rows
+/// were handed off by the owner (see `handoff`), their credits already taken.
 pub(super) async fn deliver(
     shared: &Arc<Shared>,
     session: &Arc<Session>,
