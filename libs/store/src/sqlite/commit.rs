@@ -89,8 +89,8 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
     let mut claimed = Vec::new();
     for t in &batch.tasks_to_insert {
         let inserted: Option<i64> = tx
+            .prepare_cached(sql::TASK_INSERT)?
             .query_row(
-                sql::TASK_INSERT,
                 params![
                     id,
                     run,
@@ -180,7 +180,8 @@ pub(crate) fn check_fence(tx: &Connection, id: &str, expected: Option<u64>) -> R
 fn append_events(tx: &Connection, batch: &CommitBatch) -> Result<u64> {
     let id = batch.execution_id.as_str();
     let current: Option<(i64, i64)> = tx
-        .query_row(sql::EXECUTION_RUN_AND_SEQ, [id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .prepare_cached(sql::EXECUTION_RUN_AND_SEQ)?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     let Some((current_run, current_seq)) = current else {
         return Err(StoreError::NotFound(format!("execution {id}")));

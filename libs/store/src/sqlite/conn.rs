@@ -17,7 +17,7 @@
 use crate::error::{Result, StoreError};
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -25,6 +25,9 @@ use tokio::sync::oneshot;
 /// How long a connection waits on a lock held by another connection (another process on
 /// the same file, or the checkpointer) before failing with `SQLITE_BUSY`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Prepared statements each connection keeps (see `open_connection`).
+const STATEMENT_CACHE: usize = 256;
 
 /// Jobs run together in one transaction at most.
 const MAX_GROUP: usize = 512;
@@ -55,6 +58,10 @@ fn open_connection(path: &Path, read_only: bool) -> Result<Connection> {
     };
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Every statement the hot path runs stays prepared: rusqlite's default cache holds 16,
+    // fewer than a commit, a claim and the group's savepoints use between them, so the
+    // least recent were parsed again on every commit.
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     if read_only {
         conn.pragma_update(None, "query_only", true)?;
     } else {
@@ -66,8 +73,81 @@ fn open_connection(path: &Path, read_only: bool) -> Result<Connection> {
             return Err(StoreError::Storage(format!("sqlite: journal_mode is {mode}, not wal")));
         }
         conn.pragma_update(None, "synchronous", "FULL")?;
+        // Savepoint journals in memory: each job runs in a savepoint (see `run_group`), and
+        // a step's commit touches enough pages that its journal spilled to a new temporary
+        // file (create, unlink, a write per page) on every commit. Nothing durable lives
+        // there: it only serves rolling a failed job back inside the open transaction.
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
+        // No checkpoint inside a commit: the `Checkpointer` thread does them beside the
+        // writer (see there).
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
     }
     Ok(conn)
+}
+
+/// Commits between two checkpoint requests; about SQLite's default autocheckpoint (1,000
+/// pages) at a step's ~20 pages per commit.
+const CHECKPOINT_EVERY: u32 = 48;
+
+/// Checkpoints with their bulk off the writer.
+///
+/// SQLite's automatic checkpoint runs inside the commit that crosses its threshold, on the
+/// writer: that commit, and every caller waiting behind it, paid the copy of ~1,000 pages
+/// and two fsyncs (WAL, then the database file), several milliseconds on the hot path
+/// (docs/benchmarks.md, "orbit dev latency"). Now a thread of its own runs a PASSIVE
+/// checkpoint every [`CHECKPOINT_EVERY`] commits, concurrently with the writer's commits
+/// (WAL mode lets a checkpointer and a writer work at once; PASSIVE never waits for
+/// readers). It cannot finish the job alone: the writer keeps appending meanwhile, and the
+/// WAL starts over only once a checkpoint has copied every frame. So after each one the
+/// writer, between two groups (their callers already answered), checkpoints the few frames
+/// appended meanwhile; its next transaction then starts the WAL over, as after an automatic
+/// checkpoint. Durability is unchanged: a commit is durable once its WAL frames are synced,
+/// which the writer does before answering; checkpoints only bound the WAL's size.
+struct Checkpointer {
+    requests: mpsc::SyncSender<()>,
+    /// Set by the thread after each checkpoint; the writer then does the rest.
+    done: Arc<AtomicBool>,
+    commits: u32,
+}
+
+impl Checkpointer {
+    /// Starts the thread; it ends when the writer (the only sender) is gone.
+    fn start(path: &Path) -> Result<Checkpointer> {
+        let conn = open_connection(path, false)?;
+        let (requests, rx) = mpsc::sync_channel::<()>(1);
+        let done = Arc::new(AtomicBool::new(false));
+        let finished = Arc::clone(&done);
+        std::thread::Builder::new()
+            .name("orbit-sqlite-checkpoint".into())
+            .spawn(move || {
+                while rx.recv().is_ok() {
+                    // A checkpoint that cannot copy everything now (a reader on an old
+                    // snapshot, a busy lock) is completed by a later one; an error here only
+                    // leaves the WAL longer for a while.
+                    let _ = checkpoint(&conn);
+                    finished.store(true, Ordering::Release);
+                }
+            })
+            .map_err(|e| StoreError::Storage(format!("spawn sqlite checkpointer: {e}")))?;
+        Ok(Checkpointer { requests, done, commits: 0 })
+    }
+
+    /// Called on the writer after each committed group, its callers answered.
+    fn committed(&mut self, writer: &Connection) {
+        if self.done.swap(false, Ordering::Acquire) {
+            let _ = checkpoint(writer);
+        }
+        self.commits += 1;
+        if self.commits >= CHECKPOINT_EVERY {
+            self.commits = 0;
+            // Full: one is pending already, which will see these frames too.
+            let _ = self.requests.try_send(());
+        }
+    }
+}
+
+fn checkpoint(conn: &Connection) -> rusqlite::Result<()> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
 }
 
 /// The writer thread's handle: sends jobs, the thread runs them in order.
@@ -83,7 +163,9 @@ impl Writer {
         std::thread::Builder::new()
             .name("orbit-sqlite-writer".into())
             .spawn(move || {
-                let mut conn = match open_connection(&path, false) {
+                let opened = open_connection(&path, false)
+                    .and_then(|conn| Ok((conn, Checkpointer::start(&path)?)));
+                let (mut conn, mut checkpointer) = match opened {
                     Ok(c) => c,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -93,7 +175,9 @@ impl Writer {
                 let _ = ready_tx.send(Ok(()));
                 // Ends when every `Writer` handle (the sender) is dropped.
                 while let Ok(job) = rx.recv() {
-                    run_group(&mut conn, job, &rx);
+                    if run_group(&mut conn, job, &rx) {
+                        checkpointer.committed(&conn);
+                    }
                 }
             })
             .map_err(|e| StoreError::Storage(format!("spawn sqlite writer: {e}")))?;
@@ -138,14 +222,19 @@ impl Writer {
     }
 }
 
-/// Runs `first` and every grouped job already waiting, in one transaction.
-fn run_group(conn: &mut Connection, first: Job, rx: &mpsc::Receiver<Job>) {
+/// Runs `first` and every grouped job already waiting, in one transaction. True when a
+/// group transaction committed.
+fn run_group(conn: &mut Connection, first: Job, rx: &mpsc::Receiver<Job>) -> bool {
     let mut group = Vec::new();
     let mut after = None;
     match first {
-        Job::Alone(job) => return job(conn),
+        Job::Alone(job) => {
+            job(conn);
+            return false;
+        }
         Job::Grouped(job) => group.push(job),
     }
+    let mut done = false;
     while group.len() < MAX_GROUP {
         match rx.try_recv() {
             Ok(Job::Grouped(job)) => group.push(job),
@@ -168,6 +257,7 @@ fn run_group(conn: &mut Connection, first: Job, rx: &mpsc::Receiver<Job>) {
         if committed.is_err() {
             let _ = conn.execute_batch("ROLLBACK");
         }
+        done = committed.is_ok();
         for reply in replies {
             reply(committed.clone());
         }
@@ -175,6 +265,7 @@ fn run_group(conn: &mut Connection, first: Job, rx: &mpsc::Receiver<Job>) {
     if let Some(job) = after {
         job(conn);
     }
+    done
 }
 
 /// Runs `f` in a savepoint: released on success, rolled back on error.

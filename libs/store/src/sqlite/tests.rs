@@ -141,3 +141,90 @@ async fn damaged_rows_are_storage_errors() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The writer keeps savepoint journals in memory and leaves checkpoints to the checkpointer
+/// thread (`conn::Checkpointer`); neither touches durability (`synchronous` stays FULL,
+/// above).
+#[tokio::test]
+async fn writer_keeps_journals_in_memory_and_does_not_checkpoint_in_commits() {
+    let db = TempDb::new("checkpoint-pragmas");
+    let store = SqliteStore::open_and_migrate(&db.0).await.unwrap();
+    let (temp_store, autocheckpoint) = store
+        .writer
+        .run(|c| {
+            let t: i64 = c.query_row("PRAGMA temp_store", [], |r| r.get(0))?;
+            let a: i64 = c.query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))?;
+            Ok((t, a))
+        })
+        .await
+        .unwrap();
+    assert_eq!(temp_store, 2, "temp_store=MEMORY");
+    assert_eq!(autocheckpoint, 0, "no checkpoint inside a commit");
+}
+
+/// With checkpoints off the writer, the checkpointer thread is what keeps the WAL from
+/// growing without bound: after many commits the file is a fraction of what they wrote.
+#[tokio::test]
+async fn the_checkpointer_keeps_the_wal_bounded() {
+    let db = TempDb::new("checkpointer");
+    let store = SqliteStore::open_and_migrate(&db.0).await.unwrap();
+    store
+        .writer
+        .run(|c| Ok(c.execute_batch("CREATE TABLE churn (k INTEGER PRIMARY KEY, v INTEGER)")?))
+        .await
+        .unwrap();
+    let commits: u64 = 2_000;
+    for i in 0..commits {
+        store
+            .writer
+            .run(move |c| {
+                let (k, v) = (i64::try_from(i % 50).unwrap(), i64::try_from(i).unwrap());
+                c.execute("INSERT OR REPLACE INTO churn (k, v) VALUES (?1, ?2)", [k, v])?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+    }
+    // Each commit appends at least one 4 KiB page (and a frame header) to the WAL; without
+    // checkpoints it would hold all of them. A checkpoint lets the writer start the WAL over,
+    // so it stays near the pages of one checkpoint interval. Generous: the checkpointer may
+    // lag behind on a busy machine.
+    let mut wal = db.0.clone().into_os_string();
+    wal.push("-wal");
+    let size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    let unbounded = commits * 4096;
+    assert!(size < unbounded / 4, "WAL of {size} bytes after {commits} commits");
+}
+
+/// What a `kill -9` leaves on disk right after commits were answered, checkpoints running
+/// beside the writer: the database file and the WAL as they are (no `-shm`: SQLite rebuilds
+/// it from the WAL). Opening those holds every answered commit.
+#[tokio::test]
+async fn answered_commits_survive_in_the_files_a_crash_leaves() {
+    let db = TempDb::new("crash-copy");
+    let store = SqliteStore::open_and_migrate(&db.0).await.unwrap();
+    store
+        .writer
+        .run(|c| Ok(c.execute_batch("CREATE TABLE answered (n INTEGER PRIMARY KEY)")?))
+        .await
+        .unwrap();
+    let commits: i64 = 500;
+    for n in 0..commits {
+        store
+            .writer
+            .run(move |c| Ok(c.execute("INSERT INTO answered (n) VALUES (?1)", [n]).map(|_| ())?))
+            .await
+            .unwrap();
+    }
+    let copy = TempDb::new("crash-copy-after");
+    std::fs::copy(&db.0, &copy.0).unwrap();
+    let (mut from, mut to) = (db.0.clone().into_os_string(), copy.0.clone().into_os_string());
+    from.push("-wal");
+    to.push("-wal");
+    std::fs::copy(&from, &to).unwrap();
+    let reopened = Connection::open(&copy.0).unwrap();
+    let (count, last): (i64, i64) = reopened
+        .query_row("SELECT count(*), max(n) FROM answered", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap();
+    assert_eq!((count, last), (commits, commits - 1));
+}

@@ -73,9 +73,13 @@ async fn follow(
     let mut after = req.after_seq;
     let mut terminal_seen = false;
     let mut read = true;
+    // A change said the run closed: no need to look at the row before reading the history.
+    let mut known_closed = false;
     loop {
         let closed = if !read {
             false
+        } else if known_closed {
+            true
         } else if req.result_only {
             // Cheap check on the projection; the history is read once, at the end.
             let row = match first_row.take() {
@@ -113,6 +117,7 @@ async fn follow(
                 after = 0;
                 terminal_seen = false;
                 read = true;
+                known_closed = false;
                 continue;
             }
             return Ok(());
@@ -127,6 +132,10 @@ async fn follow(
                     }
                 }
                 read = if req.result_only { seen.closed(run) } else { seen.events_after(run, after) };
+                // The result-only watch of a run a change closed (or followed by a later run)
+                // reads the history at once; the projection's row would only say the same.
+                known_closed = req.result_only
+                    && seen.changes.iter().any(|c| c.run > run || (c.run == run && c.closed));
             }
             () = tokio::time::sleep(poll) => read = true,
             () = tx.closed() => return Ok(()),
