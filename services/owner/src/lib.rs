@@ -25,6 +25,7 @@ mod hot;
 mod inbox;
 mod initial;
 mod isolate;
+mod lend;
 mod owner;
 mod pass;
 mod quarantine;
@@ -37,6 +38,7 @@ mod trace;
 pub use clock::{system_clock, Clock};
 pub use effects::DEFAULT_RETENTION_MS;
 pub use error::OwnerError;
+pub use lend::{Lenders, Service as HandoffServer};
 pub use fault_inject::FAULT_INJECT_ENV;
 pub use owner::{
     InitialUpdate, Memory, Owner, OwnerConfig, Snapshot, StartRequest, Started,
