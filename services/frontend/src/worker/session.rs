@@ -198,6 +198,12 @@ async fn handle(
         None => return Err(err(ErrorCode::ProtocolError, "empty worker message")),
         Some(Kind::Credits(credits)) => {
             session.add_credits(credits.n);
+            // A drained session lends them to owners at once, not after its dispatcher
+            // wakes: a worker sends them with a result, whose commit may hand it the next
+            // task (see `lend`; queued tasks waiting meanwhile get them back by a recall).
+            if session.drained.load(Ordering::SeqCst) && shared.lending.active() {
+                shared.lending.offer(session);
+            }
             return Ok(());
         }
         Some(Kind::Drain(_)) => {
@@ -332,12 +338,14 @@ async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
     // while drained and lending (the split's hand-off, see `lend`), it lends them without
     // a claim: nothing was queued for it since its last claim found nothing.
     let mut must_claim = true;
+    // Registered for wake-ups before looking, so none is missed while claiming. "Tasks
+    // ready" stays registered until it fires: an iteration woken by something else may
+    // skip its claim, so a notification must never fall between two registrations.
+    let mut ready = Box::pin(shared.tasks_ready.clone().notified_owned());
+    ready.as_mut().enable();
     loop {
-        // Register for wake-ups before looking, so none is missed while claiming.
-        let ready = shared.tasks_ready.notified();
         let changed = session.changed.notified();
-        tokio::pin!(ready, changed);
-        ready.as_mut().enable();
+        tokio::pin!(changed);
         changed.as_mut().enable();
         if session.is_stopped() {
             return;
@@ -405,7 +413,12 @@ async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
             }
         };
         tokio::select! {
-            () = &mut ready => must_claim = true,
+            biased;
+            () = &mut ready => {
+                must_claim = true;
+                ready = Box::pin(shared.tasks_ready.clone().notified_owned());
+                ready.as_mut().enable();
+            }
             () = &mut changed => {}
             () = timer => must_claim = true,
         }
