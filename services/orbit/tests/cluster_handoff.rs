@@ -118,7 +118,9 @@ async fn tasks_are_handed_off_across_two_owners() {
     let mut ids = Vec::new();
     for i in 0..EXECUTIONS {
         let id = format!("h-{i}");
-        common::start(&mut client, "steady", &id, serde_json::json!({"n": i})).await.expect("start");
+        common::start(&mut client, "steady", &id, serde_json::json!({"n": i}))
+            .await
+            .expect("start");
         // One at a time: the next step's task is queued by the commit of a result.
         let (status, output) = common::result(&mut client, &id, Duration::from_secs(60)).await;
         assert_eq!(status, orbit_api::v1::ExecutionStatus::Completed, "{id}: {output}");
@@ -170,8 +172,20 @@ async fn kill_while_handing_off(name: &str, victim: &str) {
     let stop = CancellationToken::new();
     let fe = topo.frontends();
     // Each worker knows the other frontend as its next address.
-    let a = counting_worker(&format!("{},{}", fe[0], fe[1]), "w-a", 4, Duration::from_millis(60), &stop);
-    let b = counting_worker(&format!("{},{}", fe[1], fe[0]), "w-b", 4, Duration::from_millis(60), &stop);
+    let a = counting_worker(
+        &format!("{},{}", fe[0], fe[1]),
+        "w-a",
+        4,
+        Duration::from_millis(60),
+        &stop,
+    );
+    let b = counting_worker(
+        &format!("{},{}", fe[1], fe[0]),
+        "w-b",
+        4,
+        Duration::from_millis(60),
+        &stop,
+    );
     let ids = start_chain(&mut clients, "k", EXECUTIONS).await;
 
     let deadline = Instant::now() + Duration::from_secs(30);

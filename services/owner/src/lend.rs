@@ -106,7 +106,8 @@ impl Lenders {
     fn lend(&self, node: &str, id: u64, c: LentCredits) {
         let mut links = self.links();
         let Some(link) = links.by_node.get_mut(node).filter(|l| l.id == id) else { return };
-        let tasks: Vec<(String, String)> = c.tasks.into_iter().map(|t| (t.name, t.version)).collect();
+        let tasks: Vec<(String, String)> =
+            c.tasks.into_iter().map(|t| (t.name, t.version)).collect();
         let lent = link.sessions.entry(c.session_id).or_insert_with(|| Lent {
             worker_id: c.worker_id,
             filter: ClaimFilter::worker(&tasks, &c.runtime),
@@ -120,7 +121,8 @@ impl Lenders {
         let Some(link) = links.by_node.get_mut(node).filter(|l| l.id == id) else { return };
         let tokens = link.sessions.remove(&session_id).map(|l| l.tokens).unwrap_or_default();
         let returned = Returned { session_id, tokens };
-        let _ = link.tx.send(Ok(LendResponse { kind: Some(lend_response::Kind::Returned(returned)) }));
+        let _ =
+            link.tx.send(Ok(LendResponse { kind: Some(lend_response::Kind::Returned(returned)) }));
     }
 
     /// Reports rows that reached no frontend as uncertain, through this owner's inbox.
@@ -202,7 +204,10 @@ impl Handoff for Lenders {
             }
         }
         if !lost.is_empty() {
-            tracing::info!(count = lost.len(), "handed-off tasks whose frontend stream is gone: reported lost");
+            tracing::info!(
+                count = lost.len(),
+                "handed-off tasks whose frontend stream is gone: reported lost"
+            );
             self.lose(lost);
         }
     }

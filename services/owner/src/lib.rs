@@ -38,8 +38,8 @@ mod trace;
 pub use clock::{system_clock, Clock};
 pub use effects::DEFAULT_RETENTION_MS;
 pub use error::OwnerError;
-pub use lend::{Lenders, Service as HandoffServer};
 pub use fault_inject::FAULT_INJECT_ENV;
+pub use lend::{Lenders, Service as HandoffServer};
 pub use owner::{
     InitialUpdate, Memory, Owner, OwnerConfig, Snapshot, StartRequest, Started,
     DEFAULT_EVICT_AFTER_MS, IDLE_PASS_SAFETY_NET, TAKEOVER_SAFETY_NET,

@@ -112,7 +112,9 @@ impl Lending {
             }
             let Some((generation, link)) = state.links.get(&owner).cloned() else { continue };
             for t in &tokens {
-                state.outstanding.insert(t.clone(), (owner.clone(), generation, session.id.clone()));
+                state
+                    .outstanding
+                    .insert(t.clone(), (owner.clone(), generation, session.id.clone()));
             }
             let credits = LentCredits {
                 session_id: session.id.clone(),
@@ -163,7 +165,8 @@ impl Lending {
         for t in tasks {
             let known = self.state().outstanding.remove(&t.token);
             if let Some(session) = known.and_then(|(_, _, s)| shared.sessions.get(&s)) {
-                if session.lent_used(&t.token, &t.execution_id) {
+                // A draining session takes no new task: reported lost, redelivered elsewhere.
+                if !session.counters().draining && session.lent_used(&t.token, &t.execution_id) {
                     if let Ok(mut last) = session.last_owner.lock() {
                         *last = Some(owner.to_string());
                     }
@@ -234,7 +237,10 @@ async fn settle(shared: &Arc<Shared>, tokens: Vec<String>) {
         }
     }
     if !lost.is_empty() {
-        tracing::info!(count = lost.len(), "hand-offs of an ended owner stream never delivered: reported lost");
+        tracing::info!(
+            count = lost.len(),
+            "hand-offs of an ended owner stream never delivered: reported lost"
+        );
     }
     super::loss::hand_back(shared, lost).await;
 }

@@ -603,6 +603,26 @@ mod tests {
     }
 
     #[test]
+    fn lent_credits_are_out_of_reach_until_used_or_given_back() {
+        let s = Session::new("s".into(), "w".into(), vec!["t".into()], 3);
+        s.add_credits(5);
+        assert_eq!(s.hold(1), 1, "a claim in progress holds one");
+        assert_eq!(s.lend(10), 2, "only what is free is lent: min(credits, max) - held");
+        assert_eq!(s.wanted(), 0, "lent credits are not claimed");
+        s.unhold(1);
+        assert_eq!(s.wanted(), 1);
+        assert!(s.lent_used("a", "e1"), "a handed task takes a lent credit");
+        assert_eq!(s.execution_of("a").as_deref(), Some("e1"));
+        assert_eq!(s.counters(), SessionCounters { credits: 4, in_flight: 1, draining: false });
+        assert_eq!(s.lent(), 1);
+        assert_eq!(s.wanted(), 1, "max_concurrency 3: one in flight, one lent");
+        s.lent_back(1);
+        assert_eq!(s.wanted(), 2);
+        assert!(!s.lent_used("b", "e2"), "nothing lent: a handed task cannot be taken");
+        assert_eq!(s.execution_of("b"), None);
+    }
+
+    #[test]
     fn a_returning_worker_adopts_its_parked_attempts_and_no_one_else_does() {
         let registry = Registry::default();
         let old = Arc::new(Session::new("s1".into(), "w".into(), vec!["t".into()], 4));

@@ -208,6 +208,8 @@ async fn handle(
         }
         Some(Kind::Drain(_)) => {
             session.drain();
+            // No new task for it: owners give back what it lent them.
+            shared.lending.recall(&session.id);
             return Ok(());
         }
         Some(Kind::Heartbeat(hb)) => {

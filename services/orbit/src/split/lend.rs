@@ -106,7 +106,11 @@ async fn link(
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(REOPEN_AFTER) => {}
         }
-        if !membership.live_owners().iter().any(|o| o.node_id == owner && o.addr.as_deref() == Some(addr.as_str())) {
+        if !membership
+            .live_owners()
+            .iter()
+            .any(|o| o.node_id == owner && o.addr.as_deref() == Some(addr.as_str()))
+        {
             return;
         }
     }
