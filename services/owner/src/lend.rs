@@ -24,6 +24,7 @@ use orbit_api::internal::v1::{
     lend_request, lend_response, Handed, HandedTask, LendRequest, LendResponse, LentCredits,
     Returned,
 };
+use orbit_server_kit::payload::{ms_to_timestamp, opt_ms_to_timestamp};
 use orbit_store::inbox::Uncertain;
 use orbit_store::{ClaimFilter, Handoff, InboxMessage, NewTask, OwnerStore, TaskClaim, TaskRow};
 use std::collections::HashMap;
@@ -230,8 +231,8 @@ fn handed_task(row: &TaskRow) -> HandedTask {
         token: row.token.clone().unwrap_or_default(),
         worker_id: row.worker_id.clone().unwrap_or_default(),
         language: row.language.clone(),
-        created_at_ms: row.created_at_ms,
-        claimed_at_ms: row.claimed_at_ms,
+        created_at: Some(ms_to_timestamp(row.created_at_ms)),
+        claimed_at: opt_ms_to_timestamp(row.claimed_at_ms),
     }
 }
 

@@ -22,6 +22,7 @@ use crate::Shared;
 use orbit_api::internal::v1::{
     lend_request, HandedTask, LendHello, LendRequest, LentCredits, LentTask, Recall,
 };
+use orbit_server_kit::payload::timestamp_to_ms;
 use orbit_store::{TaskRow, TaskState};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -264,8 +265,8 @@ fn task_row(t: HandedTask) -> TaskRow {
         token: Some(t.token),
         worker_id: Some(t.worker_id),
         language: t.language,
-        created_at_ms: t.created_at_ms,
-        claimed_at_ms: t.claimed_at_ms,
+        created_at_ms: t.created_at.as_ref().and_then(|ts| timestamp_to_ms(ts).ok()).unwrap_or(0),
+        claimed_at_ms: t.claimed_at.as_ref().and_then(|ts| timestamp_to_ms(ts).ok()),
     }
 }
 
