@@ -97,6 +97,7 @@ fn every_expected_service_and_rpc_exists() {
             &["StartExecution", "Wake", "ReportResult", "QueryExecution", "DescribeExecution"],
         ),
         ("orbit.internal.v1.SchedulerService", &["Status"]),
+        ("orbit.internal.v1.HandoffService", &["Lend"]),
     ];
     let fds = descriptor_set();
     let services = services(&fds);

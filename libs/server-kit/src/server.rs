@@ -192,6 +192,7 @@ impl_with_message_limits!(
     orbit_api::v1::admin_service_server::AdminServiceServer<T>,
     orbit_api::internal::v1::owner_service_server::OwnerServiceServer<T>,
     orbit_api::internal::v1::scheduler_service_server::SchedulerServiceServer<T>,
+    orbit_api::internal::v1::handoff_service_server::HandoffServiceServer<T>,
     tonic_health::pb::health_server::HealthServer<T>,
     tonic_reflection::pb::v1::server_reflection_server::ServerReflectionServer<T>,
     tonic_reflection::pb::v1alpha::server_reflection_server::ServerReflectionServer<T>,

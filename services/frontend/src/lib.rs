@@ -121,6 +121,8 @@ pub(crate) struct Shared {
     /// safety-net read wakes the sessions a queued row is for, so sessions keep no
     /// fallback timer of their own (one read per safety net, however many sessions).
     pub(crate) queue_watched: std::sync::atomic::AtomicBool,
+    /// Credits of drained sessions lent to owners (the split's hand-off, `worker::lend`).
+    pub(crate) lending: worker::Lending,
 }
 
 /// The frontend: build it, then hand [`Frontend::services`] to a server.
@@ -135,6 +137,21 @@ impl Frontend {
     #[must_use]
     pub fn handoff(&self) -> Arc<dyn orbit_store::Handoff> {
         Arc::new(worker::Handoffs { shared: Arc::downgrade(&self.shared) })
+    }
+
+    /// Keeps one `HandoffService.Lend` stream to the owner `owner` (node id) until it ends
+    /// (see `worker::lend`): `open` starts the call with the requests to send. Returns when
+    /// the stream ends; the caller opens another while the owner lives.
+    pub async fn lend_to<F>(&self, owner: String, open: F)
+    where
+        F: FnOnce(
+            tokio::sync::mpsc::UnboundedReceiver<orbit_api::internal::v1::LendRequest>,
+        ) -> futures_util::future::BoxFuture<
+            'static,
+            Result<tonic::Streaming<orbit_api::internal::v1::LendResponse>, tonic::Status>,
+        >,
+    {
+        worker::lend::run(self.shared.clone(), owner, open).await;
     }
 
     /// A frontend over `store`, routing commands to `owner` (the in-process owner in
@@ -161,6 +178,7 @@ impl Frontend {
                 contexts: std::sync::Mutex::default(),
                 started_at_ms: worker::now_ms(),
                 queue_watched: std::sync::atomic::AtomicBool::new(false),
+                lending: worker::Lending::default(),
             }),
         }
     }

@@ -25,6 +25,7 @@ mod hot;
 mod inbox;
 mod initial;
 mod isolate;
+mod lend;
 mod owner;
 mod pass;
 mod quarantine;
@@ -38,6 +39,7 @@ pub use clock::{system_clock, Clock};
 pub use effects::DEFAULT_RETENTION_MS;
 pub use error::OwnerError;
 pub use fault_inject::FAULT_INJECT_ENV;
+pub use lend::{Lenders, Service as HandoffServer};
 pub use owner::{
     InitialUpdate, Memory, Owner, OwnerConfig, Snapshot, StartRequest, Started,
     DEFAULT_EVICT_AFTER_MS, IDLE_PASS_SAFETY_NET, TAKEOVER_SAFETY_NET,

@@ -514,17 +514,34 @@ impl Owner {
         shutdown: CancellationToken,
         connections: orbit_server_kit::ConnectionOptions,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.serve_lent(listener, shutdown, connections, None).await
+    }
+
+    /// [`Owner::serve_with`], also serving `HandoffService` when `lenders` is given (the
+    /// split's task hand-off, see `lend`).
+    ///
+    /// # Errors
+    /// Recovery cannot read the store, or the server fails.
+    pub async fn serve_lent(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: CancellationToken,
+        connections: orbit_server_kit::ConnectionOptions,
+        lenders: Option<Arc<crate::Lenders>>,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let runner = self.clone();
         let stop = shutdown.clone();
         let passes = tokio::spawn(async move { runner.run(stop).await });
-        orbit_server_kit::ServerKit::new()
+        let mut kit = orbit_server_kit::ServerKit::new()
             .connections(connections)
             .register_file_descriptor_set(orbit_api::FILE_DESCRIPTOR_SET)
             .add_service(orbit_api::internal::v1::owner_service_server::OwnerServiceServer::new(
                 self,
-            ))
-            .serve(listener, shutdown.clone())
-            .await?;
+            ));
+        if let Some(lenders) = lenders {
+            kit = kit.add_service(lenders.service());
+        }
+        kit.serve(listener, shutdown.clone()).await?;
         shutdown.cancel();
         passes.await??;
         Ok(())

@@ -55,7 +55,7 @@ impl Handoff for Handoffs {
 
 /// Delivers claimed rows to their sessions; a row whose session cannot take it any more is
 /// released at once.
-async fn hand_over(shared: Arc<Shared>, rows: Vec<TaskRow>) {
+pub(super) async fn hand_over(shared: Arc<Shared>, rows: Vec<TaskRow>) {
     let mut by_session: HashMap<String, Vec<TaskRow>> = HashMap::new();
     for row in rows {
         by_session.entry(row.session.clone().unwrap_or_default()).or_default().push(row);

@@ -3,6 +3,7 @@
 mod admit;
 mod check;
 mod handoff;
+pub(crate) mod lend;
 mod loss;
 mod registry;
 mod results;
@@ -12,6 +13,7 @@ mod welcome;
 
 pub use check::{check_message, Checked};
 pub(crate) use handoff::Handoffs;
+pub(crate) use lend::Lending;
 pub(crate) use registry::{now_ms, Registry, Session};
 pub(crate) use session::Context;
 

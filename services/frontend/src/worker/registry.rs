@@ -173,6 +173,9 @@ pub(crate) struct Session {
     pub(crate) drained: AtomicBool,
     /// Notified when credits arrive, a task finishes or the session stops.
     pub(crate) changed: Notify,
+    /// The owner that last handed this session a task (see `lend`): its next free credits
+    /// go there first, since a step's next task comes from its execution's owner.
+    pub(crate) last_owner: Mutex<Option<String>>,
 }
 
 /// The descriptive parts of a worker's `hello`: shown by the admin API, and its tasks'
@@ -214,6 +217,9 @@ struct SessionState {
     /// Credits the dispatcher set aside for a claim in progress: not offered to hand-offs,
     /// so the two never send a worker more tasks than it has credits.
     held: u32,
+    /// Credits lent to owners (the split's hand-off, see `lend`): out of reach of this
+    /// session's claims until an owner uses them (a handed task) or gives them back.
+    lent: u32,
 }
 
 impl SessionState {
@@ -258,6 +264,7 @@ impl Session {
             stopped: AtomicBool::new(false),
             drained: AtomicBool::new(false),
             changed: Notify::new(),
+            last_owner: Mutex::new(None),
         }
     }
 
@@ -380,7 +387,44 @@ impl Session {
             return 0;
         }
         let in_flight = u32::try_from(state.in_flight.len()).unwrap_or(u32::MAX);
-        state.credits.min(self.max_concurrency.saturating_sub(in_flight)).saturating_sub(state.held)
+        state
+            .credits
+            .min(self.max_concurrency.saturating_sub(in_flight))
+            .saturating_sub(state.held)
+            .saturating_sub(state.lent)
+    }
+
+    /// Lends up to `max` free credits to owners (see `lend`); returns how many.
+    pub(crate) fn lend(&self, max: u32) -> u32 {
+        let mut state = lock(&self.state);
+        let n = self.free(&state).min(max);
+        state.lent += n;
+        n
+    }
+
+    /// Credits lent and not yet used or given back.
+    pub(crate) fn lent(&self) -> u32 {
+        lock(&self.state).lent
+    }
+
+    /// An owner handed a task under a lent credit: it goes to the worker. False when the
+    /// session holds no lent credit (it cannot take the task).
+    pub(crate) fn lent_used(&self, token: &str, execution_id: &str) -> bool {
+        let mut state = lock(&self.state);
+        if state.lent == 0 {
+            return false;
+        }
+        state.lent -= 1;
+        state.take(token, execution_id);
+        true
+    }
+
+    /// Lent credits came back unused.
+    pub(crate) fn lent_back(&self, n: u32) {
+        let mut state = lock(&self.state);
+        state.lent = state.lent.saturating_sub(n);
+        drop(state);
+        self.changed.notify_waiters();
     }
 
     /// Sets aside up to `max` free credits for a claim; give them back with
@@ -556,6 +600,26 @@ mod tests {
         assert!(registry.take_for(&offer("t"), "e2", "b").is_some());
         assert!(registry.take_for(&offer("t"), "e3", "c").is_none(), "max_concurrency");
         assert_eq!(s.hold(10), 0);
+    }
+
+    #[test]
+    fn lent_credits_are_out_of_reach_until_used_or_given_back() {
+        let s = Session::new("s".into(), "w".into(), vec!["t".into()], 3);
+        s.add_credits(5);
+        assert_eq!(s.hold(1), 1, "a claim in progress holds one");
+        assert_eq!(s.lend(10), 2, "only what is free is lent: min(credits, max) - held");
+        assert_eq!(s.wanted(), 0, "lent credits are not claimed");
+        s.unhold(1);
+        assert_eq!(s.wanted(), 1);
+        assert!(s.lent_used("a", "e1"), "a handed task takes a lent credit");
+        assert_eq!(s.execution_of("a").as_deref(), Some("e1"));
+        assert_eq!(s.counters(), SessionCounters { credits: 4, in_flight: 1, draining: false });
+        assert_eq!(s.lent(), 1);
+        assert_eq!(s.wanted(), 1, "max_concurrency 3: one in flight, one lent");
+        s.lent_back(1);
+        assert_eq!(s.wanted(), 2);
+        assert!(!s.lent_used("b", "e2"), "nothing lent: a handed task cannot be taken");
+        assert_eq!(s.execution_of("b"), None);
     }
 
     #[test]

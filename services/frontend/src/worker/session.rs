@@ -136,6 +136,8 @@ pub(crate) async fn run(
     let _ = dispatcher.await;
     pinger.abort();
     shared.sessions.remove(&session.id);
+    // Credits it lent to owners come back; a task handed under one meanwhile is lost.
+    shared.lending.recall(&session.id);
     if over || !session.has_in_flight() {
         super::loss::lose_in_flight(&shared, &session).await;
     } else {
@@ -196,10 +198,18 @@ async fn handle(
         None => return Err(err(ErrorCode::ProtocolError, "empty worker message")),
         Some(Kind::Credits(credits)) => {
             session.add_credits(credits.n);
+            // A drained session lends them to owners at once, not after its dispatcher
+            // wakes: a worker sends them with a result, whose commit may hand it the next
+            // task (see `lend`; queued tasks waiting meanwhile get them back by a recall).
+            if session.drained.load(Ordering::SeqCst) && shared.lending.active() {
+                shared.lending.offer(session);
+            }
             return Ok(());
         }
         Some(Kind::Drain(_)) => {
             session.drain();
+            // No new task for it: owners give back what it lent them.
+            shared.lending.recall(&session.id);
             return Ok(());
         }
         Some(Kind::Heartbeat(hb)) => {
@@ -325,50 +335,74 @@ fn stream_error(e: Status) -> ApiResult<String> {
 /// claim).
 async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
     let fallback = Duration::from_millis(shared.config.dispatch_fallback_ms.max(1));
+    // Whether queued tasks may wait for this session (a "tasks ready" wake-up, the start,
+    // the safety net): then it claims before it lends. Woken only by its own credits
+    // while drained and lending (the split's hand-off, see `lend`), it lends them without
+    // a claim: nothing was queued for it since its last claim found nothing.
+    let mut must_claim = true;
+    // Registered for wake-ups before looking, so none is missed while claiming. "Tasks
+    // ready" stays registered until it fires: an iteration woken by something else may
+    // skip its claim, so a notification must never fall between two registrations.
+    let mut ready = Box::pin(shared.tasks_ready.clone().notified_owned());
+    ready.as_mut().enable();
     loop {
-        // Register for wake-ups before looking, so none is missed while claiming.
-        let ready = shared.tasks_ready.notified();
         let changed = session.changed.notified();
-        tokio::pin!(ready, changed);
-        ready.as_mut().enable();
+        tokio::pin!(changed);
         changed.as_mut().enable();
         if session.is_stopped() {
             return;
         }
-        // One claim takes at most `MAX_CLAIM` rows; a full batch loops for more at once. The
-        // credits are held meanwhile, so hand-offs (see `handoff`) cannot take them too.
-        let wanted = session.hold(orbit_store::MAX_CLAIM);
+        let lending = shared.lending.active();
+        let drained = session.drained.load(Ordering::SeqCst);
         let mut failed = false;
-        if wanted > 0 {
-            let claimed = shared
-                .store
-                .claim_matching(
-                    &session.claim,
-                    wanted,
-                    &shared.config.node_id,
-                    &session.id,
-                    &session.worker_id,
-                )
-                .await;
-            let full = matches!(&claimed, Ok(rows) if rows.len() >= wanted as usize);
-            // Nothing more queued for this session: new tasks may be handed to it directly.
-            session.drained.store(claimed.is_ok() && !full, Ordering::SeqCst);
-            match claimed {
-                Ok(rows) if !rows.is_empty() => {
-                    deliver(&shared, &session, rows, &tx, false).await;
-                    session.unhold(wanted);
-                    if full {
-                        continue;
+        if must_claim || !drained || !lending {
+            // One claim takes at most `MAX_CLAIM` rows; a full batch loops for more at once.
+            // The credits are held meanwhile, so hand-offs (see `handoff`) cannot take them.
+            let wanted = session.hold(orbit_store::MAX_CLAIM);
+            if wanted > 0 {
+                let claimed = shared
+                    .store
+                    .claim_matching(
+                        &session.claim,
+                        wanted,
+                        &shared.config.node_id,
+                        &session.id,
+                        &session.worker_id,
+                    )
+                    .await;
+                let full = matches!(&claimed, Ok(rows) if rows.len() >= wanted as usize);
+                // Nothing more queued for this session: new tasks may be handed to it
+                // directly.
+                session.drained.store(claimed.is_ok() && !full, Ordering::SeqCst);
+                match claimed {
+                    Ok(rows) if !rows.is_empty() => {
+                        must_claim = false;
+                        deliver(&shared, &session, rows, &tx, false).await;
+                        session.unhold(wanted);
+                        if full {
+                            continue;
+                        }
+                    }
+                    Ok(_) => {
+                        must_claim = false;
+                        session.unhold(wanted);
+                    }
+                    Err(e) => {
+                        session.unhold(wanted);
+                        tracing::warn!(session = %session.id, error = %e, "claiming tasks failed");
+                        // The store may be briefly away: look again soon, not at the safety
+                        // net.
+                        failed = true;
                     }
                 }
-                Ok(_) => session.unhold(wanted),
-                Err(e) => {
-                    session.unhold(wanted);
-                    tracing::warn!(session = %session.id, error = %e, "claiming tasks failed");
-                    // The store may be briefly away: look again soon, not at the safety net.
-                    failed = true;
-                }
+            } else if must_claim && session.lent() > 0 {
+                // Queued tasks may wait while owners hold this session's credits: they give
+                // back what they have not used, and the session claims then.
+                shared.lending.recall(&session.id);
             }
+        }
+        if lending && !must_claim && session.drained.load(Ordering::SeqCst) {
+            shared.lending.offer(&session);
         }
         // With the frontend's queue watch running (`sampler`), a session needs no timer of
         // its own but for a failed claim: the watch's safety-net read wakes it.
@@ -381,9 +415,14 @@ async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
             }
         };
         tokio::select! {
-            () = &mut ready => {}
+            biased;
+            () = &mut ready => {
+                must_claim = true;
+                ready = Box::pin(shared.tasks_ready.clone().notified_owned());
+                ready.as_mut().enable();
+            }
             () = &mut changed => {}
-            () = timer => {}
+            () = timer => must_claim = true,
         }
     }
 }

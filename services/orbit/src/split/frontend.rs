@@ -87,8 +87,18 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
         Arc::new(Notify::new()),
         node.gate.gate.clone(),
     )));
+    // One hand-off stream to each live owner (`lend`): drained sessions lend it credits.
+    let lending = super::lend::spawn(
+        frontend.clone(),
+        node.membership.clone(),
+        super::lend::Dial {
+            tls: a.client_tls.options(),
+            bearer: a.service_token.as_ref().map(crate::auth_args::Secret::bearer),
+        },
+        node.shutdown.clone(),
+    );
     let beat = node.heartbeat();
-    let mut tasks = vec![listen, sweeper, sampler, beat];
+    let mut tasks = vec![listen, sweeper, sampler, beat, lending];
     if let Some(policy) = policy {
         let dial = http_dial(&args, node.bound);
         tracing::info!(endpoint = %dial.endpoint, "the built-in HTTP step worker serves orbit.http");

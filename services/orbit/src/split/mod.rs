@@ -6,6 +6,7 @@
 mod args;
 pub mod backend;
 mod frontend;
+mod lend;
 mod node;
 mod owner;
 mod scheduler;

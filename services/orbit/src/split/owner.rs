@@ -53,6 +53,10 @@ pub async fn run(args: OwnerArgs) -> ExitCode {
     let beat = node.heartbeat();
     let connections = node.connections(a);
     node.announce();
-    let served = owner.serve_with(node.listener, node.shutdown.clone(), connections).await;
+    // Frontends lend this owner free credits of their workers' sessions: new tasks are
+    // queued already claimed for them and sent straight over (`orbit_owner::Lenders`).
+    let lenders = orbit_owner::Lenders::install(&owner);
+    let served =
+        owner.serve_lent(node.listener, node.shutdown.clone(), connections, Some(lenders)).await;
     node::finish(&node.node_id, served, &node.shutdown, vec![listen, beat]).await
 }

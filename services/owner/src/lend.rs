@@ -1,0 +1,278 @@
+//! Task hand-off in the split (issue 14), the owner's side: `HandoffService.Lend`. Each
+//! frontend keeps one stream open to this owner and lends it free credits of its drained
+//! worker sessions, one task token per credit. The owner's pass reserves from them in
+//! memory ([`Handoff::reserve`]: no IO, nothing blocking), records the claim in the commit
+//! that queues the task (`CommitBatch::task_claims`, exactly as `orbit dev` does), and
+//! after the commit sends the claimed rows down the stream ([`Handoff::settle`]).
+//!
+//! What can be lost, and who recovers it:
+//! - a row committed claimed whose frontend's stream is gone (or cannot be written) is
+//!   reported `uncertain` (`SESSION_LOST`) here, through this owner's own inbox, so the
+//!   engine redelivers the attempt with the same idempotency key;
+//! - a row sent down a stream that broke before the frontend read it: the frontend still
+//!   holds its token as lent to this owner and settles it when the stream ends (see
+//!   `orbit_frontend`'s `worker::lend`);
+//! - this owner dying: the same, for every token lent to it;
+//! - the frontend dying: the claim sweep of a dead frontend's claims.
+//!
+//! Reporting one attempt uncertain twice is harmless: the second finds it no longer in
+//! flight and is ignored as stale.
+
+use crate::owner::Owner;
+use orbit_api::internal::v1::handoff_service_server::{HandoffService, HandoffServiceServer};
+use orbit_api::internal::v1::{
+    lend_request, lend_response, Handed, HandedTask, LendRequest, LendResponse, LentCredits,
+    Returned,
+};
+use orbit_server_kit::payload::{ms_to_timestamp, opt_ms_to_timestamp};
+use orbit_store::inbox::Uncertain;
+use orbit_store::{ClaimFilter, Handoff, InboxMessage, NewTask, OwnerStore, TaskClaim, TaskRow};
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+type Tx = mpsc::UnboundedSender<Result<LendResponse, Status>>;
+
+/// The credits frontends lent this owner. Cheap to share; the owner holds it as its
+/// [`Handoff`] and serves it as `HandoffService`.
+pub struct Lenders {
+    links: Mutex<Links>,
+    store: Arc<dyn OwnerStore>,
+    owner: Weak<crate::owner::Inner>,
+}
+
+#[derive(Default)]
+struct Links {
+    next: u64,
+    /// Frontend node id → its open stream (a newer stream of the same node replaces it).
+    by_node: HashMap<String, Link>,
+}
+
+struct Link {
+    id: u64,
+    tx: Tx,
+    sessions: HashMap<String, Lent>,
+}
+
+/// What one session lent.
+struct Lent {
+    worker_id: String,
+    filter: ClaimFilter,
+    tokens: Vec<String>,
+}
+
+impl Lenders {
+    /// Lenders for `owner`, installed as its hand-off.
+    #[must_use]
+    pub fn install(owner: &Owner) -> Arc<Lenders> {
+        let lenders = Arc::new(Lenders {
+            links: Mutex::new(Links::default()),
+            store: owner.inner.store.clone(),
+            owner: Arc::downgrade(&owner.inner),
+        });
+        owner.set_handoff(lenders.clone());
+        lenders
+    }
+
+    /// The gRPC service.
+    #[must_use]
+    pub fn service(self: &Arc<Self>) -> HandoffServiceServer<Service> {
+        HandoffServiceServer::new(Service(self.clone()))
+    }
+
+    fn links(&self) -> MutexGuard<'_, Links> {
+        // Plain maps under a short lock; a panic elsewhere leaves them consistent.
+        self.links.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A stream opened by `node`: replaces an older one of the same node.
+    fn open(&self, node: &str, tx: Tx) -> u64 {
+        let mut links = self.links();
+        links.next += 1;
+        let id = links.next;
+        links.by_node.insert(node.to_string(), Link { id, tx, sessions: HashMap::new() });
+        id
+    }
+
+    fn close(&self, node: &str, id: u64) {
+        let mut links = self.links();
+        if links.by_node.get(node).is_some_and(|l| l.id == id) {
+            links.by_node.remove(node);
+        }
+    }
+
+    fn lend(&self, node: &str, id: u64, c: LentCredits) {
+        let mut links = self.links();
+        let Some(link) = links.by_node.get_mut(node).filter(|l| l.id == id) else { return };
+        let tasks: Vec<(String, String)> =
+            c.tasks.into_iter().map(|t| (t.name, t.version)).collect();
+        let lent = link.sessions.entry(c.session_id).or_insert_with(|| Lent {
+            worker_id: c.worker_id,
+            filter: ClaimFilter::worker(&tasks, &c.runtime),
+            tokens: Vec::new(),
+        });
+        lent.tokens.extend(c.tokens);
+    }
+
+    fn recall(&self, node: &str, id: u64, session_id: String) {
+        let mut links = self.links();
+        let Some(link) = links.by_node.get_mut(node).filter(|l| l.id == id) else { return };
+        let tokens = link.sessions.remove(&session_id).map(|l| l.tokens).unwrap_or_default();
+        let returned = Returned { session_id, tokens };
+        let _ =
+            link.tx.send(Ok(LendResponse { kind: Some(lend_response::Kind::Returned(returned)) }));
+    }
+
+    /// Reports rows that reached no frontend as uncertain, through this owner's inbox.
+    fn lose(&self, rows: Vec<TaskRow>) {
+        let (store, owner) = (self.store.clone(), self.owner.clone());
+        tokio::spawn(async move {
+            for row in rows {
+                let Some(token) = row.token else { continue };
+                let reason = "SESSION_LOST".to_string();
+                let message = InboxMessage::Uncertain(Uncertain { token: token.clone(), reason });
+                if let Err(e) = store.enqueue_inbox(&row.execution_id, &message).await {
+                    // The claim sweep (a dead frontend) or the frontend's own settling of
+                    // its lent tokens still resolves it.
+                    tracing::warn!(%token, error = %e, "recording a lost hand-off failed");
+                }
+            }
+            if let Some(inner) = owner.upgrade() {
+                inner.kick.notify_one();
+            }
+        });
+    }
+}
+
+impl Handoff for Lenders {
+    fn reserve(&self, _execution_id: &str, task: &NewTask) -> Option<TaskClaim> {
+        let mut links = self.links();
+        // The session with the most tokens left, so hand-offs spread over the workers.
+        let (node, session, lent) = links
+            .by_node
+            .iter_mut()
+            .flat_map(|(node, link)| link.sessions.iter_mut().map(move |(s, l)| (node, s, l)))
+            .filter(|(_, _, l)| !l.tokens.is_empty())
+            .filter(|(_, _, l)| {
+                l.filter.admits(&task.task, &task.task_version, task.language.as_deref())
+            })
+            .max_by_key(|(_, _, l)| l.tokens.len())?;
+        let token = lent.tokens.pop()?;
+        Some(TaskClaim {
+            unit: task.unit.clone(),
+            attempt: task.attempt,
+            offer: task.offer,
+            claimer: node.clone(),
+            session: session.clone(),
+            worker_id: lent.worker_id.clone(),
+            token,
+        })
+    }
+
+    fn settle(&self, claimed: Vec<TaskRow>, unused: Vec<TaskClaim>) {
+        let mut lost = Vec::new();
+        {
+            let mut links = self.links();
+            for u in unused {
+                let Some(link) = links.by_node.get_mut(&u.claimer) else { continue };
+                match link.sessions.get_mut(&u.session) {
+                    Some(lent) => lent.tokens.push(u.token),
+                    // Recalled meanwhile: the token goes back to the frontend.
+                    None => {
+                        let returned = Returned { session_id: u.session, tokens: vec![u.token] };
+                        let kind = lend_response::Kind::Returned(returned);
+                        let _ = link.tx.send(Ok(LendResponse { kind: Some(kind) }));
+                    }
+                }
+            }
+            let mut by_node: HashMap<String, Vec<TaskRow>> = HashMap::new();
+            for row in claimed {
+                by_node.entry(row.claimed_by.clone().unwrap_or_default()).or_default().push(row);
+            }
+            for (node, rows) in by_node {
+                let Some(link) = links.by_node.get(&node) else {
+                    lost.extend(rows);
+                    continue;
+                };
+                let tasks = rows.iter().map(handed_task).collect();
+                let kind = lend_response::Kind::Handed(Handed { tasks });
+                if link.tx.send(Ok(LendResponse { kind: Some(kind) })).is_err() {
+                    lost.extend(rows);
+                }
+            }
+        }
+        if !lost.is_empty() {
+            tracing::info!(
+                count = lost.len(),
+                "handed-off tasks whose frontend stream is gone: reported lost"
+            );
+            self.lose(lost);
+        }
+    }
+}
+
+/// A claimed row as the frontend needs it.
+fn handed_task(row: &TaskRow) -> HandedTask {
+    HandedTask {
+        id: row.id,
+        execution_id: row.execution_id.clone(),
+        run: row.run,
+        unit_key: row.unit_key.clone(),
+        attempt: row.attempt,
+        offer: row.offer,
+        task: row.task.clone(),
+        task_version: row.task_version.clone(),
+        input: row.input.to_string(),
+        idempotency_key: row.idempotency_key.clone(),
+        session: row.session.clone().unwrap_or_default(),
+        token: row.token.clone().unwrap_or_default(),
+        worker_id: row.worker_id.clone().unwrap_or_default(),
+        language: row.language.clone(),
+        created_at: Some(ms_to_timestamp(row.created_at_ms)),
+        claimed_at: opt_ms_to_timestamp(row.claimed_at_ms),
+    }
+}
+
+/// `HandoffService` of an owner.
+#[derive(Clone)]
+pub struct Service(Arc<Lenders>);
+
+type LendStream =
+    Pin<Box<dyn futures_util::Stream<Item = Result<LendResponse, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl HandoffService for Service {
+    type LendStream = LendStream;
+
+    async fn lend(
+        &self,
+        request: Request<Streaming<LendRequest>>,
+    ) -> Result<Response<Self::LendStream>, Status> {
+        let mut inbound = request.into_inner();
+        let first = inbound.message().await?;
+        let Some(LendRequest { kind: Some(lend_request::Kind::Hello(hello)) }) = first else {
+            return Err(Status::invalid_argument("a Lend stream starts with `hello`"));
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let node = hello.node_id;
+        let id = self.0.open(&node, tx);
+        tracing::info!(frontend = %node, "a frontend lends credits");
+        let lenders = self.0.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(m)) = inbound.message().await {
+                match m.kind {
+                    Some(lend_request::Kind::Credits(c)) => lenders.lend(&node, id, c),
+                    Some(lend_request::Kind::Recall(r)) => lenders.recall(&node, id, r.session_id),
+                    Some(lend_request::Kind::Hello(_)) | None => {}
+                }
+            }
+            // Its tokens are abandoned: the frontend settles them (see the module docs).
+            lenders.close(&node, id);
+            tracing::info!(frontend = %node, "a frontend's lend stream ended");
+        });
+        Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
+    }
+}
