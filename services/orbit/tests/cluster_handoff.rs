@@ -12,7 +12,11 @@
 //!   lent one (without the recall that execution would never finish);
 //! * a worker with ONE credit, many executions at once: it never holds two tasks at once;
 //! * an owner, then a frontend, SIGKILLed while hand-offs flow: every execution completes,
-//!   each step succeeded exactly once.
+//!   each step succeeded exactly once;
+//! * a handed-off task's `dispatched` entry wakes no one (no `orbit_inbox` NOTIFY): the
+//!   owner applies it with the step's result, or in a pass of its own 50 ms after the
+//!   commit. A task that runs for seconds is recorded `StepDispatched` right after it was
+//!   handed over, not with its result (nor by the 30 s safety net).
 
 mod common;
 
@@ -238,4 +242,44 @@ async fn an_owner_killed_while_handing_off_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frontend_killed_while_handing_off_loses_nothing() {
     kill_while_handing_off("handoff-frontend", "frontend-1").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_handed_off_task_is_recorded_dispatched_while_it_runs() {
+    const RUNS: Duration = Duration::from_secs(4);
+    // The owner's pass for the entry comes 50 ms after the commit that handed the task
+    // off; without it, the next pass would be the 1 s retry after a busy pass (or the
+    // step's result). 800 ms leaves a loaded machine its margin on both sides.
+    const PROMPT: Duration = Duration::from_millis(800);
+    let topo = Topology::start("handoff-long", 1, 1, 1, FAST);
+    let mut client = topo.client(0).await;
+    common::register(&mut client, CHAIN).await;
+    let stop = CancellationToken::new();
+    let fe = topo.frontends();
+    let seen = counting_worker(&fe[0], "w-long", 2, RUNS, &stop);
+    common::start(&mut client, "steady", "long", serde_json::json!({"n": 5})).await.expect("start");
+    let (status, output) = common::result(&mut client, "long", Duration::from_secs(90)).await;
+    assert_eq!(status, orbit_api::v1::ExecutionStatus::Completed, "{output}");
+    stop.cancel();
+    let (handed, _) = handed_and_dispatched(&topo).await;
+    assert!(handed >= 2, "steps b and c are handed off: {handed}");
+    assert_eq!(seen.ran.load(Ordering::SeqCst), CHAIN_UNITS as u32);
+
+    let h = common::history(&mut client, "long").await;
+    let at = |ty: &str, step: &str| -> i64 {
+        let e = h
+            .iter()
+            .find(|e| e.event_type == ty && e.step == step)
+            .unwrap_or_else(|| panic!("{ty} of {step}"));
+        let t = e.timestamp.as_ref().expect("timestamp");
+        t.seconds * 1000 + i64::from(t.nanos) / 1_000_000
+    };
+    for step in ["a", "b", "c"] {
+        let gap = at("StepSucceeded", step) - at("StepDispatched", step);
+        // Recorded with the result, the two would share the pass's timestamp.
+        assert!(
+            gap >= (RUNS - PROMPT).as_millis() as i64,
+            "{step}: StepDispatched {gap} ms before StepSucceeded, the task ran {RUNS:?}"
+        );
+    }
 }

@@ -8,6 +8,14 @@
 //! No guarantee changes: the claim is recorded exactly as `claim_tasks` records it, under
 //! the commit's fence, so `StepDispatched`, results, timeouts and lost sessions take their
 //! usual paths. See `orbit_store::handoff`.
+//!
+//! The `dispatched` entries of handed-off tasks wake no one (no `orbit_inbox` NOTIFY): this
+//! owner applies them in a pass [`DISPATCH_PASS_DELAY`] after the commit, or in any pass
+//! before — usually the one that applies the step's result, so a fast step costs one
+//! commit, not a second one for `StepDispatched` that the result would wait behind. The
+//! attempt's deadline in `StepDispatched` is then taken up to the delay after the worker's.
+
+use std::time::{Duration, Instant};
 
 use crate::owner::Inner;
 use orbit_store::{CommitBatch, CommitOutcome, TaskClaim};
@@ -37,9 +45,33 @@ pub(crate) fn settle(inner: &Inner, reserved: Vec<TaskClaim>, outcomes: Option<&
     let Some(handoff) = inner.handoff.get() else { return };
     let claimed: Vec<_> =
         outcomes.unwrap_or_default().iter().flat_map(|o| o.claimed.iter().cloned()).collect();
+    if !claimed.is_empty() {
+        let mut due = lock(&inner.dispatch_due);
+        due.get_or_insert_with(|| Instant::now() + DISPATCH_PASS_DELAY);
+    }
     let unused = reserved
         .into_iter()
         .filter(|r| !claimed.iter().any(|row| row.token.as_deref() == Some(r.token.as_str())))
         .collect();
     handoff.settle(claimed, unused);
+}
+
+/// How long after a commit that handed tasks off this owner runs a pass for their
+/// `dispatched` entries, unless a pass started sooner (the same delay as the frontend's
+/// wake-up for claimed tasks, `DISPATCH_WAKE_DELAY`).
+pub(crate) const DISPATCH_PASS_DELAY: Duration = Duration::from_millis(50);
+
+/// A pass starts: it reads the inbox, so no pass is due for handed-off tasks any more.
+pub(crate) fn dispatch_pass_started(inner: &Inner) {
+    *lock(&inner.dispatch_due) = None;
+}
+
+/// How long until a pass is due for handed-off tasks' `dispatched` entries, if one is.
+pub(crate) fn until_dispatch_pass(inner: &Inner) -> Option<Duration> {
+    lock(&inner.dispatch_due).map(|at| at.saturating_duration_since(Instant::now()))
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means a panic elsewhere while it was held; the value stays usable.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

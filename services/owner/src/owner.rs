@@ -196,6 +196,9 @@ pub(crate) struct Inner {
     /// Where new tasks are handed straight to a worker session (see `handoff`); unset: every
     /// task is queued for the frontends' claims.
     pub handoff: std::sync::OnceLock<Arc<dyn orbit_store::Handoff>>,
+    /// When a pass is due for the `dispatched` entries of tasks this owner's commits handed
+    /// off (see `handoff::settle`); any pass that starts before clears it.
+    pub dispatch_due: StdMutex<Option<std::time::Instant>>,
     pub passes: watch::Sender<Passes>,
     pub quarantine: crate::quarantine::Counters,
 }
@@ -237,6 +240,7 @@ impl Owner {
                 starts: StdMutex::new(Vec::new()),
                 handed: StdMutex::new(Vec::new()),
                 handoff: std::sync::OnceLock::new(),
+                dispatch_due: StdMutex::new(None),
                 passes: watch::channel(Passes::default()).0,
                 quarantine: crate::quarantine::Counters::default(),
             }),
@@ -258,8 +262,12 @@ impl Owner {
         });
         let cfg = &self.inner.cfg;
         loop {
+            // Every pass reads the inbox: the `dispatched` entries a due pass was for too.
+            crate::handoff::dispatch_pass_started(&self.inner);
             let busy = pass::run_pass(&self.inner).await;
             let wait = if busy { cfg.retry_pass.min(cfg.idle_pass) } else { cfg.idle_pass };
+            let wait =
+                crate::handoff::until_dispatch_pass(&self.inner).map_or(wait, |d| d.min(wait));
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = self.inner.kick.notified() => {}

@@ -206,13 +206,11 @@ pub(crate) fn plan(batches: &[CommitBatch], mut read: Read) -> Result<Plan> {
         if !batch.inbox_to_insert.is_empty() {
             notify.push(("orbit_inbox", String::new()));
         }
-        // Tasks handed off (queued claimed) wake no claimer; their `dispatched` entries
-        // wake the owners.
+        // Tasks handed off (queued claimed) wake no claimer, and their `dispatched` entries
+        // wake no owner: the committing owner applies them itself, with the step's result
+        // or a moment later (`orbit_owner::handoff`).
         if batch.tasks_to_insert.len() > batch.task_claims.len() {
             notify.push(("orbit_tasks", String::new()));
-        }
-        if !batch.task_claims.is_empty() {
-            notify.push(("orbit_inbox", String::new()));
         }
         if !batch.timers_to_upsert.is_empty() || !batch.timers_to_delete.is_empty() {
             notify.push(("orbit_timers", String::new()));
