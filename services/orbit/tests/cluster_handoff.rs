@@ -158,7 +158,7 @@ async fn a_one_credit_worker_never_holds_two_tasks() {
     let stop = CancellationToken::new();
     let fe = topo.frontends();
     let seen = counting_worker(&fe[0], "w-one", 1, Duration::from_millis(30), &stop);
-    let ids = start_chain(&mut clients, "c", EXECUTIONS).await;
+    let ids = start_steady(&mut clients, "c", EXECUTIONS).await;
     expect_completed(&mut clients[0], &ids, Duration::from_secs(120)).await;
     stop.cancel();
     assert_eq!(seen.max.load(Ordering::SeqCst), 1, "a worker with one credit held two tasks");
@@ -193,7 +193,7 @@ async fn kill_while_handing_off(name: &str, victim: &str) {
         Duration::from_millis(60),
         &stop,
     );
-    let ids = start_chain(&mut clients, "k", EXECUTIONS).await;
+    let ids = start_steady(&mut clients, "k", EXECUTIONS).await;
 
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -212,26 +212,6 @@ async fn kill_while_handing_off(name: &str, victim: &str) {
     assert!(a.max.load(Ordering::SeqCst) <= 4 && b.max.load(Ordering::SeqCst) <= 4, "credits");
     let def = orbit_definition::parse(CHAIN).unwrap();
     check_all(&topo, &def, &ids, CHAIN_UNITS).await;
-}
-
-/// Starts `n` chains named `<prefix>-<i>` (input `{"n": i}`) through the clients in turn.
-async fn start_chain(
-    clients: &mut [orbit_api::v1::workflow_service_client::WorkflowServiceClient<
-        tonic::transport::Channel,
-    >],
-    prefix: &str,
-    n: usize,
-) -> Vec<String> {
-    let mut ids = Vec::new();
-    for i in 0..n {
-        let id = format!("{prefix}-{i}");
-        let k = i % clients.len();
-        common::start(&mut clients[k], "steady", &id, serde_json::json!({"n": i}))
-            .await
-            .unwrap_or_else(|e| panic!("start {id}: {e}"));
-        ids.push(id);
-    }
-    ids
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
