@@ -7,7 +7,10 @@
 //!   the epoch check, it drops what it lost, and nothing is corrupted;
 //! * `SIGSTOP` an owner caught between the two round trips of a commit (its session idle
 //!   in a transaction, holding its owners rows `FOR SHARE`): the takeover still finishes
-//!   about the node timeout after the pause, because the database ends that session then.
+//!   about the node timeout after the pause, because the database ends that session then;
+//! * `SIGKILL` an owner whose executions all wait for a signal (no work: nothing is taken
+//!   over when it dies), then signal one: the signal's inbox entry brings a takeover round
+//!   within a heartbeat, and the execution completes long before the 30 s safety net.
 
 mod common;
 
@@ -222,4 +225,71 @@ async fn an_owner_paused_inside_a_commit_is_taken_over() {
     let def = orbit_definition::parse(STEADY).unwrap();
     check_all(&topo, &def, &ids, STEADY_UNITS).await;
     check_all(&topo, &def, &fed, STEADY_UNITS).await;
+}
+
+/// One step that waits for a signal and returns it.
+const AWAIT: &str = r#"
+name: waiting
+version: "1"
+signals: { go: null }
+steps:
+  - { id: wait, await: go }
+output: "${{ steps.wait.output }}"
+"#;
+
+/// The executions whose owners row names `node`, whatever their status.
+fn owned_by(topo: &Topology, node: &str) -> Vec<String> {
+    psql(topo, &format!("SELECT execution_id FROM owners WHERE node_id = '{node}' ORDER BY 1"))
+}
+
+/// Sends signal `go` with `payload` to `id`.
+async fn go(
+    c: &mut orbit_api::v1::workflow_service_client::WorkflowServiceClient<
+        tonic::transport::Channel,
+    >,
+    id: &str,
+    payload: serde_json::Value,
+) -> Result<tonic::Response<orbit_api::v1::SignalExecutionResponse>, tonic::Status> {
+    c.signal_execution(orbit_api::v1::SignalExecutionRequest {
+        execution_id: id.into(),
+        name: "go".into(),
+        payload: Some(orbit_server_kit::payload::json_to_proto(payload)),
+        request_id: String::new(),
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_to_a_finished_root_of_a_dead_owner_is_answered_within_seconds() {
+    let topo = Topology::start("ownerquiet", 1, 2, 1, FAST);
+    let mut c = topo.client(0).await;
+    common::register(&mut c, AWAIT).await;
+    let ids: Vec<String> = (0..8).map(|i| format!("q-{i}")).collect();
+    for id in &ids {
+        common::start(&mut c, "waiting", id, serde_json::json!({})).await.expect("start");
+    }
+    for id in &ids {
+        go(&mut c, id, serde_json::json!("done")).await.expect("signal");
+        let (status, output) = common::result(&mut c, id, Duration::from_secs(30)).await;
+        assert_eq!(status, orbit_api::v1::ExecutionStatus::Completed, "{id}: {output}");
+    }
+    let finished = owned_by(&topo, "owner-1");
+    assert!(!finished.is_empty(), "owner-1 ran some of the executions (rendezvous)");
+    topo.signal("owner-1", "KILL");
+    // The others see it dead and run their round: nothing to take (no open execution, no
+    // pending entry).
+    tokio::time::sleep(NODE_TIMEOUT * 3).await;
+    assert_eq!(owned_by(&topo, "owner-1"), finished, "finished roots stay until work reaches them");
+
+    // Work reaches one: its entry must be answered by a live owner (EXECUTION_FINISHED),
+    // within the frontend's reply wait (10 s) — not turned into UNAVAILABLE while it waits
+    // for the 30 s takeover safety net.
+    let id = &finished[0];
+    let began = Instant::now();
+    let refused = go(&mut c, id, serde_json::json!("late")).await.expect_err("a finished run");
+    eprintln!("signal to a dead owner's finished root answered after {:?}", began.elapsed());
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+    let code = refused.metadata().get("orbit-error-code").and_then(|v| v.to_str().ok());
+    assert_eq!(code, Some("EXECUTION_FINISHED"), "{refused:?}");
+    assert!(!owned_by(&topo, "owner-1").contains(id), "the signalled root was taken over");
 }

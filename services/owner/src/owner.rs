@@ -189,6 +189,9 @@ pub(crate) struct Inner {
     pub timers_changed: Arc<Notify>,
     pub changes: Arc<ChangeHub>,
     pub kick: Notify,
+    /// New inbox entries were notified (see [`Owner::inbox_notified`]): the takeover loop
+    /// looks for orphaned roots, which a root of a dead owner becomes once work reaches it.
+    pub takeover_hint: Notify,
     pub core: Mutex<Core>,
     pub starts: StdMutex<Vec<PendingStart>>,
     /// Worker results handed over directly (see `handed`).
@@ -229,6 +232,7 @@ impl Owner {
                 timers_changed,
                 changes,
                 kick: Notify::new(),
+                takeover_hint: Notify::new(),
                 core: Mutex::new(Core {
                     hot: HashMap::new(),
                     defs: HashMap::new(),
@@ -289,7 +293,10 @@ impl Owner {
     /// (a dead owner drops out of them within the node timeout plus one heartbeat, the
     /// bound takeover always had), again at the next tick while the last round found
     /// orphans or failed, after a stall of this process, and at least every
-    /// [`TAKEOVER_SAFETY_NET`].
+    /// [`TAKEOVER_SAFETY_NET`]. A dead owner's roots that had no work when it died are not
+    /// orphans until work reaches them (a signal, a fired timer): new inbox entries
+    /// ([`Owner::inbox_notified`]) bring a round within one `interval`, at most one round
+    /// per `interval` for them, so such a signal waits about a heartbeat, not the safety net.
     pub async fn run_takeover(
         &self,
         node_timeout_ms: u64,
@@ -301,7 +308,12 @@ impl Owner {
         let mut tick = tokio::time::Instant::now();
         let mut last_round: Option<tokio::time::Instant> = None;
         let mut again = true;
+        let mut hinted = false;
         for n in 0u64.. {
+            if hinted && last_round.is_none_or(|at| at.elapsed() >= interval) {
+                again = true;
+                hinted = false;
+            }
             // A tick long after the previous one means this process stalled (SIGSTOP, a
             // starved host), whether it slept or was inside a round (waiting on the store)
             // at the time: the others may have taken its trees meanwhile, look now. A round
@@ -343,6 +355,7 @@ impl Owner {
                 () = shutdown.cancelled() => break,
                 () = tokio::time::sleep(interval) => {}
                 () = changed => again = true,
+                () = self.inner.takeover_hint.notified() => hinted = true,
             }
         }
     }
@@ -367,6 +380,14 @@ impl Owner {
     /// Wakes the pass loop without waiting for the pass (for database notifications).
     pub fn kick(&self) {
         self.inner.kick.notify_one();
+    }
+
+    /// New inbox entries were notified (split: `orbit_inbox`, or a reconnect after which
+    /// some may have been missed): wakes the pass loop, and the takeover loop in case an
+    /// entry is for a root of a dead owner (see [`Owner::run_takeover`]).
+    pub fn inbox_notified(&self) {
+        self.inner.kick.notify_one();
+        self.inner.takeover_hint.notify_one();
     }
 
     /// The poison quarantine's counters since this process started.

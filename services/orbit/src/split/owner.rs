@@ -45,7 +45,7 @@ pub async fn run(args: OwnerArgs) -> ExitCode {
     let listen = node.database.listen(
         Arc::new(move |w| {
             if matches!(w, Wakeup::Inbox | Wakeup::Reconnected) {
-                kicked.kick();
+                kicked.inbox_notified();
             }
         }),
         node.shutdown.clone(),
