@@ -12,6 +12,16 @@
 //! at-least-once allows.
 
 use crate::model::{NewTask, TaskRow};
+use std::time::Duration;
+
+/// How long a claim's `dispatched` entry may wait to be applied: a step's result that comes
+/// back sooner is applied together with it, in one commit. Applying it at once put a second
+/// pass and commit between a fast worker's result and its step's commit. The attempt's
+/// deadline in `StepDispatched` is taken when the entry is applied, so it may be this much
+/// later than the worker's. The owner waits this long for the tasks it handed off
+/// (`orbit_owner::handoff`); the frontend of `orbit dev` before waking the owner for the
+/// tasks its sessions claimed (`worker::session::deliver`).
+pub const DISPATCHED_APPLY_DELAY: Duration = Duration::from_millis(50);
 
 /// A claim to record with the commit that queues its task: the row is inserted `claimed`
 /// for `worker_id` under `token`, with a `dispatched` inbox entry, as `claim_tasks` does.

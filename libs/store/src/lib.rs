@@ -35,7 +35,7 @@ pub use change::{Change, ChangeDetail, Completed, MAX_PAYLOAD_BYTES};
 pub use changes::{ChangeHub, Seen, Subscription};
 pub use error::{Result, StoreError};
 pub use fault::{FaultNote, FaultRow, SUSPENDED};
-pub use handoff::{Handoff, TaskClaim};
+pub use handoff::{Handoff, TaskClaim, DISPATCHED_APPLY_DELAY};
 pub use inbox::{InboxKind, InboxMessage, InboxReply};
 pub use migrations::{AppliedMigration, SchemaMismatch, SchemaStatus};
 pub use model::{new_task_token, worker_language, ClaimFilter, MAX_CLAIM};

@@ -10,11 +10,12 @@
 //! usual paths. See `orbit_store::handoff`.
 //!
 //! The `dispatched` entries of handed-off tasks wake no one (no `orbit_inbox` NOTIFY): this
-//! owner applies them in a pass [`DISPATCH_PASS_DELAY`] after the commit, or in any pass
+//! owner applies them in a pass [`DISPATCHED_APPLY_DELAY`] after the commit, or in any pass
 //! before — usually the one that applies the step's result, so a fast step costs one
 //! commit, not a second one for `StepDispatched` that the result would wait behind. The
 //! attempt's deadline in `StepDispatched` is then taken up to the delay after the worker's.
 
+use orbit_store::DISPATCHED_APPLY_DELAY;
 use std::time::{Duration, Instant};
 
 use crate::owner::Inner;
@@ -47,7 +48,7 @@ pub(crate) fn settle(inner: &Inner, reserved: Vec<TaskClaim>, outcomes: Option<&
         outcomes.unwrap_or_default().iter().flat_map(|o| o.claimed.iter().cloned()).collect();
     if !claimed.is_empty() {
         let mut due = lock(&inner.dispatch_due);
-        due.get_or_insert_with(|| Instant::now() + DISPATCH_PASS_DELAY);
+        due.get_or_insert_with(|| Instant::now() + DISPATCHED_APPLY_DELAY);
     }
     let unused = reserved
         .into_iter()
@@ -55,11 +56,6 @@ pub(crate) fn settle(inner: &Inner, reserved: Vec<TaskClaim>, outcomes: Option<&
         .collect();
     handoff.settle(claimed, unused);
 }
-
-/// How long after a commit that handed tasks off this owner runs a pass for their
-/// `dispatched` entries, unless a pass started sooner (the same delay as the frontend's
-/// wake-up for claimed tasks, `DISPATCH_WAKE_DELAY`).
-pub(crate) const DISPATCH_PASS_DELAY: Duration = Duration::from_millis(50);
 
 /// A pass starts: it reads the inbox, so no pass is due for handed-off tasks any more.
 pub(crate) fn dispatch_pass_started(inner: &Inner) {

@@ -14,7 +14,7 @@ use orbit_api::v1::worker_message::{Hello, Kind};
 use orbit_api::v1::{ServerMessage, TraceContext, WorkerMessage};
 use orbit_server_kit::payload::{json_to_proto, ms_to_duration, ms_to_timestamp};
 use orbit_server_kit::{ErrorCode, OrbitError};
-use orbit_store::TaskRow;
+use orbit_store::{TaskRow, DISPATCHED_APPLY_DELAY};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -431,9 +431,10 @@ async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx) {
 const CLAIM_RETRY: Duration = Duration::from_secs(1);
 
 /// Pushes claimed rows to the worker; their owners apply the `dispatched` entries the claim
-/// wrote with the results, or when woken [`DISPATCH_WAKE_DELAY`] later. A row whose push
+/// wrote with the results, or when woken [`DISPATCHED_APPLY_DELAY`] later. A row whose push
 /// fails stays in flight and is reported uncertain when the session ends. `handed`: the rows
-/// were handed off by the owner (see `handoff`), their credits already taken.
+/// were handed off by the owner (see `handoff`), their credits already taken; that owner
+/// applies their entries itself (`orbit_owner::handoff`), so they wake no one here.
 pub(super) async fn deliver(
     shared: &Arc<Shared>,
     session: &Arc<Session>,
@@ -500,25 +501,19 @@ pub(super) async fn deliver(
             unit: Some((row.run, task.step.clone())),
             heartbeat_ms: timeouts.heartbeat_ms,
         };
-        pushed.push((task.token.clone(), task.execution_id.clone()));
+        if !handed {
+            pushed.push((task.token.clone(), task.execution_id.clone()));
+        }
         let _ = tx.send(msg(server_message::Kind::Task(task))).await;
         tokio::spawn(supervise(shared.clone(), session.clone(), tx.clone(), supervised));
     }
     wake_owner_later(shared, session, pushed);
 }
 
-/// How long after a push the owner is woken for the `dispatched` entries, if the results
-/// have not come back by then. The owner records `StepDispatched` from the entry in its next
-/// pass, whichever wakes it; a result arriving first is applied together with its entry, in
-/// one commit (`pass::pass` reads the inbox after taking the handed results). Waking at once
-/// cost a step a second pass and commit on the critical path: the result, back within a
-/// fraction of a millisecond from a fast worker, waited for that commit's fsync. The
-/// attempt's deadline in `StepDispatched` is taken when the entry is applied, so it may be
-/// this much later than the worker's (`Task.deadline`, from the claim time).
-pub(crate) const DISPATCH_WAKE_DELAY: Duration = Duration::from_millis(50);
-
 /// Wakes the owners of the pushed attempts (token, execution) still in flight on `session`
-/// after [`DISPATCH_WAKE_DELAY`]. An attempt no longer in flight had its result recorded
+/// after [`DISPATCHED_APPLY_DELAY`] (the owner records `StepDispatched` from the entry in its
+/// next pass, whichever wakes it; a result arriving first is applied together with its
+/// entry, in one commit: `pass::pass` reads the inbox after taking the handed results). An attempt no longer in flight had its result recorded
 /// (applied with its `dispatched` entry), or was cancelled, timed out or lost with its
 /// session; each of those woke its owner itself.
 fn wake_owner_later(shared: &Arc<Shared>, session: &Arc<Session>, pushed: Vec<(String, String)>) {
@@ -527,7 +522,7 @@ fn wake_owner_later(shared: &Arc<Shared>, session: &Arc<Session>, pushed: Vec<(S
     }
     let (shared, session) = (shared.clone(), session.clone());
     tokio::spawn(async move {
-        tokio::time::sleep(DISPATCH_WAKE_DELAY).await;
+        tokio::time::sleep(DISPATCHED_APPLY_DELAY).await;
         let mut executions: Vec<String> = pushed
             .into_iter()
             .filter(|(token, _)| session.execution_of(token).is_some())
