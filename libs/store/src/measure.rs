@@ -38,10 +38,13 @@ pub(crate) enum Tx {
     HistoryAfter = 8,
     /// A read of an execution's projection row.
     GetExecution = 9,
+    /// An owner commit done again in two round trips after its one-round-trip attempt
+    /// was rolled back (PostgreSQL: the rows differed from the batch's expectation).
+    CommitRedone = 10,
 }
 
 const BACKENDS: [&str; 2] = ["sqlite", "postgres"];
-const KINDS: [&str; 10] = [
+const KINDS: [&str; 11] = [
     "commit",
     "claim",
     "complete",
@@ -52,10 +55,11 @@ const KINDS: [&str; 10] = [
     "get_owner",
     "history_after",
     "get_execution",
+    "commit_redone",
 ];
 
 struct Series {
-    transactions: [[IntCounter; 2]; 10],
+    transactions: [[IntCounter; 2]; 11],
     commit: [Histogram; 2],
 }
 

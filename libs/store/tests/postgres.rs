@@ -663,7 +663,7 @@ async fn commits_and_queue_calls_take_few_round_trips() {
     store.commit_all(pass(0)).await.unwrap(); // prepares the statements once
     let (outcomes, trips) = proxy.of(store.commit_all(pass(1))).await;
     assert_eq!(outcomes.unwrap().len(), 25);
-    assert_eq!(trips, 2, "commit_all of 25 executions: lock+read, then write+commit");
+    assert_eq!(trips, 1, "commit_all of 25 new executions: lock, check, write and commit");
 
     let seq = store.enqueue_inbox("e1-0", &signal("go")).await.unwrap();
     let applied = CommitBatch {
@@ -677,7 +677,18 @@ async fn commits_and_queue_calls_take_few_round_trips() {
     };
     let (done, trips) = proxy.of(store.commit(applied)).await;
     done.unwrap();
-    assert_eq!(trips, 2, "a fenced commit applying an inbox entry");
+    assert_eq!(trips, 1, "a fenced commit applying an inbox entry");
+    // A commit the check refuses takes the two round trips after its own.
+    let stale = CommitBatch {
+        execution_id: "e1-0".into(),
+        run: 1,
+        expected_epoch: Some(1),
+        events: vec![ev(4, scheduled("y"))],
+        ..CommitBatch::default()
+    };
+    let (refused, trips) = proxy.of(store.commit(stale)).await;
+    assert!(matches!(refused, Err(StoreError::Conflict(_))), "{refused:?}");
+    assert_eq!(trips, 3, "the attempt, then lock+read and the rollback");
 
     let (seq, trips) = proxy.of(store.enqueue_inbox("e1-1", &signal("go"))).await;
     seq.unwrap();
@@ -697,4 +708,54 @@ async fn commits_and_queue_calls_take_few_round_trips() {
     assert_eq!(trips, 1, "complete_task_row");
     let (fired, trips) = proxy.of(store.fire_due_timers(100_000, 100)).await;
     assert_eq!((fired.unwrap().len(), trips), (50, 1), "fire_due_timers");
+}
+
+/// The owner's usual commit goes in one round trip, on rows predicted from the batch; when
+/// the rows differ (a fenced writer, a seq another writer took, an inbox entry already
+/// applied) the server rolls that attempt back and the commit, done again in two round
+/// trips, refuses with the exact error, having written nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_whose_rows_differ_from_the_batch_is_redone_and_refused_exactly() {
+    let db = PgBackend::new("commit_check");
+    let store = db.connect().await;
+    store.migrate().await.unwrap();
+    let append = |epoch, seq, step: &str| CommitBatch {
+        execution_id: "c".into(),
+        run: 1,
+        expected_epoch: Some(epoch),
+        events: vec![ev(seq, scheduled(step))],
+        ..CommitBatch::default()
+    };
+
+    // The plain path: a start, appends, an inbox entry applied with its events.
+    store.commit(start_batch("c", "node-a")).await.unwrap();
+    assert_eq!(store.commit(append(1, 3, "a")).await.unwrap().last_seq, 3);
+    let go = store.enqueue_inbox("c", &signal("go")).await.unwrap();
+    let apply = |seq| CommitBatch {
+        inbox_done: vec![InboxDone { seq: go, result: Some(applied(seq)) }],
+        ..append(1, seq, "b")
+    };
+    assert_eq!(store.commit(apply(4)).await.unwrap().last_seq, 4);
+    assert!(store.pending_inbox(Some("c"), 10).await.unwrap().is_empty(), "applied");
+    assert_eq!(store.commits_redone(), 0, "every plain commit went in one round trip");
+
+    // Each differing row: rolled back, redone, refused as before.
+    let err = store.commit(append(7, 5, "x")).await.unwrap_err();
+    assert!(matches!(err, StoreError::Fenced(_)), "{err:?}");
+    assert_eq!(store.commits_redone(), 1);
+    let err = store.commit(append(1, 4, "x")).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict(_)), "a seq already taken: {err:?}");
+    assert_eq!(store.commits_redone(), 2);
+    let err = store.commit(apply(5)).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict(_)), "an entry already applied: {err:?}");
+    assert_eq!(store.commits_redone(), 3);
+    let err = store.commit(start_batch("c", "node-b")).await.unwrap_err();
+    assert!(matches!(err, StoreError::ExecutionExists(_)), "{err:?}");
+    assert_eq!(store.commits_redone(), 4);
+
+    // Nothing of the refused attempts was written; the next plain commit still continues.
+    let history = store.load_history("c", 1).await.unwrap();
+    assert_eq!(history.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    assert_eq!(store.commit(append(1, 5, "c")).await.unwrap().last_seq, 5);
+    assert_eq!(store.commits_redone(), 4);
 }

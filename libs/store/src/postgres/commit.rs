@@ -18,12 +18,13 @@
 
 use super::conn::{all_ok, command, pipeline, step, PgConn};
 use super::error::{connection_lost, PgErr, PgResult};
-use super::plan::{plan, Plan, Read, WriteKind};
+use super::plan::{plan, predict, Guard, Plan, Read, TaskKey, Write, WriteKind};
 use super::rows::get;
 use super::sql;
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::StoreError;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio_postgres::types::ToSql;
 
 /// Every statement a commit may use, prepared together.
@@ -31,6 +32,7 @@ const STATEMENTS: &[&str] = &[
     sql::COMMIT_LOCK_OWNERS,
     sql::COMMIT_LOCK_EXECUTIONS,
     sql::COMMIT_LOCK_INBOX,
+    sql::COMMIT_CHECK,
     sql::COMMIT_INSERT_EXECUTIONS,
     sql::COMMIT_INSERT_OWNERS,
     sql::COMMIT_INSERT_EVENTS,
@@ -46,55 +48,148 @@ const STATEMENTS: &[&str] = &[
     sql::NOTIFY_MANY,
 ];
 
+/// The prepared commit statements, by SQL text.
+type Statements = HashMap<&'static str, tokio_postgres::Statement>;
+
+fn stmt<'s>(
+    statements: &'s Statements,
+    sql: &'static str,
+) -> PgResult<&'s tokio_postgres::Statement> {
+    statements
+        .get(sql)
+        .ok_or_else(|| PgErr::Store(StoreError::Storage("commit statement missing".into())))
+}
+
+/// The rows every commit locks: the executions' ids (owners and executions rows) and the
+/// inbox seqs applied, each sorted so two commits never deadlock.
+struct Locked {
+    ids: Vec<String>,
+    seqs: Vec<i64>,
+}
+
+impl Locked {
+    fn of(batches: &[CommitBatch]) -> Locked {
+        let mut ids: Vec<String> = batches.iter().map(|b| b.execution_id.clone()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        // A seq beyond i64 cannot be stored: no such entry (the plan refuses it).
+        let mut seqs: Vec<i64> = batches
+            .iter()
+            .flat_map(|b| b.inbox_done.iter().filter_map(|d| i64::try_from(d.seq).ok()))
+            .collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        Locked { ids, seqs }
+    }
+}
+
 /// Applies the batches atomically: all of them, or none.
+///
+/// The usual owner commit goes in one round trip: the rows it expects are predicted from
+/// the batches (`plan::predict`), and `BEGIN`, the three locks, [`sql::COMMIT_CHECK`], the
+/// writes and `COMMIT` are sent together. When the check (or any statement) fails, the
+/// server rolls the transaction back and the commit is done again in two round trips,
+/// which read first and refuse with the exact error.
 pub(crate) async fn commit_all(
     conn: &mut PgConn,
     batches: &[CommitBatch],
+    redone: &AtomicU64,
 ) -> PgResult<Vec<CommitOutcome>> {
     if batches.is_empty() {
         return Ok(Vec::new());
     }
     let prepared = conn.prepare(STATEMENTS).await?;
-    let statements: HashMap<&'static str, tokio_postgres::Statement> =
-        STATEMENTS.iter().copied().zip(prepared).collect();
-    let stmt = |sql: &'static str| {
-        statements
-            .get(sql)
-            .ok_or_else(|| PgErr::Store(StoreError::Storage("commit statement missing".into())))
-    };
-
-    let mut ids: Vec<String> = batches.iter().map(|b| b.execution_id.clone()).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let mut seqs: Vec<i64> = Vec::new();
-    for b in batches {
-        for d in &b.inbox_done {
-            // A seq beyond i64 cannot be stored: no such entry (the plan refuses it).
-            seqs.extend(i64::try_from(d.seq).ok());
+    let statements: Statements = STATEMENTS.iter().copied().zip(prepared).collect();
+    let locked = Locked::of(batches);
+    if let Some((read, guard)) = predict(batches) {
+        if let Ok(planned) = plan(batches, read) {
+            if let Some(done) =
+                one_round_trip(conn, &statements, &locked, &guard, planned, batches).await?
+            {
+                return Ok(done);
+            }
+            redone.fetch_add(1, Ordering::Relaxed);
+            crate::measure::count(
+                crate::measure::Tx::CommitRedone,
+                crate::measure::Backend::Postgres,
+            );
         }
     }
-    seqs.sort_unstable();
-    seqs.dedup();
+    two_round_trips(conn, &statements, &locked, batches).await
+}
 
+/// The predicted commit, pipelined whole: `Some` outcomes when it committed, `None` when
+/// the server rolled it back (the check found other rows, or a write failed).
+async fn one_round_trip(
+    conn: &mut PgConn,
+    statements: &Statements,
+    locked: &Locked,
+    guard: &Guard,
+    planned: Plan,
+    batches: &[CommitBatch],
+) -> PgResult<Option<Vec<CommitOutcome>>> {
+    let Plan { writes, outcomes: result, task_keys } = planned;
+    let refs = write_params(&writes);
+    let p_ids: [&(dyn ToSql + Sync); 1] = [&locked.ids];
+    let p_seqs: [&(dyn ToSql + Sync); 1] = [&locked.seqs];
+    let p_check = guard.params();
+    conn.begin_marker();
+    let mut outcomes = {
+        let client = conn.client();
+        let mut steps = vec![
+            command(client, "BEGIN"),
+            step(client, stmt(statements, sql::COMMIT_LOCK_OWNERS)?, &p_ids),
+            step(client, stmt(statements, sql::COMMIT_LOCK_EXECUTIONS)?, &p_ids),
+            step(client, stmt(statements, sql::COMMIT_LOCK_INBOX)?, &p_seqs),
+            step(client, stmt(statements, sql::COMMIT_CHECK)?, &p_check),
+        ];
+        for (w, params) in writes.iter().zip(&refs) {
+            steps.push(step(client, stmt(statements, w.sql)?, params));
+        }
+        steps.push(command(client, "COMMIT"));
+        pipeline(steps).await
+    };
+    if let Some(i) = outcomes.iter().position(|o| o.as_ref().is_err_and(connection_lost)) {
+        // The pool discards the connection; whether it committed is unknown, as for any
+        // commit whose answer is lost.
+        if let Err(e) = outcomes.swap_remove(i) {
+            return Err(PgErr::Db(e));
+        }
+    }
+    // Any other failure ended the transaction: a failed `COMMIT`, or a rollback after
+    // the failed statement.
+    conn.end_marker();
+    if outcomes.iter().any(Result::is_err) {
+        return Ok(None);
+    }
+    outcomes.pop();
+    let rows: Vec<Vec<tokio_postgres::Row>> =
+        outcomes.into_iter().skip(5).map(|o| o.unwrap_or_default()).collect();
+    finish(&rows, &writes, result, task_keys, batches).map(Some)
+}
+
+/// Reads (and locks) first, checks the batches against what was read, then writes.
+async fn two_round_trips(
+    conn: &mut PgConn,
+    statements: &Statements,
+    locked: &Locked,
+    batches: &[CommitBatch],
+) -> PgResult<Vec<CommitOutcome>> {
     // Round trip 1: begin, lock and read.
     conn.begin_marker();
     let read = {
         let client = conn.client();
-        let (owners, execs, inbox) = (
-            stmt(sql::COMMIT_LOCK_OWNERS)?,
-            stmt(sql::COMMIT_LOCK_EXECUTIONS)?,
-            stmt(sql::COMMIT_LOCK_INBOX)?,
-        );
-        let p_ids: [&(dyn ToSql + Sync); 1] = [&ids];
-        let p_seqs: [&(dyn ToSql + Sync); 1] = [&seqs];
-        let outcomes = pipeline(vec![
-            command(client, "BEGIN"),
-            step(client, owners, &p_ids),
-            step(client, execs, &p_ids),
-            step(client, inbox, &p_seqs),
-        ])
-        .await;
-        all_ok(outcomes).and_then(|rows| read_state(&rows))
+        let p_ids: [&(dyn ToSql + Sync); 1] = [&locked.ids];
+        let p_seqs: [&(dyn ToSql + Sync); 1] = [&locked.seqs];
+        let mut steps = vec![command(client, "BEGIN")];
+        for (sql, params) in [
+            (sql::COMMIT_LOCK_OWNERS, &p_ids),
+            (sql::COMMIT_LOCK_EXECUTIONS, &p_ids),
+            (sql::COMMIT_LOCK_INBOX, &p_seqs),
+        ] {
+            steps.push(step(client, stmt(statements, sql)?, params));
+        }
+        all_ok(pipeline(steps).await).and_then(|rows| read_state(&rows))
     };
     let read = match read {
         Ok(r) => r,
@@ -105,7 +200,7 @@ pub(crate) async fn commit_all(
     };
 
     // The contract, checked in memory.
-    let Plan { writes, outcomes: mut result, task_keys } = match plan(batches, read) {
+    let Plan { writes, outcomes: result, task_keys } = match plan(batches, read) {
         Ok(p) => p,
         Err(e) => {
             conn.rollback().await;
@@ -114,22 +209,16 @@ pub(crate) async fn commit_all(
     };
 
     // Round trip 2: every write, the notifications and the commit.
-    let refs: Vec<Vec<&(dyn ToSql + Sync)>> = writes
-        .iter()
-        .map(|w| w.params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect())
-        .collect();
-    let mut kinds = Vec::with_capacity(writes.len());
-    let outcomes = {
+    let refs = write_params(&writes);
+    let mut outcomes = {
         let client = conn.client();
         let mut steps = Vec::with_capacity(writes.len() + 1);
         for (w, params) in writes.iter().zip(&refs) {
-            steps.push(step(client, stmt(w.sql)?, params));
-            kinds.push(w.kind);
+            steps.push(step(client, stmt(statements, w.sql)?, params));
         }
         steps.push(command(client, "COMMIT"));
         pipeline(steps).await
     };
-    let mut outcomes = outcomes;
     let committed = outcomes.pop().unwrap_or_else(|| Ok(Vec::new()));
     match &committed {
         Err(e) if connection_lost(e) => {} // the pool discards the connection
@@ -137,18 +226,36 @@ pub(crate) async fn commit_all(
     }
     let rows = all_ok(outcomes)?;
     committed?;
+    finish(&rows, &writes, result, task_keys, batches)
+}
 
-    // Ids of the inserted task rows, to the first batch that offered each.
-    let mut inserted: HashMap<(String, i64, String, i64, i64), u64> = HashMap::new();
+/// Each write's parameters as the driver takes them.
+fn write_params(writes: &[Write]) -> Vec<Vec<&(dyn ToSql + Sync)>> {
+    writes
+        .iter()
+        .map(|w| w.params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect())
+        .collect()
+}
+
+/// The outcomes of a committed plan: the ids of the inserted task rows go to the batch
+/// that offered each, the rows queued claimed to the batch that claimed them.
+fn finish(
+    rows: &[Vec<tokio_postgres::Row>],
+    writes: &[Write],
+    mut result: Vec<CommitOutcome>,
+    task_keys: Vec<Vec<TaskKey>>,
+    batches: &[CommitBatch],
+) -> PgResult<Vec<CommitOutcome>> {
+    let mut inserted: HashMap<TaskKey, u64> = HashMap::new();
     let mut claimed: HashMap<String, crate::model::TaskRow> = HashMap::new();
-    for (rows, kind) in rows.iter().zip(&kinds) {
-        if *kind == WriteKind::ClaimedTasks {
+    for (rows, w) in rows.iter().zip(writes) {
+        if w.kind == WriteKind::ClaimedTasks {
             for row in rows {
                 let t = super::rows::task(row)?;
                 claimed.insert(t.token.clone().unwrap_or_default(), t);
             }
         }
-        if *kind != WriteKind::InsertTasks {
+        if w.kind != WriteKind::InsertTasks {
             continue;
         }
         for row in rows {

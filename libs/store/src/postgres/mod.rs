@@ -102,6 +102,8 @@ pub struct PgStore {
 struct Inner {
     pool: Pool,
     connector: Connector,
+    /// Commits whose one-round-trip attempt was rolled back and done again (`commit.rs`).
+    redone: std::sync::atomic::AtomicU64,
 }
 
 /// Whether a failed attempt may run again on another connection.
@@ -141,6 +143,15 @@ macro_rules! run {
 }
 
 impl PgStore {
+    /// How many commits this store did again in two round trips because their
+    /// one-round-trip attempt found other rows than the batches expected (a fenced or
+    /// racing writer, a consumed inbox entry). Also counted in
+    /// `orbit_store_transactions_total{kind="commit_redone"}`.
+    #[must_use]
+    pub fn commits_redone(&self) -> u64 {
+        self.inner.redone.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Connects (one connection at once, so a bad URL, TLS setup or password fails here).
     /// Does not migrate: call [`Migrations::migrate`] or use [`PgStore::connect_and_migrate`].
     ///
@@ -158,7 +169,7 @@ impl PgStore {
         let tls = tls::connector(target.ssl, opts.ca_file.as_deref(), &target.root_cert)?;
         let connector = Connector::new(&target, tls, opts.idle_in_transaction_timeout);
         let pool = Pool::open(connector.clone(), opts.pool_size, opts.connect_timeout).await?;
-        Ok(PgStore { inner: Arc::new(Inner { pool, connector }) })
+        Ok(PgStore { inner: Arc::new(Inner { pool, connector, redone: Default::default() }) })
     }
 
     /// Connects and applies pending migrations.
@@ -282,15 +293,17 @@ impl OwnerWrites for PgStore {
     async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
         let batches = [batch];
         let mut outcomes = measure::commit(PG, async {
-            run!(self, Kind::Write, |c| commit::commit_all(c, &batches))
+            run!(self, Kind::Write, |c| commit::commit_all(c, &batches, &self.inner.redone))
         })
         .await?;
         outcomes.pop().ok_or_else(|| StoreError::Storage("commit produced no outcome".into()))
     }
 
     async fn commit_all(&self, batches: Vec<CommitBatch>) -> Result<Vec<CommitOutcome>> {
-        measure::commit(PG, async { run!(self, Kind::Write, |c| commit::commit_all(c, &batches)) })
-            .await
+        measure::commit(PG, async {
+            run!(self, Kind::Write, |c| commit::commit_all(c, &batches, &self.inner.redone))
+        })
+        .await
     }
 
     async fn pending_inbox(

@@ -96,6 +96,21 @@ fn cases(pending_seq: i64) -> Vec<Case> {
             params: vec![Box::new(vec![pending_seq])],
         },
         Case {
+            name: "commit: check (one round trip)",
+            sql: sql::COMMIT_CHECK,
+            params: vec![
+                // A start's expectations (no rows yet) and the open execution's entry:
+                // EXPLAIN ANALYZE runs it, and a differing row would fail it.
+                strs(&["new-1"]),
+                Box::new(vec![None::<i64>]),
+                strs(&["new-1"]),
+                Box::new(vec![None::<i64>]),
+                Box::new(vec![None::<i64>]),
+                Box::new(vec![pending_seq]),
+                open(),
+            ],
+        },
+        Case {
             name: "commit: update executions",
             sql: sql::COMMIT_UPDATE_EXECUTIONS,
             params: vec![
