@@ -431,13 +431,15 @@ pub(crate) const NODE_LIVE: &str = concat!(
 pub(crate) const NODE_LIST: &str =
     concat!("SELECT ", node_columns!(), " FROM nodes ORDER BY node_id");
 pub(crate) const NODE_REMOVE: &str = "DELETE FROM nodes WHERE node_id = $1::text";
+/// The pending entries of the given executions or of any this node owns. The owner is
+/// looked up per pending entry (a scalar subquery on `owners_pkey`): an `EXISTS` here may
+/// be planned as a hash of every owners row of the node, which grows with what it owns.
 pub(crate) const INBOX_PENDING_OWNED: &str = concat!(
     "SELECT ",
     inbox_columns!(),
     " FROM inbox i WHERE i.done_at IS NULL AND (
         i.execution_id = ANY($2::text[])
-        OR EXISTS (SELECT 1 FROM owners o
-            WHERE o.execution_id = i.execution_id AND o.node_id = $1::text))
+        OR (SELECT o.node_id FROM owners o WHERE o.execution_id = i.execution_id) = $1::text)
     AND (i.kind = ANY($4::text[]) OR NOT EXISTS (SELECT 1 FROM execution_faults f
         WHERE f.execution_id = i.execution_id AND f.parked_at IS NOT NULL))
     ORDER BY i.seq LIMIT $3::bigint"
