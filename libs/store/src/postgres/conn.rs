@@ -41,9 +41,11 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 /// statements at 2–2.5 ms each instead of 0.02–0.06 ms, a 3-step execution at 20–60 ms
 /// instead of 8, after 4,000 executions on a database a minute old). Every hot-path
 /// statement is written for its index (`plan_tests.rs`); these make the planner take it
-/// whatever the statistics say. A statement with no index path still scans.
-const INDEX_ACCESS: &str =
-    "-c enable_seqscan=off -c enable_bitmapscan=off -c enable_hashjoin=off -c enable_mergejoin=off";
+/// whatever the statistics say. A statement with no index path still scans (`nodes`), at
+/// a cost inflated past `jit_above_cost`: JIT is off, or such a 5-row heartbeat spent 34 ms
+/// compiling (JIT is no help to statements of a millisecond anyway).
+const INDEX_ACCESS: &str = "-c enable_seqscan=off -c enable_bitmapscan=off \
+    -c enable_hashjoin=off -c enable_mergejoin=off -c jit=off";
 
 /// One pooled connection.
 pub(crate) struct PgConn {

@@ -51,6 +51,7 @@ async fn pooled_connections_carry_the_session_settings() {
         ("enable_bitmapscan", "off"),
         ("enable_hashjoin", "off"),
         ("enable_mergejoin", "off"),
+        ("jit", "off"),
     ] {
         let rows = conn.client().simple_query(&show(setting)).await.unwrap();
         let value = rows.iter().find_map(|m| match m {
