@@ -44,7 +44,7 @@ pub use model::{
     InboxEntry, InboxStatus, NewTask, NewTimer, NodeInfo, NodeRow, OrphanRoot, OwnerRow,
     PutOutcome, QueueBacklog, ResumedExecution, TaskRow, TaskState, TimerRow,
 };
-pub use postgres::{PgOptions, PgStore, Wakeup};
+pub use postgres::{Channel, PgOptions, PgStore, Wakeup};
 pub use retention::{
     finished_reply, DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased,
 };

@@ -759,3 +759,26 @@ async fn a_commit_whose_rows_differ_from_the_batch_is_redone_and_refused_exactly
     assert_eq!(store.commit(append(1, 5, "c")).await.unwrap().last_seq, 5);
     assert_eq!(store.commits_redone(), 4);
 }
+
+/// A listener hears only the channels it asked for: an owner's (`orbit_inbox`) is not
+/// woken by the changes nearly every commit announces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_hears_only_its_channels() {
+    let db = PgBackend::new("listen_to");
+    let store = db.connect().await;
+    store.migrate().await.unwrap();
+    let (handler, mut rx) = collector();
+    let shutdown = CancellationToken::new();
+    let listener = store.listen_to(&[orbit_store::Channel::Inbox], handler, shutdown.clone());
+    expect(&mut rx, &Wakeup::Reconnected).await;
+    // A start announces a change and queued tasks; a timer write announces timers.
+    let mut batch = start_batch("e1", "node-a");
+    batch.tasks_to_insert = vec![task("charge", "payments")];
+    batch.timers_to_upsert = vec![timer("t", 5)];
+    store.commit(batch).await.unwrap();
+    store.enqueue_inbox("e1", &signal("go")).await.unwrap();
+    let first = bounded("the inbox wake-up", rx.recv()).await;
+    assert_eq!(first, Some(Wakeup::Inbox), "nothing of the commit's other channels came first");
+    shutdown.cancel();
+    bounded("listener stops", listener).await.unwrap();
+}

@@ -35,9 +35,38 @@ pub enum Wakeup {
     Reconnected,
 }
 
-/// The channels listened to.
-pub(crate) const CHANNELS: [&str; 4] =
-    ["orbit_inbox", "orbit_tasks", "orbit_timers", "orbit_changes"];
+/// A notification channel a listener can ask for. Every notification wakes each backend
+/// listening on its channel and the process behind it, so a service listens only to what
+/// it acts on (an owner to `orbit_inbox`, a scheduler to `orbit_timers`): `orbit_changes`
+/// goes with nearly every commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// `orbit_inbox`: [`Wakeup::Inbox`].
+    Inbox,
+    /// `orbit_tasks`: [`Wakeup::Tasks`].
+    Tasks,
+    /// `orbit_timers`: [`Wakeup::Timers`].
+    Timers,
+    /// `orbit_changes`: [`Wakeup::Changed`].
+    Changes,
+}
+
+impl Channel {
+    /// Every channel.
+    pub const ALL: [Channel; 4] =
+        [Channel::Inbox, Channel::Tasks, Channel::Timers, Channel::Changes];
+
+    /// The channel's name.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Channel::Inbox => "orbit_inbox",
+            Channel::Tasks => "orbit_tasks",
+            Channel::Timers => "orbit_timers",
+            Channel::Changes => "orbit_changes",
+        }
+    }
+}
 
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
@@ -61,13 +90,18 @@ fn wakeup(channel: &str, payload: &str) -> Option<Wakeup> {
     }
 }
 
-/// Listens until `shutdown`, reconnecting as needed.
-pub(crate) async fn run(connector: Connector, handler: Handler, shutdown: CancellationToken) {
+/// Listens to `channels` until `shutdown`, reconnecting as needed.
+pub(crate) async fn run(
+    connector: Connector,
+    channels: Vec<Channel>,
+    handler: Handler,
+    shutdown: CancellationToken,
+) {
     let mut delay = BACKOFF_MIN;
     loop {
         let session = tokio::select! {
             () = shutdown.cancelled() => return,
-            s = session(&connector, &handler, &shutdown) => s,
+            s = session(&connector, &channels, &handler, &shutdown) => s,
         };
         if session == Ended::Shutdown {
             return;
@@ -94,7 +128,12 @@ enum Ended {
 }
 
 /// One connection's life: connect, listen, deliver until the connection ends.
-async fn session(connector: &Connector, handler: &Handler, shutdown: &CancellationToken) -> Ended {
+async fn session(
+    connector: &Connector,
+    channels: &[Channel],
+    handler: &Handler,
+    shutdown: &CancellationToken,
+) -> Ended {
     let Ok((client, mut connection)) = connector.config().connect(connector.tls()).await else {
         return Ended::BeforeListening;
     };
@@ -114,7 +153,7 @@ async fn session(connector: &Connector, handler: &Handler, shutdown: &Cancellati
             }
         }
     });
-    let listen: String = CHANNELS.iter().map(|c| format!("LISTEN {c};")).collect();
+    let listen: String = channels.iter().map(|c| format!("LISTEN {};", c.name())).collect();
     if client.batch_execute(&listen).await.is_err() {
         driver.abort();
         return Ended::BeforeListening;

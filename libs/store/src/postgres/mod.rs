@@ -32,7 +32,7 @@ mod sql;
 mod tests;
 mod tls;
 
-pub use listen::Wakeup;
+pub use listen::{Channel, Wakeup};
 
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::{Result, StoreError};
@@ -189,7 +189,19 @@ impl PgStore {
         handler: Arc<dyn Fn(Wakeup) + Send + Sync>,
         shutdown: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
-        tokio::spawn(listen::run(self.inner.connector.clone(), handler, shutdown))
+        self.listen_to(&Channel::ALL, handler, shutdown)
+    }
+
+    /// As [`PgStore::listen`], on `channels` only (and `Reconnected`): each notification
+    /// wakes every backend listening on its channel and the process behind it.
+    pub fn listen_to(
+        &self,
+        channels: &[Channel],
+        handler: Arc<dyn Fn(Wakeup) + Send + Sync>,
+        shutdown: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let connector = self.inner.connector.clone();
+        tokio::spawn(listen::run(connector, channels.to_vec(), handler, shutdown))
     }
 
     /// The database's transaction counters, for benchmarks: read twice and subtract.

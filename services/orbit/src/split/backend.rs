@@ -8,7 +8,7 @@
 //!   a `Reconnected` tells each service to look again (`Changed` is left to the readers'
 //!   fallbacks).
 
-pub use orbit_store::Wakeup;
+pub use orbit_store::{Channel, Wakeup};
 use orbit_store::{PgOptions, PgStore, SqliteStore, Store, StoreError};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -133,10 +133,15 @@ impl Database {
         ))
     }
 
-    /// Delivers wake-ups to `handler` until `shutdown`.
-    pub fn listen(&self, handler: Handler, shutdown: CancellationToken) -> JoinHandle<()> {
+    /// Delivers the wake-ups of `channels` to `handler` until `shutdown`.
+    pub fn listen(
+        &self,
+        channels: &[Channel],
+        handler: Handler,
+        shutdown: CancellationToken,
+    ) -> JoinHandle<()> {
         match &self.kind {
-            Kind::Postgres(pg) => pg.listen(handler, shutdown),
+            Kind::Postgres(pg) => pg.listen_to(channels, handler, shutdown),
             Kind::Sqlite => tokio::spawn(async move {
                 loop {
                     tokio::select! {

@@ -3,7 +3,7 @@
 //! wake the dispatchers, change notifications the watchers and reply waiters.
 
 use super::args::FrontendArgs;
-use super::backend::Wakeup;
+use super::backend::{Channel, Wakeup};
 use super::node::{self, prepare};
 use orbit_frontend::{Frontend, FrontendConfig};
 use orbit_store::ChangeHub;
@@ -58,10 +58,11 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
         move || f.sessions_report()
     }));
     let listen = node.database.listen(
+        &[Channel::Tasks, Channel::Changes],
         Arc::new(move |w| match w {
             Wakeup::Tasks | Wakeup::Reconnected => tasks_ready.notify_waiters(),
             Wakeup::Changed(change) => changes.publish_changes(std::slice::from_ref(&change)),
-            // Missed changes are covered by the watchers' and waiters' own re-reads.
+            // Not listened to (`Channel`): owners act on the inbox, schedulers on timers.
             Wakeup::Inbox | Wakeup::Timers => {}
         }),
         node.shutdown.clone(),

@@ -2,7 +2,7 @@
 //! (and reconnects, after which some may have been missed) kick a pass.
 
 use super::args::OwnerArgs;
-use super::backend::Wakeup;
+use super::backend::{Channel, Wakeup};
 use super::node::{self, prepare};
 use orbit_owner::{Owner, OwnerConfig};
 use orbit_store::ChangeHub;
@@ -43,6 +43,7 @@ pub async fn run(args: OwnerArgs) -> ExitCode {
     );
     let kicked = owner.clone();
     let listen = node.database.listen(
+        &[Channel::Inbox],
         Arc::new(move |w| {
             if matches!(w, Wakeup::Inbox | Wakeup::Reconnected) {
                 kicked.inbox_notified();

@@ -3,7 +3,7 @@
 //! retention sweeper runs beside the timer loop (any number of schedulers may sweep).
 
 use super::args::SchedulerArgs;
-use super::backend::Wakeup;
+use super::backend::{Channel, Wakeup};
 use super::node::{self, prepare};
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_owner::system_clock;
@@ -33,6 +33,7 @@ pub async fn run(args: SchedulerArgs) -> ExitCode {
         system_clock,
     );
     let listen = node.database.listen(
+        &[Channel::Timers],
         Arc::new(move |w| {
             if matches!(w, Wakeup::Timers | Wakeup::Reconnected) {
                 timers_changed.notify_one();
