@@ -34,6 +34,11 @@ pub(crate) struct Work {
     pub(crate) inbox_done: Vec<InboxDone>,
     /// Tokens of handed results recorded in this pass (their rows are marked done).
     pub(crate) tasks_done: Vec<String>,
+    /// Units that succeeded in this pass by the handed result of their attempt in flight:
+    /// no row of theirs stays open (earlier offers were withdrawn when their attempts
+    /// ended, this one is in `tasks_done`), so their `CancelUnit` writes nothing and is
+    /// left out of the commit.
+    pub(crate) settled_units: Vec<String>,
     pub(crate) new_execution: Option<ExecutionRow>,
     pub(crate) replies: Vec<PendingStart>,
     /// The built-in adapters this server runs (`OwnerConfig::capabilities`): off, http
@@ -54,6 +59,7 @@ impl Work {
             events: vec![],
             inbox_done: vec![],
             tasks_done: vec![],
+            settled_units: vec![],
             new_execution: None,
             replies: vec![],
             caps,
@@ -546,6 +552,9 @@ pub(crate) fn batches_for(
     let (mut tasks, mut timers) = (false, false);
     for (i, run) in runs.into_iter().enumerate() {
         let mut rows = effects::rows(run.effects, &w.hot.root_id);
+        if i == 0 {
+            rows.cancel_units.retain(|u| !w.settled_units.contains(u));
+        }
         tasks |= !rows.tasks.is_empty();
         timers |= !rows.timers_to_upsert.is_empty() || !rows.timers_to_delete.is_empty();
         children.append(&mut rows.children);

@@ -81,6 +81,7 @@ pub(crate) fn apply(
     now: u64,
     limits: &orbit_definition::Limits,
 ) -> bool {
+    let success = matches!(report.message, InboxMessage::Complete(_));
     let (token, command) = match &report.message {
         InboxMessage::Complete(c) => (
             c.token.clone(),
@@ -92,20 +93,27 @@ pub(crate) fn apply(
         _ => return false,
     };
     let state = &w.hot.state;
-    let in_flight =
-        state.tokens.get(&token).and_then(|unit| state.units.get(unit)).is_some_and(|u| {
-            u.token.as_deref() == Some(token.as_str())
-                && u.worker_id.as_deref() == Some(report.worker_id.as_str())
-        });
+    let Some(unit) = state.tokens.get(&token).cloned() else { return false };
+    let in_flight = state.units.get(&unit).is_some_and(|u| {
+        u.token.as_deref() == Some(token.as_str())
+            && u.worker_id.as_deref() == Some(report.worker_id.as_str())
+    });
     if !in_flight {
         return false;
     }
     match accept(&w.hot.def, &w.hot.state, command, now, limits) {
         Ok(events) if !events.iter().any(|e| matches!(e, Event::StaleResultIgnored { .. })) => {
+            let succeeded = success
+                && events
+                    .iter()
+                    .any(|e| matches!(e, Event::StepSucceeded { step, .. } if *step == unit));
             for e in events {
                 w.record(e, now);
             }
             w.tasks_done.push(token);
+            if succeeded {
+                w.settled_units.push(unit);
+            }
             true
         }
         _ => false,
