@@ -1,6 +1,16 @@
-//! [`CommitBatch`]es on PostgreSQL: any number of batches in one transaction, in two round
-//! trips.
+//! [`CommitBatch`]es on PostgreSQL: any number of batches in one transaction, usually in
+//! ONE round trip.
 //!
+//! **One round trip** (the owner's usual commit). The rows the batches expect are told
+//! from the batches themselves (`plan::predict`: the fenced epoch, the run and last seq the
+//! first event continues, absent rows for a start, the inbox entries applied), so the
+//! writes can be planned before anything is read. `BEGIN`, [`sql::COMMIT_LOCK_CHECK`], the
+//! writes and `COMMIT` are sent together. That statement locks what the two-round-trip
+//! path locks and fails when a row differs from the expectation; the server then refuses
+//! the rest and the `COMMIT` becomes a rollback, and the commit is done again the careful
+//! way ([`PgStore::commits_redone`](super::PgStore::commits_redone) counts those).
+//!
+//! **Two round trips** (anything `predict` cannot tell, and the redo):
 //! 1. `BEGIN`, then, pipelined: the owners rows of every execution of the call `FOR SHARE`
 //!    (the fence: a takeover's epoch bump waits until this transaction ends), their
 //!    `executions` rows `FOR NO KEY UPDATE` (run and last seq; commits of one execution
@@ -32,7 +42,7 @@ const STATEMENTS: &[&str] = &[
     sql::COMMIT_LOCK_OWNERS,
     sql::COMMIT_LOCK_EXECUTIONS,
     sql::COMMIT_LOCK_INBOX,
-    sql::COMMIT_CHECK,
+    sql::COMMIT_LOCK_CHECK,
     sql::COMMIT_INSERT_EXECUTIONS,
     sql::COMMIT_INSERT_OWNERS,
     sql::COMMIT_INSERT_EVENTS,
@@ -86,10 +96,10 @@ impl Locked {
 /// Applies the batches atomically: all of them, or none.
 ///
 /// The usual owner commit goes in one round trip: the rows it expects are predicted from
-/// the batches (`plan::predict`), and `BEGIN`, the three locks, [`sql::COMMIT_CHECK`], the
-/// writes and `COMMIT` are sent together. When the check (or any statement) fails, the
-/// server rolls the transaction back and the commit is done again in two round trips,
-/// which read first and refuse with the exact error.
+/// the batches (`plan::predict`), and `BEGIN`, [`sql::COMMIT_LOCK_CHECK`] (the locks and
+/// the check), the writes and `COMMIT` are sent together. When the check (or any
+/// statement) fails, the server rolls the transaction back and the commit is done again in
+/// two round trips, which read first and refuse with the exact error.
 pub(crate) async fn commit_all(
     conn: &mut PgConn,
     batches: &[CommitBatch],
@@ -130,18 +140,13 @@ async fn one_round_trip(
 ) -> PgResult<Option<Vec<CommitOutcome>>> {
     let Plan { writes, outcomes: result, task_keys } = planned;
     let refs = write_params(&writes);
-    let p_ids: [&(dyn ToSql + Sync); 1] = [&locked.ids];
-    let p_seqs: [&(dyn ToSql + Sync); 1] = [&locked.seqs];
-    let p_check = guard.params();
+    let p_check = guard.params(&locked.ids, &locked.seqs);
     conn.begin_marker();
     let mut outcomes = {
         let client = conn.client();
         let mut steps = vec![
             command(client, "BEGIN"),
-            step(client, stmt(statements, sql::COMMIT_LOCK_OWNERS)?, &p_ids),
-            step(client, stmt(statements, sql::COMMIT_LOCK_EXECUTIONS)?, &p_ids),
-            step(client, stmt(statements, sql::COMMIT_LOCK_INBOX)?, &p_seqs),
-            step(client, stmt(statements, sql::COMMIT_CHECK)?, &p_check),
+            step(client, stmt(statements, sql::COMMIT_LOCK_CHECK)?, &p_check),
         ];
         for (w, params) in writes.iter().zip(&refs) {
             steps.push(step(client, stmt(statements, w.sql)?, params));
@@ -164,7 +169,7 @@ async fn one_round_trip(
     }
     outcomes.pop();
     let rows: Vec<Vec<tokio_postgres::Row>> =
-        outcomes.into_iter().skip(5).map(|o| o.unwrap_or_default()).collect();
+        outcomes.into_iter().skip(2).map(|o| o.unwrap_or_default()).collect();
     finish(&rows, &writes, result, task_keys, batches).map(Some)
 }
 

@@ -407,7 +407,7 @@ fn plan_events(batch: &CommitBatch, read: &mut Read, seg: &mut Segment) -> Resul
 }
 
 /// What a commit expects round trip 1 to read, predicted from the batches alone, with the
-/// parameters of [`sql::COMMIT_CHECK`], which fails the transaction when the rows say
+/// parameters of [`sql::COMMIT_LOCK_CHECK`], which fails the transaction when the rows say
 /// otherwise. Lets the owner's usual commit go in ONE round trip (see `commit.rs`).
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct Guard {
@@ -422,9 +422,15 @@ pub(crate) struct Guard {
 }
 
 impl Guard {
-    /// The check's parameters, in the statement's order.
-    pub(crate) fn params(&self) -> [&(dyn ToSql + Sync); 7] {
+    /// The statement's parameters: the locked ids and seqs, then the expectations.
+    pub(crate) fn params<'a>(
+        &'a self,
+        ids: &'a Vec<String>,
+        seqs: &'a Vec<i64>,
+    ) -> [&'a (dyn ToSql + Sync); 9] {
         [
+            ids,
+            seqs,
             &self.owner_ids,
             &self.owner_epochs,
             &self.execution_ids,

@@ -96,9 +96,11 @@ fn cases(pending_seq: i64) -> Vec<Case> {
             params: vec![Box::new(vec![pending_seq])],
         },
         Case {
-            name: "commit: check (one round trip)",
-            sql: sql::COMMIT_CHECK,
+            name: "commit: lock and check (one round trip)",
+            sql: sql::COMMIT_LOCK_CHECK,
             params: vec![
+                open(),
+                Box::new(vec![pending_seq]),
                 // A start's expectations (no rows yet) and the open execution's entry:
                 // EXPLAIN ANALYZE runs it, and a differing row would fail it.
                 strs(&["new-1"]),

@@ -119,24 +119,35 @@ pub(crate) const COMMIT_LOCK_EXECUTIONS: &str = "SELECT execution_id, run, last_
 pub(crate) const COMMIT_LOCK_INBOX: &str = "SELECT seq, execution_id FROM inbox
     WHERE seq = ANY($1::bigint[]) AND done_at IS NULL ORDER BY seq FOR UPDATE";
 
-/// The one-round-trip commit's check, after the three locks: the rows the batches expect
-/// (`plan::predict`) are there, as expected. Counts what differs (an owners epoch, an absent
-/// or present row, an executions run or last seq, an inbox entry no longer pending) and
-/// fails the statement, so the transaction, when anything does: the commit then takes the
-/// two round trips and reports the exact refusal. The failing arm depends on the counted
-/// rows, so the planner cannot fold it to an error in advance.
-pub(crate) const COMMIT_CHECK: &str = "SELECT CASE WHEN g.moved = 0 THEN 0
-    ELSE ('orbit commit check: ' || g.moved || ' row(s) differ from the batch')::int END
-    FROM (SELECT
-      (SELECT count(*) FROM UNNEST($1::text[], $2::bigint[]) AS w(id, epoch)
-         LEFT JOIN owners o ON o.execution_id = w.id
-         WHERE o.epoch IS DISTINCT FROM w.epoch)
-    + (SELECT count(*) FROM UNNEST($3::text[], $4::bigint[], $5::bigint[]) AS w(id, run, seq)
-         LEFT JOIN executions e ON e.execution_id = w.id
+/// The one-round-trip commit's locks and check in ONE statement: the owners, executions
+/// and inbox rows of the commit locked as the three `COMMIT_LOCK_*` statements lock them
+/// (each set in key order, owners first), then the rows the batches expect
+/// (`plan::predict`) compared with them. Counts what differs (an owners epoch, an absent or
+/// present row, an executions run or last seq, an inbox entry no longer pending) and fails
+/// the statement, so the transaction, when anything does: the commit then takes the two
+/// round trips and reports the exact refusal. The failing arm depends on the counted rows,
+/// so the planner cannot fold it to an error in advance. `$1`: the ids, `$2`: the inbox
+/// seqs; `$3..$9`: the expectations.
+pub(crate) const COMMIT_LOCK_CHECK: &str = "WITH
+    o AS MATERIALIZED (SELECT execution_id, epoch FROM owners
+        WHERE execution_id = ANY($1::text[]) ORDER BY execution_id FOR SHARE),
+    e AS MATERIALIZED (SELECT execution_id, run, last_seq FROM executions
+        WHERE execution_id = ANY($1::text[]) ORDER BY execution_id FOR NO KEY UPDATE),
+    i AS MATERIALIZED (SELECT seq, execution_id FROM inbox
+        WHERE seq = ANY($2::bigint[]) AND done_at IS NULL ORDER BY seq FOR UPDATE),
+    locked AS MATERIALIZED (SELECT (SELECT count(*) FROM o) + (SELECT count(*) FROM e)
+        + (SELECT count(*) FROM i) AS n),
+    moved AS MATERIALIZED (SELECT
+      (SELECT count(*) FROM UNNEST($3::text[], $4::bigint[]) AS w(id, epoch)
+         LEFT JOIN o ON o.execution_id = w.id WHERE o.epoch IS DISTINCT FROM w.epoch)
+    + (SELECT count(*) FROM UNNEST($5::text[], $6::bigint[], $7::bigint[]) AS w(id, run, seq)
+         LEFT JOIN e ON e.execution_id = w.id
          WHERE e.run IS DISTINCT FROM w.run OR e.last_seq IS DISTINCT FROM w.seq)
-    + (SELECT count(*) FROM UNNEST($6::bigint[], $7::text[]) AS w(seq, id)
-         LEFT JOIN inbox i ON i.seq = w.seq AND i.done_at IS NULL
-         WHERE i.execution_id IS DISTINCT FROM w.id) AS moved) g";
+    + (SELECT count(*) FROM UNNEST($8::bigint[], $9::text[]) AS w(seq, id)
+         LEFT JOIN i ON i.seq = w.seq WHERE i.execution_id IS DISTINCT FROM w.id) AS n)
+    SELECT CASE WHEN moved.n = 0 THEN locked.n
+        ELSE ('orbit commit check: ' || moved.n || ' row(s) differ from the batch')::bigint END
+    FROM locked, moved";
 
 /// Plain insert: an id taken concurrently fails with `executions_pkey`.
 pub(crate) const COMMIT_INSERT_EXECUTIONS: &str = concat!(
