@@ -11,8 +11,8 @@
 //!   → node → advertised address); `UNAVAILABLE` while that owner is not live.
 //! * `ReportResult` (a worker's result handed to the owner, once per step) goes there too,
 //!   but remembers which node owns the execution (the one that created it at a start
-//!   through here, or as read) instead of reading the owners row for every result (issue
-//!   14): ownership only moves when its owner stops being live (a
+//!   through here, the one that handed the task over, `owner_node_id`, or as read) instead
+//!   of reading the owners row for every result (issue 14): ownership only moves when its owner stops being live (a
 //!   takeover), so the remembered node is used while it is live, and forgotten when the
 //!   call fails or the owner does not record the result (not held, fenced: the caller then
 //!   takes the inbox route, and the next result reads the row again).
@@ -353,6 +353,18 @@ impl OwnerService for RemoteOwners {
         // failure, so retrying here would only delay the durable route.
         let request = request.into_inner();
         let execution_id = request.execution_id.clone();
+        if !request.owner_node_id.is_empty() {
+            // The owner that handed the task over: it owns the execution unless a takeover
+            // moved it since, which a live owner only does after that node died.
+            let handed = self
+                .membership
+                .live_owners()
+                .into_iter()
+                .any(|n| n.node_id == request.owner_node_id && n.addr.is_some());
+            if handed {
+                self.remember_owner(&execution_id, request.owner_node_id.clone());
+            }
+        }
         let addr = self.remembered_owner_of(&execution_id).await?;
         let mut client = match self.client(&addr) {
             Ok(c) => c,
@@ -500,6 +512,48 @@ mod tests {
             .expect_err("no owner row");
         let orbit = OrbitError::from_status(&status).expect("an Orbit code");
         assert_eq!(orbit.code, ErrorCode::ExecutionNotFound);
+    }
+
+    /// A result goes to the owner that handed its task over (`owner_node_id`) while that
+    /// node is live, without reading the owners row: here there is none, so without the
+    /// hint the call ends `EXECUTION_NOT_FOUND`, with it at the (unreachable) owner.
+    #[tokio::test]
+    async fn a_result_goes_to_the_owner_that_handed_its_task() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (store, m) = membership(&dir).await;
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            l.local_addr().expect("addr").port()
+        };
+        let owner = orbit_store::NodeInfo {
+            node_id: "owner-x".into(),
+            service: "owner".into(),
+            incarnation: "1".into(),
+            addr: Some(format!("127.0.0.1:{port}")),
+            sessions: None,
+        };
+        store.heartbeat_node(&owner).await.expect("beat");
+        m.beat().await.expect("beat");
+        let remote = RemoteOwners::new(m, quick());
+        let result = |hint: &str| {
+            Request::new(pb::ReportResultRequest {
+                execution_id: "e1".into(),
+                token: "t".into(),
+                worker_id: "w".into(),
+                kind: "complete".into(),
+                payload: "{}".into(),
+                owner_node_id: hint.into(),
+            })
+        };
+        let read = remote.report_result(result("")).await.expect_err("no owners row");
+        let orbit = OrbitError::from_status(&read).expect("an Orbit code");
+        assert_eq!(orbit.code, ErrorCode::ExecutionNotFound, "{read:?}");
+        let hinted = remote.report_result(result("owner-x")).await.expect_err("unreachable");
+        assert_eq!(hinted.code(), Code::Unavailable, "went to owner-x, which refuses: {hinted:?}");
+        // A hint naming no live owner is not followed.
+        let stale = remote.report_result(result("owner-gone")).await.expect_err("no row");
+        let orbit = OrbitError::from_status(&stale).expect("an Orbit code");
+        assert_eq!(orbit.code, ErrorCode::ExecutionNotFound, "{stale:?}");
     }
 
     #[test]

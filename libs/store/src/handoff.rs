@@ -52,6 +52,12 @@ pub trait Handoff: Send + Sync {
     /// credit taken for it; `None` when there is none (the task is queued as usual).
     fn reserve(&self, execution_id: &str, task: &NewTask) -> Option<TaskClaim>;
 
+    /// The run whose new tasks `reserve` is asked about next: its workflow, version and
+    /// definition hash, which a hand-off across processes sends with each task so the
+    /// frontend needs no read of the execution to describe it. Ignored by default (in one
+    /// process the frontend reads its own caches).
+    fn describe(&self, _execution_id: &str, _workflow: &str, _version: &str, _hash: &str) {}
+
     /// After the commit: `claimed` are the rows it recorded claimed (to deliver to their
     /// sessions); `unused` the reservations it did not record (the commit failed, or the
     /// offer was queued before), whose credits are given back.

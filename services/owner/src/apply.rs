@@ -306,7 +306,8 @@ pub(crate) async fn apply_set(
         handed::answer(handed_replies, &recorded, false);
         return Ok(applied);
     }
-    let reserved = crate::handoff::reserve(inner, &mut batches);
+    let reserved =
+        crate::handoff::reserve(inner, &mut batches, |id| work.get(id).map(|w| &*w.hot.def));
     // Tasks left for the claims: only then are the frontends' dispatchers woken.
     let tasks = tasks && batches.iter().any(|b| b.tasks_to_insert.len() > b.task_claims.len());
     // What the commit does, for the readers waiting on these executions (issue 14).
@@ -482,7 +483,13 @@ async fn begin(
     req: &StartRequest,
     now: u64,
 ) -> Result<Begin, OwnerError> {
-    if let Some(row) = inner.store.get_execution(&req.execution_id).await? {
+    // Both reads at once: a new execution (the usual start) needs the definition, and the
+    // two round trips in sequence were on every start's path.
+    let (existing, def) = tokio::join!(
+        inner.store.get_execution(&req.execution_id),
+        definition(inner, core, &req.workflow, req.version.as_deref())
+    );
+    if let Some(row) = existing? {
         // Execution ids are unique across workflows: a start of another workflow under a
         // taken id is refused, never answered with that execution (whose workflow,
         // version and hash the caller did not ask for). The message names neither, so a
@@ -506,7 +513,7 @@ async fn begin(
             update_seq: 0,
         }));
     }
-    let def = definition(inner, core, &req.workflow, req.version.as_deref()).await?;
+    let def = def?;
     let created = orbit_engine::start(
         &def,
         &req.execution_id,

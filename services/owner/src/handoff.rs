@@ -22,11 +22,22 @@ use crate::owner::Inner;
 use orbit_store::{CommitBatch, CommitOutcome, TaskClaim};
 
 /// Reserves a session for every new task that one can take, and records the claims in
-/// their batches; returns the reservations, for [`settle`].
-pub(crate) fn reserve(inner: &Inner, batches: &mut [CommitBatch]) -> Vec<TaskClaim> {
+/// their batches; returns the reservations, for [`settle`]. `def_of` gives an execution's
+/// definition, which the hand-off names with its tasks.
+pub(crate) fn reserve<'a>(
+    inner: &Inner,
+    batches: &mut [CommitBatch],
+    def_of: impl Fn(&str) -> Option<&'a orbit_definition::Definition>,
+) -> Vec<TaskClaim> {
     let Some(handoff) = inner.handoff.get() else { return Vec::new() };
     let mut reserved = Vec::new();
     for b in batches.iter_mut() {
+        if b.tasks_to_insert.is_empty() {
+            continue;
+        }
+        if let Some(def) = def_of(&b.execution_id) {
+            handoff.describe(&b.execution_id, &def.name, &def.version, &def.hash);
+        }
         for t in &b.tasks_to_insert {
             if let Some(claim) = handoff.reserve(&b.execution_id, t) {
                 b.task_claims.push(claim.clone());

@@ -49,7 +49,14 @@ struct Links {
     next: u64,
     /// Frontend node id → its open stream (a newer stream of the same node replaces it).
     by_node: HashMap<String, Link>,
+    /// Execution id → (workflow, version, definition hash) of the runs whose tasks the
+    /// current pass reserves (`Handoff::describe`), sent with each handed task. Bounded:
+    /// cleared when full (a task without it makes the frontend read the execution).
+    runs: HashMap<String, (String, String, String)>,
 }
+
+/// How many executions' run descriptions the lenders keep.
+const RUNS: usize = 10_000;
 
 struct Link {
     id: u64,
@@ -148,6 +155,15 @@ impl Lenders {
 }
 
 impl Handoff for Lenders {
+    fn describe(&self, execution_id: &str, workflow: &str, version: &str, hash: &str) {
+        let mut links = self.links();
+        if links.runs.len() >= RUNS && !links.runs.contains_key(execution_id) {
+            links.runs.clear();
+        }
+        let run = (workflow.to_string(), version.to_string(), hash.to_string());
+        links.runs.insert(execution_id.to_string(), run);
+    }
+
     fn reserve(&self, _execution_id: &str, task: &NewTask) -> Option<TaskClaim> {
         let mut links = self.links();
         // The session with the most tokens left, so hand-offs spread over the workers.
@@ -197,7 +213,8 @@ impl Handoff for Lenders {
                     lost.extend(rows);
                     continue;
                 };
-                let tasks = rows.iter().map(handed_task).collect();
+                let tasks =
+                    rows.iter().map(|r| handed_task(r, links.runs.get(&r.execution_id))).collect();
                 let kind = lend_response::Kind::Handed(Handed { tasks });
                 if link.tx.send(Ok(LendResponse { kind: Some(kind) })).is_err() {
                     lost.extend(rows);
@@ -214,9 +231,13 @@ impl Handoff for Lenders {
     }
 }
 
-/// A claimed row as the frontend needs it.
-fn handed_task(row: &TaskRow) -> HandedTask {
+/// A claimed row as the frontend needs it, with its run's (workflow, version, hash).
+fn handed_task(row: &TaskRow, run: Option<&(String, String, String)>) -> HandedTask {
+    let (workflow, version, definition_hash) = run.cloned().unwrap_or_default();
     HandedTask {
+        workflow,
+        version,
+        definition_hash,
         id: row.id,
         execution_id: row.execution_id.clone(),
         run: row.run,

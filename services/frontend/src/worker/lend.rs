@@ -52,12 +52,24 @@ struct State {
     next: u64,
     /// Token → (owner node id, stream generation, session id), while lent.
     outstanding: HashMap<String, (String, u64, String)>,
+    /// Token → the owner that handed its row here, until the result is handed back: the
+    /// result goes straight to that owner, without reading the owners row (bounded:
+    /// cleared when full; a missing entry only costs that read).
+    handed_by: HashMap<String, String>,
 }
+
+/// How many handed tokens' owners a frontend remembers.
+const HANDED_BY: usize = 100_000;
 
 impl Lending {
     fn state(&self) -> MutexGuard<'_, State> {
         // Plain maps under a short lock; a panic elsewhere leaves them consistent.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The owner that handed the row of `token` here, if one did (forgotten once asked).
+    pub(crate) fn handed_by(&self, token: &str) -> Option<String> {
+        self.state().handed_by.remove(token)
     }
 
     /// Whether any owner stream is open (only then are credits lent).
@@ -164,7 +176,14 @@ impl Lending {
     async fn handed(&self, shared: &Arc<Shared>, owner: &str, tasks: Vec<HandedTask>) {
         let mut rows = Vec::with_capacity(tasks.len());
         for t in tasks {
-            let known = self.state().outstanding.remove(&t.token);
+            let known = {
+                let mut state = self.state();
+                if state.handed_by.len() >= HANDED_BY {
+                    state.handed_by.clear();
+                }
+                state.handed_by.insert(t.token.clone(), owner.to_string());
+                state.outstanding.remove(&t.token)
+            };
             if let Some(session) = known.and_then(|(_, _, s)| shared.sessions.get(&s)) {
                 // A draining session takes no new task: reported lost, redelivered elsewhere.
                 if !session.counters().draining && session.lent_used(&t.token, &t.execution_id) {
@@ -173,6 +192,8 @@ impl Lending {
                     }
                 }
             }
+            let run = (t.workflow.as_str(), t.version.as_str(), t.definition_hash.as_str());
+            super::session::learn_context(shared, &t.execution_id, t.run, run).await;
             // A token not lent here any more (its stream was settled) or whose session is
             // gone is in no session: `hand_over` reports it lost.
             rows.push(task_row(t));

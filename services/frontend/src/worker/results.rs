@@ -234,6 +234,7 @@ async fn hand_over(
         worker_id: worker_id.to_string(),
         kind: report.kind().as_str().to_string(),
         payload: report.payload_text(),
+        owner_node_id: shared.lending.handed_by(token).unwrap_or_default(),
     };
     match shared.owner.report_result(tonic::Request::new(request)).await {
         Ok(answer) if answer.get_ref().recorded => {}

@@ -566,6 +566,30 @@ async fn context(shared: &Shared, execution_id: &str, run: u32) -> Option<Contex
     Some(ctx)
 }
 
+/// Remembers the context of a run an owner described with a handed task (workflow,
+/// version, definition hash), so its delivery reads no execution row: the definition
+/// comes from the cache (read once per hash).
+pub(crate) async fn learn_context(
+    shared: &Shared,
+    execution_id: &str,
+    run: u32,
+    (workflow, version, hash): (&str, &str, &str),
+) {
+    let key = (execution_id.to_string(), run);
+    if workflow.is_empty() || shared.contexts.lock().is_ok_and(|m| m.contains_key(&key)) {
+        return;
+    }
+    let Ok(def) = shared.defs.pinned(shared.store.as_ref(), workflow, version, hash).await else {
+        return;
+    };
+    if let Ok(mut m) = shared.contexts.lock() {
+        if m.len() >= CONTEXTS {
+            m.clear();
+        }
+        m.insert(key, Context { workflow: workflow.to_string(), def });
+    }
+}
+
 /// How many runs' contexts a frontend remembers.
 const CONTEXTS: usize = 10_000;
 
