@@ -455,6 +455,24 @@ mod tests {
         (store, m)
     }
 
+    /// Registers a live owner `node_id` whose address refuses connections (a port just
+    /// released), and lets `m` see it.
+    async fn refusing_owner(store: &Arc<dyn Store>, m: &Membership, node_id: &str) {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            l.local_addr().expect("addr").port()
+        };
+        let node = orbit_store::NodeInfo {
+            node_id: node_id.into(),
+            service: "owner".into(),
+            incarnation: "1".into(),
+            addr: Some(format!("127.0.0.1:{port}")),
+            sessions: None,
+        };
+        store.heartbeat_node(&node).await.expect("beat");
+        m.beat().await.expect("beat");
+    }
+
     fn assert_unavailable(status: &Status) {
         assert_eq!(status.code(), Code::Unavailable, "{status:?}");
         let orbit = OrbitError::from_status(status).expect("an Orbit code");
@@ -478,20 +496,7 @@ mod tests {
     async fn an_owner_that_does_not_answer_is_retried_then_unavailable() {
         let dir = tempfile::tempdir().expect("dir");
         let (store, m) = membership(&dir).await;
-        // A registered owner whose address refuses connections (a port just released).
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-            l.local_addr().expect("addr").port()
-        };
-        let dead = orbit_store::NodeInfo {
-            node_id: "owner-x".into(),
-            service: "owner".into(),
-            incarnation: "1".into(),
-            addr: Some(format!("127.0.0.1:{port}")),
-            sessions: None,
-        };
-        store.heartbeat_node(&dead).await.expect("beat");
-        m.beat().await.expect("beat");
+        refusing_owner(&store, &m, "owner-x").await;
         let remote = RemoteOwners::new(m, quick());
         let status = remote.start_execution(start("e1")).await.expect_err("refused");
         assert_unavailable(&status);
@@ -521,19 +526,7 @@ mod tests {
     async fn a_result_goes_to_the_owner_that_handed_its_task() {
         let dir = tempfile::tempdir().expect("dir");
         let (store, m) = membership(&dir).await;
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-            l.local_addr().expect("addr").port()
-        };
-        let owner = orbit_store::NodeInfo {
-            node_id: "owner-x".into(),
-            service: "owner".into(),
-            incarnation: "1".into(),
-            addr: Some(format!("127.0.0.1:{port}")),
-            sessions: None,
-        };
-        store.heartbeat_node(&owner).await.expect("beat");
-        m.beat().await.expect("beat");
+        refusing_owner(&store, &m, "owner-x").await;
         let remote = RemoteOwners::new(m, quick());
         let result = |hint: &str| {
             Request::new(pb::ReportResultRequest {

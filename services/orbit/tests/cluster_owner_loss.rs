@@ -191,7 +191,12 @@ fn feed(
 /// plus a few seconds, not whenever the server happens to end the paused session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_paused_inside_a_commit_is_taken_over() {
-    let topo = Topology::start("ownerlock", 2, 2, 1, FAST);
+    // The usual commit goes in one round trip and holds no lock while its process is
+    // paused; the two-round-trip path (a commit whose check failed, and any other
+    // transaction of several round trips) still can, so it is forced here (a debug-build
+    // test switch) for the pause to land between the two.
+    let two = [("ORBIT_PG_COMMIT_TWO_ROUND_TRIPS", "1")];
+    let topo = Topology::start_env("ownerlock", [2, 2, 1], "disable", FAST, &two);
     let mut clients = vec![topo.client(0).await, topo.client(1).await];
     common::register(&mut clients[0], STEADY).await;
     let stop = CancellationToken::new();

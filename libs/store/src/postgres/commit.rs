@@ -111,7 +111,7 @@ pub(crate) async fn commit_all(
     let prepared = conn.prepare(STATEMENTS).await?;
     let statements: Statements = STATEMENTS.iter().copied().zip(prepared).collect();
     let locked = Locked::of(batches);
-    if let Some((read, guard)) = predict(batches) {
+    if let Some((read, guard)) = predict(batches).filter(|_| one_round_trip_allowed()) {
         if let Ok(planned) = plan(batches, read) {
             if let Some(done) =
                 one_round_trip(conn, &statements, &locked, &guard, planned, batches).await?
@@ -126,6 +126,23 @@ pub(crate) async fn commit_all(
         }
     }
     two_round_trips(conn, &statements, &locked, batches).await
+}
+
+/// TEST-ONLY, honoured only in debug builds: `ORBIT_PG_COMMIT_TWO_ROUND_TRIPS=1` makes every
+/// commit take the two round trips, so a test can pause a process between them while it
+/// holds its locks (`cluster_owner_loss.rs`); a release build always predicts.
+pub(crate) const TWO_ROUND_TRIPS_ENV: &str = "ORBIT_PG_COMMIT_TWO_ROUND_TRIPS";
+
+fn one_round_trip_allowed() -> bool {
+    #[cfg(debug_assertions)]
+    {
+        static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        !*FORCED.get_or_init(|| std::env::var_os(TWO_ROUND_TRIPS_ENV).is_some_and(|v| v == "1"))
+    }
+    #[cfg(not(debug_assertions))]
+    {
+        true
+    }
 }
 
 /// The predicted commit, pipelined whole: `Some` outcomes when it committed, `None` when
