@@ -52,8 +52,8 @@ pub trait Handoff: Send + Sync {
     /// credit taken for it; `None` when there is none (the task is queued as usual).
     fn reserve(&self, execution_id: &str, task: &NewTask) -> Option<TaskClaim>;
 
-    /// The run whose new tasks `reserve` is asked about next: its workflow, version and
-    /// definition hash, which a hand-off across processes sends with each task so the
+    /// The run of an execution `reserve` just reserved a task of: its workflow, version
+    /// and definition hash, which a hand-off across processes sends with each task so the
     /// frontend needs no read of the execution to describe it. Ignored by default (in one
     /// process the frontend reads its own caches).
     fn describe(&self, _execution_id: &str, _workflow: &str, _version: &str, _hash: &str) {}

@@ -32,14 +32,14 @@ pub(crate) fn reserve<'a>(
     let Some(handoff) = inner.handoff.get() else { return Vec::new() };
     let mut reserved = Vec::new();
     for b in batches.iter_mut() {
-        if b.tasks_to_insert.is_empty() {
-            continue;
-        }
-        if let Some(def) = def_of(&b.execution_id) {
-            handoff.describe(&b.execution_id, &def.name, &def.version, &def.hash);
-        }
         for t in &b.tasks_to_insert {
             if let Some(claim) = handoff.reserve(&b.execution_id, t) {
+                // Named once per execution, and only when a task of it is handed off.
+                if b.task_claims.is_empty() {
+                    if let Some(def) = def_of(&b.execution_id) {
+                        handoff.describe(&b.execution_id, &def.name, &def.version, &def.hash);
+                    }
+                }
                 b.task_claims.push(claim.clone());
                 reserved.push(claim);
             }

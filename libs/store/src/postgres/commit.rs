@@ -165,10 +165,7 @@ async fn one_round_trip(
             command(client, "BEGIN"),
             step(client, stmt(statements, sql::COMMIT_LOCK_CHECK)?, &p_check),
         ];
-        for (w, params) in writes.iter().zip(&refs) {
-            steps.push(step(client, stmt(statements, w.sql)?, params));
-        }
-        steps.push(command(client, "COMMIT"));
+        push_writes(&mut steps, client, statements, &writes, &refs)?;
         pipeline(steps).await
     };
     if let Some(i) = outcomes.iter().position(|o| o.as_ref().is_err_and(connection_lost)) {
@@ -235,10 +232,7 @@ async fn two_round_trips(
     let mut outcomes = {
         let client = conn.client();
         let mut steps = Vec::with_capacity(writes.len() + 1);
-        for (w, params) in writes.iter().zip(&refs) {
-            steps.push(step(client, stmt(statements, w.sql)?, params));
-        }
-        steps.push(command(client, "COMMIT"));
+        push_writes(&mut steps, client, statements, &writes, &refs)?;
         pipeline(steps).await
     };
     let committed = outcomes.pop().unwrap_or_else(|| Ok(Vec::new()));
@@ -249,6 +243,21 @@ async fn two_round_trips(
     let rows = all_ok(outcomes)?;
     committed?;
     finish(&rows, &writes, result, task_keys, batches)
+}
+
+/// Adds every write, then `COMMIT`, to a pipeline.
+fn push_writes<'a>(
+    steps: &mut Vec<super::conn::Step<'a>>,
+    client: &'a tokio_postgres::Client,
+    statements: &'a Statements,
+    writes: &[Write],
+    refs: &'a [Vec<&'a (dyn ToSql + Sync)>],
+) -> PgResult<()> {
+    for (w, params) in writes.iter().zip(refs) {
+        steps.push(step(client, stmt(statements, w.sql)?, params));
+    }
+    steps.push(command(client, "COMMIT"));
+    Ok(())
 }
 
 /// Each write's parameters as the driver takes them.

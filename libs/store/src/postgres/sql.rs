@@ -106,18 +106,44 @@ pub(crate) const EVENT_LOAD_AFTER: &str = "SELECT seq, origin, payload, timestam
 
 // ---------------------------------------------------------------------- commit
 
+/// The commit's three locks, as text for `COMMIT_LOCK_*` and for the CTEs of
+/// `COMMIT_LOCK_CHECK` (the parameter that holds the ids or seqs is given).
+macro_rules! lock_owners {
+    ($ids:literal) => {
+        concat!(
+            "SELECT execution_id, epoch FROM owners WHERE execution_id = ANY(",
+            $ids,
+            "::text[]) ORDER BY execution_id FOR SHARE"
+        )
+    };
+}
+macro_rules! lock_executions {
+    ($ids:literal) => {
+        concat!(
+            "SELECT execution_id, run, last_seq FROM executions WHERE execution_id = ANY(",
+            $ids,
+            "::text[]) ORDER BY execution_id FOR NO KEY UPDATE"
+        )
+    };
+}
+macro_rules! lock_inbox {
+    ($seqs:literal) => {
+        concat!(
+            "SELECT seq, execution_id FROM inbox WHERE seq = ANY(",
+            $seqs,
+            "::bigint[]) AND done_at IS NULL ORDER BY seq FOR UPDATE"
+        )
+    };
+}
+
 /// Fencing: the owners rows of every execution of the commit, locked (shared) in id order
 /// so a takeover waits for the commit and two commits never deadlock.
-pub(crate) const COMMIT_LOCK_OWNERS: &str = "SELECT execution_id, epoch FROM owners
-    WHERE execution_id = ANY($1::text[]) ORDER BY execution_id FOR SHARE";
+pub(crate) const COMMIT_LOCK_OWNERS: &str = lock_owners!("$1");
 /// The run and last seq of every execution of the commit, locked in id order: commits of
 /// one execution queue up here, so the seq check below cannot race.
-pub(crate) const COMMIT_LOCK_EXECUTIONS: &str = "SELECT execution_id, run, last_seq
-    FROM executions WHERE execution_id = ANY($1::text[]) ORDER BY execution_id
-    FOR NO KEY UPDATE";
+pub(crate) const COMMIT_LOCK_EXECUTIONS: &str = lock_executions!("$1");
 /// The pending entries among the inbox seqs the commit applies, locked.
-pub(crate) const COMMIT_LOCK_INBOX: &str = "SELECT seq, execution_id FROM inbox
-    WHERE seq = ANY($1::bigint[]) AND done_at IS NULL ORDER BY seq FOR UPDATE";
+pub(crate) const COMMIT_LOCK_INBOX: &str = lock_inbox!("$1");
 
 /// The one-round-trip commit's locks and check in ONE statement: the owners, executions
 /// and inbox rows of the commit locked as the three `COMMIT_LOCK_*` statements lock them
@@ -128,13 +154,14 @@ pub(crate) const COMMIT_LOCK_INBOX: &str = "SELECT seq, execution_id FROM inbox
 /// round trips and reports the exact refusal. The failing arm depends on the counted rows,
 /// so the planner cannot fold it to an error in advance. `$1`: the ids, `$2`: the inbox
 /// seqs; `$3..$9`: the expectations.
-pub(crate) const COMMIT_LOCK_CHECK: &str = "WITH
-    o AS MATERIALIZED (SELECT execution_id, epoch FROM owners
-        WHERE execution_id = ANY($1::text[]) ORDER BY execution_id FOR SHARE),
-    e AS MATERIALIZED (SELECT execution_id, run, last_seq FROM executions
-        WHERE execution_id = ANY($1::text[]) ORDER BY execution_id FOR NO KEY UPDATE),
-    i AS MATERIALIZED (SELECT seq, execution_id FROM inbox
-        WHERE seq = ANY($2::bigint[]) AND done_at IS NULL ORDER BY seq FOR UPDATE),
+pub(crate) const COMMIT_LOCK_CHECK: &str = concat!(
+    "WITH o AS MATERIALIZED (",
+    lock_owners!("$1"),
+    "), e AS MATERIALIZED (",
+    lock_executions!("$1"),
+    "), i AS MATERIALIZED (",
+    lock_inbox!("$2"),
+    "),
     locked AS MATERIALIZED (SELECT (SELECT count(*) FROM o) + (SELECT count(*) FROM e)
         + (SELECT count(*) FROM i) AS n),
     moved AS MATERIALIZED (SELECT
@@ -147,7 +174,8 @@ pub(crate) const COMMIT_LOCK_CHECK: &str = "WITH
          LEFT JOIN i ON i.seq = w.seq WHERE i.execution_id IS DISTINCT FROM w.id) AS n)
     SELECT CASE WHEN moved.n = 0 THEN locked.n
         ELSE ('orbit commit check: ' || moved.n || ' row(s) differ from the batch')::bigint END
-    FROM locked, moved";
+    FROM locked, moved"
+);
 
 /// Plain insert: an id taken concurrently fails with `executions_pkey`.
 pub(crate) const COMMIT_INSERT_EXECUTIONS: &str = concat!(

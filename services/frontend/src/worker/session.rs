@@ -556,12 +556,7 @@ async fn context(shared: &Shared, execution_id: &str, run: u32) -> Option<Contex
         .ok()?;
     let ctx = Context { workflow: row.workflow, def };
     if row.run == run {
-        if let Ok(mut m) = shared.contexts.lock() {
-            if m.len() >= CONTEXTS {
-                m.clear();
-            }
-            m.insert(key, ctx.clone());
-        }
+        remember_context(shared, key, ctx.clone());
     }
     Some(ctx)
 }
@@ -582,11 +577,16 @@ pub(crate) async fn learn_context(
     let Ok(def) = shared.defs.pinned(shared.store.as_ref(), workflow, version, hash).await else {
         return;
     };
+    remember_context(shared, key, Context { workflow: workflow.to_string(), def });
+}
+
+/// Keeps a run's context (a bounded map: cleared when full).
+fn remember_context(shared: &Shared, key: (String, u32), ctx: Context) {
     if let Ok(mut m) = shared.contexts.lock() {
         if m.len() >= CONTEXTS {
             m.clear();
         }
-        m.insert(key, Context { workflow: workflow.to_string(), def });
+        m.insert(key, ctx);
     }
 }
 
