@@ -14,7 +14,7 @@ async fn a_fenced_owner_drops_the_execution_and_carries_on_with_the_rest() {
     let store = store(&dir, &[TWO_SIGNALS]).await;
     let (a, b) = (owner(&store, "A"), owner(&store, "B"));
     let stop = CancellationToken::new();
-    let runs = [run(&a, &stop), run(&b, &stop)];
+    let runs = [run(&a, &stop), run_recovered(&b, &stop).await];
     a.start(start("x", "two")).await.unwrap();
     a.start(start("y", "two")).await.unwrap();
     assert_eq!(a.held().await, ["x", "y"]);
@@ -127,7 +127,7 @@ async fn live_owners_take_over_a_dead_owners_trees_by_rendezvous() {
     beat(&store, "B", None).await;
     beat(&store, "C", None).await;
     let stop = CancellationToken::new();
-    let runs = [run(&b, &stop), run(&c, &stop)];
+    let runs = [run_recovered(&b, &stop).await, run_recovered(&c, &stop).await];
     let taken_b = b.take_over_once(10_000).await.unwrap();
     let taken_c = c.take_over_once(10_000).await.unwrap();
     assert_eq!(taken_b + taken_c, roots.len() + 1, "every tree taken exactly once");

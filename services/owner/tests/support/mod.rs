@@ -77,6 +77,16 @@ pub fn run(owner: &Owner, stop: &CancellationToken) -> tokio::task::JoinHandle<(
     tokio::spawn(async move { o.run(s).await.unwrap() })
 }
 
+/// [`run`], returning once the owner has recovered what its node id owns (its first pass
+/// has finished). A test that moves executions to this node right after starting it needs
+/// this: recovery moves every row of the node to the next epoch (fencing a previous
+/// process of the same id), so a takeover it has not seen yet would be bumped again.
+pub async fn run_recovered(owner: &Owner, stop: &CancellationToken) -> tokio::task::JoinHandle<()> {
+    let running = run(owner, stop);
+    owner.wake().await;
+    running
+}
+
 /// A root start request.
 pub fn start(id: &str, workflow: &str) -> StartRequest {
     StartRequest {
