@@ -78,7 +78,10 @@ async fn frontend_reaches_owners_over_mutual_tls() {
     );
 
     let wrong = s.node("frontend-3").addr.clone();
-    let mut w = connect(&wrong, &tls).await.expect("tls client to frontend-3");
+    let mut w = match connect(&wrong, &tls).await {
+        Ok(w) => w,
+        Err(e) => panic!("tls client to frontend-3: {e}\n{}", s.node("frontend-3").log()),
+    };
     let status = tokio::time::timeout(
         Duration::from_secs(60),
         start(&mut w, "hello", "hello-not-a-service", json!({"name": "Cy"})),

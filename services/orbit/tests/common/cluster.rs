@@ -20,7 +20,7 @@ use orbit_store::roles::*;
 use orbit_store::{PgOptions, PgStore};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 
@@ -290,9 +290,15 @@ impl Topology {
 impl Drop for Topology {
     fn drop(&mut self) {
         let _ = script(&["stop"], &self.dir.0);
-        for n in &self.nodes {
-            let _ = Command::new("kill").args(["-CONT", &n.pid.to_string()]).status();
-            let _ = Command::new("kill").args(["-KILL", &n.pid.to_string()]).status();
+        // Only those the script left running (a paused node): a pid already gone may be
+        // another process's by now.
+        for n in self.nodes.iter().filter(|n| self.alive(&n.node_id)) {
+            for signal in ["-CONT", "-KILL"] {
+                let _ = Command::new("kill")
+                    .args([signal, &n.pid.to_string()])
+                    .stderr(Stdio::null())
+                    .status();
+            }
         }
         // A failed test keeps its logs (the temporary dir goes with `self.dir`): a flake on
         // a busy machine is explained from them, not reproduced by luck.

@@ -62,6 +62,28 @@ pub struct Split {
     pub procs: Vec<Proc>,
 }
 
+impl Drop for Split {
+    /// A failed test prints the end of every process's log (its directory goes with
+    /// `self.dir`): a flake on a busy machine is explained from them, not reproduced by luck.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        for p in &mut self.procs {
+            let log = p.log();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            let state = match p.child.as_mut().map(|g| g.0.try_wait()) {
+                None => "stopped by the test".to_string(),
+                Some(Ok(None)) => "running".to_string(),
+                Some(Ok(Some(status))) => format!("exited by itself: {status}"),
+                Some(Err(e)) => format!("unknown: {e}"),
+            };
+            eprintln!("---- {} ({state}), last lines of its log ----\n{tail}", p.node_id);
+        }
+    }
+}
+
 impl Split {
     pub fn new(name: &str) -> Split {
         let dir = TempDir::new(name);
