@@ -27,6 +27,7 @@ mod idle;
 pub mod payload;
 pub mod peer;
 pub mod readiness;
+pub mod retry;
 pub mod server;
 pub mod shutdown;
 pub mod tls;
@@ -40,5 +41,6 @@ pub use error::{ErrorCode, FieldViolation, GrpcCode, OrbitError, UnknownErrorCod
 pub use gate::RequestGate;
 pub use payload::PayloadError;
 pub use readiness::{Probe, Readiness, ReadyState};
+pub use retry::while_unavailable;
 pub use server::{ConnectionOptions, MessageLimits, ServeError, ServerKit, WithMessageLimits};
 pub use shutdown::signal_token;

@@ -225,7 +225,8 @@ impl Frontend {
     }
 
     /// Serves the public API (workflows, workers, admin, schedules — with health and reflection) on
-    /// `listener` until `shutdown`, after handing back the claims of a previous run.
+    /// `listener` until `shutdown`, after handing back the claims of a previous run (retried
+    /// while the store answers `Unavailable`).
     ///
     /// # Errors
     /// The store cannot be read, or the server fails.
@@ -247,7 +248,17 @@ impl Frontend {
         shutdown: tokio_util::sync::CancellationToken,
         connections: orbit_server_kit::ConnectionOptions,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        self.recover_claims().await?;
+        // Retried while the database is briefly away: the port is bound and announced.
+        let what = "hand back a previous run's claims";
+        let transient =
+            |e: &orbit_store::StoreError| matches!(e, orbit_store::StoreError::Unavailable(_));
+        let recovered = orbit_server_kit::while_unavailable(what, &shutdown, transient, || {
+            self.recover_claims()
+        })
+        .await?;
+        if recovered.is_none() {
+            return Ok(());
+        }
         let (workflows, workers) = self.services();
         orbit_server_kit::ServerKit::new()
             .connections(connections)

@@ -258,7 +258,18 @@ impl Owner {
     /// # Errors
     /// Only if recovery cannot read the store; pass errors are logged and retried.
     pub async fn run(&self, shutdown: CancellationToken) -> Result<(), OwnerError> {
-        resume::recover(&self.inner).await?;
+        // Retried while the database is briefly away: an owner serving with no pass loop
+        // would take commands it never applies.
+        let what = "resume this node's executions";
+        let inner = &self.inner;
+        let transient = |e: &OwnerError| e.code == ErrorCode::Unavailable;
+        let resumed = orbit_server_kit::while_unavailable(what, &shutdown, transient, || {
+            resume::recover(inner)
+        })
+        .await?;
+        if resumed.is_none() {
+            return Ok(());
+        }
         let takeover = self.inner.cfg.takeover_interval.map(|interval| {
             let (owner, stop) = (self.clone(), shutdown.clone());
             let timeout = self.inner.cfg.node_timeout_ms;

@@ -164,3 +164,44 @@ async fn live_owners_take_over_a_dead_owners_trees_by_rendezvous() {
         r.await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn a_restart_waits_out_a_database_held_past_its_busy_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir, &[TWO_SIGNALS]).await;
+    let first = owner(&store, "A");
+    let stop_first = CancellationToken::new();
+    let first_run = run(&first, &stop_first);
+    first.start(start("x", "two")).await.unwrap();
+    stop_first.cancel();
+    first_run.await.unwrap();
+
+    // Another process holds the file's write lock for longer than SQLite's busy timeout
+    // (5 s): the restart's recovery (which moves A's rows to the next epoch) meets a
+    // "database is locked" and must retry, not end the owner's loop.
+    let db = dir.path().join("orbit.db");
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let holder = std::thread::spawn(move || {
+        let conn = rusqlite::Connection::open(db).unwrap();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        locked_tx.send(()).unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(7));
+        conn.execute_batch("COMMIT").unwrap();
+    });
+    locked_rx.recv().unwrap();
+    let again = owner(&store, "A");
+    let stop = CancellationToken::new();
+    let running = run(&again, &stop);
+    // Bounded: the lock goes after 7 s, the retries pause at most 2 s.
+    tokio::time::timeout(std::time::Duration::from_secs(60), again.wake())
+        .await
+        .expect("the owner's loop never ran a pass: the recovery gave up");
+    holder.join().unwrap();
+    assert!(!running.is_finished(), "the owner's loop ended");
+    assert_eq!(owner_of(&store, "x").await, ("A".to_string(), 2), "recovered at a new epoch");
+    let seq = signal(&store, "x", "one").await;
+    again.wake().await;
+    assert_eq!(reply(&store, seq).await["ok"], true, "the restarted owner applies entries");
+    stop.cancel();
+    running.await.unwrap();
+}

@@ -33,18 +33,34 @@ const STATEMENT_CACHE: usize = 256;
 const MAX_GROUP: usize = 512;
 
 /// Answers a caller once its group's commit is known.
-type Reply = Box<dyn FnOnce(std::result::Result<(), String>) + Send>;
+/// Answers a grouped job's caller once its group committed, or failed.
+type Reply = Box<dyn FnOnce(Result<()>) + Send>;
+
+/// A job of a group: runs on the writer connection (`None`: the group's transaction could
+/// not begin) and returns how to answer its caller.
+type GroupedJob = Box<dyn FnOnce(Option<&mut Connection>) -> Reply + Send>;
 
 enum Job {
-    /// Runs inside the group transaction, in its own savepoint.
-    Grouped(Box<dyn FnOnce(&mut Connection) -> Reply + Send>),
+    /// Runs inside the group transaction, in its own savepoint; `None` when the group's
+    /// transaction could not begin (the job does not run, and its reply gets the error).
+    Grouped(GroupedJob),
     /// Runs on its own, outside any group (migrations manage their own transactions).
     Alone(Box<dyn FnOnce(&mut Connection) + Send>),
 }
 
 impl From<rusqlite::Error> for StoreError {
+    /// A lock another process held past the busy timeout (several processes on one file)
+    /// is transient: `Unavailable`, retried by the caller. Everything else is `Storage`.
     fn from(e: rusqlite::Error) -> Self {
-        StoreError::Storage(format!("sqlite: {e}"))
+        use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked};
+        match &e {
+            rusqlite::Error::SqliteFailure(f, _)
+                if matches!(f.code, DatabaseBusy | DatabaseLocked) =>
+            {
+                StoreError::Unavailable(format!("sqlite: {e} (held past {BUSY_TIMEOUT:?})"))
+            }
+            _ => StoreError::Storage(format!("sqlite: {e}")),
+        }
     }
 }
 
@@ -194,13 +210,12 @@ impl Writer {
         F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        let job = Job::Grouped(Box::new(move |conn| {
-            let result = in_savepoint(conn, f);
-            Box::new(move |committed: std::result::Result<(), String>| {
-                let _ = tx.send(match committed {
-                    Ok(()) => result,
-                    Err(e) => Err(StoreError::Storage(format!("sqlite commit: {e}"))),
-                });
+        let job = Job::Grouped(Box::new(move |conn: Option<&mut Connection>| {
+            let result = conn.map(|conn| in_savepoint(conn, f));
+            Box::new(move |committed: Result<()>| {
+                let _ = tx.send(committed.and_then(|()| {
+                    result.unwrap_or_else(|| Err(StoreError::Storage("sqlite job not run".into())))
+                }));
             })
         }));
         self.jobs.send(job).map_err(|_| StoreError::Storage("sqlite writer stopped".into()))?;
@@ -245,21 +260,31 @@ fn run_group(conn: &mut Connection, first: Job, rx: &mpsc::Receiver<Job>) -> boo
             Err(_) => break,
         }
     }
-    // Without a transaction nothing runs; dropping the jobs answers their callers with an
-    // error ("dropped a job"), and nothing was written.
-    if conn.prepare_cached("BEGIN IMMEDIATE").and_then(|mut s| s.execute([])).is_ok() {
-        let replies: Vec<Reply> = group.into_iter().map(|job| job(conn)).collect();
-        let committed = conn
-            .prepare_cached("COMMIT")
-            .and_then(|mut s| s.execute([]))
-            .map(|_| ())
-            .map_err(|e| e.to_string());
-        if committed.is_err() {
-            let _ = conn.execute_batch("ROLLBACK");
+    // Without a transaction nothing runs: each caller gets the error (another process
+    // holding the file past the busy timeout is `Unavailable`), and nothing was written.
+    match conn.prepare_cached("BEGIN IMMEDIATE").and_then(|mut s| s.execute([])) {
+        Ok(_) => {
+            let replies: Vec<Reply> = group.into_iter().map(|job| job(Some(conn))).collect();
+            let committed =
+                conn.prepare_cached("COMMIT").and_then(|mut s| s.execute([])).map(|_| ()).map_err(
+                    |e| match StoreError::from(e) {
+                        StoreError::Storage(m) => StoreError::Storage(format!("commit: {m}")),
+                        transient => transient,
+                    },
+                );
+            if committed.is_err() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            done = committed.is_ok();
+            for reply in replies {
+                reply(committed.clone());
+            }
         }
-        done = committed.is_ok();
-        for reply in replies {
-            reply(committed.clone());
+        Err(e) => {
+            let failed = StoreError::from(e);
+            for job in group {
+                job(None)(Err(failed.clone()));
+            }
         }
     }
     if let Some(job) = after {
