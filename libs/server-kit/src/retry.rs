@@ -1,9 +1,9 @@
 //! Retrying a start-up step while the database is only briefly away.
 //!
 //! A service that has bound its port and announced itself must not exit because one
-//! statement met a lost connection or a busy SQLite file: it retries
-//! [`StoreError::Unavailable`] with a growing pause until the step succeeds or the process
-//! is told to stop. Any other error is returned at once.
+//! statement met a lost connection or a busy SQLite file: it retries the errors its caller
+//! calls transient (the store's `Unavailable`) with a growing pause until the step succeeds
+//! or the process is told to stop. Any other error is returned at once.
 
 use std::future::Future;
 use std::time::Duration;

@@ -256,7 +256,8 @@ impl Owner {
     /// takeover loop runs beside it.
     ///
     /// # Errors
-    /// Only if recovery cannot read the store; pass errors are logged and retried.
+    /// Only if recovery fails other than `UNAVAILABLE` (that is retried until `shutdown`);
+    /// pass errors are logged and retried.
     pub async fn run(&self, shutdown: CancellationToken) -> Result<(), OwnerError> {
         // Retried while the database is briefly away: an owner serving with no pass loop
         // would take commands it never applies.

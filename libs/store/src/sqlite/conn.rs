@@ -33,16 +33,14 @@ const STATEMENT_CACHE: usize = 256;
 const MAX_GROUP: usize = 512;
 
 /// Answers a caller once its group's commit is known.
-/// Answers a grouped job's caller once its group committed, or failed.
 type Reply = Box<dyn FnOnce(Result<()>) + Send>;
 
-/// A job of a group: runs on the writer connection (`None`: the group's transaction could
-/// not begin) and returns how to answer its caller.
-type GroupedJob = Box<dyn FnOnce(Option<&mut Connection>) -> Reply + Send>;
+/// A job of a group: runs on the writer connection (an error: the group's transaction could
+/// not begin, and the job runs nothing) and returns how to answer its caller.
+type GroupedJob = Box<dyn FnOnce(Result<&mut Connection>) -> Reply + Send>;
 
 enum Job {
-    /// Runs inside the group transaction, in its own savepoint; `None` when the group's
-    /// transaction could not begin (the job does not run, and its reply gets the error).
+    /// Runs inside the group transaction, in its own savepoint.
     Grouped(GroupedJob),
     /// Runs on its own, outside any group (migrations manage their own transactions).
     Alone(Box<dyn FnOnce(&mut Connection) + Send>),
@@ -210,12 +208,10 @@ impl Writer {
         F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        let job = Job::Grouped(Box::new(move |conn: Option<&mut Connection>| {
-            let result = conn.map(|conn| in_savepoint(conn, f));
+        let job = Job::Grouped(Box::new(move |conn: Result<&mut Connection>| {
+            let result = conn.and_then(|conn| in_savepoint(conn, f));
             Box::new(move |committed: Result<()>| {
-                let _ = tx.send(committed.and_then(|()| {
-                    result.unwrap_or_else(|| Err(StoreError::Storage("sqlite job not run".into())))
-                }));
+                let _ = tx.send(committed.and(result));
             })
         }));
         self.jobs.send(job).map_err(|_| StoreError::Storage("sqlite writer stopped".into()))?;
@@ -264,7 +260,7 @@ fn run_group(conn: &mut Connection, first: Job, rx: &mpsc::Receiver<Job>) -> boo
     // holding the file past the busy timeout is `Unavailable`), and nothing was written.
     match conn.prepare_cached("BEGIN IMMEDIATE").and_then(|mut s| s.execute([])) {
         Ok(_) => {
-            let replies: Vec<Reply> = group.into_iter().map(|job| job(Some(conn))).collect();
+            let replies: Vec<Reply> = group.into_iter().map(|job| job(Ok(&mut *conn))).collect();
             let committed =
                 conn.prepare_cached("COMMIT").and_then(|mut s| s.execute([])).map(|_| ()).map_err(
                     |e| match StoreError::from(e) {
@@ -283,7 +279,7 @@ fn run_group(conn: &mut Connection, first: Job, rx: &mpsc::Receiver<Job>) -> boo
         Err(e) => {
             let failed = StoreError::from(e);
             for job in group {
-                job(None)(Err(failed.clone()));
+                job(Err(failed.clone()))(Err(failed.clone()));
             }
         }
     }
