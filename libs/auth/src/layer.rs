@@ -19,8 +19,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use futures_util::future::Either;
+use futures_util::future::{BoxFuture, Either};
 use orbit_server_kit::error::{ErrorCode, OrbitError};
+use orbit_server_kit::gate::refuse;
 use tonic::transport::server::TcpConnectInfo;
 
 use crate::action::{access_of, Access};
@@ -194,11 +195,13 @@ fn mesh_caller<'a, B>(
 impl<S, B, R> tower_service::Service<http::Request<B>> for AuthService<S>
 where
     S: tower_service::Service<http::Request<B>, Response = http::Response<R>>,
-    R: Default,
+    S::Error: Send + 'static,
+    B: http_body::Body + Unpin + Send + 'static,
+    R: Default + Send + 'static,
 {
     type Response = http::Response<R>;
     type Error = S::Error;
-    type Future = Either<std::future::Ready<Result<Self::Response, S::Error>>, S::Future>;
+    type Future = Either<BoxFuture<'static, Result<Self::Response, S::Error>>, S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -212,7 +215,11 @@ where
                 }
                 Either::Right(self.inner.call(request))
             }
-            Err(error) => Either::Left(std::future::ready(Ok(error.to_status().into_http()))),
+            Err(error) => {
+                // Answered after the first message, as the server kit's gate does (why: there).
+                let answer = refuse(request.into_body(), error.to_status());
+                Either::Left(Box::pin(async move { Ok(answer.await) }))
+            }
         }
     }
 }

@@ -2,9 +2,17 @@
 //! server: a [`RequestGate`] sees each request before its handler and either lets it
 //! through (possibly adding extensions, such as the caller's identity) or answers it with
 //! a status. `orbit-auth` implements it; without a gate every request passes, as before.
+//!
+//! A refusal is answered once the request's first message has arrived ([`refuse`]), not
+//! at its headers. A gRPC-core client (Python's `grpc.aio`, among others) that is still
+//! sending its first message when the status arrives reports `INTERNAL: Internal error
+//! from Core` instead of the status: a worker with a wrong token would see a transient
+//! error and reconnect, never learning it was refused.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tonic::body::Body;
 use tonic::codegen::http;
@@ -17,6 +25,24 @@ pub trait RequestGate: Send + Sync + 'static {
     /// # Errors
     /// The status the caller receives instead of the handler's answer.
     fn admit(&self, request: &mut http::Request<Body>) -> Result<(), Status>;
+}
+
+/// How long a refusal waits for the request's first message before it is sent anyway: a
+/// client sends its first message right after its headers, and a refused stream is not
+/// held open for long.
+pub const REFUSAL_WAIT: Duration = Duration::from_secs(2);
+
+/// `status` as the answer to a request with `body`, sent once the body's first frame (or
+/// its end, or an error) has arrived, or after [`REFUSAL_WAIT`]. Nothing of the body is
+/// looked at.
+pub async fn refuse<B, R>(mut body: B, status: Status) -> http::Response<R>
+where
+    B: http_body::Body + Unpin,
+    R: Default,
+{
+    let first = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx));
+    let _ = tokio::time::timeout(REFUSAL_WAIT, first).await;
+    status.into_http()
 }
 
 /// Applies an optional [`RequestGate`] to every request.
@@ -47,12 +73,13 @@ pub(crate) struct GateService<S> {
 impl<S, R> tonic::codegen::Service<http::Request<Body>> for GateService<S>
 where
     S: tonic::codegen::Service<http::Request<Body>, Response = http::Response<R>>,
-    R: Default,
+    S::Error: Send + 'static,
+    R: Default + Send + 'static,
 {
     type Response = http::Response<R>;
     type Error = S::Error;
     type Future = futures_util::future::Either<
-        std::future::Ready<Result<Self::Response, S::Error>>,
+        futures_util::future::BoxFuture<'static, Result<Self::Response, S::Error>>,
         S::Future,
     >;
 
@@ -64,7 +91,8 @@ where
         use futures_util::future::Either;
         if let Some(gate) = &self.gate {
             if let Err(status) = gate.admit(&mut request) {
-                return Either::Left(std::future::ready(Ok(status.into_http())));
+                let answer = refuse(request.into_body(), status);
+                return Either::Left(Box::pin(async move { Ok(answer.await) }));
             }
         }
         Either::Right(self.inner.call(request))

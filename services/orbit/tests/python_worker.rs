@@ -324,3 +324,68 @@ async fn the_python_client_starts_updates_signals_queries_and_watches() {
         out["workers"].as_array().expect("workers").iter().filter_map(|w| w.as_str()).collect();
     assert!(matches!(sdks.as_slice(), [sdk] if sdk.starts_with("orbit-python ")), "{out}");
 }
+
+/// Opens `WorkerService.Session` with an unknown token over `grpc.aio`, as the SDK's worker
+/// does (a request generator whose first message is the hello), `n` times in sequence, and
+/// prints the count of each status it read. Waits (bounded) for the server to answer first.
+const REFUSED_SESSIONS_SCRIPT: &str = r#"
+import asyncio, collections, json, sys, time
+import grpc
+from orbit_worker._gen.orbit.v1 import worker_pb2, worker_pb2_grpc
+
+address, n = sys.argv[1], int(sys.argv[2])
+hello = worker_pb2.WorkerMessage(
+    hello=worker_pb2.WorkerMessage.Hello(worker_id="w", tasks=[{"name": "greet"}]))
+
+async def once():
+    never = asyncio.Event()
+    async def requests():
+        yield hello
+        await never.wait()
+    async with grpc.aio.insecure_channel(address) as channel:
+        call = worker_pb2_grpc.WorkerServiceStub(channel).Session(
+            requests(), metadata=(("authorization", "Bearer not-a-known-token"),))
+        try:
+            await asyncio.wait_for(call.read(), 30)
+            return "a message"
+        except grpc.aio.AioRpcError as e:
+            return f"{e.code().name}: {e.details()}"
+
+async def main():
+    deadline = time.monotonic() + 60
+    while (first := await once()).startswith("UNAVAILABLE"):
+        assert time.monotonic() < deadline, first
+        await asyncio.sleep(0.1)
+    seen = collections.Counter()
+    for _ in range(n):
+        seen[await once()] += 1
+    print(json.dumps(seen))
+
+asyncio.run(main())
+"#;
+
+/// A worker stream refused at its headers (an unknown token) reaches a `grpc.aio` client
+/// as `UNAUTHENTICATED`, every time. The server answers a refusal after the request's first
+/// message: answered at the headers, the client was often still sending its hello and read
+/// `INTERNAL: Internal error from Core` instead (206 of 300 here over plain text), so a
+/// worker with a wrong token logged a lost session and reconnected before it saw the
+/// refusal (and failed `python_worker_over_mutual_tls...` in CI once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_worker_stream_reaches_a_grpc_aio_client_as_its_status() {
+    check_sdk("");
+    let dir = TempDir::new("python-refused");
+    let identities = dir.0.join("identities.yaml");
+    let app = common::secure::app_client(APP_TOKEN);
+    std::fs::write(&identities, format!("identities:\n{app}")).expect("identities");
+    let identities = identities.to_str().expect("utf-8 path");
+    let server =
+        Server::spawn_on(&dir.0.join("orbit.db"), free_port(), &["--identities", identities]);
+    let address = format!("127.0.0.1:{}", server.port);
+    let mut script = Command::new(python());
+    script.args(["-c", REFUSED_SESSIONS_SCRIPT, &address, "100"]);
+    let (ok, stdout, stderr) = run_bounded(&mut script, Duration::from_secs(240));
+    assert!(ok, "the script failed:\n{stderr}");
+    let seen: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("json line");
+    assert_eq!(seen, json!({"UNAUTHENTICATED: unknown token": 100}), "{stderr}");
+}

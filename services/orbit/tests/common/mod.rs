@@ -79,6 +79,14 @@ impl Server {
 
     /// Starts `orbit dev` on `db` and `port` (a restart keeps the port workers dial).
     pub async fn start_on(db: &Path, port: u16, extra: &[&str]) -> Server {
+        let server = Server::spawn_on(db, port, extra);
+        server.wait_ready().await;
+        server
+    }
+
+    /// Spawns `orbit dev` on `db` and `port` without waiting: for servers whose readiness
+    /// the caller checks itself (one that refuses anonymous calls, say).
+    pub fn spawn_on(db: &Path, port: u16, extra: &[&str]) -> Server {
         let child = Command::new(env!("CARGO_BIN_EXE_orbit"))
             .args(["dev", "--db"])
             .arg(db)
@@ -88,9 +96,7 @@ impl Server {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn orbit dev");
-        let server = Server { child, port, db: db.to_path_buf() };
-        server.wait_ready().await;
-        server
+        Server { child, port, db: db.to_path_buf() }
     }
 
     pub fn address(&self) -> String {
