@@ -1,4 +1,6 @@
-//! The tower layer that authenticates and authorises every gRPC request.
+//! The gate that authenticates and authorises every gRPC request ([`AuthGate`], the
+//! server kit's `RequestGate`), and [`AuthLayer`], the same gate as a tower layer for a bare
+//! tonic server.
 //!
 //! For each request: the method's [`Access`] comes from the action table (a path in no
 //! table is refused); open methods (health, reflection) pass untouched; otherwise the caller
@@ -17,11 +19,9 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use futures_util::future::{BoxFuture, Either};
 use orbit_server_kit::error::{ErrorCode, OrbitError};
-use orbit_server_kit::gate::refuse;
+use orbit_server_kit::gate::{GateLayer, GateService};
 use tonic::transport::server::TcpConnectInfo;
 
 use crate::action::{access_of, Access};
@@ -38,43 +38,33 @@ pub use orbit_server_kit::peer::PeerCertNames;
 #[derive(Clone, Debug)]
 pub struct Caller(pub Arc<Identity>);
 
-/// Adds [`AuthService`] around a service.
+/// [`AuthGate`] as a tower layer, for a bare tonic server (`Server::builder().layer(..)`):
+/// the server kit's own gate service, so both decide and answer alike.
 #[derive(Clone, Debug)]
-pub struct AuthLayer {
-    store: IdentityStore,
-    mesh: Option<MeshIdentity>,
-}
+pub struct AuthLayer(AuthGate);
 
 impl AuthLayer {
     /// A layer enforcing the identities of `store` (reloads are seen at once).
     #[must_use]
     pub fn new(store: IdentityStore) -> Self {
-        Self { store, mesh: None }
+        Self(AuthGate::new(store, None))
     }
 
     /// Also identifies callers by this mesh's verified peer identity header (`None`: mesh
     /// headers are ignored, the default).
     #[must_use]
     pub fn with_mesh(mut self, mesh: Option<MeshIdentity>) -> Self {
-        self.mesh = mesh;
+        self.0.mesh = mesh;
         self
     }
 }
 
 impl<S> tower_layer::Layer<S> for AuthLayer {
-    type Service = AuthService<S>;
+    type Service = GateService<S>;
 
-    fn layer(&self, inner: S) -> AuthService<S> {
-        AuthService { inner, store: self.store.clone(), mesh: self.mesh }
+    fn layer(&self, inner: S) -> GateService<S> {
+        GateLayer::new(Arc::new(self.0.clone())).layer(inner)
     }
-}
-
-/// Authenticates and authorises each request before `S` sees it.
-#[derive(Clone, Debug)]
-pub struct AuthService<S> {
-    inner: S,
-    store: IdentityStore,
-    mesh: Option<MeshIdentity>,
 }
 
 /// The bearer token of the `authorization` header: `Ok(None)` when absent, `Err` when
@@ -192,51 +182,11 @@ fn mesh_caller<'a, B>(
     Ok(Some(identity))
 }
 
-impl<S, B, R> tower_service::Service<http::Request<B>> for AuthService<S>
-where
-    S: tower_service::Service<http::Request<B>, Response = http::Response<R>>,
-    S::Error: Send + 'static,
-    B: http_body::Body + Unpin + Send + 'static,
-    R: Default + Send + 'static,
-{
-    type Response = http::Response<R>;
-    type Error = S::Error;
-    type Future = Either<BoxFuture<'static, Result<Self::Response, S::Error>>, S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
-        match authorize_with(&self.store, self.mesh, &request) {
-            Ok(caller) => {
-                if let Some(identity) = caller {
-                    request.extensions_mut().insert(Caller(identity));
-                }
-                Either::Right(self.inner.call(request))
-            }
-            Err(error) => {
-                // Answered after the first message, as the server kit's gate does (why: there).
-                let answer = refuse(request.into_body(), error.to_status());
-                Either::Left(Box::pin(async move { Ok(answer.await) }))
-            }
-        }
-    }
-}
-
-/// The same decision as [`AuthLayer`], as the [`ServerKit`](orbit_server_kit::ServerKit)
-/// gate: `ServerKit::new().gate(Arc::new(store))`.
+/// The same decision as [`AuthGate`] without mesh headers, as the
+/// [`ServerKit`](orbit_server_kit::ServerKit) gate: `ServerKit::new().gate(Arc::new(store))`.
 impl orbit_server_kit::RequestGate for IdentityStore {
     fn admit(&self, request: &mut http::Request<tonic::body::Body>) -> Result<(), tonic::Status> {
-        match authorize(self, request) {
-            Ok(caller) => {
-                if let Some(identity) = caller {
-                    request.extensions_mut().insert(Caller(identity));
-                }
-                Ok(())
-            }
-            Err(error) => Err(error.to_status()),
-        }
+        admit(self, None, request)
     }
 }
 
@@ -259,10 +209,19 @@ impl AuthGate {
 
 impl orbit_server_kit::RequestGate for AuthGate {
     fn admit(&self, request: &mut http::Request<tonic::body::Body>) -> Result<(), tonic::Status> {
-        let caller = authorize_with(&self.store, self.mesh, request).map_err(|e| e.to_status())?;
-        if let Some(identity) = caller {
-            request.extensions_mut().insert(Caller(identity));
-        }
-        Ok(())
+        admit(&self.store, self.mesh, request)
     }
+}
+
+/// [`authorize_with`] as a gate decision: the caller put in the request's extensions.
+fn admit(
+    store: &IdentityStore,
+    mesh: Option<MeshIdentity>,
+    request: &mut http::Request<tonic::body::Body>,
+) -> Result<(), tonic::Status> {
+    let caller = authorize_with(store, mesh, request).map_err(|e| e.to_status())?;
+    if let Some(identity) = caller {
+        request.extensions_mut().insert(Caller(identity));
+    }
+    Ok(())
 }

@@ -7,7 +7,7 @@
 //! - [`pattern`]: workflow-name and task-name patterns (`billing.*`).
 //! - [`store`]: the identities in force, reloaded when the file changes.
 //! - [`mesh`]: the caller's identity from a service mesh's header (Linkerd, Envoy/Istio).
-//! - [`layer`]: the tower layer that enforces all of it on every request.
+//! - [`layer`]: the gate (and tower layer) that enforces all of it on every request.
 
 pub mod action;
 pub mod identities;
@@ -19,7 +19,7 @@ pub mod token;
 
 pub use action::{access_of, Access, Action};
 pub use identities::{FileError, Identities, Identity, Kind};
-pub use layer::{AuthGate, AuthLayer, AuthService, Caller, PeerCertNames};
+pub use layer::{AuthGate, AuthLayer, Caller, PeerCertNames};
 pub use mesh::MeshIdentity;
 pub use pattern::Pattern;
 pub use store::{IdentityStore, LoadError, RELOAD_INTERVAL};

@@ -45,9 +45,18 @@ where
     status.into_http()
 }
 
-/// Applies an optional [`RequestGate`] to every request.
+/// Applies an optional [`RequestGate`] to every request. [`ServerKit`](crate::ServerKit)
+/// adds it itself; a bare tonic server can add it with `Server::builder().layer(..)`.
 #[derive(Clone, Default)]
-pub(crate) struct GateLayer(pub(crate) Option<Arc<dyn RequestGate>>);
+pub struct GateLayer(pub(crate) Option<Arc<dyn RequestGate>>);
+
+impl GateLayer {
+    /// A layer that sends every request through `gate`.
+    #[must_use]
+    pub fn new(gate: Arc<dyn RequestGate>) -> Self {
+        Self(Some(gate))
+    }
+}
 
 impl std::fmt::Debug for GateLayer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -65,7 +74,7 @@ impl<S> tower_layer::Layer<S> for GateLayer {
 
 /// See [`GateLayer`].
 #[derive(Clone)]
-pub(crate) struct GateService<S> {
+pub struct GateService<S> {
     inner: S,
     gate: Option<Arc<dyn RequestGate>>,
 }

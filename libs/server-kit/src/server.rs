@@ -241,7 +241,7 @@ impl ServerKit {
     /// Sends every request through `gate` before its handler (authentication).
     #[must_use]
     pub fn gate(mut self, gate: std::sync::Arc<dyn RequestGate>) -> Self {
-        self.gate = GateLayer(Some(gate));
+        self.gate = GateLayer::new(gate);
         self
     }
 
@@ -280,7 +280,7 @@ impl ServerKit {
     #[must_use]
     pub fn connections(mut self, options: ConnectionOptions) -> Self {
         if let Some(gate) = options.gate.clone() {
-            self.gate = GateLayer(Some(gate));
+            self.gate = GateLayer::new(gate);
         }
         self.connections = options;
         self
