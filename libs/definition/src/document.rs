@@ -198,13 +198,19 @@ fn kind(k: &StepKind) -> (&'static str, Value) {
 }
 
 fn retry(r: &RetryPolicy) -> Value {
-    json!({
+    let mut v = json!({
         "max_attempts": r.max_attempts,
         "initial_interval": format_duration(r.initial_interval_ms),
         "backoff": r.backoff,
         "max_interval": format_duration(r.max_interval_ms),
         "non_retryable": r.non_retryable,
-    })
+    });
+    // Only when set: the canonical form (and so the hash) of every definition written
+    // before the field existed stays what it was.
+    if r.max_redeliveries != crate::model::DEFAULT_MAX_REDELIVERIES {
+        v["max_redeliveries"] = json!(r.max_redeliveries);
+    }
+    v
 }
 
 fn compensate(c: &TaskCall) -> Value {

@@ -277,7 +277,14 @@ pub struct RetryPolicy {
     pub max_interval_ms: u64,
     /// Error codes never retried.
     pub non_retryable: Vec<String>,
+    /// Times one attempt is offered again after its worker was lost (the session ended
+    /// with the attempt in flight); one loss more fails the attempt with `WORKER_LOST`,
+    /// which the policy then retries or not like any failure.
+    pub max_redeliveries: u32,
 }
+
+/// The default of [`RetryPolicy::max_redeliveries`].
+pub const DEFAULT_MAX_REDELIVERIES: u32 = 5;
 
 impl Default for RetryPolicy {
     fn default() -> Self {
@@ -287,6 +294,7 @@ impl Default for RetryPolicy {
             backoff: 2.0,
             max_interval_ms: 60_000,
             non_retryable: Vec::new(),
+            max_redeliveries: DEFAULT_MAX_REDELIVERIES,
         }
     }
 }

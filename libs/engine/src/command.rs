@@ -13,6 +13,10 @@ use orbit_codes::ErrorCode;
 use orbit_definition::{Definition, Limits, StepKind};
 use serde_json::Value;
 
+/// The reason (in `Command::Uncertain`) and then the code of an attempt whose worker sent
+/// no heartbeat within the step's `heartbeat_timeout`.
+pub const HEARTBEAT_TIMEOUT: &str = "HEARTBEAT_TIMEOUT";
+
 /// Why a command was refused, with the API error code the caller receives.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
@@ -78,7 +82,9 @@ pub enum Command {
         /// Progress details, recorded when present.
         details: Option<Value>,
     },
-    /// The session running an attempt went silent.
+    /// The session running an attempt went silent: lost (`SESSION_LOST`, redelivered up
+    /// to the step's `retry.max_redeliveries`) or without a heartbeat in time
+    /// ([`HEARTBEAT_TIMEOUT`], the attempt fails).
     Uncertain {
         /// Token of the attempt.
         token: String,
@@ -279,6 +285,19 @@ pub fn accept(
             })
         }
         Command::Uncertain { token, reason } => Ok(match live_token(state, &token, false) {
+            // A missed heartbeat fails the attempt (retryable, under the step's retry
+            // policy), as worker.proto says: the worker is alive but the attempt is not
+            // making progress, and offering it again as is could hang forever.
+            Some((step, attempt)) if reason == HEARTBEAT_TIMEOUT => {
+                vec![Event::StepAttemptFailed {
+                    step,
+                    attempt,
+                    error: TaskError::retryable(
+                        HEARTBEAT_TIMEOUT,
+                        "no heartbeat from the worker within the step's heartbeat_timeout",
+                    ),
+                }]
+            }
             Some((step, attempt)) => vec![Event::StepAttemptUncertain { step, attempt, reason }],
             None => vec![],
         }),

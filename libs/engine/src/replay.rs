@@ -4,7 +4,7 @@
 //! Recorded events are applied as they are; at each decided event the decider runs one
 //! round at that event's timestamp, and the history's next events must equal that round.
 
-use crate::decide::decide_with;
+use crate::decide::{round, Memo};
 use crate::event::{Event, HistoryEvent, Origin};
 use crate::state::State;
 use orbit_definition::{Definition, Limits};
@@ -31,15 +31,19 @@ pub fn replay(
     server: &Limits,
 ) -> Result<(), Divergence> {
     let mut state = State::default();
+    // As in `advance_within`: what rounds learn holds while only decided events follow.
+    let mut memo = Memo::default();
     let mut i = 0;
     while i < history.len() {
         let he = &history[i];
         if he.origin == Origin::Recorded {
             state.apply(he);
+            memo = Memo::default();
             i += 1;
             continue;
         }
-        let round = decide_with(def, &state, he.timestamp_ms, server);
+        let first = i;
+        let round = round(def, &state, he.timestamp_ms, server, &memo);
         if round.is_empty() {
             return Err(Divergence {
                 seq: he.seq,
@@ -63,6 +67,7 @@ pub fn replay(
                 }
             }
         }
+        memo.observe(&state, &history[first..i]);
     }
     Ok(())
 }

@@ -5,7 +5,8 @@
 //! so what an event causes is worked out in one place.
 
 use crate::command::next_run;
-use crate::decide::{advance, next_timer};
+use crate::decide::{advance_within, next_timer};
+pub use crate::decide::MAX_PASS_ROUNDS;
 use crate::effects::HTTP_TASK;
 use crate::effects::{adapter_disabled, derive, task_of, timer_change, Capabilities, Effect};
 use crate::event::{Event, HistoryEvent, Origin};
@@ -38,6 +39,10 @@ pub struct Run {
     pub events: Vec<HistoryEvent>,
     /// What they cause.
     pub effects: Vec<Effect>,
+    /// The run's next wake-up after the pass, as its `SetTimer`/`ClearTimer` says: the
+    /// pass's `now` when the pass stopped at [`MAX_PASS_ROUNDS`] before the fixpoint (the
+    /// next pass goes on), else [`next_timer`]; `None` for a continued run.
+    pub wake: Option<u64>,
 }
 
 /// Records `event` on `state` as the next seq (origin `Recorded`); returns that seq.
@@ -55,7 +60,9 @@ pub fn record(state: &mut State, events: &mut Vec<HistoryEvent>, event: Event, n
 }
 
 /// Decides `state` to the fixpoint after the host recorded `recorded` (already applied),
-/// and returns every run touched, oldest first; `state` ends as the last run's.
+/// and returns every run touched, oldest first; `state` ends as the last run's. A run that
+/// needs more than [`MAX_PASS_ROUNDS`] rounds is decided that far: its wake-up is then the
+/// pass's `now` ([`Run::wake`]), so the host passes again at once and goes on.
 ///
 /// `timer_before` is the execution's stored wake-up (`None` when unknown): the last run
 /// carries `SetTimer`/`ClearTimer` only when it changed. A continued run carries
@@ -69,8 +76,15 @@ pub fn settle(
 ) -> Vec<Run> {
     let mut runs = Vec::new();
     let mut events = recorded;
+    let mut settled = true;
     for _ in 0..MAX_ROUNDS {
-        events.extend(advance(def, state, pass.now, pass.limits));
+        let (decided, done) = advance_within(def, state, pass.now, pass.limits, MAX_PASS_ROUNDS);
+        events.extend(decided);
+        if !done {
+            // At the bound: the next pass goes on (the wake-up below is due now).
+            settled = false;
+            break;
+        }
         if !pass.caps.http && refuse_http(def, state, &mut events, pass.now) {
             continue;
         }
@@ -86,12 +100,14 @@ pub fn settle(
             status: finished.status(),
             events: std::mem::take(&mut events),
             effects: fx,
+            wake: None,
         });
         for e in first {
             record(state, &mut events, e, pass.now);
         }
     }
-    runs.push(effects_of(def, state, events, timer_before, pass.caps));
+    let wake = if settled { next_timer(def, state) } else { Some(pass.now) };
+    runs.push(run_of(def, state, events, timer_before, pass.caps, wake));
     runs
 }
 
@@ -105,9 +121,20 @@ pub fn effects_of(
     timer_before: Option<Option<u64>>,
     caps: Capabilities,
 ) -> Run {
+    run_of(def, state, events, timer_before, caps, next_timer(def, state))
+}
+
+fn run_of(
+    def: &Definition,
+    state: &State,
+    events: Vec<HistoryEvent>,
+    timer_before: Option<Option<u64>>,
+    caps: Capabilities,
+    wake: Option<u64>,
+) -> Run {
     let mut effects = derive(def, state, &events, caps);
-    effects.extend(timer_change(timer_before, next_timer(def, state)));
-    Run { run: state.run, status: state.status(), events, effects }
+    effects.extend(timer_change(timer_before, wake));
+    Run { run: state.run, status: state.status(), events, effects, wake }
 }
 
 /// Records the non-retryable `ADAPTER_DISABLED` failure of every offered http attempt (they
@@ -123,8 +150,7 @@ fn refuse_http(
         return false;
     }
     let offers: Vec<(String, u32)> = state
-        .units
-        .iter()
+        .open_units()
         .filter(|(_, u)| u.status == UnitStatus::Scheduled)
         .filter(|(k, _)| task_of(def, k).is_some_and(|(t, _)| t == HTTP_TASK))
         .map(|(k, u)| (k.clone(), u.attempt))

@@ -5,10 +5,11 @@
 //! ever written can be replayed by any later version.
 
 use crate::event::{CompensationOutcome, Event, HistoryEvent, ParentRef, TaskError};
+use crate::unit::UnitKey;
 use orbit_definition::Outcome;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Execution (run) status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -189,6 +190,10 @@ pub struct Unit {
     pub fire_at: Option<u64>,
     /// What a waiting unit waits for.
     pub wait: Option<Wait>,
+    /// Times the current attempt's worker was lost (`StepAttemptUncertain`): bounded by
+    /// the step's `retry.max_redeliveries`.
+    #[serde(skip)]
+    pub losses: u32,
 }
 
 impl Unit {
@@ -208,6 +213,7 @@ impl Unit {
             deadline: None,
             fire_at: None,
             wait: None,
+            losses: 0,
         }
     }
 }
@@ -306,6 +312,36 @@ pub struct State {
     pub last_seq: u64,
     /// Token → unit key, for every token ever issued.
     pub tokens: HashMap<String, String>,
+    /// Keys of the units not resolved yet: what the decider's per-unit rounds (timers,
+    /// retries, wind-down) look at, so a round costs the open work, not the whole run.
+    #[serde(skip)]
+    pub open: BTreeSet<String>,
+    /// Per fan-out unit key: how its elements stand (kept by [`State::apply`]).
+    #[serde(skip)]
+    pub elements: BTreeMap<String, Elements>,
+}
+
+/// How the elements of one fan-out stand, counted as their units change: the decider reads
+/// this instead of looking at every element each round.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Elements {
+    /// Elements with a unit (started).
+    pub present: usize,
+    /// Highest element index with a unit, plus one.
+    pub end: usize,
+    /// Elements resolved other than failed.
+    pub resolved: usize,
+    /// Indices of failed elements.
+    pub failed: BTreeSet<usize>,
+}
+
+impl Elements {
+    /// Whether the started elements are exactly `0..present` (the decider starts them in
+    /// order; any other history is read element by element).
+    #[must_use]
+    pub fn is_prefix(&self) -> bool {
+        self.present == self.end
+    }
 }
 
 impl State {
@@ -331,8 +367,54 @@ impl State {
         self.units.get(key)
     }
 
+    /// The units not resolved yet, in key order (as `units` iterates them).
+    pub fn open_units(&self) -> impl Iterator<Item = (&String, &Unit)> {
+        self.open.iter().filter_map(|k| self.units.get_key_value(k))
+    }
+
     /// Applies one event. Total: never panics, ignores what does not fit.
     pub fn apply(&mut self, he: &HistoryEvent) {
+        let unit = unit_of(&he.event);
+        let before = unit.and_then(|k| self.units.get(k)).map(|u| u.status);
+        self.fold(he);
+        if let Some(key) = unit {
+            let after = self.units.get(key).map(|u| u.status);
+            if before != after {
+                self.index(key, before, after);
+            }
+        }
+    }
+
+    /// Keeps `open` and `elements` true after unit `key` moved from `before` to `after`.
+    fn index(&mut self, key: &str, before: Option<UnitStatus>, after: Option<UnitStatus>) {
+        match after {
+            Some(s) if !s.is_resolved() => self.open.insert(key.to_string()),
+            _ => self.open.remove(key),
+        };
+        let Some(parsed) = UnitKey::parse(key) else { return };
+        let (Some(i), false) = (parsed.index, parsed.compensate) else { return };
+        let e = self.elements.entry(parsed.parent().to_string()).or_default();
+        let counts = |s: Option<UnitStatus>| match s {
+            Some(UnitStatus::Failed) => (1, 0, 1),
+            Some(s) if s.is_resolved() => (1, 1, 0),
+            Some(_) => (1, 0, 0),
+            None => (0, 0, 0),
+        };
+        let (p0, r0, f0) = counts(before);
+        let (p1, r1, f1) = counts(after);
+        e.present = e.present + p1 - p0;
+        e.resolved = e.resolved + r1 - r0;
+        if f0 > f1 {
+            e.failed.remove(&i);
+        } else if f1 > f0 {
+            e.failed.insert(i);
+        }
+        if p1 > 0 {
+            e.end = e.end.max(i + 1);
+        }
+    }
+
+    fn fold(&mut self, he: &HistoryEvent) {
         self.event_count += 1;
         self.last_seq = self.last_seq.max(he.seq);
         let ts = he.timestamp_ms;
@@ -373,6 +455,9 @@ impl State {
                 u.input = Some(input.clone());
                 u.idempotency_key = Some(idempotency_key.clone());
                 u.redelivery = *redelivery;
+                if !*redelivery {
+                    u.losses = 0;
+                }
                 u.scheduled_at = Some(ts);
                 u.token = None;
                 u.deadline = None;
@@ -417,6 +502,7 @@ impl State {
                 if let Some(u) = self.units.get_mut(step).filter(|u| !u.status.is_resolved()) {
                     u.status = UnitStatus::Uncertain;
                     u.token = None;
+                    u.losses += 1;
                 }
             }
             Event::StepHeartbeat { .. } | Event::StaleResultIgnored { .. } => {}
@@ -606,5 +692,26 @@ impl State {
         if !self.status().is_closed() {
             self.status = Some(status);
         }
+    }
+}
+
+/// The unit an event may change (create or move), if any.
+pub(crate) fn unit_of(event: &Event) -> Option<&str> {
+    match event {
+        Event::StepScheduled { step, .. }
+        | Event::StepDispatched { step, .. }
+        | Event::StepSucceeded { step, .. }
+        | Event::StepAttemptFailed { step, .. }
+        | Event::StepAttemptUncertain { step, .. }
+        | Event::RetryScheduled { step, .. }
+        | Event::StepFailed { step, .. }
+        | Event::StepSkipped { step, .. }
+        | Event::StepFanOut { step, .. }
+        | Event::StepCancelled { step }
+        | Event::TimerStarted { step, .. }
+        | Event::TimerFired { step }
+        | Event::AwaitStarted { step, .. }
+        | Event::ChildStarted { step, .. } => Some(step),
+        _ => None,
     }
 }

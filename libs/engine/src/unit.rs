@@ -196,6 +196,7 @@ mod tests {
             backoff: 2.0,
             max_interval_ms: 5000,
             non_retryable: vec![],
+            max_redeliveries: 5,
         };
         let d2 = retry_delay_ms(&p, 2, "k");
         let d3 = retry_delay_ms(&p, 3, "k");

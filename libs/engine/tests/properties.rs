@@ -250,3 +250,87 @@ proptest! {
         }
     }
 }
+
+/// The replay check as it was before rounds remembered anything (`decide_with`, one fresh
+/// round at each decided event): the memo of `advance_within` must not change a single
+/// decision.
+fn replay_round_by_round(d: &orbit_definition::Definition, history: &[HistoryEvent]) {
+    let mut state = State::default();
+    let mut i = 0;
+    while i < history.len() {
+        if history[i].origin == Origin::Recorded {
+            state.apply(&history[i]);
+            i += 1;
+            continue;
+        }
+        let round = orbit_engine::decide_with(d, &state, history[i].timestamp_ms, &no_limits());
+        assert!(!round.is_empty(), "seq {}: nothing decided, history has more", history[i].seq);
+        for expected in round {
+            assert_eq!(history[i].event, expected, "seq {}", history[i].seq);
+            state.apply(&history[i]);
+            i += 1;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The histories a pass writes with its remembering rounds are those of rounds that
+    /// look at everything afresh.
+    #[test]
+    fn remembering_rounds_decide_as_fresh_rounds(
+        steps in gen_steps(),
+        outcomes in prop::collection::vec(0u8..4, 0..16),
+    ) {
+        let mut sim = Sim::new();
+        sim.register(def(&render(&steps)));
+        let script = Rc::new(RefCell::new(outcomes.into_iter()));
+        sim.on_task("t", move |r| match script.borrow_mut().next() {
+            Some(1) => TaskOutcome::Fail(TaskError::retryable("FLAKY", "")),
+            Some(2) => TaskOutcome::Fail(TaskError::fatal("FATAL", "")),
+            Some(3) => TaskOutcome::Lose,
+            _ => TaskOutcome::Complete(r.input.clone()),
+        });
+        sim.on_task("undo", |_| TaskOutcome::Complete(json!(null)));
+        sim.start("rnd", "x", json!({})).unwrap();
+        prop_assert!(sim.run(10_000), "came to rest");
+        let e = exec(&sim, "x");
+        replay_round_by_round(&e.def, &e.history);
+    }
+
+    /// No step cycles without end: a worker that is always lost, always hangs (under an
+    /// attempt timeout) or always fails retryably exhausts the step's redeliveries and
+    /// attempts, and the run closes; a step is offered at most
+    /// `max_attempts × (max_redeliveries + 1)` times.
+    #[test]
+    fn no_step_is_offered_without_end(
+        max_attempts in 1u32..4,
+        max_redeliveries in 0u32..4,
+        script in prop::collection::vec(0u8..3, 1..6),
+    ) {
+        let yaml = format!(
+            "name: loop\nversion: '1'\ntasks: {{ t: {{}} }}\nsteps:\n  - id: s\n    task: t\n    timeout: 1s\n    retry: {{ max_attempts: {max_attempts}, initial_interval: 100ms, max_redeliveries: {max_redeliveries} }}\n"
+        );
+        let mut sim = Sim::new();
+        sim.register(def(&yaml));
+        let offers = Rc::new(RefCell::new(0u32));
+        let seen = offers.clone();
+        let mut forever = script.into_iter().cycle();
+        sim.on_task("t", move |_| {
+            *seen.borrow_mut() += 1;
+            match forever.next() {
+                Some(0) => TaskOutcome::Lose,
+                Some(1) => TaskOutcome::Hang,
+                _ => TaskOutcome::Fail(TaskError::retryable("FLAKY", "")),
+            }
+        });
+        sim.start("loop", "x", json!({})).unwrap();
+        prop_assert!(sim.run(10_000), "came to rest");
+        let e = exec(&sim, "x");
+        prop_assert_eq!(e.state.status(), orbit_engine::Status::Failed);
+        let offered = *offers.borrow();
+        prop_assert!(offered <= max_attempts * (max_redeliveries + 1), "{offered} offers");
+        assert_replays(&sim);
+    }
+}

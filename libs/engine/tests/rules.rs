@@ -324,6 +324,61 @@ fn rule4_late_success_from_a_lost_attempt_is_accepted_once_then_stale() {
     assert_replays(&sim);
 }
 
+#[test]
+fn rule4_a_lost_worker_is_redelivered_up_to_max_redeliveries_then_the_attempt_fails() {
+    let yaml = "name: s\nversion: '1'\ntasks: { t: {} }\nsteps: [ { id: a, task: t, retry: { max_attempts: 2, initial_interval: 1s, max_redeliveries: 2 } } ]\n";
+    let mut sim = sim_with(yaml);
+    sim.on_task("t", |_| TaskOutcome::Lose);
+    sim.start("s", "x", json!({})).unwrap();
+    assert!(sim.run(100), "comes to rest");
+    let reqs = sim.requests().to_vec();
+    let shape: Vec<(u32, bool)> = reqs.iter().map(|r| (r.attempt, r.redelivery)).collect();
+    // Each attempt: the first offer and two redeliveries; then WORKER_LOST, retried once.
+    assert_eq!(
+        shape,
+        [(1, false), (1, true), (1, true), (2, false), (2, true), (2, true)],
+        "{shape:?}"
+    );
+    let e = exec(&sim, "x");
+    let failed = events_of(&e.history, "StepAttemptFailed");
+    assert_eq!(failed.len(), 2);
+    assert!(
+        matches!(failed[0], Event::StepAttemptFailed { error, attempt: 1, .. } if error.code == "WORKER_LOST" && error.retryable),
+        "{failed:?}"
+    );
+    assert_eq!(e.state.status(), Status::Failed);
+    assert_eq!(e.state.error.as_ref().map(|e| e.code.as_str()), Some("WORKER_LOST"));
+    assert_replays(&sim);
+}
+
+#[test]
+fn rule4_a_missed_heartbeat_fails_the_attempt_retryably() {
+    let yaml = "name: s\nversion: '1'\ntasks: { t: {} }\nsteps: [ { id: a, task: t, heartbeat_timeout: 2s, retry: { max_attempts: 2, initial_interval: 1s } } ]\noutput: '${{ steps.a.output }}'\n";
+    let mut sim = sim_with(yaml);
+    sim.on_task("t", |_| TaskOutcome::Hang);
+    sim.start("s", "x", json!({})).unwrap();
+    sim.run(10);
+    let first = sim.requests()[0].token.clone();
+    // What the frontend sends when the worker named the token in no heartbeat in time.
+    let silent = orbit_engine::Command::Uncertain {
+        token: first,
+        reason: orbit_engine::command::HEARTBEAT_TIMEOUT.into(),
+    };
+    sim.command("x", silent).unwrap();
+    sim.run(10);
+    let e = exec(&sim, "x");
+    let failed = events_of(&e.history, "StepAttemptFailed");
+    assert!(
+        matches!(failed[..], [Event::StepAttemptFailed { error, attempt: 1, .. }] if error.code == "HEARTBEAT_TIMEOUT" && error.retryable),
+        "{failed:?}"
+    );
+    assert!(events_of(&e.history, "StepAttemptUncertain").is_empty());
+    let reqs = sim.requests();
+    assert_eq!(reqs.len(), 2, "retried as attempt 2");
+    assert!(reqs[1].attempt == 2 && !reqs[1].redelivery);
+    assert_replays(&sim);
+}
+
 const SIGNALS: &str = r#"
 name: sig
 version: "1"

@@ -19,7 +19,7 @@ use crate::refused::on_commit_error;
 use crate::resume::queue_children;
 use orbit_engine::event::{Event, HistoryEvent};
 use orbit_engine::run::{effects_of, Pass, Run};
-use orbit_engine::{accept, next_timer, settle, Capabilities, Command, ErrorCode, State, Status};
+use orbit_engine::{accept, settle, Capabilities, Command, ErrorCode, State, Status};
 use orbit_store::{
     CommitBatch, ExecutionRow, InboxDone, InboxEntry, InboxReply, NewOwner, ProjectionUpdate,
 };
@@ -50,6 +50,9 @@ pub(crate) struct Work {
     pub(crate) initial: Option<crate::owner::InitialUpdate>,
     pub(crate) update_seq: Option<u64>,
     pub(crate) refused: Option<OwnerError>,
+    /// The wake-up the pass's commit writes (`orbit_engine::Run::wake` of the last run):
+    /// due at once when the pass stopped at the engine's round bound.
+    pub(crate) wake: Option<u64>,
 }
 
 impl Work {
@@ -66,6 +69,7 @@ impl Work {
             initial: None,
             update_seq: None,
             refused: None,
+            wake: None,
         }
     }
 
@@ -237,6 +241,7 @@ pub(crate) async fn apply_set(
                 let handed =
                     reports.iter().map(|r| handed::apply(&mut w, r, now, &limits)).collect();
                 let runs = w.settle(now, &limits);
+                w.wake = runs.last().and_then(|r| r.wake);
                 let (batches, children, tasks, timers) =
                     batches_for(&node_id, retention_ms, &job_id, &mut w, runs, now);
                 Done { work: w, batches, children, tasks, timers, handed, before }
@@ -342,7 +347,7 @@ pub(crate) async fn apply_set(
                     let status = w.hot.state.status().as_str();
                     metrics.executions_closed.with_label_values(&[workflow, status]).inc();
                 }
-                w.hot.timer_at = Some(next_timer(&w.hot.def, &w.hot.state));
+                w.hot.timer_at = Some(w.wake);
                 let started = Started {
                     execution_id: id.clone(),
                     run: w.hot.state.run,

@@ -71,8 +71,14 @@ pub(crate) fn needs(obj: &mut Obj, errors: &mut Errors) -> Vec<(String, String)>
     }
 }
 
-const RETRY_FIELDS: [&str; 5] =
-    ["max_attempts", "initial_interval", "backoff", "max_interval", "non_retryable"];
+const RETRY_FIELDS: [&str; 6] = [
+    "max_attempts",
+    "initial_interval",
+    "backoff",
+    "max_interval",
+    "non_retryable",
+    "max_redeliveries",
+];
 
 /// `retry: {max_attempts, initial_interval, backoff, max_interval, non_retryable}`, each
 /// defaulting to [`RetryPolicy::default`].
@@ -85,6 +91,12 @@ pub(crate) fn retry(obj: &mut Obj, errors: &mut Errors) -> RetryPolicy {
         match u32::try_from(n) {
             Ok(n) => policy.max_attempts = n,
             Err(_) => errors.push(&r.at("max_attempts"), ErrorCode::InvalidValue, "too large"),
+        }
+    }
+    if let Some(n) = r.integer("max_redeliveries", 0, errors) {
+        match u32::try_from(n) {
+            Ok(n) => policy.max_redeliveries = n,
+            Err(_) => errors.push(&r.at("max_redeliveries"), ErrorCode::InvalidValue, "too large"),
         }
     }
     if let Some(ms) = duration(&mut r, "initial_interval", false, errors) {

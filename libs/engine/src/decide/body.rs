@@ -61,8 +61,7 @@ fn deliver_signals(ctx: &Ctx<'_>, out: &mut Vec<Event>) {
     for signal in ctx.state.signals.iter().filter(|s| !s.delivered) {
         let waiter = ctx
             .state
-            .units
-            .iter()
+            .open_units()
             .filter(|(k, u)| u.status == UnitStatus::Waiting && !taken.contains(*k))
             .filter_map(|(k, u)| match &u.wait {
                 Some(Wait::Signal { name, since }) if *name == signal.name => Some((*since, k)),
@@ -92,47 +91,58 @@ fn deliver_signals(ctx: &Ctx<'_>, out: &mut Vec<Event>) {
 }
 
 /// Schedules what is ready in one body instance; returns whether every step is resolved.
+/// Looks only at the steps that may act (see `body_memo`), in definition order.
 pub(crate) fn schedule_body(ctx: &Ctx<'_>, scope: &UnitScope, out: &mut Vec<Event>) -> bool {
-    let mut done = true;
-    for step in ctx.def.body(&scope.body()) {
-        let key = UnitKey::step(scope.clone(), &step.id);
-        let k = key.to_string();
-        match ctx.state.unit(&k) {
-            Some(u) if u.status.is_resolved() => continue,
-            Some(u) => {
-                done = false;
-                if u.wait == Some(Wait::Elements) {
-                    fan_out_progress(ctx, step, &key, out);
+    let steps = ctx.def.body(&scope.body());
+    ctx.memo.body(scope, steps, |memo| {
+        let mut next = memo.next_active(0);
+        while let Some(i) = next {
+            next = memo.next_active(i + 1);
+            let step = &steps[i];
+            let key = UnitKey::step(scope.clone(), &step.id);
+            let k = key.to_string();
+            match ctx.state.unit(&k) {
+                Some(u) if u.status.is_resolved() => {
+                    memo.resolved(i);
+                    next = memo.next_active(i + 1);
+                    continue;
                 }
-                continue;
+                Some(u) => {
+                    if u.wait == Some(Wait::Elements) {
+                        fan_out_progress(ctx, step, &key, out);
+                    }
+                    continue;
+                }
+                None => {}
             }
-            None => done = false,
-        }
-        let mut blocked = None;
-        let mut ready = true;
-        for dep in &step.deps {
-            let dep_key = UnitKey::step(scope.clone(), dep).to_string();
-            match ctx.state.unit(&dep_key).map(|u| u.status) {
-                Some(UnitStatus::Succeeded | UnitStatus::Skipped) => {}
-                Some(UnitStatus::Failed | UnitStatus::Cancelled) => blocked = Some(dep),
-                _ => ready = false,
+            let mut blocked = None;
+            let mut ready = true;
+            for dep in &step.deps {
+                let dep_key = UnitKey::step(scope.clone(), dep).to_string();
+                match ctx.state.unit(&dep_key).map(|u| u.status) {
+                    Some(UnitStatus::Succeeded | UnitStatus::Skipped) => {}
+                    Some(UnitStatus::Failed | UnitStatus::Cancelled) => blocked = Some(dep),
+                    _ => ready = false,
+                }
+            }
+            if let Some(dep) = blocked {
+                out.push(Event::StepSkipped {
+                    step: k,
+                    reason: format!("dependency `{dep}` did not succeed"),
+                });
+            } else if ready {
+                start_step(ctx, step, &key, out);
+                if matches!(step.kind, StepKind::ContinueAsNew { .. })
+                    && out.iter().any(|e| matches!(e, Event::WorkflowContinuedAsNew { .. }))
+                {
+                    return false;
+                }
+            } else {
+                memo.waiting(i);
             }
         }
-        if let Some(dep) = blocked {
-            out.push(Event::StepSkipped {
-                step: k,
-                reason: format!("dependency `{dep}` did not succeed"),
-            });
-        } else if ready {
-            start_step(ctx, step, &key, out);
-            if matches!(step.kind, StepKind::ContinueAsNew { .. })
-                && out.iter().any(|e| matches!(e, Event::WorkflowContinuedAsNew { .. }))
-            {
-                return false;
-            }
-        }
-    }
-    done
+        memo.all_resolved()
+    })
 }
 
 /// Rule 1: `when`, `for_each`, then the unit itself.
@@ -213,39 +223,73 @@ fn template_field(kind: &StepKind) -> &'static str {
 }
 
 /// Starts elements up to `max_concurrency`; resolves the fan-out unit when all are done or
-/// one failed.
+/// one failed. Reads the counts `State::apply` keeps (`State::elements`), so a round costs
+/// the elements it starts, not the length of the list.
 fn fan_out_progress(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Event>) {
     let k = key.to_string();
     let items = ctx.state.fanouts.get(&k).map_or(&[][..], Vec::as_slice);
     let Some(each) = &step.for_each else { return };
-    let mut in_flight = 0usize;
-    let mut outputs = Vec::with_capacity(items.len());
-    let mut pending = Vec::new();
-    for i in 0..items.len() {
-        match ctx.state.unit(&key.element(i).to_string()) {
-            Some(u) if u.status == UnitStatus::Failed => {
-                let mut error = u.error.clone().unwrap_or_else(|| TaskError::fatal("FAILED", ""));
-                error.message = format!("element {i}: {}", error.message);
-                out.push(Event::StepFailed { step: k, error });
-                return;
-            }
-            Some(u) if u.status.is_resolved() => {
-                outputs.push(u.output.clone().unwrap_or(Value::Null))
-            }
-            Some(_) => in_flight += 1,
-            None => pending.push(i),
-        }
+    let cap = each.max_concurrency.map_or(usize::MAX, |c| c as usize);
+    let progress = progress(ctx, key, &k, items.len(), cap);
+    if let Some(i) = progress.failed {
+        let u = ctx.state.unit(&key.element(i).to_string());
+        let mut error =
+            u.and_then(|u| u.error.clone()).unwrap_or_else(|| TaskError::fatal("FAILED", ""));
+        error.message = format!("element {i}: {}", error.message);
+        out.push(Event::StepFailed { step: k, error });
+        return;
     }
-    if in_flight == 0 && pending.is_empty() {
+    if progress.in_flight == 0 && progress.pending.is_empty() {
+        let outputs = (0..items.len())
+            .map(|i| ctx.state.unit(&key.element(i).to_string()).and_then(|u| u.output.clone()))
+            .map(|o| o.unwrap_or(Value::Null))
+            .collect();
         out.push(Event::StepSucceeded { step: k, attempt: None, output: Value::Array(outputs) });
         return;
     }
-    let cap = each.max_concurrency.map_or(usize::MAX, |c| c as usize);
-    for i in pending.into_iter().take(cap.saturating_sub(in_flight)) {
+    for i in progress.pending.into_iter().take(cap.saturating_sub(progress.in_flight)) {
         let element = key.element(i);
         let site = Site { scope: &key.scope, element: Some((each.as_name.as_str(), i, &items[i])) };
         start_unit(ctx, step, &element, &site, out);
     }
+}
+
+/// Where a fan-out's elements stand: the first failed one, how many run, and the first
+/// not-started ones (up to `cap`; empty only when none is left).
+struct Progress {
+    failed: Option<usize>,
+    in_flight: usize,
+    pending: Vec<usize>,
+}
+
+fn progress(ctx: &Ctx<'_>, key: &UnitKey, k: &str, len: usize, cap: usize) -> Progress {
+    let counts = ctx.state.elements.get(k);
+    match counts {
+        // The usual history: elements started in order, none past the list.
+        Some(e) if !e.is_prefix() || e.end > len => {}
+        _ => {
+            let e = counts.cloned().unwrap_or_default();
+            return Progress {
+                failed: e.failed.first().copied(),
+                in_flight: e.present - e.resolved - e.failed.len(),
+                pending: (e.present..len).take(cap.max(1)).collect(),
+            };
+        }
+    }
+    // Any other history: element by element.
+    let mut p = Progress { failed: None, in_flight: 0, pending: Vec::new() };
+    for i in 0..len {
+        match ctx.state.unit(&key.element(i).to_string()) {
+            Some(u) if u.status == UnitStatus::Failed => {
+                p.failed = Some(i);
+                return p;
+            }
+            Some(u) if u.status.is_resolved() => {}
+            Some(_) => p.in_flight += 1,
+            None => p.pending.push(i),
+        }
+    }
+    p
 }
 
 /// The templates a unit of this step renders when it starts.
@@ -317,10 +361,8 @@ pub(crate) fn start_unit(
             input: value,
         }),
         StepKind::ContinueAsNew { .. } => {
-            for (uk, u) in &ctx.state.units {
-                if !u.status.is_resolved() {
-                    out.push(Event::StepCancelled { step: uk.clone() });
-                }
+            for (uk, _) in ctx.state.open_units() {
+                out.push(Event::StepCancelled { step: uk.clone() });
             }
             out.push(Event::WorkflowContinuedAsNew { next_run: ctx.state.run + 1, input: value });
         }

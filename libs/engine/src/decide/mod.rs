@@ -8,12 +8,18 @@
 //! iteration is over ordered maps, so the same inputs always give the same events.
 
 mod body;
+mod body_memo;
 mod units;
+
+use body_memo::BodyMemo;
 mod winddown;
 
 use crate::event::{Event, HistoryEvent, Origin};
 use crate::state::State;
+use crate::unit::Scope as UnitScope;
 use orbit_definition::{Definition, Limits};
+use std::cell::RefCell;
+use std::collections::HashMap;
 
 /// Everything a round reads.
 pub(crate) struct Ctx<'a> {
@@ -21,6 +27,53 @@ pub(crate) struct Ctx<'a> {
     pub state: &'a State,
     pub now: u64,
     pub limits: Limits,
+    /// What earlier rounds of the same [`advance`] learnt (see [`Memo`]).
+    pub memo: &'a Memo,
+}
+
+/// What one round leaves for the next rounds of the same [`advance_within`], so a round
+/// costs the work that changed, not the size of the run (see [`body_memo::BodyMemo`]). Valid
+/// only while one `advance_within` applies its own rounds to one state (a resolved unit
+/// never becomes unresolved through decided events); a new call starts empty.
+#[derive(Default)]
+pub(crate) struct Memo {
+    bodies: RefCell<HashMap<UnitScope, BodyMemo>>,
+}
+
+impl Memo {
+    /// The memo of one body instance, made on first use from a full look at its steps.
+    pub(crate) fn body<R>(
+        &self,
+        scope: &UnitScope,
+        steps: &[orbit_definition::Step],
+        f: impl FnOnce(&mut BodyMemo) -> R,
+    ) -> R {
+        let mut bodies = self.bodies.borrow_mut();
+        let memo = bodies.entry(scope.clone()).or_insert_with(|| BodyMemo::new(steps));
+        f(memo)
+    }
+
+    /// Takes in the events of a round just applied to `state`: units of a body that
+    /// resolved wake the steps that need them.
+    pub(crate) fn observe(&self, state: &State, events: &[HistoryEvent]) {
+        let mut bodies = self.bodies.borrow_mut();
+        if bodies.is_empty() {
+            return;
+        }
+        for he in events {
+            let Some(key) = crate::state::unit_of(&he.event) else { continue };
+            if !state.unit(key).is_some_and(|u| u.status.is_resolved()) {
+                continue;
+            }
+            let Some(parsed) = crate::unit::UnitKey::parse(key) else { continue };
+            if parsed.compensate || parsed.index.is_some() {
+                continue;
+            }
+            if let Some(memo) = bodies.get_mut(&parsed.scope) {
+                memo.resolved_step(&parsed.step);
+            }
+        }
+    }
 }
 
 /// The stricter of two limits (`None` is no limit).
@@ -49,10 +102,20 @@ pub fn decide(def: &Definition, state: &State, now: u64) -> Vec<Event> {
 /// One decision round under the server's limits.
 #[must_use]
 pub fn decide_with(def: &Definition, state: &State, now: u64, server: &Limits) -> Vec<Event> {
+    round(def, state, now, server, &Memo::default())
+}
+
+pub(crate) fn round(
+    def: &Definition,
+    state: &State,
+    now: u64,
+    server: &Limits,
+    memo: &Memo,
+) -> Vec<Event> {
     if state.status.is_none() || state.status().is_closed() {
         return Vec::new();
     }
-    let ctx = Ctx { def, state, now, limits: effective_limits(server, def) };
+    let ctx = Ctx { def, state, now, limits: effective_limits(server, def), memo };
     if state.started_at.is_none() {
         return vec![Event::WorkflowStarted {}];
     }
@@ -73,25 +136,43 @@ pub fn decide_with(def: &Definition, state: &State, now: u64, server: &Limits) -
     out
 }
 
-/// Most rounds one [`advance`] runs; reaching it means a decider bug, and stopping keeps the
-/// owner alive (the events so far are still consistent).
-const MAX_ROUNDS: usize = 10_000;
+/// Most rounds one pass decides. A run that needs more (a long `for_each` with
+/// `max_concurrency`, a long `needs` chain) is not stuck: the pass ends at the bound with
+/// the events so far (consistent: rounds are whole) and [`crate::run::settle`] leaves the
+/// execution's wake-up due at once, so the next pass goes on where this one stopped. The
+/// bound keeps one pass, and so one commit, from growing with the run.
+pub const MAX_PASS_ROUNDS: usize = 10_000;
 
-/// Decides to the fixpoint, applying each round to `state`; returns the new history events
-/// (seq numbers follow `state.last_seq`, timestamps are `now`).
+/// Decides to the fixpoint or [`MAX_PASS_ROUNDS`], whichever comes first, applying each
+/// round to `state`; returns the new history events (seq numbers follow `state.last_seq`,
+/// timestamps are `now`).
 pub fn advance(
     def: &Definition,
     state: &mut State,
     now: u64,
     server: &Limits,
 ) -> Vec<HistoryEvent> {
+    advance_within(def, state, now, server, MAX_PASS_ROUNDS).0
+}
+
+/// [`advance`] with at most `max_rounds` rounds; the flag says whether the fixpoint was
+/// reached (`false`: deciding again now would produce more).
+pub fn advance_within(
+    def: &Definition,
+    state: &mut State,
+    now: u64,
+    server: &Limits,
+    max_rounds: usize,
+) -> (Vec<HistoryEvent>, bool) {
+    let memo = Memo::default();
     let mut all = Vec::new();
-    for _ in 0..MAX_ROUNDS {
-        let round = decide_with(def, state, now, server);
-        if round.is_empty() {
-            break;
+    for _ in 0..max_rounds {
+        let events = round(def, state, now, server, &memo);
+        if events.is_empty() {
+            return (all, true);
         }
-        for event in round {
+        let first = all.len();
+        for event in events {
             let he = HistoryEvent {
                 seq: state.last_seq + 1,
                 timestamp_ms: now,
@@ -101,8 +182,11 @@ pub fn advance(
             state.apply(&he);
             all.push(he);
         }
+        memo.observe(state, &all[first..]);
     }
-    all
+    // The bound: settled only if nothing more follows.
+    let settled = round(def, state, now, server, &memo).is_empty();
+    (all, settled)
 }
 
 /// The earliest time at which deciding again would produce something without any command

@@ -5,8 +5,12 @@ use super::Ctx;
 use crate::event::{Event, TaskError};
 use crate::state::{State, Unit, UnitStatus, Wait};
 use crate::unit::{retry_delay_ms, UnitKey};
-use orbit_definition::{Definition, RetryPolicy, StepKind};
+use orbit_definition::{Definition, RetryPolicy, StepKind, DEFAULT_MAX_REDELIVERIES};
 use serde_json::Value;
+
+/// The code of an attempt failed because its worker was lost more than the step's
+/// `retry.max_redeliveries` times (retryable under the step's retry policy).
+pub const WORKER_LOST: &str = "WORKER_LOST";
 
 /// Codes that no retry can fix.
 const NEVER_RETRIED: &[&str] = &[
@@ -49,8 +53,8 @@ pub(crate) fn is_body_work(key: &str) -> bool {
 pub(crate) fn timers_and_retries(ctx: &Ctx<'_>) -> Vec<Event> {
     let mut out = Vec::new();
     let winding = ctx.state.winding.is_some();
-    for (key, u) in &ctx.state.units {
-        if u.status.is_resolved() || (winding && is_body_work(key)) {
+    for (key, u) in ctx.state.open_units() {
+        if winding && is_body_work(key) {
             continue;
         }
         let Some(parsed) = UnitKey::parse(key) else { continue };
@@ -113,7 +117,24 @@ fn unit_round(ctx: &Ctx<'_>, key: &str, parsed: &UnitKey, u: &Unit, out: &mut Ve
         UnitStatus::RetryWait if u.fire_at.is_some_and(|f| now >= f) => {
             out.push(reschedule(key, u, u.attempt + 1, false));
         }
-        UnitStatus::Uncertain => out.push(reschedule(key, u, u.attempt, true)),
+        UnitStatus::Uncertain => {
+            let max = spec.as_ref().map_or(DEFAULT_MAX_REDELIVERIES, |s| s.retry.max_redeliveries);
+            if u.losses > max {
+                out.push(Event::StepAttemptFailed {
+                    step: key.into(),
+                    attempt: u.attempt,
+                    error: TaskError::retryable(
+                        WORKER_LOST,
+                        format!(
+                            "the worker running attempt {} was lost {} times (max_redeliveries {max})",
+                            u.attempt, u.losses
+                        ),
+                    ),
+                });
+            } else {
+                out.push(reschedule(key, u, u.attempt, true));
+            }
+        }
         UnitStatus::Waiting if u.fire_at.is_some_and(|f| now >= f) => match &u.wait {
             Some(Wait::Timer) => {
                 out.push(Event::TimerFired { step: key.into() });
@@ -149,8 +170,8 @@ pub(crate) fn deadlines<'a>(
     state: &'a State,
 ) -> impl Iterator<Item = u64> + 'a {
     let winding = state.winding.is_some();
-    state.units.iter().filter_map(move |(key, u)| {
-        if u.status.is_resolved() || (winding && is_body_work(key)) {
+    state.open_units().filter_map(move |(key, u)| {
+        if winding && is_body_work(key) {
             return None;
         }
         match u.status {

@@ -14,8 +14,8 @@ use serde_json::Value;
 
 pub(crate) fn round(ctx: &Ctx<'_>, out: &mut Vec<Event>) {
     let Some(w) = &ctx.state.winding else { return };
-    for (key, u) in &ctx.state.units {
-        if !u.status.is_resolved() && is_body_work(key) {
+    for (key, _) in ctx.state.open_units() {
+        if is_body_work(key) {
             out.push(Event::StepCancelled { step: key.clone() });
         }
     }
