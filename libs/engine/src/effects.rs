@@ -184,7 +184,11 @@ pub fn derive(
         match &he.event {
             Event::StepScheduled { step, attempt, input, idempotency_key, .. } => {
                 let Some((task, task_version)) = task_of(def, step) else { continue };
-                let offer = state.unit(step).map_or(0, |u| u.tokens.len()) + 1;
+                // Offers of this attempt only: a retry's first offer is no redelivery.
+                let issued = state.unit(step).map_or(0, |u| {
+                    u.tokens.iter().filter(|(_, a)| a == attempt).count()
+                });
+                let offer = issued + 1;
                 let offer = TaskOffer {
                     unit: step.clone(),
                     attempt: *attempt,

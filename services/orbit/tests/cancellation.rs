@@ -1,5 +1,6 @@
 //! Cancellation reaches the worker holding a task, and a worker that stops heartbeating a
-//! task past the step's `heartbeat_timeout` loses it to a redelivery.
+//! task past the step's `heartbeat_timeout` loses it: the attempt fails with
+//! `HEARTBEAT_TIMEOUT` and the step's retry policy offers attempt 2.
 
 mod common;
 
@@ -78,11 +79,12 @@ async fn cancelling_an_execution_cancels_the_task_in_the_workers_hands() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_without_heartbeats_is_handed_back_and_redelivered() {
+async fn a_task_without_heartbeats_fails_its_attempt_and_is_retried() {
     let dir = TempDir::new("heartbeat");
     let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
     let mut c = server.client().await;
-    register(&mut c, WAITING).await;
+    let retried = WAITING.replace("max_attempts: 1", "max_attempts: 2, initial_interval: 100ms");
+    register(&mut c, &retried).await;
     let deliveries = Arc::new(AtomicU32::new(0));
     let stop = CancellationToken::new();
     let d = deliveries.clone();
@@ -112,19 +114,20 @@ async fn a_task_without_heartbeats_is_handed_back_and_redelivered() {
     start(&mut c, "waiting", "hb-1", json!({})).await.unwrap();
     let (status, output) = result(&mut c, "hb-1", Duration::from_secs(20)).await;
     assert_eq!(status, pb::ExecutionStatus::Completed, "{output}");
-    assert_eq!(output, json!({"redelivery": true, "attempt": 1}), "same attempt, redelivered");
+    assert_eq!(output, json!({"redelivery": false, "attempt": 2}), "the next attempt");
     let history = c
         .get_history(pb::GetHistoryRequest { execution_id: "hb-1".into(), ..Default::default() })
         .await
         .unwrap()
         .into_inner();
-    let uncertain: Vec<String> = history
-        .events
-        .iter()
-        .filter(|e| e.event_type == "StepAttemptUncertain")
-        .map(|e| format!("{:?}", e.payload))
-        .collect();
-    assert_eq!(uncertain.len(), 1, "{uncertain:?}");
-    assert!(uncertain[0].contains("HEARTBEAT_TIMEOUT"), "{uncertain:?}");
+    let of = |t: &str| -> Vec<String> {
+        let events = history.events.iter().filter(|e| e.event_type == t);
+        events.map(|e| format!("{:?}", e.payload)).collect()
+    };
+    let failed = of("StepAttemptFailed");
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0].contains("HEARTBEAT_TIMEOUT"), "{failed:?}");
+    assert!(of("StepAttemptUncertain").is_empty(), "no redelivery of a silent attempt");
+    assert_eq!(of("RetryScheduled").len(), 1);
     stop.cancel();
 }

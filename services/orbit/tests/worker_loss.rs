@@ -303,3 +303,34 @@ async fn late_result_for_a_resolved_unit_is_answered_not_accepted() {
     );
     drop(second);
 }
+
+/// A task whose worker is always lost is not redelivered forever (issue 30, item 1): after
+/// `retry.max_redeliveries` redeliveries of the attempt, the next loss fails it with
+/// `WORKER_LOST`, which the retry policy then treats as any failure (here: no attempt left).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_keeps_losing_its_worker_fails_with_worker_lost() {
+    let dir = TempDir::new("worker-lost");
+    let server = Server::start(&dir.0.join("orbit.db"), &["--session-timeout-ms", "1000"]).await;
+    let address = server.address();
+    let mut c = server.client().await;
+    let bounded = WORKFLOW
+        .replace("name: lossy", "name: doomed")
+        .replace("input: \"${{ input }}\"", "retry: { max_attempts: 1, max_redeliveries: 1 }");
+    register(&mut c, &bounded).await;
+    start(&mut c, "doomed", "doomed-1", json!({})).await.expect("start");
+    for (i, redelivery) in [false, true].into_iter().enumerate() {
+        let mut session =
+            RawSession::start(&address, &format!("dies-{i}"), &[("work", "1")], 1).await;
+        let task = session.next_task(STEP).await;
+        assert_eq!((task.attempt, task.redelivery), (1, redelivery), "{task:?}");
+        drop(session);
+        history_until(&mut c, "doomed-1", STEP, |h| count(h, "StepAttemptUncertain", "a") > i)
+            .await;
+    }
+    let (status, error) = result(&mut c, "doomed-1", STEP).await;
+    assert_eq!(status, pb::ExecutionStatus::Failed, "{error}");
+    assert!(error.as_str().is_some_and(|e| e.starts_with("WORKER_LOST")), "{error}");
+    let h = history(&mut c, "doomed-1").await;
+    assert_eq!(count(&h, "StepAttemptUncertain", "a"), 2, "{:?}", types(&h));
+    assert_eq!(count(&h, "StepDispatched", "a"), 2, "never offered a third time: {:?}", types(&h));
+}
