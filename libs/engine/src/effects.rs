@@ -185,9 +185,9 @@ pub fn derive(
             Event::StepScheduled { step, attempt, input, idempotency_key, .. } => {
                 let Some((task, task_version)) = task_of(def, step) else { continue };
                 // Offers of this attempt only: a retry's first offer is no redelivery.
-                let issued = state.unit(step).map_or(0, |u| {
-                    u.tokens.iter().filter(|(_, a)| a == attempt).count()
-                });
+                let issued = state
+                    .unit(step)
+                    .map_or(0, |u| u.tokens.iter().filter(|(_, a)| a == attempt).count());
                 let offer = issued + 1;
                 let offer = TaskOffer {
                     unit: step.clone(),

@@ -5,8 +5,8 @@
 //! so what an event causes is worked out in one place.
 
 use crate::command::next_run;
-use crate::decide::{advance_within, next_timer};
 pub use crate::decide::MAX_PASS_ROUNDS;
+use crate::decide::{advance_within, next_timer};
 use crate::effects::HTTP_TASK;
 use crate::effects::{adapter_disabled, derive, task_of, timer_change, Capabilities, Effect};
 use crate::event::{Event, HistoryEvent, Origin};

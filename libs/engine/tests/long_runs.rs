@@ -26,7 +26,8 @@ output: "${{ steps.c.output }}"
 "#;
 
 fn chain(n: usize) -> String {
-    let mut yaml = String::from("name: chain\nversion: \"1\"\nsteps:\n  - id: s0\n    compute: 0\n");
+    let mut yaml =
+        String::from("name: chain\nversion: \"1\"\nsteps:\n  - id: s0\n    compute: 0\n");
     for i in 1..n {
         let _ = write!(
             yaml,

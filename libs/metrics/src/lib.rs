@@ -43,6 +43,10 @@ pub struct Metrics {
     pub tasks_handed_off: IntCounterVec,
     /// `orbit_tasks_redelivered_total{task}`: dispatches of an attempt offered before.
     pub tasks_redelivered: IntCounterVec,
+    /// `orbit_attempts_lost_total{workflow, reason}`: attempts whose worker went silent,
+    /// as the owner recorded them (`SESSION_LOST`: redelivered; `HEARTBEAT_TIMEOUT`,
+    /// `WORKER_LOST`: failed).
+    pub attempts_lost: IntCounterVec,
     /// `orbit_tasks_completed_total{task}`: results recorded as success.
     pub tasks_completed: IntCounterVec,
     /// `orbit_tasks_failed_total{task}`: results recorded as failure.
@@ -117,6 +121,7 @@ pub const NAMES: &[&str] = &[
     "orbit_tasks_dispatched_total",
     "orbit_tasks_handed_off_total",
     "orbit_tasks_redelivered_total",
+    "orbit_attempts_lost_total",
     "orbit_tasks_completed_total",
     "orbit_tasks_failed_total",
     "orbit_task_schedule_to_start_seconds",
@@ -239,6 +244,13 @@ impl Metrics {
                 "orbit_tasks_redelivered_total",
                 "Task attempts handed to a worker again (offered before), by task name.",
                 &["task"],
+            ),
+            attempts_lost: counter(
+                &r,
+                "orbit_attempts_lost_total",
+                "Attempts whose worker went silent, by workflow and reason: SESSION_LOST \
+                 (redelivered), HEARTBEAT_TIMEOUT and WORKER_LOST (the attempt failed).",
+                &["workflow", "reason"],
             ),
             tasks_completed: counter(
                 &r,
@@ -398,6 +410,7 @@ mod tests {
             c.with_label_values(&["t"]).inc();
         }
         m.executions_started.with_label_values(&["w"]).inc();
+        m.attempts_lost.with_label_values(&["w", "SESSION_LOST"]).inc();
         m.executions_closed.with_label_values(&["w", "COMPLETED"]).inc();
         m.schedule_to_start.with_label_values(&["t"]).observe(0.1);
         m.task_run.with_label_values(&["t"]).observe(0.1);

@@ -27,7 +27,8 @@ output: "${{ steps.c.output.size() }}"
 "#;
 
 fn chain(n: usize) -> String {
-    let mut yaml = String::from("name: chain\nversion: \"1\"\nsteps:\n  - id: s0\n    compute: 0\n");
+    let mut yaml =
+        String::from("name: chain\nversion: \"1\"\nsteps:\n  - id: s0\n    compute: 0\n");
     for i in 1..n {
         let p = i - 1;
         let _ = write!(

@@ -310,7 +310,9 @@ async fn late_result_for_a_resolved_unit_is_answered_not_accepted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_that_keeps_losing_its_worker_fails_with_worker_lost() {
     let dir = TempDir::new("worker-lost");
-    let server = Server::start(&dir.0.join("orbit.db"), &["--session-timeout-ms", "1000"]).await;
+    let admin_addr = format!("127.0.0.1:{}", free_port());
+    let flags = ["--session-timeout-ms", "1000", "--admin-listen", admin_addr.as_str()];
+    let server = Server::start(&dir.0.join("orbit.db"), &flags).await;
     let address = server.address();
     let mut c = server.client().await;
     let bounded = WORKFLOW
@@ -333,4 +335,10 @@ async fn a_task_that_keeps_losing_its_worker_fails_with_worker_lost() {
     let h = history(&mut c, "doomed-1").await;
     assert_eq!(count(&h, "StepAttemptUncertain", "a"), 2, "{:?}", types(&h));
     assert_eq!(count(&h, "StepDispatched", "a"), 2, "never offered a third time: {:?}", types(&h));
+    let (_, metrics) = common::admin::get(&admin_addr, "/metrics").await.expect("metrics");
+    for (reason, n) in [("SESSION_LOST", 2), ("WORKER_LOST", 1)] {
+        let line =
+            format!("orbit_attempts_lost_total{{reason=\"{reason}\",workflow=\"doomed\"}} {n}");
+        assert!(metrics.contains(&line), "{line} not in:\n{metrics}");
+    }
 }

@@ -317,6 +317,7 @@ pub(crate) async fn apply_set(
     let tasks = tasks && batches.iter().any(|b| b.tasks_to_insert.len() > b.task_claims.len());
     // What the commit does, for the readers waiting on these executions (issue 14).
     let changes = inner.changes.changes_of(work.keys().map(String::as_str), &batches);
+    let lost = lost_attempts(&batches);
     let committed = inner.store.commit_all(batches).await;
     handed::answer(handed_replies, &recorded, committed.is_ok());
     crate::handoff::settle(inner, reserved, committed.as_deref().ok());
@@ -325,6 +326,10 @@ pub(crate) async fn apply_set(
             inner.changes.publish_committed(work.keys().map(String::as_str), &changes);
             let end_ms = if traced.is_empty() { 0 } else { orbit_telemetry::now_ms() };
             let metrics = orbit_metrics::get();
+            for (id, reason) in lost {
+                let workflow = work.get(&id).map_or("", |w| w.hot.def.name.as_str());
+                metrics.attempts_lost.with_label_values(&[workflow, reason]).inc();
+            }
             for (id, mut w) in work {
                 if let Some((before, events)) = traced.get(&id) {
                     crate::trace::emit(
@@ -380,6 +385,28 @@ pub(crate) async fn apply_set(
         }
         Err(e) => on_commit_error(inner, core, work, e).await.map(|()| applied),
     }
+}
+
+/// The attempts whose worker went silent in these batches, by execution and reason (for
+/// `orbit_attempts_lost_total`).
+fn lost_attempts(batches: &[CommitBatch]) -> Vec<(String, &'static str)> {
+    use orbit_engine::command::HEARTBEAT_TIMEOUT;
+    use orbit_engine::decide::WORKER_LOST;
+    let mut lost = Vec::new();
+    for b in batches {
+        for he in &b.events {
+            let reason = match &he.event {
+                Event::StepAttemptUncertain { .. } => "SESSION_LOST",
+                Event::StepAttemptFailed { error, .. } if error.code == HEARTBEAT_TIMEOUT => {
+                    HEARTBEAT_TIMEOUT
+                }
+                Event::StepAttemptFailed { error, .. } if error.code == WORKER_LOST => WORKER_LOST,
+                _ => continue,
+            };
+            lost.push((b.execution_id.clone(), reason));
+        }
+    }
+    lost
 }
 
 /// Stores a start's `WorkflowCreated` (projection and owners row) WITHOUT its first

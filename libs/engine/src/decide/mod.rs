@@ -12,6 +12,7 @@ mod body_memo;
 mod units;
 
 use body_memo::BodyMemo;
+pub use units::WORKER_LOST;
 mod winddown;
 
 use crate::event::{Event, HistoryEvent, Origin};

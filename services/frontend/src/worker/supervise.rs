@@ -7,8 +7,9 @@
 //! units it cancelled, closes the run or moves to a later one, or does not say (issue 14);
 //! and at each tick, the safety net. When the
 //! step has a `heartbeat_timeout` and the worker has not named the token in a heartbeat for
-//! that long, the attempt is handed back as uncertain (`HEARTBEAT_TIMEOUT`), so the owner
-//! redelivers it, and the worker is told to stop. The supervisor ends when the session no
+//! that long, the attempt is handed back with the reason `HEARTBEAT_TIMEOUT`, which the
+//! engine records as the attempt's retryable failure (`StepAttemptFailed`), and the worker
+//! is told to stop. The supervisor ends when the session no
 //! longer holds the token (its result arrived, or the session ended).
 
 use super::registry::{now_ms, Session};
