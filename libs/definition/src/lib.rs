@@ -15,6 +15,7 @@ pub mod expr;
 pub mod limits;
 pub mod model;
 mod parse;
+pub mod version;
 
 pub use contract::{Contract, Violation};
 pub use document::{canonical_json, definition_hash, to_document};

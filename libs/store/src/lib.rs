@@ -42,7 +42,7 @@ pub use model::{new_task_token, worker_language, ClaimFilter, MAX_CLAIM};
 pub use model::{
     CompletedTask, DbStats, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,
     InboxEntry, InboxStatus, NewTask, NewTimer, NodeInfo, NodeRow, OrphanRoot, OwnerRow,
-    PutOutcome, QueueBacklog, ResumedExecution, TaskRow, TaskState, TimerRow,
+    PutOutcome, QueueBacklog, ResumedExecution, TaskRow, TaskState, TimerRow, VersionRow,
 };
 pub use postgres::{Channel, PgOptions, PgStore, Wakeup};
 pub use retention::{

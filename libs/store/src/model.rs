@@ -32,6 +32,26 @@ pub struct DefinitionRow {
     pub created_at_ms: u64,
 }
 
+/// One registered version of a workflow, without its document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionRow {
+    /// Version label.
+    pub version: String,
+    /// Hash of the canonical document.
+    pub definition_hash: String,
+}
+
+impl VersionRow {
+    /// The latest of `versions` (in registration order) by
+    /// [`orbit_definition::version::latest`].
+    #[must_use]
+    pub fn latest(mut versions: Vec<VersionRow>) -> Option<VersionRow> {
+        let labels: Vec<&str> = versions.iter().map(|v| v.version.as_str()).collect();
+        let i = orbit_definition::version::latest(&labels)?;
+        Some(versions.swap_remove(i))
+    }
+}
+
 /// The `executions` projection of one execution (its latest run).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutionRow {

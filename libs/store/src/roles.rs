@@ -54,8 +54,9 @@ pub trait Definitions: Send + Sync {
         document: &str,
     ) -> Result<PutOutcome>;
 
-    /// A definition by (name, version), or the latest registered version of `name` when
-    /// `version` is `None`.
+    /// A definition by (name, version), or the latest version of `name` when `version` is
+    /// `None` (`orbit_definition::version::latest`: the highest semantic version, see
+    /// docs/definitions.md, "Versions").
     async fn get_definition(
         &self,
         name: &str,
@@ -64,6 +65,10 @@ pub trait Definitions: Send + Sync {
 
     /// Every definition, by name then registration order.
     async fn list_definitions(&self) -> Result<Vec<DefinitionRow>>;
+
+    /// The versions of `name` with their hashes, in registration order (no documents: what
+    /// a start without a version resolves the latest from).
+    async fn definition_versions(&self, name: &str) -> Result<Vec<crate::VersionRow>>;
 }
 
 /// Reads of executions: histories, projections, lists, fault rows. Read-only.

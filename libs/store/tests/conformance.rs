@@ -87,7 +87,7 @@ macro_rules! every_case {
             request_ids_make_inbox_commands_idempotent,
             executions_list_with_filters_and_pages,
             continue_as_new_starts_a_new_run,
-            definitions_latest_is_the_last_registered,
+            definitions_latest_is_the_highest_version,
             due_timers_fire_into_the_inbox_once,
             commit_all_is_all_or_nothing,
             units_are_cancelled_before_new_offers_and_inbox_entries_are_written,

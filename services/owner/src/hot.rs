@@ -49,16 +49,30 @@ pub(crate) async fn definition(
     workflow: &str,
     version: Option<&str>,
 ) -> Result<Arc<Definition>, OwnerError> {
-    if let Some(d) = version.and_then(|v| core.versions.get(&(workflow.into(), v.into()))) {
+    // Without a version: the latest by `orbit_definition::version::latest`, from the
+    // versions alone, so a cached definition is not read again.
+    let latest;
+    let version = match version {
+        Some(v) => Some(v),
+        None => {
+            let versions = inner.store.definition_versions(workflow).await?;
+            latest = orbit_store::VersionRow::latest(versions).map(|v| v.version);
+            latest.as_deref()
+        }
+    };
+    let Some(version) = version else {
+        return Err(OwnerError::new(
+            ErrorCode::WorkflowNotFound,
+            format!("no workflow `{workflow}`"),
+        ));
+    };
+    if let Some(d) = core.versions.get(&(workflow.into(), version.into())) {
         return Ok(d.clone());
     }
-    let row = inner.store.get_definition(workflow, version).await?.ok_or_else(|| {
+    let row = inner.store.get_definition(workflow, Some(version)).await?.ok_or_else(|| {
         OwnerError::new(
             ErrorCode::WorkflowNotFound,
-            format!(
-                "no workflow `{workflow}`{}",
-                version.map(|v| format!(" version {v}")).unwrap_or_default()
-            ),
+            format!("no workflow `{workflow}` version {version}"),
         )
     })?;
     let def = match core.defs.get(&row.definition_hash) {

@@ -250,6 +250,10 @@ impl Definitions for PgStore {
     async fn list_definitions(&self) -> Result<Vec<DefinitionRow>> {
         run!(self, Kind::Read, |c| reads::list_definitions(c))
     }
+
+    async fn definition_versions(&self, name: &str) -> Result<Vec<crate::VersionRow>> {
+        run!(self, Kind::Read, |c| reads::definition_versions(c, name))
+    }
 }
 
 #[async_trait::async_trait]

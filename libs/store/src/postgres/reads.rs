@@ -48,17 +48,39 @@ pub(crate) async fn put_definition(
     }
 }
 
-/// One version, or the latest registered one.
+/// One version, or the latest (`orbit_definition::version::latest`).
 pub(crate) async fn get_definition(
     conn: &mut PgConn,
     name: &str,
     version: Option<&str>,
 ) -> PgResult<Option<DefinitionRow>> {
-    let found = match version {
-        Some(v) => conn.query(sql::DEFINITION_GET, &[&name, &v]).await?,
-        None => conn.query(sql::DEFINITION_LATEST, &[&name]).await?,
+    let latest;
+    let version = match version {
+        Some(v) => v,
+        None => match crate::VersionRow::latest(definition_versions(conn, name).await?) {
+            Some(v) => {
+                latest = v.version;
+                &latest
+            }
+            None => return Ok(None),
+        },
     };
+    let found = conn.query(sql::DEFINITION_GET, &[&name, &version]).await?;
     Ok(found.first().map(rows::definition).transpose()?)
+}
+
+/// The versions of `name` with their hashes, in registration order.
+pub(crate) async fn definition_versions(
+    conn: &mut PgConn,
+    name: &str,
+) -> PgResult<Vec<crate::VersionRow>> {
+    let found = conn.query(sql::DEFINITION_VERSIONS, &[&name]).await?;
+    Ok(rows::all(&found, |r| {
+        Ok(crate::VersionRow {
+            version: rows::get(r, 0, "definition version")?,
+            definition_hash: rows::get(r, 1, "definition hash")?,
+        })
+    })?)
 }
 
 /// Every definition, by name then registration order.

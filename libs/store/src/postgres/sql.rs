@@ -74,9 +74,8 @@ pub(crate) const DEFINITION_HASH: &str = "SELECT definition_hash FROM workflow_d
 pub(crate) const DEFINITION_GET: &str =
     "SELECT name, version, definition_hash, document, created_at
     FROM workflow_definitions WHERE name = $1::text AND version = $2::text";
-pub(crate) const DEFINITION_LATEST: &str =
-    "SELECT name, version, definition_hash, document, created_at
-    FROM workflow_definitions WHERE name = $1::text ORDER BY id DESC LIMIT 1";
+pub(crate) const DEFINITION_VERSIONS: &str = "SELECT version, definition_hash
+    FROM workflow_definitions WHERE name = $1::text ORDER BY id";
 pub(crate) const DEFINITION_LIST: &str =
     "SELECT name, version, definition_hash, document, created_at
     FROM workflow_definitions ORDER BY name, id";

@@ -38,23 +38,37 @@ pub(crate) fn put(
     Ok(outcome)
 }
 
-/// One version, or the latest registered one.
+/// One version, or the latest (`orbit_definition::version::latest`).
 pub(crate) fn get(
     conn: &Connection,
     name: &str,
     version: Option<&str>,
 ) -> Result<Option<DefinitionRow>> {
-    let found = match version {
-        Some(v) => conn
-            .prepare_cached(sql::DEFINITION_GET)?
-            .query_row(params![name, v], |r| Ok(rows::definition(r)))
-            .optional()?,
-        None => conn
-            .prepare_cached(sql::DEFINITION_LATEST)?
-            .query_row(params![name], |r| Ok(rows::definition(r)))
-            .optional()?,
+    let latest;
+    let version = match version {
+        Some(v) => v,
+        None => match crate::VersionRow::latest(versions(conn, name)?) {
+            Some(v) => {
+                latest = v.version;
+                &latest
+            }
+            None => return Ok(None),
+        },
     };
+    let found = conn
+        .prepare_cached(sql::DEFINITION_GET)?
+        .query_row(params![name, version], |r| Ok(rows::definition(r)))
+        .optional()?;
     found.transpose()
+}
+
+/// The versions of `name` with their hashes, in registration order.
+pub(crate) fn versions(conn: &Connection, name: &str) -> Result<Vec<crate::VersionRow>> {
+    let mut stmt = conn.prepare_cached(sql::DEFINITION_VERSIONS)?;
+    let found = stmt.query_map(params![name], |r| {
+        Ok(crate::VersionRow { version: r.get(0)?, definition_hash: r.get(1)? })
+    })?;
+    Ok(found.collect::<rusqlite::Result<Vec<_>>>()?)
 }
 
 /// Every definition.

@@ -104,6 +104,11 @@ impl Definitions for SqliteStore {
         self.readers.run(move |c| definitions::get(c, &name, version.as_deref())).await
     }
 
+    async fn definition_versions(&self, name: &str) -> Result<Vec<crate::VersionRow>> {
+        let name = name.to_string();
+        self.readers.run(move |c| definitions::versions(c, &name)).await
+    }
+
     async fn list_definitions(&self) -> Result<Vec<DefinitionRow>> {
         self.readers.run(definitions::list).await
     }

@@ -23,9 +23,8 @@ pub(crate) const DEFINITION_INSERT: &str = "INSERT INTO workflow_definitions
 pub(crate) const DEFINITION_GET: &str =
     "SELECT name, version, definition_hash, document, created_at
     FROM workflow_definitions WHERE name = ?1 AND version = ?2";
-pub(crate) const DEFINITION_LATEST: &str =
-    "SELECT name, version, definition_hash, document, created_at
-    FROM workflow_definitions WHERE name = ?1 ORDER BY id DESC LIMIT 1";
+pub(crate) const DEFINITION_VERSIONS: &str =
+    "SELECT version, definition_hash FROM workflow_definitions WHERE name = ?1 ORDER BY id";
 pub(crate) const DEFINITION_LIST: &str =
     "SELECT name, version, definition_hash, document, created_at
     FROM workflow_definitions ORDER BY name, id";

@@ -54,13 +54,18 @@ pub(crate) async fn start_with(
         given => validate::new_execution_id(given)?.to_string(),
     };
     let input = validate::payload("input", req.input, shared.config.max_payload_bytes)?;
-    let def = shared.store.get_definition(workflow, version).await.map_err(store)?;
+    // Versions and hashes only (no documents): the owner reads the definition it pins.
+    let versions = shared.store.definition_versions(workflow).await.map_err(store)?;
+    let def = match version {
+        Some(v) => versions.into_iter().find(|r| r.version == v),
+        None => orbit_store::VersionRow::latest(versions),
+    };
     let Some(def) = def else {
         return Err(not_found(workflow, version));
     };
     let request = internal::StartExecutionRequest {
         execution_id,
-        workflow: def.name,
+        workflow: workflow.to_string(),
         version: def.version,
         definition_hash: def.definition_hash,
         input: Some(orbit_server_kit::payload::json_to_proto(input)),

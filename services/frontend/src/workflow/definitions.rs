@@ -17,6 +17,7 @@ use orbit_definition::{canonical_json, to_document, Format};
 use orbit_server_kit::payload::ms_to_timestamp;
 use orbit_server_kit::{ErrorCode, FieldViolation, OrbitError};
 use orbit_store::{DefinitionRow, PutOutcome, StoreError};
+use std::collections::HashMap;
 
 /// The status message of a refused definition: every problem, one per line after a
 /// count, for clients that read only the message; as many as fit the status message bound
@@ -137,7 +138,14 @@ pub(crate) async fn get(
     let Some(row) = row else {
         return Err(not_found(name, version));
     };
-    Ok(GetWorkflowResponse { workflow: Some(wire_definition(row, true)) })
+    let latest = match version {
+        None => true,
+        Some(_) => {
+            let versions = shared.store.definition_versions(name).await.map_err(store)?;
+            orbit_store::VersionRow::latest(versions).is_some_and(|v| v.version == row.version)
+        }
+    };
+    Ok(GetWorkflowResponse { workflow: Some(wire_definition(row, true, latest)) })
 }
 
 pub(crate) fn not_found(name: &str, version: Option<&str>) -> tonic::Status {
@@ -169,21 +177,42 @@ pub(crate) async fn list(
         .collect();
     let end = start.saturating_add(size).min(matching.len());
     let next_page_token = if end < matching.len() { end.to_string() } else { String::new() };
+    let latest = latest_versions(&matching);
     let workflows = matching
         .into_iter()
         .skip(start)
         .take(end.saturating_sub(start))
-        .map(|row| wire_definition(row, req.include_document))
+        .map(|row| {
+            let is_latest = latest.get(row.name.as_str()) == Some(&row.version);
+            wire_definition(row, req.include_document, is_latest)
+        })
         .collect();
     Ok(ListWorkflowsResponse { workflows, next_page_token })
 }
 
-fn wire_definition(row: DefinitionRow, with_document: bool) -> WorkflowDefinition {
+/// Per workflow name, its latest version (`orbit_definition::version::latest`) among
+/// `rows`, which come by name then registration order.
+fn latest_versions(rows: &[DefinitionRow]) -> HashMap<String, String> {
+    let mut by_name: HashMap<&str, Vec<&str>> = HashMap::new();
+    for row in rows {
+        by_name.entry(&row.name).or_default().push(&row.version);
+    }
+    by_name
+        .into_iter()
+        .filter_map(|(name, versions)| {
+            let i = orbit_definition::version::latest(&versions)?;
+            Some((name.to_string(), versions[i].to_string()))
+        })
+        .collect()
+}
+
+fn wire_definition(row: DefinitionRow, with_document: bool, latest: bool) -> WorkflowDefinition {
     WorkflowDefinition {
         name: row.name,
         version: row.version,
         definition_hash: row.definition_hash,
         document: if with_document { row.document } else { String::new() },
         created_at: Some(ms_to_timestamp(row.created_at_ms)),
+        latest,
     }
 }

@@ -127,11 +127,13 @@ pub async fn run(args: WorkflowArgs) -> Result<(), Failure> {
                     "workflows": workflows.iter().map(|w| definition_json(w, false)).collect::<Vec<_>>()
                 })),
                 Format::Human => {
-                    let mut table = Table::new(&["NAME", "VERSION", "HASH", "REGISTERED"]);
+                    let mut table =
+                        Table::new(&["NAME", "VERSION", "LATEST", "HASH", "REGISTERED"]);
                     for w in &workflows {
                         table.row(vec![
                             w.name.clone(),
                             w.version.clone(),
+                            if w.latest { "yes" } else { "" }.to_string(),
                             w.definition_hash.clone(),
                             ts(w.created_at.as_ref()),
                         ]);
@@ -174,6 +176,7 @@ fn definition_json(definition: &WorkflowDefinition, with_document: bool) -> Json
         "version": definition.version,
         "definition_hash": definition.definition_hash,
         "created_at": ts_json(definition.created_at.as_ref()),
+        "latest": definition.latest,
     });
     if with_document {
         value["document"] = Json::String(definition.document.clone());

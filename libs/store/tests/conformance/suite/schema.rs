@@ -50,14 +50,24 @@ pub async fn definitions_are_immutable(b: &dyn Backend) {
     assert!(store.get_definition("missing", None).await.unwrap().is_none());
 }
 
-pub async fn definitions_latest_is_the_last_registered(b: &dyn Backend) {
+pub async fn definitions_latest_is_the_highest_version(b: &dyn Backend) {
     let store = b.open().await;
-    for v in ["v2", "v10", "v1"] {
+    for v in ["v2", "v10", "v1", "blue"] {
         store.put_definition("order", v, &format!("h-{v}"), "doc").await.unwrap();
     }
     store.put_definition("other", "v1", "x", "doc").await.unwrap();
     let latest = store.get_definition("order", None).await.unwrap().unwrap();
-    assert_eq!(latest.version, "v1", "latest is by registration order, not by label");
+    assert_eq!(latest.version, "v10", "the highest semantic version, not the last registered");
+    assert_eq!(latest.definition_hash, "h-v10");
+    let versions: Vec<_> = store
+        .definition_versions("order")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|v| format!("{}={}", v.version, v.definition_hash))
+        .collect();
+    assert_eq!(versions, ["v2=h-v2", "v10=h-v10", "v1=h-v1", "blue=h-blue"], "registration order");
+    assert!(store.definition_versions("missing").await.unwrap().is_empty());
     let names: Vec<_> = store
         .list_definitions()
         .await
@@ -65,7 +75,7 @@ pub async fn definitions_latest_is_the_last_registered(b: &dyn Backend) {
         .into_iter()
         .map(|d| format!("{}@{}", d.name, d.version))
         .collect();
-    assert_eq!(names, ["order@v2", "order@v10", "order@v1", "other@v1"]);
+    assert_eq!(names, ["order@v2", "order@v10", "order@v1", "order@blue", "other@v1"]);
 }
 
 pub async fn history_survives_reopening(b: &dyn Backend) {
