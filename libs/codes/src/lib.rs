@@ -115,6 +115,9 @@ error_codes! {
     WorkerMismatch => "WORKER_MISMATCH",
     /// `ResumeExecution` of an execution that is not SUSPENDED (nothing changed).
     ExecutionNotSuspended => "EXECUTION_NOT_SUSPENDED",
+    /// A `request_id` already used for this execution and kind of command with another
+    /// name or payload; nothing was recorded (a retry must repeat the request exactly).
+    RequestIdReused => "REQUEST_ID_REUSED",
 }
 
 impl fmt::Display for ErrorCode {

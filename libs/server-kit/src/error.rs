@@ -127,7 +127,8 @@ impl GrpcCode for ErrorCode {
             | ErrorCode::UnknownToken => Code::NotFound,
             ErrorCode::DefinitionConflict
             | ErrorCode::ExecutionExists
-            | ErrorCode::ScheduleExists => Code::AlreadyExists,
+            | ErrorCode::ScheduleExists
+            | ErrorCode::RequestIdReused => Code::AlreadyExists,
             ErrorCode::ExecutionFinished
             | ErrorCode::UpdateRejected
             | ErrorCode::UpdateFailed

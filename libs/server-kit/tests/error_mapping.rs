@@ -40,6 +40,7 @@ const EXPECTED: &[(&str, Code)] = &[
     ("PROTOCOL_ERROR", Code::FailedPrecondition),
     ("WORKER_MISMATCH", Code::PermissionDenied),
     ("EXECUTION_NOT_SUSPENDED", Code::FailedPrecondition),
+    ("REQUEST_ID_REUSED", Code::AlreadyExists),
 ];
 
 #[test]

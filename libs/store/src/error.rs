@@ -21,6 +21,10 @@ pub enum StoreError {
     /// A commit tried to create an execution whose id is taken.
     #[error("execution already exists: {0}")]
     ExecutionExists(String),
+    /// An inbox message's request id was used before for the execution and kind with
+    /// another payload; nothing was written.
+    #[error("request id reused: {0}")]
+    RequestIdReused(String),
     /// The writer's ownership epoch is stale (or the execution has no owner): another node
     /// took the execution over, so this writer must stop.
     #[error("fenced: {0}")]
@@ -51,6 +55,7 @@ impl StoreError {
         match self {
             StoreError::NotFound(_) => ErrorCode::ExecutionNotFound,
             StoreError::ExecutionExists(_) => ErrorCode::ExecutionExists,
+            StoreError::RequestIdReused(_) => ErrorCode::RequestIdReused,
             StoreError::InvalidArgument(_) => ErrorCode::InvalidArgument,
             StoreError::Fenced(_) | StoreError::Unavailable(_) => ErrorCode::Unavailable,
             StoreError::Conflict(_) | StoreError::Storage(_) => ErrorCode::StorageError,
@@ -64,6 +69,7 @@ impl StoreError {
         match self {
             StoreError::NotFound(m)
             | StoreError::ExecutionExists(m)
+            | StoreError::RequestIdReused(m)
             | StoreError::InvalidArgument(m)
             | StoreError::Storage(m) => m.clone(),
             StoreError::Conflict(m) => format!("conflict: {m}"),

@@ -316,6 +316,29 @@ impl InboxMessage {
         }
     }
 
+    /// Whether an earlier entry's stored payload (`payload_text` of the message that wrote
+    /// it, same kind and request id) is this same request: equal as JSON values (key order
+    /// aside). [`StoreError::RequestIdReused`](crate::StoreError::RequestIdReused) otherwise,
+    /// naming the request id; nothing may be written then.
+    ///
+    /// # Errors
+    /// The request id was used for another request.
+    pub fn check_repeat(&self, earlier_payload: &str) -> crate::Result<()> {
+        let same = serde_json::from_str::<Value>(earlier_payload)
+            .ok()
+            .zip(serde_json::from_str::<Value>(&self.payload_text()).ok())
+            .is_some_and(|(a, b)| a == b);
+        if same {
+            return Ok(());
+        }
+        Err(crate::StoreError::RequestIdReused(format!(
+            "request_id `{}` was used for another {} with a different name or payload; \
+             a retry must repeat the request exactly, a new request needs a new request_id",
+            self.request_id().unwrap_or_default(),
+            self.kind().as_str()
+        )))
+    }
+
     fn token_mut(&mut self) -> Option<&mut String> {
         match self {
             InboxMessage::Complete(Complete { token, .. })

@@ -96,6 +96,27 @@ async fn retried_signals_and_cancels_record_once_and_answer_the_original_seq() {
     let h = history(&mut c, "idem-1").await;
     assert_eq!(count(&h, "SignalReceived"), 2, "the retry recorded nothing");
 
+    // The same request id for another request: refused, nothing recorded (issue 30, 10).
+    let other = pb::SignalExecutionRequest {
+        execution_id: "idem-1".into(),
+        name: "poke".into(),
+        payload: Some(json_to_proto(json!({"n": 2}))),
+        request_id: "sig-1".into(),
+    };
+    let reused = c.signal_execution(other).await.expect_err("another payload, same request id");
+    assert_eq!(code(&reused), "REQUEST_ID_REUSED", "{reused:?}");
+    assert_eq!(reused.code(), tonic::Code::AlreadyExists);
+    let reordered = pb::SignalExecutionRequest {
+        execution_id: "idem-1".into(),
+        name: "poke".into(),
+        payload: Some(json_to_proto(json!({"n": 1}))),
+        request_id: "sig-1".into(),
+    };
+    let same = c.signal_execution(reordered).await.expect("the same request again").into_inner();
+    assert_eq!(same.seq, first.seq);
+    let h = history(&mut c, "idem-1").await;
+    assert_eq!(count(&h, "SignalReceived"), 2, "the reused id recorded nothing");
+
     // Cancel: the run winds down (the cancel handler's task is queued, no worker runs it).
     let cancelled = cancel(&mut c, "idem-1", "cancel-1").await.expect("cancel");
     assert!(cancelled > plain.seq);
@@ -103,6 +124,13 @@ async fn retried_signals_and_cancels_record_once_and_answer_the_original_seq() {
     let moved = h.last().map_or(0, |e| e.seq);
     assert!(moved > cancelled, "the run went on after the cancel: {moved} > {cancelled}");
     assert_eq!(cancel(&mut c, "idem-1", "cancel-1").await.expect("retry"), cancelled);
+    let other_reason = pb::CancelExecutionRequest {
+        execution_id: "idem-1".into(),
+        reason: "another reason".into(),
+        request_id: "cancel-1".into(),
+    };
+    let reused = c.cancel_execution(other_reason).await.expect_err("same id, other reason");
+    assert_eq!(code(&reused), "REQUEST_ID_REUSED", "{reused:?}");
     assert_eq!(
         cancel(&mut c, "idem-1", "").await.expect("another cancel while winding down"),
         0,

@@ -152,9 +152,12 @@ pub(crate) async fn enqueue_inbox(
             // insert waited for a concurrent writer of it to commit, so it is visible now.
             let by: [&(dyn ToSql + Sync); 3] = [&execution_id, &kind, &request_id];
             let earlier = conn.query(sql::INBOX_BY_REQUEST, &by).await?;
-            earlier.into_iter().next().ok_or_else(|| {
+            let row = earlier.into_iter().next().ok_or_else(|| {
                 StoreError::Storage("an inbox insert conflicted with no entry".into())
-            })?
+            })?;
+            // It answers only a repeat of the same request.
+            message.check_repeat(&rows::get::<String>(&row, 1, "inbox payload")?)?;
+            row
         }
     };
     Ok(get_u64(&row, 0, "inbox seq")?)

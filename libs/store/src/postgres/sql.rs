@@ -374,7 +374,7 @@ pub(crate) const INBOX_INSERT: &str = concat!(
 );
 /// The entry an earlier command with the same request id wrote. A separate statement: in
 /// READ COMMITTED it sees a conflicting entry committed after the insert's snapshot.
-pub(crate) const INBOX_BY_REQUEST: &str = "SELECT seq FROM inbox
+pub(crate) const INBOX_BY_REQUEST: &str = "SELECT seq, payload FROM inbox
     WHERE execution_id = $1::text AND kind = $2::text AND request_id = $3::text";
 pub(crate) const INBOX_PENDING_ONE: &str = concat!(
     "SELECT ",

@@ -153,10 +153,16 @@ pub(crate) fn enqueue_inbox(
     let seq = match inserted {
         Some(seq) => seq,
         // Only a request id conflicts; the writer thread is the only writer, so the entry
-        // that did is there to read.
-        None => conn
-            .prepare_cached(sql::INBOX_BY_REQUEST)?
-            .query_row(params![execution_id, kind, request_id], |r| r.get(0))?,
+        // that did is there to read. It answers only a repeat of the same request.
+        None => {
+            let (seq, earlier): (i64, String) = conn
+                .prepare_cached(sql::INBOX_BY_REQUEST)?
+                .query_row(params![execution_id, kind, request_id], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
+            message.check_repeat(&earlier)?;
+            seq
+        }
     };
     to_u64(seq, "inbox seq")
 }

@@ -185,7 +185,7 @@ pub(crate) const INBOX_INSERT_REQUEST: &str =
     ON CONFLICT (execution_id, kind, request_id) WHERE request_id IS NOT NULL DO NOTHING
     RETURNING seq";
 /// The entry an earlier command with the same request id wrote.
-pub(crate) const INBOX_BY_REQUEST: &str = "SELECT seq FROM inbox
+pub(crate) const INBOX_BY_REQUEST: &str = "SELECT seq, payload FROM inbox
     WHERE execution_id = ?1 AND kind = ?2 AND request_id = ?3";
 pub(crate) const INBOX_PENDING_ONE: &str = concat!(
     "SELECT ",

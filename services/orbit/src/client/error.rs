@@ -71,6 +71,7 @@ pub fn exit_code(failure: &Failure) -> u8 {
             Some(
                 ErrorCode::DefinitionConflict
                 | ErrorCode::ExecutionExists
+                | ErrorCode::RequestIdReused
                 | ErrorCode::ExecutionFinished
                 | ErrorCode::UpdateRejected
                 | ErrorCode::UpdateFailed
