@@ -21,8 +21,7 @@ Exit codes:
      UNKNOWN_SIGNAL, UNKNOWN_QUERY, UNKNOWN_UPDATE, UNKNOWN_TOKEN
   4  any other server error (DEFINITION_CONFLICT, EXECUTION_FINISHED, QUERY_FAILED,
      EXPRESSION_LIMIT, EXECUTION_NOT_SUSPENDED, EXECUTION_NOT_FINISHED, REQUEST_ID_REUSED,
-     WORKER_MISMATCH,
-     PERMISSION_DENIED, STORAGE_ERROR, ...)
+     WORKER_MISMATCH, PERMISSION_DENIED, STORAGE_ERROR, ...)
   5  cannot reach the server: connection refused, transport error, UNAVAILABLE
 
 Errors go to stderr as `error: <CODE>: <message>`, CODE being the Orbit error code (or the
