@@ -59,7 +59,11 @@ fn owner_with(
     Owner::new(
         OwnerConfig {
             node_id: node.into(),
+            // Passes only when a test wakes the owner: neither the idle safety net nor the
+            // quick look again after a busy pass (`retry_pass`, 1 s) may run one behind the
+            // test's back (on a loaded machine it did, between a test's steps).
             idle_pass: Duration::from_secs(3600),
+            retry_pass: Duration::from_secs(3600),
             clock,
             evict_after_ms,
             ..OwnerConfig::default()
