@@ -147,8 +147,8 @@ async fn an_evicted_execution_taken_by_a_newer_process_of_the_same_node_is_fence
     assert_eq!(old_a.memory().await, memory(0, 1));
 
     let new_a = evicting_owner(&store, "A", clock.clock());
-    let new_run = run(&new_a, &stop);
-    new_a.wake().await;
+    // At rest before the signal: no pass of its own may apply it behind the test's back.
+    let new_run = run_recovered(&new_a, &stop).await;
     assert_eq!(owner_of(&store, "a1").await, ("A".to_string(), 2), "moved to a new epoch");
 
     let seq = signal(&store, "a1", "one").await;

@@ -85,8 +85,14 @@ pub fn run(owner: &Owner, stop: &CancellationToken) -> tokio::task::JoinHandle<(
 /// has finished). A test that moves executions to this node right after starting it needs
 /// this: recovery moves every row of the node to the next epoch (fencing a previous
 /// process of the same id), so a takeover it has not seen yet would be bumped again.
+///
+/// It also returns with the owner at rest: a wake made before the loop's first pass began
+/// is answered by that first pass but leaves its kick stored, and the loop then runs one
+/// more pass on its own, possibly after the test's next step. The second wake is answered
+/// by the pass that kick starts (or by a later one that consumes it).
 pub async fn run_recovered(owner: &Owner, stop: &CancellationToken) -> tokio::task::JoinHandle<()> {
     let running = run(owner, stop);
+    owner.wake().await;
     owner.wake().await;
     running
 }
