@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every check and test of the workspace: formatting, clippy, buf lint and buf breaking (against the released protos), the
-# deployment files (scripts/deploy-check.sh), the Python
+# Runs every check and test of the workspace: formatting, clippy, buf lint and buf breaking
+# (against the released protos), the deployment files (scripts/deploy-check.sh), the Python
 # worker's own tests, the TypeScript SDK's build and unit tests (npm), and cargo test
 # (unit, property, in-process gRPC and end-to-end tests that start the real `orbit`
 # binary, with Rust, Python and TypeScript workers; the store's tests on SQLite and on a
