@@ -23,4 +23,4 @@ pub use duration::{format_duration, parse_duration};
 pub use error::{DefinitionError, DefinitionErrors, ErrorCode};
 pub use expr::{Expr, ExprError, ExprErrorKind, Scope, Template};
 pub use model::*;
-pub use parse::{parse, parse_as, parse_stored, parse_value, Format};
+pub use parse::{parse, parse_as, parse_stored, parse_value, strict_json, Format};

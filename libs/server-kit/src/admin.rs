@@ -33,6 +33,15 @@ use crate::tls::{ReloadingConfig, HANDSHAKE_TIMEOUT};
 /// The largest request body extra routes receive (a bigger one is answered 413).
 pub const MAX_ADMIN_BODY: usize = 4 << 20;
 
+/// How long a connection may take to send a request's headers, and how long a kept-alive
+/// connection may stay idle between requests: past it the connection is closed, so idle,
+/// half-sent and trickling connections (slowloris) do not pile up.
+pub const ADMIN_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Connections the admin port serves at once; one more is closed at accept. The port shares
+/// the process's file descriptors with the gRPC port: this bounds its share.
+pub const MAX_ADMIN_CONNECTIONS: usize = 256;
+
 /// A request for extra admin routes, with its body read.
 #[derive(Debug)]
 pub struct AdminRequest {
@@ -92,6 +101,7 @@ pub async fn serve_admin_tls(
 ) {
     let addr = listener.local_addr().ok();
     tracing::info!(?addr, tls = tls.is_some(), "admin http serving");
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_ADMIN_CONNECTIONS));
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
@@ -105,11 +115,17 @@ pub async fn serve_admin_tls(
                 continue;
             }
         };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, max = MAX_ADMIN_CONNECTIONS, "admin http connection refused: at the connection limit");
+            drop(stream);
+            continue;
+        };
         let readiness = readiness.clone();
         let extra = extra.clone();
         let stop = shutdown.clone();
         let acceptor = tls.as_ref().map(|t| tokio_rustls::TlsAcceptor::from(t.current()));
         tokio::spawn(async move {
+            let _slot = slot;
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let readiness = readiness.clone();
                 let extra = extra.clone();
@@ -141,15 +157,19 @@ pub async fn serve_admin_tls(
     }
 }
 
-/// Serves HTTP/1.1 on one connection until it ends or `stop` (then gracefully).
+/// Serves HTTP/1.1 on one connection until it ends or `stop` (then gracefully), closing it
+/// when a request's headers (or the next request, on a kept-alive connection) do not
+/// arrive within [`ADMIN_HEADER_TIMEOUT`].
 async fn serve_connection<I, S>(io: I, service: S, stop: CancellationToken)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     S: hyper::service::HttpService<Incoming, ResBody = Full<Bytes>>,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let conn =
-        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(io), service);
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(ADMIN_HEADER_TIMEOUT)
+        .serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => {}

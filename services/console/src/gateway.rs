@@ -51,6 +51,13 @@ impl Refusal {
             Code::NotFound => 404,
             Code::InvalidArgument | Code::OutOfRange => 400,
             Code::FailedPrecondition | Code::AlreadyExists | Code::Aborted => 409,
+            // Too large is the request's fault (413); other exhaustion is "retry later".
+            Code::ResourceExhausted
+                if OrbitError::from_status(status)
+                    .is_some_and(|e| e.code == ErrorCode::PayloadTooLarge) =>
+            {
+                413
+            }
             Code::ResourceExhausted => 429,
             Code::Unavailable | Code::DeadlineExceeded => 503,
             Code::Unimplemented => 501,
@@ -168,9 +175,14 @@ impl Call<'_> {
     /// The request message from the JSON body (`{}` when empty).
     fn request<T: prost::Message + Default>(&self) -> Result<tonic::Request<T>, Refusal> {
         let body = if self.body.iter().all(u8::is_ascii_whitespace) { b"{}" } else { self.body };
-        let mut de = serde_json::Deserializer::from_slice(body);
-        let message = DynamicMessage::deserialize(self.input.clone(), &mut de)
-            .and_then(|m| de.end().map(|()| m))
+        // Strict JSON first: a repeated key is refused (as the gRPC API's JSON readers
+        // refuse it), never resolved by the last one silently winning.
+        let text = std::str::from_utf8(body).map_err(|e| {
+            Refusal::new(ErrorCode::InvalidArgument, format!("request body: not UTF-8: {e}"))
+        })?;
+        let value = orbit_definition::strict_json(text)
+            .map_err(|e| Refusal::new(ErrorCode::InvalidArgument, format!("request body: {e}")))?;
+        let message = DynamicMessage::deserialize(self.input.clone(), value)
             .map_err(|e| Refusal::new(ErrorCode::InvalidArgument, format!("request body: {e}")))?;
         let message: T = message
             .transcode_to()

@@ -17,7 +17,7 @@ pub(crate) mod reader;
 mod source;
 mod steps;
 
-pub use source::Format;
+pub use source::{strict_json, Format};
 
 use crate::document::definition_hash;
 use crate::error::{DefinitionError, DefinitionErrors, ErrorCode};

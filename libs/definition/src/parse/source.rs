@@ -75,6 +75,20 @@ impl JsonError {
     }
 }
 
+/// Strict JSON for any reader of JSON text (the console's gateway reads request bodies with
+/// it): a duplicate key is refused with its path (`a.b: duplicate key ...`), as the
+/// definition parser refuses it, instead of the last one silently winning.
+///
+/// # Errors
+/// The text is not JSON, or an object repeats a key.
+pub fn strict_json(text: &str) -> Result<Value, String> {
+    read_json(text).map_err(|e| match e {
+        JsonError::Syntax(e) => e.to_string(),
+        JsonError::Duplicate(path, message) if path.is_empty() => message,
+        JsonError::Duplicate(path, message) => format!("{path}: {message}"),
+    })
+}
+
 /// Strict JSON, refusing duplicate keys. serde_json bounds the nesting (128 levels).
 fn read_json(text: &str) -> Result<Value, JsonError> {
     let duplicate = RefCell::new(None);
