@@ -158,6 +158,7 @@ pub fn start(
         parent,
         schedule_id,
         run,
+        update_ids: Vec::new(),
     })
 }
 
@@ -174,6 +175,7 @@ pub fn next_run(def: &Definition, finished: &State) -> Vec<Event> {
         parent: finished.parent.clone(),
         schedule_id: finished.schedule_id.clone(),
         run: finished.run + 1,
+        update_ids: crate::update::carried(finished),
     }];
     events.extend(
         finished

@@ -51,6 +51,17 @@ pub struct ParentRef {
     pub step: String,
 }
 
+/// An update id accepted by an earlier run: where its `UpdateAccepted` is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CarriedUpdate {
+    /// The caller's update id (`request_id`).
+    pub id: String,
+    /// The run that accepted it.
+    pub run: u32,
+    /// The seq of its `UpdateAccepted` in that run.
+    pub seq: u64,
+}
+
 /// How compensation went, recorded on the terminal event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -80,6 +91,11 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         schedule_id: Option<String>,
         run: u32,
+        /// Update ids accepted by earlier runs (the most recent, at most
+        /// `update::MAX_CARRIED_UPDATE_IDS`), so a retry after a continue-as-new is
+        /// answered by its first acceptance instead of being applied again.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        update_ids: Vec<CarriedUpdate>,
     },
     /// The decider took the execution up.
     WorkflowStarted {},

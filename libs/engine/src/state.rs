@@ -294,6 +294,9 @@ pub struct State {
     /// `UpdateAccepted`: a command repeating one is answered with that first acceptance
     /// (see `crate::update::accepted`), never recorded twice.
     pub update_ids: BTreeMap<String, u64>,
+    /// Update ids accepted by earlier runs, with the (run, seq) of their `UpdateAccepted`
+    /// (from this run's `WorkflowCreated`; see `crate::update::MAX_CARRIED_UPDATE_IDS`).
+    pub carried_update_ids: BTreeMap<String, (u32, u64)>,
     /// Set once the execution winds down.
     pub winding: Option<Winding>,
     /// Reason of the first cancel request.
@@ -428,8 +431,12 @@ impl State {
                 parent,
                 schedule_id,
                 run,
+                update_ids,
             } => {
                 if self.status.is_none() {
+                    for u in update_ids {
+                        self.carried_update_ids.insert(u.id.clone(), (u.run, u.seq));
+                    }
                     self.execution_id.clone_from(execution_id);
                     self.workflow.clone_from(workflow);
                     self.version.clone_from(version);

@@ -161,9 +161,35 @@ fn eval(
 /// commit, where no inbox entry carries its `request_id`; a retry then arrives as a new
 /// entry) records nothing: the caller is answered with that first acceptance, and its reply
 /// is read from the history after it (see [`completion`]).
+///
+/// Returns the (run, seq) of that acceptance: this run's, or an earlier run's carried into
+/// this one by continue-as-new ([`MAX_CARRIED_UPDATE_IDS`] at most).
 #[must_use]
-pub fn accepted(state: &State, update_id: &str) -> Option<u64> {
-    state.update_ids.get(update_id).copied()
+pub fn accepted(state: &State, update_id: &str) -> Option<(u32, u64)> {
+    match state.update_ids.get(update_id) {
+        Some(seq) => Some((state.run, *seq)),
+        None => state.carried_update_ids.get(update_id).copied(),
+    }
+}
+
+/// Update ids the next run remembers: a retried update (or update-with-start) whose id an
+/// earlier run accepted is answered by that acceptance for this many of the most recent
+/// ids; an older id is forgotten (documented in docs/events.md).
+pub const MAX_CARRIED_UPDATE_IDS: usize = 1_000;
+
+/// The update ids a run carries into the next one at continue-as-new: its own and those it
+/// carried, the most recent [`MAX_CARRIED_UPDATE_IDS`], in (run, seq) order.
+#[must_use]
+pub fn carried(finished: &State) -> Vec<crate::event::CarriedUpdate> {
+    let own = finished.update_ids.iter().map(|(id, seq)| (finished.run, *seq, id));
+    let earlier = finished.carried_update_ids.iter().map(|(id, (run, seq))| (*run, *seq, id));
+    let mut all: Vec<(u32, u64, &String)> = own.chain(earlier).collect();
+    all.sort_unstable();
+    let skip = all.len().saturating_sub(MAX_CARRIED_UPDATE_IDS);
+    all.into_iter()
+        .skip(skip)
+        .map(|(run, seq, id)| crate::event::CarriedUpdate { id: id.clone(), run, seq })
+        .collect()
 }
 
 /// The reply recorded for an update: the `UpdateCompleted` right after the `UpdateAccepted`

@@ -37,7 +37,8 @@ fn event() -> impl Strategy<Value = Event> {
             input: json!({}),
             parent: None,
             schedule_id: None,
-            run: 1
+            run: 1,
+            update_ids: vec![]
         }),
         Just(Event::WorkflowStarted {}),
         (key(), 0u32..4, any::<bool>()).prop_map(|(step, attempt, redelivery)| {

@@ -133,7 +133,7 @@ fn a_repeated_update_id_records_nothing_and_names_the_first_acceptance() {
     // A retry arriving through the inbox (different args even): nothing new, seq 2 answers.
     sim.command("x", update("add", json!({"n": 5}))).unwrap();
     assert_eq!(exec(&sim, "x").history.len(), before);
-    assert_eq!(orbit_engine::update::accepted(&exec(&sim, "x").state, "u1"), Some(2));
+    assert_eq!(orbit_engine::update::accepted(&exec(&sim, "x").state, "u1"), Some((1, 2)));
     // After the run ended too: the first acceptance still answers (no EXECUTION_FINISHED).
     sim.signal("x", "go", json!("done")).unwrap();
     sim.run(10);
@@ -143,4 +143,58 @@ fn a_repeated_update_id_records_nothing_and_names_the_first_acceptance() {
     // Another id is a new update, refused once finished.
     let other = Command::Update { name: "add".into(), args: json!({"n": 1}), update_id: None };
     assert_eq!(sim.command("x", other).unwrap_err().code, ErrorCode::ExecutionFinished);
+}
+
+/// Issue 30, item 4: update ids are carried across continue-as-new, so a retried
+/// update-with-start after the run continued is answered by its first acceptance (run 1)
+/// instead of being applied again in run 2.
+#[test]
+fn an_update_id_is_remembered_across_continue_as_new() {
+    const LOOPING: &str = r#"
+name: looping
+version: "1"
+signals: { go: {} }
+updates:
+  add:
+    reply: "${{ args.n }}"
+steps:
+  - { id: w, await: go }
+  - { id: again, needs: [w], when: "${{ input.n < 2 }}", continue_as_new: { input: { n: "${{ input.n + 1.0 }}" } } }
+"#;
+    let mut sim = Sim::new();
+    sim.register(def(LOOPING));
+    sim.start_with_update("looping", "x", json!({"n": 0}), update("add", json!({"n": 1}))).unwrap();
+    sim.run(10);
+    for _ in 0..2 {
+        sim.signal("x", "go", json!("next")).unwrap();
+        sim.run(10);
+    }
+    let e = exec(&sim, "x");
+    assert_eq!(e.state.run, 3, "continued twice");
+    let created = &e.history[0].event;
+    assert!(
+        matches!(created, Event::WorkflowCreated { update_ids, .. } if update_ids.len() == 1 && update_ids[0].run == 1),
+        "{created:?}"
+    );
+    let before = e.history.len();
+    sim.command("x", update("add", json!({"n": 1}))).unwrap();
+    let e = exec(&sim, "x");
+    assert_eq!(e.history.len(), before, "the retry recorded nothing in run 3");
+    assert_eq!(orbit_engine::update::accepted(&e.state, "u1"), Some((1, 2)), "run 1's acceptance");
+    assert!(events_of(&e.history, "UpdateAccepted").is_empty());
+    assert_replays(&sim);
+}
+
+#[test]
+fn carried_update_ids_are_bounded_to_the_most_recent() {
+    let mut state = orbit_engine::State { run: 9, ..Default::default() };
+    let n = orbit_engine::update::MAX_CARRIED_UPDATE_IDS;
+    for i in 0..n {
+        state.carried_update_ids.insert(format!("old-{i}"), (1, i as u64 + 1));
+    }
+    state.update_ids.insert("mine".into(), 5);
+    let carried = orbit_engine::update::carried(&state);
+    assert_eq!(carried.len(), n);
+    assert_eq!(carried.last().map(|c| (c.id.as_str(), c.run)), Some(("mine", 9)), "newest last");
+    assert!(!carried.iter().any(|c| c.id == "old-0"), "the oldest is forgotten");
 }

@@ -139,6 +139,7 @@ mod tests {
                     parent: None,
                     schedule_id: None,
                     run: 2,
+                    update_ids: vec![],
                 },
             ),
             ev(2, 11, Event::WorkflowStarted {}),

@@ -298,3 +298,39 @@ async fn update_with_start_starts_once_and_only_when_missing() {
     assert_eq!((count(&h, "WorkflowCreated"), count(&h, "UpdateAccepted")), (1, 1));
     stop.cancel();
 }
+
+/// Issue 30, item 4: a retried update-with-start after the execution continued as new is
+/// answered by its first acceptance (run 1), not applied again in the new run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_update_with_start_after_continue_as_new_is_applied_once() {
+    const LOOPING: &str = r#"
+name: looping
+version: "1"
+signals: { go: null }
+updates:
+  add:
+    reply: "${{ args.sku }}"
+steps:
+  - { id: w, await: go }
+  - { id: again, needs: [w], when: "${{ !has(input.n) }}", continue_as_new: { input: { n: 1 } } }
+"#;
+    let dir = TempDir::new("update-can");
+    let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
+    let mut c = server.client().await;
+    register(&mut c, LOOPING).await;
+    let r = with_start(request("loop-1", "add", "first", "u-1"), "looping");
+    let first = send(&mut c, r.clone(), Some(WAIT)).await.expect("update-with-start");
+    assert!(first.created);
+    assert_eq!((reply(&first), first.run), (json!("first"), 1));
+    signal(&mut c, "loop-1", "go", json!(null)).await;
+    let continued = history_until(&mut c, "loop-1", WAIT, |h| {
+        h.first().is_some_and(|e| e.run == 2) && h.iter().any(|e| e.event_type == "WorkflowStarted")
+    })
+    .await;
+    let again = send(&mut c, r, Some(WAIT)).await.expect("the retry after continue-as-new");
+    assert!(!again.created);
+    assert_eq!((reply(&again), again.seq, again.run), (json!("first"), first.seq, 1));
+    let h = history(&mut c, "loop-1").await;
+    assert_eq!(count(&h, "UpdateAccepted"), 0, "nothing accepted in run 2: {h:#?}");
+    assert_eq!(h.len(), continued.len(), "run 2 recorded nothing");
+}

@@ -34,6 +34,6 @@ pub(crate) fn accept_initial(
 /// that acceptance's seq, its reply being in the history after it. `None`: not a repeat.
 pub(crate) fn repeated(state: &State, cmd: &Command) -> Option<InboxReply> {
     let Command::Update { update_id: Some(id), .. } = cmd else { return None };
-    let seq = orbit_engine::update::accepted(state, id)?;
-    Some(InboxReply::Applied { seq, run: state.run, applied: true })
+    let (run, seq) = orbit_engine::update::accepted(state, id)?;
+    Some(InboxReply::Applied { seq, run, applied: true })
 }

@@ -29,6 +29,7 @@ pub fn created(id: &str, run: u32) -> Event {
         parent: None,
         schedule_id: None,
         run,
+        update_ids: vec![],
     }
 }
 
