@@ -3,8 +3,11 @@
 //! Every id an execution's spans use is derived from its execution id with SHA-256, so any
 //! process (an owner after a takeover, a restarted `orbit dev`, a frontend that hands a task
 //! to a worker) joins the same trace without asking anybody: the trace id is the first 16
-//! bytes of `SHA-256(execution_id)`, the execution's root span id the next 8, and a step
-//! attempt's span id the first 8 bytes of `SHA-256(execution_id \0 step \0 attempt)`.
+//! bytes of `SHA-256(root id)`, the execution's root span id bytes 16..24 of
+//! `SHA-256(execution_id)`, and a step attempt's span id the first 8 bytes of
+//! `SHA-256(execution_id \0 step \0 attempt)`. The root id is the execution id up to its
+//! first `/` (a child's id is `<parent>/<unit>`, and a root's id has no `/`), so a child and
+//! all its descendants are spans of their root's trace: a saga with children is one trace.
 
 use opentelemetry::trace::{SpanId, TraceFlags, TraceId};
 use sha2::{Digest, Sha256};
@@ -22,10 +25,13 @@ fn nonzero_span(bytes: [u8; 8]) -> SpanId {
     }
 }
 
-/// The trace id of an execution: the first 16 bytes of `SHA-256(execution_id)`.
+/// The trace id of an execution: the first 16 bytes of `SHA-256(root id)`, the root id
+/// being the execution id up to its first `/` (see the module docs): children share their
+/// root's trace.
 #[must_use]
 pub fn trace_id(execution_id: &str) -> TraceId {
-    let d = digest(execution_id);
+    let root = execution_id.split('/').next().unwrap_or(execution_id);
+    let d = digest(root);
     let mut b = [0u8; 16];
     b.copy_from_slice(&d[..16]);
     TraceId::from_bytes(b)
@@ -117,6 +123,14 @@ mod tests {
         assert_ne!(attempt_span_id("e", "a", 1), root_span_id("e"));
         // The trace id is SHA-256's first 16 bytes (documented in docs/operations.md).
         assert_eq!(trace_id("abc").to_string(), "ba7816bf8f01cfea414140de5dae2223");
+    }
+
+    #[test]
+    fn children_share_their_roots_trace_but_not_its_spans() {
+        assert_eq!(trace_id("abc/pay"), trace_id("abc"));
+        assert_eq!(trace_id("abc/run2/pay/refund[3]"), trace_id("abc"));
+        assert_ne!(root_span_id("abc/pay"), root_span_id("abc"));
+        assert_ne!(attempt_span_id("abc/pay", "a", 1), attempt_span_id("abc", "a", 1));
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! point returns before building anything, so an untraced server does no tracing work per
 //! step.
 //!
-//! One trace per execution: its ids are derived from the execution id (see [`ids`]), so the
-//! spans of every process and of every restart join the same trace. Spans are emitted after
+//! One trace per execution tree: its ids are derived from the execution id (see [`ids`]),
+//! so the spans of every process and of every restart join the same trace, and a child's
+//! spans join its root's (its `workflow` span under its parent's). Spans are emitted after
 //! the fact with explicit times taken from the history (see [`emit`]), so a span that began
 //! in a process that has since died (a step attempt scheduled before a restart) is still
 //! emitted, whole, by whoever records its end.
@@ -62,6 +63,9 @@ pub enum SpanRef<'a> {
         /// The attempt number (1-based).
         attempt: u32,
     },
+    /// The root span of another execution of the same trace: a child's `workflow` span
+    /// hangs under its parent's.
+    Execution(&'a str),
 }
 
 impl SpanRef<'_> {
@@ -69,6 +73,7 @@ impl SpanRef<'_> {
         match self {
             SpanRef::Root => root_span_id(execution_id),
             SpanRef::Attempt { step, attempt } => attempt_span_id(execution_id, step, attempt),
+            SpanRef::Execution(other) => root_span_id(other),
         }
     }
 }

@@ -242,3 +242,71 @@ async fn one_trace_per_execution_across_a_restart_with_rust_and_python_workers()
     let py_span = task_span(&spans, "python-worker", "py_b").unwrap();
     assert_eq!(py_span.attr("orbit.worker").as_deref(), Some("python-traced"));
 }
+
+/// Issue 30, item 3: a child execution's spans are in its root's trace (not a trace of
+/// their own), and the child's `workflow` span hangs under its parent's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_childs_spans_are_in_its_roots_trace() {
+    const PARENT: &str = r#"
+name: saga
+version: "1"
+steps:
+  - { id: pay, workflow: payment }
+  - { id: ship, needs: [pay], compute: "${{ steps.pay.output }}" }
+output: "${{ steps.ship.output }}"
+"#;
+    const CHILD: &str = r#"
+name: payment
+version: "1"
+steps:
+  - { id: charge, workflow: ledger }
+output: "${{ steps.charge.output }}"
+"#;
+    const GRANDCHILD: &str = "name: ledger\nversion: \"1\"\nsteps: [ { id: post, compute: 7 } ]\noutput: \"${{ steps.post.output }}\"\n";
+    let receiver = Receiver::start().await;
+    let endpoint = receiver.endpoint();
+    let dir = TempDir::new("traces-children");
+    let server =
+        Server::start(&dir.0.join("orbit.db"), &["--otlp-endpoint", endpoint.as_str()]).await;
+    let mut c = server.client().await;
+    for doc in [PARENT, CHILD, GRANDCHILD] {
+        register(&mut c, doc).await;
+    }
+    start(&mut c, "saga", "saga-1", json!({})).await.unwrap();
+    assert_eq!(result(&mut c, "saga-1", Duration::from_secs(30)).await.1, json!(7));
+
+    let ids = ["saga-1", "saga-1/pay", "saga-1/pay/charge"];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let spans = loop {
+        let spans = receiver.spans();
+        let roots = ids
+            .iter()
+            .filter(|id| {
+                of_execution(&spans, id).iter().any(|s| s.span.name.starts_with("workflow "))
+            })
+            .count();
+        if roots == ids.len() {
+            break spans;
+        }
+        assert!(Instant::now() < deadline, "workflow spans missing ({roots} of 3)");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let expected: String =
+        Sha256::digest(b"saga-1")[..16].iter().map(|b| format!("{b:02x}")).collect();
+    let workflow_span = |id: &str| {
+        of_execution(&spans, id)
+            .into_iter()
+            .find(|s| s.span.name.starts_with("workflow "))
+            .unwrap_or_else(|| panic!("no workflow span of {id}"))
+    };
+    for id in ids {
+        for s in of_execution(&spans, id) {
+            assert_eq!(s.trace_id(), expected, "{} of {id} is in another trace", s.span.name);
+        }
+    }
+    let (root, child, grandchild) =
+        (workflow_span(ids[0]), workflow_span(ids[1]), workflow_span(ids[2]));
+    assert!(root.span.parent_span_id.is_empty(), "the root's workflow span has no parent");
+    assert_eq!(child.parent_id(), root.span_id(), "the child hangs under its parent");
+    assert_eq!(grandchild.parent_id(), child.span_id(), "the grandchild under the child");
+}

@@ -140,7 +140,8 @@ pub(crate) fn emit(
                 let status = format!("{:?}", hot.state.status());
                 let mut s =
                     span(format!("workflow {workflow}"), Some(SpanRef::Root), SpanRef::Root);
-                s.parent = None;
+                // A child's run hangs under its parent's in the root's trace.
+                s.parent = hot.state.parent.as_ref().map(|p| SpanRef::Execution(&p.execution_id));
                 s.attributes.push(kv("orbit.status", status));
                 let error = (!matches!(e.event, Event::WorkflowCompleted { .. }))
                     .then(|| e.event.type_name().to_string());
