@@ -1,7 +1,9 @@
 //! The built-in HTTP step through the real `orbit dev` against a local HTTP server the test
 //! runs: a JSON response lands in the step's output, a non-2xx status fails `HTTP_ERROR`
 //! with the status (retried under the step's policy when 5xx), a server that never answers
-//! fails every attempt with `TIMEOUT`, hosts off the allow-list (directly or by redirect)
+//! fails every attempt with `TIMEOUT`, a binary body is kept in base64, a JSON body that does
+//! not parse fails `HTTP_BAD_RESPONSE`, a hung host cannot starve steps to another (per-host
+//! limit, `HTTP_HOST_BUSY`), hosts off the allow-list (directly or by redirect)
 //! are refused with `HTTP_HOST_NOT_ALLOWED`, a refused connection fails
 //! `HTTP_CONNECT_FAILED`, an oversized body `HTTP_BODY_TOO_LARGE`; and without
 //! `--enable-http-step` the step fails `ADAPTER_DISABLED` as before. With identities on,
@@ -84,6 +86,10 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
             .body(Full::new(Bytes::new()))
             .expect("response")),
         "/big" => reply(200, "text/plain", Bytes::from(vec![b'x'; 3 * 1024 * 1024])),
+        "/binary" => {
+            reply(200, "application/octet-stream", Bytes::from_static(&[0xff, 0, 0x80, b'a']))
+        }
+        "/badjson" => reply(200, "application/json", Bytes::from_static(b"{not json")),
         _ => reply(500, "text/plain", Bytes::new()),
     }
 }
@@ -169,6 +175,80 @@ async fn http_step_against_a_local_server() {
     start(&mut c, "call", "big", json!({ "url": url("/big"), "n": 1 })).await.expect("s");
     let (error, _) = step_failure(&mut c, "big").await;
     assert_eq!(error["code"], json!("HTTP_BODY_TOO_LARGE"), "{error}");
+
+    // A body that is not UTF-8 is kept exactly, in base64 (issue 30, item 11).
+    start(&mut c, "call", "binary", json!({ "url": url("/binary"), "n": 1 })).await.expect("s");
+    let (status, output) = result(&mut c, "binary", WAIT).await;
+    assert_eq!(status, pb::ExecutionStatus::Completed, "{output}");
+    assert_eq!(
+        (output["body"].clone(), output["body_base64"].clone()),
+        (json!(null), json!("/wCAYQ=="))
+    );
+    // Declared JSON, not JSON: the attempt fails HTTP_BAD_RESPONSE (not retried), never a
+    // silent string.
+    start(&mut c, "call", "badjson", json!({ "url": url("/badjson"), "n": 1 })).await.expect("s");
+    let (error, attempts) = step_failure(&mut c, "badjson").await;
+    assert_eq!(error["code"], json!("HTTP_BAD_RESPONSE"), "{error}");
+    assert_eq!(error["details"]["body_head"], json!("{not json"), "{error}");
+    assert_eq!(attempts, 1);
+}
+
+/// One host that never answers cannot starve steps to another (issue 30, item 11): with 2
+/// requests per host and 4 in all, 6 steps to the hung host take 2 requests and fail the
+/// others at once with HTTP_HOST_BUSY; a step to the fast host then completes long before
+/// the hung requests' 60 s timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_host_does_not_starve_steps_to_another_host() {
+    const HUNG: &str = r#"
+name: hung
+version: "1"
+steps:
+  - id: call
+    http: { method: GET, url: "${{ input.url }}" }
+    timeout: 60s
+    retry: { max_attempts: 1 }
+"#;
+    let hung = http_peer::serve(handle).await;
+    let fast = http_peer::serve(handle).await;
+    let dir = TempDir::new("http-step-hosts");
+    let allow = format!("127.0.0.1:{hung},127.0.0.1:{fast}");
+    let flags = [
+        "--enable-http-step",
+        "--http-allow-host",
+        allow.as_str(),
+        "--http-max-concurrency",
+        "4",
+        "--http-max-per-host",
+        "2",
+    ];
+    let server = Server::start(&dir.0.join("dev.db"), &flags).await;
+    let mut c = server.client().await;
+    register(&mut c, HUNG).await;
+    register(&mut c, CALL).await;
+    for i in 0..6 {
+        let url = format!("http://127.0.0.1:{hung}/slow");
+        start(&mut c, "hung", &format!("hung-{i}"), json!({ "url": url })).await.expect("start");
+    }
+    let url = format!("http://127.0.0.1:{fast}/ok");
+    start(&mut c, "call", "fast", json!({ "url": url, "n": 1 })).await.expect("start");
+    let (status, output) = result(&mut c, "fast", Duration::from_secs(30)).await;
+    assert_eq!(status, pb::ExecutionStatus::Completed, "{output}");
+    // The four beyond the host's two failed at once; two still hang.
+    let deadline = std::time::Instant::now() + WAIT;
+    let codes = loop {
+        let mut codes = Vec::new();
+        for i in 0..6 {
+            let h = history(&mut c, &format!("hung-{i}")).await;
+            if let Some(failed) = h.iter().find(|e| e.event_type == "StepFailed") {
+                codes.push(event_payload(failed)["error"]["code"].clone());
+            }
+        }
+        if codes.len() >= 4 || std::time::Instant::now() > deadline {
+            break codes;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(codes, vec![json!("HTTP_HOST_BUSY"); 4]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,13 +4,15 @@
 //! response read up to the payload limit and turned into the step's output
 //! `{status, headers, body}` or a failure code.
 
+use base64::Engine as _;
 use http::{header, Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use orbit_worker::TaskFailure;
 use serde_json::{json, Map, Value};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpStream;
 
@@ -26,11 +28,24 @@ pub const HTTP_CONNECT_FAILED: &str = "HTTP_CONNECT_FAILED";
 pub const HTTP_BODY_TOO_LARGE: &str = "HTTP_BODY_TOO_LARGE";
 /// The rendered request is unusable (bad URL, method, header, scheme).
 pub const HTTP_BAD_REQUEST: &str = "HTTP_BAD_REQUEST";
+/// A 2xx response declared JSON (its content type) whose body does not parse; not retried.
+pub const HTTP_BAD_RESPONSE: &str = "HTTP_BAD_RESPONSE";
+/// The host already has `--http-max-per-host` requests in flight: the attempt fails at once
+/// (retryable, under the step's retry policy) instead of holding one of the built-in
+/// worker's slots, so a hung host cannot starve steps to other hosts.
+pub const HTTP_HOST_BUSY: &str = "HTTP_HOST_BUSY";
 
 /// Redirects followed before giving up.
 const MAX_REDIRECTS: usize = 5;
 
-/// Which hosts may be called, how much of a response is read, and whom https trusts.
+/// `--http-max-concurrency`'s default: attempts the built-in worker runs at once.
+pub const DEFAULT_MAX_CONCURRENCY: u32 = 64;
+
+/// `--http-max-per-host`'s default: requests in flight to one host:port.
+pub const DEFAULT_MAX_PER_HOST: u32 = 16;
+
+/// Which hosts may be called, how much of a response is read, whom https trusts, and how
+/// many requests run at once (in all, and per host).
 #[derive(Debug, Clone)]
 pub struct Policy {
     /// `(host, port)`, lower-case; no port: any port.
@@ -38,6 +53,30 @@ pub struct Policy {
     max_body_bytes: usize,
     /// The https client (`None` only if rustls could not be set up at all).
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// Attempts the built-in worker runs at once (its session's `max_concurrency`).
+    pub max_concurrency: u32,
+    /// Requests in flight to one `host:port` at most (see [`HTTP_HOST_BUSY`]).
+    max_per_host: usize,
+    /// Requests in flight per `host:port`.
+    in_flight: Arc<Mutex<HashMap<(String, u16), usize>>>,
+}
+
+/// One request's place in its host's count; given back on drop.
+struct HostSlot {
+    key: (String, u16),
+    in_flight: Arc<Mutex<HashMap<(String, u16), usize>>>,
+}
+
+impl Drop for HostSlot {
+    fn drop(&mut self) {
+        let mut map = self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = map.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.key);
+            }
+        }
+    }
 }
 
 impl Policy {
@@ -53,7 +92,34 @@ impl Policy {
             })
             .collect();
         let tls = super::tls::client_config(None).ok();
-        Policy { allowed, max_body_bytes, tls }
+        Policy {
+            allowed,
+            max_body_bytes,
+            tls,
+            max_concurrency: DEFAULT_MAX_CONCURRENCY,
+            max_per_host: DEFAULT_MAX_PER_HOST as usize,
+            in_flight: Arc::default(),
+        }
+    }
+
+    /// With `total` attempts at once and at most `per_host` requests to one host:port.
+    #[must_use]
+    pub fn with_limits(mut self, total: u32, per_host: u32) -> Policy {
+        self.max_concurrency = total.max(1);
+        self.max_per_host = per_host.max(1) as usize;
+        self
+    }
+
+    /// A place for one more request to `host:port`, or `None` at the host's limit.
+    fn slot(&self, host: &str, port: u16) -> Option<HostSlot> {
+        let key = (host.to_ascii_lowercase(), port);
+        let mut map = self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = map.entry(key.clone()).or_insert(0);
+        if *n >= self.max_per_host {
+            return None;
+        }
+        *n += 1;
+        Some(HostSlot { key, in_flight: self.in_flight.clone() })
     }
 
     /// Also trusts the CA certificates in the PEM file `ca` for https (besides the public
@@ -99,10 +165,12 @@ async fn follow(policy: &Policy, input: &Value) -> Result<Value, TaskFailure> {
     };
     let headers = input["headers"].as_object().cloned().unwrap_or_default();
     for _ in 0..=MAX_REDIRECTS {
-        let response = send(policy, &method, &uri, &headers, content_type, body.clone()).await?;
+        let (response, _slot) =
+            send(policy, &method, &uri, &headers, content_type, body.clone()).await?;
         let status = response.status();
         let location = response.headers().get(header::LOCATION).and_then(|l| l.to_str().ok());
         let Some(location) = location.filter(|_| status.is_redirection()) else {
+            // The host's slot is held until the body is read.
             return output(policy, response).await;
         };
         uri = resolve(&uri, location).map_err(bad)?;
@@ -131,7 +199,7 @@ async fn send(
     headers: &Map<String, Value>,
     content_type: Option<&str>,
     body: Bytes,
-) -> Result<hyper::Response<hyper::body::Incoming>, TaskFailure> {
+) -> Result<(hyper::Response<hyper::body::Incoming>, HostSlot), TaskFailure> {
     let bad = |m: String| TaskFailure::fatal(HTTP_BAD_REQUEST, m);
     let tls = match uri.scheme_str() {
         Some("http") => None,
@@ -152,6 +220,16 @@ async fn send(
         )
         .with_details(json!({ "host": host, "port": port })));
     }
+    let slot = policy.slot(host, port).ok_or_else(|| {
+        TaskFailure::retryable(
+            HTTP_HOST_BUSY,
+            format!(
+                "`{host}:{port}` already has {} requests in flight (--http-max-per-host)",
+                policy.max_per_host
+            ),
+        )
+        .with_details(json!({ "host": host, "port": port, "limit": policy.max_per_host }))
+    })?;
     let connect_failed = |e: String| TaskFailure::retryable(HTTP_CONNECT_FAILED, e);
     let host_for_connect = host.trim_start_matches('[').trim_end_matches(']');
     let stream = TcpStream::connect((host_for_connect, port))
@@ -174,7 +252,11 @@ async fn send(
         request = request.header(name.as_str(), value.as_str().unwrap_or_default());
     }
     let request = request.body(Full::new(body)).map_err(|e| bad(e.to_string()))?;
-    sender.send_request(request).await.map_err(|e| connect_failed(format!("{host}:{port}: {e}")))
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| connect_failed(format!("{host}:{port}: {e}")))?;
+    Ok((response, slot))
 }
 
 /// The step's output, or `HTTP_ERROR` for a non-2xx status.
@@ -206,11 +288,23 @@ async fn output(
         }
         Err(e) => return Err(TaskFailure::retryable(HTTP_CONNECT_FAILED, e.to_string())),
     };
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    let body = if json {
-        serde_json::from_str(&text).unwrap_or(Value::String(text))
-    } else {
-        Value::String(text)
+    // The body: parsed JSON when declared JSON, text when UTF-8, else the exact bytes in
+    // `body_base64` (standard alphabet) with `body` null.
+    let (body, base64) = match std::str::from_utf8(&bytes) {
+        Ok(text) if json => match serde_json::from_str(text) {
+            Ok(v) => (v, None),
+            Err(e) if status.is_success() => {
+                let head: String = text.chars().take(200).collect();
+                return Err(TaskFailure::fatal(
+                    HTTP_BAD_RESPONSE,
+                    format!("the response says it is JSON but does not parse: {e}"),
+                )
+                .with_details(json!({ "status": status.as_u16(), "body_head": head })));
+            }
+            Err(_) => (Value::String(text.to_string()), None),
+        },
+        Ok(text) => (Value::String(text.to_string()), None),
+        Err(_) => (Value::Null, Some(base64::engine::general_purpose::STANDARD.encode(&bytes))),
     };
     if !status.is_success() {
         let retryable = status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS;
@@ -218,7 +312,11 @@ async fn output(
         let details = json!({ "status": status.as_u16(), "body": body });
         return Err(TaskFailure::new(HTTP_ERROR, message, retryable).with_details(details));
     }
-    Ok(json!({ "status": status.as_u16(), "headers": headers, "body": body }))
+    let mut out = json!({ "status": status.as_u16(), "headers": headers, "body": body });
+    if let Some(b) = base64 {
+        out["body_base64"] = Value::String(b);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

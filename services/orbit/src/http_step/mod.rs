@@ -58,6 +58,18 @@ pub struct HttpStepArgs {
     /// services with a private CA). Example: --http-ca-file /etc/orbit/internal-ca.pem
     #[arg(long, env = "ORBIT_HTTP_CA_FILE", value_name = "PEM")]
     pub http_ca_file: Option<std::path::PathBuf>,
+    /// Attempts of http steps the built-in worker runs at once. Example: --http-max-concurrency 128
+    #[arg(long, env = "ORBIT_HTTP_MAX_CONCURRENCY", value_name = "N",
+          default_value_t = client::DEFAULT_MAX_CONCURRENCY,
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub http_max_concurrency: u32,
+    /// Requests in flight to one host:port at most; an attempt to a host at its limit fails
+    /// at once with HTTP_HOST_BUSY (retryable) instead of taking a slot, so one hung host
+    /// cannot starve steps to others. Example: --http-max-per-host 8
+    #[arg(long, env = "ORBIT_HTTP_MAX_PER_HOST", value_name = "N",
+          default_value_t = client::DEFAULT_MAX_PER_HOST,
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub http_max_per_host: u32,
 }
 
 /// `orbit owner --enable-http-step`: http attempts are queued for the built-in worker the
@@ -130,7 +142,8 @@ impl HttpStepArgs {
         if !self.enable_http_step {
             return Ok(None);
         }
-        let policy = Policy::new(&self.http_allow_hosts, max_body_bytes);
+        let policy = Policy::new(&self.http_allow_hosts, max_body_bytes)
+            .with_limits(self.http_max_concurrency, self.http_max_per_host);
         match &self.http_ca_file {
             Some(ca) => policy.with_ca(ca).map(Some),
             None => Ok(Some(policy)),
@@ -140,6 +153,7 @@ impl HttpStepArgs {
 
 /// Serves `orbit.http` attempts from the server `dial` names until `shutdown`.
 pub async fn run_worker(dial: Dial, policy: Policy, shutdown: CancellationToken) {
+    let max_concurrency = policy.max_concurrency;
     let policy = Arc::new(policy);
     let handler = move |ctx: TaskContext| {
         let policy = policy.clone();
@@ -153,11 +167,10 @@ pub async fn run_worker(dial: Dial, policy: Policy, shutdown: CancellationToken)
             call(&policy, ctx.input(), timeout).await
         }
     };
-    let mut builder = Worker::builder(dial.endpoint).worker_id(WORKER_ID).max_concurrency(64).task(
-        HTTP_TASK,
-        HTTP_TASK_VERSION,
-        handler,
-    );
+    let mut builder = Worker::builder(dial.endpoint)
+        .worker_id(WORKER_ID)
+        .max_concurrency(max_concurrency)
+        .task(HTTP_TASK, HTTP_TASK_VERSION, handler);
     if dial.tls.ca.is_some() {
         builder = builder.tls(dial.tls);
     }
