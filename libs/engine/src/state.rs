@@ -377,7 +377,8 @@ impl State {
 
     /// Applies one event. Total: never panics, ignores what does not fit.
     pub fn apply(&mut self, he: &HistoryEvent) {
-        let unit = unit_of(&he.event);
+        // The unit the event names, if any (only a change of its status matters below).
+        let unit = he.event.step();
         let before = unit.and_then(|k| self.units.get(k)).map(|u| u.status);
         self.fold(he);
         if let Some(key) = unit {
@@ -702,23 +703,3 @@ impl State {
     }
 }
 
-/// The unit an event may change (create or move), if any.
-pub(crate) fn unit_of(event: &Event) -> Option<&str> {
-    match event {
-        Event::StepScheduled { step, .. }
-        | Event::StepDispatched { step, .. }
-        | Event::StepSucceeded { step, .. }
-        | Event::StepAttemptFailed { step, .. }
-        | Event::StepAttemptUncertain { step, .. }
-        | Event::RetryScheduled { step, .. }
-        | Event::StepFailed { step, .. }
-        | Event::StepSkipped { step, .. }
-        | Event::StepFanOut { step, .. }
-        | Event::StepCancelled { step }
-        | Event::TimerStarted { step, .. }
-        | Event::TimerFired { step }
-        | Event::AwaitStarted { step, .. }
-        | Event::ChildStarted { step, .. } => Some(step),
-        _ => None,
-    }
-}

@@ -1,6 +1,7 @@
 //! Property tests over the pure core: the fold is total, the decider reaches a fixpoint,
-//! random DAGs with random task outcomes always end and replay, and compensation runs in
-//! the reverse of success order.
+//! random DAGs with random task outcomes always end and replay (also round by round with
+//! fresh rounds, as before rounds remembered anything), compensation runs in the reverse of
+//! success order, and no step is offered without end.
 
 mod common;
 
@@ -233,6 +234,8 @@ proptest! {
         prop_assert!(e.state.status().is_closed(), "status {:?}", e.state.status());
         prop_assert!(decide(&e.def, &e.state, sim.now).is_empty(), "fixpoint");
         assert_replays(&sim);
+        // The passes' remembering rounds decided what fresh rounds decide.
+        replay_round_by_round(&e.def, &e.history);
 
         let succeeded: Vec<String> = e.history.iter().filter_map(|h| match &h.event {
             Event::StepSucceeded { step, .. } if steps.iter().enumerate().any(|(i, s)| s.compensate && s.task && (step == &format!("s{i}") && s.fan_out == 0 || step.starts_with(&format!("s{i}[")))) => Some(step.clone()),
@@ -276,29 +279,6 @@ fn replay_round_by_round(d: &orbit_definition::Definition, history: &[HistoryEve
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
-
-    /// The histories a pass writes with its remembering rounds are those of rounds that
-    /// look at everything afresh.
-    #[test]
-    fn remembering_rounds_decide_as_fresh_rounds(
-        steps in gen_steps(),
-        outcomes in prop::collection::vec(0u8..4, 0..16),
-    ) {
-        let mut sim = Sim::new();
-        sim.register(def(&render(&steps)));
-        let script = Rc::new(RefCell::new(outcomes.into_iter()));
-        sim.on_task("t", move |r| match script.borrow_mut().next() {
-            Some(1) => TaskOutcome::Fail(TaskError::retryable("FLAKY", "")),
-            Some(2) => TaskOutcome::Fail(TaskError::fatal("FATAL", "")),
-            Some(3) => TaskOutcome::Lose,
-            _ => TaskOutcome::Complete(r.input.clone()),
-        });
-        sim.on_task("undo", |_| TaskOutcome::Complete(json!(null)));
-        sim.start("rnd", "x", json!({})).unwrap();
-        prop_assert!(sim.run(10_000), "came to rest");
-        let e = exec(&sim, "x");
-        replay_round_by_round(&e.def, &e.history);
-    }
 
     /// No step cycles without end: a worker that is always lost, always hangs (under an
     /// attempt timeout) or always fails retryably exhausts the step's redeliveries and

@@ -62,7 +62,7 @@ impl Memo {
             return;
         }
         for he in events {
-            let Some(key) = crate::state::unit_of(&he.event) else { continue };
+            let Some(key) = he.event.step() else { continue };
             if !state.unit(key).is_some_and(|u| u.status.is_resolved()) {
                 continue;
             }
