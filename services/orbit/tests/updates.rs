@@ -68,9 +68,12 @@ async fn updates_reply_refuse_deduplicate_and_end_with_the_execution() {
     assert_eq!(accepted.seq, seq);
     assert_eq!(count(&h, "UpdateCompleted"), 1, "{h:?}");
 
-    // Retried with the same id, even with other args: the first reply, nothing recorded.
-    let retry = update(&mut c, "upd-1", json!(6), "u-1").await.expect("retry");
+    // Retried with the same id: the first reply, nothing recorded. The same id with other
+    // args is another request: REQUEST_ID_REUSED, nothing recorded (issue 30, item 10).
+    let retry = update(&mut c, "upd-1", json!(5), "u-1").await.expect("retry");
     assert_eq!(retry, (json!({"sum": 15}), seq));
+    let reused = update(&mut c, "upd-1", json!(6), "u-1").await.expect_err("other args");
+    assert_eq!(code(&reused), "REQUEST_ID_REUSED", "{reused:?}");
     // The validator says no: UPDATE_REJECTED, nothing recorded.
     let before = history(&mut c, "upd-1").await.len();
     let refused = update(&mut c, "upd-1", json!(0), "u-2").await.expect_err("rejected");
