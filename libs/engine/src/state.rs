@@ -395,6 +395,10 @@ impl State {
             Some(s) if !s.is_resolved() => self.open.insert(key.to_string()),
             _ => self.open.remove(key),
         };
+        // Only a fan-out element (`step[i]`) is counted: no key parse for any other unit.
+        if !key.ends_with(']') {
+            return;
+        }
         let Some(parsed) = UnitKey::parse(key) else { return };
         let (Some(i), false) = (parsed.index, parsed.compensate) else { return };
         let e = self.elements.entry(parsed.parent().to_string()).or_default();

@@ -62,7 +62,8 @@ impl Memo {
             return;
         }
         for he in events {
-            let Some(key) = he.event.step() else { continue };
+            // Elements (`step[i]`) never resolve a body's step: no key parse for them.
+            let Some(key) = he.event.step().filter(|k| !k.ends_with(']')) else { continue };
             if !state.unit(key).is_some_and(|u| u.status.is_resolved()) {
                 continue;
             }
