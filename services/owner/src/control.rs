@@ -10,13 +10,14 @@
 //!   running children sent a cancel, the parent told, the timer dropped); every pending
 //!   entry of the execution is answered `EXECUTION_FINISHED`. Repeating it is a no-op.
 
-use crate::apply::{batches_for, Work};
+use crate::batches::batches_for;
+use crate::context::{Core, Inner};
 use crate::error::OwnerError;
-use crate::hot::{hot, Core};
+use crate::hot::hot;
 use crate::inbox::Control;
 use crate::isolate;
-use crate::owner::Inner;
 use crate::resume::queue_children;
+use crate::work::Work;
 use orbit_engine::event::{CompensationOutcome, Event};
 use orbit_engine::ErrorCode;
 use orbit_engine::{next_timer, Status, TaskError};

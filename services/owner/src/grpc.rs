@@ -2,7 +2,8 @@
 //! errors leave as `tonic::Status` carrying the Orbit code.
 
 use crate::error::OwnerError;
-use crate::owner::{InitialUpdate, Owner, StartRequest};
+use crate::owner::Owner;
+use crate::requests::{InitialUpdate, StartRequest};
 use orbit_api::internal::v1 as pb;
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_engine::ParentRef;

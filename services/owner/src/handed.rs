@@ -16,57 +16,16 @@
 //! missed its ack) is refused here and goes to the inbox, where the engine records it as
 //! stale, as before.
 
-use crate::apply::Work;
-use crate::error::OwnerError;
-use crate::owner::{Inner, Owner};
+use crate::context::Inner;
+use crate::requests::Handed;
+use crate::work::Work;
 use orbit_engine::event::Event;
 use orbit_engine::{accept, Command};
 use orbit_store::InboxMessage;
 use std::collections::BTreeMap;
 use tokio::sync::oneshot;
 
-/// A result waiting for the next pass.
-pub(crate) struct Handed {
-    pub(crate) execution_id: String,
-    pub(crate) report: Report,
-    pub(crate) reply: oneshot::Sender<bool>,
-}
-
-/// The result itself: what a job needs (the reply channel stays outside the job, so a
-/// panicking job cannot take it along).
-#[derive(Debug, Clone)]
-pub(crate) struct Report {
-    pub(crate) worker_id: String,
-    pub(crate) message: InboxMessage,
-}
-
-impl Owner {
-    /// Hands a worker's result to the pass loop and waits for the pass that applies it:
-    /// `true` once it is committed with its events, `false` when it was not taken (see
-    /// the module docs; the caller then uses the inbox).
-    ///
-    /// # Errors
-    /// `UNAVAILABLE` when the owner stopped.
-    pub async fn report_result(
-        &self,
-        execution_id: String,
-        worker_id: String,
-        message: InboxMessage,
-    ) -> Result<bool, OwnerError> {
-        if !matches!(message, InboxMessage::Complete(_) | InboxMessage::Fail(_)) {
-            return Ok(false);
-        }
-        let (tx, rx) = oneshot::channel();
-        let handed = Handed { execution_id, report: Report { worker_id, message }, reply: tx };
-        self.inner
-            .handed
-            .lock()
-            .map_err(|_| OwnerError::unavailable("owner lock poisoned"))?
-            .push(handed);
-        self.inner.kick.notify_one();
-        rx.await.map_err(|_| OwnerError::unavailable("the owner stopped"))
-    }
-}
+pub(crate) use crate::requests::Report;
 
 /// Takes the results handed since the last pass.
 pub(crate) fn take(inner: &Inner) -> Vec<Handed> {

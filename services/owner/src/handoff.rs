@@ -18,7 +18,7 @@
 use orbit_store::DISPATCHED_APPLY_DELAY;
 use std::time::{Duration, Instant};
 
-use crate::owner::Inner;
+use crate::context::Inner;
 use orbit_store::{CommitBatch, CommitOutcome, TaskClaim};
 
 /// Reserves a session for every new task that one can take, and records the claims in

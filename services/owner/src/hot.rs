@@ -1,44 +1,14 @@
 //! Hot executions: what the owner keeps in memory per execution, how it is rebuilt from the
 //! store (definition by hash, history fold, epoch). Recovery and adoption are in `resume`.
 
+use crate::context::{Core, Hot, Inner};
 use crate::error::OwnerError;
-use crate::owner::Inner;
 use futures_util::stream::{self, StreamExt};
 use orbit_definition::Definition;
 use orbit_engine::ErrorCode;
 use orbit_engine::State;
 use orbit_store::{ExecutionRow, OwnerRow, OwnerStore};
-use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-
-/// An execution held in memory by its owner.
-#[derive(Debug, Clone)]
-pub(crate) struct Hot {
-    pub def: Arc<Definition>,
-    pub state: State,
-    pub root_id: String,
-    pub epoch: Option<u64>,
-    /// The timer row's due time as last written; `None` when unknown (after a rebuild).
-    pub timer_at: Option<Option<u64>>,
-}
-
-/// What the pass loop owns.
-pub(crate) struct Core {
-    pub hot: HashMap<String, Hot>,
-    /// Parsed definitions by hash.
-    pub defs: HashMap<String, Arc<Definition>>,
-    /// The same, by (name, version): immutable once registered, so read from the store once.
-    pub versions: HashMap<(String, String), Arc<Definition>>,
-    /// Executions this process lost to a fence, with the owners row's epoch then. Only an
-    /// adoption at a higher epoch (a takeover by this process) brings one back.
-    pub lost: HashMap<String, u64>,
-    /// Executions in recovery mode (see `recovery`): recovered after a start or a takeover
-    /// with pending entries, resumed by an operator, or after a caught panic. Their entries
-    /// are applied with an attempt count committed first.
-    pub suspects: BTreeSet<String>,
-    /// Open executions dropped from memory while quiet (see `evict`), with their epoch.
-    pub evicted: crate::evict::Evicted,
-}
 
 /// The definition of (workflow, version) — latest when `version` is `None` — parsed once and
 /// cached by hash; a named version is also cached by name and version (immutable), so it is

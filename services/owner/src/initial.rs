@@ -7,8 +7,8 @@
 //! the engine evaluates). A refused update leaves the work marked refused: `apply_set`
 //! commits nothing for it and answers the start with the refusal.
 
-use crate::apply::Work;
 use crate::error::OwnerError;
+use crate::work::Work;
 use orbit_engine::{accept, Command, State};
 use orbit_store::InboxReply;
 

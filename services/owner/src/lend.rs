@@ -41,7 +41,7 @@ type Tx = mpsc::UnboundedSender<Result<LendResponse, Status>>;
 pub struct Lenders {
     links: Mutex<Links>,
     store: Arc<dyn OwnerStore>,
-    owner: Weak<crate::owner::Inner>,
+    owner: Weak<crate::context::Inner>,
 }
 
 #[derive(Default)]

@@ -12,11 +12,18 @@
 
 mod admission;
 mod apply;
+mod batches;
+mod begin;
 mod clock;
+mod config;
+mod context;
 mod control;
+mod counters;
 mod effects;
+mod entries;
 mod error;
 mod evict;
+mod evicted;
 mod fault_inject;
 mod grpc;
 mod handed;
@@ -31,17 +38,18 @@ mod pass;
 mod quarantine;
 mod recovery;
 mod refused;
+mod requests;
 mod resume;
 mod takeover;
 mod trace;
+mod work;
 
 pub use clock::{system_clock, Clock};
+pub use config::{OwnerConfig, DEFAULT_EVICT_AFTER_MS, IDLE_PASS_SAFETY_NET, TAKEOVER_SAFETY_NET};
+pub use counters::QuarantineStats;
 pub use effects::DEFAULT_RETENTION_MS;
 pub use error::OwnerError;
 pub use fault_inject::FAULT_INJECT_ENV;
 pub use lend::{Lenders, Service as HandoffServer};
-pub use owner::{
-    InitialUpdate, Memory, Owner, OwnerConfig, Snapshot, StartRequest, Started,
-    DEFAULT_EVICT_AFTER_MS, IDLE_PASS_SAFETY_NET, TAKEOVER_SAFETY_NET,
-};
-pub use quarantine::QuarantineStats;
+pub use owner::{Memory, Owner, Snapshot};
+pub use requests::{InitialUpdate, StartRequest, Started};

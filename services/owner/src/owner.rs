@@ -1,210 +1,26 @@
 //! The owner: hot executions in memory, one pass loop that turns pending inbox entries and
 //! start requests into ONE store transaction, and the calls other services make.
 //!
+//! This is the facade: the other files of the crate build on `context` and never import
+//! this one back (`grpc` and `lend`, the gRPC edges, sit above it).
+//!
 //! Invariants: only the pass loop writes (it holds the core lock for the whole pass); memory
 //! changes only after the store committed; a caller is answered only after its command is
 //! durable.
 
-use crate::clock::Clock;
+use crate::config::{OwnerConfig, TAKEOVER_SAFETY_NET};
+use crate::context::Inner;
 use crate::error::OwnerError;
-use crate::hot::{self, Core};
-use crate::pass;
-use crate::resume;
-use crate::takeover;
-use orbit_definition::{Definition, Limits};
-use orbit_engine::event::ParentRef;
+use crate::requests::{Handed, PendingStart, Report, StartRequest, Started};
+use crate::{hot, pass, resume, takeover};
+use orbit_definition::Definition;
 use orbit_engine::ErrorCode;
-use orbit_store::{ChangeHub, OwnerStore};
+use orbit_store::{ChangeHub, InboxMessage, OwnerStore};
 use serde_json::Value;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex as StdMutex};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{oneshot, watch, Mutex, Notify};
+use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
-
-/// The default `idle_pass`: how long an owner with nothing to do waits for a wake-up
-/// before it reads its inbox anyway (a lost notification costs at most this).
-pub const IDLE_PASS_SAFETY_NET: Duration = Duration::from_secs(30);
-
-/// With membership changes driving takeover: the longest time between two rounds (the
-/// safety net for an orphan no membership change announced, e.g. a round that failed).
-pub const TAKEOVER_SAFETY_NET: Duration = Duration::from_secs(30);
-
-/// The default of [`OwnerConfig::evict_after_ms`]: sleeps shorter than a second stay hot.
-pub const DEFAULT_EVICT_AFTER_MS: u64 = 1000;
-
-/// Owner settings.
-#[derive(Debug, Clone)]
-pub struct OwnerConfig {
-    /// This node's id (owners rows carry it).
-    pub node_id: String,
-    /// Server-wide limits.
-    pub limits: Limits,
-    /// Open executions above which a start is refused (`RESOURCE_EXHAUSTED`); `None`: no
-    /// limit. Checked once per start, see `admission`.
-    pub max_active_executions: Option<u64>,
-    /// Inbox entries taken per pass.
-    pub max_batch: u32,
-    /// A pass runs at least this often even without wake-ups, after a pass that found
-    /// nothing to do (a safety net, not a poll interval: wake-ups drive the owner; issue
-    /// 14: an idle owner makes no query of its own between two of them).
-    pub idle_pass: Duration,
-    /// After a pass that found work (or failed), the next runs within this even without a
-    /// wake-up (at most `idle_pass`): entries left pending (a panic counted by the
-    /// quarantine, a recovery attempt, a fenced commit, a store error) are retried soon.
-    pub retry_pass: Duration,
-    /// An owner whose last heartbeat is older than this is dead and its executions are
-    /// taken over (used by the takeover loop).
-    pub node_timeout_ms: u64,
-    /// How often [`Owner::run`] looks for executions of dead owners to take over; `None`
-    /// turns takeover off (`orbit dev`: the only owner cannot die without the others).
-    /// With `membership_changes` set, this is only the tick that notices a stall of this
-    /// process; rounds run on membership changes (see [`Owner::run_takeover`]).
-    pub takeover_interval: Option<Duration>,
-    /// Bumped whenever the live nodes change (`orbit_cluster::Membership::changes`: read
-    /// in the heartbeat's own transaction). Set: takeover rounds run when it moves, while a
-    /// round still finds orphaned roots, and at least every [`TAKEOVER_SAFETY_NET`];
-    /// `None`: a round every `takeover_interval`.
-    pub membership_changes: Option<watch::Receiver<u64>>,
-    /// Failed attempts (caught panics, or deaths of the process while applying them) after
-    /// which an execution is parked as SUSPENDED (poison quarantine).
-    pub max_failures: u32,
-    /// How long a finished execution is kept when its workflow sets no `retention`: the
-    /// closing commit records `delete_after = closed_at + retention` for the sweeper.
-    pub retention_ms: u64,
-    /// Where a pass reads `now` (event timestamps, timer due times). Default: the system
-    /// clock; tests inject one they move by hand.
-    pub clock: Clock,
-    /// The built-in adapters enabled (default none: http steps fail `ADAPTER_DISABLED`).
-    /// On, an http attempt is queued under `orbit.http` like any task, for the built-in
-    /// worker the process runs beside the owner (see `orbit dev --enable-http-step`).
-    pub capabilities: orbit_engine::Capabilities,
-    /// Bounded memory (see `evict`): an execution left only sleeping or awaiting by a
-    /// commit, whose next timer is at least this many milliseconds away, is dropped from
-    /// memory and reloaded from its history at its next event. `None`: every open execution
-    /// stays in memory.
-    pub evict_after_ms: Option<u64>,
-}
-
-impl Default for OwnerConfig {
-    fn default() -> Self {
-        OwnerConfig {
-            node_id: "owner-1".into(),
-            // The same default as the frontend's: the engine checks every value it records
-            // against it (and against a workflow's own, stricter, limit).
-            limits: Limits {
-                max_payload_bytes: Some(orbit_server_kit::payload::DEFAULT_MAX_PAYLOAD_BYTES),
-                ..Limits::default()
-            },
-            max_active_executions: None,
-            max_batch: 4096,
-            idle_pass: IDLE_PASS_SAFETY_NET,
-            retry_pass: Duration::from_secs(1),
-            node_timeout_ms: 10_000,
-            takeover_interval: None,
-            membership_changes: None,
-            max_failures: 3,
-            retention_ms: crate::effects::DEFAULT_RETENTION_MS,
-            clock: Clock::system(),
-            capabilities: orbit_engine::Capabilities::default(),
-            evict_after_ms: Some(DEFAULT_EVICT_AFTER_MS),
-        }
-    }
-}
-
-/// What [`Owner::start`] answers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Started {
-    /// The execution id.
-    pub execution_id: String,
-    /// Its current run.
-    pub run: u32,
-    /// Whether this call created it (false: it already existed).
-    pub created: bool,
-    /// Pinned workflow version.
-    pub version: String,
-    /// Pinned definition hash.
-    pub definition_hash: String,
-    /// The seq of the start's [`InitialUpdate`]'s `UpdateAccepted` when this call created
-    /// the execution with it; 0 otherwise.
-    pub update_seq: u64,
-}
-
-/// A start waiting for the next pass.
-pub(crate) struct PendingStart {
-    pub request: StartRequest,
-    pub reply: Option<oneshot::Sender<Result<Started, OwnerError>>>,
-    /// Passes that failed with this start in them through no fault of its own (another
-    /// execution of the pass was fenced); it is retried a few times, then answered.
-    pub retries: u32,
-}
-
-/// A request to start an execution (or a child).
-#[derive(Debug, Clone)]
-pub struct StartRequest {
-    /// Caller-chosen id (idempotent).
-    pub execution_id: String,
-    /// Workflow name.
-    pub workflow: String,
-    /// Version; latest when `None`.
-    pub version: Option<String>,
-    /// Input.
-    pub input: Value,
-    /// Parent, for children.
-    pub parent: Option<ParentRef>,
-    /// Root of the tree (the id itself for roots).
-    pub root_id: Option<String>,
-    /// Schedule that fired it.
-    pub schedule_id: Option<String>,
-    /// Update-with-start: an update accepted in the commit that creates the execution (see
-    /// [`InitialUpdate`]); ignored when the execution exists.
-    pub update: Option<InitialUpdate>,
-}
-
-/// The update of an update-with-start: checked against the new execution's first state and
-/// recorded (`UpdateAccepted`, and `UpdateCompleted` for a handler without steps) right
-/// after `WorkflowCreated`, in the same commit; a refused one creates nothing and fails the
-/// start with its code.
-#[derive(Debug, Clone, PartialEq)]
-pub struct InitialUpdate {
-    /// Handler name.
-    pub name: String,
-    /// Argument.
-    pub args: Value,
-    /// The caller's idempotency id (recorded in `UpdateAccepted`).
-    pub update_id: Option<String>,
-}
-
-/// Counters of passes started and finished, for callers waiting on a pass.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Passes {
-    pub started: u64,
-    pub finished: u64,
-}
-
-pub(crate) struct Inner {
-    pub cfg: OwnerConfig,
-    pub store: Arc<dyn OwnerStore>,
-    pub tasks_ready: Arc<Notify>,
-    pub timers_changed: Arc<Notify>,
-    pub changes: Arc<ChangeHub>,
-    pub kick: Notify,
-    /// New inbox entries were notified (see [`Owner::inbox_notified`]): the takeover loop
-    /// looks for orphaned roots, which a root of a dead owner becomes once work reaches it.
-    pub takeover_hint: Notify,
-    pub core: Mutex<Core>,
-    pub starts: StdMutex<Vec<PendingStart>>,
-    /// Worker results handed over directly (see `handed`).
-    pub handed: StdMutex<Vec<crate::handed::Handed>>,
-    /// Where new tasks are handed straight to a worker session (see `handoff`); unset: every
-    /// task is queued for the frontends' claims.
-    pub handoff: std::sync::OnceLock<Arc<dyn orbit_store::Handoff>>,
-    /// When a pass is due for the `dispatched` entries of tasks this owner's commits handed
-    /// off (see `handoff::settle`); any pass that starts before clears it.
-    pub dispatch_due: StdMutex<Option<std::time::Instant>>,
-    pub passes: watch::Sender<Passes>,
-    pub quarantine: crate::quarantine::Counters,
-}
 
 /// The owner service. Cheap to clone.
 #[derive(Clone)]
@@ -224,31 +40,7 @@ impl Owner {
         timers_changed: Arc<Notify>,
         changes: Arc<ChangeHub>,
     ) -> Owner {
-        Owner {
-            inner: Arc::new(Inner {
-                cfg,
-                store,
-                tasks_ready,
-                timers_changed,
-                changes,
-                kick: Notify::new(),
-                takeover_hint: Notify::new(),
-                core: Mutex::new(Core {
-                    hot: HashMap::new(),
-                    defs: HashMap::new(),
-                    versions: HashMap::new(),
-                    lost: HashMap::new(),
-                    suspects: std::collections::BTreeSet::new(),
-                    evicted: crate::evict::Evicted::default(),
-                }),
-                starts: StdMutex::new(Vec::new()),
-                handed: StdMutex::new(Vec::new()),
-                handoff: std::sync::OnceLock::new(),
-                dispatch_due: StdMutex::new(None),
-                passes: watch::channel(Passes::default()).0,
-                quarantine: crate::quarantine::Counters::default(),
-            }),
-        }
+        Owner { inner: Arc::new(Inner::new(cfg, store, tasks_ready, timers_changed, changes)) }
     }
 
     /// Runs the pass loop until `shutdown`; first resumes the executions this node id owns
@@ -429,13 +221,39 @@ impl Owner {
         Memory { held: core.hot.len(), evicted: core.evicted.len() }
     }
 
+    /// Hands a worker's result to the pass loop and waits for the pass that applies it:
+    /// `true` once it is committed with its events, `false` when it was not taken (see
+    /// the module docs; the caller then uses the inbox).
+    ///
+    /// # Errors
+    /// `UNAVAILABLE` when the owner stopped.
+    pub async fn report_result(
+        &self,
+        execution_id: String,
+        worker_id: String,
+        message: InboxMessage,
+    ) -> Result<bool, OwnerError> {
+        if !matches!(message, InboxMessage::Complete(_) | InboxMessage::Fail(_)) {
+            return Ok(false);
+        }
+        let (tx, rx) = oneshot::channel();
+        let handed = Handed { execution_id, report: Report { worker_id, message }, reply: tx };
+        self.inner
+            .handed
+            .lock()
+            .map_err(|_| OwnerError::unavailable("owner lock poisoned"))?
+            .push(handed);
+        self.inner.kick.notify_one();
+        rx.await.map_err(|_| OwnerError::unavailable("the owner stopped"))
+    }
+
     /// Starts an execution; idempotent by id. Answers once the start is durable.
     ///
     /// # Errors
     /// `WORKFLOW_NOT_FOUND`, `INVALID_INPUT`, `PAYLOAD_TOO_LARGE`, `RESOURCE_EXHAUSTED`
     /// (over `max_active_executions`), `UNAVAILABLE`.
     pub async fn start(&self, request: StartRequest) -> Result<Started, OwnerError> {
-        self.admit(&request.execution_id).await?;
+        crate::admission::admit(&self.inner, &request.execution_id).await?;
         let (tx, rx) = oneshot::channel();
         self.inner
             .starts

@@ -9,14 +9,13 @@
 //!    (see `quarantine`).
 
 use crate::apply::apply_set;
+use crate::context::Inner;
 use crate::error::OwnerError;
 use crate::inbox::{self, Request};
-use crate::owner::{Inner, PendingStart};
+use crate::requests::PendingStart;
 use crate::{control, handed, quarantine, recovery};
 use orbit_store::InboxEntry;
 use std::collections::BTreeSet;
-
-pub(crate) use crate::apply::{reply, Work};
 
 /// Runs one pass; errors are logged (the next pass retries from the store). Returns
 /// whether it found work or failed: the owner then looks again soon (`retry_pass`) rather

@@ -10,50 +10,17 @@
 //!   so `recovery` counts each attempt BEFORE making it, for the executions recovered after
 //!   a start or a takeover; in steady state nothing extra is written.
 
-use crate::apply::Failed;
+use crate::context::{Core, Inner};
 use crate::error::OwnerError;
-use crate::hot::{hot, Core};
-use crate::owner::Inner;
+use crate::hot::hot;
+use crate::work::Failed;
 use orbit_store::FaultNote;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 /// The reason recorded before an attempt in recovery mode: if it stays, the process ended
 /// while applying the execution's entries.
 pub(crate) const DIED: &str =
     "the owner process ended while applying the execution's pending entries (counted before the attempt)";
-
-/// Counters of the quarantine, for the owner's status (and later the metrics endpoint).
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub panics: AtomicU64,
-    pub parked: AtomicU64,
-    pub resumed: AtomicU64,
-    pub terminated: AtomicU64,
-}
-
-/// A snapshot of the quarantine's counters since this process started.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct QuarantineStats {
-    /// Executions whose engine work panicked in a pass (each time).
-    pub panics: u64,
-    /// Executions this process parked (SUSPENDED).
-    pub parked: u64,
-    /// Executions resumed by an operator through this process.
-    pub resumed: u64,
-    /// Executions terminated by an operator through this process.
-    pub terminated: u64,
-}
-
-impl Counters {
-    pub(crate) fn snapshot(&self) -> QuarantineStats {
-        QuarantineStats {
-            panics: self.panics.load(Ordering::Relaxed),
-            parked: self.parked.load(Ordering::Relaxed),
-            resumed: self.resumed.load(Ordering::Relaxed),
-            terminated: self.terminated.load(Ordering::Relaxed),
-        }
-    }
-}
 
 /// Counts the panics of a pass and parks the executions that reached `max_failures`.
 /// `counted` says the attempt was already counted before it ran (recovery mode): then only
@@ -89,7 +56,7 @@ pub(crate) async fn on_failures(
         let failures = row.as_ref().map_or(0, |r| r.failures);
         if failures >= inner.cfg.max_failures {
             for start in f.retry_starts {
-                crate::apply::create_only(inner, core, start, now).await?;
+                crate::begin::create_only(inner, core, start, now).await?;
             }
             park(inner, core, &f.execution_id, first, &format!("panicked: {}", f.message), now)
                 .await?;

@@ -17,11 +17,13 @@
 //! A successful attempt deletes the counts and the execution leaves recovery mode: its later
 //! entries are applied in steady state, where nothing extra is written.
 
-use crate::apply::{apply_set, create_only, Applied};
+use crate::apply::apply_set;
+use crate::begin::create_only;
+use crate::context::{Core, Inner};
 use crate::error::OwnerError;
-use crate::hot::Core;
-use crate::owner::{Inner, PendingStart};
 use crate::quarantine::{self, DIED};
+use crate::requests::PendingStart;
+use crate::work::Applied;
 use orbit_store::{FaultNote, FaultRow, InboxEntry};
 use std::collections::{BTreeMap, HashMap};
 

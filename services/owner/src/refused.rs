@@ -10,10 +10,10 @@
 //! that epoch up — and their starters get `UNAVAILABLE`. Starters of the other executions are
 //! carried into the next pass, which runs at once and carries on with what is still owned.
 
+use crate::context::{Core, Inner};
 use crate::error::OwnerError;
-use crate::hot::Core;
-use crate::owner::Inner;
-use crate::pass::{reply, Work};
+use crate::requests::reply;
+use crate::work::Work;
 use orbit_store::StoreError;
 use std::collections::BTreeMap;
 

@@ -7,10 +7,11 @@
 //! not yet gone) can never write again. Children a lost process asked for but never
 //! started are started again.
 
+use crate::context::{Core, Hot, Inner};
 use crate::effects::ChildStart;
 use crate::error::OwnerError;
-use crate::hot::{rebuild, Core, Hot};
-use crate::owner::{Inner, PendingStart, StartRequest};
+use crate::hot::rebuild;
+use crate::requests::{PendingStart, StartRequest};
 use serde_json::Value;
 use std::collections::BTreeSet;
 

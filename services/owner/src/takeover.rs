@@ -22,8 +22,8 @@
 //! within about one heartbeat, so a round never waits much longer than that (a longer wait
 //! is logged).
 
+use crate::context::Inner;
 use crate::error::OwnerError;
-use crate::owner::Inner;
 use crate::resume;
 use orbit_cluster::{rendezvous, OWNER_SERVICE};
 use orbit_store::{CommitBatch, StoreError};

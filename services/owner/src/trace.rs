@@ -11,7 +11,7 @@
 //! checks `orbit_telemetry::traced` before taking a [`Before`] snapshot, and without one
 //! [`emit`] is never called.
 
-use crate::hot::Hot;
+use crate::context::Hot;
 use opentelemetry::KeyValue;
 use orbit_engine::event::{Event, HistoryEvent};
 use orbit_engine::State;

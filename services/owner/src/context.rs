@@ -1,0 +1,111 @@
+//! The owner's shared context, the ground floor every other file of the crate builds on:
+//! [`Inner`] (settings, store, wake-ups, the pending starts and results) and [`Core`] (what
+//! the pass loop owns: the hot executions and the definition cache). Data only; the
+//! behaviour lives in the files above (`hot`, `apply`, `pass`, ...) and the facade
+//! (`owner`).
+
+use crate::config::OwnerConfig;
+use crate::counters::Counters;
+use crate::evicted::Evicted;
+use crate::requests::{Handed, PendingStart};
+use orbit_definition::Definition;
+use orbit_engine::State;
+use orbit_store::{ChangeHub, OwnerStore};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex as StdMutex};
+use tokio::sync::{watch, Mutex, Notify};
+
+/// Counters of passes started and finished, for callers waiting on a pass.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Passes {
+    pub started: u64,
+    pub finished: u64,
+}
+
+pub(crate) struct Inner {
+    pub cfg: OwnerConfig,
+    pub store: Arc<dyn OwnerStore>,
+    pub tasks_ready: Arc<Notify>,
+    pub timers_changed: Arc<Notify>,
+    pub changes: Arc<ChangeHub>,
+    pub kick: Notify,
+    /// New inbox entries were notified (see [`crate::Owner::inbox_notified`]): the takeover loop
+    /// looks for orphaned roots, which a root of a dead owner becomes once work reaches it.
+    pub takeover_hint: Notify,
+    pub core: Mutex<Core>,
+    pub starts: StdMutex<Vec<PendingStart>>,
+    /// Worker results handed over directly (see `handed`).
+    pub handed: StdMutex<Vec<Handed>>,
+    /// Where new tasks are handed straight to a worker session (see `handoff`); unset: every
+    /// task is queued for the frontends' claims.
+    pub handoff: std::sync::OnceLock<Arc<dyn orbit_store::Handoff>>,
+    /// When a pass is due for the `dispatched` entries of tasks this owner's commits handed
+    /// off (see `handoff::settle`); any pass that starts before clears it.
+    pub dispatch_due: StdMutex<Option<std::time::Instant>>,
+    pub passes: watch::Sender<Passes>,
+    pub quarantine: Counters,
+}
+
+/// An execution held in memory by its owner.
+#[derive(Debug, Clone)]
+pub(crate) struct Hot {
+    pub def: Arc<Definition>,
+    pub state: State,
+    pub root_id: String,
+    pub epoch: Option<u64>,
+    /// The timer row's due time as last written; `None` when unknown (after a rebuild).
+    pub timer_at: Option<Option<u64>>,
+}
+
+/// What the pass loop owns.
+pub(crate) struct Core {
+    pub hot: HashMap<String, Hot>,
+    /// Parsed definitions by hash.
+    pub defs: HashMap<String, Arc<Definition>>,
+    /// The same, by (name, version): immutable once registered, so read from the store once.
+    pub versions: HashMap<(String, String), Arc<Definition>>,
+    /// Executions this process lost to a fence, with the owners row's epoch then. Only an
+    /// adoption at a higher epoch (a takeover by this process) brings one back.
+    pub lost: HashMap<String, u64>,
+    /// Executions in recovery mode (see `recovery`): recovered after a start or a takeover
+    /// with pending entries, resumed by an operator, or after a caught panic. Their entries
+    /// are applied with an attempt count committed first.
+    pub suspects: BTreeSet<String>,
+    /// Open executions dropped from memory while quiet (see `evict`), with their epoch.
+    pub evicted: Evicted,
+}
+
+impl Inner {
+    /// A context with nothing held and nothing pending.
+    pub(crate) fn new(
+        cfg: OwnerConfig,
+        store: Arc<dyn OwnerStore>,
+        tasks_ready: Arc<Notify>,
+        timers_changed: Arc<Notify>,
+        changes: Arc<ChangeHub>,
+    ) -> Inner {
+        Inner {
+            cfg,
+            store,
+            tasks_ready,
+            timers_changed,
+            changes,
+            kick: Notify::new(),
+            takeover_hint: Notify::new(),
+            core: Mutex::new(Core {
+                hot: HashMap::new(),
+                defs: HashMap::new(),
+                versions: HashMap::new(),
+                lost: HashMap::new(),
+                suspects: BTreeSet::new(),
+                evicted: Evicted::default(),
+            }),
+            starts: StdMutex::new(Vec::new()),
+            handed: StdMutex::new(Vec::new()),
+            handoff: std::sync::OnceLock::new(),
+            dispatch_due: StdMutex::new(None),
+            passes: watch::channel(Passes::default()).0,
+            quarantine: Counters::default(),
+        }
+    }
+}
