@@ -80,7 +80,7 @@ pub fn decode_error(error: &prost::DecodeError) -> Status {
         String::new()
     };
     let message = format!("the message could not be decoded: {text}{hint}");
-    let code = "INVALID_ARGUMENT";
+    let code = orbit_codes::ErrorCode::InvalidArgument.as_str();
     let details = ErrorDetails::with_error_info(code, "orbit.dev", HashMap::new());
     let mut metadata = MetadataMap::new();
     metadata.insert(ERROR_CODE_METADATA_KEY, MetadataValue::from_static(code));

@@ -1,6 +1,7 @@
 //! Records the compiler's version for `Hello.runtime` (`rust <version>`), so `ListWorkers`
 //! shows which toolchain built a worker. `RUSTC` is the compiler cargo builds this crate
 //! with; when it cannot be asked, the runtime is plain `rust`.
+#![allow(clippy::disallowed_methods)] // Cargo talks to a build script through its environment.
 
 use std::process::Command;
 

@@ -2,6 +2,10 @@
 //! scheduler service behind it, called by a real gRPC client with and without credentials,
 //! and the identities file reloaded while the server runs.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -60,11 +60,11 @@ struct Inner {
     live: RwLock<Vec<(String, String)>>,
     generation: watch::Sender<u64>,
     /// When the last beat reached the store (process clock), for readiness.
-    last_beat: std::sync::Mutex<Option<std::time::Instant>>,
+    last_beat: std::sync::Mutex<Option<tokio::time::Instant>>,
     /// Why the last beat failed; `None` once one succeeds again.
     failure: std::sync::Mutex<Option<String>>,
     /// When the beat in flight started (`None`: none is).
-    in_flight: std::sync::Mutex<Option<std::time::Instant>>,
+    in_flight: std::sync::Mutex<Option<tokio::time::Instant>>,
     /// Called at each beat for the row's `sessions`; none: the node reports nothing.
     report: RwLock<Option<Report>>,
 }
@@ -142,7 +142,7 @@ impl Membership {
         let report = self.inner.report.read().ok().and_then(|r| r.clone());
         let timeout = self.inner.node_timeout_ms;
         if let Ok(mut started) = self.inner.in_flight.lock() {
-            *started = Some(std::time::Instant::now());
+            *started = Some(tokio::time::Instant::now());
         }
         let beat = match report {
             Some(report) => {
@@ -166,7 +166,7 @@ impl Membership {
             }
         };
         if let Ok(mut last) = self.inner.last_beat.lock() {
-            *last = Some(std::time::Instant::now());
+            *last = Some(tokio::time::Instant::now());
         }
         if let Ok(mut failure) = self.inner.failure.lock() {
             *failure = None;
@@ -294,6 +294,7 @@ impl Membership {
 
 /// A new incarnation: the start time in microseconds, as decimal. It grows with every
 /// restart (what `ClusterStatus` reports) and two starts of one node id never share it.
+#[allow(clippy::disallowed_methods)] // An id that grows with every start, not a time reading.
 fn new_incarnation() -> String {
     let micros = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

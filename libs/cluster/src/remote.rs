@@ -533,9 +533,9 @@ mod tests {
                 execution_id: "e1".into(),
                 token: "t".into(),
                 worker_id: "w".into(),
-                kind: "complete".into(),
-                payload: "{}".into(),
                 owner_node_id: hint.into(),
+                result: Some(pb::report_result_request::Result::Output(Default::default())),
+                ..pb::ReportResultRequest::default()
             })
         };
         let read = remote.report_result(result("")).await.expect_err("no owners row");

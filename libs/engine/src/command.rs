@@ -8,6 +8,7 @@
 use crate::decide::effective_limits;
 use crate::event::{Event, ParentRef, TaskError};
 use crate::state::{State, Status, UnitStatus};
+use crate::task_code::TaskCode;
 use crate::unit::UnitKey;
 use orbit_codes::ErrorCode;
 use orbit_definition::{Definition, Limits, StepKind};
@@ -15,7 +16,7 @@ use serde_json::Value;
 
 /// The reason (in `Command::Uncertain`) and then the code of an attempt whose worker sent
 /// no heartbeat within the step's `heartbeat_timeout`.
-pub const HEARTBEAT_TIMEOUT: &str = "HEARTBEAT_TIMEOUT";
+pub const HEARTBEAT_TIMEOUT: &str = TaskCode::HeartbeatTimeout.as_str();
 
 /// Why a command was refused, with the API error code the caller receives.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -255,7 +256,7 @@ pub fn accept(
                 Err(message) => Event::StepAttemptFailed {
                     step,
                     attempt,
-                    error: TaskError::fatal("OUTPUT_CONTRACT_VIOLATION", message),
+                    error: TaskCode::OutputContractViolation.fatal(message),
                 },
                 Ok(output) => match payload_error(&limits, &output, "output") {
                     Some(error) => Event::StepAttemptFailed { step, attempt, error },
@@ -294,8 +295,7 @@ pub fn accept(
                 vec![Event::StepAttemptFailed {
                     step,
                     attempt,
-                    error: TaskError::retryable(
-                        HEARTBEAT_TIMEOUT,
+                    error: TaskCode::HeartbeatTimeout.retryable(
                         "no heartbeat from the worker within the step's heartbeat_timeout",
                     ),
                 }]

@@ -6,6 +6,7 @@
 
 use crate::event::{Event, HistoryEvent, ParentRef, TaskError};
 use crate::state::{State, Status, UnitStatus, Wait};
+use crate::task_code::TaskCode;
 use crate::unit::UnitKey;
 use orbit_definition::{Definition, StepKind};
 use serde_json::Value;
@@ -17,7 +18,7 @@ pub const HTTP_TASK: &str = "orbit.http";
 pub const HTTP_TASK_VERSION: &str = "1";
 
 /// The code of the non-retryable failure recorded for an offer of a disabled adapter.
-pub const ADAPTER_DISABLED: &str = "ADAPTER_DISABLED";
+pub const ADAPTER_DISABLED: &str = TaskCode::AdapterDisabled.as_str();
 
 /// The reason sent with the cancel of a child whose parent unit was cancelled.
 pub const CHILD_CANCEL_REASON: &str = "the parent is winding down";

@@ -17,6 +17,7 @@ pub mod scope;
 pub mod sim;
 
 pub mod state;
+pub mod task_code;
 pub mod unit;
 pub mod update;
 
@@ -27,3 +28,4 @@ pub use event::{CompensationOutcome, Event, HistoryEvent, Origin, ParentRef, Tas
 pub use orbit_codes::ErrorCode;
 pub use run::{settle, Pass, Run};
 pub use state::{State, Status, Unit, UnitStatus};
+pub use task_code::TaskCode;

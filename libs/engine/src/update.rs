@@ -15,6 +15,7 @@ use crate::command::{check_size, refuse, CommandError};
 use crate::event::{Event, TaskError};
 use crate::scope::{self, Site};
 use crate::state::{State, UnitStatus};
+use crate::task_code::TaskCode;
 use crate::unit::{Scope as UnitScope, UnitKey};
 use orbit_codes::ErrorCode;
 use orbit_definition::{Definition, Expr, Limits, Outcome, Template};
@@ -22,7 +23,7 @@ use serde_json::{json, Value};
 
 /// The error code of an update whose handler's steps failed (or that the run's wind-down
 /// abandoned): what `UpdateExecution` answers, as `ErrorCode::UpdateFailed`.
-pub const UPDATE_FAILED: &str = "UPDATE_FAILED";
+pub const UPDATE_FAILED: &str = TaskCode::UpdateFailed.as_str();
 
 /// Checks and applies update `name` to an open execution.
 ///
@@ -99,7 +100,7 @@ pub(crate) fn complete(
     for step in steps {
         let key = UnitKey::step(instance.clone(), &step.id).to_string();
         if let Some(u) = state.unit(&key).filter(|u| u.status == UnitStatus::Failed) {
-            let error = u.error.clone().unwrap_or_else(|| TaskError::fatal("FAILED", ""));
+            let error = u.error.clone().unwrap_or_else(|| TaskCode::Failed.fatal(""));
             let message = format!(
                 "update `{name}` step `{}` failed: {}: {}",
                 step.id, error.code, error.message

@@ -195,14 +195,18 @@ mod tests {
         assert!(readiness.check_now().await.is_ready());
     }
 
-    #[tokio::test]
+    // Paused time: the default timeout, waited in none of the test's time.
+    #[tokio::test(start_paused = true)]
     async fn a_probe_that_hangs_is_not_ready_after_the_timeout() {
         let readiness = Readiness::with_timing(
             vec![Arc::new(Hangs)],
-            Duration::from_millis(10),
-            Duration::from_millis(20),
+            DEFAULT_PROBE_INTERVAL,
+            DEFAULT_PROBE_TIMEOUT,
         );
-        match readiness.check_now().await {
+        let began = tokio::time::Instant::now();
+        let state = readiness.check_now().await;
+        assert_eq!(began.elapsed(), DEFAULT_PROBE_TIMEOUT, "answered at the timeout");
+        match state {
             ReadyState::NotReady { check, reason } => {
                 assert_eq!(check, "membership");
                 assert!(reason.contains("no answer"), "{reason}");

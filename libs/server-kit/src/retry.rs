@@ -81,10 +81,12 @@ mod tests {
         matches!(e, StoreError::Unavailable(_))
     }
 
-    #[tokio::test]
+    // Paused time: the pauses between tries are real ones, and cost the test nothing.
+    #[tokio::test(start_paused = true)]
     async fn unavailable_is_retried_until_it_succeeds() {
         let tries = AtomicU32::new(0);
         let stop = CancellationToken::new();
+        let began = tokio::time::Instant::now();
         let got = while_unavailable("test", &stop, unavailable, || async {
             match tries.fetch_add(1, Ordering::SeqCst) {
                 0 | 1 => Err(StoreError::Unavailable("busy")),
@@ -94,6 +96,8 @@ mod tests {
         .await;
         assert_eq!(got.expect("no error"), Some(2));
         assert_eq!(tries.load(Ordering::SeqCst), 3);
+        // Two pauses, the second longer than the first.
+        assert!(began.elapsed() > FIRST_PAUSE * 2, "retried after {:?}", began.elapsed());
     }
 
     #[tokio::test]

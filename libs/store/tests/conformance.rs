@@ -7,6 +7,10 @@
 //! file) at the top level, PostgreSQL (a fresh database per case, see `conformance/pg.rs`)
 //! in `mod postgres`.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 #[path = "conformance/pg.rs"]
 mod pg;
 #[path = "conformance/suite/mod.rs"]

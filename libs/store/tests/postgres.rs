@@ -6,6 +6,10 @@
 //! the restart test runs a second server of its own (`scripts/pg.sh` with another directory
 //! and port) so it never disturbs the other tests. Every wait is bounded.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 #[path = "conformance/pg.rs"]
 mod pg;
 #[allow(dead_code)]

@@ -139,5 +139,5 @@ pub fn emit(spec: SpanSpec<'_>) {
 /// The current time in epoch milliseconds (span times of the process's own work).
 #[must_use]
 pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    orbit_clock::system_clock()
 }

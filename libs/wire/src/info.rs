@@ -5,7 +5,7 @@
 use crate::status::execution_status;
 use crate::task::{opt_value, task_error};
 use orbit_api::v1 as wire;
-use orbit_engine::{State, Status, TaskError};
+use orbit_engine::{State, Status, TaskCode, TaskError};
 use orbit_server_kit::payload::{ms_to_timestamp, opt_ms_to_timestamp};
 use orbit_store::ExecutionRow;
 
@@ -59,14 +59,11 @@ pub(crate) fn run_error(state: &State) -> Option<TaskError> {
     match state.status() {
         Status::Failed => state.error.clone().or(winding),
         Status::Cancelled => Some(winding.unwrap_or_else(|| {
-            TaskError::fatal(
-                "CANCELLED",
-                state.cancel_requested.clone().unwrap_or_else(|| "cancelled".into()),
-            )
+            TaskCode::Cancelled
+                .fatal(state.cancel_requested.clone().unwrap_or_else(|| "cancelled".into()))
         })),
         Status::TimedOut => Some(
-            winding
-                .unwrap_or_else(|| TaskError::fatal("TIMEOUT", "the workflow timeout was reached")),
+            winding.unwrap_or_else(|| TaskCode::Timeout.fatal("the workflow timeout was reached")),
         ),
         _ => None,
     }

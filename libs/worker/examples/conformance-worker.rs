@@ -10,6 +10,10 @@
 //! SIGTERM, and exits 1 printing the server's status code (for example
 //! `PERMISSION_DENIED`) on stderr when the server refuses the session.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Once;

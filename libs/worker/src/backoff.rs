@@ -14,6 +14,7 @@ pub(crate) struct Backoff {
 
 impl Backoff {
     /// A backoff starting at `initial` and capped at `max` (`max` is at least `initial`).
+    #[allow(clippy::disallowed_methods)] // The clock's nanoseconds seed the jitter; not a time.
     pub(crate) fn new(initial: Duration, max: Duration) -> Self {
         let seed = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
             ^ u64::from(std::process::id()).rotate_left(32);

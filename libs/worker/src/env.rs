@@ -1,6 +1,9 @@
 //! Configuration from the environment: the variables the `orbit` CLI reads for TLS and the
 //! token, and those the SDK conformance suite sets for addresses, worker id and slots.
 
+// The SDK's documented configuration is its environment (as the CLI's and the other SDKs').
+#![allow(clippy::disallowed_methods)]
+
 use crate::builder::WorkerBuilder;
 use crate::worker::{Worker, WorkerError};
 

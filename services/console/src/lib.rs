@@ -61,7 +61,7 @@ impl Console {
                     "send Content-Type: application/json\n",
                 );
             }
-            let started = std::time::Instant::now();
+            let started = tokio::time::Instant::now();
             let answer =
                 self.gateway.call(rpc, &request.parts.headers, request.peer, &request.body).await;
             tracing::debug!(rpc, elapsed = ?started.elapsed(), ok = answer.is_ok(), "console api");

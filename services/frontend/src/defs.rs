@@ -1,7 +1,7 @@
 //! Parsed definitions by hash. Definitions are immutable per hash, so a parsed one never
 //! goes stale; the cache only saves re-parsing the stored document on every read.
 
-use crate::error::{err, store, ApiResult};
+use crate::error::{err, ApiResult};
 use orbit_definition::Definition;
 use orbit_server_kit::ErrorCode;
 use orbit_store::Definitions;
@@ -26,7 +26,7 @@ impl DefinitionCache {
         if let Some(def) = self.lock().get(hash) {
             return Ok(def.clone());
         }
-        let row = store.get_definition(workflow, Some(version)).await.map_err(store_err)?;
+        let row = store.get_definition(workflow, Some(version)).await?;
         let Some(row) = row else {
             return Err(err(
                 ErrorCode::StorageError,
@@ -51,8 +51,4 @@ impl DefinitionCache {
         // A poisoned cache only means a panic elsewhere; its entries are still valid.
         self.by_hash.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-}
-
-fn store_err(e: orbit_store::StoreError) -> tonic::Status {
-    store(e)
 }

@@ -18,7 +18,7 @@
 //! 50 ms, then less and less often (up to once a second), since notifications are the rule
 //! and every re-read of every waiting reply is a database query.
 
-use crate::error::{store, ApiResult};
+use crate::error::ApiResult;
 use crate::Shared;
 use orbit_api::internal::v1::OwnerServiceWakeRequest;
 use orbit_store::{InboxMessage, InboxReply, InboxStatus, Subscription};
@@ -63,7 +63,7 @@ pub(crate) async fn send_within(
     timeout: Duration,
 ) -> ApiResult<(u64, Waited)> {
     let sub = shared.changes.subscribe(id);
-    let seq = shared.store.enqueue_inbox(id, message).await.map_err(store)?;
+    let seq = shared.store.enqueue_inbox(id, message).await?;
     let fresh = message.request_id().is_none();
     wake(shared, id).await;
     Ok((seq, wait(shared, &sub, seq, timeout, fresh).await?))
@@ -107,7 +107,7 @@ async fn wait(
     let mut read = !subscribed_before_write;
     loop {
         if read {
-            if let InboxStatus::Done(reply) = shared.store.inbox_result(seq).await.map_err(store)? {
+            if let InboxStatus::Done(reply) = shared.store.inbox_result(seq).await? {
                 return Ok(Waited::Done(reply));
             }
         }

@@ -16,12 +16,11 @@
 //!   exactly as a missing execution (`EXECUTION_NOT_FOUND`), so a restricted client cannot
 //!   probe which ids exist in other teams' workflows. The refusal is logged either way.
 
-use crate::error::{err, no_execution};
+use crate::error::{err, no_execution, ApiResult};
 use orbit_auth::{Action, Caller, Identity, Kind, Pattern};
 use orbit_server_kit::ErrorCode;
 use orbit_store::ExecutionRow;
 use std::sync::Arc;
-use tonic::Status;
 
 /// The caller of one request, when its patterns restrict it (see the module docs).
 #[derive(Clone, Default)]
@@ -87,7 +86,7 @@ impl Scope {
 
     /// A workflow named by the request: `PERMISSION_DENIED` naming the identity, the action
     /// and the workflow when it is outside the caller's patterns.
-    pub(crate) fn workflow(&self, action: Action, workflow: &str) -> Result<(), Status> {
+    pub(crate) fn workflow(&self, action: Action, workflow: &str) -> ApiResult<()> {
         let Some(r) = &self.0 else { return Ok(()) };
         if r.identity.may_act_on(workflow) {
             return Ok(());
@@ -106,7 +105,7 @@ impl Scope {
 
     /// An execution addressed by id: one of a workflow outside the caller's patterns is
     /// answered as missing (`EXECUTION_NOT_FOUND`, the same message), and logged.
-    pub(crate) fn execution(&self, action: Action, row: &ExecutionRow) -> Result<(), Status> {
+    pub(crate) fn execution(&self, action: Action, row: &ExecutionRow) -> ApiResult<()> {
         let Some(r) = &self.0 else { return Ok(()) };
         if r.identity.may_act_on(&row.workflow) {
             return Ok(());
@@ -117,7 +116,7 @@ impl Scope {
 
     /// A worker result for a task named `task`: `PERMISSION_DENIED` naming the identity and
     /// the task when it is outside the caller's task patterns; nothing is recorded.
-    pub(crate) fn task(&self, task: &str) -> Result<(), Status> {
+    pub(crate) fn task(&self, task: &str) -> ApiResult<()> {
         let Some(r) = &self.0 else { return Ok(()) };
         if r.identity.may_claim(task) {
             return Ok(());
@@ -140,6 +139,12 @@ mod tests {
     use orbit_auth::token::hash_token_hex;
     use orbit_auth::Identities;
     use orbit_server_kit::OrbitError;
+    use tonic::Status;
+
+    /// The error as the client reads it.
+    fn sent(e: crate::error::FrontendError) -> Status {
+        Status::from(e)
+    }
 
     fn scope_of(file: &str, token: &str) -> Scope {
         let ids = Identities::parse(file).unwrap();
@@ -200,15 +205,15 @@ mod tests {
         let billing = scope_of(&file(), "billing");
         billing.workflow(Action::Start, "billing.invoice").unwrap();
         let denied = billing.workflow(Action::Start, "shipping.pack").unwrap_err();
-        let error = OrbitError::from_status(&denied).unwrap();
+        let error = OrbitError::from_status(&sent(denied)).unwrap();
         assert_eq!(error.code, ErrorCode::PermissionDenied);
         assert_eq!(
             error.message,
             "identity \"billing\" (client) may not start workflow \"shipping.pack\" (its workflow patterns: billing.*)"
         );
         billing.execution(Action::Signal, &row("billing.invoice")).unwrap();
-        let hidden = billing.execution(Action::Signal, &row("shipping.pack")).unwrap_err();
-        let missing = no_execution("e-1");
+        let hidden = sent(billing.execution(Action::Signal, &row("shipping.pack")).unwrap_err());
+        let missing = sent(no_execution("e-1"));
         assert_eq!(hidden.code(), missing.code());
         assert_eq!(hidden.message(), missing.message());
         assert!(billing.sees("billing.x") && !billing.sees("shipping.pack"));
@@ -218,7 +223,7 @@ mod tests {
     fn worker_results_are_bounded_by_task_patterns() {
         let bw = scope_of(&file(), "bw");
         bw.task("billing.charge").unwrap();
-        let denied = OrbitError::from_status(&bw.task("shipping.pack").unwrap_err()).unwrap();
+        let denied = OrbitError::from_status(&sent(bw.task("shipping.pack").unwrap_err())).unwrap();
         assert_eq!(denied.code, ErrorCode::PermissionDenied);
         assert!(denied.message.contains("\"bw\"") && denied.message.contains("shipping.pack"));
         scope_of(&file(), "aw").task("shipping.pack").unwrap();

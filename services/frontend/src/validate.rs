@@ -1,60 +1,34 @@
-//! Edge validation: request fields are checked and converted to domain values here, once,
-//! before a handler touches the store or the owner.
+//! Edge validation the server kit's rules (`orbit_server_kit::validate`, shared with the
+//! owner's internal API, and `payload::check_limits`) do not cover: a wire payload
+//! converted and checked in one go, the ids this frontend generates, and paging. Handlers
+//! call the server kit's rules directly for ids and sizes; these answer in the same
+//! terms ([`OrbitError`], the offending field named).
 
-use crate::error::{bad_payload, err, invalid, ApiResult};
 use orbit_server_kit::payload::{check_limits, proto_to_json};
-use orbit_server_kit::validate as rules;
-use orbit_server_kit::ErrorCode;
+use orbit_server_kit::validate::invalid;
+use orbit_server_kit::{ErrorCode, OrbitError};
 use serde_json::Value;
 
-/// A required, bounded id without control characters (the shared rule, also applied by the
-/// owner's internal API).
-pub(crate) fn id<'a>(field: &str, value: &'a str) -> ApiResult<&'a str> {
-    rules::id(field, value).map_err(|e| e.to_status())
-}
-
-/// A caller-chosen execution id for a start: an [`id`] without `/` (reserved for children).
-pub(crate) fn new_execution_id(value: &str) -> ApiResult<&str> {
-    rules::new_execution_id("execution_id", value).map_err(|e| e.to_status())
-}
-
-/// A required name (workflow, signal, query).
-pub(crate) fn name<'a>(field: &str, value: &'a str) -> ApiResult<&'a str> {
-    id(field, value)
-}
-
-/// An optional id: empty means `None`.
-pub(crate) fn optional<'a>(field: &str, value: &'a str) -> ApiResult<Option<&'a str>> {
-    if value.is_empty() {
-        Ok(None)
-    } else {
-        id(field, value).map(Some)
-    }
-}
-
-/// A wire payload as JSON (unset is `null`), within the payload limits.
+/// A wire payload as JSON (unset is `null`), within the payload limits
+/// (`PAYLOAD_TOO_LARGE`, `PAYLOAD_TOO_DEEP`); a number JSON cannot hold is
+/// `INVALID_ARGUMENT`.
 pub(crate) fn payload(
     field: &str,
     value: Option<prost_types::Value>,
     max_bytes: u64,
-) -> ApiResult<Value> {
-    let json = value.map(proto_to_json).transpose().map_err(|e| bad_payload(field, &e))?;
+) -> Result<Value, OrbitError> {
+    let json = value.map(proto_to_json).transpose().map_err(|e| invalid(field, e.to_string()))?;
     let json = json.unwrap_or(Value::Null);
-    check_size(field, &json, max_bytes)?;
+    check_limits(field, &json, max_bytes)?;
     Ok(json)
 }
 
-/// `PAYLOAD_TOO_LARGE` over `max_bytes`, `PAYLOAD_TOO_DEEP` nested deeper than the depth
-/// limit (`orbit_payload`), with the offending path as a field violation.
-pub(crate) fn check_size(field: &str, value: &Value, max_bytes: u64) -> ApiResult<()> {
-    check_limits(field, value, max_bytes).map_err(|e| e.to_status())
-}
-
 /// `n` random bytes in hex: generated execution ids (16 bytes) and session ids.
-pub(crate) fn random_hex(n: usize) -> ApiResult<String> {
+pub(crate) fn random_hex(n: usize) -> Result<String, OrbitError> {
     let mut bytes = vec![0u8; n];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| err(ErrorCode::Unavailable, format!("no randomness for an id: {e}")))?;
+    getrandom::fill(&mut bytes).map_err(|e| {
+        OrbitError::new(ErrorCode::Unavailable, format!("no randomness for an id: {e}"))
+    })?;
     Ok(hex::encode(bytes))
 }
 
@@ -65,7 +39,7 @@ pub(crate) fn page_size(requested: u32, default: u32, max: u32) -> usize {
 }
 
 /// A numeric page token (an offset or a seq): empty → `None`.
-pub(crate) fn numeric_token(token: &str) -> ApiResult<Option<u64>> {
+pub(crate) fn numeric_token(token: &str) -> Result<Option<u64>, OrbitError> {
     if token.is_empty() {
         return Ok(None);
     }
@@ -82,23 +56,26 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn ids_are_bounded_and_children_reserved() {
-        assert!(id("x", "").is_err());
-        assert!(id("x", &"a".repeat(257)).is_err());
-        assert!(id("x", "a\nb").is_err());
-        assert!(new_execution_id("a/b").is_err());
-        assert_eq!(new_execution_id("order-1").unwrap(), "order-1");
-        assert_eq!(optional("x", "").unwrap(), None);
-    }
-
-    #[test]
-    fn payloads_are_converted_and_size_checked() {
+    fn payloads_are_converted_and_limited() {
         assert_eq!(payload("input", None, 10).unwrap(), Value::Null);
         let v = json!({"a": [1, 2, 3]});
         assert_eq!(payload("input", Some(json_to_proto(v.clone())), 100).unwrap(), v);
         let too_big = payload("input", Some(json_to_proto(json!("x".repeat(50)))), 10);
-        let status = too_big.unwrap_err();
-        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(too_big.unwrap_err().code, ErrorCode::PayloadTooLarge);
+        let deep = (0..30).fold(json!(1), |v, _| json!([v]));
+        let too_deep = payload("input", Some(json_to_proto(deep)), 10_000).unwrap_err();
+        assert_eq!(too_deep.code, ErrorCode::PayloadTooDeep);
+        let nan =
+            prost_types::Value { kind: Some(prost_types::value::Kind::NumberValue(f64::NAN)) };
+        let e = payload("input", Some(nan), 100).unwrap_err();
+        assert_eq!((e.code, e.details[0].path.as_str()), (ErrorCode::InvalidArgument, "input"));
+    }
+
+    #[test]
+    fn generated_ids_are_hex() {
+        let id = random_hex(16).unwrap();
+        assert_eq!(id.len(), 32);
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
     }
 
     #[test]

@@ -3,6 +3,10 @@
 //! dead frontend's claims swept and redelivered, a killed owner taken over, and
 //! `ClusterStatus` from the `nodes` table.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use orbit_api::v1::server_message::Kind as ServerKind;

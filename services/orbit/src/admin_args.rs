@@ -167,7 +167,7 @@ pub struct DatabaseProbe {
     store: Arc<dyn Migrations>,
     beats: Option<Membership>,
     /// When the schema was last found right.
-    schema_ok: std::sync::Mutex<Option<std::time::Instant>>,
+    schema_ok: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 /// How long a split node trusts the schema it last read (see [`DatabaseProbe`]).
@@ -196,7 +196,7 @@ impl DatabaseProbe {
 
     fn note_schema(&self, ok: bool) {
         if let Ok(mut at) = self.schema_ok.lock() {
-            *at = ok.then(std::time::Instant::now);
+            *at = ok.then(tokio::time::Instant::now);
         }
     }
 }

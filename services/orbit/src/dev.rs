@@ -8,7 +8,7 @@ use orbit_api::internal::v1::owner_service_server::{OwnerService, OwnerServiceSe
 use orbit_api::internal::v1::scheduler_service_server::SchedulerServiceServer;
 use orbit_engine::Capabilities;
 use orbit_frontend::{Frontend, FrontendConfig};
-use orbit_owner::{system_clock, Owner, OwnerConfig};
+use orbit_owner::{Clock, Owner, OwnerConfig};
 use orbit_scheduler::{Scheduler, Sweeper};
 use orbit_server_kit::{signal_token, Readiness, ServerKit};
 use orbit_store::{ChangeHub, SqliteStore, Store};
@@ -302,8 +302,8 @@ pub async fn serve_with(
     // Schedule writes wake the scheduler through the timers' Notify (no polling of its own).
     let schedules_changed = timers_changed.clone();
     let scheduler =
-        Scheduler::new("dev", store.clone(), owner_api.clone(), timers_changed, system_clock);
-    let sweeper = Sweeper::new(store.clone(), sweep.config(), system_clock);
+        Scheduler::new("dev", store.clone(), owner_api.clone(), timers_changed, Clock::system());
+    let sweeper = Sweeper::new(store.clone(), sweep.config(), Clock::system());
     let frontend = Frontend::new(
         FrontendConfig { node_id: "dev".into(), ..frontend },
         store,

@@ -2,13 +2,13 @@
 //!
 //! `orbit dev` runs the frontend, the owner and the scheduler in one process on an embedded
 //! SQLite file; `orbit frontend|owner|scheduler` run one service each, any number of them
-//! on one shared database; the other subcommands are clients of a running server.
+//! on one shared database; `bench` and `migrate` run here too. The client subcommands and
+//! `orbit test` live in the `orbit-cli` crate (`services/cli`); `main` only dispatches to it.
 
 mod admin_args;
 mod auth_args;
 mod bench;
 mod bench_server;
-mod client;
 mod dev;
 mod http_step;
 mod limit_args;
@@ -16,7 +16,6 @@ mod mesh_args;
 mod migrate;
 mod retention;
 mod split;
-mod testing;
 mod tls_args;
 mod trace_args;
 
@@ -48,10 +47,10 @@ enum Command {
     Migrate(migrate::MigrateArgs),
     /// Run a workflow definition in the simulator against a fixtures file and check the
     /// outcome: a unit test for a workflow, with no server and no worker.
-    Test(testing::TestArgs),
+    Test(orbit_cli::testing::TestArgs),
     /// Talk to a running server.
     #[command(flatten)]
-    Client(client::ClientCommand),
+    Client(orbit_cli::client::ClientCommand),
 }
 
 fn main() -> ExitCode {
@@ -71,8 +70,8 @@ fn main() -> ExitCode {
             Command::Scheduler(args) => split::run_scheduler(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Migrate(args) => migrate::run(args).await,
-            Command::Test(args) => testing::run(&args),
-            Command::Client(cmd) => client::run(cmd).await,
+            Command::Test(args) => orbit_cli::testing::run(&args),
+            Command::Client(cmd) => orbit_cli::client::run(cmd).await,
         }
     })
 }

@@ -2,13 +2,9 @@
 //! records `delete_after` when an execution closes) and how the sweeper deletes what expired
 //! and what was applied (run by the scheduler, and inside `orbit dev`).
 
+use orbit_cli::flags::duration;
 use orbit_scheduler::SweeperConfig;
 use std::time::Duration;
-
-/// Parses a flag's duration with the definition language's syntax (`90s`, `7d`, `1h30m`).
-pub fn duration(text: &str) -> Result<Duration, String> {
-    orbit_definition::parse_duration(text).map(Duration::from_millis)
-}
 
 /// Milliseconds of a flag's duration.
 pub fn millis(d: Duration) -> u64 {

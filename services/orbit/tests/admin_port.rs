@@ -4,6 +4,10 @@
 //! (`ADMIN_HEADER_TIMEOUT`); the console's gateway answers a too-large payload 413 (not 429,
 //! "retry later") and refuses a body with a repeated key instead of letting the last win.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::console::{api, http};

@@ -3,6 +3,10 @@
 //! certificate, verified against the test CA, without asking for a client certificate;
 //! plain HTTP gets no answer there. Without the flag the port stays plain HTTP.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::admin;

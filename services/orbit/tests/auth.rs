@@ -6,6 +6,10 @@
 //! `common::tls`) and every call goes over it, as a deployment would: the client's
 //! certificate names no identity, so the bearer token alone decides.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::process::{Command, Stdio};

@@ -10,6 +10,10 @@
 //! - a worker's result for a task outside its patterns (unary, or on a session that did not
 //!   claim it) is refused and not recorded: the real claimer's result still counts.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::process::{Command, Stdio};

@@ -5,6 +5,10 @@
 //! certificate that passes the handshake). Without a client certificate the handshake
 //! fails, so nothing — not even reflection — answers.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::buf::buf_curl_raw;

@@ -2,6 +2,10 @@
 //! reconnect to the other frontend, and the results of the attempts that were in flight on
 //! the dead one still land (through the other frontend: results are recorded by token).
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::cluster::*;

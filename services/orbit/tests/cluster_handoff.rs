@@ -18,6 +18,10 @@
 //!   commit. A task that runs for seconds is recorded `StepDispatched` right after it was
 //!   handed over, not with its result (nor by the 30 s safety net).
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::cluster::*;

@@ -17,6 +17,10 @@
 //! transactions per second with no worker at all and about 40 more per 10 sessions (each
 //! session claimed every 250 ms).
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::cluster::*;

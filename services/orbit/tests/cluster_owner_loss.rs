@@ -12,6 +12,10 @@
 //!   over when it dies), then signal one: the signal's inbox entry brings a takeover round
 //!   within a heartbeat, and the execution completes long before the 30 s safety net.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::cluster::*;

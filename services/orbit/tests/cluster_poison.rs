@@ -5,6 +5,10 @@
 //! owners, the execution is parked as SUSPENDED, the cluster serves every other execution
 //! and no owner stays down. The test restarts dead owners as a supervisor would.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::cluster::*;

@@ -6,6 +6,10 @@
 //! a free port, through the environment of this process), never a shared one: the test
 //! stops it. So this binary holds a single test.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::admin;

@@ -8,6 +8,10 @@
 //!   the same `request_id` answers the one reply, and the history holds exactly one
 //!   `UpdateAccepted` / `UpdateCompleted` pair (also after the fenced owner wakes up).
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::cluster::*;

@@ -3,6 +3,10 @@
 //! call — keeps its connection however quiet it is. Runs `orbit dev` with a short timeout
 //! given through `ORBIT_IDLE_TIMEOUT_MS`.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::*;

@@ -7,6 +7,10 @@
 //! failed execution and its failed attempt, sends a signal from the page and saves
 //! screenshots (`ORBIT_CONSOLE_SHOTS=docs/img` keeps them, as committed in the docs).
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::console::*;

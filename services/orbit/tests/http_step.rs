@@ -9,6 +9,10 @@
 //! `--enable-http-step` the step fails `ADAPTER_DISABLED` as before. With identities on,
 //! the built-in worker opens its session as the worker identity of `--http-step-token`.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::*;

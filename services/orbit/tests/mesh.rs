@@ -6,6 +6,10 @@
 //! `--mesh-identity` the same headers give UNAUTHENTICATED: a client sending them itself
 //! gains nothing. Conflicting flags stop the start with exit code 2.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::process::{Command, Stdio};

@@ -3,6 +3,10 @@
 //! run, and PromQL over its HTTP API sees them; `/readyz` and gRPC health follow the
 //! schema check (a database migrated by a newer binary is not ready).
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::admin;

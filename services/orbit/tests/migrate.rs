@@ -5,6 +5,10 @@
 //! migrated one, and every service (migrating or not) and `migrate up` refuse a schema
 //! newer than the binary (a migration row it does not know), with exit code 7.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::{ChildGuard, Server, TempDir};

@@ -6,6 +6,10 @@
 //! The poison is made deterministic with the debug-only fault injection
 //! (`ORBIT_FAULT_INJECT=panic-on-signal:NAME,abort-on-signal:NAME`).
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::*;

@@ -7,6 +7,10 @@
 //! Needs the Python SDK (`sdks/python`) installed for `$ORBIT_PYTHON` (scripts/test.sh
 //! installs it into `target/py-venv`); see `common::python::INSTALL`.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::*;

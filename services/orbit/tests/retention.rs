@@ -7,6 +7,10 @@
 //! Waits are bounded by the configured intervals with wide margins (a busy machine), never
 //! assert on timing.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::*;

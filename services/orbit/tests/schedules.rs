@@ -4,6 +4,10 @@
 //! the process was down fire per the catch-up policy (ALL: every one; ONE: the latest) and
 //! none fires twice. Plus the API's errors and preview.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::schedules::*;

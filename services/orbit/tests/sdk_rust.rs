@@ -8,6 +8,10 @@
 //! The worker binary is built by the test (`cargo build -p orbit-worker --example
 //! conformance-worker`, a no-op when up to date) next to the `orbit` binary under test.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::*;

@@ -10,6 +10,10 @@
 //! Needs the package built first: `cd sdks/typescript && npm ci && npm run build`
 //! (scripts/test.sh does it).
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::*;

@@ -8,6 +8,10 @@
 //!   what is missing and `--insecure`); with `--insecure` it starts and warns. `orbit dev`
 //!   refuses a non-loopback address without TLS and identities the same way.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::scenario::worker;

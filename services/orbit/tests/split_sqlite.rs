@@ -2,6 +2,10 @@
 //! file: every example completes across frontends; a SIGKILLed owner's executions are taken
 //! over and complete once; a SIGTERMed service leaves the cluster cleanly.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::cluster::{load_worker, STEADY};

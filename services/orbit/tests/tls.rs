@@ -4,6 +4,10 @@
 //! the handshake; plain text to a TLS port fails quickly; a certificate reload (SIGHUP)
 //! serves the new certificate to new connections while open ones keep working.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::scenario::{run_every_example, worker_tls, EXAMPLES};

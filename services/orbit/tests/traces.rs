@@ -10,6 +10,10 @@
 //! Needs the Python SDK with its `otel` extra installed for `$ORBIT_PYTHON` (scripts/test.sh
 //! installs it into `target/py-venv`); see `common::python::INSTALL`.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::otlp::{Received, Receiver};

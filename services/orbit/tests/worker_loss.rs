@@ -3,6 +3,10 @@
 //! key and attempt number, `redelivery = true`), and a late result from the lost worker
 //! does not change the outcome once the unit is resolved (docs/events.md, rule 4).
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::*;

@@ -1,6 +1,6 @@
 //! The owner's settings ([`OwnerConfig`]) and their defaults.
 
-use crate::clock::Clock;
+use orbit_clock::Clock;
 use orbit_definition::Limits;
 use std::time::Duration;
 use tokio::sync::watch;

@@ -41,7 +41,7 @@ pub(crate) struct Inner {
     pub handoff: std::sync::OnceLock<Arc<dyn orbit_store::Handoff>>,
     /// When a pass is due for the `dispatched` entries of tasks this owner's commits handed
     /// off (see `handoff::settle`); any pass that starts before clears it.
-    pub dispatch_due: StdMutex<Option<std::time::Instant>>,
+    pub dispatch_due: StdMutex<Option<tokio::time::Instant>>,
     pub passes: watch::Sender<Passes>,
     pub quarantine: Counters,
 }

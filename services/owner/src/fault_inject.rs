@@ -1,5 +1,5 @@
-//! TEST-ONLY fault injection, honoured only in debug builds (`cfg(debug_assertions)`); a
-//! release build ignores it entirely.
+//! TEST-ONLY fault injection, compiled in only with the `test-hooks` feature (the tests'
+//! dev-dependencies enable it); any other build has none of this code.
 //!
 //! `ORBIT_FAULT_INJECT` holds comma-separated rules, read once per process:
 //! * `panic-on-signal:NAME` — the owner panics while applying a signal named NAME (caught
@@ -25,11 +25,12 @@ pub(crate) fn on_start(workflow: &str) {
     hit("start", workflow);
 }
 
-#[cfg(debug_assertions)]
+#[cfg(feature = "test-hooks")]
 fn hit(what: &str, name: &str) {
     use std::sync::OnceLock;
     static RULES: OnceLock<Vec<(String, String)>> = OnceLock::new();
     let rules = RULES.get_or_init(|| {
+        #[allow(clippy::disallowed_methods)] // The hook's only input, in test builds only.
         std::env::var(FAULT_INJECT_ENV)
             .unwrap_or_default()
             .split(',')
@@ -52,6 +53,6 @@ fn hit(what: &str, name: &str) {
     }
 }
 
-/// Release builds: no fault injection.
-#[cfg(not(debug_assertions))]
+/// Without `test-hooks`: no fault injection.
+#[cfg(not(feature = "test-hooks"))]
 fn hit(_what: &str, _name: &str) {}

@@ -3,6 +3,7 @@
 
 use crate::error::OwnerError;
 use crate::owner::Owner;
+use crate::reported;
 use crate::requests::{InitialUpdate, StartRequest};
 use orbit_api::internal::v1 as pb;
 use orbit_api::internal::v1::owner_service_server::OwnerService;
@@ -182,18 +183,10 @@ impl OwnerService for Owner {
         &self,
         request: Request<pb::ReportResultRequest>,
     ) -> Result<Response<pb::ReportResultResponse>, Status> {
-        let r = request.into_inner();
-        rules::id("execution_id", &r.execution_id).map_err(field)?;
-        rules::id("token", &r.token).map_err(field)?;
-        rules::id("worker_id", &r.worker_id).map_err(field)?;
-        let payload: serde_json::Value = serde_json::from_str(&r.payload)
-            .map_err(|e| rules::invalid("payload", e.to_string()).to_status())?;
         let max =
             self.inner.cfg.limits.max_payload_bytes.unwrap_or(rules::DEFAULT_MAX_PAYLOAD_BYTES);
-        rules::check_size("payload", &payload, max).map_err(field)?;
-        let message = orbit_store::InboxMessage::decode(&r.kind, Some(&r.token), &payload)
-            .map_err(|e| rules::invalid("kind", e.message).to_status())?;
-        let recorded = self.report_result(r.execution_id, r.worker_id, message).await?;
+        let r = reported::decode(request.into_inner(), max)?;
+        let recorded = self.report_result(r.execution_id, r.worker_id, r.message).await?;
         Ok(Response::new(pb::ReportResultResponse { recorded }))
     }
 

@@ -16,7 +16,8 @@
 //! attempt's deadline in `StepDispatched` is then taken up to the delay after the worker's.
 
 use orbit_store::DISPATCHED_APPLY_DELAY;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use crate::context::Inner;
 use orbit_store::{CommitBatch, CommitOutcome, TaskClaim};

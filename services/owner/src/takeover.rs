@@ -82,7 +82,7 @@ pub(crate) async fn round(
         if winner != Some(me) {
             continue;
         }
-        let began = std::time::Instant::now();
+        let began = tokio::time::Instant::now();
         let rows = inner.store.take_over_root(&orphan.root_id, &orphan.node_id, me).await?;
         let waited = began.elapsed();
         if waited.as_millis() > u128::from(node_timeout_ms / 2) {

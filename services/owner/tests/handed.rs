@@ -135,3 +135,66 @@ async fn a_fenced_owner_records_no_handed_result() {
     assert!(!owner.held().await.contains(&"e1".to_string()), "the fenced owner let it go");
     stop.cancel();
 }
+
+/// Through `OwnerService.ReportResult` (the trait a frontend calls, in process or over
+/// gRPC): a typed failure is recorded with exactly the worker's code, message, retryable
+/// flag and details; an earlier release's kind + JSON payload is still taken.
+#[tokio::test]
+async fn report_result_records_typed_and_legacy_results() {
+    use orbit_api::internal::v1::owner_service_server::OwnerService;
+    use orbit_api::internal::v1::report_result_request::Result as WireResult;
+    use orbit_api::internal::v1::ReportResultRequest;
+    use orbit_server_kit::payload::json_to_proto;
+
+    let Claimed { _dir, store, owner, stop, token } = claimed("dev").await;
+    // The first step, an earlier release's frontend: kind + payload, no `result`.
+    let legacy = ReportResultRequest {
+        execution_id: "e1".into(),
+        token: token.clone(),
+        worker_id: "w".into(),
+        kind: "complete".into(),
+        payload: json!({"output": {"hello": "world"}}).to_string(),
+        ..ReportResultRequest::default()
+    };
+    let answer = OwnerService::report_result(&owner, tonic::Request::new(legacy)).await.unwrap();
+    assert!(answer.into_inner().recorded);
+    let history = store.load_history("e1", 1).await.unwrap();
+    assert!(history.iter().any(|e| matches!(&e.event,
+        Event::StepSucceeded { step, output, .. } if step == "a" && *output == json!({"hello": "world"}))));
+
+    // The second step, a current frontend: the typed error only.
+    let token2 = claim(&store, &owner).await.token.unwrap();
+    let details = json!({"card": "visa", "tries": [1, 2.5], "note": null});
+    let typed = ReportResultRequest {
+        execution_id: "e1".into(),
+        token: token2.clone(),
+        worker_id: "w".into(),
+        result: Some(WireResult::Error(orbit_api::v1::TaskError {
+            code: "CARD_DECLINED".into(),
+            message: "the card was declined".into(),
+            retryable: false,
+            details: Some(json_to_proto(details.clone())),
+        })),
+        ..ReportResultRequest::default()
+    };
+    let answer = OwnerService::report_result(&owner, tonic::Request::new(typed)).await.unwrap();
+    assert!(answer.into_inner().recorded);
+    assert_eq!(row_state(&store, &token2).await, TaskState::Done);
+    let history = store.load_history("e1", 1).await.unwrap();
+    let recorded = history
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::StepAttemptFailed { step, error, .. } if step == "b" => Some(error.clone()),
+            _ => None,
+        })
+        .expect("the attempt's failure is in the history");
+    let expected = orbit_engine::TaskError {
+        code: "CARD_DECLINED".into(),
+        message: "the card was declined".into(),
+        retryable: false,
+        details: Some(details),
+    };
+    assert_eq!(recorded, expected);
+    assert_replays(&store, &owner, "e1").await;
+    stop.cancel();
+}

@@ -11,6 +11,10 @@
 //! the first seed (default 1); `ORBIT_PROP_HTTP=0` leaves out cases with `http` steps
 //! (a diagnostic: the default includes them).
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 mod simprop;
 
 use serde_json::{json, Value};

@@ -29,6 +29,7 @@ pub use sweeper::{Sweeper, SweeperConfig, Swept};
 use orbit_api::internal::v1 as pb;
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_api::internal::v1::scheduler_service_server::SchedulerService;
+use orbit_clock::Clock;
 use orbit_server_kit::payload::opt_ms_to_timestamp;
 use orbit_store::SchedulerStore;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,7 +64,7 @@ struct Inner {
     owner: Arc<dyn OwnerService>,
     wake: Arc<Notify>,
     idle: Duration,
-    clock: fn() -> u64,
+    clock: Clock,
     last_scan_ms: AtomicU64,
     schedules: schedules::Firing,
 }
@@ -77,7 +78,7 @@ impl Scheduler {
         store: Arc<dyn SchedulerStore>,
         owner: Arc<dyn OwnerService>,
         wake: Arc<Notify>,
-        clock: fn() -> u64,
+        clock: Clock,
     ) -> Scheduler {
         Scheduler {
             inner: Arc::new(Inner {
@@ -101,7 +102,7 @@ impl Scheduler {
     pub async fn run(&self, shutdown: CancellationToken) {
         let inner = &self.inner;
         while !shutdown.is_cancelled() {
-            let now = (inner.clock)();
+            let now = inner.clock.now();
             inner.last_scan_ms.store(now, Ordering::Relaxed);
             let claimed = match inner.schedules.pass(now).await {
                 Ok(n) => n,
@@ -116,7 +117,7 @@ impl Scheduler {
                 }
                 Ok(fired) => match self.next_due().await {
                     Ok(Some(at)) => {
-                        let wait = Duration::from_millis(at.saturating_sub((inner.clock)()));
+                        let wait = Duration::from_millis(at.saturating_sub(inner.clock.now()));
                         if wait.is_zero() && fired == 0 && claimed == 0 {
                             CONTENDED
                         } else {
@@ -183,7 +184,7 @@ impl SchedulerService for Scheduler {
         _request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let next = self.next_due().await.map_err(|e| Status::internal(e.to_string()))?;
-        let now = (self.inner.clock)();
+        let now = self.inner.clock.now();
         let due = self
             .inner
             .store

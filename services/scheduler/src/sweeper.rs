@@ -16,6 +16,7 @@
 //! (`SKIP LOCKED`); on SQLite each batch is one short job of the single writer. Errors are
 //! logged and the round ends; the next round retries.
 
+use orbit_clock::Clock;
 use orbit_store::{ExecutionsDeleted, SchedulerStore};
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,7 +72,7 @@ pub struct Swept {
 pub struct Sweeper {
     store: Arc<dyn SchedulerStore>,
     cfg: SweeperConfig,
-    clock: fn() -> u64,
+    clock: Clock,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -81,7 +82,7 @@ fn millis(d: Duration) -> u64 {
 impl Sweeper {
     /// A sweeper over `store`; `clock` is the domain clock `delete_after` was written with.
     #[must_use]
-    pub fn new(store: Arc<dyn SchedulerStore>, cfg: SweeperConfig, clock: fn() -> u64) -> Sweeper {
+    pub fn new(store: Arc<dyn SchedulerStore>, cfg: SweeperConfig, clock: Clock) -> Sweeper {
         Sweeper { store, cfg, clock }
     }
 
@@ -136,7 +137,7 @@ impl Sweeper {
             }
         }
         loop {
-            let e = self.store.delete_expired((self.clock)(), trees).await?;
+            let e = self.store.delete_expired(self.clock.now(), trees).await?;
             let roots = e.executions;
             s.expired.add(e);
             if !self.again(roots, trees, shutdown).await {

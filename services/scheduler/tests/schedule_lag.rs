@@ -6,7 +6,7 @@
 mod support;
 
 use orbit_api::internal::v1::owner_service_server::OwnerService;
-use orbit_owner::system_clock;
+use orbit_owner::{system_clock, Clock};
 use orbit_schedule::{ActionDef, IntervalDef, ScheduleDef, SpecDef};
 use orbit_scheduler::Scheduler;
 use orbit_store::{ExecutionFilter, ScheduleRow};
@@ -45,8 +45,13 @@ async fn a_thousand_schedules_due_in_one_second_each_start_once() {
         store.create_schedule(&row).await.unwrap();
     }
     let owners: Arc<dyn OwnerService> = Arc::new(owner);
-    let scheduler =
-        Scheduler::new("scheduler-1", store.clone(), owners, Arc::new(Notify::new()), system_clock);
+    let scheduler = Scheduler::new(
+        "scheduler-1",
+        store.clone(),
+        owners,
+        Arc::new(Notify::new()),
+        Clock::system(),
+    );
     tokio::spawn({
         let (s, stop) = (scheduler.clone(), stop.clone());
         async move { s.run(stop).await }

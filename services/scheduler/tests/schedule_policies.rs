@@ -96,7 +96,8 @@ async fn overlap_policies_limits_and_pauses_on_a_moved_clock() {
         support::owner_with(dir.path(), LONG, Some(Clock::from_fn(now))).await;
     let owners: Arc<dyn OwnerService> = Arc::new(owner);
     let wake = Arc::new(Notify::new());
-    let scheduler = Scheduler::new("scheduler-1", store.clone(), owners, wake.clone(), now);
+    let scheduler =
+        Scheduler::new("scheduler-1", store.clone(), owners, wake.clone(), Clock::from_fn(now));
     tokio::spawn({
         let (s, stop) = (scheduler.clone(), stop.clone());
         async move { s.run(stop).await }

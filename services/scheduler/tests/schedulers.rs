@@ -22,8 +22,7 @@ const NAP: &str = "name: nap\nversion: '1'\nsteps: [ { id: z, sleep: 150ms } ]\n
 /// Where the test's clock starts (ms since the epoch).
 const T0: u64 = 1_700_000_000_000;
 
-/// The domain clock the owner and the schedulers read. A static because `Scheduler::new`
-/// takes a plain `fn`; this binary holds one test.
+/// The domain clock the owner and the schedulers read (this binary holds one test).
 static NOW: AtomicU64 = AtomicU64::new(T0);
 
 fn now() -> u64 {
@@ -70,7 +69,13 @@ async fn three_schedulers_fire_each_timer_once() {
     for i in 0..3 {
         let wake = Arc::new(Notify::new());
         wakes.push(wake.clone());
-        let s = Scheduler::new(&format!("scheduler-{i}"), store.clone(), owners.clone(), wake, now);
+        let s = Scheduler::new(
+            &format!("scheduler-{i}"),
+            store.clone(),
+            owners.clone(),
+            wake,
+            Clock::from_fn(now),
+        );
         schedulers.push(s.clone());
         let stop = stop.clone();
         tokio::spawn(async move { s.run(stop).await });

@@ -53,7 +53,7 @@ async fn one_round_clears_a_backlog_of_several_batches() {
         done_grace: Duration::from_secs(60),
         ..SweeperConfig::default()
     };
-    let sweeper = Sweeper::new(store.clone(), cfg, || 10_000);
+    let sweeper = Sweeper::new(store.clone(), cfg, orbit_owner::Clock::from_fn(|| 10_000));
     let swept = sweeper.round(&CancellationToken::new()).await.unwrap();
     assert_eq!(swept.owners, 120, "owners of the closed trees, in three batches");
     assert_eq!(swept.expired.executions, 120, "expired trees, in three batches");

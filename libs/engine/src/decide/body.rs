@@ -5,6 +5,7 @@ use super::Ctx;
 use crate::event::{Event, TaskError};
 use crate::scope::{self, Site};
 use crate::state::{UnitStatus, Wait};
+use crate::task_code::TaskCode;
 use crate::unit::{child_execution_id, idempotency_key, Scope as UnitScope, UnitKey};
 use orbit_definition::{ExprError, Step, StepKind, Template};
 use serde_json::Value;
@@ -173,10 +174,8 @@ fn start_step(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Event>) {
         Ok(Value::Array(items)) => match ctx.limits.max_fan_out {
             Some(max) if items.len() as u64 > max => out.push(Event::StepFailed {
                 step: k,
-                error: TaskError::fatal(
-                    "LIMIT_EXCEEDED",
-                    format!("for_each has {} items (max_fan_out {max})", items.len()),
-                ),
+                error: TaskCode::LimitExceeded
+                    .fatal(format!("for_each has {} items (max_fan_out {max})", items.len())),
             }),
             _ => {
                 // The frozen list is recorded in `StepFanOut`: it is a payload too.
@@ -208,7 +207,7 @@ fn expression_error(step: String, field: &str, e: &ExprError) -> Event {
 
 fn expression_failed(step: String, field: &str, message: &str) -> Event {
     let message = format!("step `{step}` {field}: {message}");
-    Event::StepFailed { step, error: TaskError::fatal("EXPRESSION_ERROR", message) }
+    Event::StepFailed { step, error: TaskCode::ExpressionError.fatal(message) }
 }
 
 /// The document field a unit's rendered template comes from.
@@ -234,7 +233,7 @@ fn fan_out_progress(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Eve
     if let Some(i) = progress.failed {
         let u = ctx.state.unit(&key.element(i).to_string());
         let mut error =
-            u.and_then(|u| u.error.clone()).unwrap_or_else(|| TaskError::fatal("FAILED", ""));
+            u.and_then(|u| u.error.clone()).unwrap_or_else(|| TaskCode::Failed.fatal(""));
         error.message = format!("element {i}: {}", error.message);
         out.push(Event::StepFailed { step: k, error });
         return;
@@ -385,7 +384,7 @@ pub(crate) fn schedule_task(
             let message = violations.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
             return out.push(Event::StepFailed {
                 step: k.into(),
-                error: TaskError::fatal("INPUT_CONTRACT_VIOLATION", message),
+                error: TaskCode::InputContractViolation.fatal(message),
             });
         }
     };
@@ -417,10 +416,7 @@ fn timer_started(ctx: &Ctx<'_>, k: String, at: u64, round: &[Event]) -> Event {
         let started = ctx.state.timers_started + this_round as u64;
         if started >= max {
             let message = format!("the run already started {started} timers (max_timers {max})");
-            return Event::StepFailed {
-                step: k,
-                error: TaskError::fatal("LIMIT_EXCEEDED", message),
-            };
+            return Event::StepFailed { step: k, error: TaskCode::LimitExceeded.fatal(message) };
         }
     }
     Event::TimerStarted { step: k, fire_at: at }

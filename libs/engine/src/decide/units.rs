@@ -4,25 +4,14 @@
 use super::Ctx;
 use crate::event::{Event, TaskError};
 use crate::state::{State, Unit, UnitStatus, Wait};
+use crate::task_code::TaskCode;
 use crate::unit::{retry_delay_ms, UnitKey};
 use orbit_definition::{Definition, RetryPolicy, StepKind, DEFAULT_MAX_REDELIVERIES};
 use serde_json::Value;
 
 /// The code of an attempt failed because its worker was lost more than the step's
 /// `retry.max_redeliveries` times (retryable under the step's retry policy).
-pub const WORKER_LOST: &str = "WORKER_LOST";
-
-/// Codes that no retry can fix.
-const NEVER_RETRIED: &[&str] = &[
-    "INPUT_CONTRACT_VIOLATION",
-    "OUTPUT_CONTRACT_VIOLATION",
-    "ADAPTER_DISABLED",
-    "EXPRESSION_ERROR",
-    "EXPRESSION_LIMIT",
-    "PAYLOAD_TOO_LARGE",
-    "PAYLOAD_TOO_DEEP",
-    "CANCELLED",
-];
+pub const WORKER_LOST: &str = TaskCode::WorkerLost.as_str();
 
 /// Timing settings of a unit, from its step (or its step's `compensate`).
 pub(crate) struct Spec<'a> {
@@ -71,7 +60,7 @@ fn unit_round(ctx: &Ctx<'_>, key: &str, parsed: &UnitKey, u: &Unit, out: &mut Ve
             out.push(Event::StepAttemptFailed {
                 step: key.into(),
                 attempt: u.attempt,
-                error: TaskError::retryable("TIMEOUT", "the attempt timed out"),
+                error: TaskCode::Timeout.retryable("the attempt timed out"),
             });
         }
         UnitStatus::Scheduled => {
@@ -90,11 +79,11 @@ fn unit_round(ctx: &Ctx<'_>, key: &str, parsed: &UnitKey, u: &Unit, out: &mut Ve
             }
         }
         UnitStatus::AttemptFailed => {
-            let error = u.error.clone().unwrap_or_else(|| TaskError::retryable("UNKNOWN", ""));
+            let error = u.error.clone().unwrap_or_else(|| TaskCode::Unknown.retryable(""));
             let default = RetryPolicy::default();
             let policy = spec.as_ref().map_or(&default, |s| s.retry);
             let fatal = !error.retryable
-                || NEVER_RETRIED.contains(&error.code.as_str())
+                || TaskCode::parse(&error.code).is_some_and(TaskCode::never_retried)
                 || policy.non_retryable.contains(&error.code)
                 || u.attempt >= policy.max_attempts;
             if fatal {
@@ -123,13 +112,10 @@ fn unit_round(ctx: &Ctx<'_>, key: &str, parsed: &UnitKey, u: &Unit, out: &mut Ve
                 out.push(Event::StepAttemptFailed {
                     step: key.into(),
                     attempt: u.attempt,
-                    error: TaskError::retryable(
-                        WORKER_LOST,
-                        format!(
-                            "the worker running attempt {} was lost {} times (max_redeliveries {max})",
-                            u.attempt, u.losses
-                        ),
-                    ),
+                    error: TaskCode::WorkerLost.retryable(format!(
+                        "the worker running attempt {} was lost {} times (max_redeliveries {max})",
+                        u.attempt, u.losses
+                    )),
                 });
             } else {
                 out.push(reschedule(key, u, u.attempt, true));
@@ -146,7 +132,7 @@ fn unit_round(ctx: &Ctx<'_>, key: &str, parsed: &UnitKey, u: &Unit, out: &mut Ve
             }
             Some(Wait::Signal { name, .. }) => out.push(Event::StepFailed {
                 step: key.into(),
-                error: TaskError::fatal("TIMEOUT", format!("no `{name}` signal arrived in time")),
+                error: TaskCode::Timeout.fatal(format!("no `{name}` signal arrived in time")),
             }),
             _ => {}
         },

@@ -92,7 +92,7 @@ fn compensate(ctx: &Ctx<'_>, w: &Winding, out: &mut Vec<Event>) -> bool {
     out.push(match first_failure {
         Some((step, error)) => Event::CompensationFailed {
             step,
-            error: error.unwrap_or_else(|| crate::event::TaskError::fatal("FAILED", "")),
+            error: error.unwrap_or_else(|| crate::TaskCode::Failed.fatal("")),
         },
         None => Event::CompensationCompleted {},
     });

@@ -128,18 +128,21 @@ pub(crate) async fn commit_all(
     two_round_trips(conn, &statements, &locked, batches).await
 }
 
-/// TEST-ONLY, honoured only in debug builds: `ORBIT_PG_COMMIT_TWO_ROUND_TRIPS=1` makes every
-/// commit take the two round trips, so a test can pause a process between them while it
-/// holds its locks (`cluster_owner_loss.rs`); a release build always predicts.
+/// TEST-ONLY, compiled in only with the `test-hooks` feature:
+/// `ORBIT_PG_COMMIT_TWO_ROUND_TRIPS=1` makes every commit take the two round trips, so a test
+/// can pause a process between them while it holds its locks (`cluster_owner_loss.rs`); any
+/// other build always predicts.
+#[cfg(feature = "test-hooks")]
 pub(crate) const TWO_ROUND_TRIPS_ENV: &str = "ORBIT_PG_COMMIT_TWO_ROUND_TRIPS";
 
 fn one_round_trip_allowed() -> bool {
-    #[cfg(debug_assertions)]
+    #[cfg(feature = "test-hooks")]
     {
         static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        #[allow(clippy::disallowed_methods)] // The hook's only input, in test builds only.
         !*FORCED.get_or_init(|| std::env::var_os(TWO_ROUND_TRIPS_ENV).is_some_and(|v| v == "1"))
     }
-    #[cfg(not(debug_assertions))]
+    #[cfg(not(feature = "test-hooks"))]
     {
         true
     }

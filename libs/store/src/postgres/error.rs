@@ -151,6 +151,7 @@ fn describe(e: &tokio_postgres::Error) -> String {
 }
 
 /// Sleeps before attempt `attempt + 1`: 5, 10, 20, 40 ms, each with up to 100 % jitter.
+#[allow(clippy::disallowed_methods)] // The clock's nanoseconds seed the jitter; not a time.
 pub(crate) async fn backoff(attempt: u32) {
     let base = 5u64 << attempt.saturating_sub(1).min(4);
     let nanos = std::time::SystemTime::now()

@@ -361,6 +361,7 @@ async fn connect(url: &str) -> Client {
 }
 
 #[tokio::test]
+#[allow(clippy::disallowed_methods)] // A test knob: the history size to measure at.
 async fn hot_path_statements_do_not_grow_with_history() {
     let admin_url = super::tests::url();
     let big: i64 =

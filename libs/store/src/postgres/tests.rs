@@ -5,6 +5,7 @@
 
 use super::{PgOptions, PgStore};
 
+#[allow(clippy::disallowed_methods)] // The test database comes from scripts/pg.sh's environment.
 pub(super) fn url() -> String {
     std::env::var("ORBIT_TEST_DATABASE_URL").unwrap_or_else(|_| {
         panic!(

@@ -348,9 +348,9 @@ impl Readers {
     }
 }
 
-/// The store's clock for bookkeeping columns, epoch milliseconds.
+/// The store's clock for bookkeeping columns (heartbeats, claims, applied rows), epoch
+/// milliseconds: SQLite's counterpart of PostgreSQL's `now()`, the database's own clock, so
+/// it is not the services' injectable `Clock`; it reads the same system clock.
 pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    orbit_clock::system_clock()
 }

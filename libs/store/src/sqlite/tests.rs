@@ -13,6 +13,7 @@ use std::path::PathBuf;
 struct TempDb(PathBuf);
 
 impl TempDb {
+    #[allow(clippy::disallowed_methods)] // A unique file name, not a time.
     fn new(name: &str) -> TempDb {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

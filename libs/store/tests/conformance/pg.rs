@@ -4,6 +4,9 @@
 //! Without the variable the PostgreSQL tests fail, saying how to start the server: they
 //! never pass by skipping.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
 #![allow(dead_code)] // each test binary uses a different part
 
 use orbit_store::{Migrations, PgOptions, PgStore, Store};

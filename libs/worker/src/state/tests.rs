@@ -210,16 +210,22 @@ async fn cancel_is_delivered_to_the_handler_which_reports_its_own_result() {
     assert_eq!(sent[2], credits(1));
 }
 
-#[tokio::test]
+// Paused time: the grace is a realistic 30 s, and the test takes none of it.
+#[tokio::test(start_paused = true)]
 async fn a_handler_ignoring_cancel_is_dropped_after_the_grace() {
-    let mut h = Harness::with_grace(1, Duration::from_millis(50));
+    let grace = Duration::from_secs(30);
+    let mut h = Harness::with_grace(1, grace);
     h.st.grant(&h.out).unwrap();
     h.deliver("t1", "slow", Value::Null);
+    let cancelled_at = tokio::time::Instant::now();
     h.server(server_message::Kind::Cancel(server_message::Cancel {
         token: "t1".into(),
         reason: "execution cancelled".into(),
     }));
     h.next_finished().await;
+    let waited = cancelled_at.elapsed();
+    assert!(waited >= grace, "dropped after {waited:?}, before the grace");
+    assert!(waited < Duration::from_secs(3600), "dropped by the grace, not the handler's end");
     let sent = h.sent();
     let Some(Out::Fail(fail)) = sent.iter().find(|m| matches!(m, Out::Fail(_))) else {
         panic!("expected fail, got {sent:?}")

@@ -5,7 +5,7 @@
 //! Without rows the cluster is this process: one node id serving the frontend, the owner
 //! and the scheduler (`orbit dev`).
 
-use crate::error::{store, ApiResult};
+use crate::error::ApiResult;
 use crate::worker::now_ms;
 use crate::Shared;
 use orbit_api::v1::{
@@ -22,19 +22,13 @@ pub(super) async fn status(
     shared: &Shared,
     req: ClusterStatusRequest,
 ) -> ApiResult<ClusterStatusResponse> {
-    let rows = shared.store.list_nodes().await.map_err(store)?;
+    let rows = shared.store.list_nodes().await?;
     if rows.is_empty() {
         return single_process(shared).await;
     }
     let timeout = shared.config.node_timeout_ms;
-    let live: HashSet<String> = shared
-        .store
-        .live_nodes(None, timeout)
-        .await
-        .map_err(store)?
-        .into_iter()
-        .map(|n| n.node_id)
-        .collect();
+    let live: HashSet<String> =
+        shared.store.live_nodes(None, timeout).await?.into_iter().map(|n| n.node_id).collect();
     let mut nodes = Vec::new();
     for row in rows {
         let is_live = live.contains(&row.node_id);
@@ -47,15 +41,13 @@ pub(super) async fn status(
     let dead_owners: BTreeSet<String> = shared
         .store
         .orphaned_roots(timeout, ORPHAN_SCAN)
-        .await
-        .map_err(store)?
+        .await?
         .into_iter()
         .map(|o| o.node_id)
         .collect();
     let mut orphaned_executions = 0u64;
     for owner in dead_owners {
-        orphaned_executions +=
-            shared.store.owned_executions(&owner).await.map_err(store)?.len() as u64;
+        orphaned_executions += shared.store.owned_executions(&owner).await?.len() as u64;
     }
     Ok(ClusterStatusResponse { nodes, orphaned_executions })
 }
@@ -69,7 +61,7 @@ async fn node(shared: &Shared, row: NodeRow, live: bool) -> ApiResult<Node> {
         _ => ServiceKind::Unspecified,
     };
     let owned_executions = if service == ServiceKind::Owner {
-        shared.store.owned_executions(&row.node_id).await.map_err(store)?.len() as u64
+        shared.store.owned_executions(&row.node_id).await?.len() as u64
     } else {
         0
     };
@@ -123,7 +115,7 @@ async fn running_executions(shared: &Shared) -> ApiResult<u64> {
                 page_token,
                 ..ExecutionFilter::default()
             };
-            let page = shared.store.list_executions(filter).await.map_err(store)?;
+            let page = shared.store.list_executions(filter).await?;
             count += page.executions.len() as u64;
             match page.next_page_token {
                 Some(token) => page_token = Some(token),

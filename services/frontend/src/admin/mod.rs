@@ -44,28 +44,28 @@ impl AdminService for AdminApi {
         &self,
         request: Request<ClusterStatusRequest>,
     ) -> Result<Response<ClusterStatusResponse>, Status> {
-        cluster::status(&self.shared, request.into_inner()).await.map(Response::new)
+        Ok(Response::new(cluster::status(&self.shared, request.into_inner()).await?))
     }
 
     async fn list_workers(
         &self,
         request: Request<ListWorkersRequest>,
     ) -> Result<Response<ListWorkersResponse>, Status> {
-        workers::list(&self.shared, request.into_inner()).await.map(Response::new)
+        Ok(Response::new(workers::list(&self.shared, request.into_inner()).await?))
     }
 
     async fn describe_task_queue(
         &self,
         request: Request<DescribeTaskQueueRequest>,
     ) -> Result<Response<DescribeTaskQueueResponse>, Status> {
-        queues::describe(&self.shared, request.into_inner()).await.map(Response::new)
+        Ok(Response::new(queues::describe(&self.shared, request.into_inner()).await?))
     }
 
     async fn replay(
         &self,
         request: Request<ReplayRequest>,
     ) -> Result<Response<ReplayResponse>, Status> {
-        replay::replay(&self.shared, request.into_inner()).await.map(Response::new)
+        Ok(Response::new(replay::replay(&self.shared, request.into_inner()).await?))
     }
 }
 
@@ -74,7 +74,7 @@ fn page<T>(
     all: Vec<T>,
     page_size: u32,
     page_token: &str,
-) -> crate::error::ApiResult<(Vec<T>, String)> {
+) -> Result<(Vec<T>, String), orbit_server_kit::OrbitError> {
     let size = crate::validate::page_size(page_size, 100, 1000);
     let from = crate::validate::numeric_token(page_token)?.unwrap_or(0);
     let from = usize::try_from(from).unwrap_or(usize::MAX);

@@ -2,7 +2,7 @@
 //! claims, and the online workers of its sessions.
 
 use super::page;
-use crate::error::{store, ApiResult};
+use crate::error::ApiResult;
 use crate::worker::now_ms;
 use crate::Shared;
 use orbit_api::v1::{DescribeTaskQueueRequest, DescribeTaskQueueResponse, TaskQueueInfo, TaskRef};
@@ -23,12 +23,12 @@ pub(super) async fn describe(
 ) -> ApiResult<DescribeTaskQueueResponse> {
     // Keyed by (name, version): ordered by task name and version, as documented.
     let mut queues: BTreeMap<(String, String), Queue> = BTreeMap::new();
-    for b in shared.store.queue_backlog().await.map_err(store)? {
+    for b in shared.store.queue_backlog().await? {
         let q = queues.entry((b.task, b.task_version)).or_default();
         q.backlog = b.queued;
         q.oldest_created_at_ms = Some(b.oldest_created_at_ms);
     }
-    for row in shared.store.claimed_tasks(&shared.config.node_id).await.map_err(store)? {
+    for row in shared.store.claimed_tasks(&shared.config.node_id).await? {
         queues.entry((row.task, row.task_version)).or_default().in_flight += 1;
     }
     for session in shared.sessions.snapshot() {

@@ -1,8 +1,7 @@
 //! `Replay`: re-runs a stored history through this server's decider, with the definition
 //! parsed afresh from its registered document.
 
-use crate::error::{err, store, ApiResult};
-use crate::validate;
+use crate::error::{err, ApiResult};
 use crate::workflow::reads::{execution, resolve_run};
 use crate::Shared;
 use orbit_api::v1::{ReplayDivergence, ReplayRequest, ReplayResponse};
@@ -12,11 +11,11 @@ use orbit_engine::{HistoryEvent, Origin};
 use orbit_server_kit::ErrorCode;
 
 pub(super) async fn replay(shared: &Shared, req: ReplayRequest) -> ApiResult<ReplayResponse> {
-    let id = validate::id("execution_id", &req.execution_id)?;
+    let id = orbit_server_kit::validate::id("execution_id", &req.execution_id)?;
     let row = execution(shared, id).await?;
     let run = resolve_run(&row, req.run)?;
     let found = shared.store.get_definition(&row.workflow, Some(&row.version)).await;
-    let stored = found.map_err(store)?.ok_or_else(|| {
+    let stored = found?.ok_or_else(|| {
         err(
             ErrorCode::WorkflowNotFound,
             format!("workflow `{}` version `{}` is not registered", row.workflow, row.version),
@@ -28,7 +27,7 @@ pub(super) async fn replay(shared: &Shared, req: ReplayRequest) -> ApiResult<Rep
             format!("workflow `{}` version `{}` no longer parses: {e}", row.workflow, row.version),
         )
     })?;
-    let history = shared.store.load_history(id, run).await.map_err(store)?;
+    let history = shared.store.load_history(id, run).await?;
     Ok(match orbit_engine::replay::replay(&def, &history, &Limits::default()) {
         Ok(()) => {
             ReplayResponse { ok: true, events_checked: history.len() as u64, divergence: None, run }

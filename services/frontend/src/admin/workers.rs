@@ -8,7 +8,7 @@
 
 use super::page;
 use super::summary::{self, SessionView};
-use crate::error::{store, ApiResult};
+use crate::error::ApiResult;
 use crate::Shared;
 use orbit_api::v1::{ListWorkersRequest, ListWorkersResponse, TaskRef, WorkerInfo, WorkerSession};
 use orbit_server_kit::payload::ms_to_timestamp;
@@ -25,11 +25,8 @@ pub(super) async fn list(
     let mut views: Vec<SessionView> =
         shared.sessions.snapshot().iter().map(|s| SessionView::local(own, s)).collect();
     // Other live frontends' last reports (none in `orbit dev`: it has no nodes rows).
-    let peers = shared
-        .store
-        .live_nodes(Some(FRONTEND_SERVICE), shared.config.node_timeout_ms)
-        .await
-        .map_err(store)?;
+    let peers =
+        shared.store.live_nodes(Some(FRONTEND_SERVICE), shared.config.node_timeout_ms).await?;
     for peer in peers.iter().filter(|p| &p.node_id != own) {
         if let Some(report) = &peer.sessions {
             views.extend(summary::parse(&peer.node_id, report));

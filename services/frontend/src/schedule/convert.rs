@@ -3,7 +3,6 @@
 //! window is `INVALID_ARGUMENT` naming the request field (`spec.cron`,
 //! `spec.more[1].cron`, `spec.timezone`, ...).
 
-use crate::error::{bad_payload, invalid, ApiResult};
 use orbit_api::v1::recurrence::Trigger as MoreTrigger;
 use orbit_api::v1::schedule_spec::Trigger;
 use orbit_api::v1::{
@@ -12,15 +11,17 @@ use orbit_api::v1::{
 use orbit_schedule::{ActionDef, CatchUp, IntervalDef, Overlap, ScheduleDef, Spec, SpecDef};
 use orbit_server_kit::payload::{
     duration_to_ms, json_to_proto, ms_to_duration, ms_to_timestamp, opt_ms_to_timestamp,
-    proto_to_json, timestamp_to_ms,
+    timestamp_to_ms,
 };
+use orbit_server_kit::validate::{self as rules, invalid};
+use orbit_server_kit::OrbitError;
 use orbit_store::ScheduleRow;
 
 /// The longest schedule id, in bytes.
 const MAX_SCHEDULE_ID: usize = 128;
 
 /// A schedule id: `[A-Za-z0-9_.-]`, 1 to 128 bytes.
-pub(crate) fn schedule_id(value: &str) -> ApiResult<&str> {
+pub(crate) fn schedule_id(value: &str) -> Result<&str, OrbitError> {
     if value.is_empty() {
         return Err(invalid("schedule_id", "is required"));
     }
@@ -33,15 +34,15 @@ pub(crate) fn schedule_id(value: &str) -> ApiResult<&str> {
     Ok(value)
 }
 
-fn ms_of(field: &str, d: &prost_types::Duration) -> ApiResult<u64> {
+fn ms_of(field: &str, d: &prost_types::Duration) -> Result<u64, OrbitError> {
     duration_to_ms(d).map_err(|e| invalid(field, e.to_string()))
 }
 
-fn at_of(field: &str, t: Option<&prost_types::Timestamp>) -> ApiResult<Option<u64>> {
+fn at_of(field: &str, t: Option<&prost_types::Timestamp>) -> Result<Option<u64>, OrbitError> {
     t.map(|t| timestamp_to_ms(t).map_err(|e| invalid(field, e.to_string()))).transpose()
 }
 
-pub(crate) fn overlap_of(raw: i32, field: &str) -> ApiResult<Overlap> {
+pub(crate) fn overlap_of(raw: i32, field: &str) -> Result<Overlap, OrbitError> {
     Ok(match OverlapPolicy::try_from(raw) {
         Ok(OverlapPolicy::Unspecified | OverlapPolicy::Skip) => Overlap::Skip,
         Ok(OverlapPolicy::Allow) => Overlap::AllowAll,
@@ -79,7 +80,7 @@ fn add_trigger(
     cron: Option<&str>,
     interval: Option<&prost_types::Duration>,
     offset: Option<&prost_types::Duration>,
-) -> ApiResult<()> {
+) -> Result<(), OrbitError> {
     let offset_ms = offset.map(|d| ms_of(&format!("{prefix}offset"), d)).transpose()?.unwrap_or(0);
     match (cron, interval) {
         (Some(c), None) => {
@@ -97,7 +98,7 @@ fn add_trigger(
 }
 
 /// A request's spec as stored, checked by compiling it.
-pub(crate) fn spec_def(spec: Option<ScheduleSpec>) -> ApiResult<(SpecDef, Spec)> {
+pub(crate) fn spec_def(spec: Option<ScheduleSpec>) -> Result<(SpecDef, Spec), OrbitError> {
     let Some(s) = spec else { return Err(invalid("spec", "is required")) };
     let mut def = SpecDef::default();
     let mut paths = Paths::default();
@@ -159,14 +160,14 @@ fn rename(field: &str, prefix: &str, paths: &[String]) -> Option<String> {
 }
 
 /// A request's action as stored.
-pub(crate) fn action_def(action: Option<ScheduleAction>, max_bytes: u64) -> ApiResult<ActionDef> {
+pub(crate) fn action_def(
+    action: Option<ScheduleAction>,
+    max_bytes: u64,
+) -> Result<ActionDef, OrbitError> {
     let Some(a) = action else { return Err(invalid("action", "is required")) };
-    crate::validate::name("action.workflow", &a.workflow)?;
-    crate::validate::optional("action.version", &a.version)?;
-    let input =
-        a.input.map(proto_to_json).transpose().map_err(|e| bad_payload("action.input", &e))?;
-    let input = input.unwrap_or(serde_json::Value::Null);
-    crate::validate::check_size("action.input", &input, max_bytes)?;
+    rules::id("action.workflow", &a.workflow)?;
+    rules::optional("action.version", &a.version)?;
+    let input = crate::validate::payload("action.input", a.input, max_bytes)?;
     Ok(ActionDef { workflow: a.workflow, version: a.version, input })
 }
 

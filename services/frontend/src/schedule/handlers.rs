@@ -3,7 +3,7 @@
 
 use super::convert::{action_def, overlap_of, schedule_id, schedule_message, spec_def};
 use super::ScheduleApi;
-use crate::error::{err, invalid, store, ApiResult};
+use crate::error::{err, ApiResult, FrontendError};
 use crate::scope::Scope;
 use orbit_api::internal::v1 as internal;
 use orbit_api::v1::{
@@ -15,7 +15,8 @@ use orbit_api::v1::{
 use orbit_auth::Action;
 use orbit_schedule::{execution_id, jitter_ms, rfc3339, Overlap, ScheduleDef, Spec};
 use orbit_server_kit::payload::{json_to_proto, ms_to_timestamp, timestamp_to_ms};
-use orbit_server_kit::ErrorCode;
+use orbit_server_kit::validate::{self as rules, invalid};
+use orbit_server_kit::{ErrorCode, OrbitError};
 use orbit_store::inbox::{Cancel, Terminate};
 use orbit_store::{InboxMessage, ScheduleRow, ScheduleUpdate};
 
@@ -26,7 +27,7 @@ fn now_ms() -> u64 {
     crate::worker::now_ms()
 }
 
-fn missing(id: &str) -> tonic::Status {
+fn missing(id: &str) -> FrontendError {
     err(ErrorCode::ScheduleNotFound, format!("schedule `{id}` does not exist"))
 }
 
@@ -34,7 +35,7 @@ impl ScheduleApi {
     /// A stored schedule the caller may see; one of a workflow outside a restricted
     /// caller's patterns is answered as missing (as executions are).
     pub(crate) async fn visible(&self, scope: &Scope, id: &str) -> ApiResult<ScheduleRow> {
-        let row = self.shared.store.get_schedule(id).await.map_err(store)?;
+        let row = self.shared.store.get_schedule(id).await?;
         match row {
             Some(row) if scope.sees(&row.workflow) => Ok(row),
             Some(row) => {
@@ -60,7 +61,7 @@ impl ScheduleApi {
         let (spec, compiled) = spec_def(req.spec)?;
         let version = (!action.version.is_empty()).then_some(action.version.as_str());
         let exists = self.shared.store.get_definition(&action.workflow, version);
-        if exists.await.map_err(store)?.is_none() {
+        if exists.await?.is_none() {
             return Err(err(
                 ErrorCode::WorkflowNotFound,
                 format!("workflow `{}` is not registered", action.workflow),
@@ -81,7 +82,7 @@ impl ScheduleApi {
             updated_at_ms: now,
             ..ScheduleRow::default()
         };
-        let (stored, created) = self.shared.store.create_schedule(&row).await.map_err(store)?;
+        let (stored, created) = self.shared.store.create_schedule(&row).await?;
         if !created && (stored.spec != row.spec || !scope.sees(&stored.workflow)) {
             return Err(err(
                 ErrorCode::ScheduleExists,
@@ -104,15 +105,14 @@ impl ScheduleApi {
         scope: &Scope,
         req: ListSchedulesRequest,
     ) -> ApiResult<ListSchedulesResponse> {
-        let workflow = crate::validate::optional("workflow", &req.workflow)?;
+        let workflow = rules::optional("workflow", &req.workflow)?;
         if let Some(w) = workflow {
             scope.workflow(Action::Read, w)?;
         }
         let size = crate::validate::page_size(req.page_size, 100, 1000);
         let after = (!req.page_token.is_empty()).then_some(req.page_token.as_str());
         let limit = u32::try_from(size + 1).unwrap_or(1001);
-        let mut rows =
-            self.shared.store.list_schedules(workflow, after, limit).await.map_err(store)?;
+        let mut rows = self.shared.store.list_schedules(workflow, after, limit).await?;
         let more = rows.len() > size;
         rows.truncate(size);
         let next_page_token = if more {
@@ -147,7 +147,7 @@ impl ScheduleApi {
             remaining: def.spec.remaining_actions,
             now_ms: now,
         };
-        let row = self.shared.store.update_schedule(&update).await.map_err(store)?;
+        let row = self.shared.store.update_schedule(&update).await?;
         let row = row.ok_or_else(|| missing(&id))?;
         self.changed();
         Ok(schedule_message(&row))
@@ -167,7 +167,7 @@ impl ScheduleApi {
             return Ok(schedule_message(&row));
         }
         let found = self.shared.store.set_schedule_paused(id, paused, note, now_ms()).await;
-        let row = found.map_err(store)?.ok_or_else(|| missing(id))?;
+        let row = found?.ok_or_else(|| missing(id))?;
         if !paused {
             self.changed();
         }
@@ -178,7 +178,7 @@ impl ScheduleApi {
         let id = schedule_id(id)?;
         let row = self.visible(scope, id).await?;
         scope.workflow(Action::Admin, &row.workflow)?;
-        if !self.shared.store.delete_schedule(id).await.map_err(store)? {
+        if !self.shared.store.delete_schedule(id).await? {
             return Err(missing(id));
         }
         Ok(())
@@ -195,11 +195,10 @@ impl ScheduleApi {
             schedule_id: schedule.to_string(),
             ..internal::StartExecutionRequest::default()
         };
-        let started = self.shared.owner.start_execution(tonic::Request::new(request)).await?;
-        let created = started.into_inner().created;
+        let started = self.shared.owner.start_execution(tonic::Request::new(request)).await;
+        let created = started.map_err(FrontendError::Owner)?.into_inner().created;
         if created {
-            let counted = self.shared.store.record_schedule_start(schedule, id, now_ms()).await;
-            counted.map_err(store)?;
+            self.shared.store.record_schedule_start(schedule, id, now_ms()).await?;
         }
         Ok(created)
     }
@@ -215,7 +214,7 @@ impl ScheduleApi {
         let def = stored(&row)?;
         let execution_id = match req.execution_id.as_str() {
             "" => format!("{id}:{}", rfc3339(now_ms())),
-            given => crate::validate::new_execution_id(given)?.to_string(),
+            given => rules::new_execution_id("execution_id", given)?.to_string(),
         };
         let created = self.start(id, &def, &execution_id).await?;
         Ok(TriggerScheduleResponse { execution_id, created })
@@ -230,7 +229,7 @@ impl ScheduleApi {
         let start_at = required_at("start_at", req.start_at.as_ref())?;
         let end_at = required_at("end_at", req.end_at.as_ref())?;
         if end_at <= start_at {
-            return Err(invalid("end_at", "must be after start_at"));
+            return Err(invalid("end_at", "must be after start_at").into());
         }
         let overlap = match req.overlap {
             0 => Overlap::AllowAll,
@@ -240,7 +239,8 @@ impl ScheduleApi {
             return Err(invalid(
                 "overlap",
                 "a backfill does not wait: use SKIP, ALLOW, CANCEL_PREVIOUS or TERMINATE_PREVIOUS",
-            ));
+            )
+            .into());
         }
         let row = self.visible(scope, id).await?;
         scope.workflow(Action::Start, &row.workflow)?;
@@ -254,7 +254,8 @@ impl ScheduleApi {
                 return Err(invalid(
                     "end_at",
                     format!("the range holds more than {MAX_BACKFILL} occurrences"),
-                ));
+                )
+                .into());
             }
             occurrences.push(next);
             at = next;
@@ -268,8 +269,7 @@ impl ScheduleApi {
                     .shared
                     .store
                     .get_execution(prev)
-                    .await
-                    .map_err(store)?
+                    .await?
                     .is_some_and(|e| !e.status.is_closed());
                 if running {
                     match overlap {
@@ -308,7 +308,7 @@ impl ScheduleApi {
     }
 
     async fn stop(&self, execution_id: &str, message: InboxMessage) -> ApiResult<()> {
-        self.shared.store.enqueue_inbox(execution_id, &message).await.map_err(store)?;
+        self.shared.store.enqueue_inbox(execution_id, &message).await?;
         let wake =
             internal::OwnerServiceWakeRequest { execution_ids: vec![execution_id.to_string()] };
         if let Err(status) = self.shared.owner.wake(tonic::Request::new(wake)).await {
@@ -321,7 +321,7 @@ impl ScheduleApi {
         let (def, spec) = spec_def(req.spec)?;
         let count = match req.count {
             0 => 10,
-            n if n > 1_000 => return Err(invalid("count", "at most 1000")),
+            n if n > 1_000 => return Err(invalid("count", "at most 1000").into()),
             n => n as usize,
         };
         let after = match req.after.as_ref() {
@@ -340,7 +340,7 @@ impl ScheduleApi {
     }
 }
 
-fn required_at(field: &str, t: Option<&prost_types::Timestamp>) -> ApiResult<u64> {
+fn required_at(field: &str, t: Option<&prost_types::Timestamp>) -> Result<u64, OrbitError> {
     let t = t.ok_or_else(|| invalid(field, "is required"))?;
     timestamp_to_ms(t).map_err(|e| invalid(field, e.to_string()))
 }

@@ -49,7 +49,10 @@ impl ScheduleService for ScheduleApi {
         &self,
         request: Request<CreateScheduleRequest>,
     ) -> Result<Response<CreateScheduleResponse>, Status> {
-        self.create(&Scope::of(&request), request.into_inner()).await.map(Response::new)
+        self.create(&Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn get_schedule(
@@ -65,7 +68,10 @@ impl ScheduleService for ScheduleApi {
         &self,
         request: Request<ListSchedulesRequest>,
     ) -> Result<Response<ListSchedulesResponse>, Status> {
-        self.list(&Scope::of(&request), request.into_inner()).await.map(Response::new)
+        self.list(&Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn update_schedule(
@@ -100,7 +106,10 @@ impl ScheduleService for ScheduleApi {
         &self,
         request: Request<TriggerScheduleRequest>,
     ) -> Result<Response<TriggerScheduleResponse>, Status> {
-        self.trigger(&Scope::of(&request), request.into_inner()).await.map(Response::new)
+        self.trigger(&Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn delete_schedule(
@@ -116,13 +125,16 @@ impl ScheduleService for ScheduleApi {
         &self,
         request: Request<BackfillScheduleRequest>,
     ) -> Result<Response<BackfillScheduleResponse>, Status> {
-        self.backfill(&Scope::of(&request), request.into_inner()).await.map(Response::new)
+        self.backfill(&Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn preview_schedule(
         &self,
         request: Request<PreviewScheduleRequest>,
     ) -> Result<Response<PreviewScheduleResponse>, Status> {
-        ScheduleApi::preview(request.into_inner()).map(Response::new)
+        ScheduleApi::preview(request.into_inner()).map(Response::new).map_err(Status::from)
     }
 }

@@ -7,15 +7,13 @@
 //! a runtime pin must match `hello.runtime`. Without an identity (auth not configured)
 //! every hello is admitted, as before.
 
-use crate::error::err;
 use orbit_api::v1::worker_message::Hello;
 use orbit_auth::Identity;
-use orbit_server_kit::ErrorCode;
-use tonic::Status;
+use orbit_server_kit::{ErrorCode, OrbitError};
 
 /// `Ok` when `caller` may announce everything in `hello`, else `PERMISSION_DENIED` naming
 /// the identity and the first task (or runtime) outside its rights.
-pub(crate) fn admit(caller: Option<&Identity>, hello: &Hello) -> Result<(), Status> {
+pub(crate) fn admit(caller: Option<&Identity>, hello: &Hello) -> Result<(), OrbitError> {
     let Some(identity) = caller else { return Ok(()) };
     if let Some(task) = hello.tasks.iter().find(|t| !identity.may_claim(&t.name)) {
         tracing::warn!(identity = %identity.name, task = %task.name, "hello refused: task outside the identity's patterns");
@@ -25,7 +23,7 @@ pub(crate) fn admit(caller: Option<&Identity>, hello: &Hello) -> Result<(), Stat
             task.name,
             identity.tasks.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
         );
-        return Err(err(ErrorCode::PermissionDenied, message));
+        return Err(OrbitError::new(ErrorCode::PermissionDenied, message));
     }
     if !identity.runtime_allowed(&hello.runtime) {
         tracing::warn!(identity = %identity.name, runtime = %hello.runtime, "hello refused: runtime pin");
@@ -35,7 +33,7 @@ pub(crate) fn admit(caller: Option<&Identity>, hello: &Hello) -> Result<(), Stat
             identity.runtime.as_deref().unwrap_or_default(),
             hello.runtime
         );
-        return Err(err(ErrorCode::PermissionDenied, message));
+        return Err(OrbitError::new(ErrorCode::PermissionDenied, message));
     }
     Ok(())
 }
@@ -46,7 +44,6 @@ mod tests {
     use orbit_api::v1::TaskRef;
     use orbit_auth::token::hash_token_hex;
     use orbit_auth::Identities;
-    use orbit_server_kit::OrbitError;
 
     fn hello(tasks: &[&str], runtime: &str) -> Hello {
         Hello {
@@ -72,15 +69,11 @@ mod tests {
         let billing = ids.by_token("b").unwrap();
         admit(Some(billing), &hello(&["billing.charge", "billing.refund"], "python")).unwrap();
         let refused = admit(Some(billing), &hello(&["billing.charge", "shipping.pack"], "python"));
-        let error = OrbitError::from_status(&refused.unwrap_err()).unwrap();
+        let error = refused.unwrap_err();
         assert_eq!(error.code, ErrorCode::PermissionDenied);
         assert!(error.message.contains("\"billing\"") && error.message.contains("shipping.pack"));
         let runtime = admit(Some(billing), &hello(&["billing.charge"], "rust")).unwrap_err();
-        assert!(
-            runtime.message().contains("pinned to runtime \"python\""),
-            "{}",
-            runtime.message()
-        );
+        assert!(runtime.message.contains("pinned to runtime \"python\""), "{}", runtime.message);
         admit(Some(ids.by_token("a").unwrap()), &hello(&["shipping.pack"], "rust")).unwrap();
         admit(None, &hello(&["shipping.pack"], "rust")).unwrap();
     }

@@ -9,7 +9,8 @@
 //! attempt with the same idempotency key, as for any lost session. A reservation the commit
 //! did not record gives its credit back.
 
-use super::session::deliver;
+use super::deliver::deliver;
+use super::loss;
 use crate::Shared;
 use orbit_store::{Handoff, NewTask, TaskClaim, TaskRow};
 use std::collections::HashMap;
@@ -94,5 +95,5 @@ async fn release(shared: &Arc<Shared>, rows: Vec<TaskRow>) {
         shared.sessions.forget_token(&token);
         lost.push((token, row.execution_id));
     }
-    super::loss::hand_back(shared, lost).await;
+    loss::hand_back(shared, lost).await;
 }

@@ -17,7 +17,9 @@
 //! reported uncertain (`SESSION_LOST`) so the engine redelivers the attempt with the same
 //! idempotency key. Failure path only: nothing is read while streams are healthy.
 
-use super::registry::Session;
+use super::context::learn_context;
+use super::session::Session;
+use super::{handoff, loss};
 use crate::Shared;
 use orbit_api::internal::v1::{
     lend_request, HandedTask, LendHello, LendRequest, LentCredits, LentTask, Recall,
@@ -193,12 +195,12 @@ impl Lending {
                 }
             }
             let run = (t.workflow.as_str(), t.version.as_str(), t.definition_hash.as_str());
-            super::session::learn_context(shared, &t.execution_id, t.run, run).await;
+            learn_context(shared, &t.execution_id, t.run, run).await;
             // A token not lent here any more (its stream was settled) or whose session is
             // gone is in no session: `hand_over` reports it lost.
             rows.push(task_row(t));
         }
-        super::handoff::hand_over(shared.clone(), rows).await;
+        handoff::hand_over(shared.clone(), rows).await;
     }
 
     /// The stream to `owner` (generation `generation`) ended: its tokens' credits come back
@@ -264,7 +266,7 @@ async fn settle(shared: &Arc<Shared>, tokens: Vec<String>) {
             "hand-offs of an ended owner stream never delivered: reported lost"
         );
     }
-    super::loss::hand_back(shared, lost).await;
+    loss::hand_back(shared, lost).await;
 }
 
 /// The row a handed task stands for.

@@ -3,7 +3,9 @@
 //! worker.proto promises), or handed back to the owner as `uncertain` (`SESSION_LOST`) so
 //! the engine redelivers them with the same idempotency key.
 
-use super::registry::{Adopted, Session};
+use super::common::{now_ms, wake_owner};
+use super::ledger::Adopted;
+use super::session::Session;
 use super::supervise::{supervise, Supervised};
 use crate::Shared;
 use orbit_store::inbox::Uncertain;
@@ -23,7 +25,7 @@ pub(super) fn park(shared: &Arc<Shared>, session: Arc<Session>) {
     }
     let timeout_ms = shared.config.session_timeout_ms.max(1);
     let until_ms = session.last_seen_ms().saturating_add(timeout_ms);
-    let wait = Duration::from_millis(until_ms.saturating_sub(super::now_ms()));
+    let wait = Duration::from_millis(until_ms.saturating_sub(now_ms()));
     let shared = shared.clone();
     tokio::spawn(async move {
         tokio::time::sleep(wait).await;
@@ -34,7 +36,7 @@ pub(super) fn park(shared: &Arc<Shared>, session: Arc<Session>) {
     });
 }
 
-/// Watches attempts a session adopted, as `session::deliver` does for the ones it claimed.
+/// Watches attempts a session adopted, as `deliver::deliver` does for the ones it claimed.
 pub(super) fn supervise_adopted(
     shared: &Arc<Shared>,
     session: &Arc<Session>,
@@ -80,5 +82,5 @@ pub(super) async fn hand_back(shared: &Arc<Shared>, lost: Vec<(String, String)>)
             Err(e) => tracing::error!(%token, error = %e, "recording a lost attempt failed"),
         }
     }
-    super::wake_owner(shared, executions);
+    wake_owner(shared, executions);
 }

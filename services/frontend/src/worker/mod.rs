@@ -1,25 +1,44 @@
-//! `orbit.v1.WorkerService`: worker sessions and one-shot results.
+//! `orbit.v1.WorkerService`: worker sessions and one-shot results. This file is the
+//! facade (the gRPC trait and what the rest of the crate uses); the rooms below import
+//! only downwards, none of them this file:
+//!
+//! - ground floor: `common` (clock, stream sender, waking owners), `ledger` (one session's
+//!   credits and attempts, pure), `admit`, `welcome`, `context`;
+//! - `session` (one session: its ledger under a lock, its stream, its signals), then
+//!   `registry` (all of them), `check` (message checks, the hello's included);
+//! - `supervise` (a task while the worker holds it), `loss` (attempts of ended streams),
+//!   `results` (results to the owner or the inbox);
+//! - `deliver` (tasks onto the stream), `dispatch` (claims), `handoff` and `lend` (tasks
+//!   handed over by owners), `inbound` (one message), `stream` (one stream, hello to end).
 
 mod admit;
 mod check;
+mod common;
+mod context;
+mod deliver;
+mod dispatch;
 mod handoff;
+mod inbound;
+mod ledger;
 pub(crate) mod lend;
 mod loss;
 mod registry;
 mod results;
 mod session;
+mod stream;
 mod supervise;
 mod welcome;
 
 pub use check::{check_message, Checked};
+pub(crate) use common::now_ms;
+pub(crate) use context::Context;
 pub(crate) use handoff::Handoffs;
 pub(crate) use lend::Lending;
-pub(crate) use registry::{now_ms, Registry, Session};
-pub(crate) use session::Context;
+pub(crate) use registry::Registry;
+pub(crate) use session::Session;
 
 use crate::scope::Scope;
 use crate::Shared;
-use orbit_api::internal::v1::OwnerServiceWakeRequest;
 use orbit_api::v1::worker_service_server::WorkerService;
 use orbit_api::v1::{
     CompleteTaskRequest, CompleteTaskResponse, FailTaskRequest, FailTaskResponse, ServerMessage,
@@ -42,21 +61,6 @@ impl WorkerApi {
     }
 }
 
-/// Tells the owner of each execution that its inbox has entries, without waiting.
-pub(crate) fn wake_owner(shared: &Arc<Shared>, execution_ids: Vec<String>) {
-    if execution_ids.is_empty() {
-        return;
-    }
-    let owner = shared.owner.clone();
-    tokio::spawn(async move {
-        let request = Request::new(OwnerServiceWakeRequest { execution_ids });
-        if let Err(status) = owner.wake(request).await {
-            // The owner also polls its inbox; the entries are durable either way.
-            tracing::warn!(%status, "waking the owner failed");
-        }
-    });
-}
-
 #[tonic::async_trait]
 impl WorkerService for WorkerApi {
     type SessionStream = ReceiverStream<Result<ServerMessage, Status>>;
@@ -69,7 +73,7 @@ impl WorkerService for WorkerApi {
         // Set by the auth layer when identities are configured; checked against the hello.
         let caller = request.extensions().get::<orbit_auth::Caller>().map(|c| c.0.clone());
         let scope = Scope::of(&request);
-        tokio::spawn(session::run(self.shared.clone(), request.into_inner(), tx, caller, scope));
+        tokio::spawn(stream::run(self.shared.clone(), request.into_inner(), tx, caller, scope));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 

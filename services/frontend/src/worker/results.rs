@@ -20,15 +20,18 @@
 //! from the token's row only for such workers, and on a session only for tokens that
 //! session did not claim itself (what it claimed already passed the hello's pattern check).
 
-use super::registry::Session;
-use crate::error::{err, invalid, store, ApiResult};
+use super::check::{error_json, task_error};
+use super::common::{now_ms, wake_owner};
+use super::session::Session;
+use crate::error::{err, ApiResult, FrontendError};
 use crate::reply::{self, Waited};
 use crate::scope::Scope;
-use crate::{validate, Shared};
+use crate::Shared;
 use orbit_api::internal::v1::ReportResultRequest;
 use orbit_api::v1 as wire;
 use orbit_engine::TaskError;
 use orbit_server_kit::payload::{check_limits, proto_to_json};
+use orbit_server_kit::validate as rules;
 use orbit_server_kit::{ErrorCode, OrbitError};
 use orbit_store::inbox::{Complete, Fail, Heartbeat};
 use orbit_store::{InboxMessage, InboxReply};
@@ -57,9 +60,11 @@ pub(crate) async fn complete(
     token: &str,
     output: Option<prost_types::Value>,
 ) -> ApiResult<Outcome> {
-    let token = validate::id("token", token)?;
-    let output =
-        output.map(proto_to_json).transpose().map_err(|e| invalid("output", e.to_string()))?;
+    let token = rules::id("token", token)?;
+    let output = output
+        .map(proto_to_json)
+        .transpose()
+        .map_err(|e| rules::invalid("output", e.to_string()))?;
     let worker_id = reporter(worker_id)?;
     task_in_scope(shared, scope, token).await?;
     let output = output.unwrap_or(Value::Null);
@@ -96,19 +101,18 @@ pub(crate) async fn fail(
     token: &str,
     error: Option<wire::TaskError>,
 ) -> ApiResult<Outcome> {
-    let token = validate::id("token", token)?;
-    let (code, error_json) = super::check::error_json(error)?;
+    let token = rules::id("token", token)?;
+    let error = task_error(error)?;
     let worker_id = reporter(worker_id)?;
     task_in_scope(shared, scope, token).await?;
-    if let Err(refused) = check_limits("error", &error_json, shared.config.max_payload_bytes) {
+    let limits = check_limits("error", &error_json(&error), shared.config.max_payload_bytes);
+    if let Err(refused) = limits {
         // The attempt still failed: record that, without the details that are over the
         // limits, under the payload code (the worker's code stays in the message).
-        let message = format!("{} (the worker reported {code})", refused.message);
+        let message = format!("{} (the worker reported {})", refused.message, error.code);
         let refused = OrbitError::new(refused.code, message);
         return record_refused(shared, worker_id, token, &refused).await;
     }
-    let error: TaskError = serde_json::from_value(error_json)
-        .map_err(|e| invalid("error", format!("does not fit a task error: {e}")))?;
     let report = InboxMessage::Fail(Fail { token: token.to_string(), error });
     record(shared, worker_id, token, report).await
 }
@@ -120,7 +124,7 @@ async fn task_in_scope(shared: &Shared, scope: &Scope, token: &str) -> ApiResult
     if !scope.is_restricted() {
         return Ok(());
     }
-    match shared.store.task_by_token(token).await.map_err(store)? {
+    match shared.store.task_by_token(token).await? {
         Some(row) => scope.task(&row.task),
         None => Ok(()),
     }
@@ -136,10 +140,10 @@ fn reporter(worker_id: &str) -> ApiResult<&str> {
              dispatched to",
         ));
     }
-    validate::id("worker_id", worker_id)
+    Ok(rules::id("worker_id", worker_id)?)
 }
 
-fn mismatch(token: &str) -> tonic::Status {
+fn mismatch(token: &str) -> FrontendError {
     err(
         ErrorCode::WorkerMismatch,
         format!("task token {token} was dispatched to another worker; nothing was recorded"),
@@ -162,8 +166,7 @@ async fn record(
         let sub = shared.changes.subscribe(&id);
         (id, sub)
     });
-    let done =
-        shared.store.complete_task_row(token, worker_id, Some(report)).await.map_err(store)?;
+    let done = shared.store.complete_task_row(token, worker_id, Some(report)).await?;
     let Some(done) = done else {
         return Ok(Outcome::rejected("UNKNOWN_TOKEN"));
     };
@@ -178,7 +181,7 @@ async fn record(
     if !done.newly_done {
         // The row was already done: an earlier result for this token won. The entry is
         // still recorded; the owner ignores it as stale.
-        super::wake_owner(shared, vec![done.task.execution_id.clone()]);
+        wake_owner(shared, vec![done.task.execution_id.clone()]);
         return Ok(Outcome::rejected("ALREADY_REPORTED"));
     }
     // Durable now. Whether it counts is the owner's call (rule 4: a result for a unit that
@@ -191,7 +194,7 @@ async fn record(
         _ => (shared.changes.subscribe(&execution_id), false),
     };
     let Some(seq) = done.inbox_seq else {
-        super::wake_owner(shared, vec![execution_id]);
+        wake_owner(shared, vec![execution_id]);
         return Ok(Outcome { accepted: true, reason: String::new() });
     };
     Ok(match reply::deliver(shared, &execution_id, &sub, seq, before_write).await? {
@@ -228,13 +231,15 @@ async fn hand_over(
     succeeded: bool,
 ) -> Option<Outcome> {
     let (execution_id, task, claimed_at_ms) = shared.sessions.claimed_here(token)?;
+    // The typed result only: `kind` and `payload` are for owners to read from frontends of
+    // an earlier release.
     let request = ReportResultRequest {
         execution_id,
         token: token.to_string(),
         worker_id: worker_id.to_string(),
-        kind: report.kind().as_str().to_string(),
-        payload: report.payload_text(),
         owner_node_id: shared.lending.handed_by(token).unwrap_or_default(),
+        result: orbit_wire::task_result(report),
+        ..ReportResultRequest::default()
     };
     match shared.owner.report_result(tonic::Request::new(request)).await {
         Ok(answer) if answer.get_ref().recorded => {}
@@ -257,7 +262,7 @@ fn count_result(task: &str, succeeded: bool, claimed_at_ms: Option<u64>) {
     let counter = if succeeded { &m.tasks_completed } else { &m.tasks_failed };
     counter.with_label_values(&labels).inc();
     if let Some(claimed) = claimed_at_ms {
-        let ran = orbit_metrics::seconds_between_ms(claimed, super::now_ms());
+        let ran = orbit_metrics::seconds_between_ms(claimed, now_ms());
         m.task_run.with_label_values(&labels).observe(ran);
     }
 }
@@ -272,7 +277,7 @@ pub(crate) async fn heartbeat(
     details: Option<prost_types::Value>,
 ) -> ApiResult<()> {
     let Some(details) = details else { return Ok(()) };
-    let details = proto_to_json(details).map_err(|e| invalid("details", e.to_string()))?;
+    let details = proto_to_json(details).map_err(|e| rules::invalid("details", e.to_string()))?;
     if let Err(refused) = check_limits("details", &details, shared.config.max_payload_bytes) {
         // Nothing of the details is written: each attempt fails with the payload code (its
         // later result is then answered as already reported).
@@ -280,11 +285,10 @@ pub(crate) async fn heartbeat(
             if let Some(done) = shared
                 .store
                 .complete_task_row(token, &session.worker_id, Some(refused_report(token, &refused)))
-                .await
-                .map_err(store)?
+                .await?
             {
                 shared.sessions.forget_token(token);
-                super::wake_owner(shared, vec![done.task.execution_id]);
+                wake_owner(shared, vec![done.task.execution_id]);
             }
         }
         return Ok(());
@@ -297,7 +301,7 @@ pub(crate) async fn heartbeat(
         // patterns (the row is read here anyway), are dropped like unknown ones.
         let execution_id = match session.execution_of(token) {
             Some(id) => id,
-            None => match shared.store.task_by_token(token).await.map_err(store)? {
+            None => match shared.store.task_by_token(token).await? {
                 Some(row)
                     if row.state == orbit_store::TaskState::Claimed
                         && row.worker_id.as_deref() == Some(session.worker_id.as_str())
@@ -312,13 +316,13 @@ pub(crate) async fn heartbeat(
             token: token.clone(),
             details: Some(details.clone()),
         });
-        shared.store.enqueue_inbox(&execution_id, &message).await.map_err(store)?;
+        shared.store.enqueue_inbox(&execution_id, &message).await?;
         if !woken.contains(&execution_id) {
             woken.push(execution_id);
         }
     }
     if !woken.is_empty() {
-        super::wake_owner(shared, woken);
+        wake_owner(shared, woken);
     }
     Ok(())
 }

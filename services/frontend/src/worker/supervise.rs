@@ -12,8 +12,8 @@
 //! is told to stop. The supervisor ends when the session no
 //! longer holds the token (its result arrived, or the session ended).
 
-use super::registry::{now_ms, Session};
-use super::session::{msg, Tx};
+use super::common::{msg, now_ms, wake_owner, Tx};
+use super::session::Session;
 use crate::Shared;
 use orbit_api::v1::server_message::{self, Cancel};
 use orbit_store::inbox::Uncertain;
@@ -102,7 +102,7 @@ async fn heartbeat_timeout(shared: &Arc<Shared>, session: &Session, tx: &Tx, tas
         return;
     }
     session.release(&task.token);
-    super::wake_owner(shared, vec![task.execution_id.clone()]);
+    wake_owner(shared, vec![task.execution_id.clone()]);
     let cancel = Cancel { token: task.token.clone(), reason: "HEARTBEAT_TIMEOUT".into() };
     let _ = tx.send(msg(server_message::Kind::Cancel(cancel))).await;
 }

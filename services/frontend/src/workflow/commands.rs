@@ -7,7 +7,7 @@
 
 use super::definitions::not_found;
 use super::reads::scoped;
-use crate::error::{err, store, ApiResult};
+use crate::error::{err, ApiResult, FrontendError};
 use crate::reply::{self, Waited};
 use crate::scope::Scope;
 use crate::{validate, Shared};
@@ -17,6 +17,8 @@ use orbit_api::v1::{
     SignalExecutionResponse, StartExecutionRequest, StartExecutionResponse,
 };
 use orbit_auth::Action;
+use orbit_server_kit::payload::check_limits;
+use orbit_server_kit::validate as rules;
 use orbit_server_kit::ErrorCode;
 use orbit_store::inbox::{Cancel, Signal};
 use orbit_store::{InboxMessage, InboxReply};
@@ -45,17 +47,17 @@ pub(crate) async fn start_with(
     req: StartExecutionRequest,
     update: Option<internal::InitialUpdate>,
 ) -> ApiResult<internal::StartExecutionResponse> {
-    let workflow = validate::name("workflow", &req.workflow)?;
-    let version = validate::optional("version", &req.version)?;
+    let workflow = rules::id("workflow", &req.workflow)?;
+    let version = rules::optional("version", &req.version)?;
     // Before the definition is read: a forbidden name is refused whether registered or not.
     scope.workflow(Action::Start, workflow)?;
     let execution_id = match req.execution_id.as_str() {
         "" => validate::random_hex(16)?,
-        given => validate::new_execution_id(given)?.to_string(),
+        given => rules::new_execution_id("execution_id", given)?.to_string(),
     };
     let input = validate::payload("input", req.input, shared.config.max_payload_bytes)?;
     // Versions and hashes only (no documents): the owner reads the definition it pins.
-    let versions = shared.store.definition_versions(workflow).await.map_err(store)?;
+    let versions = shared.store.definition_versions(workflow).await?;
     let def = match version {
         Some(v) => versions.into_iter().find(|r| r.version == v),
         None => orbit_store::VersionRow::latest(versions),
@@ -79,7 +81,8 @@ pub(crate) async fn start_with(
     // Orbit codes, so they pass through unchanged. An id taken by another workflow's
     // execution is refused there (`EXECUTION_EXISTS`, for every caller): a start that
     // answers with an existing execution names the workflow the caller was allowed to start.
-    Ok(shared.owner.start_execution(tonic::Request::new(request)).await?.into_inner())
+    let started = shared.owner.start_execution(tonic::Request::new(request)).await;
+    Ok(started.map_err(FrontendError::Owner)?.into_inner())
 }
 
 pub(crate) async fn signal(
@@ -87,9 +90,9 @@ pub(crate) async fn signal(
     scope: &Scope,
     req: SignalExecutionRequest,
 ) -> ApiResult<SignalExecutionResponse> {
-    let id = validate::id("execution_id", &req.execution_id)?;
-    let name = validate::name("name", &req.name)?;
-    let request_id = validate::optional("request_id", &req.request_id)?;
+    let id = rules::id("execution_id", &req.execution_id)?;
+    let name = rules::id("name", &req.name)?;
+    let request_id = rules::optional("request_id", &req.request_id)?;
     let payload = validate::payload("payload", req.payload, shared.config.max_payload_bytes)?;
     let row = scoped(shared, scope, Action::Signal, id).await?;
     let message = InboxMessage::Signal(Signal {
@@ -108,10 +111,10 @@ pub(crate) async fn cancel(
     scope: &Scope,
     req: CancelExecutionRequest,
 ) -> ApiResult<CancelExecutionResponse> {
-    let id = validate::id("execution_id", &req.execution_id)?;
-    let request_id = validate::optional("request_id", &req.request_id)?;
+    let id = rules::id("execution_id", &req.execution_id)?;
+    let request_id = rules::optional("request_id", &req.request_id)?;
     let reason = json!(req.reason);
-    validate::check_size("reason", &reason, shared.config.max_payload_bytes)?;
+    check_limits("reason", &reason, shared.config.max_payload_bytes)?;
     scoped(shared, scope, Action::Cancel, id).await?;
     let message = InboxMessage::Cancel(Cancel {
         reason: req.reason,

@@ -3,7 +3,7 @@
 //! What is stored is the canonical JSON of the normalised document, so the stored text
 //! hashes to the definition hash and parses back to the same definition.
 
-use crate::error::{err, invalid, store, ApiResult};
+use crate::error::{err, ApiResult, FrontendError};
 use crate::scope::Scope;
 use crate::validate;
 use crate::Shared;
@@ -15,6 +15,7 @@ use orbit_api::v1::{
 use orbit_auth::Action;
 use orbit_definition::{canonical_json, to_document, Format};
 use orbit_server_kit::payload::ms_to_timestamp;
+use orbit_server_kit::validate::{self as rules, invalid};
 use orbit_server_kit::{ErrorCode, FieldViolation, OrbitError};
 use orbit_store::{DefinitionRow, PutOutcome, StoreError};
 use std::collections::HashMap;
@@ -50,13 +51,13 @@ pub(crate) async fn register(
     req: RegisterWorkflowRequest,
 ) -> ApiResult<RegisterWorkflowResponse> {
     if req.document.trim().is_empty() {
-        return Err(invalid("document", "is required"));
+        return Err(invalid("document", "is required").into());
     }
     let format = match DefinitionFormat::try_from(req.format) {
         Ok(DefinitionFormat::Unspecified) => Format::Detect,
         Ok(DefinitionFormat::Yaml) => Format::Yaml,
         Ok(DefinitionFormat::Json) => Format::Json,
-        Err(_) => return Err(invalid("format", format!("unknown format {}", req.format))),
+        Err(_) => return Err(invalid("format", format!("unknown format {}", req.format)).into()),
     };
     // Parsing compiles every expression and checks the graph: CPU work sized by the
     // document (bounded by the definition limits), so it runs off the async runtime.
@@ -68,11 +69,9 @@ pub(crate) async fn register(
         })?;
     let def = parsed.map_err(|errors| {
         let problems = errors.errors();
-        OrbitError::new(ErrorCode::InvalidDefinition, summary(problems))
-            .with_violations(
-                problems.iter().map(|e| FieldViolation::new(&e.path, e.code.as_str(), &e.message)),
-            )
-            .to_status()
+        OrbitError::new(ErrorCode::InvalidDefinition, summary(problems)).with_violations(
+            problems.iter().map(|e| FieldViolation::new(&e.path, e.code.as_str(), &e.message)),
+        )
     })?;
     // The name is in the document: checked once it is parsed, before anything is stored.
     scope.workflow(Action::Register, &def.name)?;
@@ -87,10 +86,10 @@ pub(crate) async fn register(
                         def.name, def.version
                     ),
                 ),
-                other => store(other),
+                other => other.into(),
             },
         )?;
-    let row = shared.store.get_definition(&def.name, Some(&def.version)).await.map_err(store)?;
+    let row = shared.store.get_definition(&def.name, Some(&def.version)).await?;
     Ok(RegisterWorkflowResponse {
         name: def.name.clone(),
         version: def.version.clone(),
@@ -131,24 +130,24 @@ pub(crate) async fn get(
     scope: &Scope,
     req: GetWorkflowRequest,
 ) -> ApiResult<GetWorkflowResponse> {
-    let name = validate::name("name", &req.name)?;
-    let version = validate::optional("version", &req.version)?;
+    let name = rules::id("name", &req.name)?;
+    let version = rules::optional("version", &req.version)?;
     scope.workflow(Action::Read, name)?;
-    let row = shared.store.get_definition(name, version).await.map_err(store)?;
+    let row = shared.store.get_definition(name, version).await?;
     let Some(row) = row else {
         return Err(not_found(name, version));
     };
     let latest = match version {
         None => true,
         Some(_) => {
-            let versions = shared.store.definition_versions(name).await.map_err(store)?;
+            let versions = shared.store.definition_versions(name).await?;
             orbit_store::VersionRow::latest(versions).is_some_and(|v| v.version == row.version)
         }
     };
     Ok(GetWorkflowResponse { workflow: Some(wire_definition(row, true, latest)) })
 }
 
-pub(crate) fn not_found(name: &str, version: Option<&str>) -> tonic::Status {
+pub(crate) fn not_found(name: &str, version: Option<&str>) -> FrontendError {
     let what = match version {
         Some(v) => format!("{name}@{v}"),
         None => name.to_string(),
@@ -170,7 +169,7 @@ pub(crate) async fn list(
     if !req.name.is_empty() {
         scope.workflow(Action::Read, &req.name)?;
     }
-    let all = shared.store.list_definitions().await.map_err(store)?;
+    let all = shared.store.list_definitions().await?;
     let matching: Vec<DefinitionRow> = all
         .into_iter()
         .filter(|d| (req.name.is_empty() || d.name == req.name) && scope.sees(&d.name))

@@ -4,9 +4,9 @@
 //! answers `EXECUTION_NOT_FOUND`.
 
 use super::reads::scoped;
-use crate::error::{err, no_execution, store, ApiResult};
+use crate::error::{err, no_execution, ApiResult};
 use crate::scope::Scope;
-use crate::{validate, Shared};
+use crate::Shared;
 use orbit_api::v1::{DeleteExecutionRequest, DeleteExecutionResponse};
 use orbit_auth::Action;
 use orbit_server_kit::ErrorCode;
@@ -20,14 +20,14 @@ pub(crate) async fn delete(
     scope: &Scope,
     req: DeleteExecutionRequest,
 ) -> ApiResult<DeleteExecutionResponse> {
-    let id = validate::id("execution_id", &req.execution_id)?;
+    let id = orbit_server_kit::validate::id("execution_id", &req.execution_id)?;
     // Only a pattern-restricted caller pays for reading the row first (the delete itself
     // needs no read). The descendants go with the execution that started them, whatever
     // their workflows: the tree is the addressed execution's.
     if scope.is_restricted() {
         scoped(shared, scope, Action::Cancel, id).await?;
     }
-    match shared.store.delete_execution(id).await.map_err(store)? {
+    match shared.store.delete_execution(id).await? {
         DeleteOutcome::Deleted(rows) => {
             tracing::info!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(id), executions = rows.executions, events = rows.events, "execution deleted");
             Ok(DeleteExecutionResponse { executions: rows.executions, events: rows.events })

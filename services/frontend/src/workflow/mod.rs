@@ -4,7 +4,9 @@
 //! reads from the store in [`reads`], the event stream in [`watch`], and commands routed to
 //! the owner in [`commands`] (updates in [`update`]), and the poison quarantine's operator actions in
 //! [`quarantine`]. Each takes the request's [`Scope`] first: the caller's workflow patterns,
-//! checked on the workflow each request names or addresses.
+//! checked on the workflow each request names or addresses. Each answers a
+//! [`FrontendError`](crate::error::FrontendError); the trait impl turns it into the status
+//! (the edge).
 
 mod commands;
 mod definitions;
@@ -52,6 +54,7 @@ impl WorkflowService for WorkflowApi {
         definitions::register(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn get_workflow(
@@ -61,6 +64,7 @@ impl WorkflowService for WorkflowApi {
         definitions::get(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn list_workflows(
@@ -70,6 +74,7 @@ impl WorkflowService for WorkflowApi {
         definitions::list(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn start_execution(
@@ -79,6 +84,7 @@ impl WorkflowService for WorkflowApi {
         commands::start(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn describe_execution(
@@ -88,6 +94,7 @@ impl WorkflowService for WorkflowApi {
         reads::describe(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn get_history(
@@ -97,6 +104,7 @@ impl WorkflowService for WorkflowApi {
         reads::history(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 
     type WatchExecutionStream = watch::WatchStream;
@@ -108,6 +116,7 @@ impl WorkflowService for WorkflowApi {
         watch::watch(self.shared.clone(), &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn list_executions(
@@ -117,6 +126,7 @@ impl WorkflowService for WorkflowApi {
         reads::list_executions(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn signal_execution(
@@ -126,6 +136,7 @@ impl WorkflowService for WorkflowApi {
         commands::signal(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn query_execution(
@@ -135,6 +146,7 @@ impl WorkflowService for WorkflowApi {
         reads::query(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn cancel_execution(
@@ -144,6 +156,7 @@ impl WorkflowService for WorkflowApi {
         commands::cancel(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn update_execution(
@@ -154,6 +167,7 @@ impl WorkflowService for WorkflowApi {
         update::update(&self.shared, &Scope::of(&request), deadline, request.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn resume_execution(
@@ -163,6 +177,7 @@ impl WorkflowService for WorkflowApi {
         quarantine::resume(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn terminate_execution(
@@ -172,6 +187,7 @@ impl WorkflowService for WorkflowApi {
         quarantine::terminate(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn delete_execution(
@@ -181,5 +197,6 @@ impl WorkflowService for WorkflowApi {
         delete::delete(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 }

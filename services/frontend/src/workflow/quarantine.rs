@@ -7,15 +7,17 @@
 
 use super::commands::send;
 use super::reads::{load_run, scoped};
-use crate::error::{err, ApiResult};
+use crate::error::{err, ApiResult, FrontendError};
 use crate::scope::Scope;
-use crate::{validate, Shared};
+use crate::Shared;
 use orbit_api::v1::{
     ResumeExecutionRequest, ResumeExecutionResponse, TerminateExecutionRequest,
     TerminateExecutionResponse,
 };
 use orbit_auth::Action;
 use orbit_engine::Status;
+use orbit_server_kit::payload::check_limits;
+use orbit_server_kit::validate as rules;
 use orbit_server_kit::ErrorCode;
 use orbit_store::inbox::{Resume, Terminate};
 use orbit_store::{InboxMessage, InboxReply};
@@ -24,7 +26,7 @@ use serde_json::json;
 /// The error code of a terminated execution's `WorkflowFailed`.
 const TERMINATED: &str = "TERMINATED";
 
-fn finished(id: &str, status: Status) -> tonic::Status {
+fn finished(id: &str, status: Status) -> FrontendError {
     err(
         ErrorCode::ExecutionFinished,
         format!("execution `{id}` has already ended {}", status.as_str()),
@@ -33,7 +35,7 @@ fn finished(id: &str, status: Status) -> tonic::Status {
 
 /// A reply of the wrong variant for an operator action: the owner and this frontend
 /// disagree about the protocol.
-fn unexpected(id: &str, reply: Option<InboxReply>) -> tonic::Status {
+fn unexpected(id: &str, reply: Option<InboxReply>) -> FrontendError {
     err(ErrorCode::StorageError, format!("unexpected owner reply for `{id}`: {reply:?}"))
 }
 
@@ -42,7 +44,7 @@ pub(crate) async fn resume(
     scope: &Scope,
     req: ResumeExecutionRequest,
 ) -> ApiResult<ResumeExecutionResponse> {
-    let id = validate::id("execution_id", &req.execution_id)?;
+    let id = rules::id("execution_id", &req.execution_id)?;
     let row = scoped(shared, scope, Action::Update, id).await?;
     if row.status.is_closed() {
         return Err(finished(id, row.status));
@@ -69,9 +71,9 @@ pub(crate) async fn terminate(
     scope: &Scope,
     req: TerminateExecutionRequest,
 ) -> ApiResult<TerminateExecutionResponse> {
-    let id = validate::id("execution_id", &req.execution_id)?;
+    let id = rules::id("execution_id", &req.execution_id)?;
     let reason = json!(req.reason);
-    validate::check_size("reason", &reason, shared.config.max_payload_bytes)?;
+    check_limits("reason", &reason, shared.config.max_payload_bytes)?;
     let row = scoped(shared, scope, Action::Cancel, id).await?;
     if row.status.is_closed() {
         // Idempotent: a terminated execution answers as the first call did.

@@ -3,7 +3,7 @@
 //! A run is folded from its history with the same pure code the owner uses, so a read sees
 //! exactly the committed state (it may lag the owner's hot state by one commit).
 
-use crate::error::{err, invalid, no_execution, store, ApiResult};
+use crate::error::{err, no_execution, ApiResult};
 use crate::scope::Scope;
 use crate::validate;
 use crate::Shared;
@@ -16,6 +16,7 @@ use orbit_auth::Action;
 use orbit_definition::Definition;
 use orbit_engine::{HistoryEvent, State, Status};
 use orbit_server_kit::payload::{check_limits, json_to_proto, timestamp_to_ms};
+use orbit_server_kit::validate::{self as rules, invalid};
 use orbit_server_kit::ErrorCode;
 use orbit_store::{ExecutionFilter, ExecutionRow};
 use std::sync::Arc;
@@ -43,7 +44,7 @@ impl LoadedRun {
 
 /// The projection of an execution, or `EXECUTION_NOT_FOUND`.
 pub(crate) async fn execution(shared: &Shared, id: &str) -> ApiResult<ExecutionRow> {
-    shared.store.get_execution(id).await.map_err(store)?.ok_or_else(|| no_execution(id))
+    shared.store.get_execution(id).await?.ok_or_else(|| no_execution(id))
 }
 
 /// The projection of an execution the caller may address with `action`; one of a workflow
@@ -82,7 +83,7 @@ pub(crate) async fn load_run(
 ) -> ApiResult<LoadedRun> {
     let row = scoped(shared, scope, action, id).await?;
     let run = resolve_run(&row, run)?;
-    let history = shared.store.load_history(id, run).await.map_err(store)?;
+    let history = shared.store.load_history(id, run).await?;
     let state = State::from_history(&history);
     // Every run of an execution is pinned to the same definition as its first.
     let hash = if state.definition_hash.is_empty() {
@@ -99,12 +100,12 @@ pub(crate) async fn describe(
     scope: &Scope,
     req: DescribeExecutionRequest,
 ) -> ApiResult<DescribeExecutionResponse> {
-    let id = validate::id("execution_id", &req.execution_id)?;
+    let id = rules::id("execution_id", &req.execution_id)?;
     let loaded = load_run(shared, scope, Action::Read, id, req.run).await?;
     let info = loaded.info();
     let mut execution = orbit_wire::describe(&loaded.def, &loaded.state, info);
     if loaded.run == loaded.row.run && loaded.row.status == Status::Suspended {
-        let faults = shared.store.faults(&[id.to_string()]).await.map_err(store)?;
+        let faults = shared.store.faults(&[id.to_string()]).await?;
         execution.suspension = faults.into_iter().next().map(|f| orbit_api::v1::Suspension {
             reason: f.reason,
             entry_seq: f.inbox_seq.unwrap_or(0),
@@ -120,8 +121,8 @@ pub(crate) async fn query(
     scope: &Scope,
     req: QueryExecutionRequest,
 ) -> ApiResult<QueryExecutionResponse> {
-    let id = validate::id("execution_id", &req.execution_id)?;
-    let name = validate::name("name", &req.name)?;
+    let id = rules::id("execution_id", &req.execution_id)?;
+    let name = rules::id("name", &req.name)?;
     let loaded = load_run(shared, scope, Action::Query, id, req.run).await?;
     let as_of_seq = loaded.state.last_seq;
     let name = name.to_string();
@@ -135,7 +136,7 @@ pub(crate) async fn query(
     .map_err(|e| err(ErrorCode::QueryFailed, format!("the query evaluation failed: {e}")))?
     .map_err(|e| err(e.code, e.message))?;
     // A result over the payload limits would not fit (or decode in) the response: say so.
-    check_limits(&what, &value, shared.config.max_payload_bytes).map_err(|e| e.to_status())?;
+    check_limits(&what, &value, shared.config.max_payload_bytes)?;
     Ok(QueryExecutionResponse { result: Some(json_to_proto(value)), as_of_seq })
 }
 
@@ -152,12 +153,12 @@ pub(crate) async fn history(
     req: GetHistoryRequest,
 ) -> ApiResult<GetHistoryResponse> {
     use prost::Message as _;
-    let id = validate::id("execution_id", &req.execution_id)?;
+    let id = rules::id("execution_id", &req.execution_id)?;
     let size = validate::page_size(req.page_size, 1000, 10_000);
     let from = validate::numeric_token(&req.page_token)?.unwrap_or(1);
     let row = scoped(shared, scope, Action::Read, id).await?;
     let run = resolve_run(&row, req.run)?;
-    let history = shared.store.load_history(id, run).await.map_err(store)?;
+    let history = shared.store.load_history(id, run).await?;
     let mut events = Vec::new();
     let mut bytes = 0usize;
     let mut next_page_token = String::new();
@@ -196,7 +197,7 @@ pub(crate) async fn list_executions(
         statuses.push(orbit_wire::status_of(status));
     }
     if !req.version.is_empty() && req.workflow.is_empty() {
-        return Err(invalid("version", "requires `workflow`"));
+        return Err(invalid("version", "requires `workflow`").into());
     }
     if !req.workflow.is_empty() {
         scope.workflow(Action::Read, &req.workflow)?;
@@ -211,13 +212,13 @@ pub(crate) async fn list_executions(
     };
     let filter = ExecutionFilter {
         status: single_status,
-        workflow: validate::optional("workflow", &req.workflow)?.map(str::to_string),
-        parent_id: validate::optional("parent_id", &req.parent_id)?.map(str::to_string),
-        schedule_id: validate::optional("schedule_id", &req.schedule_id)?.map(str::to_string),
+        workflow: rules::optional("workflow", &req.workflow)?.map(str::to_string),
+        parent_id: rules::optional("parent_id", &req.parent_id)?.map(str::to_string),
+        schedule_id: rules::optional("schedule_id", &req.schedule_id)?.map(str::to_string),
         page_size: u32::try_from(validate::page_size(req.page_size, 100, 1000)).unwrap_or(1000),
         page_token: (!req.page_token.is_empty()).then(|| req.page_token.clone()),
     };
-    let page = shared.store.list_executions(filter).await.map_err(store)?;
+    let page = shared.store.list_executions(filter).await?;
     let keep = |row: &ExecutionRow| {
         (statuses.is_empty() || statuses.contains(&Some(row.status)))
             && (req.version.is_empty() || row.version == req.version)

@@ -17,13 +17,14 @@
 
 use super::reads::scoped;
 use super::update_start::{self, Started};
-use crate::error::{err, store, ApiResult};
+use crate::error::{err, ApiResult};
 use crate::reply::{self, Waited, FALLBACK, FALLBACK_MAX};
 use crate::scope::Scope;
 use crate::{validate, Shared};
 use orbit_api::v1::{UpdateExecutionRequest, UpdateExecutionResponse};
 use orbit_auth::Action;
 use orbit_server_kit::payload::json_to_proto;
+use orbit_server_kit::validate as rules;
 use orbit_server_kit::ErrorCode;
 use orbit_store::inbox::Update;
 use orbit_store::{InboxMessage, InboxReply};
@@ -83,9 +84,9 @@ pub(crate) async fn update(
     req: UpdateExecutionRequest,
 ) -> ApiResult<UpdateExecutionResponse> {
     let budget = Budget::new(shared, deadline);
-    let id = validate::id("execution_id", &req.execution_id)?;
-    let name = validate::name("name", &req.name)?;
-    let request_id = validate::optional("request_id", &req.request_id)?;
+    let id = rules::id("execution_id", &req.execution_id)?;
+    let name = rules::id("name", &req.name)?;
+    let request_id = rules::optional("request_id", &req.request_id)?;
     let args = validate::payload("args", req.args, shared.config.max_payload_bytes)?;
     let update =
         Update { name: name.to_string(), args, request_id: request_id.map(str::to_string) };
@@ -168,11 +169,8 @@ async fn completion(
     loop {
         // Only when the run grew past what was read (or a change does not say): a change
         // that only applied other inbox entries adds no event to look at.
-        let events = if read {
-            shared.store.history_after(id, run, after).await.map_err(store)?
-        } else {
-            Vec::new()
-        };
+        let events =
+            if read { shared.store.history_after(id, run, after).await? } else { Vec::new() };
         match orbit_engine::update::completion(&events, seq) {
             Some(Ok(result)) => return Ok(answer(result.clone(), seq, run)),
             Some(Err(error)) => return Err(err(ErrorCode::UpdateFailed, error.message.clone())),

@@ -15,13 +15,14 @@
 //! reply.
 
 use super::commands;
-use crate::error::{invalid, ApiResult};
+use crate::error::ApiResult;
 use crate::scope::Scope;
 use crate::Shared;
 use orbit_api::internal::v1 as internal;
 use orbit_api::v1::StartExecutionRequest;
 use orbit_auth::Action;
 use orbit_server_kit::payload::json_to_proto;
+use orbit_server_kit::validate::{self as rules, invalid};
 use orbit_store::inbox::Update;
 
 /// What the start did.
@@ -45,9 +46,10 @@ pub(crate) async fn start(
         return Err(invalid(
             "start.execution_id",
             format!("must be empty or the update's execution_id `{id}`"),
-        ));
+        )
+        .into());
     }
-    let workflow = crate::validate::name("start.workflow", &start.workflow)?;
+    let workflow = rules::id("start.workflow", &start.workflow)?;
     // The update is applied by the start itself: the caller must be allowed both.
     scope.workflow(Action::Update, workflow)?;
     let initial = internal::InitialUpdate {

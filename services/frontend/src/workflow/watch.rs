@@ -11,9 +11,8 @@
 //! the history back.
 
 use super::reads::{resolve_run, scoped};
-use crate::error::{store, ApiResult};
+use crate::error::ApiResult;
 use crate::scope::Scope;
-use crate::validate;
 use crate::Shared;
 use orbit_api::v1::watch_execution_response::Kind;
 use orbit_api::v1::{WatchExecutionRequest, WatchExecutionResponse};
@@ -34,7 +33,7 @@ pub(crate) async fn watch(
     scope: &Scope,
     req: WatchExecutionRequest,
 ) -> ApiResult<WatchStream> {
-    let id = validate::id("execution_id", &req.execution_id)?.to_string();
+    let id = orbit_server_kit::validate::id("execution_id", &req.execution_id)?.to_string();
     // Subscribed before the first read, so a commit after that read is seen; the
     // authorisation's read is that first read (a result-only watch looks at the row it got).
     let changes = shared.changes.subscribe(&id);
@@ -44,8 +43,9 @@ pub(crate) async fn watch(
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
         let first = Watching { changes, row: Some(row) };
-        if let Err(status) = follow(&shared, &id, run, &req, &tx, first).await {
-            let _ = tx.send(Err(status)).await;
+        // The edge of the stream: an error that ends it is sent as its status.
+        if let Err(e) = follow(&shared, &id, run, &req, &tx, first).await {
+            let _ = tx.send(Err(e.into())).await;
         }
     });
     Ok(ReceiverStream::new(rx))
@@ -84,11 +84,11 @@ async fn follow(
             // Cheap check on the projection; the history is read once, at the end.
             let row = match first_row.take() {
                 Some(row) => Some(row),
-                None => shared.store.get_execution(id).await.map_err(store)?,
+                None => shared.store.get_execution(id).await?,
             };
             row.is_some_and(|r| r.run > run || r.status.is_closed())
         } else {
-            let events = shared.store.history_after(id, run, after).await.map_err(store)?;
+            let events = shared.store.history_after(id, run, after).await?;
             for event in &events {
                 let msg = WatchExecutionResponse {
                     kind: Some(Kind::Event(orbit_wire::history_event(event, run))),
@@ -103,7 +103,7 @@ async fn follow(
             terminal_seen
         };
         if closed {
-            let history = shared.store.load_history(id, run).await.map_err(store)?;
+            let history = shared.store.load_history(id, run).await?;
             let state = State::from_history(&history);
             let closed_at = history.last().map_or(0, |e| e.timestamp_ms);
             if let Some(result) = orbit_wire::execution_result(&state, closed_at) {

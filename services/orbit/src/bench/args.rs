@@ -110,7 +110,7 @@ pub struct BenchArgs {
     pub metrics: Option<String>,
     /// With `--address`: TLS to the running server.
     #[command(flatten)]
-    pub tls: crate::tls_args::ClientTlsArgs,
+    pub tls: orbit_cli::flags::ClientTlsArgs,
     /// Traces of the embedded server and the benchmark's workers (to measure their cost).
     #[command(flatten)]
     pub traces: crate::trace_args::TraceArgs,

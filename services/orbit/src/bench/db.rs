@@ -9,7 +9,8 @@
 //! this database's own.
 
 use orbit_store::{DbStats, PgStore};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// PostgreSQL publishes backends' commit counts with a delay of up to a second.
 const PUBLISH_DELAY: Duration = Duration::from_millis(1500);

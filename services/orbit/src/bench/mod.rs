@@ -12,11 +12,11 @@ mod sleepers;
 pub use args::BenchArgs;
 
 use crate::bench_server::Source;
-use crate::client::{Auth, Transport};
 use crate::dev;
 use hdrhistogram::Histogram;
 use orbit_api::v1 as pb;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
+use orbit_cli::client::{Auth, Transport};
 use orbit_frontend::FrontendConfig;
 use orbit_server_kit::payload::json_to_proto;
 use orbit_worker::{TaskContext, TaskFailure, Worker};
@@ -25,8 +25,9 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -217,7 +218,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         if args.rate > 0.0 {
             // Execution i starts at i / rate seconds: a fixed rate, not a burst after a stall.
             let due = began + Duration::from_secs_f64(i as f64 / args.rate);
-            tokio::time::sleep_until(due.into()).await;
+            tokio::time::sleep_until(due).await;
         }
         let permit = gate.clone().acquire_owned().await?;
         let channel = &channels[usize::try_from(i).unwrap_or(0) % channels.len()];

@@ -12,15 +12,16 @@
 
 use super::BenchArgs;
 use crate::bench_server::{Snapshot, Source};
-use crate::client::Transport;
 use orbit_api::v1 as pb;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
+use orbit_cli::client::Transport;
 use orbit_server_kit::payload::json_to_proto;
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
 const WORKFLOW: &str = "name: bench-sleep\nversion: \"1\"\nsteps:\n  - { id: nap, until: \"${{ input.at }}\" }\noutput: \"${{ input.n }}\"\n";
 
@@ -206,7 +207,5 @@ fn rss_kib(pid: u32) -> Option<u64> {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0))
+    orbit_owner::system_clock()
 }

@@ -162,7 +162,7 @@ pub async fn run_worker(dial: Dial, policy: Policy, shutdown: CancellationToken)
             // there, the client's own timeout only bounds a step without `timeout:`.
             let timeout = ctx
                 .deadline()
-                .and_then(|d| d.duration_since(SystemTime::now()).ok())
+                .and_then(|d| d.duration_since(wall_clock()).ok())
                 .map_or(DEFAULT_TIMEOUT, |left| left + Duration::from_secs(1));
             call(&policy, ctx.input(), timeout).await
         }
@@ -181,4 +181,9 @@ pub async fn run_worker(dial: Dial, policy: Policy, shutdown: CancellationToken)
     if let Err(e) = worker {
         tracing::error!(error = %e, "the built-in http worker stopped");
     }
+}
+
+/// Now, as the `SystemTime` a task's deadline is given in.
+fn wall_clock() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_millis(orbit_owner::system_clock())
 }

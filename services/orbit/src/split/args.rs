@@ -130,7 +130,7 @@ pub struct CommonArgs {
     pub connections: ConnectionArgs,
     /// TLS of the calls this service makes to owners.
     #[command(flatten)]
-    pub client_tls: crate::tls_args::ClientTlsArgs,
+    pub client_tls: orbit_cli::flags::ClientTlsArgs,
     /// Who may call this service, and the opt-out of the safe defaults.
     #[command(flatten)]
     pub auth: crate::auth_args::AuthArgs,

@@ -6,7 +6,7 @@ use super::args::SchedulerArgs;
 use super::backend::{Channel, Wakeup};
 use super::node::{self, prepare};
 use orbit_api::internal::v1::owner_service_server::OwnerService;
-use orbit_owner::system_clock;
+use orbit_owner::Clock;
 use orbit_scheduler::{Scheduler, Sweeper};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -30,7 +30,7 @@ pub async fn run(args: SchedulerArgs) -> ExitCode {
         node.database.store.clone(),
         owners,
         timers_changed.clone(),
-        system_clock,
+        Clock::system(),
     );
     let listen = node.database.listen(
         &[Channel::Timers],
@@ -41,7 +41,7 @@ pub async fn run(args: SchedulerArgs) -> ExitCode {
         }),
         node.shutdown.clone(),
     );
-    let sweeper = Sweeper::new(node.database.store.clone(), args.sweep.config(), system_clock);
+    let sweeper = Sweeper::new(node.database.store.clone(), args.sweep.config(), Clock::system());
     let sweep = {
         let shutdown = node.shutdown.clone();
         tokio::spawn(async move { sweeper.run(shutdown).await })

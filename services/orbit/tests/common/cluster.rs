@@ -12,6 +12,10 @@
 //! PostgreSQL must be running (`scripts/pg.sh start`; `scripts/test.sh` does it): the
 //! topology script would otherwise start it and stop it again with the topology.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 use super::TempDir;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use orbit_engine::event::Event;

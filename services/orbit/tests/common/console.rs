@@ -3,6 +3,10 @@
 //! Chromium run of `tests/console/console.mjs` (Debian's `chromium`, `playwright-core`
 //! from `npm ci`; scripts/test.sh installs both).
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 use super::*;
 use orbit_api::v1::schedule_service_client::ScheduleServiceClient;
 use orbit_worker::{TaskContext, TaskFailure, Worker};

@@ -1,6 +1,10 @@
 //! The Python SDK (`sdks/python`, package `orbit-worker`) for the end-to-end tests that run
 //! Python workers: the interpreter of the venv scripts/test.sh installs it into.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 use super::run_bounded;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,6 +2,10 @@
 //! spec, and reading the occurrences a schedule started (from the ids
 //! `<schedule>:<occurrence RFC 3339>` of the executions `ListExecutions` returns for it).
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 use orbit_api::v1 as pb;
 use orbit_api::v1::schedule_service_client::ScheduleServiceClient;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;

@@ -2,6 +2,10 @@
 //! tests of the clients' security options (the Python worker, `orbit bench`, the Docker
 //! init script's files).
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 use super::tls::{connect, tls_address, Pki};
 use super::{example, free_port, Server};
 use orbit_api::tls::ClientTls;

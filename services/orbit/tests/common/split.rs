@@ -3,6 +3,10 @@
 //! cross-process notifications (the services poll instead). Each process logs to a file in
 //! the test's directory; the test kills them by pid and reads the file afterwards.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 use super::{ChildGuard, TempDir};
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use std::path::{Path, PathBuf};

@@ -6,6 +6,10 @@
 //! ANOTHER CA (`other-client`, CA `other-ca`) and an EXPIRED client certificate from the
 //! right CA (`expired`, valid on 2020-01-01 only). EC P-256 keys, PKCS#8.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 use super::{free_port, Server};
 use orbit_api::tls::ClientTls;
 use orbit_api::v1 as pb;

@@ -8,6 +8,10 @@
 //! machine): [`STEP`] for anything a worker does in well under a second, and the
 //! scenario's own sleep on top where a task sleeps.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 pub mod scenarios;
 
 use crate::common::{ChildGuard, Server, TempDir};

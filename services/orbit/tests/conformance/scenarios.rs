@@ -1,5 +1,9 @@
 //! The eight scenarios of `sdks/conformance/README.md`, each against its own `orbit dev`.
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 use super::{types, Env, WorkerProc, WorkerSpec, STEP};
 use crate::common::secure::{app_client, bearer, identity};
 use crate::common::{

@@ -3,6 +3,10 @@
 //! be deleted on demand. Grace periods use the store's clock; the cases pass 0 (and wait a
 //! few ms so "older than now" holds) or a minute (nothing that young may go).
 
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
 use crate::support::{applied, complete, signal};
 use crate::support::{ev, scheduled, start_batch, task, timer, Backend};
 use orbit_engine::ErrorCode;

@@ -151,7 +151,7 @@ enum ExecutionCommand {
         #[arg(long, value_name = "JSON", requires = "start_workflow")]
         input: Option<String>,
         /// How long to wait for the reply, e.g. `30s` (sent as the call's gRPC deadline).
-        #[arg(long, value_name = "DURATION", value_parser = crate::retention::duration)]
+        #[arg(long, value_name = "DURATION", value_parser = crate::flags::duration)]
         timeout: Option<std::time::Duration>,
     },
     /// Evaluate a query declared by the workflow against the execution's current state.

@@ -128,8 +128,9 @@ pub struct ConnectArgs {
     /// document on stdout).
     #[arg(long, global = true, value_enum, default_value_t = Format::Human, value_name = "FORMAT")]
     pub output: Format,
+    /// TLS of the connection to the server (`--tls-ca`, `--tls-client-cert`, ...).
     #[command(flatten)]
-    pub tls: crate::tls_args::ClientTlsArgs,
+    pub tls: crate::flags::ClientTlsArgs,
 }
 
 /// The gRPC transport every client uses: a channel with the bearer token added to each call.

@@ -1,0 +1,44 @@
+//! The ground floor of the worker module: the few helpers every other file of it shares
+//! (the clock, the sender of a session's stream, waking owners, the short-lock rule).
+//! Imports no sibling, so any file may use it without closing an import circle.
+
+use crate::Shared;
+use orbit_api::internal::v1::OwnerServiceWakeRequest;
+use orbit_api::v1::{server_message, ServerMessage};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use tokio::sync::mpsc;
+use tonic::{Request, Status};
+
+/// The sending half of a worker's `Session` stream.
+pub(crate) type Tx = mpsc::Sender<Result<ServerMessage, Status>>;
+
+/// A server message of `kind`, as the stream sends it.
+pub(crate) fn msg(kind: server_message::Kind) -> Result<ServerMessage, Status> {
+    Ok(ServerMessage { kind: Some(kind) })
+}
+
+/// The system clock in epoch milliseconds (`orbit_clock`).
+pub(crate) fn now_ms() -> u64 {
+    orbit_clock::system_clock()
+}
+
+/// Tells the owner of each execution that its inbox has entries, without waiting.
+pub(crate) fn wake_owner(shared: &Arc<Shared>, execution_ids: Vec<String>) {
+    if execution_ids.is_empty() {
+        return;
+    }
+    let owner = shared.owner.clone();
+    tokio::spawn(async move {
+        let request = Request::new(OwnerServiceWakeRequest { execution_ids });
+        if let Err(status) = owner.wake(request).await {
+            // The owner also polls its inbox; the entries are durable either way.
+            tracing::warn!(%status, "waking the owner failed");
+        }
+    });
+}
+
+/// Locks plain data held for a moment.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Plain data under a short lock; a panic elsewhere leaves it consistent.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
