@@ -15,13 +15,13 @@ use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use orbit_api::v1::*;
 use orbit_engine::Event;
 use orbit_frontend::{Frontend, FrontendConfig};
-use orbit_owner::{Owner, OwnerConfig};
+use orbit_owner::Owner;
 use orbit_server_kit::payload::json_to_proto;
-use orbit_store::{ChangeHub, SqliteStore, Store};
+use orbit_store::Store;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use support::{next, say};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
@@ -96,19 +96,7 @@ struct Setup {
 
 async fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open_and_migrate(dir.path().join("orbit.db")).await.unwrap();
-    let store: Arc<dyn Store> = Arc::new(store);
-    let ready = Arc::new(Notify::new());
-    let changes = Arc::new(ChangeHub::new());
-    let owner = Owner::new(
-        OwnerConfig::default(),
-        store.clone(),
-        ready.clone(),
-        Arc::new(Notify::new()),
-        changes.clone(),
-    );
-    let running = owner.clone();
-    tokio::spawn(async move { running.run(CancellationToken::new()).await });
+    let (store, owner, ready, changes) = support::store_and_owner(&dir).await;
     let recording = Arc::new(Recording { owner, reports: Mutex::default() });
     let config = FrontendConfig { node_id: "fe-report".into(), ..FrontendConfig::default() };
     let frontend = Frontend::new(config, store.clone(), recording.clone(), ready, changes);

@@ -53,7 +53,11 @@ pub async fn handoff_harness(
     (serve(dir, frontend.clone()).await, frontend)
 }
 
-async fn frontend_and_owner(dir: &tempfile::TempDir, config: FrontendConfig) -> (Frontend, Owner) {
+/// A store in `dir` and a running owner over it, with the wake-ups a frontend shares.
+#[allow(dead_code)] // Not every test binary that includes `support` builds its own frontend.
+pub async fn store_and_owner(
+    dir: &tempfile::TempDir,
+) -> (Arc<dyn Store>, Owner, Arc<Notify>, Arc<ChangeHub>) {
     let store = SqliteStore::open_and_migrate(dir.path().join("orbit.db")).await.unwrap();
     let store: Arc<dyn Store> = Arc::new(store);
     let ready = Arc::new(Notify::new());
@@ -67,6 +71,11 @@ async fn frontend_and_owner(dir: &tempfile::TempDir, config: FrontendConfig) -> 
     );
     let running = owner.clone();
     tokio::spawn(async move { running.run(CancellationToken::new()).await });
+    (store, owner, ready, changes)
+}
+
+async fn frontend_and_owner(dir: &tempfile::TempDir, config: FrontendConfig) -> (Frontend, Owner) {
+    let (store, owner, ready, changes) = store_and_owner(dir).await;
     (Frontend::new(config, store, Arc::new(owner.clone()), ready, changes), owner)
 }
 
