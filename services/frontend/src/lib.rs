@@ -45,7 +45,7 @@ pub const DISPATCH_SAFETY_NET_MS: u64 = 30_000;
 pub const SWEEP_SAFETY_NET: Duration = Duration::from_secs(30);
 
 /// How a frontend behaves. [`Default`] gives the documented defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct FrontendConfig {
     /// This frontend's node id: the claimer recorded on task rows it hands out.
     pub node_id: String,
@@ -69,6 +69,9 @@ pub struct FrontendConfig {
     pub dispatch_fallback_ms: u64,
     /// A node whose last heartbeat is older than this is dead (`ClusterStatus` liveness).
     pub node_timeout_ms: u64,
+    /// Where the frontend reads `now` (sessions' last-seen and heartbeat times, schedule
+    /// edits, queue ages). Default: the system clock; tests move one by hand.
+    pub clock: orbit_clock::Clock,
 }
 
 impl Default for FrontendConfig {
@@ -82,6 +85,7 @@ impl Default for FrontendConfig {
             watch_poll_ms: 1_000,
             dispatch_fallback_ms: DISPATCH_SAFETY_NET_MS,
             node_timeout_ms: 10_000,
+            clock: orbit_clock::Clock::system(),
         }
     }
 }
@@ -166,6 +170,7 @@ impl Frontend {
         tasks_ready: Arc<Notify>,
         changes: Arc<ChangeHub>,
     ) -> Frontend {
+        let started_at_ms = config.clock.now();
         Frontend {
             shared: Arc::new(Shared {
                 config,
@@ -176,7 +181,7 @@ impl Frontend {
                 defs: defs::DefinitionCache::default(),
                 sessions: worker::Registry::default(),
                 contexts: std::sync::Mutex::default(),
-                started_at_ms: worker::now_ms(),
+                started_at_ms,
                 queue_watched: std::sync::atomic::AtomicBool::new(false),
                 lending: worker::Lending::default(),
             }),

@@ -112,7 +112,7 @@ async fn backlog(shared: &Shared, seen: &mut BTreeSet<String>) -> bool {
             session.changed.notify_waiters();
         }
     }
-    let now = crate::worker::now_ms();
+    let now = shared.config.clock.now();
     let mut current = BTreeSet::new();
     // Versions of one task name add up; the oldest row of any version counts.
     let mut by_task: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();

@@ -6,7 +6,6 @@
 //! and the scheduler (`orbit dev`).
 
 use crate::error::ApiResult;
-use crate::worker::now_ms;
 use crate::Shared;
 use orbit_api::v1::{
     ClusterStatusRequest, ClusterStatusResponse, ExecutionStatus, Node, ServiceKind,
@@ -81,7 +80,7 @@ async fn node(shared: &Shared, row: NodeRow, live: bool) -> ApiResult<Node> {
 /// The answer of `orbit dev`: this process serves every service.
 async fn single_process(shared: &Shared) -> ApiResult<ClusterStatusResponse> {
     let owned = running_executions(shared).await?;
-    let now = now_ms();
+    let now = shared.config.clock.now();
     let node = |service: ServiceKind, owned_executions: u64| Node {
         node_id: shared.config.node_id.clone(),
         service: service.into(),

@@ -3,7 +3,6 @@
 
 use super::page;
 use crate::error::ApiResult;
-use crate::worker::now_ms;
 use crate::Shared;
 use orbit_api::v1::{DescribeTaskQueueRequest, DescribeTaskQueueResponse, TaskQueueInfo, TaskRef};
 use orbit_server_kit::payload::ms_to_duration;
@@ -39,7 +38,7 @@ pub(super) async fn describe(
             queues.entry(key.clone()).or_default().workers.insert(session.worker_id.clone());
         }
     }
-    let now = now_ms();
+    let now = shared.config.clock.now();
     let all: Vec<TaskQueueInfo> = queues
         .into_iter()
         .filter(|((name, _), _)| req.task.is_empty() || *name == req.task)

@@ -23,10 +23,6 @@ use orbit_store::{InboxMessage, ScheduleRow, ScheduleUpdate};
 /// Occurrences one backfill may start.
 const MAX_BACKFILL: usize = 1_000;
 
-fn now_ms() -> u64 {
-    crate::worker::now_ms()
-}
-
 fn missing(id: &str) -> FrontendError {
     err(ErrorCode::ScheduleNotFound, format!("schedule `{id}` does not exist"))
 }
@@ -68,7 +64,7 @@ impl ScheduleApi {
             ));
         }
         let def = ScheduleDef { spec, action };
-        let now = now_ms();
+        let now = self.now_ms();
         let next = compiled.next_after(now);
         let row = ScheduleRow {
             schedule_id: id.clone(),
@@ -136,7 +132,7 @@ impl ScheduleApi {
         let (spec, compiled) = spec_def(req.spec)?;
         self.visible(scope, &id).await?;
         let def = ScheduleDef { spec, action };
-        let now = now_ms();
+        let now = self.now_ms();
         let next = compiled.next_after(now);
         let update = ScheduleUpdate {
             schedule_id: id.clone(),
@@ -166,7 +162,7 @@ impl ScheduleApi {
         if row.paused == paused && (!paused || note.is_empty() || row.note == note) {
             return Ok(schedule_message(&row));
         }
-        let found = self.shared.store.set_schedule_paused(id, paused, note, now_ms()).await;
+        let found = self.shared.store.set_schedule_paused(id, paused, note, self.now_ms()).await;
         let row = found?.ok_or_else(|| missing(id))?;
         if !paused {
             self.changed();
@@ -198,7 +194,7 @@ impl ScheduleApi {
         let started = self.shared.owner.start_execution(tonic::Request::new(request)).await;
         let created = started.map_err(FrontendError::Owner)?.into_inner().created;
         if created {
-            self.shared.store.record_schedule_start(schedule, id, now_ms()).await?;
+            self.shared.store.record_schedule_start(schedule, id, self.now_ms()).await?;
         }
         Ok(created)
     }
@@ -213,7 +209,7 @@ impl ScheduleApi {
         scope.workflow(Action::Start, &row.workflow)?;
         let def = stored(&row)?;
         let execution_id = match req.execution_id.as_str() {
-            "" => format!("{id}:{}", rfc3339(now_ms())),
+            "" => format!("{id}:{}", rfc3339(self.now_ms())),
             given => rules::new_execution_id("execution_id", given)?.to_string(),
         };
         let created = self.start(id, &def, &execution_id).await?;
@@ -317,7 +313,16 @@ impl ScheduleApi {
         Ok(())
     }
 
-    pub(crate) fn preview(req: PreviewScheduleRequest) -> ApiResult<PreviewScheduleResponse> {
+    /// The frontend's `now` (see `FrontendConfig::clock`).
+    fn now_ms(&self) -> u64 {
+        self.shared.config.clock.now()
+    }
+
+    /// The next `count` fire times after `req.after`, or after `now_ms`.
+    pub(crate) fn preview(
+        req: PreviewScheduleRequest,
+        now_ms: u64,
+    ) -> ApiResult<PreviewScheduleResponse> {
         let (def, spec) = spec_def(req.spec)?;
         let count = match req.count {
             0 => 10,
@@ -326,7 +331,7 @@ impl ScheduleApi {
         };
         let after = match req.after.as_ref() {
             Some(t) => timestamp_to_ms(t).map_err(|e| invalid("after", e.to_string()))?,
-            None => now_ms(),
+            None => now_ms,
         };
         let fires = spec.preview(after, count);
         let due = fires

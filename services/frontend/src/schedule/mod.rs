@@ -135,6 +135,8 @@ impl ScheduleService for ScheduleApi {
         &self,
         request: Request<PreviewScheduleRequest>,
     ) -> Result<Response<PreviewScheduleResponse>, Status> {
-        ScheduleApi::preview(request.into_inner()).map(Response::new).map_err(Status::from)
+        ScheduleApi::preview(request.into_inner(), self.shared.config.clock.now())
+            .map(Response::new)
+            .map_err(Status::from)
     }
 }

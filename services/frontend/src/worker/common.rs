@@ -1,5 +1,5 @@
 //! The ground floor of the worker module: the few helpers every other file of it shares
-//! (the clock, the sender of a session's stream, waking owners, the short-lock rule).
+//! (the sender of a session's stream, waking owners, the short-lock rule).
 //! Imports no sibling, so any file may use it without closing an import circle.
 
 use crate::Shared;
@@ -15,11 +15,6 @@ pub(crate) type Tx = mpsc::Sender<Result<ServerMessage, Status>>;
 /// A server message of `kind`, as the stream sends it.
 pub(crate) fn msg(kind: server_message::Kind) -> Result<ServerMessage, Status> {
     Ok(ServerMessage { kind: Some(kind) })
-}
-
-/// The system clock in epoch milliseconds (`orbit_clock`).
-pub(crate) fn now_ms() -> u64 {
-    orbit_clock::system_clock()
 }
 
 /// Tells the owner of each execution that its inbox has entries, without waiting.

@@ -3,7 +3,7 @@
 //! worker.proto promises), or handed back to the owner as `uncertain` (`SESSION_LOST`) so
 //! the engine redelivers them with the same idempotency key.
 
-use super::common::{now_ms, wake_owner};
+use super::common::wake_owner;
 use super::ledger::Adopted;
 use super::session::Session;
 use super::supervise::{supervise, Supervised};
@@ -25,7 +25,7 @@ pub(super) fn park(shared: &Arc<Shared>, session: Arc<Session>) {
     }
     let timeout_ms = shared.config.session_timeout_ms.max(1);
     let until_ms = session.last_seen_ms().saturating_add(timeout_ms);
-    let wait = Duration::from_millis(until_ms.saturating_sub(now_ms()));
+    let wait = Duration::from_millis(until_ms.saturating_sub(session.now_ms()));
     let shared = shared.clone();
     tokio::spawn(async move {
         tokio::time::sleep(wait).await;

@@ -30,7 +30,6 @@ mod supervise;
 mod welcome;
 
 pub use check::{check_message, Checked};
-pub(crate) use common::now_ms;
 pub(crate) use context::Context;
 pub(crate) use handoff::Handoffs;
 pub(crate) use lend::Lending;

@@ -21,7 +21,7 @@
 //! session did not claim itself (what it claimed already passed the hello's pattern check).
 
 use super::check::{error_json, task_error};
-use super::common::{now_ms, wake_owner};
+use super::common::wake_owner;
 use super::session::Session;
 use crate::error::{err, ApiResult, FrontendError};
 use crate::reply::{self, Waited};
@@ -176,7 +176,7 @@ async fn record(
     }
     shared.sessions.forget_token(token);
     if done.newly_done {
-        count_result(&done.task.task, succeeded, done.task.claimed_at_ms);
+        count_result(shared, &done.task.task, succeeded, done.task.claimed_at_ms);
     }
     if !done.newly_done {
         // The row was already done: an earlier result for this token won. The entry is
@@ -250,19 +250,19 @@ async fn hand_over(
         }
     }
     shared.sessions.forget_token(token);
-    count_result(&task, succeeded, claimed_at_ms);
+    count_result(shared, &task, succeeded, claimed_at_ms);
     Some(Outcome { accepted: true, reason: String::new() })
 }
 
 /// The metrics of a result recorded by either route: completed or failed, and the run
 /// time from the claim (store clock) to now (this frontend's clock; skew reads as 0).
-fn count_result(task: &str, succeeded: bool, claimed_at_ms: Option<u64>) {
+fn count_result(shared: &Shared, task: &str, succeeded: bool, claimed_at_ms: Option<u64>) {
     let m = orbit_metrics::get();
     let labels = [task];
     let counter = if succeeded { &m.tasks_completed } else { &m.tasks_failed };
     counter.with_label_values(&labels).inc();
     if let Some(claimed) = claimed_at_ms {
-        let ran = orbit_metrics::seconds_between_ms(claimed, now_ms());
+        let ran = orbit_metrics::seconds_between_ms(claimed, shared.config.clock.now());
         m.task_run.with_label_values(&labels).observe(ran);
     }
 }

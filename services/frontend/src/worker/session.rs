@@ -3,8 +3,9 @@
 //! the signals its dispatcher waits on. The ledger's rules are pure and live in
 //! [`super::ledger`]; this type adds only the locking, the clock and the wake-ups.
 
-use super::common::{lock, now_ms, Tx};
+use super::common::{lock, Tx};
 use super::ledger::{Adopted, Ledger, SessionCounters};
+use orbit_clock::Clock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -41,6 +42,8 @@ pub(crate) struct Session {
     /// The owner that last handed this session a task (see `lend`): its next free credits
     /// go there first, since a step's next task comes from its execution's owner.
     pub(crate) last_owner: Mutex<Option<String>>,
+    /// Where the session reads `now` (the frontend's clock).
+    clock: Clock,
 }
 
 /// The descriptive parts of a worker's `hello`: shown by the admin API, and its tasks'
@@ -61,7 +64,8 @@ impl Session {
         task_names: Vec<String>,
         max_concurrency: u32,
     ) -> Session {
-        let now = now_ms();
+        let clock = Clock::system();
+        let now = clock.now();
         Session {
             id,
             worker_id,
@@ -76,7 +80,23 @@ impl Session {
             drained: AtomicBool::new(false),
             changed: Notify::new(),
             last_owner: Mutex::new(None),
+            clock,
         }
+    }
+
+    /// Reads `now` from `clock` (the frontend's) from here on: the session's opening and
+    /// last-seen times are taken again from it.
+    pub(crate) fn with_clock(mut self, clock: Clock) -> Session {
+        let now = clock.now();
+        self.connected_at_ms = now;
+        self.last_seen_ms = AtomicU64::new(now);
+        self.clock = clock;
+        self
+    }
+
+    /// The session's `now`, epoch milliseconds.
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.clock.now()
     }
 
     /// Attaches what the worker said about itself; its tasks' versions and its runtime's
@@ -120,7 +140,7 @@ impl Session {
     /// two locks are taken one after the other, never together.
     pub(super) fn adopt(&self, from: &Session) -> Vec<Adopted> {
         let taken = lock(&from.ledger).surrender();
-        let now = now_ms();
+        let now = self.clock.now();
         lock(&self.ledger).adopt(&taken, now);
         taken
     }
@@ -141,7 +161,7 @@ impl Session {
 
     /// The worker was heard from now.
     pub(crate) fn touch(&self) {
-        self.last_seen_ms.store(now_ms(), Ordering::Relaxed);
+        self.last_seen_ms.store(self.clock.now(), Ordering::Relaxed);
     }
 
     pub(crate) fn last_seen_ms(&self) -> u64 {
@@ -175,7 +195,7 @@ impl Session {
     /// An owner handed a task under a lent credit: it goes to the worker. False when the
     /// session holds no lent credit (it cannot take the task).
     pub(crate) fn lent_used(&self, token: &str, execution_id: &str) -> bool {
-        let now = now_ms();
+        let now = self.clock.now();
         lock(&self.ledger).lent_used(token, execution_id, now)
     }
 
@@ -197,13 +217,13 @@ impl Session {
 
     /// A hand-off takes one free credit for `token`, if there is one.
     pub(crate) fn try_take(&self, token: &str, execution_id: &str) -> bool {
-        let now = now_ms();
+        let now = self.clock.now();
         lock(&self.ledger).try_take(token, execution_id, now)
     }
 
     /// A claimed task was handed to this session: one credit used.
     pub(crate) fn took(&self, token: &str, execution_id: &str) {
-        let now = now_ms();
+        let now = self.clock.now();
         lock(&self.ledger).take(token, execution_id, now);
     }
 
@@ -225,7 +245,7 @@ impl Session {
 
     /// The worker heartbeated these tokens.
     pub(crate) fn beat(&self, tokens: &[String]) {
-        let now = now_ms();
+        let now = self.clock.now();
         lock(&self.ledger).beat(tokens, now);
     }
 

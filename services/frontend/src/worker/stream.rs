@@ -57,7 +57,9 @@ pub(crate) async fn run(
     }
     let principal = caller.as_ref().map(|c| c.name.clone());
     let session = match check::open(&hello) {
-        Ok(session) => Arc::new(session.with_principal(principal)),
+        Ok(session) => {
+            Arc::new(session.with_principal(principal).with_clock(shared.config.clock.clone()))
+        }
         Err(e) => {
             let _ = tx.send(Err(e.into())).await;
             return;

@@ -12,7 +12,7 @@
 //! is told to stop. The supervisor ends when the session no
 //! longer holds the token (its result arrived, or the session ended).
 
-use super::common::{msg, now_ms, wake_owner, Tx};
+use super::common::{msg, wake_owner, Tx};
 use super::session::Session;
 use crate::Shared;
 use orbit_api::v1::server_message::{self, Cancel};
@@ -65,7 +65,7 @@ pub(crate) async fn supervise(
         }
         let Some(last_beat) = session.last_beat(&task.token) else { return };
         if let Some(limit) = task.heartbeat_ms {
-            if now_ms().saturating_sub(last_beat) > limit {
+            if session.now_ms().saturating_sub(last_beat) > limit {
                 heartbeat_timeout(&shared, &session, &tx, &task).await;
                 return;
             }
@@ -94,7 +94,7 @@ async fn heartbeat_timeout(shared: &Arc<Shared>, session: &Session, tx: &Tx, tas
     tracing::info!(token = %task.token, execution_id = %task.execution_id, trace_id = %orbit_telemetry::trace_id(&task.execution_id), "no heartbeat in time: attempt handed back");
     let message = InboxMessage::Uncertain(Uncertain {
         token: task.token.clone(),
-        reason: "HEARTBEAT_TIMEOUT".into(),
+        reason: orbit_engine::command::HEARTBEAT_TIMEOUT.into(),
     });
     if let Err(e) = shared.store.enqueue_inbox(&task.execution_id, &message).await {
         // The session keeps the token: when it ends, the attempt is handed back then.
@@ -103,6 +103,9 @@ async fn heartbeat_timeout(shared: &Arc<Shared>, session: &Session, tx: &Tx, tas
     }
     session.release(&task.token);
     wake_owner(shared, vec![task.execution_id.clone()]);
-    let cancel = Cancel { token: task.token.clone(), reason: "HEARTBEAT_TIMEOUT".into() };
+    let cancel = Cancel {
+        token: task.token.clone(),
+        reason: orbit_engine::command::HEARTBEAT_TIMEOUT.into(),
+    };
     let _ = tx.send(msg(server_message::Kind::Cancel(cancel))).await;
 }

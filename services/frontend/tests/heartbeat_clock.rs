@@ -1,0 +1,114 @@
+//! A step's heartbeat timeout runs on the frontend's clock (`FrontendConfig::clock`): with
+//! a manual clock, a one-hour `heartbeat_timeout` is tested without waiting an hour. The
+//! supervisor notices on its next tick (at most `TICK`, 5 s, for a timeout this long), the
+//! worker is told to stop with `HEARTBEAT_TIMEOUT`, and the engine records the attempt's
+//! retryable failure.
+
+mod support;
+
+use orbit_api::v1::server_message::{Kind as ServerKind, Task};
+use orbit_api::v1::worker_message::{Credits, Hello, Kind as WorkerKind};
+use orbit_api::v1::*;
+use orbit_clock::ManualClock;
+use orbit_frontend::FrontendConfig;
+use orbit_server_kit::payload::{json_to_proto, struct_to_json_object};
+use serde_json::json;
+use support::{next, say};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+const T0: u64 = 1_800_000_000_000;
+const HOUR_MS: u64 = 3_600_000;
+
+const SILENT: &str = r#"
+name: silent
+version: "1"
+tasks:
+  hang: { version: "1" }
+steps:
+  - id: a
+    task: hang
+    input: {}
+    heartbeat_timeout: 1h
+    retry: { max_attempts: 2, initial_interval: 1ms }
+"#;
+
+async fn next_task(inbound: &mut tonic::Streaming<ServerMessage>) -> Task {
+    loop {
+        match next(inbound).await {
+            ServerKind::Task(t) => return t,
+            ServerKind::Ack(_) => continue,
+            other => panic!("expected a task, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_hour_heartbeat_timeout_fires_when_the_frontends_clock_passes_it() {
+    let manual = ManualClock::new(T0);
+    let config = FrontendConfig {
+        node_id: "fe-clock".into(),
+        clock: manual.clock(),
+        // The session itself stays alive across the jump (its liveness is on the same
+        // clock): only the attempt's heartbeat timeout is under test.
+        session_timeout_ms: 10 * HOUR_MS,
+        ..FrontendConfig::default()
+    };
+    let mut h = support::harness(config).await;
+    let req = RegisterWorkflowRequest { document: SILENT.into(), format: 0 };
+    h.workflows.register_workflow(req).await.unwrap();
+    let start = StartExecutionRequest {
+        workflow: "silent".into(),
+        input: Some(json_to_proto(json!({}))),
+        execution_id: "silent-1".into(),
+        ..Default::default()
+    };
+    h.workflows.start_execution(start).await.unwrap();
+
+    let (tx, rx) = mpsc::channel(16);
+    let mut inbound = h.workers.session(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let hello = Hello {
+        worker_id: "w-silent".into(),
+        tasks: vec![TaskRef { name: "hang".into(), version: "1".into() }],
+        max_concurrency: 1,
+        ..Default::default()
+    };
+    tx.send(say(WorkerKind::Hello(hello))).await.unwrap();
+    let ServerKind::Welcome(_) = next(&mut inbound).await else { panic!("welcome first") };
+    tx.send(say(WorkerKind::Credits(Credits { n: 2 }))).await.unwrap();
+    let first = next_task(&mut inbound).await;
+    assert_eq!(first.attempt, 1);
+
+    // The worker stays silent; only the frontend's clock moves past the hour.
+    manual.advance(HOUR_MS + 1_000);
+    // Pings keep the stream busy, so the wait is bounded as a whole: the supervisor looks
+    // at least every `TICK` (5 s); four of them is plenty on a busy machine.
+    let cancel = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            match next(&mut inbound).await {
+                ServerKind::Cancel(c) if c.token == first.token => return c.reason,
+                ServerKind::Ack(_) => {}
+                other => panic!("expected the cancel of the silent attempt, got {other:?}"),
+            }
+        }
+    });
+    let reason = cancel.await.expect("the silent attempt is cancelled on the frontend's clock");
+    assert_eq!(reason, "HEARTBEAT_TIMEOUT");
+    // The engine recorded the attempt's retryable failure (this harness runs no scheduler,
+    // so the retry's backoff timer is not fired here).
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let history = GetHistoryRequest { execution_id: "silent-1".into(), ..Default::default() };
+        let events = h.workflows.get_history(history).await.unwrap().into_inner().events;
+        let failed = events.iter().find(|e| e.event_type == "StepAttemptFailed");
+        if let Some(e) = failed {
+            let payload = struct_to_json_object(e.payload.clone().unwrap()).unwrap();
+            let error = &payload["error"];
+            assert_eq!(error["code"], "HEARTBEAT_TIMEOUT", "{payload:?}");
+            assert_eq!(error["retryable"], true, "{payload:?}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no StepAttemptFailed: {events:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
