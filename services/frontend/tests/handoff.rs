@@ -5,8 +5,8 @@
 
 mod support;
 
-use orbit_api::v1::server_message::{Kind as ServerKind, Task};
-use orbit_api::v1::worker_message::{Complete, Credits, Hello, Kind as WorkerKind};
+use orbit_api::v1::server_message::Task;
+use orbit_api::v1::worker_message::{Complete, Kind as WorkerKind};
 use orbit_api::v1::*;
 use orbit_frontend::FrontendConfig;
 use orbit_server_kit::payload::json_to_proto;
@@ -15,9 +15,8 @@ use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{next, say, Harness, Outbound};
+use support::{next_task, open_session, say, Harness, Outbound};
 use tokio::sync::{mpsc, Notify};
-use tokio_stream::wrappers::ReceiverStream;
 
 /// Three steps of one task, each on the previous one's output: each result's commit queues
 /// the next task.
@@ -63,28 +62,7 @@ async fn worker(
     task: &str,
     credits: u32,
 ) -> (Outbound, tonic::Streaming<ServerMessage>) {
-    let (tx, rx) = mpsc::channel(16);
-    let mut inbound = h.workers.session(ReceiverStream::new(rx)).await.unwrap().into_inner();
-    let hello = Hello {
-        worker_id: id.into(),
-        tasks: vec![TaskRef { name: task.into(), version: "1".into() }],
-        max_concurrency: 8,
-        ..Default::default()
-    };
-    tx.send(say(WorkerKind::Hello(hello))).await.unwrap();
-    let ServerKind::Welcome(_) = next(&mut inbound).await else { panic!("welcome first") };
-    tx.send(say(WorkerKind::Credits(Credits { n: credits }))).await.unwrap();
-    (tx, inbound)
-}
-
-async fn next_task(inbound: &mut tonic::Streaming<ServerMessage>) -> Task {
-    loop {
-        match next(inbound).await {
-            ServerKind::Task(t) => return t,
-            ServerKind::Ack(_) => continue,
-            other => panic!("expected a task, got {other:?}"),
-        }
-    }
+    open_session(&mut h.workers, id, task, 8, credits).await
 }
 
 async fn complete(tx: &Outbound, task: &Task) {

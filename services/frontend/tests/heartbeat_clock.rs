@@ -6,16 +6,13 @@
 
 mod support;
 
-use orbit_api::v1::server_message::{Kind as ServerKind, Task};
-use orbit_api::v1::worker_message::{Credits, Hello, Kind as WorkerKind};
+use orbit_api::v1::server_message::Kind as ServerKind;
 use orbit_api::v1::*;
 use orbit_clock::ManualClock;
 use orbit_frontend::FrontendConfig;
 use orbit_server_kit::payload::{json_to_proto, struct_to_json_object};
 use serde_json::json;
-use support::{next, say};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
+use support::{next, next_task, open_session};
 
 const T0: u64 = 1_800_000_000_000;
 const HOUR_MS: u64 = 3_600_000;
@@ -32,16 +29,6 @@ steps:
     heartbeat_timeout: 1h
     retry: { max_attempts: 2, initial_interval: 1ms }
 "#;
-
-async fn next_task(inbound: &mut tonic::Streaming<ServerMessage>) -> Task {
-    loop {
-        match next(inbound).await {
-            ServerKind::Task(t) => return t,
-            ServerKind::Ack(_) => continue,
-            other => panic!("expected a task, got {other:?}"),
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_hour_heartbeat_timeout_fires_when_the_frontends_clock_passes_it() {
@@ -65,17 +52,7 @@ async fn a_one_hour_heartbeat_timeout_fires_when_the_frontends_clock_passes_it()
     };
     h.workflows.start_execution(start).await.unwrap();
 
-    let (tx, rx) = mpsc::channel(16);
-    let mut inbound = h.workers.session(ReceiverStream::new(rx)).await.unwrap().into_inner();
-    let hello = Hello {
-        worker_id: "w-silent".into(),
-        tasks: vec![TaskRef { name: "hang".into(), version: "1".into() }],
-        max_concurrency: 1,
-        ..Default::default()
-    };
-    tx.send(say(WorkerKind::Hello(hello))).await.unwrap();
-    let ServerKind::Welcome(_) = next(&mut inbound).await else { panic!("welcome first") };
-    tx.send(say(WorkerKind::Credits(Credits { n: 2 }))).await.unwrap();
+    let (_tx, mut inbound) = open_session(&mut h.workers, "w-silent", "hang", 1, 2).await;
     let first = next_task(&mut inbound).await;
     assert_eq!(first.attempt, 1);
 

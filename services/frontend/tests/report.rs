@@ -8,8 +8,8 @@ mod support;
 use orbit_api::internal::v1 as pb;
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_api::internal::v1::report_result_request::Result as WireResult;
-use orbit_api::v1::server_message::{Kind as ServerKind, Task};
-use orbit_api::v1::worker_message::{Complete, Credits, Fail, Hello, Kind as WorkerKind};
+use orbit_api::v1::server_message::Kind as ServerKind;
+use orbit_api::v1::worker_message::{Complete, Fail, Kind as WorkerKind};
 use orbit_api::v1::worker_service_client::WorkerServiceClient;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use orbit_api::v1::*;
@@ -20,9 +20,7 @@ use orbit_server_kit::payload::json_to_proto;
 use orbit_store::Store;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
-use support::{next, say};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
+use support::{next, next_task, open_session, say};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
@@ -122,17 +120,6 @@ async fn start(s: &mut Setup, id: &str) {
     s.workflows.start_execution(req).await.unwrap();
 }
 
-/// The next task on the stream, and the ack of the result before it (if any).
-async fn next_task(inbound: &mut tonic::Streaming<ServerMessage>) -> Task {
-    loop {
-        match next(inbound).await {
-            ServerKind::Task(t) => return t,
-            ServerKind::Ack(_) => continue,
-            other => panic!("expected a task, got {other:?}"),
-        }
-    }
-}
-
 async fn next_ack(inbound: &mut tonic::Streaming<ServerMessage>) -> server_message::Ack {
     match next(inbound).await {
         ServerKind::Ack(ack) => ack,
@@ -145,17 +132,7 @@ async fn results_reach_the_owner_typed_and_are_recorded_as_sent() {
     let mut s = setup().await;
     let req = RegisterWorkflowRequest { document: PAY.into(), format: 0 };
     s.workflows.register_workflow(req).await.unwrap();
-    let (tx, rx) = mpsc::channel(16);
-    let mut inbound = s.workers.session(ReceiverStream::new(rx)).await.unwrap().into_inner();
-    let hello = Hello {
-        worker_id: "w1".into(),
-        tasks: vec![TaskRef { name: "card.charge".into(), version: "1".into() }],
-        max_concurrency: 4,
-        ..Default::default()
-    };
-    tx.send(say(WorkerKind::Hello(hello))).await.unwrap();
-    let ServerKind::Welcome(_) = next(&mut inbound).await else { panic!("welcome first") };
-    tx.send(say(WorkerKind::Credits(Credits { n: 4 }))).await.unwrap();
+    let (tx, mut inbound) = open_session(&mut s.workers, "w1", "card.charge", 4, 4).await;
 
     // A success.
     start(&mut s, "paid").await;

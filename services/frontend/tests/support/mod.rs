@@ -3,11 +3,11 @@
 #![allow(dead_code, missing_docs)]
 
 use orbit_api::v1::admin_service_client::AdminServiceClient;
-use orbit_api::v1::server_message::Kind as ServerKind;
-use orbit_api::v1::worker_message::Kind as WorkerKind;
+use orbit_api::v1::server_message::{Kind as ServerKind, Task};
+use orbit_api::v1::worker_message::{Credits, Hello, Kind as WorkerKind};
 use orbit_api::v1::worker_service_client::WorkerServiceClient;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
-use orbit_api::v1::{ServerMessage, WorkerMessage};
+use orbit_api::v1::{ServerMessage, TaskRef, WorkerMessage};
 use orbit_frontend::{Frontend, FrontendConfig};
 use orbit_owner::{Owner, OwnerConfig};
 use orbit_server_kit::{ErrorCode, OrbitError};
@@ -99,6 +99,41 @@ pub type Outbound = mpsc::Sender<WorkerMessage>;
 /// A worker message of this kind.
 pub fn say(kind: WorkerKind) -> WorkerMessage {
     WorkerMessage { kind: Some(kind) }
+}
+
+/// Opens a worker session serving `task` (version "1") as `worker_id`, waits for its
+/// welcome and gives it `credits`.
+pub async fn open_session(
+    workers: &mut WorkerServiceClient<Channel>,
+    worker_id: &str,
+    task: &str,
+    max_concurrency: u32,
+    credits: u32,
+) -> (Outbound, tonic::Streaming<ServerMessage>) {
+    let (tx, rx) = mpsc::channel(16);
+    let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+    let mut inbound = workers.session(stream).await.unwrap().into_inner();
+    let hello = Hello {
+        worker_id: worker_id.into(),
+        tasks: vec![TaskRef { name: task.into(), version: "1".into() }],
+        max_concurrency,
+        ..Default::default()
+    };
+    tx.send(say(WorkerKind::Hello(hello))).await.unwrap();
+    let ServerKind::Welcome(_) = next(&mut inbound).await else { panic!("welcome first") };
+    tx.send(say(WorkerKind::Credits(Credits { n: credits }))).await.unwrap();
+    (tx, inbound)
+}
+
+/// The next task on the stream, skipping the acks of results before it.
+pub async fn next_task(inbound: &mut tonic::Streaming<ServerMessage>) -> Task {
+    loop {
+        match next(inbound).await {
+            ServerKind::Task(t) => return t,
+            ServerKind::Ack(_) => continue,
+            other => panic!("expected a task, got {other:?}"),
+        }
+    }
 }
 
 /// The next server message that is not a ping (bounded wait).
