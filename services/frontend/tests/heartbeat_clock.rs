@@ -73,19 +73,22 @@ async fn a_one_hour_heartbeat_timeout_fires_when_the_frontends_clock_passes_it()
     assert_eq!(reason, "HEARTBEAT_TIMEOUT");
     // The engine recorded the attempt's retryable failure (this harness runs no scheduler,
     // so the retry's backoff timer is not fired here).
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let history = GetHistoryRequest { execution_id: "silent-1".into(), ..Default::default() };
-        let events = h.workflows.get_history(history).await.unwrap().into_inner().events;
-        let failed = events.iter().find(|e| e.event_type == "StepAttemptFailed");
-        if let Some(e) = failed {
-            let payload = struct_to_json_object(e.payload.clone().unwrap()).unwrap();
-            let error = &payload["error"];
-            assert_eq!(error["code"], "HEARTBEAT_TIMEOUT", "{payload:?}");
-            assert_eq!(error["retryable"], true, "{payload:?}");
-            break;
+    // Watched, not polled: the stream sends each event as it is committed.
+    let watch = WatchExecutionRequest { execution_id: "silent-1".into(), ..Default::default() };
+    let mut events = h.workflows.watch_execution(watch).await.unwrap().into_inner();
+    let failed = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let message = events.message().await.unwrap().expect("the watch stays open");
+            if let Some(watch_execution_response::Kind::Event(e)) = message.kind {
+                if e.event_type == "StepAttemptFailed" {
+                    return e;
+                }
+            }
         }
-        assert!(tokio::time::Instant::now() < deadline, "no StepAttemptFailed: {events:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    });
+    let e = failed.await.expect("StepAttemptFailed recorded");
+    let payload = struct_to_json_object(e.payload.unwrap()).unwrap();
+    let error = &payload["error"];
+    assert_eq!(error["code"], "HEARTBEAT_TIMEOUT", "{payload:?}");
+    assert_eq!(error["retryable"], true, "{payload:?}");
 }
