@@ -168,20 +168,22 @@ async fn one_trace_per_execution_across_a_restart_with_rust_and_python_workers()
             .find(|s| s.service == service && s.span.name == format!("task {task}"))
             .cloned()
     };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let spans = loop {
-        let spans = of_execution(&receiver.spans(), id);
-        let complete = task_span(&spans, "rust-worker", "rs_a").is_some()
+    let complete = |all: &[Received]| {
+        let spans = of_execution(all, id);
+        task_span(&spans, "rust-worker", "rs_a").is_some()
             && task_span(&spans, "rust-worker", "rs_c").is_some()
             && task_span(&spans, "python-worker", "py_b").is_some()
-            && spans.iter().any(|s| s.span.name == "workflow traced");
-        if complete {
-            break spans;
+            && spans.iter().any(|s| s.span.name == "workflow traced")
+    };
+    let spans = match receiver.wait_for(Duration::from_secs(30), complete).await {
+        Ok(all) => of_execution(&all, id),
+        Err(all) => {
+            let names: Vec<_> = of_execution(&all, id)
+                .iter()
+                .map(|s| (s.service.clone(), s.span.name.clone()))
+                .collect();
+            panic!("spans missing; got {names:?}\n{}", py_log());
         }
-        let names: Vec<_> =
-            spans.iter().map(|s| (s.service.clone(), s.span.name.clone())).collect();
-        assert!(Instant::now() < deadline, "spans missing; got {names:?}\n{}", py_log());
-        tokio::time::sleep(Duration::from_millis(200)).await;
     };
 
     // One trace, derived from the execution id.
@@ -280,21 +282,17 @@ output: "${{ steps.charge.output }}"
     assert_eq!(result(&mut c, "saga-1", Duration::from_secs(30)).await.1, json!(7));
 
     let ids = ["saga-1", "saga-1/pay", "saga-1/pay/charge"];
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let spans = loop {
-        let spans = receiver.spans();
-        let roots = ids
-            .iter()
+    let roots = |spans: &[Received]| {
+        ids.iter()
             .filter(|id| {
-                of_execution(&spans, id).iter().any(|s| s.span.name.starts_with("workflow "))
+                of_execution(spans, id).iter().any(|s| s.span.name.starts_with("workflow "))
             })
-            .count();
-        if roots == ids.len() {
-            break spans;
-        }
-        assert!(Instant::now() < deadline, "workflow spans missing ({roots} of 3)");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+            .count()
     };
+    let spans = receiver
+        .wait_for(Duration::from_secs(30), |spans| roots(spans) == ids.len())
+        .await
+        .unwrap_or_else(|got| panic!("workflow spans missing ({} of 3)", roots(&got)));
     let expected: String =
         Sha256::digest(b"saga-1")[..16].iter().map(|b| format!("{b:02x}")).collect();
     let workflow_span = |id: &str| {

@@ -12,6 +12,8 @@ use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// One received span and the service that sent it.
@@ -50,8 +52,9 @@ fn attr(attrs: &[KeyValue], key: &str) -> Option<String> {
     }
 }
 
+/// The spans received, and a wake-up for whoever waits on them (see [`Receiver::wait_for`]).
 #[derive(Clone, Default)]
-struct Sink(Arc<Mutex<Vec<Received>>>);
+struct Sink(Arc<Mutex<Vec<Received>>>, Arc<Notify>);
 
 #[tonic::async_trait]
 impl TraceService for Sink {
@@ -72,6 +75,8 @@ impl TraceService for Sink {
                 }
             }
         }
+        drop(got);
+        self.1.notify_waiters();
         Ok(tonic::Response::new(ExportTraceServiceResponse { partial_success: None }))
     }
 }
@@ -80,6 +85,7 @@ impl TraceService for Sink {
 pub struct Receiver {
     pub port: u16,
     spans: Arc<Mutex<Vec<Received>>>,
+    arrived: Arc<Notify>,
     stop: CancellationToken,
 }
 
@@ -88,7 +94,7 @@ impl Receiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let sink = Sink::default();
-        let spans = sink.0.clone();
+        let (spans, arrived) = (sink.0.clone(), sink.1.clone());
         let stop = CancellationToken::new();
         let s = stop.clone();
         tokio::spawn(async move {
@@ -101,7 +107,7 @@ impl Receiver {
                 .await
                 .expect("OTLP receiver");
         });
-        Receiver { port, spans, stop }
+        Receiver { port, spans, arrived, stop }
     }
 
     pub fn endpoint(&self) -> String {
@@ -111,6 +117,30 @@ impl Receiver {
     /// Every span received so far.
     pub fn spans(&self) -> Vec<Received> {
         self.spans.lock().unwrap().clone()
+    }
+
+    /// Waits until `done` holds for the spans received so far, looking again at each
+    /// export (no polling), for at most `within`: `Ok` with the spans, or `Err` with what
+    /// had arrived by then.
+    pub async fn wait_for(
+        &self,
+        within: Duration,
+        done: impl Fn(&[Received]) -> bool,
+    ) -> Result<Vec<Received>, Vec<Received>> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            // Registered before the check, so an export between the two is not missed.
+            let arrived = self.arrived.notified();
+            tokio::pin!(arrived);
+            arrived.as_mut().enable();
+            let spans = self.spans();
+            if done(&spans) {
+                return Ok(spans);
+            }
+            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+                return Err(self.spans());
+            }
+        }
     }
 }
 
