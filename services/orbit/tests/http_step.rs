@@ -237,21 +237,36 @@ steps:
     start(&mut c, "call", "fast", json!({ "url": url, "n": 1 })).await.expect("start");
     let (status, output) = result(&mut c, "fast", Duration::from_secs(30)).await;
     assert_eq!(status, pb::ExecutionStatus::Completed, "{output}");
-    // The four beyond the host's two failed at once; two still hang.
-    let deadline = std::time::Instant::now() + WAIT;
-    let codes = loop {
-        let mut codes = Vec::new();
-        for i in 0..6 {
-            let h = history(&mut c, &format!("hung-{i}")).await;
-            if let Some(failed) = h.iter().find(|e| e.event_type == "StepFailed") {
-                codes.push(event_payload(failed)["error"]["code"].clone());
+    // The four beyond the host's two failed at once; two still hang. Each run's result is
+    // watched (no polling); the first four to close are read.
+    let mut watches = tokio::task::JoinSet::new();
+    for i in 0..6 {
+        let (mut c, id) = (c.clone(), format!("hung-{i}"));
+        watches.spawn(async move {
+            result(&mut c, &id, WAIT).await;
+            id
+        });
+    }
+    let closed = tokio::time::timeout(WAIT, async {
+        let mut closed = Vec::new();
+        while closed.len() < 4 {
+            match watches.join_next().await {
+                Some(Ok(id)) => closed.push(id),
+                _ => break,
             }
         }
-        if codes.len() >= 4 || std::time::Instant::now() > deadline {
-            break codes;
+        closed
+    })
+    .await
+    .unwrap_or_default();
+    watches.abort_all();
+    let mut codes = Vec::new();
+    for id in &closed {
+        let h = history(&mut c, id).await;
+        if let Some(failed) = h.iter().find(|e| e.event_type == "StepFailed") {
+            codes.push(event_payload(failed)["error"]["code"].clone());
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    }
     assert_eq!(codes, vec![json!("HTTP_HOST_BUSY"); 4]);
 }
 
