@@ -71,8 +71,9 @@ pub struct CommitBatch {
     /// Task offers to queue.
     pub tasks_to_insert: Vec<NewTask>,
     /// Offers of `tasks_to_insert` queued already claimed for a worker session (task
-    /// hand-off, see [`handoff`](crate::handoff)): each row is inserted `claimed` with a
-    /// `dispatched` inbox entry for this execution, as `claim_tasks` would record it.
+    /// hand-off, see [`handoff`](crate::handoff)): each row is inserted `claimed`, as
+    /// `claim_tasks` would record it; `events` carry the claim's `StepDispatched` (no
+    /// `dispatched` entry is written). A claimed offer already queued fails the commit.
     pub task_claims: Vec<TaskClaim>,
     /// Units of this execution whose task rows (queued or claimed) are cancelled.
     pub units_to_cancel: Vec<String>,

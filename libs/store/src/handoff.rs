@@ -1,34 +1,48 @@
-//! Task hand-off (issue 14): the owner queues a new task already claimed for a live worker
-//! session it knows of, in the SAME commit that queues it, and then hands the task to that
-//! session directly — no claim transaction and no "tasks ready" wake-up on a step's
-//! critical path.
+//! Task hand-off (issue 14; issue 25): the owner queues a new task already claimed for a
+//! live worker session it knows of, in the SAME commit that queues it, records the
+//! attempt's `StepDispatched` in that commit too, and then hands the task to that session
+//! directly — no claim transaction, no "tasks ready" wake-up and no `dispatched` inbox
+//! entry on a step's critical path.
 //!
-//! The commit records what `claim_tasks` would have: the row `claimed` for the session's
-//! worker under a fresh token, and the `dispatched` inbox entry the owner applies like any
-//! claim's. So everything downstream (`StepDispatched`, results, supervision, lost
-//! sessions, the claim sweep) is unchanged. A hand-off that cannot be delivered (the
-//! session ended, the commit failed) is a lost claim: the frontend reports the attempt
-//! uncertain at once and the engine redelivers it with the same idempotency key, which
-//! at-least-once allows.
+//! The commit records the row `claimed` for the session's worker under a fresh token, as
+//! `claim_tasks` would, and the batch's events carry the `StepDispatched` of that token, as
+//! the owner would have recorded from a claim's `dispatched` entry. So everything
+//! downstream (results, supervision, timeouts, lost sessions, the claim sweep) is
+//! unchanged. A claim whose offer was queued before (another token or none on the row)
+//! fails the commit: the history must never name a token no row carries. A hand-off that
+//! cannot be delivered (the session ended) is a lost claim: the frontend reports the
+//! attempt uncertain at once and the engine redelivers it with the same idempotency key,
+//! which at-least-once allows.
 
+use crate::error::StoreError;
 use crate::model::{NewTask, TaskRow};
 use std::time::Duration;
 
-/// How long a claim's `dispatched` entry may wait to be applied: a step's result that comes
-/// back sooner is applied together with it, in one commit. Applying it at once put a second
-/// pass and commit between a fast worker's result and its step's commit. The attempt's
-/// deadline in `StepDispatched` is taken when the entry is applied, so it may be this much
-/// later than the worker's. The owner waits this long for the tasks it handed off
-/// (`orbit_owner::handoff`); the frontend of `orbit dev` before waking the owner for the
-/// tasks its sessions claimed (`worker::session::deliver`).
+/// How long a claim's `dispatched` entry (tasks a frontend claimed from the queue, not
+/// handed off) may wait to be applied: a step's result that comes back sooner is applied
+/// together with it, in one commit. The attempt's deadline in `StepDispatched` is taken
+/// when the entry is applied, so it may be this much later than the worker's. The frontend
+/// waits this long before waking the owner for the tasks its sessions claimed
+/// (`worker::deliver`).
 pub const DISPATCHED_APPLY_DELAY: Duration = Duration::from_millis(50);
 
+/// The refusal of a commit whose claim names an offer that was queued before: nothing of
+/// the commit is written.
+pub(crate) fn queued_before(execution_id: &str, c: &TaskClaim) -> StoreError {
+    StoreError::Conflict(format!(
+        "the offer {}/{}/{} of execution {execution_id} handed off under a claim was queued \
+         before",
+        c.unit, c.attempt, c.offer
+    ))
+}
+
 /// A claim to record with the commit that queues its task: the row is inserted `claimed`
-/// for `worker_id` under `token`, with a `dispatched` inbox entry, as `claim_tasks` does.
+/// for `worker_id` under `token`, as `claim_tasks` does; the batch's events carry its
+/// `StepDispatched`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskClaim {
     /// The offer claimed: its unit key, attempt and offer number in the same batch's
-    /// `tasks_to_insert` (an offer already queued before is not claimed).
+    /// `tasks_to_insert` (an offer already queued before fails the commit).
     pub unit: String,
     /// Attempt number of the offer.
     pub attempt: u32,

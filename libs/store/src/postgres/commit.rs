@@ -50,7 +50,6 @@ const STATEMENTS: &[&str] = &[
     sql::COMMIT_TASKS_DONE,
     sql::COMMIT_CANCEL_UNITS,
     sql::COMMIT_INSERT_TASKS,
-    sql::COMMIT_DISPATCH_CLAIMED,
     sql::COMMIT_INSERT_INBOX,
     sql::COMMIT_UPSERT_TIMERS,
     sql::COMMIT_DELETE_TIMERS,
@@ -272,7 +271,7 @@ fn write_params(writes: &[Write]) -> Vec<Vec<&(dyn ToSql + Sync)>> {
 }
 
 /// The outcomes of a committed plan: the ids of the inserted task rows go to the batch
-/// that offered each, the rows queued claimed to the batch that claimed them.
+/// that offered each, the rows inserted claimed (a token) to the batch that claimed them.
 fn finish(
     rows: &[Vec<tokio_postgres::Row>],
     writes: &[Write],
@@ -283,26 +282,22 @@ fn finish(
     let mut inserted: HashMap<TaskKey, u64> = HashMap::new();
     let mut claimed: HashMap<String, crate::model::TaskRow> = HashMap::new();
     for (rows, w) in rows.iter().zip(writes) {
-        if w.kind == WriteKind::ClaimedTasks {
-            for row in rows {
-                let t = super::rows::task(row)?;
-                claimed.insert(t.token.clone().unwrap_or_default(), t);
-            }
-        }
         if w.kind != WriteKind::InsertTasks {
             continue;
         }
         for row in rows {
-            let id: i64 = get(row, 0, "task id")?;
+            let t = super::rows::task(row)?;
             let key = (
-                get(row, 1, "task execution_id")?,
-                get(row, 2, "task run")?,
-                get(row, 3, "task unit_key")?,
-                get(row, 4, "task attempt")?,
-                get(row, 5, "task offer")?,
+                t.execution_id.clone(),
+                i64::from(t.run),
+                t.unit_key.clone(),
+                i64::from(t.attempt),
+                i64::from(t.offer),
             );
-            let id = u64::try_from(id).map_err(|_| StoreError::corrupt("task id", id))?;
-            inserted.insert(key, id);
+            inserted.insert(key, t.id);
+            if let Some(token) = t.token.clone() {
+                claimed.insert(token, t);
+            }
         }
     }
     for ((outcome, keys), batch) in result.iter_mut().zip(task_keys).zip(batches) {

@@ -132,8 +132,15 @@ pub(crate) fn db_to_store(e: &tokio_postgres::Error) -> StoreError {
             _ => StoreError::Conflict(detail),
         };
     }
+    // A statement's own refusal (a cast of its message, see `sql::COMMIT_INSERT_TASKS`).
+    if *code == SqlState::INVALID_TEXT_REPRESENTATION && db.message().contains(REFUSAL) {
+        return StoreError::Conflict(db.message().to_string());
+    }
     StoreError::Storage(format!("postgres: {text}"))
 }
+
+/// How the commit statements' own refusals start (`'orbit commit: …'::bigint`).
+const REFUSAL: &str = "\"orbit commit: ";
 
 /// The driver error with its source chain (tokio-postgres puts the cause in `source`).
 fn describe(e: &tokio_postgres::Error) -> String {

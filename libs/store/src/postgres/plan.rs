@@ -33,10 +33,9 @@ pub(crate) struct Read {
 /// Which statement a write is (the caller reads the results of some).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WriteKind {
-    /// Its rows are the inserted task rows.
+    /// Its rows are the inserted task rows (those with a token queued claimed: task
+    /// hand-off).
     InsertTasks,
-    /// Its rows are the task rows queued claimed (task hand-off).
-    ClaimedTasks,
     /// Nothing to read back.
     Other,
 }
@@ -108,7 +107,6 @@ columns!(Tasks {
     worker: Option<String>,
     token: Option<String>,
 });
-columns!(Claimed { token: String });
 columns!(Inbox { execution: String, kind: String, payload: String });
 columns!(Timers { execution: String, key: String, run: i64, fire_at: i64, payload: String });
 columns!(TimerDeletes { execution: String, key: String });
@@ -125,7 +123,6 @@ struct Segment {
     tasks_done: TasksDone,
     cancel_units: CancelUnits,
     tasks: Tasks,
-    claimed: Claimed,
     inbox: Inbox,
     timers: Timers,
     timer_deletes: TimerDeletes,
@@ -158,9 +155,6 @@ impl Segment {
         }
         if !self.tasks.unit.is_empty() {
             push(sql::COMMIT_INSERT_TASKS, self.tasks.params(), WriteKind::InsertTasks);
-        }
-        if !self.claimed.token.is_empty() {
-            push(sql::COMMIT_DISPATCH_CLAIMED, self.claimed.params(), WriteKind::ClaimedTasks);
         }
         if !self.inbox.kind.is_empty() {
             push(sql::COMMIT_INSERT_INBOX, self.inbox.params(), other);
@@ -206,9 +200,8 @@ pub(crate) fn plan(batches: &[CommitBatch], mut read: Read) -> Result<Plan> {
         if !batch.inbox_to_insert.is_empty() {
             notify.push(("orbit_inbox", String::new()));
         }
-        // Tasks handed off (queued claimed) wake no claimer, and their `dispatched` entries
-        // wake no owner: the committing owner applies them itself, with the step's result
-        // or a moment later (`orbit_owner::handoff`).
+        // Tasks handed off (queued claimed) wake no claimer: the batch itself records their
+        // `StepDispatched` (`orbit_owner::handoff`).
         if batch.tasks_to_insert.len() > batch.task_claims.len() {
             notify.push(("orbit_tasks", String::new()));
         }
@@ -322,9 +315,6 @@ fn plan_one(
         s.session.push(claim.map(|c| c.session.clone()));
         s.worker.push(claim.map(|c| c.worker_id.clone()));
         s.token.push(claim.map(|c| c.token.clone()));
-        if let Some(c) = claim {
-            seg.claimed.token.push(c.token.clone());
-        }
         keys.push((id.to_string(), run, t.unit.clone(), attempt, offer));
     }
     for entry in &batch.inbox_to_insert {

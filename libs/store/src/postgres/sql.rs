@@ -219,9 +219,11 @@ pub(crate) const COMMIT_CANCEL_UNITS: &str = concat!(
     " FROM UNNEST($1::text[], $2::text[]) AS u(eid, unit)
     WHERE t.execution_id = u.eid AND t.unit_key = u.unit AND t.state IN ('queued', 'claimed')"
 );
-/// Offers already present are skipped; the inserted rows come back with their keys.
-/// A row with a token (`$14`, task hand-off) is inserted already claimed, as
-/// `TASK_CLAIM` would leave it; `COMMIT_DISPATCH_CLAIMED` then writes its `dispatched` entry.
+/// Offers already present are skipped; the inserted rows come back whole
+/// (`task_columns!`). A row with a token (`$14`, task hand-off) is inserted already claimed,
+/// as `TASK_CLAIM` would leave it (the batch's events carry its `StepDispatched`); such an
+/// offer found already queued fails the statement (the cast in `DO UPDATE`, reached only
+/// for a row with a token), so the history never names a token no row carries.
 pub(crate) const COMMIT_INSERT_TASKS: &str = concat!(
     "INSERT INTO task_queue (execution_id, run, unit_key, attempt, offer, task, task_version,
         input, idempotency_key, state, claim_count, created_at, updated_at, language,
@@ -240,25 +242,12 @@ pub(crate) const COMMIT_INSERT_TASKS: &str = concat!(
         WITH ORDINALITY AS u(eid, run, unit, attempt, offer, task, tv, input, ik, lang, claimer,
             sess, wid, tok, ord)
     ORDER BY u.ord
-    ON CONFLICT (execution_id, run, unit_key, attempt, offer) DO NOTHING
-    RETURNING id, execution_id, run, unit_key, attempt, offer"
-);
-/// The `dispatched` entries of the rows `COMMIT_INSERT_TASKS` inserted claimed (found by
-/// their fresh tokens: an offer queued before kept its own state and token), as
-/// `TASK_CLAIM` writes them; returns the rows.
-pub(crate) const COMMIT_DISPATCH_CLAIMED: &str = concat!(
-    "WITH c AS (SELECT * FROM task_queue WHERE token = ANY($1::text[]) AND state = 'claimed'),
-    dispatched AS (
-        INSERT INTO inbox (execution_id, kind, token, payload, created_at)
-        SELECT c.execution_id, 'dispatched', c.token,
-            json_build_object('task_id', c.id, 'step', c.unit_key, 'attempt', c.attempt,
-                'offer', c.offer, 'token', c.token, 'claimed_by', c.claimed_by,
-                'session', c.session, 'worker_id', c.worker_id)::text, ",
-    now_ms!(),
-    " FROM c ORDER BY c.id)
-    SELECT ",
-    task_columns!(),
-    " FROM c ORDER BY id"
+    ON CONFLICT (execution_id, run, unit_key, attempt, offer) DO UPDATE
+        SET claim_count = ('orbit commit: the handed-off offer ' || excluded.unit_key
+            || ' was queued before')::bigint
+        WHERE excluded.token IS NOT NULL
+    RETURNING ",
+    task_columns!()
 );
 pub(crate) const COMMIT_INSERT_INBOX: &str = concat!(
     "INSERT INTO inbox (execution_id, kind, token, payload, created_at)

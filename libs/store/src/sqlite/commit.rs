@@ -107,15 +107,21 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
                 |r| r.get(0),
             )
             .optional()?;
-        if let Some(task_id) = inserted {
-            task_ids.push(to_u64(task_id, "task id")?);
-            if let Some(c) = batch
-                .task_claims
-                .iter()
-                .find(|c| c.unit == t.unit && c.attempt == t.attempt && c.offer == t.offer)
-            {
-                claimed.push(super::queue::claim_row(tx, id, task_id, c, now)?);
+        let claim = batch
+            .task_claims
+            .iter()
+            .find(|c| c.unit == t.unit && c.attempt == t.attempt && c.offer == t.offer);
+        match (inserted, claim) {
+            (Some(task_id), claim) => {
+                task_ids.push(to_u64(task_id, "task id")?);
+                if let Some(c) = claim {
+                    claimed.push(super::queue::claim_row(tx, id, task_id, c, now)?);
+                }
             }
+            // The batch records `StepDispatched` for the claim's token: an offer queued
+            // before (another token, or none) must not be recorded as handed off.
+            (None, Some(c)) => return Err(crate::handoff::queued_before(id, c)),
+            (None, None) => {}
         }
     }
     for entry in &batch.inbox_to_insert {

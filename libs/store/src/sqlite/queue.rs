@@ -78,7 +78,8 @@ fn insert_dispatched(
 }
 
 /// A row a commit just inserted, claimed for a hand-off (see [`crate::handoff`]): the same
-/// update and `dispatched` entry as [`claim_tasks`], inside the commit's transaction.
+/// update as [`claim_tasks`], inside the commit's transaction (its `StepDispatched` is in
+/// the batch's events, so no `dispatched` entry).
 pub(crate) fn claim_row(
     tx: &Connection,
     execution_id: &str,
@@ -94,9 +95,9 @@ pub(crate) fn claim_row(
             "task {task_id} of execution {execution_id} is no longer queued"
         )));
     };
-    let t = rows::task(row)?;
-    insert_dispatched(tx, &t, &c.claimer, &c.session, &c.worker_id, now)?;
-    Ok(t)
+    // No `dispatched` entry: the committing owner records `StepDispatched` in the same
+    // commit (see `CommitBatch::task_claims`).
+    rows::task(row)
 }
 
 /// Mark the row of `token` done and record the report for its owner, in one transaction;

@@ -85,9 +85,10 @@ pub async fn claims_match_announced_versions(b: &dyn Backend) {
 }
 
 /// Task hand-off: an offer queued with a claim is inserted claimed for that session's
-/// worker under the claim's token, with the `dispatched` entry a claim writes, in the same
-/// commit; the claims never see it, the other offers stay queued, and an offer queued
-/// before keeps its own state.
+/// worker under the claim's token in the same commit, and no `dispatched` entry is written
+/// (the batch's own events carry `StepDispatched`); the claims never see it, the other
+/// offers stay queued, and a claim of an offer queued before fails the whole commit (the
+/// history must not name a token no row carries).
 pub async fn a_commit_queues_handed_off_tasks_already_claimed(b: &dyn Backend) {
     let store = b.open().await;
     let mut batch = start_batch("e1", "node-a");
@@ -116,22 +117,12 @@ pub async fn a_commit_queues_handed_off_tasks_already_claimed(b: &dyn Backend) {
     assert_eq!(store.task_by_token("tok-a").await.unwrap().as_ref(), Some(row));
 
     let inbox = store.pending_inbox(Some("e1"), 10).await.unwrap();
-    assert_eq!(inbox.len(), 1, "{inbox:?}");
-    let e = &inbox[0];
-    match orbit_store::InboxMessage::decode(&e.kind, e.token.as_deref(), &e.payload).unwrap() {
-        orbit_store::InboxMessage::Dispatched(d) => {
-            assert_eq!((d.step.as_str(), d.token.as_str()), ("a", "tok-a"));
-            assert_eq!((d.session.as_str(), d.worker_id.as_str()), ("s-1", "w-1"));
-            assert_eq!((d.claimed_by.as_str(), d.task_id), ("fe", row.id));
-        }
-        other => panic!("expected a dispatched entry, got {other:?}"),
-    }
+    assert!(inbox.is_empty(), "a hand-off writes no inbox entry: {inbox:?}");
 
     // The claims take only the offer left queued.
     let got = store.claim_tasks(&["t".into()], 10, "fe", "s-2", "w-2").await.unwrap();
     assert_eq!(steps(&got), ["b"]);
 
-    // The same offer queued again with a claim: already there, so nothing is claimed.
     let again = orbit_store::CommitBatch {
         execution_id: "e1".into(),
         run: 1,
@@ -140,7 +131,15 @@ pub async fn a_commit_queues_handed_off_tasks_already_claimed(b: &dyn Backend) {
         task_claims: vec![claim("b", "tok-b")],
         ..Default::default()
     };
-    let outcome = store.commit(again).await.unwrap();
-    assert!(outcome.claimed.is_empty() && outcome.task_ids.is_empty());
+    // The same offer queued again with a claim: already there, so the commit is refused
+    // and writes nothing (the row keeps its state, the token names no row).
+    let refused = store.commit(again.clone()).await;
+    assert!(matches!(refused, Err(orbit_store::StoreError::Conflict(_))), "{refused:?}");
     assert_eq!(store.task_by_token("tok-b").await.unwrap(), None);
+    let b = store.task_by_token(&got[0].token.clone().unwrap()).await.unwrap().unwrap();
+    assert_eq!(b.state, orbit_store::TaskState::Claimed);
+    // Without the claim, the offer already queued is skipped as before.
+    let outcome = store.commit(orbit_store::CommitBatch { task_claims: vec![], ..again }).await;
+    let outcome = outcome.unwrap();
+    assert!(outcome.claimed.is_empty() && outcome.task_ids.is_empty());
 }
