@@ -26,6 +26,6 @@ pub use decide::{advance, decide, decide_with, effective_limits, next_timer};
 pub use effects::{Capabilities, Effect, TaskOffer, HTTP_TASK};
 pub use event::{CompensationOutcome, Event, HistoryEvent, Origin, ParentRef, TaskError};
 pub use orbit_codes::ErrorCode;
-pub use run::{settle, Pass, Run};
+pub use run::{hand_off, settle, HandedOff, Pass, Run};
 pub use state::{State, Status, Unit, UnitStatus};
 pub use task_code::TaskCode;

@@ -111,6 +111,65 @@ pub fn settle(
     runs
 }
 
+/// One attempt a pass offered that the host hands to a worker in the commit that queues
+/// it (task hand-off): the worker session and the claim's token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandedOff {
+    /// The unit key the offer is for.
+    pub step: String,
+    /// The claim's token.
+    pub token: String,
+    /// The worker's declared id.
+    pub worker_id: String,
+    /// The worker session.
+    pub session: String,
+}
+
+/// Records on the last run of a pass (`run`, whose state `state` is) the `StepDispatched`
+/// of each attempt the host hands to a worker in the same commit that queues it, as if the
+/// claim's `dispatched` entry had been applied at `pass.now`; then works out the run's
+/// wake-up again (a dispatched attempt's deadline starts now) and replaces its timer
+/// change. Nothing else changes: `StepDispatched` causes no effect, and the run's offers
+/// stay (their rows are queued claimed). Returns, per hand-off, whether it was recorded: an
+/// attempt that is not waiting for a worker is refused by [`accept`](crate::accept), and
+/// the host queues it unclaimed instead.
+pub fn hand_off(
+    def: &Definition,
+    state: &mut State,
+    run: &mut Run,
+    timer_before: Option<Option<u64>>,
+    handed: &[HandedOff],
+    pass: &Pass<'_>,
+) -> Vec<bool> {
+    let mut recorded = Vec::with_capacity(handed.len());
+    for h in handed {
+        let command = crate::Command::Dispatched {
+            step: h.step.clone(),
+            token: h.token.clone(),
+            worker_id: h.worker_id.clone(),
+            session: h.session.clone(),
+        };
+        let events = if run.run == state.run {
+            crate::accept(def, state, command, pass.now, pass.limits).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        recorded.push(!events.is_empty());
+        for e in events {
+            record(state, &mut run.events, e, pass.now);
+        }
+    }
+    if recorded.iter().any(|r| *r) {
+        // A run stopped at the round bound keeps its wake-up at `now` (the next pass goes on).
+        if run.wake != Some(pass.now) {
+            run.wake = next_timer(def, state);
+        }
+        run.effects.retain(|e| !matches!(e, Effect::SetTimer { .. } | Effect::ClearTimer));
+        run.effects.extend(timer_change(timer_before, run.wake));
+    }
+    recorded
+}
+
 /// The run touched by events a host recorded without deciding (a start stored before its
 /// first decision, an operator's terminate): their effects and the timer change.
 #[must_use]

@@ -13,10 +13,10 @@
 //! * a worker with ONE credit, many executions at once: it never holds two tasks at once;
 //! * an owner, then a frontend, SIGKILLed while hand-offs flow: every execution completes,
 //!   each step succeeded exactly once;
-//! * a handed-off task's `dispatched` entry wakes no one (no `orbit_inbox` NOTIFY): the
-//!   owner applies it with the step's result, or in a pass of its own 50 ms after the
-//!   commit. A task that runs for seconds is recorded `StepDispatched` right after it was
-//!   handed over, not with its result (nor by the 30 s safety net).
+//! * a handed-off task's `StepDispatched` is in the commit that queued it (issue 25: no
+//!   `dispatched` entry, no pass of its own): a task that runs for seconds is recorded
+//!   dispatched before it runs, not with its result, and a handler describing its own
+//!   execution through a frontend sees itself named as the attempt's worker.
 
 // Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
 // (unique names, deadlines of real processes) directly.
@@ -231,9 +231,9 @@ async fn a_frontend_killed_while_handing_off_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_handed_off_task_is_recorded_dispatched_while_it_runs() {
     const RUNS: Duration = Duration::from_secs(4);
-    // The owner's pass for the entry comes 50 ms after the commit that handed the task
-    // off; without it, the next pass would be the 1 s retry after a busy pass (or the
-    // step's result). 800 ms leaves a loaded machine its margin on both sides.
+    // `StepDispatched` is in the commit that handed the task off, before the worker got it
+    // (step `a`, queued before the session lent its credits, by the claim's entry, applied
+    // 50 ms later); 800 ms leaves a loaded machine its margin.
     const PROMPT: Duration = Duration::from_millis(800);
     let topo = Topology::start("handoff-long", 1, 1, 1, FAST);
     let mut client = topo.client(0).await;
@@ -266,4 +266,29 @@ async fn a_long_handed_off_task_is_recorded_dispatched_while_it_runs() {
             "{step}: StepDispatched {gap} ms before StepSucceeded, the task ran {RUNS:?}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_describing_its_execution_through_a_frontend_sees_itself_named() {
+    // One owner: the session's lent credits are all where the executions are.
+    let topo = Topology::start("handoff-describe", 1, 1, 1, FAST);
+    let mut client = topo.client(0).await;
+    common::register(&mut client, common::DESCRIBED).await;
+    let stop = CancellationToken::new();
+    let mut builder = orbit_worker::Worker::builder(topo.frontends()[0].clone()).tls(shared_tls());
+    if let Some(token) = shared_token() {
+        builder = builder.bearer_token(token);
+    }
+    common::describing_worker(builder.worker_id("self-9"), client.clone(), &stop);
+    common::assert_described_from_the_handler(
+        &mut client,
+        "self",
+        "self-9",
+        5,
+        Duration::from_secs(60),
+    )
+    .await;
+    let (handed, _) = handed_and_dispatched(&topo).await;
+    assert!(handed >= 5, "the checked tasks were handed off: {handed}");
+    stop.cancel();
 }

@@ -2,7 +2,8 @@
 //! idempotent `request_id` on signal and cancel, `EXECUTION_EXISTS` for an id taken by
 //! another workflow, the dispatched worker's id in history and `DescribeExecution`, and a
 //! worker reconnecting within the session timeout keeping its in-flight attempts, and a
-//! worker restarted under the same id getting its lost attempts redelivered at once. (The
+//! worker restarted under the same id getting its lost attempts redelivered at once, and
+//! (issue 25) a handler that describes its own execution already named as its worker. (The
 //! Session's first-message code is checked in `bad_input.rs`.)
 
 mod common;
@@ -211,6 +212,23 @@ async fn dispatched_attempts_name_the_worker_from_its_hello() {
     let (status, _) = result(&mut c, "named-1", STEP).await;
     assert_eq!(status, pb::ExecutionStatus::Completed);
     assert!(describe(&mut c, "named-1").await.pending_tasks.is_empty());
+}
+
+/// Issue 25: a task handed off to a worker is recorded `StepDispatched` in the commit that
+/// queued it, so a `DescribeExecution` made by the handler while it holds the task names
+/// the worker (before, the dispatch was recorded by a later pass, up to 50 ms on, and the
+/// describe said `""`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_describing_its_execution_sees_itself_named() {
+    let dir = TempDir::new("promises-describe-self");
+    let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
+    let mut c = server.client().await;
+    register(&mut c, DESCRIBED).await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let builder = orbit_worker::Worker::builder(server.address()).worker_id("self-7");
+    describing_worker(builder, c.clone(), &stop);
+    assert_described_from_the_handler(&mut c, "self", "self-7", 5, STEP).await;
+    stop.cancel();
 }
 
 /// A worker whose stream breaks and that comes back with the same `worker_id` within the

@@ -3,10 +3,10 @@
 //! 1. [`load`]: the executions they touch, as [`Work`] (new ones through `begin`, evicted
 //!    ones reloaded together, the rest from memory or the store);
 //! 2. [`run_jobs`]: each execution's engine work, isolated (see `isolate`): apply the
-//!    entries (`entries`) and handed results (`handed`), `orbit_engine::settle`, and the
-//!    commit batches of the runs it touched (`batches`);
-//! 3. [`commit`]: the executions whose work succeeded in ONE transaction, with the tasks
-//!    live sessions take right away (see `handoff`);
+//!    entries (`entries`) and handed results (`handed`), `orbit_engine::settle`, the tasks
+//!    live sessions take right away reserved and recorded `StepDispatched` (`handoff`),
+//!    and the commit batches of the runs it touched (`batches`);
+//! 3. [`commit`]: the executions whose work succeeded in ONE transaction;
 //! 4. [`publish`]: only after the commit: memory, metrics and traces, callers answered,
 //!    whoever has new work woken, children started.
 //!
@@ -29,6 +29,7 @@ use crate::resume::queue_children;
 use crate::trace::Before;
 use crate::work::{Applied, Failed, Work};
 use orbit_engine::event::HistoryEvent;
+use orbit_engine::run::Pass;
 use orbit_store::{CommitBatch, InboxEntry, TaskClaim};
 use std::collections::BTreeMap;
 use tokio::sync::oneshot;
@@ -54,9 +55,7 @@ pub(crate) async fn apply_set(
         handed::answer(handed_replies, &ran.recorded, false);
         return Ok(applied);
     }
-    let Ran { work, mut batches, children, tasks, timers, traced, recorded } = ran;
-    let reserved =
-        crate::handoff::reserve(inner, &mut batches, |id| work.get(id).map(|w| &*w.hot.def));
+    let Ran { work, batches, children, tasks, timers, traced, recorded, reserved } = ran;
     // Tasks left for the claims: only then are the frontends' dispatchers woken.
     let tasks = tasks && batches.iter().any(|b| b.tasks_to_insert.len() > b.task_claims.len());
     // What the commit does, for the readers waiting on these executions (issue 14).
@@ -165,6 +164,8 @@ struct Done {
     handed: Vec<bool>,
     /// Only while traces are on (see `trace`).
     before: Option<Before>,
+    /// Sessions reserved for its tasks (see `handoff`), settled after the commit.
+    reserved: Vec<TaskClaim>,
 }
 
 /// What [`run_jobs`] produced for the executions whose engine work succeeded.
@@ -175,6 +176,8 @@ struct Ran {
     tasks: bool,
     timers: bool,
     traced: BTreeMap<String, (Before, Vec<HistoryEvent>)>,
+    /// Sessions the jobs reserved for new tasks (see `handoff`).
+    reserved: Vec<TaskClaim>,
     /// Per execution, per handed result: recorded by its job or not.
     recorded: BTreeMap<String, Vec<bool>>,
 }
@@ -209,6 +212,7 @@ async fn run_jobs(
         timers: false,
         traced: BTreeMap::new(),
         recorded: BTreeMap::new(),
+        reserved: Vec::new(),
     };
     let mut failed = Vec::new();
     for (id, outcome) in isolate::run(jobs).await? {
@@ -236,6 +240,7 @@ async fn run_jobs(
                     ran.traced.insert(id.clone(), (before, events.collect()));
                 }
                 ran.batches.append(&mut done.batches);
+                ran.reserved.append(&mut done.reserved);
                 ran.recorded.insert(id.clone(), std::mem::take(&mut done.handed));
                 ran.children.append(&mut done.children);
                 ran.tasks |= done.tasks;
@@ -280,6 +285,7 @@ fn job(
 ) -> isolate::Job<Done> {
     let limits = inner.cfg.limits.clone();
     let node_id = inner.cfg.node_id.clone();
+    let handoff = inner.handoff.get().cloned();
     let retention_ms = inner.cfg.retention_ms;
     Box::new(move || {
         if let Some(row) = &w.new_execution {
@@ -298,6 +304,7 @@ fn job(
                 // Nothing recorded: any handed result takes the inbox route.
                 handed: vec![false; reports.len()],
                 before: None,
+                reserved: Vec::new(),
             };
         }
         for entry in &entries {
@@ -305,10 +312,16 @@ fn job(
         }
         let handed = reports.iter().map(|r| handed::apply(&mut w, r, now, &limits)).collect();
         let runs = w.settle(now, &limits);
-        w.wake = runs.last().and_then(|r| r.wake);
-        let (batches, children, tasks, timers) =
-            batches_for(&node_id, retention_ms, &id, &mut w, runs, now);
-        Done { work: w, batches, children, tasks, timers, handed, before }
+        let pass = Pass { now, limits: &limits, caps: w.caps };
+        let (built, reserved) =
+            crate::handoff::in_job(handoff.as_ref(), &id, &mut w, runs, &pass, |w, runs, claims| {
+                w.wake = runs.last().and_then(|r| r.wake);
+                let mut built = batches_for(&node_id, retention_ms, &id, w, runs, now);
+                crate::handoff::claim_in(&mut built.0, claims);
+                built
+            });
+        let (batches, children, tasks, timers) = built;
+        Done { work: w, batches, children, tasks, timers, handed, before, reserved }
     })
 }
 

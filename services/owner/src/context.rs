@@ -39,9 +39,6 @@ pub(crate) struct Inner {
     /// Where new tasks are handed straight to a worker session (see `handoff`); unset: every
     /// task is queued for the frontends' claims.
     pub handoff: std::sync::OnceLock<Arc<dyn orbit_store::Handoff>>,
-    /// When a pass is due for the `dispatched` entries of tasks this owner's commits handed
-    /// off (see `handoff::settle`); any pass that starts before clears it.
-    pub dispatch_due: StdMutex<Option<tokio::time::Instant>>,
     pub passes: watch::Sender<Passes>,
     pub quarantine: Counters,
 }
@@ -103,7 +100,6 @@ impl Inner {
             starts: StdMutex::new(Vec::new()),
             handed: StdMutex::new(Vec::new()),
             handoff: std::sync::OnceLock::new(),
-            dispatch_due: StdMutex::new(None),
             passes: watch::channel(Passes::default()).0,
             quarantine: Counters::default(),
         }

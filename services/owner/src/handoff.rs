@@ -1,52 +1,109 @@
-//! Task hand-off (issue 14), the owner's side: before a pass commits, each new task a live
-//! worker session of this process can take right now is reserved for it and queued already
-//! claimed in the same commit (`CommitBatch::task_claims`: the row `claimed`, plus the
-//! `dispatched` entry a claim writes); after the commit the claimed rows go to their
-//! sessions, and reservations the commit did not record are given back. A task no session
-//! takes is queued as before and the claims pick it up.
+//! Task hand-off (issue 14, issue 25), the owner's side: in an execution's engine job, each
+//! new task a live worker session can take right now is reserved for it, its
+//! `StepDispatched` is recorded at once (`orbit_engine::hand_off`), and the row is queued
+//! already claimed in the same commit (`CommitBatch::task_claims`); after the commit the
+//! claimed rows go to their sessions, and reservations the commit did not record are given
+//! back. A task no session takes is queued as before and the claims pick it up.
 //!
-//! No guarantee changes: the claim is recorded exactly as `claim_tasks` records it, under
-//! the commit's fence, so `StepDispatched`, results, timeouts and lost sessions take their
-//! usual paths. See `orbit_store::handoff`.
-//!
-//! The `dispatched` entries of handed-off tasks wake no one (no `orbit_inbox` NOTIFY): this
-//! owner applies them in a pass [`DISPATCHED_APPLY_DELAY`] after the commit, or in any pass
-//! before — usually the one that applies the step's result, so a fast step costs one
-//! commit, not a second one for `StepDispatched` that the result would wait behind. The
-//! attempt's deadline in `StepDispatched` is then taken up to the delay after the worker's.
+//! So a handed-off step costs one commit on the critical path and writes no `dispatched`
+//! inbox entry: the commit that queues the task records whom it went to, and
+//! `DescribeExecution` names the worker from that commit on. Everything downstream
+//! (results, timeouts, lost sessions, the claim sweep) sees what a claim whose `dispatched`
+//! entry was applied leaves. See `orbit_store::handoff`.
 
-use orbit_store::DISPATCHED_APPLY_DELAY;
-use std::time::Duration;
-use tokio::time::Instant;
+use crate::work::Work;
+use orbit_engine::effects::Effect;
+use orbit_engine::run::{hand_off, HandedOff, Pass, Run};
+use orbit_store::{CommitBatch, CommitOutcome, Handoff, TaskClaim};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 use crate::context::Inner;
-use orbit_store::{CommitBatch, CommitOutcome, TaskClaim};
 
-/// Reserves a session for every new task that one can take, and records the claims in
-/// their batches; returns the reservations, for [`settle`]. `def_of` gives an execution's
-/// definition, which the hand-off names with its tasks.
-pub(crate) fn reserve<'a>(
-    inner: &Inner,
-    batches: &mut [CommitBatch],
-    def_of: impl Fn(&str) -> Option<&'a orbit_definition::Definition>,
-) -> Vec<TaskClaim> {
-    let Some(handoff) = inner.handoff.get() else { return Vec::new() };
-    let mut reserved = Vec::new();
-    for b in batches.iter_mut() {
-        for t in &b.tasks_to_insert {
-            if let Some(claim) = handoff.reserve(&b.execution_id, t) {
-                // Named once per execution, and only when a task of it is handed off.
-                if b.task_claims.is_empty() {
-                    if let Some(def) = def_of(&b.execution_id) {
-                        handoff.describe(&b.execution_id, &def.name, &def.version, &def.hash);
-                    }
-                }
-                b.task_claims.push(claim.clone());
-                reserved.push(claim);
+/// In an execution's engine job, after the decision (`runs`, the last one current): reserves
+/// a session for every task offered that one can take and records its `StepDispatched` in
+/// the run; then runs `rest` (building the batches). If recording or `rest` panics, the
+/// reservations are given back before the panic goes on, so no session's credit is lost
+/// with the job.
+pub(crate) fn in_job<T>(
+    handoff: Option<&Arc<dyn Handoff>>,
+    id: &str,
+    w: &mut Work,
+    mut runs: Vec<Run>,
+    pass: &Pass<'_>,
+    rest: impl FnOnce(&mut Work, Vec<Run>, &[TaskClaim]) -> T,
+) -> (T, Vec<TaskClaim>) {
+    let all = match (handoff, runs.last()) {
+        (Some(handoff), Some(run)) => reserve(handoff.as_ref(), id, run),
+        _ => Vec::new(),
+    };
+    let job = AssertUnwindSafe(|| {
+        let recorded = match (handoff, runs.last_mut()) {
+            (Some(handoff), Some(run)) if !all.is_empty() => {
+                record(handoff.as_ref(), id, w, run, &all, pass)
             }
+            _ => Vec::new(),
+        };
+        rest(w, runs, &recorded)
+    });
+    match catch_unwind(job) {
+        Ok(out) => (out, all),
+        Err(panic) => {
+            if let Some(handoff) = handoff {
+                handoff.settle(Vec::new(), all);
+            }
+            resume_unwind(panic)
         }
     }
-    reserved
+}
+
+/// A session for each task the run offers that one can take right now.
+fn reserve(handoff: &dyn Handoff, id: &str, run: &Run) -> Vec<TaskClaim> {
+    run.effects
+        .iter()
+        .filter_map(|effect| match effect {
+            Effect::OfferTask(offer) | Effect::RunAdapter { offer, .. } => {
+                handoff.reserve(id, offer)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Records the reserved attempts' `StepDispatched` in the run; returns the claims recorded.
+fn record(
+    handoff: &dyn Handoff,
+    id: &str,
+    w: &mut Work,
+    run: &mut Run,
+    all: &[TaskClaim],
+    pass: &Pass<'_>,
+) -> Vec<TaskClaim> {
+    let handed: Vec<HandedOff> = all
+        .iter()
+        .map(|c| HandedOff {
+            step: c.unit.clone(),
+            token: c.token.clone(),
+            worker_id: c.worker_id.clone(),
+            session: c.session.clone(),
+        })
+        .collect();
+    let hot = &mut w.hot;
+    let ok = hand_off(&hot.def, &mut hot.state, run, hot.timer_at, &handed, pass);
+    let recorded: Vec<TaskClaim> =
+        all.iter().zip(ok).filter(|(_, ok)| *ok).map(|(c, _)| c.clone()).collect();
+    if !recorded.is_empty() {
+        // Named once per execution, and only when a task of it is handed off.
+        handoff.describe(id, &hot.def.name, &hot.def.version, &hot.def.hash);
+    }
+    recorded
+}
+
+/// Puts the recorded claims on the batch of the current run (the last one).
+pub(crate) fn claim_in(batches: &mut [CommitBatch], recorded: &[TaskClaim]) {
+    if let Some(last) = batches.last_mut() {
+        last.task_claims = recorded.to_vec();
+    }
 }
 
 /// After the commit (`None`: it failed): delivers the rows it claimed and gives back the
@@ -58,28 +115,9 @@ pub(crate) fn settle(inner: &Inner, reserved: Vec<TaskClaim>, outcomes: Option<&
     let Some(handoff) = inner.handoff.get() else { return };
     let claimed: Vec<_> =
         outcomes.unwrap_or_default().iter().flat_map(|o| o.claimed.iter().cloned()).collect();
-    if !claimed.is_empty() {
-        let mut due = lock(&inner.dispatch_due);
-        due.get_or_insert_with(|| Instant::now() + DISPATCHED_APPLY_DELAY);
-    }
     let unused = reserved
         .into_iter()
         .filter(|r| !claimed.iter().any(|row| row.token.as_deref() == Some(r.token.as_str())))
         .collect();
     handoff.settle(claimed, unused);
-}
-
-/// A pass starts: it reads the inbox, so no pass is due for handed-off tasks any more.
-pub(crate) fn dispatch_pass_started(inner: &Inner) {
-    *lock(&inner.dispatch_due) = None;
-}
-
-/// How long until a pass is due for handed-off tasks' `dispatched` entries, if one is.
-pub(crate) fn until_dispatch_pass(inner: &Inner) -> Option<Duration> {
-    lock(&inner.dispatch_due).map(|at| at.saturating_duration_since(Instant::now()))
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A poisoned lock only means a panic elsewhere while it was held; the value stays usable.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

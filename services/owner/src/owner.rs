@@ -70,12 +70,8 @@ impl Owner {
         });
         let cfg = &self.inner.cfg;
         loop {
-            // Every pass reads the inbox: the `dispatched` entries a due pass was for too.
-            crate::handoff::dispatch_pass_started(&self.inner);
             let busy = pass::run_pass(&self.inner).await;
             let wait = if busy { cfg.retry_pass.min(cfg.idle_pass) } else { cfg.idle_pass };
-            let wait =
-                crate::handoff::until_dispatch_pass(&self.inner).map_or(wait, |d| d.min(wait));
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = self.inner.kick.notified() => {}

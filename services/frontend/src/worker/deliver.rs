@@ -18,8 +18,9 @@ use std::sync::Arc;
 /// Pushes claimed rows to the worker; their owners apply the `dispatched` entries the claim
 /// wrote with the results, or when woken [`DISPATCHED_APPLY_DELAY`] later. A row whose push
 /// fails stays in flight and is reported uncertain when the session ends. `handed`: the rows
-/// were handed off by the owner (see `handoff`), their credits already taken; that owner
-/// applies their entries itself (`orbit_owner::handoff`), so they wake no one here.
+/// were handed off by the owner (see `handoff`), their credits already taken; the commit
+/// that queued them recorded their `StepDispatched` (`orbit_owner::handoff`), so they wake
+/// no one here.
 pub(super) async fn deliver(
     shared: &Arc<Shared>,
     session: &Arc<Session>,

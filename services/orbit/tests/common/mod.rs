@@ -474,3 +474,76 @@ pub fn event_payload(e: &pb::HistoryEvent) -> Value {
     let fields = e.payload.clone().unwrap_or_default();
     Value::Object(orbit_server_kit::payload::struct_to_json_object(fields).expect("payload"))
 }
+
+/// A worker of task `work` (`builder` names the server, credentials and worker id) whose
+/// handler describes its own execution through `client` while it holds the task, and
+/// returns what `DescribeExecution` said of its attempt: `{"worker_id", "state", "token"}`
+/// (the state as the `PendingTaskState` name), plus the token it was given as `"mine"`.
+/// Two credits: its first claim is never full, so its session lends or takes hand-offs.
+pub fn describing_worker(
+    builder: orbit_worker::WorkerBuilder,
+    client: WorkflowServiceClient<Channel>,
+    stop: &tokio_util::sync::CancellationToken,
+) {
+    use orbit_worker::{TaskContext, TaskFailure};
+    let worker = builder
+        .max_concurrency(2)
+        .task("work", "1", move |ctx: TaskContext| {
+            let mut client = client.clone();
+            async move {
+                let request = pb::DescribeExecutionRequest {
+                    execution_id: ctx.execution_id().to_string(),
+                    ..Default::default()
+                };
+                let described = client.describe_execution(request).await;
+                let described =
+                    described.map_err(|s| TaskFailure::fatal("DESCRIBE", s.message()))?;
+                let execution = described.into_inner().execution.unwrap_or_default();
+                let mine = execution.pending_tasks.iter().find(|t| t.unit == ctx.step());
+                Ok::<Value, TaskFailure>(serde_json::json!({
+                    "worker_id": mine.map(|t| t.worker_id.clone()),
+                    "state": mine.map(|t| t.state().as_str_name()),
+                    "token": mine.map(|t| t.token.clone()),
+                    "mine": ctx.token(),
+                }))
+            }
+        })
+        .build()
+        .expect("worker");
+    let stop = stop.clone();
+    tokio::spawn(async move { worker.run(stop).await });
+}
+
+/// One `work` step whose output is the workflow's: what [`describing_worker`] returned.
+pub const DESCRIBED: &str = r#"
+name: described
+version: "1"
+tasks: { work: {} }
+steps:
+  - { id: a, task: work }
+output: "${{ steps.a.output }}"
+"#;
+
+/// Runs `n` executions of [`DESCRIBED`] one after another (after one to warm the worker's
+/// session up, whose output is not checked) and asserts that each handler saw itself named
+/// in `DescribeExecution`: the attempt dispatched, to `worker_id`, under its own token.
+pub async fn assert_described_from_the_handler(
+    client: &mut WorkflowServiceClient<Channel>,
+    prefix: &str,
+    worker_id: &str,
+    n: usize,
+    within: Duration,
+) {
+    let warm = format!("{prefix}-warm");
+    start(client, "described", &warm, serde_json::json!({})).await.expect("start");
+    assert_eq!(result(client, &warm, within).await.0, pb::ExecutionStatus::Completed);
+    for i in 0..n {
+        let id = format!("{prefix}-{i}");
+        start(client, "described", &id, serde_json::json!({})).await.expect("start");
+        let (status, seen) = result(client, &id, within).await;
+        assert_eq!(status, pb::ExecutionStatus::Completed, "{seen}");
+        assert_eq!(seen["worker_id"], serde_json::json!(worker_id), "{id}: {seen}");
+        assert_eq!(seen["state"], serde_json::json!("PENDING_TASK_STATE_DISPATCHED"), "{seen}");
+        assert_eq!(seen["token"], seen["mine"], "{id}: {seen}");
+    }
+}
