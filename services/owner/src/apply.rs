@@ -61,8 +61,13 @@ pub(crate) async fn apply_set(
     // What the commit does, for the readers waiting on these executions (issue 14).
     let changes = inner.changes.changes_of(work.keys().map(String::as_str), &batches);
     let lost = lost_attempts(&batches);
+    // Entries for executions this owner may hold (a child's end for its parent): read next.
+    let wrote_inbox = batches.iter().any(|b| !b.inbox_to_insert.is_empty());
     match commit(inner, batches, reserved, handed_replies, &recorded).await {
         Ok(()) => {
+            if wrote_inbox {
+                inner.mark_inbox();
+            }
             inner.changes.publish_committed(work.keys().map(String::as_str), &changes);
             let published = Published { tasks, timers, traced, lost, children };
             applied.committed = publish(inner, core, work, published, now);
@@ -313,13 +318,19 @@ fn job(
         let handed = reports.iter().map(|r| handed::apply(&mut w, r, now, &limits)).collect();
         let runs = w.settle(now, &limits);
         let pass = Pass { now, limits: &limits, caps: w.caps };
-        let (built, reserved) =
-            crate::handoff::in_job(handoff.as_ref(), &id, &mut w, runs, &pass, |w, runs, claims| {
+        let (built, reserved) = crate::handoff::in_job(
+            handoff.as_ref(),
+            &id,
+            &mut w,
+            runs,
+            &pass,
+            |w, runs, claims| {
                 w.wake = runs.last().and_then(|r| r.wake);
                 let mut built = batches_for(&node_id, retention_ms, &id, w, runs, now);
                 crate::handoff::claim_in(&mut built.0, claims);
                 built
-            });
+            },
+        );
         let (batches, children, tasks, timers) = built;
         Done { work: w, batches, children, tasks, timers, handed, before, reserved }
     })

@@ -12,6 +12,7 @@ use orbit_definition::Definition;
 use orbit_engine::State;
 use orbit_store::{ChangeHub, OwnerStore};
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use tokio::sync::{watch, Mutex, Notify};
 
@@ -28,7 +29,15 @@ pub(crate) struct Inner {
     pub tasks_ready: Arc<Notify>,
     pub timers_changed: Arc<Notify>,
     pub changes: Arc<ChangeHub>,
+    /// Wakes the pass loop. Use [`Inner::kick_inbox`] when inbox entries may be new; a
+    /// plain kick (a start, a handed result) lets the pass skip its inbox read.
     pub kick: Notify,
+    /// The inbox may hold entries the last read did not return: set by every wake-up that
+    /// may mean new entries (a notification, a `Wake`, a fired timer, the safety nets, a
+    /// failed or full read, a commit that wrote entries), cleared by the read. A pass
+    /// woken only by a start or a handed result of a token in flight skips the read: the
+    /// step's hot path costs no inbox statement (issue 25).
+    pub inbox_dirty: AtomicBool,
     /// New inbox entries were notified (see [`crate::Owner::inbox_notified`]): the takeover loop
     /// looks for orphaned roots, which a root of a dead owner becomes once work reaches it.
     pub takeover_hint: Notify,
@@ -73,6 +82,22 @@ pub(crate) struct Core {
 }
 
 impl Inner {
+    /// Wakes the pass loop for inbox entries that may be new (see [`Inner::inbox_dirty`]).
+    pub(crate) fn kick_inbox(&self) {
+        self.mark_inbox();
+        self.kick.notify_one();
+    }
+
+    /// The next pass reads the inbox.
+    pub(crate) fn mark_inbox(&self) {
+        self.inbox_dirty.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether this pass reads the inbox; clears the mark (a read that fails marks it again).
+    pub(crate) fn take_inbox_mark(&self) -> bool {
+        self.inbox_dirty.swap(false, Ordering::SeqCst)
+    }
+
     /// A context with nothing held and nothing pending.
     pub(crate) fn new(
         cfg: OwnerConfig,
@@ -88,6 +113,7 @@ impl Inner {
             timers_changed,
             changes,
             kick: Notify::new(),
+            inbox_dirty: AtomicBool::new(true),
             takeover_hint: Notify::new(),
             core: Mutex::new(Core {
                 hot: HashMap::new(),

@@ -103,7 +103,7 @@ async fn resume(
     inner.store.enqueue_inbox(id, &InboxMessage::Timer(Timer::default())).await?;
     inner.quarantine.resumed.fetch_add(1, Ordering::Relaxed);
     tracing::warn!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(id), seq = ?row.inbox_seq, failures = row.failures, "resumed a parked execution: its pending entries are applied again");
-    inner.kick.notify_one();
+    inner.kick_inbox();
     Ok(Some(InboxReply::Resumed { entry_seq: row.inbox_seq.unwrap_or(0), failures: row.failures }))
 }
 

@@ -32,6 +32,32 @@ pub(crate) fn take(inner: &Inner) -> Vec<Handed> {
     inner.handed.lock().map(|mut h| std::mem::take(&mut *h)).unwrap_or_default()
 }
 
+/// Whether every handed result is for the attempt in flight of a unit of an execution held
+/// in memory, dispatched to the worker that reports it (what [`apply`] takes); one that is
+/// not may wait for its claim's `dispatched` entry, so the pass reads the inbox.
+pub(crate) fn all_in_flight(core: &crate::context::Core, handed: &[Handed]) -> bool {
+    handed.iter().all(|h| {
+        let token = match &h.report.message {
+            InboxMessage::Complete(c) => &c.token,
+            InboxMessage::Fail(f) => &f.token,
+            _ => return true,
+        };
+        core.hot
+            .get(&h.execution_id)
+            .is_some_and(|hot| in_flight(&hot.state, token, &h.report.worker_id).is_some())
+    })
+}
+
+/// The unit whose attempt in flight `token` is, dispatched to `worker_id`.
+fn in_flight(state: &orbit_engine::State, token: &str, worker_id: &str) -> Option<String> {
+    let unit = state.tokens.get(token)?;
+    state
+        .units
+        .get(unit)
+        .filter(|u| u.token.as_deref() == Some(token) && u.worker_id.as_deref() == Some(worker_id))
+        .map(|_| unit.clone())
+}
+
 /// Applies one handed result to an execution's work inside its engine job; `true` when it
 /// was recorded (its token's row is then marked done by the commit).
 pub(crate) fn apply(
@@ -51,15 +77,7 @@ pub(crate) fn apply(
         }
         _ => return false,
     };
-    let state = &w.hot.state;
-    let Some(unit) = state.tokens.get(&token).cloned() else { return false };
-    let in_flight = state.units.get(&unit).is_some_and(|u| {
-        u.token.as_deref() == Some(token.as_str())
-            && u.worker_id.as_deref() == Some(report.worker_id.as_str())
-    });
-    if !in_flight {
-        return false;
-    }
+    let Some(unit) = in_flight(&w.hot.state, &token, &report.worker_id) else { return false };
     match accept(&w.hot.def, &w.hot.state, command, now, limits) {
         Ok(events) if !events.iter().any(|e| matches!(e, Event::StaleResultIgnored { .. })) => {
             let succeeded = success

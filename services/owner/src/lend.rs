@@ -148,7 +148,7 @@ impl Lenders {
                 }
             }
             if let Some(inner) = owner.upgrade() {
-                inner.kick.notify_one();
+                inner.kick_inbox();
             }
         });
     }

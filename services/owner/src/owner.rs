@@ -75,7 +75,8 @@ impl Owner {
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = self.inner.kick.notified() => {}
-                () = tokio::time::sleep(wait) => {}
+                // The safety nets (idle, and soon after a busy pass) read the inbox.
+                () = tokio::time::sleep(wait) => self.inner.mark_inbox(),
             }
         }
         if let Some(t) = takeover {
@@ -179,14 +180,14 @@ impl Owner {
 
     /// Wakes the pass loop without waiting for the pass (for database notifications).
     pub fn kick(&self) {
-        self.inner.kick.notify_one();
+        self.inner.kick_inbox();
     }
 
     /// New inbox entries were notified (split: `orbit_inbox`, or a reconnect after which
     /// some may have been missed): wakes the pass loop, and the takeover loop in case an
     /// entry is for a root of a dead owner (see [`Owner::run_takeover`]).
     pub fn inbox_notified(&self) {
-        self.inner.kick.notify_one();
+        self.inner.kick_inbox();
         self.inner.takeover_hint.notify_one();
     }
 
@@ -265,7 +266,7 @@ impl Owner {
     pub async fn wake(&self) {
         let mut rx = self.inner.passes.subscribe();
         let target = rx.borrow().started + 1;
-        self.inner.kick.notify_one();
+        self.inner.kick_inbox();
         // The sender lives as long as `self`; an error cannot happen while we hold it.
         let _ = rx.wait_for(|p| p.finished >= target).await;
     }

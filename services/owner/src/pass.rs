@@ -27,12 +27,24 @@ pub(crate) async fn run_pass(inner: &Inner) -> bool {
         Ok(found) => found,
         Err(e) => {
             tracing::error!(error = %e, "owner pass failed");
+            inner.mark_inbox();
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             true
         }
     };
     inner.passes.send_modify(|p| p.finished = p.finished.max(started));
     busy
+}
+
+/// The pending entries this node applies; a failed read, or one that filled its batch,
+/// leaves the inbox marked for the next pass.
+async fn read_inbox(inner: &Inner, held: &[String]) -> Result<Vec<InboxEntry>, OwnerError> {
+    let max = inner.cfg.max_batch;
+    let read = inner.store.pending_inbox_owned(&inner.cfg.node_id, held, max).await;
+    if read.as_ref().map_or(true, |entries| entries.len() >= max as usize) {
+        inner.mark_inbox();
+    }
+    Ok(read?)
 }
 
 /// One pass; `Ok(false)` when there was nothing to do.
@@ -44,10 +56,17 @@ async fn pass(inner: &Inner) -> Result<bool, OwnerError> {
     // of those, the commit is fenced and the execution dropped (see `on_commit_error`).
     let held: Vec<String> = core.hot.keys().cloned().collect();
     // Handed results before the inbox read: a result reaches the owner only after its
-    // claim committed, so the read below sees the claim's `dispatched` entry.
+    // claim committed, so the read below sees the claim's `dispatched` entry. The read is
+    // skipped when nothing may be new (see `Inner::inbox_dirty`) and every handed result
+    // is for an attempt already recorded dispatched (a handed-off task's is in its commit;
+    // a claimed task's entry may still be pending).
     let handed = handed::take(inner);
-    let entries =
-        inner.store.pending_inbox_owned(&inner.cfg.node_id, &held, inner.cfg.max_batch).await?;
+    let marked = inner.take_inbox_mark();
+    let entries = if marked || !handed::all_in_flight(&core, &handed) {
+        read_inbox(inner, &held).await?
+    } else {
+        Vec::new()
+    };
     let metrics = orbit_metrics::get();
     metrics.inbox_backlog.set(i64::try_from(entries.len()).unwrap_or(i64::MAX));
     if starts.is_empty() && entries.is_empty() && handed.is_empty() {

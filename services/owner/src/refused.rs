@@ -60,7 +60,7 @@ pub(crate) async fn on_commit_error(
         "commit refused by the epoch check (fenced): another owner took these executions over; dropped them from memory"
     );
     core.lost.extend(lost);
-    inner.kick.notify_one();
+    inner.kick_inbox();
     Ok(())
 }
 

@@ -94,7 +94,7 @@ pub(crate) async fn adopt(
         rows.len()
     );
     queue_children(inner, children);
-    inner.kick.notify_one();
+    inner.kick_inbox();
     inner.tasks_ready.notify_waiters();
     Ok(())
 }
@@ -199,5 +199,5 @@ pub(crate) fn queue_children(inner: &Inner, children: Vec<ChildStart>) {
             });
         }
     }
-    inner.kick.notify_one();
+    inner.kick_inbox();
 }
