@@ -254,3 +254,59 @@ fn the_simulator_refuses_http_steps_like_the_server_unless_enabled() {
     assert_eq!(tasks, [HTTP_TASK]);
     assert_replays(&sim);
 }
+
+/// Task hand-off (issue 25): the attempt offered by a pass is recorded dispatched in the
+/// same run, its deadline starting now; the offer stays, and the run's timer moves to the
+/// attempt's deadline. An attempt that is not waiting for a worker is not recorded.
+#[test]
+fn a_handed_off_offer_is_recorded_dispatched_in_its_own_run_with_the_deadline_as_timer() {
+    use orbit_engine::run::{hand_off, HandedOff};
+    let timed = TASK.replace("input: { n: 1 } }", "input: { n: 1 }, timeout: 30s }");
+    let (def, mut state, mut runs) = first_pass(&timed, Capabilities::default());
+    let limits = Limits::default();
+    let run = runs.last_mut().expect("a run");
+    assert_eq!(run.wake, None, "nothing is due before the attempt is dispatched");
+    let offers = run.effects.iter().filter(|e| matches!(e, Effect::OfferTask(_))).count();
+    let handed = |step: &str| HandedOff {
+        step: step.into(),
+        token: "tok-1".into(),
+        worker_id: "w-1".into(),
+        session: "s-1".into(),
+    };
+    let later = NOW + 7;
+    let recorded = hand_off(
+        &def,
+        &mut state,
+        run,
+        Some(None),
+        &[handed("a"), handed("nope")],
+        &pass(&limits, Capabilities::default(), later),
+    );
+    assert_eq!(recorded, [true, false]);
+    let last = run.events.last().expect("events");
+    assert_eq!(last.seq, state.last_seq);
+    match &last.event {
+        Event::StepDispatched { step, token, worker_id, session, deadline, attempt } => {
+            assert_eq!((step.as_str(), token.as_str(), *attempt), ("a", "tok-1", 1));
+            assert_eq!((worker_id.as_str(), session.as_str()), ("w-1", "s-1"));
+            assert_eq!(*deadline, Some(later + 30_000));
+        }
+        other => panic!("expected StepDispatched, got {other:?}"),
+    }
+    assert_eq!(state.unit("a").and_then(|u| u.worker_id.clone()).as_deref(), Some("w-1"));
+    // The offer is still there (its row is queued claimed); the timer is the deadline.
+    let kept = run.effects.iter().filter(|e| matches!(e, Effect::OfferTask(_))).count();
+    assert_eq!(kept, offers);
+    assert_eq!(run.wake, Some(later + 30_000));
+    let timers: Vec<&Effect> =
+        run.effects.iter().filter(|e| matches!(e, Effect::SetTimer { .. })).collect();
+    assert_eq!(timers, [&Effect::SetTimer { at: later + 30_000 }]);
+    // What the history says replays to the same state.
+    let mut history = Vec::new();
+    for r in &runs {
+        history.extend(r.events.iter().cloned());
+    }
+    let mut all = created(&def, "x", None).1;
+    all.extend(history);
+    assert_eq!(State::from_history(&all).unit("a"), state.unit("a"));
+}

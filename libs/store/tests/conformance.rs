@@ -124,6 +124,10 @@ macro_rules! every_case {
             claims_route_by_language,
             claims_match_announced_versions,
             a_commit_queues_handed_off_tasks_already_claimed,
+            a_result_applied_with_its_units_cancellation_stays_done,
+            an_offer_queued_again_with_its_unit_cancelled_stays_cancelled,
+            a_timer_set_and_deleted_by_one_batch_is_gone,
+            a_new_execution_is_stored_as_its_first_commit_leaves_it,
         );
     };
 }

@@ -1,14 +1,18 @@
 //! [`CommitBatch`]es on PostgreSQL: any number of batches in one transaction, usually in
 //! ONE round trip.
 //!
-//! **One round trip** (the owner's usual commit). The rows the batches expect are told
-//! from the batches themselves (`plan::predict`: the fenced epoch, the run and last seq the
-//! first event continues, absent rows for a start, the inbox entries applied), so the
-//! writes can be planned before anything is read. `BEGIN`, [`sql::COMMIT_LOCK_CHECK`], the
-//! writes and `COMMIT` are sent together. That statement locks what the two-round-trip
-//! path locks and fails when a row differs from the expectation; the server then refuses
-//! the rest and the `COMMIT` becomes a rollback, and the commit is done again the careful
-//! way ([`PgStore::commits_redone`](super::PgStore::commits_redone) counts those).
+//! **One round trip, one statement** (the owner's usual commit). The rows the batches
+//! expect are told from the batches themselves (`plan::predict`: the fenced epoch, the run
+//! and last seq the first event continues, absent rows for a start, the inbox entries
+//! applied), so the writes can be planned before anything is read. Such a call is one
+//! segment (`predict` refuses an execution twice), sent as ONE statement ([`composed`]),
+//! its own transaction (no `BEGIN`/`COMMIT`): [`sql::COMMIT_LOCK_CHECK`] as the CTE `chk`,
+//! which locks what the two-round-trip path locks and fails when a row differs from the
+//! expectation, then every write and the NOTIFYs as CTEs joined with chk's row, so none
+//! writes before the check passed. A failed statement wrote nothing, and the commit is done
+//! again the careful way ([`PgStore::commits_redone`](super::PgStore::commits_redone)
+//! counts those). The statement's text depends only on which kinds of writes are present:
+//! made once per shape, prepared once per connection, in the round trip of its first use.
 //!
 //! **Two round trips** (anything `predict` cannot tell, and the redo):
 //! 1. `BEGIN`, then, pipelined: the owners rows of every execution of the call `FOR SHARE`
@@ -28,14 +32,16 @@
 
 use super::conn::{all_ok, command, pipeline, step, PgConn};
 use super::error::{connection_lost, PgErr, PgResult};
-use super::plan::{plan, predict, Guard, Plan, Read, TaskKey, Write, WriteKind};
+use super::plan::{plan, predict, Guard, Plan, Read, TaskKey, Write, WriteKind, CHECK_PARAMS};
 use super::rows::get;
 use super::sql;
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::StoreError;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tokio_postgres::types::ToSql;
+use std::sync::OnceLock;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Row;
 
 /// Every statement a commit may use, prepared together.
 const STATEMENTS: &[&str] = &[
@@ -95,10 +101,9 @@ impl Locked {
 /// Applies the batches atomically: all of them, or none.
 ///
 /// The usual owner commit goes in one round trip: the rows it expects are predicted from
-/// the batches (`plan::predict`), and `BEGIN`, [`sql::COMMIT_LOCK_CHECK`] (the locks and
-/// the check), the writes and `COMMIT` are sent together. When the check (or any
-/// statement) fails, the server rolls the transaction back and the commit is done again in
-/// two round trips, which read first and refuse with the exact error.
+/// the batches (`plan::predict`), and the locks, the check and the writes are ONE statement
+/// ([`composed`]). When it fails (the check or a write), nothing was written and the commit
+/// is done again in two round trips, which read first and refuse with the exact error.
 pub(crate) async fn commit_all(
     conn: &mut PgConn,
     batches: &[CommitBatch],
@@ -111,10 +116,11 @@ pub(crate) async fn commit_all(
     let statements: Statements = STATEMENTS.iter().copied().zip(prepared).collect();
     let locked = Locked::of(batches);
     if let Some((read, guard)) = predict(batches).filter(|_| one_round_trip_allowed()) {
-        if let Ok(planned) = plan(batches, read) {
-            if let Some(done) =
-                one_round_trip(conn, &statements, &locked, &guard, planned, batches).await?
-            {
+        if let Some((planned, sql)) =
+            plan(batches, read).ok().and_then(|p| composed(&p.writes).map(|sql| (p, sql)))
+        {
+            let sent = OneStatement { sql, guard: &guard, planned };
+            if let Some(done) = one_round_trip(conn, &statements, &locked, sent, batches).await? {
                 return Ok(done);
             }
             redone.fetch_add(1, Ordering::Relaxed);
@@ -147,46 +153,57 @@ fn one_round_trip_allowed() -> bool {
     }
 }
 
-/// The predicted commit, pipelined whole: `Some` outcomes when it committed, `None` when
-/// the server rolled it back (the check found other rows, or a write failed).
+/// A predicted commit: its plan, and the check and statement that send it.
+struct OneStatement<'a> {
+    sql: &'static str,
+    guard: &'a Guard,
+    planned: Plan,
+}
+
+/// The predicted commit as its one statement: `Some` outcomes when it committed, `None`
+/// when it failed (the check found other rows, or a write failed), having written nothing.
 async fn one_round_trip(
     conn: &mut PgConn,
     statements: &Statements,
     locked: &Locked,
-    guard: &Guard,
-    planned: Plan,
+    sent: OneStatement<'_>,
     batches: &[CommitBatch],
 ) -> PgResult<Option<Vec<CommitOutcome>>> {
+    let OneStatement { sql, guard, planned } = sent;
     let Plan { writes, outcomes: result, task_keys } = planned;
-    let refs = write_params(&writes);
-    let p_check = guard.params(&locked.ids, &locked.seqs);
+    let ordered: Vec<&Write> = in_composed_order(&writes).collect();
+    let refs: Vec<&(dyn ToSql + Sync)> =
+        ordered.iter().flat_map(|w| w.params.iter().map(|p| p.as_ref() as _)).collect();
+    let check = guard.params(&locked.ids, &locked.seqs);
+    let params: Vec<&(dyn ToSql + Sync)> = check.into_iter().chain(refs).collect();
+    let types = if conn.is_prepared(sql) { Vec::new() } else { param_types(statements, &ordered)? };
+    // Its own transaction, but marked all the same: a caller dropped before the answer
+    // leaves a connection the pool discards.
     conn.begin_marker();
-    let mut outcomes = {
-        let client = conn.client();
-        let mut steps = vec![
-            command(client, "BEGIN"),
-            step(client, stmt(statements, sql::COMMIT_LOCK_CHECK)?, &p_check),
-        ];
-        push_writes(&mut steps, client, statements, &writes, &refs)?;
-        pipeline(steps).await
-    };
-    if let Some(i) = outcomes.iter().position(|o| o.as_ref().is_err_and(connection_lost)) {
+    let rows = match conn.query_made(sql, &params, &types).await {
+        Ok(rows) => rows,
         // The pool discards the connection; whether it committed is unknown, as for any
         // commit whose answer is lost.
-        if let Err(e) = outcomes.swap_remove(i) {
-            return Err(PgErr::Db(e));
+        Err(e) if connection_lost(&e) => return Err(PgErr::Db(e)),
+        Err(_) => {
+            // The server rolled the statement back.
+            conn.end_marker();
+            return Ok(None);
         }
-    }
-    // Any other failure ended the transaction: a failed `COMMIT`, or a rollback after
-    // the failed statement.
+    };
     conn.end_marker();
-    if outcomes.iter().any(Result::is_err) {
-        return Ok(None);
+    let tasks = writes.iter().any(|w| w.kind == WriteKind::InsertTasks);
+    finish(rows.iter().filter(|_| tasks), result, task_keys, batches).map(Some)
+}
+
+/// The composed statement's parameter types: the check's, then each write's, as the server
+/// prepared their own statements.
+fn param_types(statements: &Statements, writes: &[&Write]) -> PgResult<Vec<Type>> {
+    let mut types = stmt(statements, sql::COMMIT_LOCK_CHECK)?.params().to_vec();
+    for w in writes {
+        types.extend_from_slice(stmt(statements, w.sql())?.params());
     }
-    outcomes.pop();
-    let rows: Vec<Vec<tokio_postgres::Row>> =
-        outcomes.into_iter().skip(2).map(|o| o.unwrap_or_default()).collect();
-    finish(&rows, &writes, result, task_keys, batches).map(Some)
+    Ok(types)
 }
 
 /// Reads (and locks) first, checks the batches against what was read, then writes.
@@ -244,7 +261,8 @@ async fn two_round_trips(
     }
     let rows = all_ok(outcomes)?;
     committed?;
-    finish(&rows, &writes, result, task_keys, batches)
+    let tasks = rows.iter().zip(&writes).filter(|(_, w)| w.kind == WriteKind::InsertTasks);
+    finish(tasks.flat_map(|(rows, _)| rows), result, task_keys, batches)
 }
 
 /// Adds every write, then `COMMIT`, to a pipeline.
@@ -256,7 +274,7 @@ fn push_writes<'a>(
     refs: &'a [Vec<&'a (dyn ToSql + Sync)>],
 ) -> PgResult<()> {
     for (w, params) in writes.iter().zip(refs) {
-        steps.push(step(client, stmt(statements, w.sql)?, params));
+        steps.push(step(client, stmt(statements, w.sql())?, params));
     }
     steps.push(command(client, "COMMIT"));
     Ok(())
@@ -272,32 +290,30 @@ fn write_params(writes: &[Write]) -> Vec<Vec<&(dyn ToSql + Sync)>> {
 
 /// The outcomes of a committed plan: the ids of the inserted task rows go to the batch
 /// that offered each, the rows inserted claimed (a token) to the batch that claimed them.
-fn finish(
-    rows: &[Vec<tokio_postgres::Row>],
-    writes: &[Write],
+/// A row without an id (the one statement's when no offer was inserted) is skipped.
+fn finish<'r>(
+    task_rows: impl Iterator<Item = &'r Row>,
     mut result: Vec<CommitOutcome>,
     task_keys: Vec<Vec<TaskKey>>,
     batches: &[CommitBatch],
 ) -> PgResult<Vec<CommitOutcome>> {
     let mut inserted: HashMap<TaskKey, u64> = HashMap::new();
     let mut claimed: HashMap<String, crate::model::TaskRow> = HashMap::new();
-    for (rows, w) in rows.iter().zip(writes) {
-        if w.kind != WriteKind::InsertTasks {
+    for row in task_rows {
+        if get::<Option<i64>>(row, 0, "task id")?.is_none() {
             continue;
         }
-        for row in rows {
-            let t = super::rows::task(row)?;
-            let key = (
-                t.execution_id.clone(),
-                i64::from(t.run),
-                t.unit_key.clone(),
-                i64::from(t.attempt),
-                i64::from(t.offer),
-            );
-            inserted.insert(key, t.id);
-            if let Some(token) = t.token.clone() {
-                claimed.insert(token, t);
-            }
+        let t = super::rows::task(row)?;
+        let key = (
+            t.execution_id.clone(),
+            i64::from(t.run),
+            t.unit_key.clone(),
+            i64::from(t.attempt),
+            i64::from(t.offer),
+        );
+        inserted.insert(key, t.id);
+        if let Some(token) = t.token.clone() {
+            claimed.insert(token, t);
         }
     }
     for ((outcome, keys), batch) in result.iter_mut().zip(task_keys).zip(batches) {
@@ -331,4 +347,116 @@ fn read_state(rows: &[Vec<tokio_postgres::Row>]) -> PgResult<Read> {
         read.pending.insert(seq, get(r, 1, "inbox execution_id")?);
     }
     Ok(read)
+}
+
+/// The ONE statement of a segment's writes in the one-round-trip commit, or `None` for the
+/// writes of more than one segment. [`sql::COMMIT_LOCK_CHECK`] is the CTE `chk`, then each
+/// write is a CTE whose rows are joined with chk's single row, so nothing is written before
+/// the locks are held and the check passed (a failed check fails the whole statement).
+/// Parameters: the check's, then each write's, in order. Data-modifying CTEs run to the end
+/// whether read or not; the NOTIFYs, a plain `SELECT`, are counted by the final select,
+/// which returns the inserted task rows (one all-NULL row when none was inserted), or else
+/// chk's row.
+///
+/// The text depends only on the kinds present: made once per shape and kept for the
+/// process (at most 2^12 of them, a handful in practice), so a connection prepares it once.
+///
+/// CTEs see the rows as they were before the statement, and run in no order PostgreSQL
+/// promises. A segment writes no row twice (see `plan.rs`), with one exception, which is
+/// ordered: an offer already queued is locked by the insert's `ON CONFLICT DO UPDATE` (the
+/// hand-off refusal), an error for a row another CTE wrote already, so the CTEs that write
+/// task rows join the count of the inserted ones, which makes the insert run first. That
+/// equals the segment's order (done, cancel, then the offers: an offer already there is
+/// skipped, whatever its state).
+pub(crate) fn composed(writes: &[Write]) -> Option<&'static str> {
+    static SHAPES: [OnceLock<&'static str>; 1 << WriteKind::ALL.len()] =
+        [const { OnceLock::new() }; 1 << WriteKind::ALL.len()];
+    let mut shape = 0;
+    for w in writes {
+        // Each kind at most once, in order: one segment.
+        if shape >= w.kind.bit() {
+            return None;
+        }
+        shape |= w.kind.bit();
+    }
+    Some(SHAPES.get(shape)?.get_or_init(|| String::leak(compose(shape))))
+}
+
+/// The one statement's CTEs in order: a segment's, but the offers before the writes that
+/// wait for them (see [`composed`]); a CTE may read only those before it.
+const COMPOSED_ORDER: [WriteKind; 12] = {
+    use WriteKind::*;
+    [
+        InsertExecutions,
+        InsertOwners,
+        InsertEvents,
+        UpdateExecutions,
+        InsertTasks,
+        TasksDone,
+        CancelUnits,
+        InsertInbox,
+        UpsertTimers,
+        DeleteTimers,
+        InboxDone,
+        Notify,
+    ]
+};
+
+/// A segment's writes in the order of the one statement's CTEs (and parameters).
+pub(crate) fn in_composed_order(writes: &[Write]) -> impl Iterator<Item = &Write> {
+    COMPOSED_ORDER.iter().filter_map(|k| writes.iter().find(|w| w.kind == *k))
+}
+
+fn compose(shape: usize) -> String {
+    let has = |kind: WriteKind| shape & kind.bit() != 0;
+    let mut text = format!("WITH chk AS MATERIALIZED ({})", sql::COMMIT_LOCK_CHECK);
+    let mut offset = CHECK_PARAMS;
+    for kind in COMPOSED_ORDER.into_iter().filter(|k| has(*k)) {
+        let (statement, name) = kind.statement();
+        let after_offers = has(WriteKind::InsertTasks)
+            && matches!(kind, WriteKind::TasksDone | WriteKind::CancelUnits);
+        let source = if after_offers {
+            "chk, (SELECT count(*) FROM w_tasks) AS offered, UNNEST("
+        } else {
+            "chk, UNNEST("
+        };
+        // A write's rows come from its first `UNNEST(` (see `sql.rs`).
+        let gated = renumber(&statement.replacen("UNNEST(", source, 1), offset);
+        let materialized = if kind == WriteKind::Notify { "MATERIALIZED " } else { "" };
+        text.push_str(&format!(",\n{name} AS {materialized}({gated})"));
+        offset += placeholders(statement);
+    }
+    let tasks = has(WriteKind::InsertTasks);
+    text.push_str(if tasks { "\nSELECT t.* FROM chk" } else { "\nSELECT chk.* FROM chk" });
+    if has(WriteKind::Notify) {
+        text.push_str(" CROSS JOIN (SELECT count(*) FROM notified) AS n");
+    }
+    if tasks {
+        text.push_str(" LEFT JOIN w_tasks t ON true");
+    }
+    text
+}
+
+/// `text` with every parameter `$n` as `$(n + offset)`.
+fn renumber(text: &str, offset: usize) -> String {
+    let mut parts = text.split('$');
+    let mut out = parts.next().unwrap_or_default().to_string();
+    for part in parts {
+        let (digits, rest) = part.split_at(part.bytes().take_while(u8::is_ascii_digit).count());
+        out.push('$');
+        match digits.parse::<usize>() {
+            Ok(n) => out.push_str(&(n + offset).to_string()),
+            Err(_) => out.push_str(digits),
+        }
+        out.push_str(rest);
+    }
+    out
+}
+
+/// The highest parameter number in `text`.
+fn placeholders(text: &str) -> usize {
+    let number = |part: &str| {
+        part.split_at(part.bytes().take_while(u8::is_ascii_digit).count()).0.parse().ok()
+    };
+    text.split('$').skip(1).filter_map(number).max().unwrap_or(0)
 }

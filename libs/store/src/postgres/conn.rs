@@ -3,6 +3,8 @@
 //!
 //! * **Statement cache.** tokio-postgres has none: [`PgConn::prepare`] prepares each SQL text
 //!   once per connection (all missing ones at once, one round trip) and keeps the handles.
+//!   A text made at run time (the one-statement commit) is prepared on its first use, in the
+//!   round trip that runs it unprepared ([`PgConn::query_made`]).
 //! * **Pipelining.** [`pipeline`] sends several statements without waiting for the answers in
 //!   between: one round trip for `BEGIN; ...; COMMIT`. Statements are sent in the order
 //!   given (each future is first polled in order); when one fails inside a transaction, the
@@ -28,7 +30,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Row, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -88,6 +90,39 @@ impl PgConn {
     pub(crate) async fn prepare_one(&mut self, sql: &'static str) -> PgResult<Statement> {
         let mut found = self.prepare(&[sql]).await?;
         found.pop().ok_or_else(|| PgErr::Store(StoreError::Storage("no statement".into())))
+    }
+
+    /// Whether `sql` is prepared on this connection.
+    pub(crate) fn is_prepared(&self, sql: &'static str) -> bool {
+        self.statements.contains_key(sql)
+    }
+
+    /// Runs `sql`, a text made at run time (see `commit.rs`), on its prepared statement.
+    /// The first time on this connection it goes unprepared, with its parameters' `types`
+    /// given (`query_typed`), and is prepared in the same round trip for the next time (a
+    /// statement that does not prepare is only not kept). `types` is read only then.
+    pub(crate) async fn query_made(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+        types: &[Type],
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        if let Some(stmt) = self.statements.get(sql) {
+            return self.client.query(stmt, params).await;
+        }
+        let typed: Vec<(&(dyn ToSql + Sync), Type)> =
+            params.iter().copied().zip(types.iter().cloned()).collect();
+        // Sent in this order on the first poll: the statement (its own implicit transaction
+        // or a step of the caller's), then the prepare.
+        let (rows, prepared) = futures_util::future::join(
+            self.client.query_typed(sql, &typed),
+            self.client.prepare(sql),
+        )
+        .await;
+        if let Ok(stmt) = prepared {
+            self.statements.insert(sql, stmt);
+        }
+        rows
     }
 
     /// One statement, outside any explicit transaction.

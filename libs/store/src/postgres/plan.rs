@@ -11,6 +11,13 @@
 //! later batch of the same execution must cancel an offer an earlier one queued), so the
 //! batches are cut into segments in which each execution appears once, and every segment
 //! gets its own statements, in order.
+//!
+//! The one-round-trip commit sends a segment as ONE statement (`commit::composed`): the lock check
+//! and every write as data-modifying CTEs. Those all see the rows as they were before the
+//! statement and may not write a row twice, so no segment writes a row with two statements:
+//! a new execution is inserted with its last seq and projection (never updated after), a
+//! row the segment marks done is not also cancelled, and a timer both upserted and deleted
+//! is only deleted (the outcome of writing them in order, as the SQLite backend does).
 
 use super::rows::{origin_name, to_i64};
 use super::sql;
@@ -30,21 +37,78 @@ pub(crate) struct Read {
     pub(crate) pending: HashMap<u64, String>,
 }
 
-/// Which statement a write is (the caller reads the results of some).
+/// Which statement a write is, in the order a segment writes (the SQLite backend's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WriteKind {
+    InsertExecutions,
+    InsertOwners,
+    InsertEvents,
+    UpdateExecutions,
+    TasksDone,
+    CancelUnits,
     /// Its rows are the inserted task rows (those with a token queued claimed: task
-    /// hand-off).
+    /// hand-off), the only rows a commit reads back.
     InsertTasks,
-    /// Nothing to read back.
-    Other,
+    InsertInbox,
+    UpsertTimers,
+    DeleteTimers,
+    InboxDone,
+    /// The NOTIFYs of every segment, last.
+    Notify,
+}
+
+impl WriteKind {
+    /// Every kind, in order.
+    pub(crate) const ALL: [WriteKind; 12] = [
+        WriteKind::InsertExecutions,
+        WriteKind::InsertOwners,
+        WriteKind::InsertEvents,
+        WriteKind::UpdateExecutions,
+        WriteKind::TasksDone,
+        WriteKind::CancelUnits,
+        WriteKind::InsertTasks,
+        WriteKind::InsertInbox,
+        WriteKind::UpsertTimers,
+        WriteKind::DeleteTimers,
+        WriteKind::InboxDone,
+        WriteKind::Notify,
+    ];
+
+    /// The statement, and its CTE's name in the one-statement commit.
+    pub(crate) fn statement(self) -> (&'static str, &'static str) {
+        match self {
+            WriteKind::InsertExecutions => (sql::COMMIT_INSERT_EXECUTIONS, "w_executions"),
+            WriteKind::InsertOwners => (sql::COMMIT_INSERT_OWNERS, "w_owners"),
+            WriteKind::InsertEvents => (sql::COMMIT_INSERT_EVENTS, "w_events"),
+            WriteKind::UpdateExecutions => (sql::COMMIT_UPDATE_EXECUTIONS, "w_progress"),
+            WriteKind::TasksDone => (sql::COMMIT_TASKS_DONE, "w_done"),
+            WriteKind::CancelUnits => (sql::COMMIT_CANCEL_UNITS, "w_cancel"),
+            WriteKind::InsertTasks => (sql::COMMIT_INSERT_TASKS, "w_tasks"),
+            WriteKind::InsertInbox => (sql::COMMIT_INSERT_INBOX, "w_inbox"),
+            WriteKind::UpsertTimers => (sql::COMMIT_UPSERT_TIMERS, "w_timers"),
+            WriteKind::DeleteTimers => (sql::COMMIT_DELETE_TIMERS, "w_timers_gone"),
+            WriteKind::InboxDone => (sql::COMMIT_INBOX_DONE, "w_applied"),
+            WriteKind::Notify => (sql::NOTIFY_MANY, "notified"),
+        }
+    }
+
+    /// Its bit in a set of kinds.
+    pub(crate) fn bit(self) -> usize {
+        1 << self as usize
+    }
 }
 
 /// One statement with its parameters.
 pub(crate) struct Write {
-    pub(crate) sql: &'static str,
     pub(crate) params: Vec<Box<dyn ToSql + Sync + Send>>,
     pub(crate) kind: WriteKind,
+}
+
+impl Write {
+    /// The write's own statement (the two-round-trip commit).
+    pub(crate) fn sql(&self) -> &'static str {
+        self.kind.statement().0
+    }
 }
 
 /// The key of a task offer: (execution, run, unit, attempt, offer).
@@ -78,7 +142,7 @@ macro_rules! columns {
 columns!(NewExecutions {
     id: String, run: i64, root: String, parent: Option<String>, workflow: String,
     version: String, hash: String, status: String, schedule: Option<String>, created: i64,
-    updated: i64, closed: Option<i64>,
+    updated: i64, closed: Option<i64>, last_seq: i64, delete_after: Option<i64>,
 });
 columns!(NewOwners { id: String, root: String, node: String });
 columns!(Events {
@@ -132,41 +196,47 @@ struct Segment {
 impl Segment {
     /// The segment's statements, in the order the SQLite backend writes.
     fn into_writes(self, out: &mut Vec<Write>) {
-        let mut push = |sql, params, kind| out.push(Write { sql, params, kind });
-        let other = WriteKind::Other;
+        let mut push = |kind, params| out.push(Write { params, kind });
         if !self.executions.id.is_empty() {
-            push(sql::COMMIT_INSERT_EXECUTIONS, self.executions.params(), other);
+            push(WriteKind::InsertExecutions, self.executions.params());
         }
         if !self.owners.id.is_empty() {
-            push(sql::COMMIT_INSERT_OWNERS, self.owners.params(), other);
+            push(WriteKind::InsertOwners, self.owners.params());
         }
         if !self.events.id.is_empty() {
-            push(sql::COMMIT_INSERT_EVENTS, self.events.params(), other);
+            push(WriteKind::InsertEvents, self.events.params());
         }
         if !self.updates.id.is_empty() {
-            push(sql::COMMIT_UPDATE_EXECUTIONS, self.updates.params(), other);
+            push(WriteKind::UpdateExecutions, self.updates.params());
+        }
+        // The rows marked done stay done (see `sql::COMMIT_CANCEL_UNITS`).
+        let cancel = (!self.cancel_units.unit.is_empty()).then(|| {
+            let mut params = self.cancel_units.params();
+            params.push(Box::new(self.tasks_done.token.clone()));
+            params.push(Box::new(self.tasks_done.execution.clone()));
+            params
+        });
+        if !self.tasks_done.token.is_empty() {
+            push(WriteKind::TasksDone, self.tasks_done.params());
         }
         // Cancel first: a redelivery cancels the lost offer and queues a new one.
-        if !self.tasks_done.token.is_empty() {
-            push(sql::COMMIT_TASKS_DONE, self.tasks_done.params(), other);
-        }
-        if !self.cancel_units.unit.is_empty() {
-            push(sql::COMMIT_CANCEL_UNITS, self.cancel_units.params(), other);
+        if let Some(params) = cancel {
+            push(WriteKind::CancelUnits, params);
         }
         if !self.tasks.unit.is_empty() {
-            push(sql::COMMIT_INSERT_TASKS, self.tasks.params(), WriteKind::InsertTasks);
+            push(WriteKind::InsertTasks, self.tasks.params());
         }
         if !self.inbox.kind.is_empty() {
-            push(sql::COMMIT_INSERT_INBOX, self.inbox.params(), other);
+            push(WriteKind::InsertInbox, self.inbox.params());
         }
         if !self.timers.key.is_empty() {
-            push(sql::COMMIT_UPSERT_TIMERS, self.timers.params(), other);
+            push(WriteKind::UpsertTimers, self.timers.params());
         }
         if !self.timer_deletes.key.is_empty() {
-            push(sql::COMMIT_DELETE_TIMERS, self.timer_deletes.params(), other);
+            push(WriteKind::DeleteTimers, self.timer_deletes.params());
         }
         if !self.done.seq.is_empty() {
-            push(sql::COMMIT_INBOX_DONE, self.done.params(), other);
+            push(WriteKind::InboxDone, self.done.params());
         }
     }
 }
@@ -216,9 +286,8 @@ pub(crate) fn plan(batches: &[CommitBatch], mut read: Read) -> Result<Plan> {
         let (channels, payloads): (Vec<String>, Vec<String>) =
             notify.into_iter().map(|(c, p)| (c.to_string(), p)).unzip();
         writes.push(Write {
-            sql: sql::NOTIFY_MANY,
             params: vec![Box::new(channels), Box::new(payloads)],
-            kind: WriteKind::Other,
+            kind: WriteKind::Notify,
         });
     }
     Ok(Plan { writes, outcomes, task_keys })
@@ -258,10 +327,14 @@ fn plan_one(
         if read.executions.contains_key(id) {
             return Err(StoreError::ExecutionExists(id.to_string()));
         }
+        // The row as the batch leaves it: its projection now, its last seq in `plan_events`.
+        let p = batch.projection.as_ref();
         let e = &mut seg.executions;
         e.created.push(to_i64(row.created_at_ms, "created_at")?);
-        e.updated.push(to_i64(row.updated_at_ms, "updated_at")?);
-        e.closed.push(opt_i64(row.closed_at_ms, "closed_at")?);
+        e.updated.push(to_i64(p.map_or(row.updated_at_ms, |p| p.updated_at_ms), "updated_at")?);
+        e.closed.push(opt_i64(p.map_or(row.closed_at_ms, |p| p.closed_at_ms), "closed_at")?);
+        e.delete_after.push(opt_i64(p.and_then(|p| p.delete_after_ms), "delete_after")?);
+        e.status.push(p.map_or(&row.status, |p| &p.status).as_str().to_string());
         e.id.push(id.to_string());
         e.run.push(run);
         e.root.push(row.root_id.clone());
@@ -269,7 +342,6 @@ fn plan_one(
         e.workflow.push(row.workflow.clone());
         e.version.push(row.version.clone());
         e.hash.push(row.definition_hash.clone());
-        e.status.push(row.status.as_str().to_string());
         e.schedule.push(row.schedule_id.clone());
         read.executions.insert(id.to_string(), (batch.run, 0));
     }
@@ -323,10 +395,14 @@ fn plan_one(
         seg.inbox.payload.push(entry.message.payload_text());
     }
 
-    // Upserting one key twice in a statement is an error: the last write of a key wins.
+    // Upserting one key twice in a statement is an error: the last write of a key wins, and
+    // a key the batch also deletes ends deleted (upserts are written before deletes).
     let mut last_write: HashMap<&str, usize> = HashMap::new();
     for (i, t) in batch.timers_to_upsert.iter().enumerate() {
         last_write.insert(t.key.as_str(), i);
+    }
+    for key in &batch.timers_to_delete {
+        last_write.remove(key.as_str());
     }
     for (i, t) in batch.timers_to_upsert.iter().enumerate() {
         if last_write.get(t.key.as_str()) != Some(&i) {
@@ -380,7 +456,10 @@ fn plan_events(batch: &CommitBatch, read: &mut Read, seg: &mut Segment) -> Resul
         s.payload.push(payload);
     }
     let moved = last != base || batch.run != current_run;
-    if moved || batch.projection.is_some() {
+    if batch.new_execution.is_some() {
+        // Inserted by this segment (`plan_one`), with the projection: never updated after.
+        seg.executions.last_seq.push(to_i64(last, "seq")?);
+    } else if moved || batch.projection.is_some() {
         let p = batch.projection.as_ref();
         let u = &mut seg.updates;
         u.last_seq.push(to_i64(last, "seq")?);
@@ -417,7 +496,7 @@ impl Guard {
         &'a self,
         ids: &'a Vec<String>,
         seqs: &'a Vec<i64>,
-    ) -> [&'a (dyn ToSql + Sync); 9] {
+    ) -> [&'a (dyn ToSql + Sync); CHECK_PARAMS] {
         [
             ids,
             seqs,
@@ -481,3 +560,6 @@ pub(crate) fn predict(batches: &[CommitBatch]) -> Option<(Read, Guard)> {
     }
     Some((read, guard))
 }
+
+/// Parameters of [`sql::COMMIT_LOCK_CHECK`] ([`Guard::params`]).
+pub(crate) const CHECK_PARAMS: usize = 9;

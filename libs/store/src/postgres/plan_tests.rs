@@ -134,8 +134,9 @@ fn cases(pending_seq: i64) -> Vec<Case> {
         Case {
             name: "commit: cancel units",
             sql: sql::COMMIT_CANCEL_UNITS,
-            params: vec![open(), strs(&["s1"])],
+            params: vec![open(), strs(&["s1"]), strs(&["claimed-1"]), open()],
         },
+        step_commit(pending_seq),
         Case {
             name: "commit: delete timers",
             sql: sql::COMMIT_DELETE_TIMERS,
@@ -250,6 +251,46 @@ fn cases(pending_seq: i64) -> Vec<Case> {
     ]
 }
 
+/// The one statement of a typical step of `open-1` (`commit::composed`): the check (its
+/// inbox entry applied), the step's events and projection, a result done, the next offer
+/// and the NOTIFYs.
+fn step_commit(pending_seq: i64) -> Case {
+    use super::plan::{Write, WriteKind::*};
+    // In a segment's order; the parameters below in the statement's (`in_composed_order`).
+    let kinds = [InsertEvents, UpdateExecutions, TasksDone, InsertTasks, InboxDone, Notify];
+    let writes: Vec<Write> = kinds.map(|kind| Write { params: Vec::new(), kind }).into();
+    let open = || strs(&["open-1"]);
+    let none = || Box::new(vec![None::<String>]) as Param;
+    let mut params = vec![
+        open(),
+        Box::new(vec![pending_seq]),
+        open(),
+        Box::new(vec![Some(1i64)]),
+        open(),
+        Box::new(vec![Some(1i64)]),
+        Box::new(vec![Some(3i64)]),
+        Box::new(vec![pending_seq]),
+        open(),
+    ];
+    // Events, projection, the offer, the result done, the entry applied, the NOTIFYs.
+    params.extend([open(), Box::new(vec![1i64]), Box::new(vec![4i64]), strs(&["StepScheduled"])]);
+    params.extend([strs(&["s2"]), strs(&["decided"]), strs(&["{}"]), Box::new(vec![5i64])]);
+    params.extend([open(), Box::new(vec![1i64]), Box::new(vec![4i64]), Box::new(vec![true])]);
+    params.extend([strs(&["RUNNING"]), Box::new(vec![5i64]), Box::new(vec![None::<i64>])]);
+    params.push(Box::new(vec![None::<i64>]));
+    params.extend([open(), Box::new(vec![1i64]), strs(&["s2"]), Box::new(vec![1i64])]);
+    params.extend([Box::new(vec![1i64]) as Param, strs(&["step"]), strs(&["1"]), strs(&["0"])]);
+    params.extend([strs(&["k"]), none(), none(), none(), none(), none()]);
+    params.extend([strs(&["claimed-1"]), open()]);
+    params.extend([Box::new(vec![pending_seq]) as Param, strs(&["{}"])]);
+    params.extend([strs(&["orbit_changes"]), strs(&[""])]);
+    Case {
+        name: "commit: one statement (a step)",
+        sql: super::commit::composed(&writes).unwrap(),
+        params,
+    }
+}
+
 /// Open work, the same for both databases: 20 running executions (odd ones owned by a node
 /// that is gone), a queued task of each odd one, a task of each even one claimed by
 /// `frontend-1` (token `claimed-<n>`), one by a frontend that is gone, a pending entry and a
@@ -342,7 +383,8 @@ async fn explain(client: &Client, case: &Case) -> Plan {
         case.params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect();
     client.batch_execute("BEGIN").await.unwrap();
     let text = format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {}", case.sql);
-    let rows = client.query(&text, &params).await.unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    let rows =
+        client.query(&text, &params).await.unwrap_or_else(|e| panic!("{}: {e:?}", case.name));
     client.batch_execute("ROLLBACK").await.unwrap();
     let Json(json) = rows[0].get(0);
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();

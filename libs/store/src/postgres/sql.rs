@@ -152,7 +152,8 @@ pub(crate) const COMMIT_LOCK_INBOX: &str = lock_inbox!("$1");
 /// the statement, so the transaction, when anything does: the commit then takes the two
 /// round trips and reports the exact refusal. The failing arm depends on the counted rows,
 /// so the planner cannot fold it to an error in advance. `$1`: the ids, `$2`: the inbox
-/// seqs; `$3..$9`: the expectations.
+/// seqs; `$3..$9`: the expectations. The commit sends it as the CTE `chk` of its one
+/// statement (`commit::composed`), which every write of that statement joins.
 pub(crate) const COMMIT_LOCK_CHECK: &str = concat!(
     "WITH o AS MATERIALIZED (",
     lock_owners!("$1"),
@@ -176,13 +177,19 @@ pub(crate) const COMMIT_LOCK_CHECK: &str = concat!(
     FROM locked, moved"
 );
 
-/// Plain insert: an id taken concurrently fails with `executions_pkey`.
+// Every commit write reads its rows from its first `UNNEST(`, right after `FROM` or
+// `USING`: the one-statement commit (`commit::composed`) joins that with the lock check's
+// single row (`chk, UNNEST(`), so no row is written before the locks are held and the check
+// passed.
+
+/// Plain insert: an id taken concurrently fails with `executions_pkey`. The row is inserted
+/// as the commit leaves it (last seq, projection): no statement of the commit updates it.
 pub(crate) const COMMIT_INSERT_EXECUTIONS: &str = concat!(
     "INSERT INTO executions (",
     execution_columns!(),
-    ") SELECT u.*, 0 FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
-        $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::bigint[],
-        $12::bigint[]) AS u"
+    ", delete_after) SELECT u.* FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[],
+        $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[],
+        $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[]) AS u"
 );
 /// Plain insert: an owner row created concurrently fails with `owners_pkey`.
 pub(crate) const COMMIT_INSERT_OWNERS: &str = concat!(
@@ -193,8 +200,8 @@ pub(crate) const COMMIT_INSERT_OWNERS: &str = concat!(
 );
 pub(crate) const COMMIT_INSERT_EVENTS: &str = "INSERT INTO history_events
     (execution_id, run, seq, event_type, step, origin, payload, timestamp)
-    SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[],
-        $6::text[], $7::text[], $8::bigint[])";
+    SELECT u.* FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[],
+        $6::text[], $7::text[], $8::bigint[]) AS u";
 /// Run and last seq always; the projection fields where `proj` is set.
 pub(crate) const COMMIT_UPDATE_EXECUTIONS: &str = "UPDATE executions e SET
         run = u.run, last_seq = u.last_seq,
@@ -213,11 +220,16 @@ pub(crate) const COMMIT_TASKS_DONE: &str = concat!(
     " FROM UNNEST($1::text[], $2::text[]) AS d(token, eid)
     WHERE t.token = d.token AND t.execution_id = d.eid AND t.state = 'claimed'"
 );
+/// The rows `COMMIT_TASKS_DONE` marks (`$3`/`$4`: its tokens and executions) are done
+/// before the units are cancelled: alone, after it, this statement finds them done already;
+/// in the one-statement commit, which sees the rows as they were, it leaves them to it.
 pub(crate) const COMMIT_CANCEL_UNITS: &str = concat!(
     "UPDATE task_queue t SET state = 'cancelled', updated_at = ",
     now_ms!(),
     " FROM UNNEST($1::text[], $2::text[]) AS u(eid, unit)
-    WHERE t.execution_id = u.eid AND t.unit_key = u.unit AND t.state IN ('queued', 'claimed')"
+    WHERE t.execution_id = u.eid AND t.unit_key = u.unit AND t.state IN ('queued', 'claimed')
+      AND NOT EXISTS (SELECT 1 FROM UNNEST($3::text[], $4::text[]) AS d(token, eid)
+        WHERE t.state = 'claimed' AND t.token = d.token AND t.execution_id = d.eid)"
 );
 /// Offers already present are skipped; the inserted rows come back whole
 /// (`task_columns!`). A row with a token (`$14`, task hand-off) is inserted already claimed,
@@ -256,23 +268,26 @@ pub(crate) const COMMIT_INSERT_INBOX: &str = concat!(
     " FROM UNNEST($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS u(eid, kind, payload, ord)
     ORDER BY u.ord"
 );
-/// Keys are unique per statement (the caller keeps the last write of each).
+/// Keys are unique per statement, and none is deleted by the same commit (the caller keeps
+/// the last write of each).
 pub(crate) const COMMIT_UPSERT_TIMERS: &str =
     "INSERT INTO timers (execution_id, timer_key, run, fire_at, payload)
-    SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[])
+    SELECT u.* FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[]) AS u
     ON CONFLICT (execution_id, timer_key) DO UPDATE SET run = excluded.run,
         fire_at = excluded.fire_at, payload = excluded.payload";
 pub(crate) const COMMIT_DELETE_TIMERS: &str = "DELETE FROM timers t
     USING UNNEST($1::text[], $2::text[]) AS u(eid, tkey)
     WHERE t.execution_id = u.eid AND t.timer_key = u.tkey";
 /// The seqs were checked (pending, of the right execution) and locked by the first round
-/// trip.
+/// trip, or by the check of the one-statement commit.
 pub(crate) const COMMIT_INBOX_DONE: &str = concat!(
     "UPDATE inbox i SET done_at = ",
     now_ms!(),
     ", result = u.result FROM UNNEST($1::bigint[], $2::text[]) AS u(seq, result)
     WHERE i.seq = u.seq"
 );
+/// In the one-statement commit a plain `SELECT`, which runs only when read: its final select
+/// counts these rows (`commit::composed`).
 pub(crate) const NOTIFY_MANY: &str = "SELECT pg_notify(u.channel, u.payload)
     FROM UNNEST($1::text[], $2::text[]) AS u(channel, payload)";
 

@@ -1,9 +1,13 @@
 //! PostgreSQL checks that need the backend's insides: the session settings of pooled
-//! connections, and that a connection abandoned inside a transaction never goes back into
-//! the pool. They use the server of `ORBIT_TEST_DATABASE_URL` (see `scripts/pg.sh`) and
-//! fail, saying so, without it.
+//! connections, that a connection abandoned inside a transaction never goes back into the
+//! pool, and that the one-statement commit is composed right for every shape. They use the
+//! server of `ORBIT_TEST_DATABASE_URL` (see `scripts/pg.sh`) and fail, saying so, without
+//! it.
 
-use super::{PgOptions, PgStore};
+use super::commit::{composed, in_composed_order};
+use super::plan::{Write, WriteKind};
+use super::{sql, PgOptions, PgStore};
+use crate::roles::Migrations;
 
 #[allow(clippy::disallowed_methods)] // The test database comes from scripts/pg.sh's environment.
 pub(super) fn url() -> String {
@@ -86,4 +90,64 @@ async fn a_connection_abandoned_in_a_transaction_is_discarded() {
     assert_ne!(before, format!("{after:?}"), "a new connection, not the one left in BEGIN");
     let state = conn.client().simple_query("SELECT 1").await;
     assert!(state.is_ok());
+}
+
+/// The one-statement commit joins the check where each write reads its rows: its first
+/// `UNNEST(`, which must be the write's source (right after `FROM` or `USING`).
+#[test]
+fn every_commit_write_reads_its_rows_from_its_first_unnest() {
+    for kind in WriteKind::ALL {
+        let flat = kind.statement().0.split_whitespace().collect::<Vec<_>>().join(" ");
+        let at = flat.find("UNNEST(").unwrap_or_else(|| panic!("{kind:?}: no UNNEST: {flat}"));
+        let before = &flat[..at];
+        assert!(before.ends_with("FROM ") || before.ends_with("USING "), "{kind:?}: {flat}");
+    }
+}
+
+/// Every shape's statement prepares, and takes the check's parameters, then each write's
+/// own, in the order the commit sends them (the first use of a shape on a connection sends
+/// it unprepared with these types). Writes of two segments (a kind again, or out of order)
+/// make no statement.
+#[tokio::test]
+async fn composed_statements_take_the_parameters_of_their_parts() {
+    let admin_url = url();
+    let name = format!("orbit_t_composed_{}", std::process::id());
+    let (admin, connection) =
+        tokio_postgres::connect(&admin_url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).await.unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    let db_url = format!("{}/{name}", admin_url.rsplit_once('/').unwrap().0);
+    let store = PgStore::connect(&db_url, PgOptions { pool_size: 1, ..PgOptions::default() })
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let conn = store.inner.pool.get().await.unwrap();
+    let client = conn.client();
+    let all = (1usize << WriteKind::ALL.len()) - 1;
+    let mut shapes: Vec<usize> = vec![all];
+    for kind in WriteKind::ALL {
+        shapes.extend([kind.bit(), all & !kind.bit()]);
+    }
+    for shape in shapes {
+        let writes: Vec<Write> = WriteKind::ALL
+            .into_iter()
+            .filter(|k| shape & k.bit() != 0)
+            .map(|kind| Write { params: Vec::new(), kind })
+            .collect();
+        let text = composed(&writes).unwrap();
+        let stmt = client.prepare(text).await.unwrap_or_else(|e| panic!("{shape:#b}: {e}\n{text}"));
+        let mut want = client.prepare(sql::COMMIT_LOCK_CHECK).await.unwrap().params().to_vec();
+        for w in in_composed_order(&writes) {
+            want.extend_from_slice(client.prepare(w.sql()).await.unwrap().params());
+        }
+        assert_eq!(stmt.params(), want, "{shape:#b}:\n{text}");
+        assert_eq!(composed(&writes), Some(text), "made once per shape");
+    }
+    let w = |kind| Write { params: Vec::new(), kind };
+    assert_eq!(composed(&[w(WriteKind::InsertEvents), w(WriteKind::InsertEvents)]), None);
+    assert_eq!(composed(&[w(WriteKind::Notify), w(WriteKind::InsertEvents)]), None);
+    drop(conn);
+    drop(store);
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.unwrap();
 }
