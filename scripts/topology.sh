@@ -32,8 +32,9 @@
 #   --certs C        take (or generate once) the CA and certificates in C instead of D/tls
 #   -- ARGS          extra flags for every service (e.g. --node-timeout-ms 2000)
 #
-# After `start`, D/env holds ORBIT_DATABASE_URL and ORBIT_FRONTENDS (comma-separated
-# host:port list for workers and clients) and D/nodes one line per process:
+# After `start`, D/env holds ORBIT_DATABASE_URL, ORBIT_FRONTENDS (comma-separated
+# host:port list for workers and clients) and ORBIT_METRICS (every process's admin
+# host:port, for `orbit bench --metrics`), and D/nodes one line per process:
 #   <service> <node-id> <pid> <host:port> <log file>
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -208,9 +209,16 @@ EOF_IDS
     for ((i = 0; i < schedulers; i++)); do start_node scheduler "$i"; done
     for ((i = 0; i < frontends; i++)); do start_node frontend "$i"; done
     trap - ERR
+    # Every process's admin address (`orbit bench --metrics`), as each printed it.
+    metrics=""
+    while read -r _ _ _ _ log; do
+      a="$(sed -n 's/.*admin http on \([^ ]*\).*/\1/p' "$log" | head -n 1)"
+      if [ -n "$a" ]; then metrics="${metrics:+$metrics,}$a"; fi
+    done <"$dir/nodes"
     {
       echo "ORBIT_DATABASE_URL='$url'"
       echo "ORBIT_FRONTENDS='$fe_list'"
+      echo "ORBIT_METRICS='$metrics'"
       if [ "$tls" = 1 ]; then
         echo "ORBIT_TLS_CA='$t/ca.pem'"
         echo "ORBIT_TLS_CLIENT_CERT='$t/client.pem'"

@@ -1,5 +1,6 @@
 //! The server-side view `orbit bench` prints at the end: what the servers' own metrics say
-//! about the run (task backlog, schedule-to-start p99, owner commit latency), read from
+//! about the run (task backlog, schedule-to-start p99, owner commit latency, and per task
+//! what crossed a process or database boundary on a step's path), read from
 //! the Prometheus text of `/metrics` before and after the run, so a long-running server's
 //! earlier traffic does not count. The embedded server of `orbit bench` shares the
 //! process's registry, so its text is rendered in process (the same text `/metrics`
@@ -14,6 +15,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub struct Snapshot {
     /// (metric name, `le` label or "") → value summed over the other labels and servers.
     values: BTreeMap<(String, String), f64>,
+    /// (metric name, `label="value"`) → value summed over the other labels and servers,
+    /// for every label but `le`.
+    labelled: BTreeMap<(String, String), f64>,
 }
 
 /// Where the metrics come from.
@@ -70,7 +74,21 @@ impl Snapshot {
                 .map(|v| v.trim_end_matches(['"', '}']).to_string())
                 .unwrap_or_default();
             *self.values.entry((name.to_string(), le)).or_default() += value;
+            let labels = labels.trim_end_matches('}');
+            for label in labels.split(',').filter(|l| !l.is_empty() && !l.starts_with("le=")) {
+                *self.labelled.entry((name.to_string(), label.to_string())).or_default() += value;
+            }
         }
+    }
+
+    /// The value of the series of `name` whose `label` starts with `prefix`, summed.
+    fn labelled(&self, name: &str, label: &str, prefix: &str) -> f64 {
+        let start = format!("{label}=\"{prefix}");
+        self.labelled
+            .iter()
+            .filter(|((n, l), _)| n == name && l.starts_with(&start))
+            .map(|(_, v)| v)
+            .sum()
     }
 
     /// The value of `name` summed over its labels and servers (0 when absent).
@@ -81,17 +99,25 @@ impl Snapshot {
     /// `self − before` for counters and histograms (gauges keep `self`).
     #[must_use]
     pub fn since(&self, before: &Snapshot) -> Snapshot {
+        let is_total = |name: &str| {
+            name.ends_with("_total")
+                || name.ends_with("_bucket")
+                || name.ends_with("_sum")
+                || name.ends_with("_count")
+        };
         let mut values = self.values.clone();
         for (key, v) in &mut values {
-            let is_total = key.0.ends_with("_total")
-                || key.0.ends_with("_bucket")
-                || key.0.ends_with("_sum")
-                || key.0.ends_with("_count");
-            if is_total {
+            if is_total(&key.0) {
                 *v -= before.values.get(key).copied().unwrap_or(0.0);
             }
         }
-        Snapshot { values }
+        let mut labelled = self.labelled.clone();
+        for (key, v) in &mut labelled {
+            if is_total(&key.0) {
+                *v -= before.labelled.get(key).copied().unwrap_or(0.0);
+            }
+        }
+        Snapshot { values, labelled }
     }
 
     /// The `q` quantile of histogram `name` in seconds (linear inside a bucket, as
@@ -126,9 +152,10 @@ impl Snapshot {
         None
     }
 
-    /// The server-side lines of the report, and the same as JSON.
+    /// The server-side lines of the report, and the same as JSON; `tasks`: the tasks the
+    /// run completed, for the per-task counts.
     #[must_use]
-    pub fn report(&self) -> (String, serde_json::Value) {
+    pub fn report(&self, tasks: u64) -> (String, serde_json::Value) {
         let ms = |s: Option<f64>| s.map(|s| s * 1000.0);
         let s2s = ms(self.quantile("orbit_task_schedule_to_start_seconds", 0.99));
         let commit_p99 = ms(self.quantile("orbit_store_commit_seconds", 0.99));
@@ -137,8 +164,9 @@ impl Snapshot {
             (commits > 0.0).then(|| self.get("orbit_store_commit_seconds_sum") * 1000.0 / commits);
         let backlog = self.get("orbit_task_backlog");
         let show = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2} ms"));
+        let (path, per_task) = self.per_task(tasks);
         let text = format!(
-            "  server       backlog {backlog:.0} queued   schedule-to-start p99 {}   commit mean {}   p99 {}   ({commits:.0} commits)",
+            "  server       backlog {backlog:.0} queued   schedule-to-start p99 {}   commit mean {}   p99 {}   ({commits:.0} commits)\n{path}",
             show(s2s),
             show(commit_mean),
             show(commit_p99),
@@ -149,6 +177,46 @@ impl Snapshot {
             "commit_mean_ms": commit_mean,
             "commit_p99_ms": commit_p99,
             "commits": commits,
+            "per_task": per_task,
+        });
+        (text, json)
+    }
+
+    /// What a step's path crossed, per task, as the servers counted it: owner passes and
+    /// commits (each commit one database round trip, a redone one two), claims and results
+    /// that took the inbox route (each a database round trip of a frontend, and a pass of
+    /// its own), internal calls between processes (frontend → owner), and the share of
+    /// tasks handed off by the owner's commit rather than claimed from the queue.
+    fn per_task(&self, tasks: u64) -> (String, serde_json::Value) {
+        #[allow(clippy::cast_precision_loss)]
+        let n = (tasks as f64).max(1.0);
+        // A counter read across servers can step back by a rounding: never below zero.
+        let per = |v: f64| (v / n).max(0.0);
+        let tx = |kind: &str| self.labelled("orbit_store_transactions_total", "kind", kind);
+        let passes = per(self.get("orbit_owner_pass_seconds_count"));
+        let commits = per(self.get("orbit_store_commit_seconds_count"));
+        let redone = per(tx("commit_redone"));
+        let claims = per(tx("claim"));
+        let inbox_results = per(tx("complete"));
+        let internal = per(self.labelled("orbit_grpc_requests_total", "method", "orbit.internal."));
+        let dispatched = self.get("orbit_tasks_dispatched_total");
+        let handed = if dispatched > 0.0 {
+            self.get("orbit_tasks_handed_off_total") / dispatched
+        } else {
+            0.0
+        };
+        let text = format!(
+            "  per task     {passes:.2} owner passes   {commits:.2} commits ({redone:.2} redone)   {claims:.2} claims   {inbox_results:.2} results by the inbox   {internal:.2} internal calls   {:.0}% handed off",
+            handed * 100.0
+        );
+        let json = serde_json::json!({
+            "owner_passes": passes,
+            "commits": commits,
+            "commits_redone": redone,
+            "claims": claims,
+            "results_by_inbox": inbox_results,
+            "internal_calls": internal,
+            "handed_off": handed,
         });
         (text, json)
     }
@@ -177,7 +245,7 @@ orbit_task_backlog{task=\"a\"} 3\norbit_task_backlog{task=\"b\"} 4\n";
         before.add(BEFORE);
         after.add(AFTER);
         let run = after.since(&before);
-        let (text, json) = run.report();
+        let (text, json) = run.report(100);
         assert_eq!(json["commits"], 100.0, "{text}");
         assert!((json["commit_mean_ms"].as_f64().unwrap_or(0.0) - 5.0).abs() < 1e-6, "{json}");
         // All 100 commits of the run sit in (1 ms, 10 ms]: p99 interpolates to 9.91 ms.
@@ -185,5 +253,27 @@ orbit_task_backlog{task=\"a\"} 3\norbit_task_backlog{task=\"b\"} 4\n";
         assert!((p99 - 9.91).abs() < 1e-6, "{p99}");
         assert_eq!(json["task_backlog"], 7.0);
         assert!(json["schedule_to_start_p99_ms"].is_null());
+    }
+
+    #[test]
+    fn per_task_counts_are_the_runs_own_by_label() {
+        let before = "orbit_store_transactions_total{backend=\"postgres\",kind=\"claim\"} 5\n\
+orbit_grpc_requests_total{method=\"orbit.internal.v1.OwnerService/ReportResult\",code=\"OK\"} 10\n";
+        let after = "orbit_store_transactions_total{backend=\"postgres\",kind=\"claim\"} 8\n\
+orbit_store_transactions_total{backend=\"postgres\",kind=\"commit\"} 40\n\
+orbit_grpc_requests_total{method=\"orbit.internal.v1.OwnerService/ReportResult\",code=\"OK\"} 28\n\
+orbit_grpc_requests_total{method=\"orbit.internal.v1.OwnerService/ReportResult\",code=\"UNAVAILABLE\"} 2\n\
+orbit_grpc_requests_total{method=\"orbit.v1.WorkflowService/StartExecution\",code=\"OK\"} 7\n\
+orbit_tasks_dispatched_total{task=\"a\"} 20\norbit_tasks_handed_off_total{task=\"a\"} 15\n";
+        let (mut b, mut a) = (Snapshot::default(), Snapshot::default());
+        b.add(before);
+        a.add(after);
+        let (text, json) = a.since(&b).report(20);
+        let per = &json["per_task"];
+        assert_eq!(per["claims"], 3.0 / 20.0, "{text}");
+        // 20 internal calls in the run (OK and not); the public start is not one.
+        assert_eq!(per["internal_calls"], 1.0, "{text}");
+        assert_eq!(per["handed_off"], 0.75, "{text}");
+        assert!(text.contains("75% handed off"), "{text}");
     }
 }

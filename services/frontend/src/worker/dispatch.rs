@@ -18,8 +18,12 @@ pub(super) async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx)
     let fallback = Duration::from_millis(shared.config.dispatch_fallback_ms.max(1));
     // Whether queued tasks may wait for this session (a "tasks ready" wake-up, the start,
     // the safety net): then it claims before it lends. Woken only by its own credits
-    // while drained and lending (the split's hand-off, see `lend`), it lends them without
-    // a claim: nothing was queued for it since its last claim found nothing.
+    // while drained, it claims nothing: nothing was queued for it since its last claim
+    // found nothing (a task queued since woke it by "tasks ready"). Its free credits then
+    // take hand-offs (`orbit dev`: the owner of the process reserves them, see `handoff`)
+    // or are lent (the split, see `lend`). A claim there held the credits, so a start
+    // committing meanwhile found none free and queued its task: an extra claim, and no
+    // hand-off, for every such step (issue 25).
     let mut must_claim = true;
     // Registered for wake-ups before looking, so none is missed while claiming. "Tasks
     // ready" stays registered until it fires: an iteration woken by something else may
@@ -36,7 +40,7 @@ pub(super) async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx)
         let lending = shared.lending.active();
         let drained = session.drained.load(Ordering::SeqCst);
         let mut failed = false;
-        if must_claim || !drained || !lending {
+        if must_claim || !drained {
             // One claim takes at most `MAX_CLAIM` rows; a full batch loops for more at once.
             // The credits are held meanwhile, so hand-offs (see `handoff`) cannot take them.
             let wanted = session.hold(orbit_store::MAX_CLAIM);

@@ -256,8 +256,17 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         Some(o) => Some(o.run_counts().await?),
         None => None,
     };
+    // External workers (`--workers 0`) are not counted here: every completed execution ran
+    // `steps` tasks.
+    let tasks = match args.workers {
+        0 => {
+            shape.executions.saturating_sub(failures.load(Ordering::Relaxed))
+                * u64::from(shape.steps)
+        }
+        _ => tasks_done.load(Ordering::Relaxed),
+    };
     let server_view = match (&metrics, &metrics_before) {
-        (Some(source), Some(before)) => Some(source.read().await.since(before).report()),
+        (Some(source), Some(before)) => Some(source.read().await.since(before).report(tasks)),
         _ => None,
     };
     // The idle window runs with the benchmark's workers still connected (idle sessions are
@@ -271,15 +280,6 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         s.await??;
         let _ = std::fs::remove_dir_all(&tmp);
     }
-    // External workers (`--workers 0`) are not counted here: every completed execution ran
-    // `steps` tasks.
-    let tasks = match args.workers {
-        0 => {
-            shape.executions.saturating_sub(failures.load(Ordering::Relaxed))
-                * u64::from(shape.steps)
-        }
-        _ => tasks_done.load(Ordering::Relaxed),
-    };
     let measured = report::Measured {
         elapsed,
         tasks,
