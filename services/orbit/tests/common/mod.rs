@@ -54,15 +54,21 @@ impl Drop for TempDir {
 /// same port twice in one test process: the kernel may hand a just-released port to the
 /// next bind, and two tests starting servers at once would then share one.
 pub fn free_port() -> u16 {
+    // `orbit dev` also binds its admin port, the gRPC port plus 2000: both are reserved,
+    // or a test running beside another could be handed the other's admin port (its
+    // server then cannot listen, and the test waits out its readiness deadline).
+    const ADMIN_OFFSET: u16 = 2000;
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let bindable = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
     loop {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .expect("free port");
+        let Some(admin) = port.checked_add(ADMIN_OFFSET) else { continue };
         let mut given = GIVEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !given.contains(&port) {
-            given.push(port);
+        if !given.contains(&port) && !given.contains(&admin) && bindable(admin) {
+            given.extend([port, admin]);
             return port;
         }
     }
