@@ -43,25 +43,23 @@ use std::sync::OnceLock;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
-/// Every statement a commit may use, prepared together.
-const STATEMENTS: &[&str] = &[
+/// The statements the two-round-trip commit uses (and whose parameter types the first use
+/// of a composed statement on a connection borrows): the locks, the check and every kind of
+/// write, prepared together once per connection.
+const LOCKS: [&str; 4] = [
     sql::COMMIT_LOCK_OWNERS,
     sql::COMMIT_LOCK_EXECUTIONS,
     sql::COMMIT_LOCK_INBOX,
     sql::COMMIT_LOCK_CHECK,
-    sql::COMMIT_INSERT_EXECUTIONS,
-    sql::COMMIT_INSERT_OWNERS,
-    sql::COMMIT_INSERT_EVENTS,
-    sql::COMMIT_UPDATE_EXECUTIONS,
-    sql::COMMIT_TASKS_DONE,
-    sql::COMMIT_CANCEL_UNITS,
-    sql::COMMIT_INSERT_TASKS,
-    sql::COMMIT_INSERT_INBOX,
-    sql::COMMIT_UPSERT_TIMERS,
-    sql::COMMIT_DELETE_TIMERS,
-    sql::COMMIT_INBOX_DONE,
-    sql::NOTIFY_MANY,
 ];
+
+/// The commit's own statements on this connection, prepared on first use.
+async fn prepared(conn: &mut PgConn) -> PgResult<Statements> {
+    let sqls: Vec<&'static str> =
+        LOCKS.into_iter().chain(WriteKind::ALL.map(|k| k.statement().0)).collect();
+    let prepared = conn.prepare(&sqls).await?;
+    Ok(sqls.into_iter().zip(prepared).collect())
+}
 
 /// The prepared commit statements, by SQL text.
 type Statements = HashMap<&'static str, tokio_postgres::Statement>;
@@ -112,15 +110,13 @@ pub(crate) async fn commit_all(
     if batches.is_empty() {
         return Ok(Vec::new());
     }
-    let prepared = conn.prepare(STATEMENTS).await?;
-    let statements: Statements = STATEMENTS.iter().copied().zip(prepared).collect();
     let locked = Locked::of(batches);
     if let Some((read, guard)) = predict(batches).filter(|_| one_round_trip_allowed()) {
         if let Some((planned, sql)) =
             plan(batches, read).ok().and_then(|p| composed(&p.writes).map(|sql| (p, sql)))
         {
             let sent = OneStatement { sql, guard: &guard, planned };
-            if let Some(done) = one_round_trip(conn, &statements, &locked, sent, batches).await? {
+            if let Some(done) = one_round_trip(conn, &locked, sent, batches).await? {
                 return Ok(done);
             }
             redone.fetch_add(1, Ordering::Relaxed);
@@ -130,6 +126,7 @@ pub(crate) async fn commit_all(
             );
         }
     }
+    let statements = prepared(conn).await?;
     two_round_trips(conn, &statements, &locked, batches).await
 }
 
@@ -164,7 +161,6 @@ struct OneStatement<'a> {
 /// when it failed (the check found other rows, or a write failed), having written nothing.
 async fn one_round_trip(
     conn: &mut PgConn,
-    statements: &Statements,
     locked: &Locked,
     sent: OneStatement<'_>,
     batches: &[CommitBatch],
@@ -176,7 +172,12 @@ async fn one_round_trip(
         ordered.iter().flat_map(|w| w.params.iter().map(|p| p.as_ref() as _)).collect();
     let check = guard.params(&locked.ids, &locked.seqs);
     let params: Vec<&(dyn ToSql + Sync)> = check.into_iter().chain(refs).collect();
-    let types = if conn.is_prepared(sql) { Vec::new() } else { param_types(statements, &ordered)? };
+    // Once per connection and shape: the parameter types of the statement's parts.
+    let types = if conn.is_prepared(sql) {
+        Vec::new()
+    } else {
+        param_types(&prepared(conn).await?, &ordered)?
+    };
     // Its own transaction, but marked all the same: a caller dropped before the answer
     // leaves a connection the pool discards.
     conn.begin_marker();
@@ -384,7 +385,7 @@ pub(crate) fn composed(writes: &[Write]) -> Option<&'static str> {
 
 /// The one statement's CTEs in order: a segment's, but the offers before the writes that
 /// wait for them (see [`composed`]); a CTE may read only those before it.
-const COMPOSED_ORDER: [WriteKind; 12] = {
+const COMPOSED_ORDER: [WriteKind; WriteKind::ALL.len()] = {
     use WriteKind::*;
     [
         InsertExecutions,
@@ -442,11 +443,11 @@ fn renumber(text: &str, offset: usize) -> String {
     let mut parts = text.split('$');
     let mut out = parts.next().unwrap_or_default().to_string();
     for part in parts {
-        let (digits, rest) = part.split_at(part.bytes().take_while(u8::is_ascii_digit).count());
+        let (number, rest) = leading_number(part);
         out.push('$');
-        match digits.parse::<usize>() {
-            Ok(n) => out.push_str(&(n + offset).to_string()),
-            Err(_) => out.push_str(digits),
+        match number {
+            Some(n) => out.push_str(&(n + offset).to_string()),
+            None => out.push_str(&part[..part.len() - rest.len()]),
         }
         out.push_str(rest);
     }
@@ -455,8 +456,11 @@ fn renumber(text: &str, offset: usize) -> String {
 
 /// The highest parameter number in `text`.
 fn placeholders(text: &str) -> usize {
-    let number = |part: &str| {
-        part.split_at(part.bytes().take_while(u8::is_ascii_digit).count()).0.parse().ok()
-    };
-    text.split('$').skip(1).filter_map(number).max().unwrap_or(0)
+    text.split('$').skip(1).filter_map(|part| leading_number(part).0).max().unwrap_or(0)
+}
+
+/// The number `part` (what follows a `$`) starts with, and the rest after its digits.
+fn leading_number(part: &str) -> (Option<usize>, &str) {
+    let (digits, rest) = part.split_at(part.bytes().take_while(u8::is_ascii_digit).count());
+    (digits.parse().ok(), rest)
 }
