@@ -268,6 +268,30 @@ pub trait TaskQueue: Send + Sync {
     /// still reports the attempt is recorded (rule 4 decides). Returns the rows released.
     async fn release_claims(&self, claimer: &str, reason: &str) -> Result<Vec<TaskRow>>;
 
+    /// [`TaskQueue::release_claims`] for the rows among `tokens` that `claimer` still holds
+    /// (a session's attempts when it is lost, or one whose heartbeat stopped): a row
+    /// another frontend adopted meanwhile ([`TaskQueue::adopt_claims`]), or one already
+    /// done or cancelled, is left alone. Returns the rows handed back.
+    async fn hand_back_claims(
+        &self,
+        claimer: &str,
+        tokens: &[String],
+        reason: &str,
+    ) -> Result<Vec<TaskRow>>;
+
+    /// A worker reconnected through `claimer` (a frontend) and names `tokens` as still
+    /// held: the rows among them still claimed for `worker_id` now name `claimer` and
+    /// `session`, so the frontend its old stream reached no longer hands them back and the
+    /// new one supervises them. Returns the rows moved (rows done, cancelled or claimed
+    /// for another worker are left alone).
+    async fn adopt_claims(
+        &self,
+        worker_id: &str,
+        tokens: &[String],
+        claimer: &str,
+        session: &str,
+    ) -> Result<Vec<TaskRow>>;
+
     /// Claimers of `claimed` rows that have no live node (any service) within `timeout_ms`.
     async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>>;
 }

@@ -109,6 +109,7 @@ macro_rules! every_case {
             take_over_root_moves_the_tree_and_fences_the_old_owner,
             resume_node_fences_every_row_of_the_node_page_by_page,
             release_claims_hands_back_each_row_once,
+            a_reconnected_worker_s_claims_move_and_are_never_handed_back_twice,
             orphaned_claimers_are_claimers_without_a_live_node,
             faults_count_per_entry_and_restart_when_the_entry_moves,
             parking_suspends_skips_entries_and_unparking_restores,

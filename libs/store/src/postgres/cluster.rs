@@ -149,6 +149,33 @@ pub(crate) async fn release_claims(
     Ok(rows::all(&found, rows::task)?)
 }
 
+/// Cancels the rows among `tokens` that `claimer` still holds, with one `uncertain` entry
+/// per row.
+pub(crate) async fn hand_back_claims(
+    conn: &mut PgConn,
+    claimer: &str,
+    tokens: &[String],
+    reason: &str,
+) -> PgResult<Vec<TaskRow>> {
+    let message =
+        InboxMessage::Uncertain(Uncertain { token: String::new(), reason: reason.into() });
+    let (kind, payload) = (message.kind().as_str(), message.payload_text());
+    let found = conn.query(sql::HAND_BACK_CLAIMS, &[&claimer, &payload, &kind, &tokens]).await?;
+    Ok(rows::all(&found, rows::task)?)
+}
+
+/// Moves the rows among `tokens` still claimed for `worker_id` to `claimer` and `session`.
+pub(crate) async fn adopt_claims(
+    conn: &mut PgConn,
+    worker_id: &str,
+    tokens: &[String],
+    claimer: &str,
+    session: &str,
+) -> PgResult<Vec<TaskRow>> {
+    let found = conn.query(sql::ADOPT_CLAIMS, &[&worker_id, &tokens, &claimer, &session]).await?;
+    Ok(rows::all(&found, rows::task)?)
+}
+
 /// Claimers of claimed rows with no live node.
 pub(crate) async fn orphaned_claimers(conn: &mut PgConn, timeout_ms: u64) -> PgResult<Vec<String>> {
     let timeout = to_i64(timeout_ms, "timeout")?;

@@ -433,6 +433,31 @@ impl TaskQueue for PgStore {
         run!(self, Kind::Write, |c| cluster::release_claims(c, claimer, reason))
     }
 
+    async fn hand_back_claims(
+        &self,
+        claimer: &str,
+        tokens: &[String],
+        reason: &str,
+    ) -> Result<Vec<TaskRow>> {
+        if tokens.is_empty() {
+            return Ok(Vec::new());
+        }
+        run!(self, Kind::Write, |c| cluster::hand_back_claims(c, claimer, tokens, reason))
+    }
+
+    async fn adopt_claims(
+        &self,
+        worker_id: &str,
+        tokens: &[String],
+        claimer: &str,
+        session: &str,
+    ) -> Result<Vec<TaskRow>> {
+        if tokens.is_empty() {
+            return Ok(Vec::new());
+        }
+        run!(self, Kind::Write, |c| cluster::adopt_claims(c, worker_id, tokens, claimer, session))
+    }
+
     async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>> {
         run!(self, Kind::Read, |c| cluster::orphaned_claimers(c, timeout_ms))
     }

@@ -229,6 +229,16 @@ fn cases(pending_seq: i64) -> Vec<Case> {
             params: vec![s("frontend-gone"), s("{}"), s("uncertain")],
         },
         Case {
+            name: "hand_back_claims (a lost session's attempts)",
+            sql: sql::HAND_BACK_CLAIMS,
+            params: vec![s("frontend-1"), s("{}"), s("uncertain"), strs(&["t1", "t2"])],
+        },
+        Case {
+            name: "adopt_claims (a worker reconnected elsewhere)",
+            sql: sql::ADOPT_CLAIMS,
+            params: vec![s("w1"), strs(&["t1", "t2"]), s("frontend-2"), s("s2")],
+        },
+        Case {
             name: "sweep: done rows",
             sql: retention::DELETE_DONE,
             params: vec![i(60_000), i(50)],

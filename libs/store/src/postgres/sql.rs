@@ -574,6 +574,33 @@ pub(crate) const RELEASE_CLAIMS: &str = concat!(
     task_columns!(),
     ", pg_notify('orbit_inbox', '') FROM released ORDER BY id"
 );
+/// [`RELEASE_CLAIMS`] for the rows among `$4` that `$1` still holds: a row another
+/// frontend adopted meanwhile (its worker reconnected there, [`ADOPT_CLAIMS`]) no longer
+/// matches once its lock is granted, so it is never handed back behind the new holder.
+pub(crate) const HAND_BACK_CLAIMS: &str = concat!(
+    "WITH released AS (
+        UPDATE task_queue SET state = 'cancelled', updated_at = ",
+    now_ms!(),
+    " WHERE state = 'claimed' AND claimed_by = $1::text AND token = ANY($4::text[])
+        RETURNING *),
+    reported AS (
+        INSERT INTO inbox (execution_id, kind, token, payload, created_at)
+        SELECT r.execution_id, $3::text, r.token, $2::text, ",
+    now_ms!(),
+    " FROM released r ORDER BY r.id)
+    SELECT ",
+    task_columns!(),
+    ", pg_notify('orbit_inbox', '') FROM released ORDER BY id"
+);
+/// The rows among `$2` still claimed for worker `$1`, moved to the frontend `$3` and the
+/// session `$4` that the worker's stream now reaches.
+pub(crate) const ADOPT_CLAIMS: &str = concat!(
+    "UPDATE task_queue SET claimed_by = $3::text, session = $4::text, updated_at = ",
+    now_ms!(),
+    " WHERE state = 'claimed' AND worker_id = $1::text AND token = ANY($2::text[])
+    RETURNING ",
+    task_columns!()
+);
 pub(crate) const ORPHANED_CLAIMERS: &str = concat!(
     "SELECT DISTINCT claimed_by FROM task_queue
     WHERE state = 'claimed' AND claimed_by IS NOT NULL

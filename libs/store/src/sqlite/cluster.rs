@@ -257,6 +257,69 @@ pub(crate) fn release_claims(
     Ok(released)
 }
 
+/// The rows among `tokens` that `claimer` still holds become cancelled, each with one
+/// `uncertain` entry (see `TaskQueue::hand_back_claims`).
+pub(crate) fn hand_back_claims(
+    conn: &mut Connection,
+    claimer: &str,
+    tokens: &[String],
+    reason: &str,
+) -> Result<Vec<TaskRow>> {
+    let now = to_i64(now_ms(), "now")?;
+    let mut released = Vec::new();
+    {
+        let sql = format!(
+            "UPDATE task_queue SET state = 'cancelled', updated_at = ?3
+            WHERE state = 'claimed' AND claimed_by = ?1 AND token = ?2 RETURNING {}",
+            sql::TASK_COLUMNS
+        );
+        let mut stmt = conn.prepare_cached(&sql)?;
+        for token in tokens {
+            let mut found = stmt.query(params![claimer, token, now])?;
+            while let Some(row) = found.next()? {
+                released.push(rows::task(row)?);
+            }
+        }
+    }
+    released.sort_by_key(|t| t.id);
+    let message =
+        InboxMessage::Uncertain(Uncertain { token: String::new(), reason: reason.into() });
+    let (kind, payload) = (message.kind().as_str(), message.payload_text());
+    for t in &released {
+        let _seq: i64 = conn
+            .prepare_cached(sql::INBOX_INSERT)?
+            .query_row(params![t.execution_id, kind, t.token, payload, now], |r| r.get(0))?;
+    }
+    Ok(released)
+}
+
+/// The rows among `tokens` still claimed for `worker_id` now name `claimer` and `session`
+/// (see `TaskQueue::adopt_claims`).
+pub(crate) fn adopt_claims(
+    conn: &mut Connection,
+    worker_id: &str,
+    tokens: &[String],
+    claimer: &str,
+    session: &str,
+) -> Result<Vec<TaskRow>> {
+    let now = to_i64(now_ms(), "now")?;
+    let sql = format!(
+        "UPDATE task_queue SET claimed_by = ?3, session = ?4, updated_at = ?5
+        WHERE state = 'claimed' AND worker_id = ?1 AND token = ?2 RETURNING {}",
+        sql::TASK_COLUMNS
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut moved = Vec::new();
+    for token in tokens {
+        let mut found = stmt.query(params![worker_id, token, claimer, session, now])?;
+        while let Some(row) = found.next()? {
+            moved.push(rows::task(row)?);
+        }
+    }
+    moved.sort_by_key(|t| t.id);
+    Ok(moved)
+}
+
 pub(crate) fn orphaned_claimers(conn: &Connection, timeout_ms: u64) -> Result<Vec<String>> {
     let since = to_i64(now_ms().saturating_sub(timeout_ms), "since")?;
     let mut stmt = conn.prepare_cached(

@@ -300,6 +300,36 @@ impl TaskQueue for SqliteStore {
         self.writer.run(move |c| cluster::release_claims(c, &claimer, &reason)).await
     }
 
+    async fn hand_back_claims(
+        &self,
+        claimer: &str,
+        tokens: &[String],
+        reason: &str,
+    ) -> Result<Vec<TaskRow>> {
+        if tokens.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (claimer, tokens, reason) = (claimer.to_string(), tokens.to_vec(), reason.to_string());
+        self.writer.run(move |c| cluster::hand_back_claims(c, &claimer, &tokens, &reason)).await
+    }
+
+    async fn adopt_claims(
+        &self,
+        worker_id: &str,
+        tokens: &[String],
+        claimer: &str,
+        session: &str,
+    ) -> Result<Vec<TaskRow>> {
+        if tokens.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (worker_id, tokens) = (worker_id.to_string(), tokens.to_vec());
+        let (claimer, session) = (claimer.to_string(), session.to_string());
+        self.writer
+            .run(move |c| cluster::adopt_claims(c, &worker_id, &tokens, &claimer, &session))
+            .await
+    }
+
     async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>> {
         self.readers.run(move |c| cluster::orphaned_claimers(c, timeout_ms)).await
     }

@@ -1,10 +1,12 @@
 //! The ground floor of the worker module: the few helpers every other file of it shares
-//! (the sender of a session's stream, waking owners, the short-lock rule).
+//! (the sender of a session's stream, waking owners, handing attempts back, the short-lock
+//! rule).
 //! Imports no sibling, so any file may use it without closing an import circle.
 
 use crate::Shared;
 use orbit_api::internal::v1::OwnerServiceWakeRequest;
 use orbit_api::v1::{server_message, ServerMessage};
+use orbit_store::TaskRow;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::mpsc;
 use tonic::{Request, Status};
@@ -30,6 +32,26 @@ pub(crate) fn wake_owner(shared: &Arc<Shared>, execution_ids: Vec<String>) {
             tracing::warn!(%status, "waking the owner failed");
         }
     });
+}
+
+/// Hands back the rows among `tokens` this frontend still holds, with `reason`; `None`
+/// (logged) when the store could not be written: the owner's attempt deadline, or the
+/// sweep of this frontend's claims, still resolves them.
+pub(crate) async fn hand_back_claims(
+    shared: &Shared,
+    tokens: &[String],
+    reason: &str,
+) -> Option<Vec<TaskRow>> {
+    if tokens.is_empty() {
+        return Some(Vec::new());
+    }
+    match shared.store.hand_back_claims(&shared.config.node_id, tokens, reason).await {
+        Ok(released) => Some(released),
+        Err(e) => {
+            tracing::error!(attempts = tokens.len(), error = %e, "recording lost attempts failed");
+            None
+        }
+    }
 }
 
 /// Locks plain data held for a moment.

@@ -1,11 +1,11 @@
 //! One message of a worker's stream after its hello: credits (lent on at once when the
 //! session is drained), drain, heartbeats (a complete one hands back the adopted attempts
-//! the worker lost), and results, each recorded on a task of its own and acknowledged only
+//! the worker lost and adopts the ones it holds through another frontend), and results, each recorded on a task of its own and acknowledged only
 //! once durable or refused.
 
 use super::common::{msg, Tx};
 use super::session::Session;
-use super::{loss, results};
+use super::{loss, rejoin, results};
 use crate::error::{err, ApiResult, FrontendError};
 use crate::scope::Scope;
 use crate::Shared;
@@ -54,6 +54,8 @@ pub(super) async fn handle(
                     tracing::info!(session = %session.id, attempts = lost.len(), "the worker restarted: adopted attempts it no longer holds are handed back");
                     loss::hand_back(shared, lost).await;
                 }
+                // Attempts it holds through another frontend's claim move here.
+                rejoin::rejoin(shared, session, scope, &hb.tokens).await;
             }
             // Any message keeps the session alive; details are recorded per token.
             if let Err(e) = results::heartbeat(shared, session, scope, &hb.tokens, hb.details).await

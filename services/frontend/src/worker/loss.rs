@@ -3,13 +3,11 @@
 //! worker.proto promises), or handed back to the owner as `uncertain` (`SESSION_LOST`) so
 //! the engine redelivers them with the same idempotency key.
 
-use super::common::wake_owner;
+use super::common::{hand_back_claims, wake_owner};
 use super::ledger::Adopted;
 use super::session::Session;
 use super::supervise::{supervise, Supervised};
 use crate::Shared;
-use orbit_store::inbox::Uncertain;
-use orbit_store::InboxMessage;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,24 +61,15 @@ pub(super) async fn lose_in_flight(shared: &Arc<Shared>, session: &Session) {
 /// Reports these attempts (already out of their session) as `uncertain` (`SESSION_LOST`)
 /// and wakes their owners: after the session timeout, at once for adopted attempts a
 /// restarted worker's complete heartbeat did not list, and for handed-off tasks that
-/// reached no session (`handoff`).
+/// reached no session (`handoff`). Only rows this frontend still holds are handed back
+/// (`TaskQueue::hand_back_claims`): one the worker's new session adopted through another
+/// frontend (`rejoin`), or whose result was recorded, stays as it is.
 pub(super) async fn hand_back(shared: &Arc<Shared>, lost: Vec<(String, String)>) {
-    if lost.is_empty() {
-        return;
+    let tokens: Vec<String> = lost.into_iter().map(|(token, _)| token).collect();
+    if let Some(released) = hand_back_claims(shared, &tokens, "SESSION_LOST").await {
+        let mut executions: Vec<String> = released.into_iter().map(|r| r.execution_id).collect();
+        executions.sort();
+        executions.dedup();
+        wake_owner(shared, executions);
     }
-    let mut executions = Vec::new();
-    for (token, execution_id) in lost {
-        let reason = "SESSION_LOST".into();
-        let message = InboxMessage::Uncertain(Uncertain { token: token.clone(), reason });
-        match shared.store.enqueue_inbox(&execution_id, &message).await {
-            Ok(_) => {
-                if !executions.contains(&execution_id) {
-                    executions.push(execution_id);
-                }
-            }
-            // The owner's attempt deadline still resolves the attempt.
-            Err(e) => tracing::error!(%token, error = %e, "recording a lost attempt failed"),
-        }
-    }
-    wake_owner(shared, executions);
 }

@@ -7,7 +7,8 @@
 //! - `session` (one session: its ledger under a lock, its stream, its signals), then
 //!   `registry` (all of them), `check` (message checks, the hello's included);
 //! - `supervise` (a task while the worker holds it), `loss` (attempts of ended streams),
-//!   `results` (results to the owner or the inbox);
+//!   `results` (results to the owner or the inbox), `rejoin` (attempts a reconnected worker
+//!   holds through another frontend);
 //! - `deliver` (tasks onto the stream), `dispatch` (claims), `handoff` and `lend` (tasks
 //!   handed over by owners), `inbound` (one message), `stream` (one stream, hello to end).
 
@@ -23,6 +24,7 @@ mod ledger;
 pub(crate) mod lend;
 mod loss;
 mod registry;
+mod rejoin;
 mod results;
 mod session;
 mod stream;

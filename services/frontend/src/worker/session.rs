@@ -145,6 +145,13 @@ impl Session {
         taken
     }
 
+    /// Takes over attempts the store moved here from another frontend's session of the
+    /// same worker (see `rejoin`), like [`Session::adopt`].
+    pub(super) fn adopt_attempts(&self, adopted: &[Adopted]) {
+        let now = self.clock.now();
+        lock(&self.ledger).adopt(adopted, now);
+    }
+
     /// The step of `token` has a heartbeat timeout (kept for a session that adopts it).
     pub(crate) fn set_heartbeat_ms(&self, token: &str, ms: u64) {
         lock(&self.ledger).set_heartbeat_ms(token, ms);

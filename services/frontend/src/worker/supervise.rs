@@ -12,12 +12,10 @@
 //! is told to stop. The supervisor ends when the session no
 //! longer holds the token (its result arrived, or the session ended).
 
-use super::common::{msg, wake_owner, Tx};
+use super::common::{hand_back_claims, msg, wake_owner, Tx};
 use super::session::Session;
 use crate::Shared;
 use orbit_api::v1::server_message::{self, Cancel};
-use orbit_store::inbox::Uncertain;
-use orbit_store::InboxMessage;
 use orbit_store::TaskState;
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,21 +89,19 @@ pub(crate) async fn supervise(
 }
 
 async fn heartbeat_timeout(shared: &Arc<Shared>, session: &Session, tx: &Tx, task: &Supervised) {
-    tracing::info!(token = %task.token, execution_id = %task.execution_id, trace_id = %orbit_telemetry::trace_id(&task.execution_id), "no heartbeat in time: attempt handed back");
-    let message = InboxMessage::Uncertain(Uncertain {
-        token: task.token.clone(),
-        reason: orbit_engine::command::HEARTBEAT_TIMEOUT.into(),
-    });
-    if let Err(e) = shared.store.enqueue_inbox(&task.execution_id, &message).await {
-        // The session keeps the token: when it ends, the attempt is handed back then.
-        tracing::warn!(token = %task.token, error = %e, "cannot hand back a silent attempt");
+    let reason = orbit_engine::command::HEARTBEAT_TIMEOUT;
+    let tokens = [task.token.clone()];
+    // The session keeps the token if the store cannot be written: when it ends, the
+    // attempt is handed back then.
+    let Some(released) = hand_back_claims(shared, &tokens, reason).await else { return };
+    session.release(&task.token);
+    if released.is_empty() {
+        // Not this frontend's any more: its result was recorded, or the worker reconnected
+        // through another frontend, which adopted it (and supervises it there).
         return;
     }
-    session.release(&task.token);
+    tracing::info!(token = %task.token, execution_id = %task.execution_id, trace_id = %orbit_telemetry::trace_id(&task.execution_id), "no heartbeat in time: attempt handed back");
     wake_owner(shared, vec![task.execution_id.clone()]);
-    let cancel = Cancel {
-        token: task.token.clone(),
-        reason: orbit_engine::command::HEARTBEAT_TIMEOUT.into(),
-    };
+    let cancel = Cancel { token: task.token.clone(), reason: reason.into() };
     let _ = tx.send(msg(server_message::Kind::Cancel(cancel))).await;
 }

@@ -364,6 +364,53 @@ pub async fn release_claims_hands_back_each_row_once(b: &dyn Backend) {
     assert!(done.newly_done && done.inbox_seq.is_some());
 }
 
+pub async fn a_reconnected_worker_s_claims_move_and_are_never_handed_back_twice(b: &dyn Backend) {
+    let store = b.open().await;
+    let mut batch = start_batch("e1", "node-a");
+    batch.tasks_to_insert = (0..5).map(|i| task(&format!("u{i}"), "work")).collect();
+    store.commit(batch).await.unwrap();
+    let held = store.claim_tasks(&["work".into()], 4, "fe-a", "s1", "w").await.unwrap();
+    let other = store.claim_tasks(&["work".into()], 1, "fe-a", "s9", "w-other").await.unwrap();
+    let tokens: Vec<String> = held.iter().map(|t| t.token.clone().unwrap()).collect();
+    let other_token = other[0].token.clone().unwrap();
+    // One attempt is done before the worker reconnects.
+    store.complete_task_row(&tokens[3], "w", Some(complete(json!(1)))).await.unwrap();
+
+    // The worker reconnects through fe-b and names three of its attempts, the done one
+    // and another worker's: only its claimed rows among them move.
+    let named = [tokens[0].clone(), tokens[1].clone(), tokens[3].clone(), other_token.clone()];
+    let moved = store.adopt_claims("w", &named, "fe-b", "s2").await.unwrap();
+    let moved_tokens: Vec<_> = moved.iter().map(|t| t.token.clone().unwrap()).collect();
+    assert_eq!(moved_tokens, [tokens[0].clone(), tokens[1].clone()]);
+    assert!(moved.iter().all(|t| t.claimed_by.as_deref() == Some("fe-b")
+        && t.session.as_deref() == Some("s2")
+        && t.worker_id.as_deref() == Some("w")
+        && t.state == TaskState::Claimed));
+    assert!(store.adopt_claims("w", &[], "fe-b", "s2").await.unwrap().is_empty());
+
+    // fe-a's session times out: it hands back only what it still holds.
+    let back = store.hand_back_claims("fe-a", &tokens, "SESSION_LOST").await.unwrap();
+    assert_eq!(
+        back.iter().map(|t| t.token.clone().unwrap()).collect::<Vec<_>>(),
+        [tokens[2].clone()]
+    );
+    assert!(back.iter().all(|t| t.state == TaskState::Cancelled));
+    assert!(store.hand_back_claims("fe-a", &tokens, "again").await.unwrap().is_empty());
+    let inbox = store.pending_inbox(Some("e1"), 100).await.unwrap();
+    let uncertain: Vec<_> =
+        inbox.iter().filter(|e| e.kind == InboxKind::Uncertain.as_str()).collect();
+    assert_eq!(uncertain.len(), 1, "one entry, for the one row handed back");
+    assert_eq!(uncertain[0].token.as_deref(), Some(tokens[2].as_str()));
+    assert_eq!(uncertain[0].payload, json!({"reason": "SESSION_LOST"}));
+
+    // A dead fe-a's sweep finds nothing of the moved rows either; fe-b holds them.
+    assert_eq!(store.release_claims("fe-a", "gone").await.unwrap().len(), 1, "w-other's row");
+    assert_eq!(store.claimed_tasks("fe-b").await.unwrap().len(), 2);
+    // The worker's result through fe-b is recorded.
+    let done = store.complete_task_row(&tokens[0], "w", Some(complete(json!(2)))).await.unwrap();
+    assert!(done.unwrap().newly_done);
+}
+
 pub async fn orphaned_claimers_are_claimers_without_a_live_node(b: &dyn Backend) {
     let store = b.open().await;
     let mut batch = start_batch("e1", "node-a");
