@@ -22,20 +22,25 @@ async function live(main, title, draw) {
 
 const pb = (d) => (d ? span(parseFloat(d) * 1000) : ''); // a proto3 JSON Duration ("1.5s")
 
+// The mark of a workflow's latest version (`WorkflowDefinition.latest`).
+const latest = (w) => (w.latest ? ' <span class="badge latest" title="what a start without a version runs">latest</span>' : '');
+
 export async function workflows(main, params) {
   const name = params.get('name');
   if (name) {
     const { workflows: versions } = await call('WorkflowService/ListWorkflows', { name, includeDocument: true, pageSize: 100 });
-    const pick = versions.find((w) => w.version === params.get('version')) || versions[0];
+    // Without a version asked for: the latest, the one a start without a version runs
+    // (the highest semantic version, not the last registered).
+    const pick = versions.find((w) => w.version === params.get('version')) || versions.find((w) => w.latest) || versions[0];
     main.innerHTML = `<h1>${esc(name)}</h1>
-      <p>Versions: ${versions.map((w) => `<a href="/ui/workflows?name=${encodeURIComponent(name)}&version=${encodeURIComponent(w.version)}">${w === pick ? `<b>v${esc(w.version)}</b>` : `v${esc(w.version)}`}</a>`).join(' · ')}
+      <p>Versions: ${versions.map((w) => `<a href="/ui/workflows?name=${encodeURIComponent(name)}&version=${encodeURIComponent(w.version)}">${w === pick ? `<b>v${esc(w.version)}</b>` : `v${esc(w.version)}`}</a>${latest(w)}`).join(' · ')}
       · <a href="/ui/executions?workflow=${encodeURIComponent(name)}">executions</a></p>
       ${pick ? `<p class="muted">hash ${esc(pick.definitionHash)} · registered ${esc(when(pick.createdAt))}</p><pre class="mono" id="source">${esc(pick.document)}</pre>` : '<p>No such workflow.</p>'}`;
     return null;
   }
   return live(main, 'Workflows', async () => {
     const { workflows: all } = await call('WorkflowService/ListWorkflows', { pageSize: 1000 });
-    const rows = all.map((w) => `<tr data-href="/ui/workflows?name=${encodeURIComponent(w.name)}&version=${encodeURIComponent(w.version)}" tabindex="-1"><td><a href="/ui/workflows?name=${encodeURIComponent(w.name)}&version=${encodeURIComponent(w.version)}">${esc(w.name)}</a></td><td>${esc(w.version)}</td><td class="mono">${esc(w.definitionHash.slice(0, 16))}</td><td>${esc(when(w.createdAt))}</td><td><a href="/ui/executions?workflow=${encodeURIComponent(w.name)}">executions</a></td></tr>`).join('');
+    const rows = all.map((w) => `<tr data-href="/ui/workflows?name=${encodeURIComponent(w.name)}&version=${encodeURIComponent(w.version)}" tabindex="-1"><td><a href="/ui/workflows?name=${encodeURIComponent(w.name)}&version=${encodeURIComponent(w.version)}">${esc(w.name)}</a></td><td>${esc(w.version)}${latest(w)}</td><td class="mono">${esc(w.definitionHash.slice(0, 16))}</td><td>${esc(when(w.createdAt))}</td><td><a href="/ui/executions?workflow=${encodeURIComponent(w.name)}">executions</a></td></tr>`).join('');
     return all.length ? `<table id="workflows"><thead><tr><th>Name</th><th>Version</th><th>Hash</th><th>Registered</th><th></th></tr></thead><tbody>${rows}</tbody></table>` : '<p class="muted">No workflows registered.</p>';
   });
 }

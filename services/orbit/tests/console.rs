@@ -263,6 +263,13 @@ async fn the_pages_work_in_headless_chromium() {
     let mut c = server.client().await;
     let mut s = ScheduleServiceClient::connect(server.address()).await.expect("connect");
     scenario(&mut c, &mut s).await;
+    // Two versions registered out of order: 2.0.0 stays the latest (issue 30).
+    for (version, task) in [("2.0.0", "v2-task"), ("1.2.1", "v1-task")] {
+        let doc = format!(
+            "name: console-versions\nversion: \"{version}\"\ntasks: {{ {task}: {{}} }}\nsteps:\n  - {{ id: a, task: {task} }}\n"
+        );
+        common::register(&mut c, &doc).await;
+    }
     let shots = shots(&dir);
     // Blocking (a child process with its own bound): off the runtime's threads.
     let at = admin.clone();

@@ -101,6 +101,17 @@ try {
       if (name) await shot(name);
       console.log(`${path}: ok`);
     }
+    // Versions registered out of order: the latest is the highest, marked in the list and
+    // shown by default on the workflow's page.
+    await page.goto(`${base}/ui/workflows`);
+    const latestRow = page.locator('#workflows tr', { hasText: 'console-versions' }).filter({ has: page.locator('.badge.latest') });
+    await latestRow.first().waitFor();
+    check(await latestRow.count() === 1, 'one latest version of console-versions');
+    check((await latestRow.first().innerText()).includes('2.0.0'), 'the latest is 2.0.0, not the last registered 1.2.1');
+    await page.goto(`${base}/ui/workflows?name=console-versions`);
+    await page.locator('#source', { hasText: 'v2-task' }).waitFor();
+    check((await page.locator('p', { hasText: 'Versions:' }).locator('b').innerText()) === 'v2.0.0', 'the latest version is the one shown');
+    console.log('latest version: ok');
     // Trigger the schedule from its page: an execution of it appears.
     await page.goto(`${base}/ui/schedules`);
     await page.click('button[data-act=TriggerSchedule]');
