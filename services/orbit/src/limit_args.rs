@@ -17,7 +17,8 @@ pub struct PayloadLimitArg {
     pub max_payload_bytes: u64,
 }
 
-/// The limits an owner enforces (no limit where a flag is not given, except payloads).
+/// The limits an owner enforces (no limit where a flag is not given, except payloads and
+/// history events).
 #[derive(clap::Args, Debug, Clone)]
 pub struct LimitArgs {
     /// Open executions above which StartExecution answers RESOURCE_EXHAUSTED (counted once
@@ -26,10 +27,11 @@ pub struct LimitArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_active_executions: Option<u64>,
     /// Events one run's history may hold; over it the run fails with LIMIT_EXCEEDED
-    /// (compensation and handlers still run). Example: --max-history-events 50000
-    #[arg(long, env = "ORBIT_MAX_HISTORY_EVENTS", value_name = "N",
-          value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_history_events: Option<u64>,
+    /// (compensation and handlers still run). A long-lived execution continues as new
+    /// before it gets there. `off`: no limit. Example: --max-history-events 20000
+    #[arg(long, env = "ORBIT_MAX_HISTORY_EVENTS", value_name = "N|off",
+          default_value = DEFAULT_MAX_HISTORY_EVENTS, value_parser = parse_history_limit)]
+    pub max_history_events: HistoryLimit,
     /// Items one `for_each` may fan out to; more fails the step with LIMIT_EXCEEDED.
     /// Example: --max-fan-out 1000
     #[arg(long, env = "ORBIT_MAX_FAN_OUT", value_name = "N",
@@ -52,6 +54,25 @@ pub struct LimitArgs {
     pub evict_after_ms: Evict,
 }
 
+/// The default of `--max-history-events`: a run's history is read whole when its
+/// execution is reloaded, so a bound keeps a runaway loop of signals or steps from growing
+/// it without end (Temporal's hard limit is of the same order, 51,200).
+const DEFAULT_MAX_HISTORY_EVENTS: &str = "50000";
+
+/// The value of `--max-history-events`: `None` is `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryLimit(pub Option<u64>);
+
+fn parse_history_limit(s: &str) -> Result<HistoryLimit, String> {
+    match s {
+        "off" => Ok(HistoryLimit(None)),
+        n => match n.parse::<u64>() {
+            Ok(0) | Err(_) => Err(format!("`{n}`: a number of events (at least 1) or `off`")),
+            Ok(events) => Ok(HistoryLimit(Some(events))),
+        },
+    }
+}
+
 /// The value of `--evict-after-ms`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Evict(pub Option<u64>);
@@ -71,9 +92,39 @@ impl LimitArgs {
     pub fn engine(&self) -> Limits {
         Limits {
             max_fan_out: self.max_fan_out,
-            max_history_events: self.max_history_events,
+            max_history_events: self.max_history_events.0,
             max_payload_bytes: Some(self.payload.max_payload_bytes),
             max_timers: self.max_timers,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        limits: LimitArgs,
+    }
+
+    fn history(args: &[&str]) -> Result<Option<u64>, String> {
+        let argv = std::iter::once("orbit").chain(args.iter().copied());
+        Cli::try_parse_from(argv)
+            .map(|c| c.limits.engine().max_history_events)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn history_events_are_bounded_by_default_and_off_lifts_the_bound() {
+        assert_eq!(history(&[]), Ok(Some(50_000)), "bounded without the flag");
+        assert_eq!(history(&["--max-history-events", "300"]), Ok(Some(300)));
+        assert_eq!(history(&["--max-history-events", "off"]), Ok(None));
+        for bad in ["0", "-1", "lots"] {
+            let refused = history(&["--max-history-events", bad]).unwrap_err();
+            assert!(refused.contains("at least 1") || refused.contains(bad), "{refused}");
         }
     }
 }
