@@ -118,6 +118,10 @@ error_codes! {
     /// A `request_id` already used for this execution and kind of command with another
     /// name or payload; nothing was recorded (a retry must repeat the request exactly).
     RequestIdReused => "REQUEST_ID_REUSED",
+    /// `MigrateExecution` to a version whose step graph differs from the execution's in a
+    /// way that is unsafe for its state (the details list each difference); nothing was
+    /// recorded.
+    MigrationUnsafe => "MIGRATION_UNSAFE",
 }
 
 impl fmt::Display for ErrorCode {

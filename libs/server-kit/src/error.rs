@@ -134,6 +134,7 @@ impl GrpcCode for ErrorCode {
             | ErrorCode::UpdateFailed
             | ErrorCode::ProtocolError
             | ErrorCode::ExecutionNotSuspended
+            | ErrorCode::MigrationUnsafe
             | ErrorCode::ExecutionNotFinished => Code::FailedPrecondition,
             ErrorCode::PayloadTooLarge | ErrorCode::ResourceExhausted => Code::ResourceExhausted,
             ErrorCode::Unauthenticated => Code::Unauthenticated,

@@ -41,6 +41,7 @@ const EXPECTED: &[(&str, Code)] = &[
     ("WORKER_MISMATCH", Code::PermissionDenied),
     ("EXECUTION_NOT_SUSPENDED", Code::FailedPrecondition),
     ("REQUEST_ID_REUSED", Code::AlreadyExists),
+    ("MIGRATION_UNSAFE", Code::FailedPrecondition),
 ];
 
 #[test]

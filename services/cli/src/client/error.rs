@@ -77,6 +77,7 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 | ErrorCode::UpdateFailed
                 | ErrorCode::DeadlineExceeded
                 | ErrorCode::ExecutionNotSuspended
+                | ErrorCode::MigrationUnsafe
                 | ErrorCode::ExecutionNotFinished
                 | ErrorCode::QueryFailed
                 | ErrorCode::ExpressionLimit
