@@ -36,6 +36,9 @@ pub struct Metrics {
     pub executions_started: IntCounterVec,
     /// `orbit_executions_closed_total{workflow,status}`: runs that reached a terminal status.
     pub executions_closed: IntCounterVec,
+    /// `orbit_executions_migrated_total{workflow}`: executions migrated to another version
+    /// of their workflow (`MigrateExecution`).
+    pub executions_migrated: IntCounterVec,
     /// `orbit_tasks_dispatched_total{task}`: attempts handed to a worker.
     pub tasks_dispatched: IntCounterVec,
     /// `orbit_tasks_handed_off_total{task}`: dispatches the owner handed straight to a
@@ -118,6 +121,7 @@ pub fn render() -> String {
 pub const NAMES: &[&str] = &[
     "orbit_executions_started_total",
     "orbit_executions_closed_total",
+    "orbit_executions_migrated_total",
     "orbit_tasks_dispatched_total",
     "orbit_tasks_handed_off_total",
     "orbit_tasks_redelivered_total",
@@ -226,6 +230,12 @@ impl Metrics {
                 "orbit_executions_closed_total",
                 "Execution runs closed, by workflow and terminal status.",
                 &["workflow", "status"],
+            ),
+            executions_migrated: counter(
+                &r,
+                "orbit_executions_migrated_total",
+                "Executions migrated to another version of their workflow, by workflow.",
+                &["workflow"],
             ),
             tasks_dispatched: counter(
                 &r,

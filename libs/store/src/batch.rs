@@ -29,6 +29,17 @@ pub struct ProjectionUpdate {
     pub delete_after_ms: Option<u64>,
 }
 
+/// The definition an execution runs from this commit on (a migration, see
+/// `orbit_engine::migrate`): the projection's `version` and `definition_hash` move with the
+/// `DefinitionMigrated` event the batch carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefinitionChange {
+    /// The workflow version migrated to.
+    pub version: String,
+    /// Its definition hash.
+    pub definition_hash: String,
+}
+
 /// An owners row to create with the commit (the start of a root or child execution).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewOwner {
@@ -91,6 +102,9 @@ pub struct CommitBatch {
     /// (a result that also took the inbox route, released claims) is left as it is; the
     /// owner's state decides whether a result counts, not the row.
     pub tasks_done: Vec<String>,
+    /// The execution's definition changes (a migration): its projection row names the new
+    /// version and hash. `None` for every other commit.
+    pub definition: Option<DefinitionChange>,
 }
 
 /// What a successful commit produced.

@@ -123,6 +123,22 @@ inbox_kinds! {
     Terminate(Terminate) => "terminate",
     /// An update (`UpdateExecution`): a signal with a reply.
     Update(Update) => "update",
+    /// An operator migrates the execution to another version of its workflow
+    /// (`MigrateExecution`, see `orbit_engine::migrate`).
+    Migrate(Migrate) => "migrate",
+}
+
+/// A migration to another version of the execution's workflow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Migrate {
+    /// The version to run from now on.
+    pub to_version: String,
+    /// The operator's reason, for the logs.
+    #[serde(default)]
+    pub reason: String,
+    /// The caller's idempotency id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 /// An update.
@@ -286,7 +302,10 @@ pub struct Terminate {
 
 /// The kinds an operator sends, which a parked execution's owner still applies (it skips
 /// every other entry of a parked execution).
-pub const OPERATOR_KINDS: [InboxKind; 2] = [InboxKind::Resume, InboxKind::Terminate];
+/// A migration is one: a new version is how an operator repairs an execution a bad
+/// definition parked.
+pub const OPERATOR_KINDS: [InboxKind; 3] =
+    [InboxKind::Resume, InboxKind::Terminate, InboxKind::Migrate];
 
 impl InboxMessage {
     /// The token column: a worker result's (or a claim's) task token.
@@ -311,6 +330,7 @@ impl InboxMessage {
         match self {
             InboxMessage::Signal(Signal { request_id, .. })
             | InboxMessage::Update(Update { request_id, .. })
+            | InboxMessage::Migrate(Migrate { request_id, .. })
             | InboxMessage::Cancel(Cancel { request_id, .. }) => request_id.as_deref(),
             _ => None,
         }
@@ -413,6 +433,20 @@ pub enum InboxReply {
         /// The handler's reply.
         result: Value,
     },
+    /// The execution was migrated (`seq`: its `DefinitionMigrated`; 0 when it already ran
+    /// `to_version`, nothing recorded), with the checked diff.
+    Migrated {
+        /// Seq of the `DefinitionMigrated` (0: nothing to do).
+        seq: u64,
+        /// The run.
+        run: u32,
+        /// The version it ran before.
+        from_version: String,
+        /// The version it runs now.
+        to_version: String,
+        /// The plan (`orbit_engine::migrate::Plan` as JSON).
+        plan: Value,
+    },
     /// Refused, with the API code the caller receives.
     Refused {
         /// The code.
@@ -437,9 +471,20 @@ enum StoredReply {
     Resumed { ok: bool, entry_seq: u64, failures: u32 },
     Terminated { ok: bool, seq: u64, terminated: bool },
     Applied { ok: bool, seq: u64, run: u32, applied: bool },
+    // Before `Updated`, which any row with `ok`, `seq` and `run` matches (a missing `update`
+    // reads as null); a missing `migration` is an error, so other rows pass on.
+    Migrated { ok: bool, seq: u64, run: u32, migration: StoredMigration },
     // After `Applied`: a missing `update` would read as null, so an `Applied` row must match
     // first (it has `applied`, which this shape lacks).
     Updated { ok: bool, seq: u64, run: u32, update: Value },
+}
+
+/// The stored body of [`InboxReply::Migrated`].
+#[derive(Serialize, Deserialize)]
+struct StoredMigration {
+    from_version: String,
+    to_version: String,
+    plan: Value,
 }
 
 impl InboxReply {
@@ -464,6 +509,10 @@ impl InboxReply {
             }
             InboxReply::Updated { seq, run, result } => {
                 StoredReply::Updated { ok: true, seq, run, update: result }
+            }
+            InboxReply::Migrated { seq, run, from_version, to_version, plan } => {
+                let migration = StoredMigration { from_version, to_version, plan };
+                StoredReply::Migrated { ok: true, seq, run, migration }
             }
             InboxReply::Refused { code, message } => {
                 StoredReply::Refused { error: StoredError { code, message } }
@@ -495,6 +544,13 @@ impl InboxReply {
             StoredReply::Updated { seq, run, update, .. } => {
                 InboxReply::Updated { seq, run, result: update }
             }
+            StoredReply::Migrated { seq, run, migration, .. } => InboxReply::Migrated {
+                seq,
+                run,
+                from_version: migration.from_version,
+                to_version: migration.to_version,
+                plan: migration.plan,
+            },
         })
     }
 }

@@ -46,6 +46,11 @@ fn every_message() -> Vec<InboxMessage> {
             args: json!({"n": 1}),
             request_id: Some("u1".into()),
         }),
+        InboxMessage::Migrate(Migrate {
+            to_version: "2.0.0".into(),
+            reason: "fix".into(),
+            request_id: Some("m1".into()),
+        }),
     ]
 }
 
@@ -136,6 +141,18 @@ fn every_reply_round_trips_and_keeps_its_stored_shape() {
         (
             InboxReply::Updated { seq: 7, run: 1, result: json!({"sum": 3}) },
             json!({"ok": true, "seq": 7, "run": 1, "update": {"sum": 3}}),
+        ),
+        (
+            // A migration (it must read back neither as `Applied` nor as `Updated`).
+            InboxReply::Migrated {
+                seq: 12,
+                run: 1,
+                from_version: "1".into(),
+                to_version: "2".into(),
+                plan: json!({"changes": []}),
+            },
+            json!({"ok": true, "seq": 12, "run": 1, "migration":
+                {"from_version": "1", "to_version": "2", "plan": {"changes": []}}}),
         ),
         (
             InboxReply::Refused { code: ErrorCode::UnknownSignal, message: "no".into() },

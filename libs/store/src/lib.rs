@@ -30,7 +30,9 @@ mod schedule;
 mod sqlite;
 mod store;
 
-pub use batch::{CommitBatch, CommitOutcome, InboxDone, NewInbox, NewOwner, ProjectionUpdate};
+pub use batch::{
+    CommitBatch, CommitOutcome, DefinitionChange, InboxDone, NewInbox, NewOwner, ProjectionUpdate,
+};
 pub use change::{Change, ChangeDetail, Completed, MAX_PAYLOAD_BYTES};
 pub use changes::{ChangeHub, Seen, Subscription};
 pub use error::{Result, StoreError};

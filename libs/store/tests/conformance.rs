@@ -91,6 +91,7 @@ macro_rules! every_case {
             request_ids_make_inbox_commands_idempotent,
             executions_list_with_filters_and_pages,
             continue_as_new_starts_a_new_run,
+            a_migration_moves_the_projection_to_the_new_definition,
             definitions_latest_is_the_highest_version,
             due_timers_fire_into_the_inbox_once,
             commit_all_is_all_or_nothing,

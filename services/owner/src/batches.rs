@@ -52,6 +52,7 @@ pub(crate) fn batches_for(
             timers_to_delete: rows.timers_to_delete,
             inbox_done: if i == 0 { std::mem::take(&mut w.inbox_done) } else { Vec::new() },
             tasks_done: if i == 0 { std::mem::take(&mut w.tasks_done) } else { Vec::new() },
+            definition: None,
         });
     }
     (batches, children, tasks, timers)

@@ -8,7 +8,8 @@
 //! * terminate: `StepCancelled` for every unresolved unit, then `WorkflowFailed{TERMINATED}`,
 //!   written directly; the effects are those of any closing run (queued tasks cancelled,
 //!   running children sent a cancel, the parent told, the timer dropped); every pending
-//!   entry of the execution is answered `EXECUTION_FINISHED`. Repeating it is a no-op.
+//!   entry of the execution is answered `EXECUTION_FINISHED`. Repeating it is a no-op;
+//! * migrate: see `migrate`.
 
 use crate::batches::batches_for;
 use crate::context::{Core, Inner};
@@ -40,6 +41,9 @@ pub(crate) async fn apply(
     let outcome = match control {
         Control::Resume => resume(inner, core, id, now).await,
         Control::Terminate { reason } => terminate(inner, core, entry, &reason, now).await,
+        Control::Migrate { to_version, reason } => {
+            crate::migrate::migrate(inner, core, entry, &to_version, &reason, now).await
+        }
     };
     let reply = match outcome {
         Ok(Some(reply)) => reply,

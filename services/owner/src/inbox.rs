@@ -24,6 +24,9 @@ pub(crate) enum Control {
     Resume,
     /// End it FAILED with code `TERMINATED`, without the decider.
     Terminate { reason: String },
+    /// Run another version of its workflow from now on, if the checked diff says it is
+    /// safe for its state (see `migrate`).
+    Migrate { to_version: String, reason: String },
 }
 
 /// Decodes an entry; an unknown kind or a malformed payload is refused (`INVALID_ARGUMENT`).
@@ -34,6 +37,10 @@ pub(crate) fn request(entry: &InboxEntry) -> Result<Request, CommandError> {
         InboxMessage::Resume(_) => return Ok(Request::Control(Control::Resume)),
         InboxMessage::Terminate(t) => {
             return Ok(Request::Control(Control::Terminate { reason: t.reason }))
+        }
+        InboxMessage::Migrate(m) => {
+            let migrate = Control::Migrate { to_version: m.to_version, reason: m.reason };
+            return Ok(Request::Control(migrate));
         }
         InboxMessage::Dispatched(d) => Command::Dispatched {
             step: d.step,

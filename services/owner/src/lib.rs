@@ -32,6 +32,7 @@ mod inbox;
 mod initial;
 mod isolate;
 mod lend;
+mod migrate;
 mod owner;
 mod pass;
 mod quarantine;

@@ -152,6 +152,7 @@ columns!(Events {
 columns!(ExecutionUpdates {
     id: String, run: i64, last_seq: i64, proj: bool, status: Option<String>,
     updated: Option<i64>, closed: Option<i64>, delete_after: Option<i64>,
+    version: Option<String>, hash: Option<String>,
 });
 columns!(TasksDone { token: String, execution: String });
 columns!(CancelUnits { execution: String, unit: String });
@@ -459,7 +460,7 @@ fn plan_events(batch: &CommitBatch, read: &mut Read, seg: &mut Segment) -> Resul
     if batch.new_execution.is_some() {
         // Inserted by this segment (`plan_one`), with the projection: never updated after.
         seg.executions.last_seq.push(to_i64(last, "seq")?);
-    } else if moved || batch.projection.is_some() {
+    } else if moved || batch.projection.is_some() || batch.definition.is_some() {
         let p = batch.projection.as_ref();
         let u = &mut seg.updates;
         u.last_seq.push(to_i64(last, "seq")?);
@@ -470,6 +471,9 @@ fn plan_events(batch: &CommitBatch, read: &mut Read, seg: &mut Segment) -> Resul
         u.run.push(i64::from(batch.run));
         u.proj.push(p.is_some());
         u.status.push(p.map(|p| p.status.as_str().to_string()));
+        let d = batch.definition.as_ref();
+        u.version.push(d.map(|d| d.version.clone()));
+        u.hash.push(d.map(|d| d.definition_hash.clone()));
     }
     read.executions.insert(id.to_string(), (batch.run, last));
     Ok(last)

@@ -208,10 +208,12 @@ pub(crate) const COMMIT_UPDATE_EXECUTIONS: &str = "UPDATE executions e SET
         status = CASE WHEN u.proj THEN u.status ELSE e.status END,
         updated_at = CASE WHEN u.proj THEN u.updated_at ELSE e.updated_at END,
         closed_at = CASE WHEN u.proj THEN u.closed_at ELSE e.closed_at END,
-        delete_after = CASE WHEN u.proj THEN u.delete_after ELSE e.delete_after END
+        delete_after = CASE WHEN u.proj THEN u.delete_after ELSE e.delete_after END,
+        version = COALESCE(u.version, e.version),
+        definition_hash = COALESCE(u.hash, e.definition_hash)
     FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::bool[], $5::text[], $6::bigint[],
-        $7::bigint[], $8::bigint[])
-        AS u(id, run, last_seq, proj, status, updated_at, closed_at, delete_after)
+        $7::bigint[], $8::bigint[], $9::text[], $10::text[])
+        AS u(id, run, last_seq, proj, status, updated_at, closed_at, delete_after, version, hash)
     WHERE e.execution_id = u.id";
 /// Results the owner applied without an inbox entry (see `CommitBatch::tasks_done`).
 pub(crate) const COMMIT_TASKS_DONE: &str = concat!(

@@ -67,6 +67,13 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
     }
 
     let last_seq = append_events(tx, &batch)?;
+    if let Some(d) = &batch.definition {
+        tx.prepare_cached(sql::EXECUTION_SET_DEFINITION)?.execute(params![
+            id,
+            d.version,
+            d.definition_hash
+        ])?;
+    }
     if let Some(p) = &batch.projection {
         tx.prepare_cached(sql::EXECUTION_SET_PROJECTION)?.execute(params![
             id,

@@ -86,6 +86,8 @@ pub(crate) const EXECUTION_RUN_AND_SEQ: &str =
     "SELECT run, last_seq FROM executions WHERE execution_id = ?1";
 pub(crate) const EXECUTION_SET_SEQ: &str =
     "UPDATE executions SET run = ?2, last_seq = ?3 WHERE execution_id = ?1";
+pub(crate) const EXECUTION_SET_DEFINITION: &str =
+    "UPDATE executions SET version = ?2, definition_hash = ?3 WHERE execution_id = ?1";
 pub(crate) const EXECUTION_SET_PROJECTION: &str = "UPDATE executions
     SET status = ?2, updated_at = ?3, closed_at = ?4, delete_after = ?5 WHERE execution_id = ?1";
 

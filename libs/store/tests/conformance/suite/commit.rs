@@ -4,7 +4,8 @@ use crate::support::{applied, signal};
 use crate::support::{created, ev, scheduled, start, start_batch, task, timer, Backend};
 use orbit_engine::Event;
 use orbit_store::{
-    CommitBatch, InboxDone, InboxStatus, ProjectionUpdate, Store, StoreError, TaskState,
+    CommitBatch, DefinitionChange, InboxDone, InboxStatus, ProjectionUpdate, Store, StoreError,
+    TaskState,
 };
 use serde_json::json;
 
@@ -229,4 +230,52 @@ pub async fn continue_as_new_starts_a_new_run(b: &dyn Backend) {
         ..CommitBatch::default()
     };
     assert!(matches!(store.commit(late).await, Err(StoreError::Conflict(_))));
+}
+
+pub async fn a_migration_moves_the_projection_to_the_new_definition(b: &dyn Backend) {
+    let store = b.open().await;
+    start(store.as_ref(), "e1").await;
+    let before = store.get_execution("e1").await.unwrap().unwrap();
+    // A commit without a definition change leaves version and hash alone.
+    let plain = CommitBatch {
+        execution_id: "e1".into(),
+        run: 1,
+        expected_epoch: Some(1),
+        events: vec![ev(3, scheduled("s"))],
+        ..CommitBatch::default()
+    };
+    store.commit(plain).await.unwrap();
+    let row = store.get_execution("e1").await.unwrap().unwrap();
+    assert_eq!(
+        (row.version.as_str(), row.definition_hash.as_str()),
+        (before.version.as_str(), before.definition_hash.as_str())
+    );
+    // With one, in the same transaction as its events.
+    let migrated = CommitBatch {
+        execution_id: "e1".into(),
+        run: 1,
+        expected_epoch: Some(1),
+        events: vec![ev(4, scheduled("t"))],
+        definition: Some(DefinitionChange {
+            version: "2.0.0".into(),
+            definition_hash: "sha256:migrated".into(),
+        }),
+        ..CommitBatch::default()
+    };
+    assert_eq!(store.commit(migrated).await.unwrap().last_seq, 4);
+    let row = store.get_execution("e1").await.unwrap().unwrap();
+    assert_eq!((row.version.as_str(), row.definition_hash.as_str()), ("2.0.0", "sha256:migrated"));
+    assert_eq!((row.run, row.last_seq, row.status), (before.run, 4, before.status));
+    // A fenced migration changes nothing.
+    let stale = CommitBatch {
+        execution_id: "e1".into(),
+        run: 1,
+        expected_epoch: Some(7),
+        events: vec![ev(5, scheduled("u"))],
+        definition: Some(DefinitionChange { version: "3".into(), definition_hash: "x".into() }),
+        ..CommitBatch::default()
+    };
+    assert!(matches!(store.commit(stale).await, Err(StoreError::Fenced(_))));
+    let row = store.get_execution("e1").await.unwrap().unwrap();
+    assert_eq!(row.version, "2.0.0");
 }
