@@ -19,7 +19,7 @@ pub enum Action {
     Query,
     /// Cancel, terminate or delete an execution.
     Cancel,
-    /// Update or resume an execution.
+    /// Update, resume or migrate an execution.
     Update,
     /// Read definitions, executions and their history.
     Read,
@@ -114,6 +114,7 @@ pub const METHOD_TABLE: &[(&str, Access)] = &[
     ("/orbit.v1.WorkflowService/CancelExecution", Access::Client(Action::Cancel)),
     ("/orbit.v1.WorkflowService/ResumeExecution", Access::Client(Action::Update)),
     ("/orbit.v1.WorkflowService/TerminateExecution", Access::Client(Action::Cancel)),
+    ("/orbit.v1.WorkflowService/MigrateExecution", Access::Client(Action::Update)),
     ("/orbit.v1.WorkflowService/UpdateExecution", Access::Client(Action::Update)),
     ("/orbit.v1.WorkflowService/DeleteExecution", Access::Client(Action::Cancel)),
     ("/orbit.v1.ScheduleService/GetSchedule", Access::Client(Action::Read)),

@@ -74,7 +74,8 @@ pub(crate) async fn migrate(
         (w, Ok(Migrated::Committing { batches, children, tasks, timers }))
     });
     let mut results = isolate::run(vec![(id.clone(), job)]).await?;
-    let (_, outcome) = results.pop().ok_or_else(|| OwnerError::unavailable("no migrate outcome"))?;
+    let (_, outcome) =
+        results.pop().ok_or_else(|| OwnerError::unavailable("no migrate outcome"))?;
     let (w, migrated) = outcome.map_err(|m| {
         OwnerError::new(ErrorCode::StorageError, format!("migrating `{id}` panicked: {m}"))
     })?;

@@ -212,6 +212,34 @@ enum ExecutionCommand {
         #[arg(long, value_name = "TEXT", default_value = "")]
         reason: String,
     },
+    /// Move a running execution to another version of its workflow, if that is safe.
+    ///
+    /// The server diffs the two versions' step graphs against the execution's state and
+    /// lists each difference as safe or UNSAFE for it: a completed step may not change its
+    /// kind or task nor disappear without `renamed_from`, a running step may not change what
+    /// it runs; a removed running step is cancelled first; an added step whose needs are met
+    /// becomes ready. Any UNSAFE difference refuses the migration (MIGRATION_UNSAFE) and
+    /// nothing is written. --dry-run only prints the diff. See docs/evolving.md.
+    #[command(after_long_help = long_help!(
+        "orbit execution migrate order-A-1 --to 2 --dry-run",
+        "orbit execution migrate order-A-1 --to 2 --reason 'fix the charge input'",
+    ))]
+    Migrate {
+        /// The execution id.
+        id: String,
+        /// The version of its workflow to run from now on.
+        #[arg(long, value_name = "VERSION")]
+        to: String,
+        /// Only print the diff; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Why, for the server's logs.
+        #[arg(long, value_name = "TEXT", default_value = "")]
+        reason: String,
+        /// Makes a retry migrate once (the same id with other arguments is refused).
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
     /// Delete a finished execution now, with its children and all their stored rows.
     ///
     /// Finished executions are deleted by retention anyway (the server's --retention or the
@@ -418,6 +446,10 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
                 }
             }
             Ok(())
+        }
+        ExecutionCommand::Migrate { id, to, dry_run, reason, request_id } => {
+            let m = super::migrate::Migration { id, to, dry_run, reason, request_id };
+            super::migrate::migrate(connect.workflow_client().await?, format, m).await
         }
         ExecutionCommand::List { status, workflow, limit } => {
             list(connect.workflow_client().await?, format, status, workflow, limit).await

@@ -44,6 +44,7 @@ mod execution;
 mod follow;
 mod input;
 mod listing;
+mod migrate;
 mod output;
 mod readiness;
 mod schedule;

@@ -1,34 +1,27 @@
-//! `Replay`: re-runs a stored history through this server's decider, with the definition
+//! `Replay`: re-runs a stored history through this server's decider, with each definition
+//! it ran — the one it was created with, then each one a `DefinitionMigrated` moved it to —
 //! parsed afresh from its registered document.
 
 use crate::error::{err, ApiResult};
 use crate::workflow::reads::{execution, resolve_run};
 use crate::Shared;
 use orbit_api::v1::{ReplayDivergence, ReplayRequest, ReplayResponse};
-use orbit_definition::Limits;
+use orbit_definition::{Definition, Limits};
 use orbit_engine::replay::Divergence;
-use orbit_engine::{HistoryEvent, Origin};
+use orbit_engine::{Event, HistoryEvent, Origin};
 use orbit_server_kit::ErrorCode;
+use std::collections::BTreeMap;
 
 pub(super) async fn replay(shared: &Shared, req: ReplayRequest) -> ApiResult<ReplayResponse> {
     let id = orbit_server_kit::validate::id("execution_id", &req.execution_id)?;
     let row = execution(shared, id).await?;
     let run = resolve_run(&row, req.run)?;
-    let found = shared.store.get_definition(&row.workflow, Some(&row.version)).await;
-    let stored = found?.ok_or_else(|| {
-        err(
-            ErrorCode::WorkflowNotFound,
-            format!("workflow `{}` version `{}` is not registered", row.workflow, row.version),
-        )
-    })?;
-    let def = orbit_definition::parse_stored(&stored.document).map_err(|e| {
-        err(
-            ErrorCode::InvalidDefinition,
-            format!("workflow `{}` version `{}` no longer parses: {e}", row.workflow, row.version),
-        )
-    })?;
     let history = shared.store.load_history(id, run).await?;
-    Ok(match orbit_engine::replay::replay(&def, &history, &Limits::default()) {
+    let mut defs = BTreeMap::new();
+    for (version, hash) in versions(&history, &row.version) {
+        defs.insert(hash, parsed(shared, &row.workflow, &version).await?);
+    }
+    Ok(match orbit_engine::replay::replay_defs(&defs, &history, &Limits::default()) {
         Ok(()) => {
             ReplayResponse { ok: true, events_checked: history.len() as u64, divergence: None, run }
         }
@@ -38,6 +31,45 @@ pub(super) async fn replay(shared: &Shared, req: ReplayRequest) -> ApiResult<Rep
             divergence: Some(divergence(&history, run, d)),
             run,
         },
+    })
+}
+
+/// The (version, recorded hash) of every definition the run ran, in order: its creation's,
+/// then each migration's target. A history without a creation event (none is stored that
+/// way) is replayed against `latest`.
+fn versions(history: &[HistoryEvent], latest: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for e in history {
+        match &e.event {
+            Event::WorkflowCreated { version, definition_hash, .. } => {
+                out.push((version.clone(), definition_hash.clone()));
+            }
+            Event::DefinitionMigrated { to_version, to_hash, .. } => {
+                out.push((to_version.clone(), to_hash.clone()));
+            }
+            _ => {}
+        }
+    }
+    if out.is_empty() {
+        out.push((latest.to_string(), String::new()));
+    }
+    out
+}
+
+/// A registered version parsed afresh from its document.
+async fn parsed(shared: &Shared, workflow: &str, version: &str) -> ApiResult<Definition> {
+    let found = shared.store.get_definition(workflow, Some(version)).await;
+    let stored = found?.ok_or_else(|| {
+        err(
+            ErrorCode::WorkflowNotFound,
+            format!("workflow `{workflow}` version `{version}` is not registered"),
+        )
+    })?;
+    orbit_definition::parse_stored(&stored.document).map_err(|e| {
+        err(
+            ErrorCode::InvalidDefinition,
+            format!("workflow `{workflow}` version `{version}` no longer parses: {e}"),
+        )
     })
 }
 
@@ -86,7 +118,6 @@ fn divergence(history: &[HistoryEvent], run: u32, d: Divergence) -> ReplayDiverg
 #[cfg(test)]
 mod tests {
     use super::*;
-    use orbit_engine::Event;
 
     #[test]
     fn a_divergence_carries_both_events_at_its_seq() {

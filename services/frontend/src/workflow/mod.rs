@@ -3,7 +3,7 @@
 //! The trait impl only unwraps requests and delegates: definitions in [`definitions`],
 //! reads from the store in [`reads`], the event stream in [`watch`], and commands routed to
 //! the owner in [`commands`] (updates in [`update`]), and the poison quarantine's operator actions in
-//! [`quarantine`]. Each takes the request's [`Scope`] first: the caller's workflow patterns,
+//! [`quarantine`], migrations to another version in [`migrate`]. Each takes the request's [`Scope`] first: the caller's workflow patterns,
 //! checked on the workflow each request names or addresses. Each answers a
 //! [`FrontendError`](crate::error::FrontendError); the trait impl turns it into the status
 //! (the edge).
@@ -11,6 +11,7 @@
 mod commands;
 mod definitions;
 mod delete;
+mod migrate;
 mod quarantine;
 pub(crate) mod reads;
 mod update;
@@ -185,6 +186,16 @@ impl WorkflowService for WorkflowApi {
         request: Request<TerminateExecutionRequest>,
     ) -> Result<Response<TerminateExecutionResponse>, Status> {
         quarantine::terminate(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
+    }
+
+    async fn migrate_execution(
+        &self,
+        request: Request<orbit_api::v1::MigrateExecutionRequest>,
+    ) -> Result<Response<orbit_api::v1::MigrateExecutionResponse>, Status> {
+        migrate::migrate(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
             .map_err(Status::from)

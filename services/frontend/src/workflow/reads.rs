@@ -85,13 +85,15 @@ pub(crate) async fn load_run(
     let run = resolve_run(&row, run)?;
     let history = shared.store.load_history(id, run).await?;
     let state = State::from_history(&history);
-    // Every run of an execution is pinned to the same definition as its first.
-    let hash = if state.definition_hash.is_empty() {
-        row.definition_hash.clone()
+    // A run is pinned to its definition: the one it was created with, or the one its last
+    // `DefinitionMigrated` moved it to (the state says which; the projection names the
+    // latest run's).
+    let (version, hash) = if state.definition_hash.is_empty() {
+        (row.version.clone(), row.definition_hash.clone())
     } else {
-        state.definition_hash.clone()
+        (state.version.clone(), state.definition_hash.clone())
     };
-    let def = shared.defs.pinned(shared.store.as_ref(), &row.workflow, &row.version, &hash).await?;
+    let def = shared.defs.pinned(shared.store.as_ref(), &row.workflow, &version, &hash).await?;
     Ok(LoadedRun { row, run, def, history, state })
 }
 
