@@ -267,6 +267,32 @@ impl Client {
         Ok(self.inner.clone().cancel_execution(request).await?.into_inner().seq)
     }
 
+    /// Moves a running execution to `to_version` of its workflow if every difference of the
+    /// two step graphs is safe for its state; with `dry_run` only the diff is answered and
+    /// nothing is written. Returns the diff, whether it was recorded, and the seq of its
+    /// `DefinitionMigrated`.
+    ///
+    /// # Errors
+    ///
+    /// The server's status: `FAILED_PRECONDITION` (`MIGRATION_UNSAFE`, naming each unsafe
+    /// difference; nothing written; or `EXECUTION_FINISHED`), `NOT_FOUND` for an unknown
+    /// execution or version.
+    pub async fn migrate(
+        &self,
+        execution_id: &str,
+        to_version: &str,
+        dry_run: bool,
+    ) -> Result<pb::MigrateExecutionResponse, ClientError> {
+        let request = pb::MigrateExecutionRequest {
+            execution_id: execution_id.into(),
+            to_version: to_version.into(),
+            dry_run,
+            reason: String::new(),
+            request_id: String::new(),
+        };
+        Ok(self.inner.clone().migrate_execution(request).await?.into_inner())
+    }
+
     /// Describes the execution's current run: its status, units, pending work and result.
     ///
     /// # Errors

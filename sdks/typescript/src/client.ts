@@ -10,6 +10,7 @@ import {
   type SignalExecutionResponse,
   type UpdateExecutionResponse,
   type CancelExecutionResponse,
+  type MigrateExecutionResponse,
   type WatchExecutionResponse,
   type ExecutionResult,
   type QueryExecutionRequest,
@@ -83,6 +84,25 @@ export class OrbitClient {
    */
   update(executionId: string, name: string, args?: unknown, opts: { requestId?: string; start?: StartExecutionRequest } = {}): Promise<UpdateExecutionResponse> {
     return this.unary(this.workflows.updateExecution, this.workflows, { executionId, name, args, requestId: opts.requestId ?? "", start: opts.start });
+  }
+
+  /**
+   * Moves a running execution to `toVersion` of its workflow if every difference of the two
+   * step graphs is safe for its state (`dryRun`: only the diff, nothing written). An unsafe
+   * migration is refused with code `MIGRATION_UNSAFE` and writes nothing.
+   */
+  migrate(
+    executionId: string,
+    toVersion: string,
+    opts: { dryRun?: boolean; reason?: string; requestId?: string } = {},
+  ): Promise<MigrateExecutionResponse> {
+    return this.unary(this.workflows.migrateExecution, this.workflows, {
+      executionId,
+      toVersion,
+      dryRun: opts.dryRun ?? false,
+      reason: opts.reason ?? "",
+      requestId: opts.requestId ?? "",
+    });
   }
 
   /** Requests cancellation (compensation runs first when the workflow has any). */

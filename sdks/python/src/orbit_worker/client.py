@@ -191,6 +191,45 @@ class Client:
         )
         return from_proto_value(response.result) if response.HasField("result") else None
 
+    def migrate(
+        self,
+        execution_id: str,
+        to_version: str,
+        *,
+        dry_run: bool = False,
+        reason: str = "",
+        request_id: str = "",
+    ) -> Dict[str, Any]:
+        """Moves a running execution to ``to_version`` of its workflow if every difference of
+        the two step graphs is safe for its state (``dry_run``: only the diff). Returns
+        ``{"from_version", "to_version", "safe", "migrated", "seq", "run", "changes": [{"kind",
+        "step", "detail", "safe", "reason"}], "renames", "cancelled"}``; an unsafe migration
+        raises with code ``MIGRATION_UNSAFE`` and writes nothing."""
+        request = workflow_pb2.MigrateExecutionRequest(
+            execution_id=execution_id,
+            to_version=to_version,
+            dry_run=dry_run,
+            reason=reason,
+            request_id=request_id if dry_run else (request_id or str(uuid.uuid4())),
+        )
+        r = self._call(
+            lambda ch: self._workflows(ch).MigrateExecution(request, metadata=self._metadata, timeout=self.timeout)
+        )
+        return {
+            "from_version": r.from_version,
+            "to_version": r.to_version,
+            "safe": r.safe,
+            "migrated": r.migrated,
+            "seq": r.seq,
+            "run": r.run,
+            "changes": [
+                {"kind": c.kind, "step": c.step, "detail": c.detail, "safe": c.safe, "reason": c.reason}
+                for c in r.changes
+            ],
+            "renames": dict(r.renames),
+            "cancelled": list(r.cancelled),
+        }
+
     def cancel(self, execution_id: str, reason: str = "", *, request_id: str = "") -> None:
         """Requests cancellation of the execution (running steps get ``Cancel``)."""
         request = workflow_pb2.CancelExecutionRequest(
