@@ -1,0 +1,228 @@
+//! Issue 26: migrating running executions to another version of their workflow with a
+//! checked graph diff, through the real binary — `orbit dev` (SQLite) and the split
+//! (PostgreSQL, 2 frontends, 2 owners):
+//!
+//! * 50 executions of v1 (`a → b → c`) wait in step `b` (no worker serves it yet);
+//! * v3, which renames the completed step `a` without `renamed_from`, is refused: the dry
+//!   run names `a` as UNSAFE, the migration fails with `MIGRATION_UNSAFE` and writes
+//!   nothing (the history and the version stay as they were);
+//! * every execution migrates to v2 (a step `d` added after `b`, `c`'s input changed): one
+//!   `DefinitionMigrated` each, a second call is a no-op; then a worker of `b`, `c` and `d`
+//!   arrives and every execution completes through v2's path (`d` ran, `c` got its new
+//!   input), and the admin replay check passes across the migration.
+
+// Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
+// (unique names, deadlines of real processes) directly.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+
+use common::{channel_to, history, register, result, start, Server, TempDir};
+use orbit_api::v1 as pb;
+use orbit_api::v1::admin_service_client::AdminServiceClient;
+use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
+use orbit_worker::{TaskContext, TaskFailure, Worker, WorkerBuilder};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+
+const V1: &str = r#"
+name: evolving
+version: "1"
+tasks: { work.a: {}, work.b: {}, work.c: {} }
+steps:
+  - { id: a, task: work.a, input: "${{ input.n }}" }
+  - { id: b, needs: [a], task: work.b, input: "${{ steps.a.output }}" }
+  - { id: c, needs: [b], task: work.c, input: { from: "${{ steps.b.output }}", v: 1 } }
+output: "${{ steps.c.output }}"
+"#;
+
+/// A step `d` added after `b`; `c` now needs it and its input changed.
+const V2: &str = r#"
+name: evolving
+version: "2"
+tasks: { work.a: {}, work.b: {}, work.c: {}, work.d: {} }
+steps:
+  - { id: a, task: work.a, input: "${{ input.n }}" }
+  - { id: b, needs: [a], task: work.b, input: "${{ steps.a.output }}" }
+  - { id: d, needs: [b], task: work.d, input: "${{ steps.b.output }}" }
+  - { id: c, needs: [d], task: work.c, input: { from: "${{ steps.d.output }}", v: 2 } }
+output: "${{ steps.c.output }}"
+"#;
+
+/// The completed step `a` renamed to `first` without `renamed_from`: unsafe.
+const V3: &str = r#"
+name: evolving
+version: "3"
+tasks: { work.a: {}, work.b: {}, work.c: {} }
+steps:
+  - { id: first, task: work.a, input: "${{ input.n }}" }
+  - { id: b, needs: [first], task: work.b, input: "${{ steps.first.output }}" }
+  - { id: c, needs: [b], task: work.c, input: { from: "${{ steps.b.output }}", v: 3 } }
+output: "${{ steps.c.output }}"
+"#;
+
+const EXECUTIONS: usize = 50;
+const WAIT: Duration = Duration::from_secs(120);
+
+fn count(events: &[pb::HistoryEvent], event_type: &str) -> usize {
+    events.iter().filter(|e| e.event_type == event_type).count()
+}
+
+fn succeeded(events: &[pb::HistoryEvent], step: &str) -> bool {
+    events.iter().any(|e| e.event_type == "StepSucceeded" && e.step == step)
+}
+
+/// A worker serving `tasks` (each returns its input; `work.d` wraps it as `{"d": input}`).
+fn worker(builder: WorkerBuilder, worker_id: &str, tasks: &[&str], stop: &CancellationToken) {
+    let mut builder = builder
+        .worker_id(worker_id)
+        .max_concurrency(16)
+        .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(500));
+    for task in tasks {
+        let wrap = *task == "work.d";
+        builder = builder.task(*task, "1", move |ctx: TaskContext| async move {
+            let input = ctx.input().clone();
+            Ok::<Value, TaskFailure>(if wrap { json!({"d": input}) } else { input })
+        });
+    }
+    let w = builder.build().expect("worker");
+    let stop = stop.clone();
+    tokio::spawn(async move { w.run(stop).await });
+}
+
+async fn migrate(
+    c: &mut WorkflowServiceClient<Channel>,
+    id: &str,
+    to: &str,
+    dry_run: bool,
+) -> Result<pb::MigrateExecutionResponse, tonic::Status> {
+    let request = pb::MigrateExecutionRequest {
+        execution_id: id.into(),
+        to_version: to.into(),
+        dry_run,
+        reason: "issue 26 test".into(),
+        request_id: String::new(),
+    };
+    c.migrate_execution(request).await.map(tonic::Response::into_inner)
+}
+
+async fn version_of(c: &mut WorkflowServiceClient<Channel>, id: &str) -> String {
+    let request = pb::DescribeExecutionRequest { execution_id: id.into(), run: 0 };
+    let info = c.describe_execution(request).await.expect("describe").into_inner().info;
+    info.expect("info").version
+}
+
+/// The scenario of the module docs, on any server: `workers` builds a worker connected to
+/// it, `admin` is its admin client.
+async fn scenario(
+    c: &mut WorkflowServiceClient<Channel>,
+    admin: &mut AdminServiceClient<Channel>,
+    workers: impl Fn() -> WorkerBuilder,
+) {
+    register(c, V1).await;
+    let ids: Vec<String> = (0..EXECUTIONS).map(|i| format!("evolve-{i}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        start(c, "evolving", id, json!({"n": i})).await.expect("start");
+    }
+    let stop = CancellationToken::new();
+    worker(workers(), "only-a", &["work.a"], &stop);
+    // Every execution is waiting in step 2: `a` succeeded, `b` queued for a worker.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    for id in &ids {
+        loop {
+            if succeeded(&history(c, id).await, "a") {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{id}: step a never succeeded");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    register(c, V2).await;
+    register(c, V3).await;
+
+    // v3 is unsafe for them: the dry run names the completed step `a`; the migration is
+    // refused and writes nothing.
+    let before = history(c, &ids[0]).await;
+    let dry = migrate(c, &ids[0], "3", true).await.expect("dry run to v3");
+    assert!(!dry.safe && !dry.migrated, "{dry:?}");
+    let unsafe_steps: Vec<_> =
+        dry.changes.iter().filter(|ch| !ch.safe).map(|ch| ch.step.as_str()).collect();
+    assert_eq!(
+        unsafe_steps,
+        ["a"],
+        "exactly the completed step renamed without renamed_from: {dry:?}"
+    );
+    let refused = migrate(c, &ids[0], "3", false).await.expect_err("v3 is refused");
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+    let code = refused.metadata().get("orbit-error-code").and_then(|v| v.to_str().ok());
+    assert_eq!(code, Some("MIGRATION_UNSAFE"), "{refused:?}");
+    assert!(refused.message().contains('a'), "the refusal names the step: {}", refused.message());
+    assert_eq!(history(c, &ids[0]).await, before, "a refused migration writes nothing");
+    assert_eq!(version_of(c, &ids[0]).await, "1");
+    // An unknown version is refused as such.
+    let missing = migrate(c, &ids[0], "9", false).await.expect_err("no v9");
+    assert_eq!(missing.code(), tonic::Code::NotFound, "{missing:?}");
+
+    // v2 is safe: every execution migrates once.
+    for id in &ids {
+        let dry = migrate(c, id, "2", true).await.expect("dry run to v2");
+        assert!(dry.safe, "{id}: {dry:?}");
+        let kinds: Vec<_> =
+            dry.changes.iter().map(|ch| (ch.kind.as_str(), ch.step.as_str())).collect();
+        assert!(kinds.contains(&("added", "d")), "{id}: {kinds:?}");
+        let done = migrate(c, id, "2", false).await.unwrap_or_else(|e| panic!("{id}: {e:?}"));
+        assert!(done.migrated && done.seq > 0 && done.run == 1, "{id}: {done:?}");
+        assert_eq!((done.from_version.as_str(), done.to_version.as_str()), ("1", "2"));
+        let again = migrate(c, id, "2", false).await.expect("again");
+        assert!(
+            !again.migrated && again.seq == 0,
+            "{id}: a second migration is a no-op: {again:?}"
+        );
+        assert_eq!(version_of(c, id).await, "2");
+    }
+
+    // The worker of the rest arrives: each completes through v2's path.
+    worker(workers(), "the-rest", &["work.b", "work.c", "work.d"], &stop);
+    for (i, id) in ids.iter().enumerate() {
+        let (status, output) = result(c, id, WAIT).await;
+        assert_eq!(status, pb::ExecutionStatus::Completed, "{id}: {output}");
+        assert_eq!(output, json!({"from": {"d": i}, "v": 2}), "{id}");
+        let h = history(c, id).await;
+        assert_eq!(count(&h, "DefinitionMigrated"), 1, "{id}");
+        assert!(succeeded(&h, "d"), "{id}: the added step ran");
+        let replay = pb::ReplayRequest { execution_id: id.clone(), run: 0 };
+        let r = admin.replay(replay).await.expect("replay").into_inner();
+        assert!(r.ok, "{id}: replay across the migration diverged: {:?}", r.divergence);
+    }
+    stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_executions_migrate_in_orbit_dev() {
+    let dir = TempDir::new("evolve-dev");
+    let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
+    let mut c = server.client().await;
+    let mut admin = AdminServiceClient::new(channel_to(&server.address()).await);
+    let address = server.address();
+    scenario(&mut c, &mut admin, || Worker::builder(address.clone())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_executions_migrate_on_the_split() {
+    use common::cluster::{shared_tls, shared_token, Topology, FAST};
+    let topo = Topology::start("evolve", 2, 2, 1, FAST);
+    let mut c = topo.client(0).await;
+    let admin_channel = topo.tls().endpoint(&topo.frontends()[1]).expect("endpoint");
+    let mut admin = AdminServiceClient::new(admin_channel.connect().await.expect("connect"));
+    let endpoints = topo.worker_endpoints();
+    scenario(&mut c, &mut admin, || {
+        let builder = Worker::builder(endpoints.clone()).tls(shared_tls());
+        match shared_token() {
+            Some(token) => builder.bearer_token(token),
+            None => builder,
+        }
+    })
+    .await;
+}
