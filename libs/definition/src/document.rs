@@ -157,6 +157,7 @@ fn body(steps: &[Step]) -> Value {
 fn step(s: &Step) -> Value {
     let mut m = Map::new();
     m.insert("id".into(), json!(s.id));
+    put(&mut m, "renamed_from", s.renamed_from.as_ref().map(|r| json!(r)));
     let (keyword, payload) = kind(&s.kind);
     m.insert(keyword.into(), payload);
     if !s.needs.is_empty() {

@@ -174,6 +174,10 @@ pub struct Step {
     pub compensate: Option<TaskCall>,
     /// Fan-out over a list.
     pub for_each: Option<ForEach>,
+    /// The id this step had in the previous version of the workflow (`renamed_from`): a
+    /// migration of a running execution carries the old step's units over to this id
+    /// instead of treating the step as removed and another one added.
+    pub renamed_from: Option<String>,
 }
 
 /// What a step does (exactly one per step).

@@ -68,6 +68,7 @@ fn wrong_shapes_are_rejected() {
         ("two kinds", with_step(json!({"id": "a", "task": "work", "sleep": "1s"}))),
         ("no kind", with_step(json!({"id": "a"}))),
         ("bad id", with_step(json!({"id": "2a", "sleep": "1s"}))),
+        ("bad renamed_from", with_step(json!({"id": "a", "sleep": "1s", "renamed_from": "2a"}))),
         ("bare number duration", with_step(json!({"id": "a", "sleep": 30}))),
         ("unknown step field", with_step(json!({"id": "a", "task": "work", "retyr": {}}))),
         (

@@ -207,13 +207,11 @@ pub fn derive(
                 }
                 // Off: `settle` already recorded the attempt's ADAPTER_DISABLED failure.
             }
-            Event::StepCancelled { step } => {
-                cancel.push(step.clone());
-                if let Some(Wait::Child(child)) = state.unit(step).and_then(|u| u.wait.clone()) {
-                    fx.push(Effect::CancelChild {
-                        child_id: child,
-                        reason: CHILD_CANCEL_REASON.into(),
-                    });
+            Event::StepCancelled { step } => cancelled(state, step, &mut cancel, &mut fx),
+            // A migration cancels the open units of removed steps as the decider would.
+            Event::DefinitionMigrated { cancelled: units, .. } => {
+                for step in units {
+                    cancelled(state, step, &mut cancel, &mut fx);
                 }
             }
             Event::StepSucceeded { step, .. }
@@ -258,6 +256,15 @@ pub fn derive(
         }
     }
     fx
+}
+
+/// A cancelled unit: its offers are withdrawn (the worker holding it is told) and the child
+/// it waits for, if any, is asked to cancel.
+fn cancelled(state: &State, step: &str, cancel: &mut Vec<String>, fx: &mut Vec<Effect>) {
+    cancel.push(step.to_string());
+    if let Some(Wait::Child(child)) = state.unit(step).and_then(|u| u.wait.clone()) {
+        fx.push(Effect::CancelChild { child_id: child, reason: CHILD_CANCEL_REASON.into() });
+    }
 }
 
 /// Keeps only the offers and child starts the batch still wants at its end: events are

@@ -5,8 +5,10 @@
 //! result, a signal, a dispatch) or *decided* (by the pure decider); [`Origin`] says which,
 //! so the replay check knows which events to recompute.
 
+use crate::change::Change;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// An error reported by a worker, or decided by the engine, for an attempt or a step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -218,6 +220,28 @@ pub enum Event {
     WorkflowTimedOut { compensation: CompensationOutcome },
     /// Terminal for the run: the execution goes on in `next_run` with `input`.
     WorkflowContinuedAsNew { next_run: u32, input: Value },
+    /// The run moved to another version of its workflow after a checked diff
+    /// (`crate::migrate`). Recorded: replay applies it and goes on with the `to_hash`
+    /// definition (`crate::replay::replay_defs`).
+    DefinitionMigrated {
+        from_version: String,
+        to_version: String,
+        from_hash: String,
+        to_hash: String,
+        /// Unit-key renames applied to the state: old step -> new step, each a
+        /// body-qualified step name (`crate::unit::qualified_step`); only the step id part
+        /// of each unit key of that body changes (`a[2]` -> `a2[2]`, `compensate:a` ->
+        /// `compensate:a2`).
+        #[serde(default)]
+        renames: BTreeMap<String, String>,
+        /// Unit keys cancelled by the migration (open units of steps the new version
+        /// removed), as `StepCancelled` would.
+        #[serde(default)]
+        cancelled: Vec<String>,
+        /// The checked diff, for people and the console (see `crate::migrate::Change`).
+        #[serde(default)]
+        changes: Vec<Change>,
+    },
 }
 
 impl Event {
@@ -265,6 +289,7 @@ impl Event {
             WorkflowCancelled,
             WorkflowTimedOut,
             WorkflowContinuedAsNew,
+            DefinitionMigrated,
         )
     }
 

@@ -6,10 +6,12 @@
 //! new events cause as typed [`effects::Effect`]s; the owner service maps them onto its
 //! commit and the simulator carries them out in memory.
 
+mod change;
 pub mod command;
 pub mod decide;
 pub mod effects;
 pub mod event;
+pub mod migrate;
 pub mod query;
 pub mod replay;
 pub mod run;
@@ -25,6 +27,7 @@ pub use command::{accept, start, Command, CommandError};
 pub use decide::{advance, decide, decide_with, effective_limits, next_timer};
 pub use effects::{Capabilities, Effect, TaskOffer, HTTP_TASK};
 pub use event::{CompensationOutcome, Event, HistoryEvent, Origin, ParentRef, TaskError};
+pub use migrate::{Change, ChangeKind, Plan};
 pub use orbit_codes::ErrorCode;
 pub use run::{hand_off, settle, HandedOff, Pass, Run};
 pub use state::{State, Status, Unit, UnitStatus};

@@ -11,6 +11,7 @@
 use crate::command::{accept, start, Command, CommandError};
 use crate::effects::{Capabilities, Effect, TaskOffer};
 use crate::event::{Event, HistoryEvent, ParentRef, TaskError};
+use crate::migrate::{migrate, Plan};
 use crate::run::{settle, Pass};
 use crate::state::{State, Status, Wait};
 use orbit_definition::{Definition, Limits};
@@ -254,6 +255,28 @@ impl Sim {
     /// As [`Sim::command`].
     pub fn cancel(&mut self, id: &str, reason: &str) -> Result<(), CommandError> {
         self.command(id, Command::Cancel { reason: reason.into() })
+    }
+
+    /// Migrates an execution to `to` as the owner does: [`crate::migrate::migrate`]
+    /// against its current definition and state, the `DefinitionMigrated` recorded now and
+    /// the definition swapped; the next [`Sim::run`] settles it (cancelled units are
+    /// withdrawn, the decider goes on with `to`). Returns the plan (nothing is recorded
+    /// when `to` has the execution's hash already).
+    ///
+    /// # Errors
+    /// `EXECUTION_NOT_FOUND`, or what [`crate::migrate::migrate`] refuses.
+    pub fn migrate(&mut self, id: &str, to: Definition) -> Result<Plan, CommandError> {
+        let exec = self
+            .executions
+            .get_mut(id)
+            .ok_or_else(|| CommandError::new(orbit_codes::ErrorCode::ExecutionNotFound, id))?;
+        let (plan, events) = migrate(&exec.def, &to, &exec.state).map_err(|(e, _)| e)?;
+        if !events.is_empty() {
+            *self.unsettled.entry(id.to_string()).or_default() += events.len();
+            record(exec, events, self.now);
+            exec.def = Arc::new(to);
+        }
+        Ok(plan)
     }
 
     /// An execution.

@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+mod migrated;
 mod parts;
 
 pub use parts::{Signal, Status, Unit, UnitStatus, Wait, Winding};
@@ -443,6 +444,9 @@ impl State {
             Event::WorkflowContinuedAsNew { input, .. } => {
                 self.close(Status::ContinuedAsNew);
                 self.next_input = Some(input.clone());
+            }
+            Event::DefinitionMigrated { to_version, to_hash, renames, cancelled, .. } => {
+                self.migrate(to_version, to_hash, renames, cancelled);
             }
         }
     }

@@ -134,6 +134,40 @@ impl fmt::Display for UnitKey {
     }
 }
 
+/// The body-qualified name of a step: the unit-key scope prefix of its body without an
+/// instance seq, then the id (`charge`, `on:failure:alert`, `on_signal:approve:notify`,
+/// `update:resize:apply`). Migrations name steps this way (`crate::migrate`).
+#[must_use]
+pub fn qualified_step(body: &Body, id: &str) -> String {
+    match body {
+        Body::Main => id.to_string(),
+        Body::On(o) => format!("on:{}:{id}", o.as_str()),
+        Body::OnSignal(name) => format!("on_signal:{name}:{id}"),
+        Body::Update(name) => format!("update:{name}:{id}"),
+    }
+}
+
+/// Parses a [`qualified_step`] name back into its body and step id; `None` if it does not
+/// follow that grammar.
+#[must_use]
+pub fn parse_qualified_step(name: &str) -> Option<(Body, String)> {
+    let (body, id) = if let Some(rest) = name.strip_prefix("on:") {
+        let (outcome, id) = rest.split_once(':')?;
+        (Body::On(Outcome::parse(outcome)?), id)
+    } else if let Some(rest) = name.strip_prefix("on_signal:") {
+        let (signal, id) = rest.split_once(':')?;
+        (Body::OnSignal(signal.to_string()), id)
+    } else if let Some(rest) = name.strip_prefix("update:") {
+        let (update, id) = rest.split_once(':')?;
+        (Body::Update(update.to_string()), id)
+    } else {
+        (Body::Main, name)
+    };
+    let identifier = id.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    identifier.then(|| (body, id.to_string()))
+}
+
 /// The idempotency key of a unit: the same for every attempt and redelivery.
 #[must_use]
 pub fn idempotency_key(execution_id: &str, run: u32, unit: &str) -> String {
@@ -185,6 +219,22 @@ mod tests {
         }
         for bad in ["", "a[x]", "on:never:x", "compensate:compensate:a", "on_signal:x:y", "a b"] {
             assert!(UnitKey::parse(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn qualified_steps_round_trip() {
+        for (body, id, name) in [
+            (Body::Main, "charge", "charge"),
+            (Body::On(Outcome::Failure), "alert", "on:failure:alert"),
+            (Body::OnSignal("approve".into()), "notify", "on_signal:approve:notify"),
+            (Body::Update("re.size-1".into()), "apply", "update:re.size-1:apply"),
+        ] {
+            assert_eq!(qualified_step(&body, id), name);
+            assert_eq!(parse_qualified_step(name), Some((body, id.to_string())));
+        }
+        for bad in ["", "on:never:x", "on:failure:", "a[0]", "on_signal:x", "2a", "compensate:a"] {
+            assert_eq!(parse_qualified_step(bad), None, "{bad}");
         }
     }
 

@@ -109,6 +109,17 @@ fn event() -> impl Strategy<Value = Event> {
         Just(Event::HandlersStarted { outcome: "failure".into() }),
         Just(Event::WorkflowCompleted { output: json!(1) }),
         Just(Event::WorkflowContinuedAsNew { next_run: 2, input: json!(1) }),
+        (prop::collection::vec((key(), key()), 0..3), prop::collection::vec(key(), 0..3)).prop_map(
+            |(renames, cancelled)| Event::DefinitionMigrated {
+                from_version: "1".into(),
+                to_version: "2".into(),
+                from_hash: String::new(),
+                to_hash: String::new(),
+                renames: renames.into_iter().collect(),
+                cancelled,
+                changes: vec![],
+            }
+        ),
     ]
 }
 

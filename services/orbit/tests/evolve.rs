@@ -3,9 +3,10 @@
 //! (PostgreSQL, 2 frontends, 2 owners):
 //!
 //! * 50 executions of v1 (`a → b → c`) wait in step `b` (no worker serves it yet);
-//! * v3, which renames the completed step `a` without `renamed_from`, is refused: the dry
-//!   run names `a` as UNSAFE, the migration fails with `MIGRATION_UNSAFE` and writes
-//!   nothing (the history and the version stay as they were);
+//! * v3, which renames the completed step `a` without `renamed_from` (and so changes the
+//!   queued `b`'s input), is refused: the dry run names exactly those two differences as
+//!   UNSAFE, the migration fails with `MIGRATION_UNSAFE` and writes nothing (the history and
+//!   the version stay as they were);
 //! * every execution migrates to v2 (a step `d` added after `b`, `c`'s input changed): one
 //!   `DefinitionMigrated` each, a second call is a no-op; then a worker of `b`, `c` and `d`
 //!   arrives and every execution completes through v2's path (`d` ran, `c` got its new
@@ -110,8 +111,8 @@ async fn migrate(
 
 async fn version_of(c: &mut WorkflowServiceClient<Channel>, id: &str) -> String {
     let request = pb::DescribeExecutionRequest { execution_id: id.into(), run: 0 };
-    let info = c.describe_execution(request).await.expect("describe").into_inner().info;
-    info.expect("info").version
+    let described = c.describe_execution(request).await.expect("describe").into_inner();
+    described.execution.and_then(|e| e.info).expect("info").version
 }
 
 /// The scenario of the module docs, on any server: `workers` builds a worker connected to
@@ -142,18 +143,21 @@ async fn scenario(
     register(c, V2).await;
     register(c, V3).await;
 
-    // v3 is unsafe for them: the dry run names the completed step `a`; the migration is
-    // refused and writes nothing.
+    // v3 is unsafe for them; the migration is refused and writes nothing.
     let before = history(c, &ids[0]).await;
     let dry = migrate(c, &ids[0], "3", true).await.expect("dry run to v3");
     assert!(!dry.safe && !dry.migrated, "{dry:?}");
-    let unsafe_steps: Vec<_> =
-        dry.changes.iter().filter(|ch| !ch.safe).map(|ch| ch.step.as_str()).collect();
-    assert_eq!(
-        unsafe_steps,
-        ["a"],
-        "exactly the completed step renamed without renamed_from: {dry:?}"
-    );
+    // The completed `a` disappears without `renamed_from`, and the queued `b` would read
+    // another input: both are named, nothing else.
+    let unsafe_changes: Vec<_> = dry
+        .changes
+        .iter()
+        .filter(|ch| !ch.safe)
+        .map(|ch| (ch.kind.as_str(), ch.step.as_str()))
+        .collect();
+    assert_eq!(unsafe_changes, [("removed", "a"), ("input_changed", "b")], "{dry:?}");
+    let first = dry.changes.iter().find(|ch| ch.step == "a").expect("a");
+    assert!(first.reason.contains("renamed_from"), "the reason says what to do: {first:?}");
     let refused = migrate(c, &ids[0], "3", false).await.expect_err("v3 is refused");
     assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
     let code = refused.metadata().get("orbit-error-code").and_then(|v| v.to_str().ok());

@@ -29,6 +29,7 @@ pub(crate) fn resolve(body: &mut [Parsed], main: Option<&BTreeSet<String>>, erro
         }
     }
     let ids: BTreeSet<String> = first.keys().map(|s| (*s).to_string()).collect();
+    check_renames(body, &ids, errors);
 
     for p in body.iter_mut() {
         let mut deps = BTreeSet::new();
@@ -59,6 +60,31 @@ pub(crate) fn resolve(body: &mut [Parsed], main: Option<&BTreeSet<String>>, erro
         p.step.deps = deps;
     }
     find_cycles(body, errors);
+}
+
+/// `renamed_from`: the old id of a renamed step must be free in this version of the body
+/// (neither this step's own id nor another step's), and two steps cannot both claim it.
+fn check_renames(body: &[Parsed], ids: &BTreeSet<String>, errors: &mut Errors) {
+    let mut claimed: BTreeMap<&str, &str> = BTreeMap::new();
+    for p in body {
+        let Some(old) = p.step.renamed_from.as_deref() else { continue };
+        let path = field_path(&p.path, "renamed_from");
+        if old == p.step.id {
+            let message = format!("step `{old}` cannot be renamed from its own id");
+            errors.push(&path, ErrorCode::InvalidValue, message);
+        } else if ids.contains(old) {
+            let message = format!(
+                "`renamed_from: {old}` names step `{old}` of this list; the old id of a \
+                 renamed step must not be used by another step"
+            );
+            errors.push(&path, ErrorCode::InvalidValue, message);
+        } else if let Some(earlier) = claimed.get(old) {
+            let message = format!("`renamed_from: {old}` is already claimed by {earlier}");
+            errors.push(&path, ErrorCode::DuplicateId, message);
+        } else {
+            claimed.insert(old, &p.path);
+        }
+    }
 }
 
 /// Checks references from workflow-level fields (`output`, `queries`) against the main ids.
@@ -180,6 +206,7 @@ mod tests {
                 retry: RetryPolicy::default(),
                 compensate: None,
                 for_each: None,
+                renamed_from: None,
             },
             needs: needs
                 .iter()

@@ -9,14 +9,15 @@ use crate::error::ErrorCode;
 use crate::expr::Template;
 use crate::model::{Body, RetryPolicy, Step, StepKind};
 use crate::parse::exprs::{Compiler, StepRef, Vars};
-use crate::parse::reader::{index_path, wrong_type, Errors, Obj};
+use crate::parse::reader::{index_path, is_identifier, wrong_type, Errors, Obj};
 use crate::parse::{fields, kinds, names};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// Every field a step may have, for "did you mean" hints.
-const STEP_FIELDS: [&str; 20] = [
+const STEP_FIELDS: [&str; 21] = [
     "id",
+    "renamed_from",
     "needs",
     "when",
     "input",
@@ -165,6 +166,15 @@ fn read_step(
     if obj.get("id").is_some_and(Value::is_string) {
         names::check_step_id(&id, &obj.at("id"), errors);
     }
+    // Checked against the other steps of the body in `graph::resolve`.
+    let renamed_from = obj.string("renamed_from", errors).map(str::to_string);
+    if let Some(old) = renamed_from.as_deref().filter(|old| !is_identifier(old)) {
+        let message = format!(
+            "`renamed_from: {old}` must be a step id of the previous version \
+             ([A-Za-z_][A-Za-z0-9_]*)"
+        );
+        errors.push(&obj.at("renamed_from"), ErrorCode::InvalidId, message);
+    }
     let present: Vec<&str> = kinds::KINDS.into_iter().filter(|k| obj.has(k)).collect();
     let kind = match present.as_slice() {
         [] => {
@@ -177,7 +187,8 @@ fn read_step(
                 obj.raw(field);
             }
             obj.finish(errors, &STEP_FIELDS);
-            let step = placeholder(id);
+            let mut step = placeholder(id);
+            step.renamed_from = renamed_from;
             return Some(Parsed {
                 step,
                 path: path.to_string(),
@@ -251,6 +262,7 @@ fn read_step(
     step.retry = retry;
     step.compensate = compensate;
     step.for_each = for_each;
+    step.renamed_from = renamed_from;
     Some(Parsed { step, path: path.to_string(), needs, refs })
 }
 
@@ -270,5 +282,6 @@ fn placeholder(id: String) -> Step {
         retry: RetryPolicy::default(),
         compensate: None,
         for_each: None,
+        renamed_from: None,
     }
 }
