@@ -233,19 +233,27 @@ async fn python_worker_over_mutual_tls_with_a_token_and_refused_without_the_righ
 }
 
 /// The Python SDK's `Client` drives executions through the public API: register, start,
-/// update, signal, query, watch, result, describe, history and ListWorkers.
+/// update, migrate (dry run, then for real, to a v2 with a step added after the await),
+/// signal, query, watch, result, describe, history and ListWorkers.
 const CLIENT_SCRIPT: &str = r#"
 import json, sys, time
 from orbit_worker import Client, ExecutionResult
 
-address, updatable = sys.argv[1], sys.argv[2]
+address, updatable, updatable_v2 = sys.argv[1], sys.argv[2], sys.argv[3]
 out = {}
 with Client(address) as c:
     out["registered"] = c.register(updatable)
     c.start("updatable", {"base": 10}, execution_id="py-upd")
     out["update"] = c.update("py-upd", "add", {"n": 5})
+    c.register(updatable_v2)
+    dry = c.migrate("py-upd", "2", dry_run=True)
+    out["dry"] = [dry["safe"], dry["migrated"], [(ch["kind"], ch["step"]) for ch in dry["changes"]]]
+    done = c.migrate("py-upd", "2", reason="python client")
+    out["migrated"] = [done["migrated"], done["from_version"], done["to_version"], done["seq"] > 0]
     c.signal("py-upd", "go")
-    out["upd"] = c.result("py-upd", timeout=60).status
+    upd = c.result("py-upd", timeout=60)
+    out["upd"] = upd.status
+    out["upd_output"] = upd.output
 
     order = {"order_id": "o-9", "amount": 1500, "items": [{"sku": "z"}]}
     out["started"] = c.start("order-saga", order, execution_id="py-client-1")
@@ -278,6 +286,21 @@ steps:
   - { id: w, await: go }
 "#;
 
+/// [`UPDATABLE`] with a step after the await: a safe migration for an execution waiting.
+const UPDATABLE_V2: &str = r#"
+name: updatable
+version: "2"
+signals: { go: null }
+updates:
+  add:
+    input: { type: object, required: [n], properties: { n: { type: integer } } }
+    reply: "${{ {'sum': args.n + input.base} }}"
+steps:
+  - { id: w, await: go }
+  - { id: after, needs: [w], compute: "${{ 'v2' }}" }
+output: "${{ steps.after.output }}"
+"#;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_client_starts_updates_signals_queries_and_watches() {
     let py = python_dir();
@@ -301,7 +324,7 @@ async fn the_python_client_starts_updates_signals_queries_and_watches() {
             .expect("spawn python order_worker.py"),
     );
     let mut script = Command::new(python());
-    script.args(["-c", CLIENT_SCRIPT, &address, UPDATABLE]);
+    script.args(["-c", CLIENT_SCRIPT, &address, UPDATABLE, UPDATABLE_V2]);
     // The saga sleeps 10 s; the rest takes seconds.
     let (ok, stdout, stderr) = run_bounded(&mut script, Duration::from_secs(180));
     let worker_log = std::fs::read_to_string(&log_path).unwrap_or_default();
@@ -310,7 +333,14 @@ async fn the_python_client_starts_updates_signals_queries_and_watches() {
         serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("json line");
     assert_eq!(out["registered"], json!("1"));
     assert_eq!(out["update"], json!({"sum": 15}));
+    assert_eq!(
+        out["dry"],
+        json!([true, false, [["added", "after"], ["output_changed", ""]]]),
+        "{out}"
+    );
+    assert_eq!(out["migrated"], json!([true, "1", "2", true]), "{out}");
     assert_eq!(out["upd"], json!("COMPLETED"));
+    assert_eq!(out["upd_output"], json!("v2"), "the execution finished through v2's path");
     assert_eq!(out["started"], json!("py-client-1"));
     assert_eq!(
         out["result"],
