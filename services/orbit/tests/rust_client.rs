@@ -72,6 +72,15 @@ async fn the_typed_client_drives_an_execution_end_to_end() {
     );
     let refused = client.update("c-1", "add", json!({"n": "x"})).await.expect_err("bad args");
     assert_eq!(code(refused.status().expect("a status")), "INVALID_INPUT");
+    // A v2 that renames the completed `hi` without `renamed_from` is unsafe for it: the dry
+    // run says so, the migration is refused with MIGRATION_UNSAFE; the execution stays on v1.
+    let renamed = WORKFLOW.replace("version: \"1\"", "version: \"2\"").replace("hi", "hello");
+    let register = pb::RegisterWorkflowRequest { document: renamed, format: 0 };
+    client.raw().register_workflow(register).await.expect("register v2");
+    let dry = client.migrate("c-1", "2", true).await.expect("dry run");
+    assert!(!dry.safe && !dry.migrated, "{dry:?}");
+    let refused = client.migrate("c-1", "2", false).await.expect_err("unsafe");
+    assert_eq!(code(refused.status().expect("a status")), "MIGRATION_UNSAFE");
     let seq = client.signal("c-1", "go", json!({})).await.expect("signal");
     assert!(seq > 0);
 
