@@ -67,6 +67,17 @@ output: "${{ steps.c.output }}"
 const EXECUTIONS: usize = 50;
 const WAIT: Duration = Duration::from_secs(120);
 
+/// `orbit execution ARGS --address ... --output json`: (exit code, stdout JSON, stderr).
+fn cli(port: u16, args: &[&str]) -> (i32, Value, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orbit"));
+    cmd.arg("execution").args(args);
+    cmd.args(["--address", &format!("http://127.0.0.1:{port}"), "--output", "json"]);
+    let out = cmd.output().expect("run the orbit CLI");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    (out.status.code().unwrap_or(-1), value, String::from_utf8_lossy(&out.stderr).to_string())
+}
+
 fn count(events: &[pb::HistoryEvent], event_type: &str) -> usize {
     events.iter().filter(|e| e.event_type == event_type).count()
 }
@@ -121,6 +132,7 @@ async fn scenario(
     c: &mut WorkflowServiceClient<Channel>,
     admin: &mut AdminServiceClient<Channel>,
     workers: impl Fn() -> WorkerBuilder,
+    cli_port: Option<u16>,
 ) {
     register(c, V1).await;
     let ids: Vec<String> = (0..EXECUTIONS).map(|i| format!("evolve-{i}")).collect();
@@ -165,6 +177,19 @@ async fn scenario(
     assert!(refused.message().contains('a'), "the refusal names the step: {}", refused.message());
     assert_eq!(history(c, &ids[0]).await, before, "a refused migration writes nothing");
     assert_eq!(version_of(c, &ids[0]).await, "1");
+    // The CLI says the same: the dry run prints the diff (exit 0), the migration fails with
+    // the code (exit 4: a server error other than not found or invalid).
+    if let Some(port) = cli_port {
+        let (exit, out, _) = cli(port, &["migrate", &ids[1], "--to", "3", "--dry-run"]);
+        assert_eq!(
+            (exit, &out["safe"], &out["migrated"]),
+            (0, &json!(false), &json!(false)),
+            "{out}"
+        );
+        let (exit, _, stderr) = cli(port, &["migrate", &ids[1], "--to", "3"]);
+        assert_eq!(exit, 4, "{stderr}");
+        assert!(stderr.contains("MIGRATION_UNSAFE"), "{stderr}");
+    }
     // An unknown version is refused as such.
     let missing = migrate(c, &ids[0], "9", false).await.expect_err("no v9");
     assert_eq!(missing.code(), tonic::Code::NotFound, "{missing:?}");
@@ -210,7 +235,7 @@ async fn running_executions_migrate_in_orbit_dev() {
     let mut c = server.client().await;
     let mut admin = AdminServiceClient::new(channel_to(&server.address()).await);
     let address = server.address();
-    scenario(&mut c, &mut admin, || Worker::builder(address.clone())).await;
+    scenario(&mut c, &mut admin, || Worker::builder(address.clone()), Some(server.port)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -221,12 +246,17 @@ async fn running_executions_migrate_on_the_split() {
     let admin_channel = topo.tls().endpoint(&topo.frontends()[1]).expect("endpoint");
     let mut admin = AdminServiceClient::new(admin_channel.connect().await.expect("connect"));
     let endpoints = topo.worker_endpoints();
-    scenario(&mut c, &mut admin, || {
-        let builder = Worker::builder(endpoints.clone()).tls(shared_tls());
-        match shared_token() {
-            Some(token) => builder.bearer_token(token),
-            None => builder,
-        }
-    })
+    scenario(
+        &mut c,
+        &mut admin,
+        || {
+            let builder = Worker::builder(endpoints.clone()).tls(shared_tls());
+            match shared_token() {
+                Some(token) => builder.bearer_token(token),
+                None => builder,
+            }
+        },
+        None,
+    )
     .await;
 }
