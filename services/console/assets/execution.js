@@ -99,6 +99,7 @@ export async function render(main, id, params) {
   // Refresh while open, but never under the operator's hands (a form being filled).
   const timer = setInterval(async () => {
     if (!open || document.hidden || main.contains(document.activeElement) && document.activeElement.matches('input, textarea, select')) return;
+    if (main.querySelector('#mig-result')?.dataset.keep) return;
     try { open = await load(); } catch { /* keep the last view */ }
   }, REFRESH_MS);
   return () => clearInterval(timer);
@@ -143,7 +144,24 @@ function actions(open) {
     <button id="act-replay">Replay check</button>
     <button id="act-resume" ${open ? '' : 'disabled'}>Resume</button>
     <button id="act-terminate" ${open ? '' : 'disabled'}>Terminate…</button>
-  </div><div id="act-result" class="result" aria-live="polite"></div>`;
+  </div><div id="act-result" class="result" aria-live="polite"></div>
+  <h3>Migrate to another version</h3>
+  <div class="actions card">
+    <label>Version <input id="mig-version" placeholder="e.g. 2"></label>
+    <button id="mig-dry" ${open ? '' : 'disabled'}>Diff (dry run)</button>
+    <button id="mig-run" ${open ? '' : 'disabled'}>Migrate…</button>
+  </div><div id="mig-result" class="result" aria-live="polite"></div>`;
+}
+
+// The checked diff of a migration (`MigrateExecutionResponse`): one row per difference,
+// UNSAFE ones marked; the page stops refreshing while it is shown.
+function migration(r, dryRun) {
+  const rows = (r.changes || []).map((c) => `<tr class="${c.safe ? 'safe' : 'unsafe'}"><td>${c.safe ? 'safe' : '<b class="error">UNSAFE</b>'}</td><td>${esc(c.kind)}</td><td class="mono">${esc(c.step)}</td><td>${esc(c.detail)}</td><td class="muted">${esc(c.reason)}</td></tr>`).join('');
+  const verdict = dryRun
+    ? (r.safe ? 'safe: a migration would be recorded' : 'UNSAFE: a migration would be refused')
+    : (r.migrated ? `migrated (seq ${esc(r.seq)})` : 'already runs this version: nothing written');
+  return `<p id="mig-verdict"><b>v${esc(r.fromVersion)} → v${esc(r.toVersion)}</b>: ${verdict}</p>
+    ${rows ? `<table id="mig-diff"><thead><tr><th></th><th>Change</th><th>Step</th><th>What</th><th>Why</th></tr></thead><tbody>${rows}</tbody></table>` : '<p class="muted">No differences.</p>'}`;
 }
 
 function wire(main, id) {
@@ -161,6 +179,17 @@ function wire(main, id) {
   main.querySelector('#act-cancel').onclick = () => confirm(`Cancel ${id}?`) && run('Cancel', () => call('WorkflowService/CancelExecution', { executionId: id, reason: 'cancelled from the console', requestId: rid() }));
   main.querySelector('#act-replay').onclick = () => run('Replay check', () => call('AdminService/Replay', { executionId: id }));
   main.querySelector('#act-resume').onclick = () => run('Resume', () => call('WorkflowService/ResumeExecution', { executionId: id }));
+  const mig = main.querySelector('#mig-result');
+  const migrate = async (dryRun) => {
+    const toVersion = main.querySelector('#mig-version').value.trim();
+    mig.dataset.keep = '1';
+    mig.innerHTML = '<p class="muted">Migrate…</p>';
+    try {
+      mig.innerHTML = migration(await call('WorkflowService/MigrateExecution', { executionId: id, toVersion, dryRun, reason: 'from the console', requestId: dryRun ? '' : rid() }), dryRun);
+    } catch (e) { mig.innerHTML = errorBox(e); }
+  };
+  main.querySelector('#mig-dry').onclick = () => migrate(true);
+  main.querySelector('#mig-run').onclick = () => confirm(`Migrate ${id}?`) && migrate(false);
   main.querySelector('#act-terminate').onclick = () => confirm(`Terminate ${id}?`) && run('Terminate', () => call('WorkflowService/TerminateExecution', { executionId: id, reason: 'terminated from the console' }));
 }
 

@@ -263,6 +263,19 @@ async fn the_pages_work_in_headless_chromium() {
     let mut c = server.client().await;
     let mut s = ScheduleServiceClient::connect(server.address()).await.expect("connect");
     scenario(&mut c, &mut s).await;
+    // Versions of the demo to migrate the sleeping execution to from the page (issue 26):
+    // v2 adds a step after the sleep (safe), v3 renames the completed `work` (unsafe).
+    let v2 = DEMO.replacen("version: \"1\"", "version: \"2\"", 1).replace(
+        "output: ${{ steps.work.output }}",
+        "  - { id: wrapup, needs: [lonely], compute: \"${{ 'v2' }}\" }\noutput: ${{ steps.work.output }}",
+    );
+    common::register(&mut c, &v2).await;
+    let v3 = DEMO
+        .replacen("version: \"1\"", "version: \"3\"", 1)
+        .replace("id: work", "id: job")
+        .replace("needs: [work]", "needs: [job]")
+        .replace("steps.work.output", "steps.job.output");
+    common::register(&mut c, &v3).await;
     // Two versions registered out of order: 2.0.0 stays the latest (issue 30).
     for (version, task) in [("2.0.0", "v2-task"), ("1.2.1", "v1-task")] {
         let doc = format!(

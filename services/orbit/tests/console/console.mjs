@@ -101,6 +101,25 @@ try {
       if (name) await shot(name);
       console.log(`${path}: ok`);
     }
+    // Migrate the sleeping execution: v3 (the completed `work` renamed) is UNSAFE in the
+    // dry run's diff; v2 (a step added) is safe and migrates after the confirmation.
+    await page.goto(`${base}/ui/executions/demo-sleep`);
+    await page.fill('#mig-version', '3');
+    await page.click('#mig-dry');
+    await page.locator('#mig-diff tr.unsafe', { hasText: 'work' }).first().waitFor();
+    check((await page.locator('#mig-verdict').innerText()).includes('UNSAFE'), 'v3 is unsafe for it');
+    await page.locator('#mig-diff').scrollIntoViewIfNeeded();
+    await shot('console-migrate-diff');
+    await page.fill('#mig-version', '2');
+    await page.click('#mig-dry');
+    await page.locator('#mig-verdict', { hasText: 'safe: a migration would be recorded' }).waitFor();
+    check(await page.locator('#mig-diff tr.unsafe').count() === 0, 'v2 is safe for it');
+    page.once('dialog', (d) => d.accept());
+    await page.click('#mig-run');
+    await page.locator('#mig-verdict', { hasText: 'migrated' }).waitFor();
+    await page.reload();
+    await page.locator('h1 .muted', { hasText: 'v2' }).waitFor();
+    console.log('migrate: ok');
     // Versions registered out of order: the latest is the highest, marked in the list and
     // shown by default on the workflow's page.
     await page.goto(`${base}/ui/workflows`);
