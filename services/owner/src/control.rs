@@ -17,11 +17,11 @@ use crate::error::OwnerError;
 use crate::hot::hot;
 use crate::inbox::Control;
 use crate::isolate;
-use crate::resume::queue_children;
+use crate::operator::{committed, Woken};
 use crate::work::Work;
 use orbit_engine::event::{CompensationOutcome, Event};
 use orbit_engine::ErrorCode;
-use orbit_engine::{next_timer, Status, TaskError};
+use orbit_engine::{Status, TaskError};
 use orbit_store::inbox::Timer;
 use orbit_store::{CommitBatch, InboxDone, InboxEntry, InboxMessage, InboxReply};
 use std::sync::atomic::Ordering;
@@ -182,16 +182,8 @@ async fn terminate(
         orbit_metrics::get().executions_closed.with_label_values(&labels).inc();
     }
     inner.store.clear_faults(std::slice::from_ref(&id)).await?;
-    core.hot.remove(&id);
     core.suspects.remove(&id);
-    inner.changes.publish([id.as_str()]);
-    if tasks {
-        inner.tasks_ready.notify_waiters();
-    }
-    if timers || next_timer(&w.hot.def, &w.hot.state).is_none() {
-        inner.timers_changed.notify_one();
-    }
-    queue_children(inner, children);
+    committed(inner, core, &id, &w, Woken { tasks, timers, children });
     inner.quarantine.terminated.fetch_add(1, Ordering::Relaxed);
     tracing::warn!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(&id), "terminated the execution (FAILED, TERMINATED) by an operator's request");
     Ok(None)

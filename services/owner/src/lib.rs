@@ -33,6 +33,7 @@ mod initial;
 mod isolate;
 mod lend;
 mod migrate;
+mod operator;
 mod owner;
 mod pass;
 mod quarantine;

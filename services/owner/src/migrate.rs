@@ -18,9 +18,9 @@ use crate::context::{Core, Inner};
 use crate::error::OwnerError;
 use crate::hot::{definition, hot};
 use crate::isolate;
-use crate::resume::queue_children;
+use crate::operator::{committed, Woken};
 use crate::work::Work;
-use orbit_engine::{next_timer, ErrorCode};
+use orbit_engine::ErrorCode;
 use orbit_store::{DefinitionChange, InboxDone, InboxEntry, InboxReply};
 use serde_json::Value;
 
@@ -88,15 +88,7 @@ pub(crate) async fn migrate(
     };
     inner.store.commit_all(batches).await?;
     // Rebuilt from the store (its new version and hash) at its next event.
-    core.hot.remove(&id);
-    inner.changes.publish([id.as_str()]);
-    if tasks {
-        inner.tasks_ready.notify_waiters();
-    }
-    if timers || next_timer(&w.hot.def, &w.hot.state).is_none() {
-        inner.timers_changed.notify_one();
-    }
-    queue_children(inner, children);
+    committed(inner, core, &id, &w, Woken { tasks, timers, children });
     orbit_metrics::get().executions_migrated.with_label_values(&[w.hot.def.name.as_str()]).inc();
     tracing::warn!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(&id), to_version = %w.hot.def.version, reason = %reason, "migrated the execution to another version by an operator's request");
     Ok(None)

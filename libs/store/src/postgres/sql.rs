@@ -21,6 +21,24 @@ macro_rules! execution_columns {
     };
 }
 
+/// The tail of a statement whose CTE `released` cancelled claimed rows: one `uncertain`
+/// entry per row (`$3` kind, `$2` payload), the rows returned, the owners notified.
+macro_rules! report_released {
+    () => {
+        concat!(
+            "
+    reported AS (
+        INSERT INTO inbox (execution_id, kind, token, payload, created_at)
+        SELECT r.execution_id, $3::text, r.token, $2::text, ",
+            now_ms!(),
+            " FROM released r ORDER BY r.id)
+    SELECT ",
+            task_columns!(),
+            ", pg_notify('orbit_inbox', '') FROM released ORDER BY id"
+        )
+    };
+}
+
 macro_rules! task_columns {
     () => {
         "id, execution_id, run, unit_key, attempt, offer, task, task_version, input, \
@@ -566,15 +584,8 @@ pub(crate) const RELEASE_CLAIMS: &str = concat!(
         UPDATE task_queue SET state = 'cancelled', updated_at = ",
     now_ms!(),
     " WHERE state = 'claimed' AND claimed_by = $1::text
-        RETURNING *),
-    reported AS (
-        INSERT INTO inbox (execution_id, kind, token, payload, created_at)
-        SELECT r.execution_id, $3::text, r.token, $2::text, ",
-    now_ms!(),
-    " FROM released r ORDER BY r.id)
-    SELECT ",
-    task_columns!(),
-    ", pg_notify('orbit_inbox', '') FROM released ORDER BY id"
+        RETURNING *),",
+    report_released!()
 );
 /// [`RELEASE_CLAIMS`] for the rows among `$4` that `$1` still holds: a row another
 /// frontend adopted meanwhile (its worker reconnected there, [`ADOPT_CLAIMS`]) no longer
@@ -584,15 +595,8 @@ pub(crate) const HAND_BACK_CLAIMS: &str = concat!(
         UPDATE task_queue SET state = 'cancelled', updated_at = ",
     now_ms!(),
     " WHERE state = 'claimed' AND claimed_by = $1::text AND token = ANY($4::text[])
-        RETURNING *),
-    reported AS (
-        INSERT INTO inbox (execution_id, kind, token, payload, created_at)
-        SELECT r.execution_id, $3::text, r.token, $2::text, ",
-    now_ms!(),
-    " FROM released r ORDER BY r.id)
-    SELECT ",
-    task_columns!(),
-    ", pg_notify('orbit_inbox', '') FROM released ORDER BY id"
+        RETURNING *),",
+    report_released!()
 );
 /// The rows among `$2` still claimed for worker `$1`, moved to the frontend `$3` and the
 /// session `$4` that the worker's stream now reaches.

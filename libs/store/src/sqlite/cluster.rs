@@ -246,6 +246,17 @@ pub(crate) fn release_claims(
             released.push(rows::task(row)?);
         }
     }
+    report_uncertain(conn, released, reason, now)
+}
+
+/// Writes one `uncertain` entry with `reason` for each released row (by id), and returns
+/// them.
+fn report_uncertain(
+    conn: &Connection,
+    mut released: Vec<TaskRow>,
+    reason: &str,
+    now: i64,
+) -> Result<Vec<TaskRow>> {
     released.sort_by_key(|t| t.id);
     let message =
         InboxMessage::Uncertain(Uncertain { token: String::new(), reason: reason.into() });
@@ -282,16 +293,7 @@ pub(crate) fn hand_back_claims(
             }
         }
     }
-    released.sort_by_key(|t| t.id);
-    let message =
-        InboxMessage::Uncertain(Uncertain { token: String::new(), reason: reason.into() });
-    let (kind, payload) = (message.kind().as_str(), message.payload_text());
-    for t in &released {
-        let _seq: i64 = conn
-            .prepare_cached(sql::INBOX_INSERT)?
-            .query_row(params![t.execution_id, kind, t.token, payload, now], |r| r.get(0))?;
-    }
-    Ok(released)
+    report_uncertain(conn, released, reason, now)
 }
 
 /// The rows among `tokens` still claimed for `worker_id` now name `claimer` and `session`
