@@ -219,10 +219,27 @@ impl Client {
     ///
     /// The server's status.
     pub async fn query(&self, execution_id: &str, name: &str) -> Result<Value, ClientError> {
+        self.query_at(execution_id, name, 0).await
+    }
+
+    /// Evaluates query `name` on the state of the execution's current run as of history
+    /// seq `at_seq` (its events 1..=`at_seq` folded, with the version the run had then);
+    /// 0 means now, like [`Client::query`].
+    ///
+    /// # Errors
+    ///
+    /// The server's status (`INVALID_ARGUMENT` for a seq past the run's last event).
+    pub async fn query_at(
+        &self,
+        execution_id: &str,
+        name: &str,
+        at_seq: u64,
+    ) -> Result<Value, ClientError> {
         let request = pb::QueryExecutionRequest {
             execution_id: execution_id.into(),
             name: name.into(),
             run: 0,
+            at_seq,
         };
         let response = self.inner.clone().query_execution(request).await?.into_inner();
         Ok(value::from_proto_opt(response.result.as_ref()))
@@ -302,7 +319,24 @@ impl Client {
         &self,
         execution_id: &str,
     ) -> Result<pb::ExecutionDescription, ClientError> {
-        let request = pb::DescribeExecutionRequest { execution_id: execution_id.into(), run: 0 };
+        self.describe_at(execution_id, 0).await
+    }
+
+    /// Describes the execution's current run as it stood right after history seq `at_seq`
+    /// (its events 1..=`at_seq` folded, with the version the run had then); 0 means now,
+    /// like [`Client::describe`].
+    ///
+    /// # Errors
+    ///
+    /// The server's status (`NOT_FOUND` for an unknown id, `INVALID_ARGUMENT` for a seq
+    /// past the run's last event).
+    pub async fn describe_at(
+        &self,
+        execution_id: &str,
+        at_seq: u64,
+    ) -> Result<pb::ExecutionDescription, ClientError> {
+        let request =
+            pb::DescribeExecutionRequest { execution_id: execution_id.into(), run: 0, at_seq };
         let response = self.inner.clone().describe_execution(request).await?.into_inner();
         response.execution.ok_or_else(|| {
             ClientError::Status(Box::new(Status::internal("describe answered without a run")))

@@ -71,9 +71,14 @@ export class OrbitClient {
     return this.unary(this.workflows.signalExecution, this.workflows, { executionId, name, payload, requestId: opts.requestId ?? "" });
   }
 
-  /** Evaluates query `name` against the execution's state; returns its JSON result. */
-  async query(executionId: string, name: string, opts: { run?: number } = {}): Promise<unknown> {
-    const res = await this.unary<QueryExecutionRequest, QueryExecutionResponse>(this.workflows.queryExecution, this.workflows, { executionId, name, run: opts.run ?? 0 });
+  /**
+   * Evaluates query `name` against the execution's state; returns its JSON result. With
+   * `atSeq`, against the state right after that history seq of the run (events 1..=atSeq
+   * folded, with the version the run had then); 0 means now. A seq past the run's last
+   * event is refused with `INVALID_ARGUMENT`.
+   */
+  async query(executionId: string, name: string, opts: { run?: number; atSeq?: number } = {}): Promise<unknown> {
+    const res = await this.unary<QueryExecutionRequest, QueryExecutionResponse>(this.workflows.queryExecution, this.workflows, { executionId, name, run: opts.run ?? 0, atSeq: opts.atSeq ?? 0 });
     return res.result ?? null;
   }
 
@@ -110,9 +115,13 @@ export class OrbitClient {
     return this.unary(this.workflows.cancelExecution, this.workflows, { executionId, reason, requestId: opts.requestId ?? "" });
   }
 
-  /** The execution's status, units and pending work. */
-  async describe(executionId: string, opts: { run?: number } = {}): Promise<ExecutionDescription> {
-    const res = await this.unary<DescribeExecutionRequest, DescribeExecutionResponse>(this.workflows.describeExecution, this.workflows, { executionId, run: opts.run ?? 0 });
+  /**
+   * The execution's status, units and pending work. With `atSeq`, as the run stood right
+   * after that history seq (events 1..=atSeq folded, with the version it had then); 0 means
+   * now. A seq past the run's last event is refused with `INVALID_ARGUMENT`.
+   */
+  async describe(executionId: string, opts: { run?: number; atSeq?: number } = {}): Promise<ExecutionDescription> {
+    const res = await this.unary<DescribeExecutionRequest, DescribeExecutionResponse>(this.workflows.describeExecution, this.workflows, { executionId, run: opts.run ?? 0, atSeq: opts.atSeq ?? 0 });
     if (res.execution === undefined) throw new Error(`no description for ${executionId}`);
     return res.execution;
   }

@@ -61,7 +61,7 @@ async fn start(h: &mut Harness, id: &str, name: &str) -> StartExecutionResponse 
 }
 
 async fn describe(h: &mut Harness, id: &str) -> ExecutionDescription {
-    let req = DescribeExecutionRequest { execution_id: id.into(), run: 0 };
+    let req = DescribeExecutionRequest { execution_id: id.into(), run: 0, at_seq: 0 };
     h.workflows.describe_execution(req).await.unwrap().into_inner().execution.unwrap()
 }
 
@@ -134,6 +134,7 @@ async fn start_describe_query_and_history() {
             execution_id: "e1".into(),
             name: "who".into(),
             run: 0,
+            at_seq: 0,
         })
         .await
         .unwrap()
@@ -145,6 +146,7 @@ async fn start_describe_query_and_history() {
             execution_id: "e1".into(),
             name: "x".into(),
             run: 0,
+            at_seq: 0,
         })
         .await
         .unwrap_err();
@@ -182,7 +184,11 @@ async fn start_describe_query_and_history() {
 
     let missing = h
         .workflows
-        .describe_execution(DescribeExecutionRequest { execution_id: "nope".into(), run: 0 })
+        .describe_execution(DescribeExecutionRequest {
+            execution_id: "nope".into(),
+            run: 0,
+            at_seq: 0,
+        })
         .await
         .unwrap_err();
     assert_eq!(code(&missing), ErrorCode::ExecutionNotFound);

@@ -53,7 +53,7 @@ async fn signal(client: &mut WorkflowServiceClient<Channel>, id: &str, name: &st
 }
 
 async fn status(client: &mut WorkflowServiceClient<Channel>, id: &str) -> ExecutionStatus {
-    let req = DescribeExecutionRequest { execution_id: id.into(), run: 0 };
+    let req = DescribeExecutionRequest { execution_id: id.into(), run: 0, at_seq: 0 };
     let d = client.describe_execution(req).await.unwrap().into_inner().execution.unwrap();
     d.info.unwrap().status()
 }

@@ -55,7 +55,7 @@ fn signal_req(id: &str, name: &str, payload: Value) -> pb::SignalExecutionReques
 }
 
 fn query_req(id: &str, name: &str) -> pb::QueryExecutionRequest {
-    pb::QueryExecutionRequest { execution_id: id.into(), name: name.into(), run: 0 }
+    pb::QueryExecutionRequest { execution_id: id.into(), name: name.into(), run: 0, at_seq: 0 }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -163,6 +163,7 @@ steps:
             c.describe_execution(pb::DescribeExecutionRequest {
                 execution_id: "no-such-execution".into(),
                 run: 0,
+                at_seq: 0,
             }),
         )
         .await,

@@ -115,7 +115,7 @@ async fn an_aborting_signal_is_parked_and_no_owner_stays_down() {
                 Some(_) => {}
             }
         }
-        let req = pb::DescribeExecutionRequest { execution_id: "victim".into(), run: 0 };
+        let req = pb::DescribeExecutionRequest { execution_id: "victim".into(), run: 0, at_seq: 0 };
         let parked = c.describe_execution(req).await.ok().and_then(|r| r.into_inner().execution);
         let parked = parked
             .and_then(|d| d.info)
@@ -137,7 +137,11 @@ async fn an_aborting_signal_is_parked_and_no_owner_stays_down() {
     assert!(deaths <= MAX_FAILURES + 1, "{deaths} owner deaths");
 
     let d = c
-        .describe_execution(pb::DescribeExecutionRequest { execution_id: "victim".into(), run: 0 })
+        .describe_execution(pb::DescribeExecutionRequest {
+            execution_id: "victim".into(),
+            run: 0,
+            at_seq: 0,
+        })
         .await
         .unwrap()
         .into_inner()

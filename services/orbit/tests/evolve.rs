@@ -121,7 +121,7 @@ async fn migrate(
 }
 
 async fn version_of(c: &mut WorkflowServiceClient<Channel>, id: &str) -> String {
-    let request = pb::DescribeExecutionRequest { execution_id: id.into(), run: 0 };
+    let request = pb::DescribeExecutionRequest { execution_id: id.into(), run: 0, at_seq: 0 };
     let described = c.describe_execution(request).await.expect("describe").into_inner();
     described.execution.and_then(|e| e.info).expect("info").version
 }

@@ -265,8 +265,12 @@ async fn runaway_evaluations_fail_with_expression_limit() {
     )
     .await
     .expect("start q-1");
-    let query =
-        pb::QueryExecutionRequest { execution_id: "q-1".into(), name: "billion".into(), run: 0 };
+    let query = pb::QueryExecutionRequest {
+        execution_id: "q-1".into(),
+        name: "billion".into(),
+        run: 0,
+        at_seq: 0,
+    };
     let mut other = server.client().await;
     let (q, listed) = tokio::join!(
         bounded("query", c.query_execution(query)),
@@ -276,8 +280,12 @@ async fn runaway_evaluations_fail_with_expression_limit() {
     let status = q.expect_err("a 10^9-iteration query must be refused");
     let e = OrbitError::from_status(&status).expect("an Orbit error");
     assert_eq!(e.code.as_str(), "EXPRESSION_LIMIT", "{status:?}");
-    let fine =
-        pb::QueryExecutionRequest { execution_id: "q-1".into(), name: "fine".into(), run: 0 };
+    let fine = pb::QueryExecutionRequest {
+        execution_id: "q-1".into(),
+        name: "fine".into(),
+        run: 0,
+        at_seq: 0,
+    };
     let v = bounded("fine query", c.query_execution(fine)).await.expect("a cheap query works");
     assert_eq!(orbit_server_kit::payload::proto_to_json(v.result.unwrap()).unwrap(), json!(1000));
 

@@ -62,7 +62,11 @@ async fn max_active_executions_refuses_new_starts_until_one_closes() {
     assert_eq!(code(&refused), "RESOURCE_EXHAUSTED");
     assert!(refused.message().contains("max_active_executions 2"), "{}", refused.message());
     let missing = c
-        .describe_execution(pb::DescribeExecutionRequest { execution_id: "h3".into(), run: 0 })
+        .describe_execution(pb::DescribeExecutionRequest {
+            execution_id: "h3".into(),
+            run: 0,
+            at_seq: 0,
+        })
         .await
         .unwrap_err();
     assert_eq!(code(&missing), "EXECUTION_NOT_FOUND", "a refused start creates nothing");

@@ -77,12 +77,16 @@ output: ${{ steps.c.output }}
 "#;
 
 async fn describe(c: &mut WorkflowServiceClient<Channel>, id: &str) -> pb::ExecutionDescription {
-    c.describe_execution(pb::DescribeExecutionRequest { execution_id: id.into(), run: 0 })
-        .await
-        .unwrap_or_else(|e| panic!("describe {id}: {e:?}"))
-        .into_inner()
-        .execution
-        .expect("a description")
+    c.describe_execution(pb::DescribeExecutionRequest {
+        execution_id: id.into(),
+        run: 0,
+        at_seq: 0,
+    })
+    .await
+    .unwrap_or_else(|e| panic!("describe {id}: {e:?}"))
+    .into_inner()
+    .execution
+    .expect("a description")
 }
 
 /// Every event of the run through `WatchExecution`, then its result.
@@ -177,7 +181,11 @@ async fn commands_with_payloads_over_the_limits_are_refused_with_the_code() {
     // Nothing was created.
     for id in ["deep-start", "deeper-start", "wide-start"] {
         let r = c
-            .describe_execution(pb::DescribeExecutionRequest { execution_id: id.into(), run: 0 })
+            .describe_execution(pb::DescribeExecutionRequest {
+                execution_id: id.into(),
+                run: 0,
+                at_seq: 0,
+            })
             .await;
         assert_eq!(code(&r.unwrap_err()), "EXECUTION_NOT_FOUND", "{id}");
     }
@@ -210,8 +218,12 @@ async fn commands_with_payloads_over_the_limits_are_refused_with_the_code() {
     let n: Vec<u32> = (0..500).collect();
     start(&mut c, "signalled", "sig-1", json!({ "n": n })).await.expect("start signalled");
     // A query result over the limits is a clear error, not a broken response.
-    let query =
-        pb::QueryExecutionRequest { execution_id: "sig-1".into(), name: "square".into(), run: 0 };
+    let query = pb::QueryExecutionRequest {
+        execution_id: "sig-1".into(),
+        name: "square".into(),
+        run: 0,
+        at_seq: 0,
+    };
     let status = c.query_execution(query).await.unwrap_err();
     assert_eq!(code(&status), "PAYLOAD_TOO_LARGE", "{status:?}");
     let signal = |payload: Value| pb::SignalExecutionRequest {

@@ -67,7 +67,7 @@ async fn ready(child: &mut Child, port: u16) -> Option<WorkflowServiceClient<Cha
 }
 
 async fn describe(c: &mut WorkflowServiceClient<Channel>, id: &str) -> pb::ExecutionDescription {
-    let req = pb::DescribeExecutionRequest { execution_id: id.into(), run: 0 };
+    let req = pb::DescribeExecutionRequest { execution_id: id.into(), run: 0, at_seq: 0 };
     c.describe_execution(req).await.expect("describe").into_inner().execution.expect("execution")
 }
 
@@ -281,7 +281,8 @@ async fn an_aborting_signal_is_parked_after_restarts_and_a_suspended_one_can_be_
             if next.0.try_wait().unwrap().is_some() {
                 break false;
             }
-            let req = pb::DescribeExecutionRequest { execution_id: "victim".into(), run: 0 };
+            let req =
+                pb::DescribeExecutionRequest { execution_id: "victim".into(), run: 0, at_seq: 0 };
             // An error means it is dying right now: the next round sees the exit.
             if let Ok(r) = c.describe_execution(req).await {
                 let d = r.into_inner().execution.expect("execution");
@@ -405,7 +406,7 @@ async fn owner_service_refuses_what_the_frontend_refuses_and_forged_children() {
     orphan.parent_id = "nobody".into();
     assert_eq!(refused(&mut owner, orphan).await, "INVALID_ARGUMENT");
     for id in ["a/b", "big-1", "h-1", "r-1", "nobody/w"] {
-        let req = pb::DescribeExecutionRequest { execution_id: id.into(), run: 0 };
+        let req = pb::DescribeExecutionRequest { execution_id: id.into(), run: 0, at_seq: 0 };
         let status = c.describe_execution(req).await.expect_err("nothing was created");
         assert_eq!(code(&status), "EXECUTION_NOT_FOUND", "{id}");
     }

@@ -73,7 +73,7 @@ async fn cancel(
 }
 
 async fn describe(c: &mut WorkflowServiceClient<Channel>, id: &str) -> pb::ExecutionDescription {
-    let request = pb::DescribeExecutionRequest { execution_id: id.into(), run: 0 };
+    let request = pb::DescribeExecutionRequest { execution_id: id.into(), run: 0, at_seq: 0 };
     let response = c.describe_execution(request).await.expect("describe").into_inner();
     response.execution.expect("a description")
 }

@@ -171,9 +171,12 @@ class Client:
             request.payload.CopyFrom(to_proto_value(payload))
         self._call(lambda ch: self._workflows(ch).SignalExecution(request, metadata=self._metadata, timeout=self.timeout))
 
-    def query(self, execution_id: str, name: str) -> Json:
-        """Runs query ``name`` against the execution's state; returns its result."""
-        request = workflow_pb2.QueryExecutionRequest(execution_id=execution_id, name=name)
+    def query(self, execution_id: str, name: str, *, at_seq: int = 0) -> Json:
+        """Runs query ``name`` against the execution's state; returns its result. With
+        ``at_seq`` the state is the one right after that history seq of the latest run
+        (events 1..=at_seq folded, with the version the run had then); 0 means now. A seq
+        past the run's last event raises ``INVALID_ARGUMENT``."""
+        request = workflow_pb2.QueryExecutionRequest(execution_id=execution_id, name=name, at_seq=at_seq)
         response = self._call(
             lambda ch: self._workflows(ch).QueryExecution(request, metadata=self._metadata, timeout=self.timeout)
         )
@@ -237,11 +240,14 @@ class Client:
         )
         self._call(lambda ch: self._workflows(ch).CancelExecution(request, metadata=self._metadata, timeout=self.timeout))
 
-    def describe(self, execution_id: str) -> Dict[str, Any]:
+    def describe(self, execution_id: str, *, at_seq: int = 0) -> Dict[str, Any]:
         """The run's ``ExecutionDescription`` as a dict with the proto's JSON field names:
         ``info`` (``status`` e.g. ``"EXECUTION_STATUS_RUNNING"``, ...), ``units``,
-        ``pendingTasks``, ``pendingTimers``, ``pendingAwaits``, ``pendingChildren``."""
-        request = workflow_pb2.DescribeExecutionRequest(execution_id=execution_id)
+        ``pendingTasks``, ``pendingTimers``, ``pendingAwaits``, ``pendingChildren``. With
+        ``at_seq`` the run as it stood right after that history seq (events 1..=at_seq
+        folded, with the version it had then); 0 means now. A seq past the run's last event
+        raises ``INVALID_ARGUMENT``."""
+        request = workflow_pb2.DescribeExecutionRequest(execution_id=execution_id, at_seq=at_seq)
         response = self._call(
             lambda ch: self._workflows(ch).DescribeExecution(request, metadata=self._metadata, timeout=self.timeout)
         )

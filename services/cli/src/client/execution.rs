@@ -59,9 +59,14 @@ enum ExecutionCommand {
         wait: bool,
     },
     /// Show one run of an execution: status, units, pending work and result.
+    ///
+    /// With `--at SEQ` the run is shown as it stood right after its history event SEQ (see
+    /// `execution history`): folded from events 1..=SEQ, with the workflow version it ran
+    /// then. A SEQ past the run's last event is refused, naming the last one.
     #[command(after_long_help = long_help!(
         "orbit execution describe order-A-1",
         "orbit execution describe order-A-1 --run 1 --output json",
+        "orbit execution describe order-A-1 --at 7",
     ))]
     Describe {
         /// The execution id.
@@ -69,6 +74,9 @@ enum ExecutionCommand {
         /// The run (default: the latest).
         #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true)]
         run: u32,
+        /// Show the run as of this history seq (default: now).
+        #[arg(long, value_name = "SEQ", default_value_t = 0, hide_default_value = true)]
+        at: u64,
     },
     /// Print the full history of one run, oldest event first.
     #[command(after_long_help = long_help!(
@@ -155,9 +163,13 @@ enum ExecutionCommand {
         timeout: Option<std::time::Duration>,
     },
     /// Evaluate a query declared by the workflow against the execution's current state.
+    ///
+    /// With `--at SEQ` it is evaluated against the state right after history event SEQ
+    /// (events 1..=SEQ folded, with the workflow version the run had then).
     #[command(after_long_help = long_help!(
         "orbit execution query order-A-1 progress",
         "orbit execution query order-A-1 progress --output json | jq .result",
+        "orbit execution query order-A-1 progress --at 7",
     ))]
     Query {
         /// The execution id.
@@ -167,6 +179,9 @@ enum ExecutionCommand {
         /// The run (default: the latest).
         #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true)]
         run: u32,
+        /// Evaluate it as of this history seq (default: now).
+        #[arg(long, value_name = "SEQ", default_value_t = 0, hide_default_value = true)]
+        at: u64,
     },
     /// Request cancellation of a running execution.
     ///
@@ -285,8 +300,8 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
             let input = input.as_deref().map(|text| parse_json_arg("--input", text)).transpose()?;
             start(connect.workflow_client().await?, format, workflow, input, id, wait).await
         }
-        ExecutionCommand::Describe { id, run } => {
-            let request = DescribeExecutionRequest { execution_id: id, run };
+        ExecutionCommand::Describe { id, run, at } => {
+            let request = DescribeExecutionRequest { execution_id: id, run, at_seq: at };
             let response =
                 connect.workflow_client().await?.describe_execution(request).await?.into_inner();
             let description = response.execution.unwrap_or_default();
@@ -364,8 +379,8 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
             }
             Ok(())
         }
-        ExecutionCommand::Query { id, name, run } => {
-            let request = QueryExecutionRequest { execution_id: id, name, run };
+        ExecutionCommand::Query { id, name, run, at } => {
+            let request = QueryExecutionRequest { execution_id: id, name, run, at_seq: at };
             let response =
                 connect.workflow_client().await?.query_execution(request).await?.into_inner();
             let result = payload(response.result.map(proto_to_json));

@@ -2,6 +2,12 @@
 //!
 //! A run is folded from its history with the same pure code the owner uses, so a read sees
 //! exactly the committed state (it may lag the owner's hot state by one commit).
+//!
+//! Time travel: describe and query take an `at_seq` (0 = now) and then fold only the
+//! history's prefix up to it, against the definition the run was pinned to at that point
+//! (a later `DefinitionMigrated` is not in the prefix). A past point is described from the
+//! fold alone: the projection (a `SUSPENDED` status, its suspension, `updated_at` moved by
+//! parking) only says how the run stands now.
 
 use crate::error::{err, no_execution, ApiResult};
 use crate::scope::Scope;
@@ -21,19 +27,28 @@ use orbit_server_kit::ErrorCode;
 use orbit_store::{ExecutionFilter, ExecutionRow};
 use std::sync::Arc;
 
-/// One run of an execution, loaded and folded.
+/// One run of an execution, loaded and folded (up to `at_seq`, when one was asked for).
 pub(crate) struct LoadedRun {
     pub(crate) row: ExecutionRow,
     pub(crate) run: u32,
+    /// The history seq the run was folded up to, or 0 for all of it (now).
+    pub(crate) at_seq: u64,
     pub(crate) def: Arc<Definition>,
+    /// The events folded into `state`: the prefix up to `at_seq`, or all of them.
     pub(crate) history: Vec<HistoryEvent>,
     pub(crate) state: State,
 }
 
 impl LoadedRun {
-    /// The run's summary: the projection for the latest run, folded for older ones.
+    /// Whether this is the latest run as it stands now, which the projection describes.
+    fn is_now(&self) -> bool {
+        self.at_seq == 0 && self.run == self.row.run
+    }
+
+    /// The run's summary: the projection for the latest run now, folded for older runs
+    /// and for past points of any run.
     pub(crate) fn info(&self) -> ExecutionInfo {
-        if self.run == self.row.run {
+        if self.is_now() {
             orbit_wire::execution_info(&self.row)
         } else {
             let last = self.history.last().map_or(self.state.created_at, |e| e.timestamp_ms);
@@ -81,32 +96,73 @@ pub(crate) async fn load_run(
     id: &str,
     run: u32,
 ) -> ApiResult<LoadedRun> {
+    load_run_at(shared, scope, action, id, run, 0).await
+}
+
+/// Loads one run like [`load_run`] and folds its history up to `at_seq` (0: all of it),
+/// or `INVALID_ARGUMENT` for a seq past the run's last event.
+async fn load_run_at(
+    shared: &Shared,
+    scope: &Scope,
+    action: Action,
+    id: &str,
+    run: u32,
+    at_seq: u64,
+) -> ApiResult<LoadedRun> {
     let row = scoped(shared, scope, action, id).await?;
     let run = resolve_run(&row, run)?;
-    let history = shared.store.load_history(id, run).await?;
+    let mut history = shared.store.load_history(id, run).await?;
+    if at_seq > 0 {
+        truncate_at(&mut history, at_seq, id, run)?;
+    }
     let state = State::from_history(&history);
     // A run is pinned to its definition: the one it was created with, or the one its last
-    // `DefinitionMigrated` moved it to (the state says which; the projection names the
-    // latest run's).
+    // `DefinitionMigrated` (up to `at_seq`) moved it to (the state says which; the
+    // projection names the latest run's).
     let (version, hash) = if state.definition_hash.is_empty() {
         (row.version.clone(), row.definition_hash.clone())
     } else {
         (state.version.clone(), state.definition_hash.clone())
     };
     let def = shared.defs.pinned(shared.store.as_ref(), &row.workflow, &version, &hash).await?;
-    Ok(LoadedRun { row, run, def, history, state })
+    Ok(LoadedRun { row, run, at_seq, def, history, state })
 }
 
+/// Keeps the events 1..=`at_seq` of a run's history (in seq order), or `INVALID_ARGUMENT`
+/// naming the run's last seq when `at_seq` is past it: that point has not happened (yet).
+fn truncate_at(history: &mut Vec<HistoryEvent>, at_seq: u64, id: &str, run: u32) -> ApiResult<()> {
+    let last = history.last().map_or(0, |e| e.seq);
+    if at_seq > last {
+        return Err(invalid(
+            "at_seq",
+            format!(
+                "{at_seq} is past the last event of run {run} of execution `{id}`: its last \
+                 seq is {last} (0 means now)"
+            ),
+        )
+        .into());
+    }
+    let kept = history.iter().take_while(|e| e.seq <= at_seq).count();
+    history.truncate(kept);
+    Ok(())
+}
+
+/// Describes one run now, or as of `at_seq` (see the module docs). At the run's last seq
+/// the answer equals the one for now except where only the projection knows: a
+/// `SUSPENDED` status (the fold says `RUNNING` or `COMPENSATING`) with its `suspension`,
+/// and `updated_at` / `closed_at`, which are the last event's time rather than the
+/// projection's last change.
 pub(crate) async fn describe(
     shared: &Shared,
     scope: &Scope,
     req: DescribeExecutionRequest,
 ) -> ApiResult<DescribeExecutionResponse> {
     let id = rules::id("execution_id", &req.execution_id)?;
-    let loaded = load_run(shared, scope, Action::Read, id, req.run).await?;
+    let loaded = load_run_at(shared, scope, Action::Read, id, req.run, req.at_seq).await?;
     let info = loaded.info();
     let mut execution = orbit_wire::describe(&loaded.def, &loaded.state, info);
-    if loaded.run == loaded.row.run && loaded.row.status == Status::Suspended {
+    // Parking is projection-level and only says how the run stands now.
+    if loaded.is_now() && loaded.row.status == Status::Suspended {
         let faults = shared.store.faults(&[id.to_string()]).await?;
         execution.suspension = faults.into_iter().next().map(|f| orbit_api::v1::Suspension {
             reason: f.reason,
@@ -118,6 +174,8 @@ pub(crate) async fn describe(
     Ok(DescribeExecutionResponse { execution: Some(execution) })
 }
 
+/// Evaluates a declared query on the run's state now, or as of `at_seq` (`as_of_seq` then
+/// equals it), against the definition the run was pinned to at that point.
 pub(crate) async fn query(
     shared: &Shared,
     scope: &Scope,
@@ -125,7 +183,8 @@ pub(crate) async fn query(
 ) -> ApiResult<QueryExecutionResponse> {
     let id = rules::id("execution_id", &req.execution_id)?;
     let name = rules::id("name", &req.name)?;
-    let loaded = load_run(shared, scope, Action::Query, id, req.run).await?;
+    let loaded = load_run_at(shared, scope, Action::Query, id, req.run, req.at_seq).await?;
+    // With `at_seq`, the folded prefix ends at that seq (a run's seqs have no gaps).
     let as_of_seq = loaded.state.last_seq;
     let name = name.to_string();
     let what = format!("query `{name}` result");
@@ -240,4 +299,42 @@ pub(crate) async fn list_executions(
             .collect(),
         next_page_token: page.next_page_token.unwrap_or_default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::FrontendError;
+    use orbit_engine::{Event, Origin};
+
+    fn started(seq: u64) -> HistoryEvent {
+        HistoryEvent {
+            seq,
+            timestamp_ms: seq,
+            origin: Origin::Decided,
+            event: Event::WorkflowStarted {},
+        }
+    }
+
+    #[test]
+    fn a_seq_keeps_its_prefix_and_one_past_the_end_is_refused_naming_the_last() {
+        let all: Vec<HistoryEvent> = (1..=5).map(started).collect();
+        for at in 1..=5 {
+            let mut history = all.clone();
+            assert!(truncate_at(&mut history, at, "e1", 1).is_ok());
+            assert_eq!(
+                history.iter().map(|e| e.seq).collect::<Vec<_>>(),
+                (1..=at).collect::<Vec<_>>()
+            );
+        }
+        let mut history = all.clone();
+        let Err(FrontendError::Api(refused)) = truncate_at(&mut history, 6, "e1", 2) else {
+            panic!("6 is past the end");
+        };
+        assert_eq!(refused.code, ErrorCode::InvalidArgument);
+        assert!(refused.message.contains("at_seq"), "{}", refused.message);
+        assert!(refused.message.contains("its last seq is 5"), "{}", refused.message);
+        assert!(refused.message.contains("run 2 of execution `e1`"), "{}", refused.message);
+        assert_eq!(history, all, "a refusal leaves the history as it was");
+    }
 }

@@ -107,6 +107,7 @@ pub async fn query_until(
                 execution_id: id.into(),
                 name: name.into(),
                 run: 0,
+                at_seq: 0,
             })
             .await;
         if let Ok(r) = r {

@@ -127,7 +127,7 @@ pub async fn describe_as(
     id: &str,
     token: &str,
 ) -> pb::ExecutionDescription {
-    let request = pb::DescribeExecutionRequest { execution_id: id.into(), run: 0 };
+    let request = pb::DescribeExecutionRequest { execution_id: id.into(), run: 0, at_seq: 0 };
     let described = c.describe_execution(bearer(request, token)).await.expect("describe");
     described.into_inner().execution.expect("execution")
 }
