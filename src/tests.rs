@@ -73,6 +73,7 @@ fn every_expected_service_and_rpc_exists() {
                 "TerminateExecution",
                 "UpdateExecution",
                 "DeleteExecution",
+                "MigrateExecution",
             ],
         ),
         ("orbit.v1.WorkerService", &["Session", "CompleteTask", "FailTask"]),
