@@ -422,6 +422,7 @@ mod tests {
         m.executions_started.with_label_values(&["w"]).inc();
         m.attempts_lost.with_label_values(&["w", "SESSION_LOST"]).inc();
         m.executions_closed.with_label_values(&["w", "COMPLETED"]).inc();
+        m.executions_migrated.with_label_values(&["w"]).inc();
         m.schedule_to_start.with_label_values(&["t"]).observe(0.1);
         m.task_run.with_label_values(&["t"]).observe(0.1);
         m.task_backlog.with_label_values(&["t"]).set(1);
