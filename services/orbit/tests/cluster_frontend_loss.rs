@@ -65,16 +65,6 @@ async fn workers_move_to_the_other_frontend_and_their_results_land() {
     check_all(&topo, &def, &ids, STEADY_UNITS).await;
 }
 
-/// One step, one task: the attempt a worker holds while it moves between frontends.
-const ONE_STEP: &str = r#"
-name: roaming
-version: "1"
-tasks: { work: {} }
-steps:
-  - { id: a, task: work }
-output: "${{ steps.a.output }}"
-"#;
-
 /// The session timeout of this test's frontends: a parked session of frontend-1 hands
 /// back what it still holds this long after the worker was last heard there.
 const SESSION_TIMEOUT_MS: u64 = 2_000;
@@ -101,8 +91,9 @@ async fn a_worker_reconnecting_through_the_other_frontend_keeps_its_attempt() {
     let fe = topo.frontends();
     let step = Duration::from_secs(30);
     let mut c = topo.client(1).await;
-    register(&mut c, ONE_STEP).await;
-    start(&mut c, "roaming", "roam-1", json!({})).await.expect("start");
+    // One step, one task: the attempt the worker holds while it moves between frontends.
+    register(&mut c, common::DESCRIBED).await;
+    start(&mut c, "described", "roam-1", json!({})).await.expect("start");
 
     let mut first = RawSession::start(&fe[0], "roamer", &[("work", "1")], 1).await;
     let task = first.next_task(step).await;

@@ -18,7 +18,7 @@
 
 mod common;
 
-use common::{channel_to, history, register, result, start, Server, TempDir};
+use common::{channel_to, history, history_until, register, result, start, Server, TempDir};
 use orbit_api::v1 as pb;
 use orbit_api::v1::admin_service_client::AdminServiceClient;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
@@ -142,15 +142,8 @@ async fn scenario(
     let stop = CancellationToken::new();
     worker(workers(), "only-a", &["work.a"], &stop);
     // Every execution is waiting in step 2: `a` succeeded, `b` queued for a worker.
-    let deadline = tokio::time::Instant::now() + WAIT;
     for id in &ids {
-        loop {
-            if succeeded(&history(c, id).await, "a") {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "{id}: step a never succeeded");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        history_until(c, id, WAIT, |h| succeeded(h, "a")).await;
     }
     register(c, V2).await;
     register(c, V3).await;
