@@ -122,6 +122,10 @@ error_codes! {
     /// way that is unsafe for its state (the details list each difference); nothing was
     /// recorded.
     MigrationUnsafe => "MIGRATION_UNSAFE",
+    /// `ResetExecution` or `ForkExecution` to a point the run cannot go on from: a step
+    /// that never started in that run, or a seq at which the run had closed or was winding
+    /// down; nothing was recorded.
+    ResetPointInvalid => "RESET_POINT_INVALID",
 }
 
 impl fmt::Display for ErrorCode {

@@ -242,6 +242,30 @@ pub enum Event {
         #[serde(default)]
         changes: Vec<Change>,
     },
+    /// Terminal for the run: an operator reset the execution (`crate::restore`), which
+    /// goes on in `next_run` from this run's state at `to_seq`. Also appended to a run
+    /// that had already closed (a reset reopens a failed, cancelled or timed-out
+    /// execution): it then changes nothing in the run's state.
+    WorkflowReset { next_run: u32, to_seq: u64, reason: String },
+    /// Recorded right after a copied history prefix (events `2..=through_seq` of
+    /// `source_run` of `source_execution_id`, stored with origin `copied`): the run goes on
+    /// from that state. A reset (same execution, the next run) or a fork (another
+    /// execution, run 1). The fold forgets the `forgotten` units (open at the point, or
+    /// undone by the source run's compensation, and every step depending on one), so the
+    /// decider runs them again from their first attempt; marks the signals at the
+    /// `redeliver` seqs undelivered again (they were delivered to forgotten units); and
+    /// restarts the workflow's timeout clock (`started_at`).
+    RunRestored {
+        source_execution_id: String,
+        source_run: u32,
+        through_seq: u64,
+        #[serde(default)]
+        forgotten: Vec<String>,
+        #[serde(default)]
+        redeliver: Vec<u64>,
+        #[serde(default)]
+        reason: String,
+    },
 }
 
 impl Event {
@@ -290,6 +314,8 @@ impl Event {
             WorkflowTimedOut,
             WorkflowContinuedAsNew,
             DefinitionMigrated,
+            WorkflowReset,
+            RunRestored,
         )
     }
 
@@ -329,6 +355,7 @@ impl Event {
                 | Event::WorkflowCancelled { .. }
                 | Event::WorkflowTimedOut { .. }
                 | Event::WorkflowContinuedAsNew { .. }
+                | Event::WorkflowReset { .. }
         )
     }
 }
@@ -341,6 +368,10 @@ pub enum Origin {
     Recorded,
     /// Produced by the decider; the replay check recomputes these.
     Decided,
+    /// Copied from another run's history by a reset or a fork (`crate::restore`): facts of
+    /// that run, applied as they are by the replay check (the run they were decided in
+    /// checks them).
+    Copied,
 }
 
 /// An event with its place in the history of one run.

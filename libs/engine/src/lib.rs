@@ -14,6 +14,7 @@ pub mod event;
 pub mod migrate;
 pub mod query;
 pub mod replay;
+pub mod restore;
 pub mod run;
 pub mod scope;
 pub mod sim;

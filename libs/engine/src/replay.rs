@@ -99,7 +99,7 @@ fn check<'d>(
     let mut i = 0;
     while i < history.len() {
         let he = &history[i];
-        if he.origin == Origin::Recorded {
+        if he.origin != Origin::Decided {
             if let Event::DefinitionMigrated { to_hash, .. } = &he.event {
                 def = next(to_hash).ok_or_else(|| Divergence::at(he))?;
             }

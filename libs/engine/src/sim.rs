@@ -8,6 +8,8 @@
 //! (`ADAPTER_DISABLED`) unless [`Sim::capabilities`] enables it; then the handler
 //! registered for [`crate::effects::HTTP_TASK`] runs them.
 
+mod restore;
+
 use crate::command::{accept, start, Command, CommandError};
 use crate::effects::{Capabilities, Effect, TaskOffer};
 use crate::event::{Event, HistoryEvent, ParentRef, TaskError};

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 mod migrated;
 mod parts;
+mod restored;
 
 pub use parts::{Signal, Status, Unit, UnitStatus, Wait, Winding};
 
@@ -447,6 +448,11 @@ impl State {
             }
             Event::DefinitionMigrated { to_version, to_hash, renames, cancelled, .. } => {
                 self.migrate(to_version, to_hash, renames, cancelled);
+            }
+            // On a run that had closed already (a reset reopening it) this changes nothing.
+            Event::WorkflowReset { .. } => self.close(Status::ContinuedAsNew),
+            Event::RunRestored { forgotten, redeliver, .. } => {
+                self.restore(forgotten, redeliver, ts);
             }
         }
     }

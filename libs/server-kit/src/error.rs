@@ -135,6 +135,7 @@ impl GrpcCode for ErrorCode {
             | ErrorCode::ProtocolError
             | ErrorCode::ExecutionNotSuspended
             | ErrorCode::MigrationUnsafe
+            | ErrorCode::ResetPointInvalid
             | ErrorCode::ExecutionNotFinished => Code::FailedPrecondition,
             ErrorCode::PayloadTooLarge | ErrorCode::ResourceExhausted => Code::ResourceExhausted,
             ErrorCode::Unauthenticated => Code::Unauthenticated,

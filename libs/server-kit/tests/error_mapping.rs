@@ -42,6 +42,7 @@ const EXPECTED: &[(&str, Code)] = &[
     ("EXECUTION_NOT_SUSPENDED", Code::FailedPrecondition),
     ("REQUEST_ID_REUSED", Code::AlreadyExists),
     ("MIGRATION_UNSAFE", Code::FailedPrecondition),
+    ("RESET_POINT_INVALID", Code::FailedPrecondition),
 ];
 
 #[test]

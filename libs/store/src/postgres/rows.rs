@@ -51,6 +51,7 @@ pub(crate) fn origin_name(origin: Origin) -> &'static str {
     match origin {
         Origin::Recorded => "recorded",
         Origin::Decided => "decided",
+        Origin::Copied => "copied",
     }
 }
 
@@ -59,6 +60,7 @@ pub(crate) fn history_event(row: &Row) -> Result<HistoryEvent> {
     let origin = match get::<&str>(row, 1, "event origin")? {
         "recorded" => Origin::Recorded,
         "decided" => Origin::Decided,
+        "copied" => Origin::Copied,
         other => return Err(StoreError::corrupt("event origin", other)),
     };
     let payload: &str = get(row, 2, "event payload")?;

@@ -46,6 +46,7 @@ pub(crate) fn origin_name(origin: Origin) -> &'static str {
     match origin {
         Origin::Recorded => "recorded",
         Origin::Decided => "decided",
+        Origin::Copied => "copied",
     }
 }
 
@@ -53,6 +54,7 @@ fn parse_origin(s: &str) -> Result<Origin> {
     match s {
         "recorded" => Ok(Origin::Recorded),
         "decided" => Ok(Origin::Decided),
+        "copied" => Ok(Origin::Copied),
         other => Err(StoreError::corrupt("event origin", other)),
     }
 }
