@@ -62,7 +62,7 @@ document.addEventListener('keydown', (e) => {
   if (KEYS[e.key]) { go(`/ui/${KEYS[e.key]}`); return; }
   if (e.key === '/') { const f = document.querySelector('main input'); if (f) { e.preventDefault(); f.focus(); } return; }
   if (e.key === 'r') { show(); return; }
-  if (e.key === '?') { alert('1–6: pages\n/: first filter\nj/k: next/previous row\nEnter: open the row\nr: refresh'); return; }
+  if (e.key === '?') { alert('1–6: pages\n/: first filter\nj/k: next/previous row\nEnter: open the row\nr: refresh\n←/→: previous/next history event (an execution)'); return; }
   if (e.key === 'j' || e.key === 'k') {
     const rows = [...document.querySelectorAll('main tbody tr[data-href]')];
     if (!rows.length) return;

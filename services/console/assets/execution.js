@@ -1,22 +1,27 @@
 // One execution: status, input and output, the timeline (gantt.js), the definition's steps
 // with each step's state, pending work, parent and children, the raw history, and the
 // operator actions (signal, query, update, cancel, replay check; resume and terminate
-// when parked). Refreshes every few seconds while the execution is open.
+// when parked). Refreshes every few seconds while the execution is open. Time travel: the
+// scrubber (scrubber.js) or a click on a history event shows all of it but the history and
+// the children as of a seq (`DescribeExecution.at_seq`, kept in the URL as `?at=SEQ`),
+// queries answer as of it, and the refresh pauses until the view is back at the head.
 
 import { call, esc, badge, when, span, json, errorBox, short } from './api.js';
 import { timeline, svg, LEGEND } from './gantt.js';
+import { scrubber, parseAt, withAt } from './scrubber.js';
 
 const REFRESH_MS = 3000;
 
-/** All events of the latest run (GetHistory pages). */
+/** All events of the latest run (GetHistory pages) and the run's number. */
 async function allEvents(id) {
-  const events = []; let pageToken = '';
+  const events = []; let pageToken = ''; let run = 0;
   do {
-    const page = await call('WorkflowService/GetHistory', { executionId: id, pageSize: 1000, pageToken });
+    const page = await call('WorkflowService/GetHistory', { executionId: id, run, pageSize: 1000, pageToken });
     events.push(...page.events);
+    run = page.run; // later pages of the same run, even if a new one starts meanwhile
     pageToken = page.nextPageToken;
   } while (pageToken);
-  return events;
+  return { events, run };
 }
 
 /** The definition's steps in order with what each needs (the DAG's edges), from the
@@ -36,45 +41,82 @@ export function stepIds(document) {
 }
 
 export async function render(main, id, params) {
-  main.innerHTML = `<p class="muted">Loading ${esc(id)}…</p>`;
+  main.innerHTML = `<div id="exec-head"><p class="muted">Loading ${esc(id)}…</p></div><div id="scrubber"></div><div id="exec-body"></div>`;
+  const head = main.querySelector('#exec-head');
+  const body = main.querySelector('#exec-body');
   let selected = params.get('bar');
+  let at = parseAt(params.get('at')); // the seq shown; null: live (the head)
+  let history = null; // refetched while live; kept while scrubbing (a prefix never changes)
+  let open = true;
+  let generation = 0; // only the latest load draws
+  const defs = new Map(); // `workflow@version` → its definition (immutable once registered)
+  const scrub = scrubber(main.querySelector('#scrubber'), (seq) => {
+    at = seq;
+    window.history.replaceState(null, '', withAt(location, at));
+    load().catch((e) => { body.innerHTML = errorBox(e); });
+  });
   const load = async () => {
-    const [{ execution: d }, events] = await Promise.all([
-      call('WorkflowService/DescribeExecution', { executionId: id }),
-      allEvents(id),
+    const mine = ++generation;
+    let seq = at; // this load's position: `at` may move while it waits
+    const [hist, now] = await Promise.all([
+      seq == null || !history ? allEvents(id) : history,
+      seq == null ? call('WorkflowService/DescribeExecution', { executionId: id }) : null,
     ]);
+    history = hist;
+    const { events } = hist;
+    const lastSeq = events.length ? Number(events[events.length - 1].seq) : 0;
+    if (seq != null && seq >= lastSeq) { // a link at or past the head: the head is live
+      seq = null;
+      if (mine === generation) { at = null; window.history.replaceState(null, '', withAt(location, null)); }
+    }
+    const { execution: d } = now || await call('WorkflowService/DescribeExecution', seq == null ? { executionId: id } : { executionId: id, run: hist.run, atSeq: seq });
     const info = d.info;
-    const def = await call('WorkflowService/GetWorkflow', { name: info.workflow, version: info.version }).catch(() => null);
+    const key = `${info.workflow}@${info.version}`;
+    const def = defs.get(key) ?? await call('WorkflowService/GetWorkflow', { name: info.workflow, version: info.version }).catch(() => null);
+    if (def) defs.set(key, def);
     const children = await call('WorkflowService/ListExecutions', { parentId: id, pageSize: 100 }).catch(() => ({ executions: [] }));
-    const tl = timeline(events);
-    const chart = svg(tl);
+    if (mine !== generation) return open; // the operator moved on meanwhile
+    // As of a seq: the events up to it, drawn on the whole run's scale with a cursor there.
+    const shown = seq ?? lastSeq;
+    const past = seq == null ? events : events.filter((e) => Number(e.seq) <= seq);
+    const cursor = seq == null ? null : Date.parse(past[past.length - 1].timestamp);
+    const full = timeline(events);
+    const chart = svg(cursor == null ? full : { ...timeline(past, cursor), end: full.end }, cursor);
     const created = events.find((e) => /created/i.test(e.eventType));
-    const open = ['RUNNING', 'COMPENSATING', 'SUSPENDED'].includes(short(info.status));
-    main.innerHTML = `
-      <h1>${esc(info.workflow)} <span class="muted">v${esc(info.version)}</span> ${badge(info.status)}</h1>
+    if (seq == null) open = ['RUNNING', 'COMPENSATING', 'SUSPENDED'].includes(short(info.status));
+    const closed = info.closedAt && !info.closedAt.startsWith('1970');
+    const until = closed ? Date.parse(info.closedAt) : cursor ?? Date.now();
+    const unfolded = new Set([...body.querySelectorAll('details[open][id]')].map((x) => x.id));
+    head.innerHTML = `<h1>${esc(info.workflow)} <span class="muted">v${esc(info.version)}</span> ${badge(info.status)}</h1>`;
+    body.innerHTML = `
       <div class="grid">
         <div class="card"><dl class="kv">
           <dt>Execution</dt><dd class="mono" id="execution-id">${esc(info.executionId)}</dd>
           <dt>Run</dt><dd>${esc(info.run)}</dd>
           <dt>Created</dt><dd>${esc(when(info.createdAt))}</dd>
           <dt>Closed</dt><dd>${esc(when(info.closedAt)) || '—'}</dd>
-          <dt>Duration</dt><dd>${esc(span((info.closedAt && !info.closedAt.startsWith('1970') ? Date.parse(info.closedAt) : Date.now()) - Date.parse(info.createdAt)))}</dd>
+          <dt>Duration</dt><dd>${esc(span(until - Date.parse(info.createdAt)))}</dd>
           ${info.parentId ? `<dt>Parent</dt><dd class="mono"><a href="/ui/executions/${encodeURIComponent(info.parentId)}">${esc(info.parentId)}</a></dd>` : ''}
           ${info.rootId && info.rootId !== info.executionId ? `<dt>Root</dt><dd class="mono"><a href="/ui/executions/${encodeURIComponent(info.rootId)}">${esc(info.rootId)}</a></dd>` : ''}
           ${info.scheduleId ? `<dt>Schedule</dt><dd class="mono"><a href="/ui/schedules?id=${encodeURIComponent(info.scheduleId)}">${esc(info.scheduleId)}</a></dd>` : ''}
           <dt>Definition</dt><dd class="mono"><a href="/ui/workflows?name=${encodeURIComponent(info.workflow)}&version=${encodeURIComponent(info.version)}">${esc(info.definitionHash.slice(0, 16))}</a></dd>
         </dl></div>
         <div class="card"><h2>Input</h2>${json(created?.payload?.input ?? null)}</div>
-        <div class="card"><h2>${d.error?.code ? 'Error' : 'Output'}</h2>${d.error?.code ? `<p class="error" id="execution-error">${esc(d.error.code)}: ${esc(d.error.message)}</p>${d.error.details ? json(d.error.details) : ''}` : json(d.output ?? null)}
+        <div class="card" id="state"><h2>${d.error?.code ? 'Error' : 'Output'}</h2>${d.error?.code ? `<p class="error" id="execution-error">${esc(d.error.code)}: ${esc(d.error.message)}</p>${d.error.details ? json(d.error.details) : ''}` : json(d.output ?? null)}
           ${d.suspension?.reason ? `<p class="error">Suspended: ${esc(d.suspension.reason)} (${esc(d.suspension.failures)} failures)</p>` : ''}</div>
       </div>
       <h2>Timeline</h2>${LEGEND}${chart.html}<div id="bar-detail" class="card result" aria-live="polite"></div>
       <h2>Steps</h2>${steps(def, d)}
       ${pending(d)}
       ${children.executions.length ? `<h2>Children</h2><ul>${children.executions.map((c) => `<li><a class="mono" href="/ui/executions/${encodeURIComponent(c.executionId)}">${esc(c.executionId)}</a> ${esc(c.workflow)} ${badge(c.status)}</li>`).join('')}</ul>` : ''}
-      <h2>Actions</h2>${actions(open)}
-      <details><summary class="h2">History (${events.length} events)</summary>${historyTable(events)}</details>`;
-    const detail = main.querySelector('#bar-detail');
+      <h2>Actions</h2>${actions(open, seq)}
+      <details id="history-details"><summary class="h2">History (${events.length} events)</summary>${historyTable(id, events, seq)}</details>`;
+    for (const x of unfolded) body.querySelector(`#${x}`)?.setAttribute('open', '');
+    // What the view shows: the seq (the head's when live), for links and tests.
+    body.dataset.seq = String(shown);
+    body.dataset.live = String(seq == null);
+    scrub.update(events, seq);
+    const detail = body.querySelector('#bar-detail');
     const pick = (i) => {
       const b = chart.bars[i];
       if (!b) return;
@@ -86,23 +128,31 @@ export async function render(main, id, params) {
         ${b.worker ? `<dt>Worker</dt><dd>${esc(b.worker)}</dd>` : ''}${b.child ? `<dt>Child</dt><dd><a href="/ui/executions/${encodeURIComponent(b.child)}">${esc(b.child)}</a></dd>` : ''}
         ${b.error ? `<dt>Error</dt><dd class="error" id="attempt-error">${esc(b.error.code)}: ${esc(b.error.message)}</dd>` : ''}</dl>`;
     };
-    for (const rect of main.querySelectorAll('#gantt .bar')) {
+    for (const rect of body.querySelectorAll('#gantt .bar')) {
       rect.addEventListener('click', () => pick(Number(rect.dataset.bar)));
       rect.addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); pick(Number(rect.dataset.bar)); } });
     }
     if (selected != null) pick(Number(selected));
-    wire(main, id);
+    wire(body, id, seq, hist.run);
     return open;
   };
-  let open;
-  try { open = await load(); } catch (e) { main.innerHTML = errorBox(e); return null; }
-  // Refresh while open, but never under the operator's hands (a form being filled).
+  // An event of the history table picks its seq (a plain click; others open the link).
+  body.addEventListener('click', (e) => {
+    const row = e.target.closest('#history tr[data-seq]');
+    if (!row || (e.target.closest('a') && (e.ctrlKey || e.metaKey || e.shiftKey))) return;
+    e.preventDefault();
+    e.stopPropagation();
+    scrub.move(Number(row.dataset.seq), true);
+  });
+  try { open = await load(); } catch (e) { scrub.stop(); main.innerHTML = errorBox(e); return null; }
+  // Refresh while open and live (scrubbing pauses it), but never under the operator's
+  // hands (a form being filled).
   const timer = setInterval(async () => {
-    if (!open || document.hidden || main.contains(document.activeElement) && document.activeElement.matches('input, textarea, select')) return;
+    if (at != null || !open || document.hidden || main.contains(document.activeElement) && document.activeElement.matches('input:not(#scrub-range), textarea, select')) return;
     if (main.querySelector('#mig-result')?.dataset.keep) return;
     try { open = await load(); } catch { /* keep the last view */ }
   }, REFRESH_MS);
-  return () => clearInterval(timer);
+  return () => { clearInterval(timer); scrub.stop(); };
 }
 
 function steps(def, d) {
@@ -118,7 +168,7 @@ function steps(def, d) {
   }
   for (const u of units) if (!seen.has(u.key)) rows.push(unitRow(u, ''));
   return `<table id="steps"><thead><tr><th>Step</th><th>Needs</th><th>Unit</th><th>State</th><th>Attempt</th><th>Task</th><th>Last error</th></tr></thead><tbody>${rows.join('')}</tbody></table>
-    ${def ? `<details><summary>Definition source (${esc(def.workflow.definitionHash?.slice(0, 12))})</summary><pre class="mono">${esc(def.workflow.document)}</pre></details>` : ''}`;
+    ${def ? `<details id="def-source"><summary>Definition source (${esc(def.workflow.definitionHash?.slice(0, 12))})</summary><pre class="mono">${esc(def.workflow.document)}</pre></details>` : ''}`;
 }
 
 function unitRow(u, after) {
@@ -133,12 +183,16 @@ function pending(d) {
   return parts.length ? `<h2>Pending</h2>${parts.join('')}` : '';
 }
 
-function actions(open) {
-  return `<div class="actions card">
+// The operator actions. Scrubbed to a past seq, a query answers as of that seq; the
+// actions that write act on the execution now, so they wait for the way back to live.
+function actions(live, at) {
+  const open = live && at == null;
+  return `${at == null ? '' : `<p class="muted" id="act-past">Viewing seq ${esc(at)}: a query answers as of it; signal, update, cancel, resume, terminate and migrate act on the execution now — back to live to use them.</p>`}
+  <div class="actions card">
     <label>Name <input id="act-name" placeholder="signal / query / update name"></label>
     <label>Payload (JSON) <textarea id="act-payload" rows="2">{}</textarea></label>
     <button id="act-signal" ${open ? '' : 'disabled'}>Signal</button>
-    <button id="act-query">Query</button>
+    <button id="act-query">${at == null ? 'Query' : `Query at seq ${esc(at)}`}</button>
     <button id="act-update" ${open ? '' : 'disabled'}>Update</button>
     <button id="act-cancel" ${open ? '' : 'disabled'}>Cancel…</button>
     <button id="act-replay">Replay check</button>
@@ -164,7 +218,7 @@ function migration(r, dryRun) {
     ${rows ? `<table id="mig-diff"><thead><tr><th></th><th>Change</th><th>Step</th><th>What</th><th>Why</th></tr></thead><tbody>${rows}</tbody></table>` : '<p class="muted">No differences.</p>'}`;
 }
 
-function wire(main, id) {
+function wire(main, id, at, runNo) {
   const out = main.querySelector('#act-result');
   const name = () => main.querySelector('#act-name').value.trim();
   const payload = () => JSON.parse(main.querySelector('#act-payload').value || 'null');
@@ -174,7 +228,7 @@ function wire(main, id) {
   };
   const rid = () => `console-${Date.now()}-${Math.random().toString(36).slice(2)}`;
   main.querySelector('#act-signal').onclick = () => run('Signal', () => call('WorkflowService/SignalExecution', { executionId: id, name: name(), payload: payload(), requestId: rid() }));
-  main.querySelector('#act-query').onclick = () => run('Query', () => call('WorkflowService/QueryExecution', { executionId: id, name: name() }));
+  main.querySelector('#act-query').onclick = () => run('Query', () => call('WorkflowService/QueryExecution', at == null ? { executionId: id, name: name() } : { executionId: id, name: name(), run: runNo, atSeq: at }));
   main.querySelector('#act-update').onclick = () => run('Update', () => call('WorkflowService/UpdateExecution', { executionId: id, name: name(), args: payload(), requestId: rid() }));
   main.querySelector('#act-cancel').onclick = () => confirm(`Cancel ${id}?`) && run('Cancel', () => call('WorkflowService/CancelExecution', { executionId: id, reason: 'cancelled from the console', requestId: rid() }));
   main.querySelector('#act-replay').onclick = () => run('Replay check', () => call('AdminService/Replay', { executionId: id }));
@@ -193,6 +247,13 @@ function wire(main, id) {
   main.querySelector('#act-terminate').onclick = () => confirm(`Terminate ${id}?`) && run('Terminate', () => call('WorkflowService/TerminateExecution', { executionId: id, reason: 'terminated from the console' }));
 }
 
-function historyTable(events) {
-  return `<table id="history"><thead><tr><th>Seq</th><th>Time</th><th>Event</th><th>Step</th><th>Payload</th></tr></thead><tbody>${events.map((e) => `<tr><td>${esc(e.seq)}</td><td>${esc(when(e.timestamp))}</td><td>${esc(e.eventType)}</td><td>${esc(e.step)}</td><td class="mono">${esc(JSON.stringify(e.payload))}</td></tr>`).join('')}</tbody></table>`;
+// The raw history; a row picks its seq (the link opens the page at it). Scrubbed, the row
+// shown is marked and the later ones are dimmed.
+function historyTable(id, events, at) {
+  const row = (e) => {
+    const seq = Number(e.seq);
+    const cls = at == null ? '' : seq === at ? 'sel' : seq > at ? 'future' : '';
+    return `<tr data-seq="${esc(seq)}"${cls ? ` class="${cls}"` : ''}${seq === at ? ' aria-current="step"' : ''}><td><a href="/ui/executions/${encodeURIComponent(id)}?at=${esc(seq)}" title="View as of seq ${esc(seq)}">${esc(seq)}</a></td><td>${esc(when(e.timestamp))}</td><td>${esc(e.eventType)}</td><td>${esc(e.step)}</td><td class="mono">${esc(JSON.stringify(e.payload))}</td></tr>`;
+  };
+  return `<table id="history"><thead><tr><th>Seq</th><th>Time</th><th>Event</th><th>Step</th><th>Payload</th></tr></thead><tbody>${events.map(row).join('')}</tbody></table>`;
 }

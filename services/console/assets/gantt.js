@@ -74,8 +74,9 @@ export function timeline(events, now = Date.now()) {
 
 const CLASS = { ok: 'b-ok', bad: 'b-bad', run: 'b-run', wait: 'b-wait', timer: 'b-timer', done: 'b-queue', cancelled: 'b-queue' };
 
-/** The SVG of `timeline(events)`; bars carry `data-bar` = index into `bars` for details. */
-export function svg(tl) {
+/** The SVG of `timeline(events)`; bars carry `data-bar` = index into `bars` for details.
+ * `cursor` (a time) draws the line of the seq a scrubbed page shows. */
+export function svg(tl, cursor = null) {
   const label = 170; const width = 1000; const rowH = 24; const top = 20;
   const total = Math.max(1, tl.end - tl.start);
   const x = (t) => label + ((t - tl.start) / total) * (width - label - 10);
@@ -108,7 +109,8 @@ export function svg(tl) {
     const tx = label + f * (width - label - 10);
     return `<line class="axis" x1="${tx}" x2="${tx}" y1="${top - 4}" y2="${h}"/><text x="${tx + 2}" y="12">+${esc(span(f * total))}</text>`;
   }).join('');
-  return { bars, html: `<svg class="gantt" id="gantt" viewBox="0 0 ${width} ${h}" role="img" aria-label="Timeline of the steps">${ticks}${body}</svg>` };
+  const at = cursor == null ? '' : `<line class="cursor" id="gantt-cursor" x1="${x(cursor).toFixed(1)}" x2="${x(cursor).toFixed(1)}" y1="${top - 4}" y2="${h}"/>`;
+  return { bars, html: `<svg class="gantt" id="gantt" viewBox="0 0 ${width} ${h}" role="img" aria-label="Timeline of the steps">${ticks}${body}${at}</svg>` };
 }
 
 export const LEGEND = `<p class="legend"><span><i class="b-queue"></i>queued</span><span><i class="b-run"></i>running</span><span><i class="b-ok"></i>succeeded</span><span><i class="b-bad"></i>failed attempt</span><span><i class="b-wait"></i>retry wait / awaiting signal</span><span><i class="b-timer"></i>timer</span><span><i class="m-signal"></i>signal</span></p>`;

@@ -14,6 +14,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("execution.js", "text/javascript; charset=utf-8", include_str!("../assets/execution.js")),
     ("gantt.js", "text/javascript; charset=utf-8", include_str!("../assets/gantt.js")),
     ("pages.js", "text/javascript; charset=utf-8", include_str!("../assets/pages.js")),
+    ("scrubber.js", "text/javascript; charset=utf-8", include_str!("../assets/scrubber.js")),
 ];
 
 /// The content type and bytes of asset `name`.

@@ -4,8 +4,9 @@
 //! workers, task queues, schedules, cluster) and its errors carry Orbit's codes; with an
 //! identities file, calls without a valid token are refused 401 and an identity without
 //! read actions 403. Then headless Chromium opens every page, clicks from the list to the
-//! failed execution and its failed attempt, sends a signal from the page and saves
-//! screenshots (`ORBIT_CONSOLE_SHOTS=docs/img` keeps them, as committed in the docs).
+//! failed execution and its failed attempt, sends a signal from the page, scrubs that
+//! execution's history back to before the signal (time travel) and saves screenshots
+//! (`ORBIT_CONSOLE_SHOTS=docs/img` keeps them, as committed in the docs).
 
 // Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
 // (unique names, deadlines of real processes) directly.
@@ -290,8 +291,13 @@ async fn the_pages_work_in_headless_chromium() {
     tokio::task::spawn_blocking(move || run_browser(&at, &folder, &[])).await.expect("browser run");
     // What the browser did went through the API: the signal completed the execution.
     assert_eq!(common::result(&mut c, WAITING, WAIT).await.0, pb::ExecutionStatus::Completed);
-    for name in ["console-list", "console-timeline", "console-execution-failed", "console-cluster"]
-    {
+    for name in [
+        "console-list",
+        "console-timeline",
+        "console-execution-failed",
+        "console-cluster",
+        "console-time-travel",
+    ] {
         assert!(shots.join(format!("{name}.png")).exists(), "screenshot {name}");
     }
     stop.cancel();

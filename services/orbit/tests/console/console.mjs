@@ -2,7 +2,8 @@
 // against a real `orbit dev` holding the scenario of tests/common/console.rs:
 //   node console.mjs http://HOST:PORT SHOTS_DIR [--token TOKEN]
 // Opens every page, clicks from the list to the failed execution and its failed attempt,
-// sends a signal from the page, uses the keyboard, and saves screenshots into SHOTS_DIR.
+// sends a signal from the page, scrubs the signalled execution's history (time travel),
+// uses the keyboard, and saves screenshots into SHOTS_DIR.
 // With --token the server checks identities: the page must ask for the token first.
 // Exits non-zero (with the reason) on the first check that does not hold.
 
@@ -78,6 +79,65 @@ try {
     check(!(await page.locator('#act-result .error').count()), 'the signal was accepted');
     await page.locator('h1 .badge', { hasText: 'COMPLETED' }).waitFor();
     await shot('console-signalled');
+    // Time travel on it: as of its `AwaitStarted` the first step had succeeded and the
+    // approval (step 2) had not; back at the head it has; a `?at=` link opens at that seq.
+    const steps = () => page.evaluate(() => Object.fromEntries([...document.querySelectorAll('#steps tbody tr')]
+      .map((r) => [r.cells[0].textContent.trim(), r.cells[3].textContent.trim()])));
+    const shown = (seq) => page.locator(`#exec-body[data-seq="${seq}"][data-live=false]`).waitFor();
+    const banner = async () => (await page.locator('#scrub-banner').innerText()).trim();
+    await page.locator('#exec-body[data-live=true]').waitFor();
+    check(await page.locator('#scrub-banner').isHidden(), 'no banner at the head');
+    let states = await steps();
+    check(states.work === 'SUCCEEDED' && states.approval === 'SUCCEEDED', `live: work and approval succeeded: ${JSON.stringify(states)}`);
+    const events = await page.evaluate(() => [...document.querySelectorAll('#history tbody tr')]
+      .map((r) => ({ seq: Number(r.dataset.seq), type: r.cells[2].textContent, step: r.cells[3].textContent })));
+    const head = events[events.length - 1].seq;
+    const waited = events.find((e) => e.type === 'AwaitStarted' && e.step === 'approval')?.seq;
+    const approved = events.find((e) => e.type === 'StepSucceeded' && e.step === 'approval')?.seq;
+    check(waited && approved && waited < approved && approved < head, `the history has the await then its success: ${JSON.stringify(events)}`);
+    const asOfWait = async (how) => {
+      check((await banner()).startsWith(`Viewing seq ${waited} of ${head} (`), `${how}: the banner shows seq ${waited} of ${head}: ${await banner()}`);
+      check(page.url().includes(`at=${waited}`), `${how}: the URL keeps the seq`);
+      states = await steps();
+      check(states.work === 'SUCCEEDED', `${how}: step 1 succeeded: ${JSON.stringify(states)}`);
+      check(states.approval !== 'SUCCEEDED', `${how}: step 2 not yet: ${JSON.stringify(states)}`);
+      check((await page.locator('h1 .badge').innerText()) === 'RUNNING', `${how}: the execution was running`);
+      check(await page.locator('#awaits', { hasText: 'approve' }).count() === 1, `${how}: the await was pending`);
+    };
+    await page.fill('#scrub-range', String(waited));
+    await shown(waited);
+    await asOfWait('scrubbed');
+    check(await page.locator('#gantt-cursor').count() === 1, 'the timeline marks the seq');
+    // A query from the page answers as of the seq.
+    await page.fill('#act-name', 'mode');
+    await page.click('#act-query');
+    await page.locator('#act-result', { hasText: 'asOfSeq' }).waitFor();
+    check(new RegExp(`"asOfSeq": "?${waited}"?`).test(await page.locator('#act-result').innerText()), 'the query ran as of the seq');
+    await page.evaluate(() => window.scrollTo(0, 0)); // the sticky banner in its place
+    await shot('console-time-travel');
+    // The → key and the previous-event button move one event; a click on an event picks it.
+    await page.evaluate(() => document.activeElement?.blur());
+    await page.keyboard.press('ArrowRight');
+    await shown(waited + 1);
+    await page.click('#scrub-prev');
+    await shown(waited);
+    await page.click('#history-details summary');
+    await page.click(`#history tr[data-seq="${approved}"] td:nth-child(3)`);
+    await shown(approved);
+    check((await banner()).startsWith(`Viewing seq ${approved} of ${head}`), `the banner follows the click: ${await banner()}`);
+    check((await steps()).approval === 'SUCCEEDED', 'as of its success, step 2 succeeded');
+    // Back to live: no banner, no seq in the URL, step 2 succeeded.
+    await page.click('#scrub-live');
+    await page.locator(`#exec-body[data-seq="${head}"][data-live=true]`).waitFor();
+    check(await page.locator('#scrub-banner').isHidden(), 'no banner back at the head');
+    check(!page.url().includes('at='), 'the URL is live again');
+    states = await steps();
+    check(states.work === 'SUCCEEDED' && states.approval === 'SUCCEEDED', `back to live: step 2 succeeded: ${JSON.stringify(states)}`);
+    // The link opens at the seq.
+    await page.goto(`${base}/ui/executions/demo-wait?at=${waited}`);
+    await shown(waited);
+    await asOfWait('opened by link');
+    console.log('time travel: ok');
     // Keyboard: 1 → list, j selects the first row, Enter opens it.
     await page.locator('body').click({ position: { x: 5, y: 5 } });
     await page.keyboard.press('1');
