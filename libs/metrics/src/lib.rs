@@ -39,6 +39,11 @@ pub struct Metrics {
     /// `orbit_executions_migrated_total{workflow}`: executions migrated to another version
     /// of their workflow (`MigrateExecution`).
     pub executions_migrated: IntCounterVec,
+    /// `orbit_executions_reset_total{workflow}`: executions reset to an earlier point
+    /// (`ResetExecution`).
+    pub executions_reset: IntCounterVec,
+    /// `orbit_executions_forked_total{workflow}`: executions created by `ForkExecution`.
+    pub executions_forked: IntCounterVec,
     /// `orbit_tasks_dispatched_total{task}`: attempts handed to a worker.
     pub tasks_dispatched: IntCounterVec,
     /// `orbit_tasks_handed_off_total{task}`: dispatches the owner handed straight to a
@@ -122,6 +127,8 @@ pub const NAMES: &[&str] = &[
     "orbit_executions_started_total",
     "orbit_executions_closed_total",
     "orbit_executions_migrated_total",
+    "orbit_executions_reset_total",
+    "orbit_executions_forked_total",
     "orbit_tasks_dispatched_total",
     "orbit_tasks_handed_off_total",
     "orbit_tasks_redelivered_total",
@@ -235,6 +242,18 @@ impl Metrics {
                 &r,
                 "orbit_executions_migrated_total",
                 "Executions migrated to another version of their workflow, by workflow.",
+                &["workflow"],
+            ),
+            executions_reset: counter(
+                &r,
+                "orbit_executions_reset_total",
+                "Executions reset to an earlier point of their run, by workflow.",
+                &["workflow"],
+            ),
+            executions_forked: counter(
+                &r,
+                "orbit_executions_forked_total",
+                "Executions forked from another execution's state, by workflow.",
                 &["workflow"],
             ),
             tasks_dispatched: counter(
@@ -423,6 +442,8 @@ mod tests {
         m.attempts_lost.with_label_values(&["w", "SESSION_LOST"]).inc();
         m.executions_closed.with_label_values(&["w", "COMPLETED"]).inc();
         m.executions_migrated.with_label_values(&["w"]).inc();
+        m.executions_reset.with_label_values(&["w"]).inc();
+        m.executions_forked.with_label_values(&["w"]).inc();
         m.schedule_to_start.with_label_values(&["t"]).observe(0.1);
         m.task_run.with_label_values(&["t"]).observe(0.1);
         m.task_backlog.with_label_values(&["t"]).set(1);

@@ -126,6 +126,32 @@ inbox_kinds! {
     /// An operator migrates the execution to another version of its workflow
     /// (`MigrateExecution`, see `orbit_engine::migrate`).
     Migrate(Migrate) => "migrate",
+    /// An operator resets the execution to an earlier point of its current run
+    /// (`ResetExecution`, see `orbit_engine::restore`).
+    Reset(Reset) => "reset",
+}
+
+/// A reset: the current run ends and the next goes on from its state at a point.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reset {
+    /// Back to just before this main-body step first started...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_step: Option<String>,
+    /// ...or to the state after this seq (exactly one of the two is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_seq: Option<u64>,
+    /// Whether the signals received after the point are left out of the new run.
+    #[serde(default)]
+    pub drop_signals: bool,
+    /// A version to migrate the new run to right away (checked like a migration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_version: Option<String>,
+    /// The operator's reason (recorded in `WorkflowReset` and `RunRestored`).
+    #[serde(default)]
+    pub reason: String,
+    /// The caller's idempotency id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 /// A migration to another version of the execution's workflow.
@@ -304,8 +330,9 @@ pub struct Terminate {
 /// every other entry of a parked execution).
 /// A migration is one: a new version is how an operator repairs an execution a bad
 /// definition parked.
-pub const OPERATOR_KINDS: [InboxKind; 3] =
-    [InboxKind::Resume, InboxKind::Terminate, InboxKind::Migrate];
+/// A reset is one too: going back to before what parked it is a repair.
+pub const OPERATOR_KINDS: [InboxKind; 4] =
+    [InboxKind::Resume, InboxKind::Terminate, InboxKind::Migrate, InboxKind::Reset];
 
 impl InboxMessage {
     /// The token column: a worker result's (or a claim's) task token.
@@ -331,6 +358,7 @@ impl InboxMessage {
             InboxMessage::Signal(Signal { request_id, .. })
             | InboxMessage::Update(Update { request_id, .. })
             | InboxMessage::Migrate(Migrate { request_id, .. })
+            | InboxMessage::Reset(Reset { request_id, .. })
             | InboxMessage::Cancel(Cancel { request_id, .. }) => request_id.as_deref(),
             _ => None,
         }
@@ -447,6 +475,16 @@ pub enum InboxReply {
         /// The plan (`orbit_engine::migrate::Plan` as JSON).
         plan: Value,
     },
+    /// The execution was reset: `run` is the new run, `seq` its `RunRestored`.
+    Reset {
+        /// Seq of the new run's `RunRestored`.
+        seq: u64,
+        /// The new run.
+        run: u32,
+        /// The restore plan (`orbit_engine::restore::Restore` as JSON), with the
+        /// migration's plan under `migration` when the reset also migrated.
+        plan: Value,
+    },
     /// Refused, with the API code the caller receives.
     Refused {
         /// The code.
@@ -474,9 +512,18 @@ enum StoredReply {
     // Before `Updated`, which any row with `ok`, `seq` and `run` matches (a missing `update`
     // reads as null); a missing `migration` is an error, so other rows pass on.
     Migrated { ok: bool, seq: u64, run: u32, migration: StoredMigration },
+    // Before `Updated` for the same reason; `reset.through_seq` is required.
+    Reset { ok: bool, seq: u64, run: u32, reset: StoredReset },
     // After `Applied`: a missing `update` would read as null, so an `Applied` row must match
     // first (it has `applied`, which this shape lacks).
     Updated { ok: bool, seq: u64, run: u32, update: Value },
+}
+
+/// The stored body of [`InboxReply::Reset`].
+#[derive(Serialize, Deserialize)]
+struct StoredReset {
+    through_seq: u64,
+    plan: Value,
 }
 
 /// The stored body of [`InboxReply::Migrated`].
@@ -513,6 +560,10 @@ impl InboxReply {
             InboxReply::Migrated { seq, run, from_version, to_version, plan } => {
                 let migration = StoredMigration { from_version, to_version, plan };
                 StoredReply::Migrated { ok: true, seq, run, migration }
+            }
+            InboxReply::Reset { seq, run, plan } => {
+                let through_seq = plan["through_seq"].as_u64().unwrap_or(0);
+                StoredReply::Reset { ok: true, seq, run, reset: StoredReset { through_seq, plan } }
             }
             InboxReply::Refused { code, message } => {
                 StoredReply::Refused { error: StoredError { code, message } }
@@ -551,6 +602,9 @@ impl InboxReply {
                 to_version: migration.to_version,
                 plan: migration.plan,
             },
+            StoredReply::Reset { seq, run, reset, .. } => {
+                InboxReply::Reset { seq, run, plan: reset.plan }
+            }
         })
     }
 }

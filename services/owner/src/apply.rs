@@ -123,13 +123,24 @@ async fn load(
             w.replies.push(start);
             continue;
         }
+        let fork = match crate::fork::prepare(inner, core, &mut start.request).await {
+            Ok(fork) => fork,
+            Err(e) => {
+                reply(&mut start, Err(e));
+                continue;
+            }
+        };
         match begin(inner, core, &start.request, now).await {
             Ok(Begin::Exists(started)) => reply(&mut start, Ok(started)),
             Ok(Begin::New(new)) => {
                 let (hot, created, row) = *new;
                 let mut w = Work::new(hot, caps);
                 w.new_execution = Some(row);
-                w.record(created, now);
+                // A fork records its own first events in the job.
+                if fork.is_none() {
+                    w.record(created, now);
+                }
+                w.fork = fork;
                 w.initial = start.request.update.clone();
                 w.replies.push(start);
                 work.insert(id, w);
@@ -299,24 +310,23 @@ fn job(
         let before = orbit_telemetry::traced(&id).then(|| Before::of(&w.hot.state));
         if let Err(e) = crate::initial::accept_initial(&mut w, now, &limits) {
             // Refused: nothing of this execution is committed (see `initial`).
-            w.refused = Some(e);
-            return Done {
-                work: w,
-                batches: vec![],
-                children: vec![],
-                tasks: false,
-                timers: false,
-                // Nothing recorded: any handed result takes the inbox route.
-                handed: vec![false; reports.len()],
-                before: None,
-                reserved: Vec::new(),
-            };
+            return refused(w, e, reports.len());
         }
-        for entry in &entries {
-            apply_entry(&mut w, entry, now, &limits);
-        }
-        let handed = reports.iter().map(|r| handed::apply(&mut w, r, now, &limits)).collect();
-        let runs = w.settle(now, &limits);
+        let fork = w.fork.take();
+        let forked = fork.as_ref().map(|f| crate::fork::runs(&mut w, &id, f, now, &limits));
+        let (runs, handed) = match forked {
+            // A new execution: no entries or handed results are its yet.
+            Some(Ok(runs)) => (runs, vec![false; reports.len()]),
+            Some(Err(e)) => return refused(w, e, reports.len()),
+            None => {
+                for entry in &entries {
+                    apply_entry(&mut w, entry, now, &limits);
+                }
+                let handed =
+                    reports.iter().map(|r| handed::apply(&mut w, r, now, &limits)).collect();
+                (w.settle(now, &limits), handed)
+            }
+        };
         let pass = Pass { now, limits: &limits, caps: w.caps };
         let (built, reserved) = crate::handoff::in_job(
             handoff.as_ref(),
@@ -334,6 +344,22 @@ fn job(
         let (batches, children, tasks, timers) = built;
         Done { work: w, batches, children, tasks, timers, handed, before, reserved }
     })
+}
+
+/// A start refused in its job (its update, or its fork): nothing of the execution is
+/// committed; any handed result takes the inbox route.
+fn refused(mut w: Work, e: OwnerError, reports: usize) -> Done {
+    w.refused = Some(e);
+    Done {
+        work: w,
+        batches: vec![],
+        children: vec![],
+        tasks: false,
+        timers: false,
+        handed: vec![false; reports],
+        before: None,
+        reserved: Vec::new(),
+    }
 }
 
 /// Phase 3: ONE transaction for every execution of the pass, with the tasks reserved for

@@ -9,7 +9,7 @@
 //!   written directly; the effects are those of any closing run (queued tasks cancelled,
 //!   running children sent a cancel, the parent told, the timer dropped); every pending
 //!   entry of the execution is answered `EXECUTION_FINISHED`. Repeating it is a no-op;
-//! * migrate: see `migrate`.
+//! * migrate: see `migrate`; reset: see `reset`.
 
 use crate::batches::batches_for;
 use crate::context::{Core, Inner};
@@ -44,6 +44,7 @@ pub(crate) async fn apply(
         Control::Migrate { to_version, reason } => {
             crate::migrate::migrate(inner, core, entry, &to_version, &reason, now).await
         }
+        Control::Reset(req) => crate::reset::reset(inner, core, entry, &req, now).await,
     };
     let reply = match outcome {
         Ok(Some(reply)) => reply,

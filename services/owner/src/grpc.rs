@@ -4,7 +4,7 @@
 use crate::error::OwnerError;
 use crate::owner::Owner;
 use crate::reported;
-use crate::requests::{InitialUpdate, StartRequest};
+use crate::requests::{ForkFrom, InitialUpdate, StartRequest};
 use orbit_api::internal::v1 as pb;
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_engine::ParentRef;
@@ -21,6 +21,23 @@ impl From<OwnerError> for Status {
 
 fn non_empty(s: String) -> Option<String> {
     (!s.is_empty()).then_some(s)
+}
+
+/// A fork's source, checked: a fork is a top-level execution without an update.
+fn fork_from(f: pb::ForkFrom, child_or_update: bool) -> Result<ForkFrom, Status> {
+    if child_or_update {
+        return Err(rules::invalid("fork", "a fork has no parent and no update").to_status());
+    }
+    rules::id("fork.source_execution_id", &f.source_execution_id).map_err(field)?;
+    if f.at_seq == 0 {
+        return Err(rules::invalid("fork.at_seq", "is required (1 or more)").to_status());
+    }
+    Ok(ForkFrom {
+        source_execution_id: f.source_execution_id,
+        source_run: f.source_run,
+        at_seq: f.at_seq,
+        reason: f.reason,
+    })
 }
 
 fn field(e: OrbitError) -> Status {
@@ -85,16 +102,24 @@ async fn validated(owner: &Owner, r: pb::StartExecutionRequest) -> Result<StartR
             (None, None)
         }
     };
+    let fork = match r.fork {
+        Some(f) => Some(fork_from(f, parent.is_some() || update.is_some())?),
+        None => None,
+    };
+    // A fork without a version keeps the one in effect at its seq (the owner reads it).
+    let version =
+        if fork.is_some() && r.version.is_empty() { None } else { Some(def.version.clone()) };
     Ok(StartRequest {
         execution_id: r.execution_id,
         workflow: def.name.clone(),
         // Pinned to the version resolved here, so the hash checked is the one that runs.
-        version: Some(def.version.clone()),
+        version,
         input,
         parent,
         root_id,
         schedule_id: non_empty(r.schedule_id),
         update,
+        fork,
     })
 }
 

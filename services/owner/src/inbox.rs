@@ -27,6 +27,9 @@ pub(crate) enum Control {
     /// Run another version of its workflow from now on, if the checked diff says it is
     /// safe for its state (see `migrate`).
     Migrate { to_version: String, reason: String },
+    /// Go on in the next run from the current run's state at an earlier point (see
+    /// `reset`).
+    Reset(orbit_store::inbox::Reset),
 }
 
 /// Decodes an entry; an unknown kind or a malformed payload is refused (`INVALID_ARGUMENT`).
@@ -42,6 +45,7 @@ pub(crate) fn request(entry: &InboxEntry) -> Result<Request, CommandError> {
             let migrate = Control::Migrate { to_version: m.to_version, reason: m.reason };
             return Ok(Request::Control(migrate));
         }
+        InboxMessage::Reset(r) => return Ok(Request::Control(Control::Reset(r))),
         InboxMessage::Dispatched(d) => Command::Dispatched {
             step: d.step,
             token: d.token,

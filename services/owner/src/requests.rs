@@ -54,6 +54,22 @@ pub struct StartRequest {
     /// Update-with-start: an update accepted in the commit that creates the execution (see
     /// [`InitialUpdate`]); ignored when the execution exists.
     pub update: Option<InitialUpdate>,
+    /// A fork: the new execution starts from another execution's state at a seq (see
+    /// `fork`); `input` is ignored.
+    pub fork: Option<ForkFrom>,
+}
+
+/// Where a fork comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForkFrom {
+    /// The source execution.
+    pub source_execution_id: String,
+    /// Its run; 0: its current run.
+    pub source_run: u32,
+    /// The last seq of that run the fork keeps.
+    pub at_seq: u64,
+    /// The operator's reason.
+    pub reason: String,
 }
 
 /// The update of an update-with-start: checked against the new execution's first state and

@@ -192,6 +192,7 @@ pub(crate) fn queue_children(inner: &Inner, children: Vec<ChildStart>) {
                     parent: Some(c.parent),
                     root_id: Some(c.root_id),
                     schedule_id: None,
+                    fork: None,
                     update: None,
                 },
                 reply: None,

@@ -35,6 +35,9 @@ pub(crate) struct Work {
     pub(crate) initial: Option<InitialUpdate>,
     pub(crate) update_seq: Option<u64>,
     pub(crate) refused: Option<OwnerError>,
+    /// A fork's source, read before the job (see `fork`): the job records the fork's
+    /// first run from it instead of a plain start's decision.
+    pub(crate) fork: Option<crate::fork::ForkInput>,
     /// The wake-up the pass's commit writes (`orbit_engine::Run::wake` of the last run):
     /// due at once when the pass stopped at the engine's round bound.
     pub(crate) wake: Option<u64>,
@@ -54,6 +57,7 @@ impl Work {
             initial: None,
             update_seq: None,
             refused: None,
+            fork: None,
             wake: None,
         }
     }

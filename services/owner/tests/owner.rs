@@ -76,6 +76,7 @@ fn start(id: &str, workflow: &str, input: Value) -> StartRequest {
         parent: None,
         root_id: None,
         schedule_id: None,
+        fork: None,
         update: None,
     }
 }

@@ -29,6 +29,7 @@ steps:
 fn with_update(id: &str, n: i64, update_id: Option<&str>) -> StartRequest {
     StartRequest {
         input: json!({"base": 10}),
+        fork: None,
         update: Some(InitialUpdate {
             name: "add".into(),
             args: json!({ "n": n }),

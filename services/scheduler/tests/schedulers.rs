@@ -92,6 +92,7 @@ async fn three_schedulers_fire_each_timer_once() {
                 parent: None,
                 root_id: None,
                 schedule_id: None,
+                fork: None,
                 update: None,
             })
             .await

@@ -101,16 +101,16 @@ pub(crate) fn pending_owned(
             i.execution_id IN (SELECT value FROM json_each(?2))
             OR EXISTS (SELECT 1 FROM owners o
                 WHERE o.execution_id = i.execution_id AND o.node_id = ?1))
-        AND (i.kind IN (?4, ?5, ?6) OR NOT EXISTS (SELECT 1 FROM execution_faults f
+        AND (i.kind IN (?4, ?5, ?6, ?7) OR NOT EXISTS (SELECT 1 FROM execution_faults f
             WHERE f.execution_id = i.execution_id AND f.parked_at IS NOT NULL))
         ORDER BY i.seq LIMIT ?3",
         sql::INBOX_COLUMNS_I
     );
     let mut stmt = conn.prepare_cached(&sql)?;
-    let [resume, terminate, migrate] = OPERATOR_KINDS.map(InboxKind::as_str);
+    let [resume, terminate, migrate, reset] = OPERATOR_KINDS.map(InboxKind::as_str);
     let also = json_text(&json!(also));
     let mut found =
-        stmt.query(params![node_id, also, i64::from(limit), resume, terminate, migrate])?;
+        stmt.query(params![node_id, also, i64::from(limit), resume, terminate, migrate, reset])?;
     let mut out = Vec::new();
     while let Some(row) = found.next()? {
         out.push(rows::inbox(row)?);

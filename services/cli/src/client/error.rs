@@ -78,6 +78,7 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 | ErrorCode::DeadlineExceeded
                 | ErrorCode::ExecutionNotSuspended
                 | ErrorCode::MigrationUnsafe
+                | ErrorCode::ResetPointInvalid
                 | ErrorCode::ExecutionNotFinished
                 | ErrorCode::QueryFailed
                 | ErrorCode::ExpressionLimit

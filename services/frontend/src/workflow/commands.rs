@@ -76,6 +76,7 @@ pub(crate) async fn start_with(
         schedule_id: String::new(),
         trace_context: None,
         update,
+        fork: None,
     };
     // The owner validates the input and is idempotent by id; its errors already carry
     // Orbit codes, so they pass through unchanged. An id taken by another workflow's

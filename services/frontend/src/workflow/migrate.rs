@@ -80,18 +80,10 @@ fn response(
     run: u32,
 ) -> ApiResult<MigrateExecutionResponse> {
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
-    let changes: Vec<MigrationChange> = plan["changes"]
-        .as_array()
-        .ok_or_else(|| malformed(plan))?
-        .iter()
-        .map(|c| MigrationChange {
-            kind: text(&c["kind"]),
-            step: text(&c["step"]),
-            detail: text(&c["detail"]),
-            safe: c["safe"].as_bool().unwrap_or(false),
-            reason: text(&c["reason"]),
-        })
-        .collect();
+    if !plan["changes"].is_array() {
+        return Err(malformed(plan));
+    }
+    let changes = changes(plan);
     let renames = plan["renames"]
         .as_object()
         .map(|m| m.iter().map(|(k, v)| (k.clone(), text(v))).collect())
@@ -109,6 +101,25 @@ fn response(
         renames,
         cancelled,
     })
+}
+
+/// The changes of an engine migration plan (as JSON).
+pub(crate) fn changes(plan: &Value) -> Vec<MigrationChange> {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    plan["changes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|c| MigrationChange {
+                    kind: text(&c["kind"]),
+                    step: text(&c["step"]),
+                    detail: text(&c["detail"]),
+                    safe: c["safe"].as_bool().unwrap_or(false),
+                    reason: text(&c["reason"]),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn malformed(plan: &Value) -> FrontendError {

@@ -3,7 +3,8 @@
 //! The trait impl only unwraps requests and delegates: definitions in [`definitions`],
 //! reads from the store in [`reads`], the event stream in [`watch`], and commands routed to
 //! the owner in [`commands`] (updates in [`update`]), and the poison quarantine's operator actions in
-//! [`quarantine`], migrations to another version in [`migrate`]. Each takes the request's [`Scope`] first: the caller's workflow patterns,
+//! [`quarantine`], migrations to another version in [`migrate`], resets and forks in
+//! [`reset`]. Each takes the request's [`Scope`] first: the caller's workflow patterns,
 //! checked on the workflow each request names or addresses. Each answers a
 //! [`FrontendError`](crate::error::FrontendError); the trait impl turns it into the status
 //! (the edge).
@@ -14,6 +15,7 @@ mod delete;
 mod migrate;
 mod quarantine;
 pub(crate) mod reads;
+mod reset;
 mod update;
 mod update_start;
 mod watch;
@@ -196,6 +198,26 @@ impl WorkflowService for WorkflowApi {
         request: Request<orbit_api::v1::MigrateExecutionRequest>,
     ) -> Result<Response<orbit_api::v1::MigrateExecutionResponse>, Status> {
         migrate::migrate(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
+    }
+
+    async fn reset_execution(
+        &self,
+        request: Request<orbit_api::v1::ResetExecutionRequest>,
+    ) -> Result<Response<orbit_api::v1::ResetExecutionResponse>, Status> {
+        reset::reset(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
+    }
+
+    async fn fork_execution(
+        &self,
+        request: Request<orbit_api::v1::ForkExecutionRequest>,
+    ) -> Result<Response<orbit_api::v1::ForkExecutionResponse>, Status> {
+        reset::fork(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
             .map_err(Status::from)

@@ -207,6 +207,7 @@ pub async fn run(
             parent: None,
             root_id: None,
             schedule_id: None,
+            fork: None,
             update: None,
         };
         owner.start(request).await.map_err(|e| format!("owner start: {e}"))?;

@@ -107,6 +107,7 @@ pub fn start(id: &str, workflow: &str) -> StartRequest {
         parent: None,
         root_id: None,
         schedule_id: None,
+        fork: None,
         update: None,
     }
 }
