@@ -115,6 +115,9 @@ pub const METHOD_TABLE: &[(&str, Access)] = &[
     ("/orbit.v1.WorkflowService/ResumeExecution", Access::Client(Action::Update)),
     ("/orbit.v1.WorkflowService/TerminateExecution", Access::Client(Action::Cancel)),
     ("/orbit.v1.WorkflowService/MigrateExecution", Access::Client(Action::Update)),
+    ("/orbit.v1.WorkflowService/ResetExecution", Access::Client(Action::Update)),
+    // A fork creates an execution; the handler also checks `read` on the source.
+    ("/orbit.v1.WorkflowService/ForkExecution", Access::Client(Action::Start)),
     ("/orbit.v1.WorkflowService/UpdateExecution", Access::Client(Action::Update)),
     ("/orbit.v1.WorkflowService/DeleteExecution", Access::Client(Action::Cancel)),
     ("/orbit.v1.ScheduleService/GetSchedule", Access::Client(Action::Read)),

@@ -236,6 +236,8 @@ async fn dispatch(g: &Gateway, method: &str, call: Call<'_>) -> Result<serde_jso
         "orbit.v1.WorkflowService/ResumeExecution" => g.workflows, WorkflowService::resume_execution,
         "orbit.v1.WorkflowService/TerminateExecution" => g.workflows, WorkflowService::terminate_execution,
         "orbit.v1.WorkflowService/MigrateExecution" => g.workflows, WorkflowService::migrate_execution,
+        "orbit.v1.WorkflowService/ResetExecution" => g.workflows, WorkflowService::reset_execution,
+        "orbit.v1.WorkflowService/ForkExecution" => g.workflows, WorkflowService::fork_execution,
         "orbit.v1.AdminService/ClusterStatus" => g.admin, AdminService::cluster_status,
         "orbit.v1.AdminService/ListWorkers" => g.admin, AdminService::list_workers,
         "orbit.v1.AdminService/DescribeTaskQueue" => g.admin, AdminService::describe_task_queue,
