@@ -280,3 +280,28 @@ fn a_reset_to_every_point_the_run_was_running_at_completes_and_replays() {
     assert!(step_seq < last);
     assert_replays(&sim);
 }
+
+#[test]
+fn a_child_running_at_the_reset_is_cancelled_and_the_new_run_starts_its_own() {
+    let child = def("name: kid\nversion: '1'\ntasks: { slow: {} }\nsteps:\n  - { id: s, task: slow }\n");
+    let parent = def("name: par\nversion: '1'\ntasks: { t: {} }\nsteps:\n  \
+                      - { id: a, task: t }\n  - { id: k, needs: [a], workflow: kid }\n");
+    let mut sim = Sim::new();
+    sim.register(child).register(parent);
+    sim.on_task("t", |_| TaskOutcome::Complete(json!(1)));
+    sim.on_task("slow", |_| TaskOutcome::Hang);
+    sim.start("par", "p", json!({})).unwrap();
+    assert!(sim.run(100));
+    assert_eq!(exec(&sim, "p/k").state.status(), Status::Running);
+    sim.reset("p", &Point::Step("k".into()), true, None).unwrap();
+    sim.run(100);
+    // The old run's child was cancelled (as any cancelled child unit's), and the new run
+    // started its own child under the run-scoped id.
+    assert_eq!(exec(&sim, "p/k").state.status(), Status::Cancelled);
+    assert_eq!(exec(&sim, "p/run2/k").state.status(), Status::Running);
+    let unit = exec(&sim, "p").state.unit("k").unwrap().clone();
+    assert_eq!(unit.wait, Some(orbit_engine::state::Wait::Child("p/run2/k".into())));
+    // The cancelled child's end does not touch the new run's unit.
+    assert_eq!(unit.status, UnitStatus::Waiting);
+    assert_replays(&sim);
+}
