@@ -51,6 +51,14 @@ fn every_message() -> Vec<InboxMessage> {
             reason: "fix".into(),
             request_id: Some("m1".into()),
         }),
+        InboxMessage::Reset(Reset {
+            to_step: Some("charge".into()),
+            to_seq: None,
+            drop_signals: true,
+            to_version: Some("2.0.0".into()),
+            reason: "worker fixed".into(),
+            request_id: Some("r1".into()),
+        }),
     ]
 }
 
@@ -153,6 +161,12 @@ fn every_reply_round_trips_and_keeps_its_stored_shape() {
             },
             json!({"ok": true, "seq": 12, "run": 1, "migration":
                 {"from_version": "1", "to_version": "2", "plan": {"changes": []}}}),
+        ),
+        (
+            // A reset (neither `Migrated` nor `Updated`; `through_seq` is required).
+            InboxReply::Reset { seq: 5, run: 2, plan: json!({"through_seq": 4, "kept": ["a"]}) },
+            json!({"ok": true, "seq": 5, "run": 2, "reset":
+                {"through_seq": 4, "plan": {"through_seq": 4, "kept": ["a"]}}}),
         ),
         (
             InboxReply::Refused { code: ErrorCode::UnknownSignal, message: "no".into() },
