@@ -74,6 +74,8 @@ fn every_expected_service_and_rpc_exists() {
                 "UpdateExecution",
                 "DeleteExecution",
                 "MigrateExecution",
+                "ResetExecution",
+                "ForkExecution",
             ],
         ),
         ("orbit.v1.WorkerService", &["Session", "CompleteTask", "FailTask"]),

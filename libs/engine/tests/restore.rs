@@ -283,7 +283,8 @@ fn a_reset_to_every_point_the_run_was_running_at_completes_and_replays() {
 
 #[test]
 fn a_child_running_at_the_reset_is_cancelled_and_the_new_run_starts_its_own() {
-    let child = def("name: kid\nversion: '1'\ntasks: { slow: {} }\nsteps:\n  - { id: s, task: slow }\n");
+    let child =
+        def("name: kid\nversion: '1'\ntasks: { slow: {} }\nsteps:\n  - { id: s, task: slow }\n");
     let parent = def("name: par\nversion: '1'\ntasks: { t: {} }\nsteps:\n  \
                       - { id: a, task: t }\n  - { id: k, needs: [a], workflow: kid }\n");
     let mut sim = Sim::new();

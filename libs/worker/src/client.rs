@@ -1,6 +1,7 @@
 //! A typed client for the public `orbit.v1.WorkflowService`: start an execution, signal,
-//! query and update it, cancel it, describe it, read or watch its history, and wait for its
-//! result — with JSON payloads (`serde_json::Value`) instead of `google.protobuf.Value`.
+//! query and update it, cancel it, migrate, reset or fork it, describe it, read or watch its
+//! history, and wait for its result — with JSON payloads (`serde_json::Value`) instead of
+//! `google.protobuf.Value`.
 //!
 //! A thin layer over the generated tonic client ([`Client::raw`] hands it out for anything
 //! not covered here, such as listing executions or registering workflows): each method is
@@ -33,6 +34,8 @@ use tonic::{Request, Status, Streaming};
 
 use crate::env::{tls_from_env, token_from_env};
 use crate::value;
+
+pub use crate::restore::{Fork, Reset};
 
 /// Large histories may exceed tonic's 4 MiB default message size.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -308,6 +311,40 @@ impl Client {
             request_id: String::new(),
         };
         Ok(self.inner.clone().migrate_execution(request).await?.into_inner())
+    }
+
+    /// Resets the execution to an earlier point of its current run ([`Reset::to_step`] or
+    /// [`Reset::to_seq`]): the run ends and the execution goes on in the next run from the
+    /// state at the point. Steps that succeeded or were skipped by then are kept (not run
+    /// again); work open at the point, steps the old run's compensation undid and every
+    /// step depending on those run again. A closed (`FAILED`, ...) execution is reopened.
+    /// Returns the plan (kept, run again, signals after the point, the migration's diff
+    /// with [`Reset::to_version`]), whether it was recorded (not for [`Reset::dry_run`]),
+    /// the new run and the seq of its `RunRestored`.
+    ///
+    /// # Errors
+    ///
+    /// The server's status: `FAILED_PRECONDITION` (`RESET_POINT_INVALID`: a step that never
+    /// started, a point where the run had ended or was winding down; `MIGRATION_UNSAFE`),
+    /// `NOT_FOUND` for an unknown execution or version, `INVALID_ARGUMENT`.
+    pub async fn reset(&self, reset: Reset) -> Result<pb::ResetExecutionResponse, ClientError> {
+        let request = reset.into_request();
+        Ok(self.inner.clone().reset_execution(request).await?.into_inner())
+    }
+
+    /// Creates a new execution from another's state at a history seq ([`Fork::new`]); the
+    /// source is not touched. Kept and run again as for [`Client::reset`]; forking to the
+    /// same new id again answers the existing fork (`created: false`). Returns the plan,
+    /// whether the fork was created (not for [`Fork::dry_run`]), its id and its version.
+    ///
+    /// # Errors
+    ///
+    /// The server's status: `FAILED_PRECONDITION` (`RESET_POINT_INVALID`,
+    /// `MIGRATION_UNSAFE`), `ALREADY_EXISTS` (`EXECUTION_EXISTS`: the id is another
+    /// workflow's execution), `NOT_FOUND`, `INVALID_ARGUMENT`.
+    pub async fn fork(&self, fork: Fork) -> Result<pb::ForkExecutionResponse, ClientError> {
+        let request = fork.into_request();
+        Ok(self.inner.clone().fork_execution(request).await?.into_inner())
     }
 
     /// Describes the execution's current run: its status, units, pending work and result.

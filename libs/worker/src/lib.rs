@@ -102,6 +102,7 @@ pub mod client;
 mod credits;
 mod env;
 mod outbox;
+mod restore;
 mod runner;
 mod session;
 mod signal;

@@ -21,7 +21,7 @@ from orbit_worker import (
     to_proto_value,
 )
 from orbit_worker._proto import common_pb2, worker_pb2, workflow_pb2
-from orbit_worker.client import _result
+from orbit_worker.client import _plan, _result
 
 
 def task_message(token, task, input=None, attempt=1, key="exec-1/0/step"):
@@ -241,4 +241,29 @@ def test_the_client_checks_its_options_like_the_worker():
         Client("https://h:1", tls_ca="")
     c = Client(["a:1", "b:2"], bearer_token="tok", tls_ca="")
     assert [o.target for o in c._connections] == ["a:1", "b:2"]
+    c.close()
+
+
+def test_the_client_turns_a_restore_plan_into_plain_values():
+    p = workflow_pb2.RestorePlan(
+        through_seq=7, kept=["a"], forgotten=["charge", "ship"], signals_after=2, version="1", safe=False
+    )
+    p.changes.add(kind="added", step="d", detail="new", safe=False, reason="r")
+    assert _plan(p) == {
+        "through_seq": 7,
+        "kept": ["a"],
+        "forgotten": ["charge", "ship"],
+        "signals_after": 2,
+        "version": "1",
+        "changes": [{"kind": "added", "step": "d", "detail": "new", "safe": False, "reason": "r"}],
+        "safe": False,
+    }
+
+
+def test_a_reset_names_exactly_one_point_before_anything_is_sent():
+    # Nothing listens on the address: the refusal comes before a call would fail.
+    c = Client("127.0.0.1:1")
+    for bad in ({}, {"step": "a", "seq": 3}):
+        with pytest.raises(ValueError, match="exactly one of step= or seq="):
+            c.reset("e", **bad)
     c.close()

@@ -1,6 +1,6 @@
 /**
- * A small client for Orbit's public API: start, signal, query, update, cancel, describe,
- * watch and wait for an execution's result, plus `ListWorkers`. Same connection options as
+ * A small client for Orbit's public API: start, signal, query, update, migrate, reset,
+ * fork, cancel, describe, watch and wait for an execution's result, plus `ListWorkers`. Same connection options as
  * the worker (TLS / mTLS, bearer token); it talks to the first address.
  */
 import type { ClientReadableStream, Metadata, ServiceError } from "@grpc/grpc-js";
@@ -11,6 +11,10 @@ import {
   type UpdateExecutionResponse,
   type CancelExecutionResponse,
   type MigrateExecutionResponse,
+  type ResetExecutionRequest,
+  type ResetExecutionResponse,
+  type ForkExecutionRequest,
+  type ForkExecutionResponse,
   type WatchExecutionResponse,
   type ExecutionResult,
   type QueryExecutionRequest,
@@ -108,6 +112,64 @@ export class OrbitClient {
       reason: opts.reason ?? "",
       requestId: opts.requestId ?? "",
     });
+  }
+
+  /**
+   * Resets the execution to an earlier point of its current run — just before a step first
+   * started (`{ step }`) or right after a history seq (`{ seq }`) — and goes on in the next
+   * run from the state at the point. Steps that succeeded or were skipped by then are kept
+   * (`plan.kept`, not run again); work open at the point, steps the old run's compensation
+   * undid and every step depending on those run again (`plan.forgotten`). Signals received
+   * after the point are received again unless `dropSignals`. A closed (FAILED, ...)
+   * execution is reopened. `toVersion` also migrates the new run; `dryRun` only answers
+   * the plan. An impossible point is refused with code `RESET_POINT_INVALID`.
+   */
+  reset(
+    executionId: string,
+    to: { step: string } | { seq: number },
+    opts: { dropSignals?: boolean; toVersion?: string; reason?: string; requestId?: string; dryRun?: boolean } = {},
+  ): Promise<ResetExecutionResponse> {
+    const point = to as { step?: unknown; seq?: unknown };
+    const hasStep = typeof point?.step === "string";
+    const hasSeq = typeof point?.seq === "number";
+    if (hasStep === hasSeq) {
+      return Promise.reject(new TypeError("reset: give exactly one of { step } or { seq }"));
+    }
+    const req: ResetExecutionRequest = {
+      executionId,
+      to: hasStep ? { $case: "step", step: point.step as string } : { $case: "seq", seq: point.seq as number },
+      dropSignals: opts.dropSignals ?? false,
+      toVersion: opts.toVersion ?? "",
+      reason: opts.reason ?? "",
+      requestId: opts.requestId ?? "",
+      dryRun: opts.dryRun ?? false,
+    };
+    return this.unary<ResetExecutionRequest, ResetExecutionResponse>(this.workflows.resetExecution, this.workflows, req);
+  }
+
+  /**
+   * Creates execution `newExecutionId` from `executionId`'s state right after history
+   * `atSeq` of its run `opts.run` (0: the current one); the source is not touched. Kept and
+   * run again as for `reset`; signals the source received later are not given to the fork.
+   * `version` migrates the fork right away; `dryRun` only answers the plan. Forking to the
+   * same new id again answers the existing fork (`created: false`).
+   */
+  fork(
+    executionId: string,
+    atSeq: number,
+    newExecutionId: string,
+    opts: { run?: number; version?: string; reason?: string; dryRun?: boolean } = {},
+  ): Promise<ForkExecutionResponse> {
+    const req: ForkExecutionRequest = {
+      executionId,
+      run: opts.run ?? 0,
+      atSeq,
+      newExecutionId,
+      version: opts.version ?? "",
+      reason: opts.reason ?? "",
+      dryRun: opts.dryRun ?? false,
+    };
+    return this.unary<ForkExecutionRequest, ForkExecutionResponse>(this.workflows.forkExecution, this.workflows, req);
   }
 
   /** Requests cancellation (compensation runs first when the workflow has any). */

@@ -1,5 +1,5 @@
 // Unit tests of the pure parts: credits, outbox, backoff, connection options, payload
-// limits, trace context, result mapping and the Hello identity.
+// limits, trace context, result mapping, the Hello identity and the client's argument checks.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -8,6 +8,7 @@ import {
   CANCELLED,
   Credits,
   MAX_DEPTH,
+  OrbitClient,
   Outbox,
   RUNTIME,
   SDK,
@@ -228,4 +229,16 @@ test("with OpenTelemetry, the handler runs in a span whose parent is the task's 
   assert.equal(spans[1].status.code, 2);
   // Without the API the handler simply runs.
   assert.equal(await runInSpan(null, info, async () => "plain"), "plain");
+});
+
+test("a reset names exactly one point before anything is sent", async () => {
+  // Nothing listens on the address: the refusal comes before a call would fail.
+  const client = new OrbitClient({ address: "127.0.0.1:1" });
+  try {
+    for (const bad of [{}, { step: "a", seq: 3 }, { seq: "3" }]) {
+      await assert.rejects(client.reset("e", bad), /exactly one of \{ step \} or \{ seq \}/);
+    }
+  } finally {
+    client.close();
+  }
 });

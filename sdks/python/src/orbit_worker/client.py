@@ -1,5 +1,6 @@
 """A small synchronous client for the public ``orbit.v1.WorkflowService`` (and
-``AdminService.ListWorkers``): start, signal, query, update, cancel, describe, watch.
+``AdminService.ListWorkers``): start, signal, query, update, cancel, describe, watch,
+migrate, reset and fork.
 
 ::
 
@@ -77,6 +78,23 @@ def _result(r: Any) -> ExecutionResult:
 def _event(e: Any) -> Event:
     payload = json_format.MessageToDict(e.payload) if e.HasField("payload") else {}
     return Event(e.seq, e.run, e.event_type, e.step, payload)
+
+
+def _change(c: Any) -> Dict[str, Any]:
+    return {"kind": c.kind, "step": c.step, "detail": c.detail, "safe": c.safe, "reason": c.reason}
+
+
+def _plan(p: Any) -> Dict[str, Any]:
+    """A ``RestorePlan`` as a dict: what a reset or a fork keeps and runs again."""
+    return {
+        "through_seq": p.through_seq,
+        "kept": list(p.kept),
+        "forgotten": list(p.forgotten),
+        "signals_after": p.signals_after,
+        "version": p.version,
+        "changes": [_change(c) for c in p.changes],
+        "safe": p.safe,
+    }
 
 
 class Client:
@@ -225,13 +243,83 @@ class Client:
             "migrated": r.migrated,
             "seq": r.seq,
             "run": r.run,
-            "changes": [
-                {"kind": c.kind, "step": c.step, "detail": c.detail, "safe": c.safe, "reason": c.reason}
-                for c in r.changes
-            ],
+            "changes": [_change(c) for c in r.changes],
             "renames": dict(r.renames),
             "cancelled": list(r.cancelled),
         }
+
+    def reset(
+        self,
+        execution_id: str,
+        *,
+        step: Optional[str] = None,
+        seq: Optional[int] = None,
+        drop_signals: bool = False,
+        to_version: str = "",
+        reason: str = "",
+        request_id: str = "",
+        dry_run: bool = False,
+    ) -> Dict[str, Any]:
+        """Resets the execution to an earlier point of its current run: just before ``step``
+        first started, or right after history ``seq`` (give exactly one). The run ends and
+        the execution goes on in the next run from the state at the point: steps that
+        succeeded or were skipped by then are kept (not run again); work open at the point,
+        steps the old run's compensation undid and every step depending on those run again.
+        Signals received after the point are received again unless ``drop_signals``. A
+        closed (``FAILED``, ...) execution is reopened. ``to_version`` also migrates the new
+        run; ``dry_run`` only answers the plan. Returns ``{"plan": {"through_seq", "kept",
+        "forgotten", "signals_after", "version", "changes", "safe"}, "reset", "run",
+        "seq"}``; an impossible point raises with code ``RESET_POINT_INVALID``."""
+        if (step is None) == (seq is None):
+            raise ValueError("reset: give exactly one of step= or seq=")
+        request = workflow_pb2.ResetExecutionRequest(
+            execution_id=execution_id,
+            drop_signals=drop_signals,
+            to_version=to_version,
+            reason=reason,
+            request_id=request_id if dry_run else (request_id or str(uuid.uuid4())),
+            dry_run=dry_run,
+        )
+        if step is not None:
+            request.step = step
+        else:
+            request.seq = int(seq)  # type: ignore[arg-type]
+        r = self._call(
+            lambda ch: self._workflows(ch).ResetExecution(request, metadata=self._metadata, timeout=self.timeout)
+        )
+        return {"plan": _plan(r.plan), "reset": r.reset, "run": r.run, "seq": r.seq}
+
+    def fork(
+        self,
+        execution_id: str,
+        at_seq: int,
+        new_execution_id: str,
+        *,
+        run: int = 0,
+        version: str = "",
+        reason: str = "",
+        dry_run: bool = False,
+    ) -> Dict[str, Any]:
+        """Creates execution ``new_execution_id`` from ``execution_id``'s state right after
+        history ``at_seq`` of its run ``run`` (0: the current one); the source is not
+        touched. Kept and run again as for :meth:`reset`; signals the source received later
+        are not given to the fork. ``version`` migrates the fork right away; ``dry_run``
+        only answers the plan. Forking to the same new id again answers the existing fork
+        (``created`` false). Returns ``{"plan": {...}, "created", "execution_id",
+        "version"}``."""
+        request = workflow_pb2.ForkExecutionRequest(
+            execution_id=execution_id,
+            run=run,
+            at_seq=at_seq,
+            new_execution_id=new_execution_id,
+            version=version,
+            reason=reason,
+            dry_run=dry_run,
+        )
+        r = self._call(
+            lambda ch: self._workflows(ch).ForkExecution(request, metadata=self._metadata, timeout=self.timeout)
+        )
+        return {"plan": _plan(r.plan), "created": r.created, "execution_id": r.execution_id, "version": r.version}
 
     def cancel(self, execution_id: str, reason: str = "", *, request_id: str = "") -> None:
         """Requests cancellation of the execution (running steps get ``Cancel``)."""

@@ -255,6 +255,41 @@ enum ExecutionCommand {
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
     },
+    /// Go back to an earlier point of an execution's current run and go on from there.
+    ///
+    /// The current run ends (`WorkflowReset`; its open work is cancelled without
+    /// compensation) and the execution goes on in the next run from the run's state at the
+    /// point: just before a step first started (--to-step) or right after a history event
+    /// (--to-seq). Kept, not run again: the steps that succeeded or were skipped by the
+    /// point, with their outputs. Run again, with new idempotency keys: the work open at the
+    /// point, the steps the old run's compensation undid, and every step depending on one
+    /// of those. Signals received after the point are received again unless
+    /// --drop-signals. A FAILED, CANCELLED, TIMED_OUT or COMPLETED execution is reopened;
+    /// the old run stays readable (`execution history ID --run N`). --to-version also
+    /// migrates the new run (checked like `execution migrate`). --dry-run only prints the
+    /// plan. A step that never started, or a point where the run had ended or was winding
+    /// down, is refused with RESET_POINT_INVALID. See docs/evolving.md ("Reset and fork").
+    #[command(after_long_help = long_help!(
+        "orbit execution reset order-A-1 --to-step charge --dry-run",
+        "orbit execution reset order-A-1 --to-seq 7 --drop-signals --reason 'bad approval'",
+        "orbit execution reset order-A-1 --to-step charge --to-version 2 --request-id r-1",
+    ))]
+    Reset(super::restore::ResetArgs),
+    /// Create a new execution from another's state at a history seq of one of its runs.
+    ///
+    /// For debugging, what-if, or recovering a copy while the original stays as evidence
+    /// (it is not touched). The fork's history begins with a copy of the source's events up
+    /// to --at, then `RunRestored`. Kept, not run again: the steps that succeeded or were
+    /// skipped by then, with their outputs. Run again in the fork: the work open at that
+    /// seq and every step depending on it. Signals the source received later are not given
+    /// to the fork. --version migrates the fork right away (checked like `execution
+    /// migrate`). Forking to the same --new-id again answers the existing fork. --dry-run
+    /// only prints the plan. See docs/evolving.md ("Reset and fork").
+    #[command(after_long_help = long_help!(
+        "orbit execution fork order-A-1 --at 7 --new-id order-A-1-copy --dry-run",
+        "orbit execution fork order-A-1 --run 1 --at 12 --new-id order-A-1-v2 --version 2",
+    ))]
+    Fork(super::restore::ForkArgs),
     /// Delete a finished execution now, with its children and all their stored rows.
     ///
     /// Finished executions are deleted by retention anyway (the server's --retention or the
@@ -465,6 +500,12 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
         ExecutionCommand::Migrate { id, to, dry_run, reason, request_id } => {
             let m = super::migrate::Migration { id, to, dry_run, reason, request_id };
             super::migrate::migrate(connect.workflow_client().await?, format, m).await
+        }
+        ExecutionCommand::Reset(args) => {
+            super::restore::reset(connect.workflow_client().await?, format, args).await
+        }
+        ExecutionCommand::Fork(args) => {
+            super::restore::fork(connect.workflow_client().await?, format, args).await
         }
         ExecutionCommand::List { status, workflow, limit } => {
             list(connect.workflow_client().await?, format, status, workflow, limit).await

@@ -21,7 +21,8 @@ Exit codes:
      UNKNOWN_SIGNAL, UNKNOWN_QUERY, UNKNOWN_UPDATE, UNKNOWN_TOKEN
   4  any other server error (DEFINITION_CONFLICT, EXECUTION_FINISHED, QUERY_FAILED,
      EXPRESSION_LIMIT, EXECUTION_NOT_SUSPENDED, EXECUTION_NOT_FINISHED, REQUEST_ID_REUSED,
-     MIGRATION_UNSAFE, WORKER_MISMATCH, PERMISSION_DENIED, STORAGE_ERROR, ...)
+     MIGRATION_UNSAFE, RESET_POINT_INVALID, WORKER_MISMATCH, PERMISSION_DENIED,
+     STORAGE_ERROR, ...)
   5  cannot reach the server: connection refused, transport error, UNAVAILABLE
 
 Errors go to stderr as `error: <CODE>: <message>`, CODE being the Orbit error code (or the
@@ -47,6 +48,7 @@ mod listing;
 mod migrate;
 mod output;
 mod readiness;
+mod restore;
 mod schedule;
 mod token;
 mod workflow;
@@ -293,6 +295,30 @@ mod tests {
         let err = parse(&["execution", "start", "orders@", "--input", "{}"]).unwrap_err();
         assert!(err.to_string().contains("empty version"), "{err}");
         assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn reset_and_fork_explain_what_is_kept_and_run_again() {
+        let mut cli = Cli::command();
+        let execution = cli.find_subcommand_mut("execution").expect("execution");
+        for name in ["reset", "fork"] {
+            let help = execution
+                .find_subcommand_mut(name)
+                .unwrap_or_else(|| panic!("execution {name}"))
+                .render_long_help()
+                .to_string();
+            for words in ["Kept, not run again", "Run again", "--dry-run", "orbit execution"] {
+                assert!(help.contains(words), "execution {name} --help lacks {words:?}:\n{help}");
+            }
+        }
+        let reset = parse(&["execution", "reset", "e1", "--to-step", "a", "--output", "json"]);
+        let Ok(ClientCommand::Execution(args)) = reset else { panic!("{reset:?}") };
+        assert_eq!(args.connect.output, Format::Json);
+        let err = parse(&["execution", "reset", "e1"]).unwrap_err();
+        assert!(err.to_string().contains("--to-step"), "{err}");
+        assert_eq!(err.exit_code(), 2);
+        let err = parse(&["execution", "fork", "e1", "--new-id", "c"]).unwrap_err();
+        assert!(err.to_string().contains("--at"), "{err}");
     }
 
     #[test]

@@ -9,8 +9,8 @@
 //! closed execution) and the owner — the only writer — plans again against the history it
 //! reads and commits both runs at once. A fork is a start (`OwnerService.StartExecution`
 //! with `fork`) routed to the new id's owner, which reads the source's history itself.
-//! A reset needs the `update` permission on the workflow; a fork `read` on the source and
-//! `start` on the workflow.
+//! A reset needs the `update` permission on the workflow; a fork `start` on the workflow
+//! (the source is read within the caller's workflow patterns).
 
 use super::commands::send;
 use super::migrate::changes;
