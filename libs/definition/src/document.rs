@@ -2,15 +2,16 @@
 //!
 //! [`to_document`] writes the normalised document: defaults filled in (retry policies,
 //! task versions, `as: item`), durations in canonical form (`1m30s`), expressions in
-//! `${{ }}`, empty collections left out. Parsing it gives back the same definition, so the
-//! normalised document is what the server stores and shows.
+//! `${{ }}`, a migration hint's `from` as a list, empty collections left out. Parsing it
+//! gives back the same definition, so the normalised document is what the server stores
+//! and shows.
 //!
 //! [`canonical_json`] sorts keys at every level, writes no whitespace, and writes whole
 //! floating-point numbers as integers (`2.0` → `2`, as JCS/RFC 8785 does), so the hash
 //! does not depend on key order, YAML vs JSON, or how a number was spelt.
 
 use crate::duration::format_duration;
-use crate::model::{Definition, ForEach, RetryPolicy, Step, StepKind, TaskCall};
+use crate::model::{Definition, ForEach, MigrationHint, RetryPolicy, Step, StepKind, TaskCall};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use std::fmt::Write;
@@ -71,6 +72,9 @@ pub fn to_document(d: &Definition) -> Value {
     put_map(&mut doc, "on", on);
     let handlers = d.on_signal.iter().map(|(name, steps)| (name.clone(), body(steps)));
     put_map(&mut doc, "on_signal", handlers.collect());
+    if !d.migrations.is_empty() {
+        doc.insert("migrations".into(), Value::Array(d.migrations.iter().map(migration).collect()));
+    }
     Value::Object(doc)
 }
 
@@ -196,6 +200,13 @@ fn kind(k: &StepKind) -> (&'static str, Value) {
         StepKind::ContinueAsNew { input } => json!({ "input": input.to_json() }),
     };
     (k.keyword(), payload)
+}
+
+/// `from` always as a list.
+fn migration(h: &MigrationHint) -> Value {
+    let outputs: Map<String, Value> =
+        h.outputs.iter().map(|(id, t)| (id.clone(), t.to_json())).collect();
+    json!({ "from": h.from, "outputs": outputs })
 }
 
 fn retry(r: &RetryPolicy) -> Value {

@@ -43,6 +43,9 @@ pub struct Definition {
     pub on: Handlers,
     /// Handler bodies started once per received signal of that name.
     pub on_signal: BTreeMap<String, Vec<Step>>,
+    /// Hints for migrating running executions of earlier versions to this one
+    /// (`migrations:`), in document order: the first whose `from` matches applies.
+    pub migrations: Vec<MigrationHint>,
     /// `sha256:<hex>` of the canonical JSON of the normalised document.
     pub hash: String,
 }
@@ -61,6 +64,30 @@ pub struct Update {
     pub reply: Option<Expr>,
     /// The handler's body: empty means the reply is computed when the update is accepted.
     pub steps: Vec<Step>,
+}
+
+/// A migration hint (`migrations[]`): how the recorded outputs of some main-body task steps
+/// of an execution on an earlier version map to this version's shape, applied once when
+/// the execution is migrated here (`orbit_engine::migrate`) and recorded, never evaluated
+/// again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MigrationHint {
+    /// Version patterns (`1`, `1.*`, `*`; see [`crate::version::matches`]): the hint applies
+    /// to an execution whose current version matches one of them.
+    pub from: Vec<String>,
+    /// Main-body task step id of this version -> the template of its new output, evaluated
+    /// over the old run's state (`steps.<old id>`, `input`, `execution`) with `output` bound
+    /// to the recorded output of each unit of the step (its own, or each `for_each`
+    /// element's).
+    pub outputs: BTreeMap<String, Template>,
+}
+
+impl MigrationHint {
+    /// The first of its patterns `version` matches.
+    #[must_use]
+    pub fn matching(&self, version: &str) -> Option<&str> {
+        self.from.iter().find(|p| crate::version::matches(p, version)).map(String::as_str)
+    }
 }
 
 /// Limits a workflow may tighten; `None` leaves the server's limit.
@@ -308,6 +335,13 @@ impl Definition {
     #[must_use]
     pub fn step(&self, id: &str) -> Option<&Step> {
         self.steps.iter().find(|s| s.id == id)
+    }
+
+    /// The migration hint for an execution on `version`: the first of `migrations` whose
+    /// `from` matches it, with its index.
+    #[must_use]
+    pub fn migration_hint(&self, version: &str) -> Option<(usize, &MigrationHint)> {
+        self.migrations.iter().enumerate().find(|(_, h)| h.matching(version).is_some())
     }
 
     /// The steps of a body: `None` is the main body.

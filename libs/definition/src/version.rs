@@ -50,9 +50,48 @@ pub fn latest<S: AsRef<str>>(versions: &[S]) -> Option<usize> {
         .max_by(|&i, &j| compare((versions[i].as_ref(), i), (versions[j].as_ref(), j)))
 }
 
+/// Whether `version` matches `pattern`, a version in which `*` stands for any run of
+/// characters, the empty one included: `1.*` matches `1.0` and `1.2.3` (not `1`), `*`
+/// every version, `2` only `2`. The `from` of a migration hint (`migrations[].from`).
+#[must_use]
+pub fn matches(pattern: &str, version: &str) -> bool {
+    let (p, v) = (pattern.as_bytes(), version.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    // The last `*` seen and the version position it was tried at: on a mismatch it takes
+    // one more character (iterative, linear in practice).
+    let mut star: Option<(usize, usize)> = None;
+    while j < v.len() {
+        if i < p.len() && p[i] == b'*' {
+            star = Some((i, j));
+            i += 1;
+        } else if i < p.len() && p[i] == v[j] {
+            i += 1;
+            j += 1;
+        } else if let Some((si, sj)) = star {
+            i = si + 1;
+            j = sj + 1;
+            star = Some((si, sj + 1));
+        } else {
+            return false;
+        }
+    }
+    p[i..].iter().all(|&c| c == b'*')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn version_patterns() {
+        assert!(matches("1", "1") && !matches("1", "10") && !matches("1", "1.0"));
+        assert!(matches("1.*", "1.0") && matches("1.*", "1.2.3") && !matches("1.*", "1"));
+        assert!(!matches("1.*", "11.0") && !matches("1.*", "2.1"));
+        assert!(matches("*", "anything") && matches("*", "") && matches("**", "x"));
+        assert!(matches("*-rc*", "2.0-rc.1") && !matches("*-rc*", "2.0"));
+        assert!(matches("v*.0", "v2.1.0") && !matches("v*.0", "v2.1.1"));
+        assert!(!matches("", "1") && matches("", ""));
+    }
 
     fn pick(versions: &[&str]) -> &'static str {
         let i = latest(versions).expect("not empty");

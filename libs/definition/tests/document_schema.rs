@@ -55,6 +55,23 @@ fn every_example_and_its_normalised_form_validates() {
 }
 
 #[test]
+fn a_migration_hint_validates_as_written_and_normalised() {
+    let v = validator();
+    let doc = json!({
+        "name": "t", "version": "2", "tasks": {"w": null},
+        "steps": [{"id": "a", "task": "w"}],
+        "migrations": [
+            {"from": "1.*", "outputs": {"a": "${{ {'value': output} }}"}},
+            {"from": ["0.9", 0.8], "outputs": {"a": {"value": "${{ steps.old.output }}"}}}
+        ]
+    });
+    assert_eq!(problems(&v, &doc), Vec::<String>::new());
+    let normalised = to_document(&parse(&doc.to_string()).unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(normalised["migrations"][0]["from"], json!(["1.*"]));
+    assert_eq!(problems(&v, &normalised), Vec::<String>::new());
+}
+
+#[test]
 fn wrong_shapes_are_rejected() {
     let v = validator();
     let base = json!({"name": "t", "version": "1", "tasks": {"work": null}, "steps": [{"id": "a", "task": "work"}]});
@@ -120,6 +137,22 @@ fn wrong_shapes_are_rejected() {
         (
             "compensate in an on handler",
             json!({"name": "t", "version": "1", "tasks": {"w": null}, "steps": [{"id": "a", "sleep": "1s"}], "on": {"cancel": [{"id": "b", "task": "w", "compensate": {"task": "w"}}]}}),
+        ),
+        (
+            "migration hint with a bad pattern",
+            json!({"name": "t", "version": "2", "tasks": {"w": null}, "steps": [{"id": "a", "task": "w"}], "migrations": [{"from": "1.?", "outputs": {"a": 1}}]}),
+        ),
+        (
+            "migration hint without outputs",
+            json!({"name": "t", "version": "2", "tasks": {"w": null}, "steps": [{"id": "a", "task": "w"}], "migrations": [{"from": "1"}]}),
+        ),
+        (
+            "migration hint with an empty from",
+            json!({"name": "t", "version": "2", "tasks": {"w": null}, "steps": [{"id": "a", "task": "w"}], "migrations": [{"from": [], "outputs": {"a": 1}}]}),
+        ),
+        (
+            "migration hint with an unknown field",
+            json!({"name": "t", "version": "2", "tasks": {"w": null}, "steps": [{"id": "a", "task": "w"}], "migrations": [{"from": "1", "outputs": {"a": 1}, "to": "2"}]}),
         ),
     ];
     for (what, doc) in bad {

@@ -81,4 +81,7 @@ pub enum ChangeKind {
     UpdateChanged,
     /// Workflow settings: `description`, `timeout`, `retention`, `limits`.
     SettingsChanged,
+    /// The recorded outputs of the step are replaced by the ones the target's migration
+    /// hint (`migrations[].outputs`) maps them to.
+    OutputMapped,
 }

@@ -241,6 +241,11 @@ pub enum Event {
         /// The checked diff, for people and the console (see `crate::migrate::Change`).
         #[serde(default)]
         changes: Vec<Change>,
+        /// Outputs replaced by the target's migration hint (`migrations:`), by unit key as
+        /// it is after `renames`: evaluated once when the migration was planned, applied
+        /// as they are on replay. Left out of the JSON when empty.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        outputs: BTreeMap<String, Value>,
     },
     /// Terminal for the run: an operator reset the execution (`crate::restore`), which
     /// goes on in `next_run` from this run's state at `to_seq`. Also appended to a run

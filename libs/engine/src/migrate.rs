@@ -1,9 +1,9 @@
 //! Migrating a running execution to another version of its workflow, after a checked
 //! diff. Pure: [`plan`] compares two definitions against the run's state and judges every
 //! difference; [`migrate`] turns a safe plan into the one recorded event,
-//! `DefinitionMigrated`, which `State::apply` folds (renames and cancellations) and after
-//! which the decider goes on with the new definition (`crate::replay::replay_defs` checks
-//! such a history).
+//! `DefinitionMigrated`, which `State::apply` folds (renames, cancellations and mapped
+//! outputs) and after which the decider goes on with the new definition
+//! (`crate::replay::replay_defs` checks such a history).
 //!
 //! # How a step stands
 //!
@@ -36,7 +36,12 @@
 //!   changed → unsafe only while running (the attempt in flight was offered as the old
 //!   one); input contract → safe; output contract → unsafe when a recorded output of the
 //!   step (its unit or its elements) fails the new contract, else safe (results in flight
-//!   are checked against the new one).
+//!   are checked against the new one). Outputs a migration hint maps are judged as mapped.
+//! - **Migration hint** (`hints`): the first `migrations:` entry of `to` whose `from`
+//!   matches the run's version maps the recorded outputs of main-body task steps, evaluated
+//!   once here; a mapping that fails to evaluate, is over the payload limit or fails the
+//!   new output contract → unsafe (`output_mapped`), else safe and the results go into
+//!   `DefinitionMigrated::outputs` (replay applies them as recorded).
 //! - **Input** (`input`, and the kind's value: `compute`, `until`, `http`,
 //!   `continue_as_new.input`, a `sleep` duration): pending or done → safe (done: not
 //!   evaluated again); running → unsafe (the unit in flight used the old value).
@@ -61,6 +66,7 @@
 mod classify;
 mod context;
 mod contracts;
+mod hints;
 mod steps;
 mod workflow;
 
@@ -70,9 +76,11 @@ use crate::event::Event;
 use crate::state::State;
 use classify::Units;
 use context::{Cx, Out};
+use hints::Hinted;
 use orbit_codes::ErrorCode;
 use orbit_definition::{Body, Definition, Outcome};
 use serde::Serialize;
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The checked diff of two versions of a workflow for one run.
@@ -94,6 +102,11 @@ pub struct Plan {
     pub renames: BTreeMap<String, String>,
     /// Unit keys to cancel (open units of removed steps), sorted.
     pub cancel: Vec<String>,
+    /// Outputs the target's migration hint maps, by unit key after `renames`: they replace
+    /// the recorded ones. Empty when no hint applies or a mapping failed. Recorded in the
+    /// event; left out of the plan's JSON (the owner's reply), which only needs the diff.
+    #[serde(skip)]
+    pub outputs: BTreeMap<String, Value>,
 }
 
 impl Plan {
@@ -128,11 +141,14 @@ pub fn plan(from: &Definition, to: &Definition, state: &State) -> Plan {
         changes: Vec::new(),
         renames: BTreeMap::new(),
         cancel: Vec::new(),
+        outputs: BTreeMap::new(),
     };
     if from.hash == to.hash {
         return plan;
     }
-    let cx = Cx { from, to, state, units: Units::of(state) };
+    let units = Units::of(state);
+    let hinted = Hinted::of(from, to, state, &units);
+    let cx = Cx { from, to, state, units, hinted };
     // Bodies first: the signal check needs what they cancel.
     let mut covered = BTreeSet::new();
     let mut body = |b: Body| {
@@ -190,6 +206,12 @@ pub fn plan(from: &Definition, to: &Definition, state: &State) -> Plan {
         });
     }
     plan.changes = changes;
+    plan.outputs = cx
+        .hinted
+        .outputs()
+        .into_iter()
+        .map(|(key, v)| (crate::state::migrated::renamed(&key, &top.renames).unwrap_or(key), v))
+        .collect();
     plan.renames = top.renames;
     plan.cancel = top.cancel.into_iter().collect();
     plan
@@ -273,6 +295,7 @@ pub fn migrate(
         renames: plan.renames.clone(),
         cancelled: plan.cancel.clone(),
         changes: plan.changes.clone(),
+        outputs: plan.outputs.clone(),
     };
     Ok((plan, vec![event]))
 }

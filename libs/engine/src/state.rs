@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-mod migrated;
+pub(crate) mod migrated;
 mod parts;
 mod restored;
 
@@ -446,8 +446,10 @@ impl State {
                 self.close(Status::ContinuedAsNew);
                 self.next_input = Some(input.clone());
             }
-            Event::DefinitionMigrated { to_version, to_hash, renames, cancelled, .. } => {
-                self.migrate(to_version, to_hash, renames, cancelled);
+            Event::DefinitionMigrated {
+                to_version, to_hash, renames, cancelled, outputs, ..
+            } => {
+                self.migrate(to_version, to_hash, renames, cancelled, outputs);
             }
             // On a run that had closed already (a reset reopening it) this changes nothing.
             Event::WorkflowReset { .. } => self.close(Status::ContinuedAsNew),

@@ -89,6 +89,7 @@ fn migrated(renames: &[(&str, &str)], cancelled: &[&str]) -> Event {
             safe: true,
             reason: "done".into(),
         }],
+        outputs: BTreeMap::new(),
     }
 }
 
@@ -124,6 +125,39 @@ fn a_migration_folds_as_if_the_history_had_used_the_new_names() {
     let e = &after.elements["a2"];
     assert_eq!((e.present, e.end, e.resolved), (2, 2, 1));
     assert_eq!(e.failed.iter().copied().collect::<Vec<_>>(), [1]);
+}
+
+#[test]
+fn mapped_outputs_replace_recorded_ones_after_the_renames() {
+    let mut events = history("1", "h1", "a", "h");
+    let mut event = migrated(&[("a", "a2")], &[]);
+    if let Event::DefinitionMigrated { outputs, .. } = &mut event {
+        // `a2[0]` succeeded (mapped); `a2[1]` failed and `b` is open (left out); `a[0]` is
+        // the old name (gone after the rename); `zz` is no unit.
+        for key in ["a2[0]", "a2[1]", "b", "a[0]", "zz"] {
+            outputs.insert(key.into(), json!({"mapped": key}));
+        }
+    }
+    events.push(event.clone());
+    let (after, _) = fold(events);
+    let (before, _) = fold(history("1", "h1", "a", "h"));
+    assert_eq!(
+        after.unit("a2[0]").and_then(|u| u.output.clone()),
+        Some(json!({"mapped": "a2[0]"}))
+    );
+    assert_eq!(
+        after.unit("a2[1]").map(|u| u.output.clone()),
+        before.unit("a[1]").map(|u| u.output.clone())
+    );
+    assert_eq!(after.unit("b").map(|u| u.output.clone()), Some(None));
+    assert!(after.unit("zz").is_none() && after.unit("a[0]").is_none());
+    assert_eq!(after.units.len(), before.units.len());
+    // Recorded, in the event's JSON; absent there when nothing was mapped.
+    let text = serde_json::to_value(&event).unwrap();
+    assert_eq!(text["outputs"]["a2[0]"], json!({"mapped": "a2[0]"}));
+    assert_eq!(serde_json::from_value::<Event>(text).unwrap(), event);
+    let plain = serde_json::to_value(migrated(&[], &[])).unwrap();
+    assert!(plain.get("outputs").is_none(), "{plain}");
 }
 
 #[test]

@@ -109,8 +109,12 @@ fn event() -> impl Strategy<Value = Event> {
         Just(Event::HandlersStarted { outcome: "failure".into() }),
         Just(Event::WorkflowCompleted { output: json!(1) }),
         Just(Event::WorkflowContinuedAsNew { next_run: 2, input: json!(1) }),
-        (prop::collection::vec((key(), key()), 0..3), prop::collection::vec(key(), 0..3)).prop_map(
-            |(renames, cancelled)| Event::DefinitionMigrated {
+        (
+            prop::collection::vec((key(), key()), 0..3),
+            prop::collection::vec(key(), 0..3),
+            prop::collection::vec(key(), 0..2)
+        )
+            .prop_map(|(renames, cancelled, mapped)| Event::DefinitionMigrated {
                 from_version: "1".into(),
                 to_version: "2".into(),
                 from_hash: String::new(),
@@ -118,8 +122,8 @@ fn event() -> impl Strategy<Value = Event> {
                 renames: renames.into_iter().collect(),
                 cancelled,
                 changes: vec![],
-            }
-        ),
+                outputs: mapped.into_iter().map(|k| (k, json!({"mapped": true}))).collect(),
+            }),
     ]
 }
 

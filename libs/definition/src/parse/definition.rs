@@ -8,13 +8,14 @@ use crate::parse::contracts::{contract, signals, tasks, version};
 use crate::parse::exprs::{Compiler, StepRef, Vars};
 use crate::parse::fields::duration;
 use crate::parse::graph;
+use crate::parse::migrations;
 use crate::parse::names::{check_key, check_reserved, is_name};
 use crate::parse::reader::{a_kind, wrong_type, Errors, Obj};
 use crate::parse::steps::{read_body, Known, Parsed};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-const FIELDS: [&str; 16] = [
+const FIELDS: [&str; 17] = [
     "$schema",
     "name",
     "version",
@@ -31,6 +32,7 @@ const FIELDS: [&str; 16] = [
     "output",
     "on",
     "on_signal",
+    "migrations",
 ];
 
 /// Reads a whole document. Returns a definition whenever the document is a mapping; it is
@@ -111,6 +113,10 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
             on_signal.insert(signal, body);
         }
     }
+    let migrations = obj
+        .get("migrations")
+        .map(|m| migrations::read(m, "migrations", &main, errors))
+        .unwrap_or_default();
     obj.finish(errors, &FIELDS);
 
     let main_ids: BTreeSet<String> =
@@ -154,6 +160,7 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
         output: output.filter(|t| *t != Template::Literal(Value::Null)),
         on: handlers,
         on_signal: on_signal.into_iter().map(|(k, v)| (k, steps(v))).collect(),
+        migrations,
         hash: String::new(),
     })
 }

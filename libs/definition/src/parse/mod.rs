@@ -2,7 +2,8 @@
 //!
 //! The pipeline: [`source`] turns text into JSON; [`definition`] reads the workflow-level
 //! fields, [`steps`] each body (with [`kinds`] and [`fields`]), compiling expressions with
-//! [`exprs`] as it goes; [`graph`] then checks ids, references and cycles per body. Readers
+//! [`exprs`] as it goes; [`graph`] then checks ids, references and cycles per body; [`migrations`] reads the
+//! migration hints against the main body. Readers
 //! never stop at the first problem: they record it and go on with a fallback, and the
 //! definition is returned only if nothing was recorded.
 
@@ -12,6 +13,7 @@ mod exprs;
 mod fields;
 mod graph;
 mod kinds;
+mod migrations;
 mod names;
 pub(crate) mod reader;
 mod source;

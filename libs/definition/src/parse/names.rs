@@ -18,6 +18,12 @@ pub(crate) fn is_version(s: &str) -> bool {
         && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '+'))
 }
 
+/// A version with `*` wildcards: the `from` of a migration hint.
+pub(crate) fn is_version_pattern(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '+' | '*'))
+}
+
 /// Checks a step id; records `INVALID_ID` when malformed.
 pub(crate) fn check_step_id(id: &str, path: &str, errors: &mut Errors) {
     if !is_identifier(id) {

@@ -1,7 +1,9 @@
-//! What the parts of a migration plan share: the two definitions and the run ([`Cx`]), what
+//! What the parts of a migration plan share: the two definitions, the run and what a
+//! migration hint mapped ([`Cx`]), what
 //! they collect ([`Out`]), and how values are shown in a change's `detail`.
 
 use super::classify::{Class, Units};
+use super::hints::Hinted;
 use crate::change::{Change, ChangeKind};
 use crate::state::State;
 use orbit_definition::{format_duration, Body, Definition};
@@ -21,6 +23,8 @@ pub(crate) struct Cx<'a> {
     pub state: &'a State,
     /// Its units by step.
     pub units: Units<'a>,
+    /// What the target's migration hint for the run's version mapped.
+    pub hinted: Hinted,
 }
 
 /// What a plan collects.

@@ -123,6 +123,7 @@ fn pair(
     }
     // A kind change says it all: the fields of the old kind are not compared.
     let same_kind = kind(cx, old, new, &s, out, covered);
+    super::contracts::mapped(cx, &s, out);
     if same_kind && old.input != new.input {
         let detail = format!(
             "input {} -> {}",

@@ -4,12 +4,16 @@
 //! exactly as a decided `StepCancelled` cancels it; then every unit key whose step (in its
 //! body) is renamed gets the new id, in every part of the state that holds unit keys
 //! (`units`, `fanouts`, `success_order`, `tokens`, the wind-down's compensation list), and
-//! `open` and `elements` are rebuilt from the units. Total like the rest of the fold: a
-//! rename that does not parse, moves to another body, or targets a step that has units (or
-//! that another rename targets too) is left out, so no unit is ever lost or merged.
+//! `open` and `elements` are rebuilt from the units; last, the `outputs` a migration hint
+//! mapped replace the recorded outputs of those (succeeded) units, by their keys after the
+//! renames. Total like the rest of the fold: a rename that does not parse, moves to another
+//! body, or targets a step that has units (or that another rename targets too) is left out,
+//! so no unit is ever lost or merged; an output for a unit that is not there or did not
+//! succeed is left out too.
 
 use super::{State, UnitStatus};
 use crate::unit::{parse_qualified_step, qualified_step, UnitKey};
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
 impl State {
@@ -19,6 +23,7 @@ impl State {
         hash: &str,
         renames: &BTreeMap<String, String>,
         cancelled: &[String],
+        outputs: &BTreeMap<String, Value>,
     ) {
         version.clone_into(&mut self.version);
         hash.clone_into(&mut self.definition_hash);
@@ -32,6 +37,15 @@ impl State {
             u.fire_at = None;
             self.index(key, Some(before), Some(UnitStatus::Cancelled));
         }
+        self.rename(renames);
+        for (key, output) in outputs {
+            if let Some(u) = self.units.get_mut(key).filter(|u| u.status == UnitStatus::Succeeded) {
+                u.output = Some(output.clone());
+            }
+        }
+    }
+
+    fn rename(&mut self, renames: &BTreeMap<String, String>) {
         if renames.is_empty() {
             return;
         }
@@ -94,7 +108,7 @@ fn usable(
 }
 
 /// The key `key` takes under `renames` (body-qualified step names), if its step is renamed.
-fn renamed(key: &str, renames: &BTreeMap<String, String>) -> Option<String> {
+pub(crate) fn renamed(key: &str, renames: &BTreeMap<String, String>) -> Option<String> {
     let mut parsed = UnitKey::parse(key)?;
     let body = parsed.scope.body();
     let to = renames.get(&qualified_step(&body, &parsed.step))?;
