@@ -1,14 +1,16 @@
 // One execution: status, input and output, the timeline (gantt.js), the definition's steps
 // with each step's state, pending work, parent and children, the raw history, and the
 // operator actions (signal, query, update, cancel, replay check; resume and terminate
-// when parked). Refreshes every few seconds while the execution is open. Time travel: the
-// scrubber (scrubber.js) or a click on a history event shows all of it but the history and
-// the children as of a seq (`DescribeExecution.at_seq`, kept in the URL as `?at=SEQ`),
-// queries answer as of it, and the refresh pauses until the view is back at the head.
+// when parked; migrate, reset and fork in evolve.js). Refreshes every few seconds while the
+// execution is open. Time travel: the scrubber (scrubber.js) or a click on a history event
+// shows all of it but the history and the children as of a seq
+// (`DescribeExecution.at_seq`, kept in the URL as `?at=SEQ`), queries answer as of it,
+// reset and fork default to it, and the refresh pauses until the view is back at the head.
 
 import { call, esc, badge, when, span, json, errorBox, short } from './api.js';
 import { timeline, svg, LEGEND } from './gantt.js';
 import { scrubber, parseAt, withAt } from './scrubber.js';
+import { panels, stepsThatRan, wireEvolve } from './evolve.js';
 
 const REFRESH_MS = 3000;
 
@@ -50,6 +52,8 @@ export async function render(main, id, params) {
   let open = true;
   let generation = 0; // only the latest load draws
   const defs = new Map(); // `workflow@version` → its definition (immutable once registered)
+  let notice = ''; // what the last reset did, shown above the view until the page is left
+  let drawnAt; // the position last drawn: a redraw there keeps what the form fields hold
   const scrub = scrubber(main.querySelector('#scrubber'), (seq) => {
     at = seq;
     window.history.replaceState(null, '', withAt(location, at));
@@ -87,12 +91,15 @@ export async function render(main, id, params) {
     const closed = info.closedAt && !info.closedAt.startsWith('1970');
     const until = closed ? Date.parse(info.closedAt) : cursor ?? Date.now();
     const unfolded = new Set([...body.querySelectorAll('details[open][id]')].map((x) => x.id));
+    const filled = seq === drawnAt ? [...body.querySelectorAll('input[id], select[id], textarea[id]')].map((f) => [f.id, f.type === 'checkbox' ? f.checked : f.value]) : [];
+    const ids = def ? stepIds(def.workflow.document).map((s) => s.id) : [];
+    const ran = stepsThatRan(ids, events);
     head.innerHTML = `<h1>${esc(info.workflow)} <span class="muted">v${esc(info.version)}</span> ${badge(info.status)}</h1>`;
-    body.innerHTML = `
+    body.innerHTML = `${notice}
       <div class="grid">
         <div class="card"><dl class="kv">
           <dt>Execution</dt><dd class="mono" id="execution-id">${esc(info.executionId)}</dd>
-          <dt>Run</dt><dd>${esc(info.run)}</dd>
+          <dt>Run</dt><dd id="execution-run">${esc(info.run)}</dd>
           <dt>Created</dt><dd>${esc(when(info.createdAt))}</dd>
           <dt>Closed</dt><dd>${esc(when(info.closedAt)) || '—'}</dd>
           <dt>Duration</dt><dd>${esc(span(until - Date.parse(info.createdAt)))}</dd>
@@ -106,12 +113,18 @@ export async function render(main, id, params) {
           ${d.suspension?.reason ? `<p class="error">Suspended: ${esc(d.suspension.reason)} (${esc(d.suspension.failures)} failures)</p>` : ''}</div>
       </div>
       <h2>Timeline</h2>${LEGEND}${chart.html}<div id="bar-detail" class="card result" aria-live="polite"></div>
-      <h2>Steps</h2>${steps(def, d)}
+      <h2>Steps</h2>${steps(def, d, ran)}
       ${pending(d)}
       ${children.executions.length ? `<h2>Children</h2><ul>${children.executions.map((c) => `<li><a class="mono" href="/ui/executions/${encodeURIComponent(c.executionId)}">${esc(c.executionId)}</a> ${esc(c.workflow)} ${badge(c.status)}</li>`).join('')}</ul>` : ''}
-      <h2>Actions</h2>${actions(open, seq)}
+      <h2>Actions</h2>${actions(open, seq)}${panels(open, seq, ran)}
       <details id="history-details"><summary class="h2">History (${events.length} events)</summary>${historyTable(id, events, seq)}</details>`;
     for (const x of unfolded) body.querySelector(`#${x}`)?.setAttribute('open', '');
+    for (const [fid, v] of filled) {
+      const f = body.querySelector(`#${fid}`);
+      if (f?.type === 'checkbox') f.checked = v;
+      else if (f && (f.tagName !== 'SELECT' || [...f.options].some((o) => o.value === v))) f.value = v;
+    }
+    drawnAt = seq;
     // What the view shows: the seq (the head's when live), for links and tests.
     body.dataset.seq = String(shown);
     body.dataset.live = String(seq == null);
@@ -134,7 +147,15 @@ export async function render(main, id, params) {
     }
     if (selected != null) pick(Number(selected));
     wire(body, id, seq, hist.run);
+    wireEvolve(body, { id, at: seq, run: hist.run, ran, onReset: reopened });
     return open;
+  };
+  // A reset is done: the execution goes on in its next run, shown live.
+  const reopened = (r, point) => {
+    const old = Number(r.run) - 1;
+    notice = `<p class="banner" id="exec-notice" role="status">Reset ${esc(point)}: run ${esc(old)} ended and the execution goes on in run <b>${esc(r.run)}</b> from seq ${esc(r.plan.throughSeq)} (<code>RunRestored</code> at seq ${esc(r.seq)}); run ${esc(old)} stays readable (<code>orbit execution history ${esc(id)} --run ${esc(old)}</code>).</p>`;
+    history = null;
+    scrub.move(null, true);
   };
   // An event of the history table picks its seq (a plain click; others open the link).
   body.addEventListener('click', (e) => {
@@ -149,13 +170,13 @@ export async function render(main, id, params) {
   // hands (a form being filled).
   const timer = setInterval(async () => {
     if (at != null || !open || document.hidden || main.contains(document.activeElement) && document.activeElement.matches('input:not(#scrub-range), textarea, select')) return;
-    if (main.querySelector('#mig-result')?.dataset.keep) return;
+    if (main.querySelector('.result[data-keep]')) return; // a diff, a plan or a fork shown
     try { open = await load(); } catch { /* keep the last view */ }
   }, REFRESH_MS);
   return () => { clearInterval(timer); scrub.stop(); };
 }
 
-function steps(def, d) {
+function steps(def, d, ran) {
   const ids = def ? stepIds(def.workflow.document) : [];
   const units = d.units || [];
   const seen = new Set();
@@ -164,15 +185,17 @@ function steps(def, d) {
     const mine = units.filter((u) => u.step === id);
     mine.forEach((u) => seen.add(u.key));
     const after = esc(needs.join(', '));
-    rows.push(mine.length ? mine.map((u) => unitRow(u, after)).join('') : `<tr><td>${esc(id)}</td><td>${after}</td><td></td><td><span class="badge">NOT REACHED</span></td><td></td><td></td><td></td></tr>`);
+    // A step that ran can be reset to (its first row links to the reset panel).
+    const here = ran.includes(id) ? `<a href="#restore" class="reset-here" data-step="${esc(id)}" title="Reset to just before ${esc(id)} first started">reset here</a>` : '';
+    rows.push(mine.length ? mine.map((u, i) => unitRow(u, after, i ? '' : here)).join('') : `<tr><td>${esc(id)}</td><td>${after}</td><td></td><td><span class="badge">NOT REACHED</span></td><td></td><td></td><td></td><td>${here}</td></tr>`);
   }
-  for (const u of units) if (!seen.has(u.key)) rows.push(unitRow(u, ''));
-  return `<table id="steps"><thead><tr><th>Step</th><th>Needs</th><th>Unit</th><th>State</th><th>Attempt</th><th>Task</th><th>Last error</th></tr></thead><tbody>${rows.join('')}</tbody></table>
+  for (const u of units) if (!seen.has(u.key)) rows.push(unitRow(u, '', ''));
+  return `<table id="steps"><thead><tr><th>Step</th><th>Needs</th><th>Unit</th><th>State</th><th>Attempt</th><th>Task</th><th>Last error</th><th></th></tr></thead><tbody>${rows.join('')}</tbody></table>
     ${def ? `<details id="def-source"><summary>Definition source (${esc(def.workflow.definitionHash?.slice(0, 12))})</summary><pre class="mono">${esc(def.workflow.document)}</pre></details>` : ''}`;
 }
 
-function unitRow(u, after) {
-  return `<tr><td>${esc(u.step)}</td><td>${after}</td><td class="mono">${esc(u.key)}</td><td>${badge(u.status)}</td><td>${esc(u.attempt || '')}${u.redelivery ? ' (redelivery)' : ''}</td><td>${esc(u.task)}</td><td class="error">${u.lastError?.code ? `${esc(u.lastError.code)}: ${esc(u.lastError.message)}` : ''}</td></tr>`;
+function unitRow(u, after, here) {
+  return `<tr><td>${esc(u.step)}</td><td>${after}</td><td class="mono">${esc(u.key)}</td><td>${badge(u.status)}</td><td>${esc(u.attempt || '')}${u.redelivery ? ' (redelivery)' : ''}</td><td>${esc(u.task)}</td><td class="error">${u.lastError?.code ? `${esc(u.lastError.code)}: ${esc(u.lastError.message)}` : ''}</td><td>${here}</td></tr>`;
 }
 
 function pending(d) {
@@ -184,10 +207,11 @@ function pending(d) {
 }
 
 // The operator actions. Scrubbed to a past seq, a query answers as of that seq; the
-// actions that write act on the execution now, so they wait for the way back to live.
+// actions that write act on the execution now, so they wait for the way back to live
+// (reset and fork, in evolve.js, are about a past point: they stay).
 function actions(live, at) {
   const open = live && at == null;
-  return `${at == null ? '' : `<p class="muted" id="act-past">Viewing seq ${esc(at)}: a query answers as of it; signal, update, cancel, resume, terminate and migrate act on the execution now — back to live to use them.</p>`}
+  return `${at == null ? '' : `<p class="muted" id="act-past">Viewing seq ${esc(at)}: a query answers as of it; reset and fork go back to it; signal, update, cancel, resume, terminate and migrate act on the execution now — back to live to use them.</p>`}
   <div class="actions card">
     <label>Name <input id="act-name" placeholder="signal / query / update name"></label>
     <label>Payload (JSON) <textarea id="act-payload" rows="2">{}</textarea></label>
@@ -198,24 +222,7 @@ function actions(live, at) {
     <button id="act-replay">Replay check</button>
     <button id="act-resume" ${open ? '' : 'disabled'}>Resume</button>
     <button id="act-terminate" ${open ? '' : 'disabled'}>Terminate…</button>
-  </div><div id="act-result" class="result" aria-live="polite"></div>
-  <h3>Migrate to another version</h3>
-  <div class="actions card">
-    <label>Version <input id="mig-version" placeholder="e.g. 2"></label>
-    <button id="mig-dry" ${open ? '' : 'disabled'}>Diff (dry run)</button>
-    <button id="mig-run" ${open ? '' : 'disabled'}>Migrate…</button>
-  </div><div id="mig-result" class="result" aria-live="polite"></div>`;
-}
-
-// The checked diff of a migration (`MigrateExecutionResponse`): one row per difference,
-// UNSAFE ones marked; the page stops refreshing while it is shown.
-function migration(r, dryRun) {
-  const rows = (r.changes || []).map((c) => `<tr class="${c.safe ? 'safe' : 'unsafe'}"><td>${c.safe ? 'safe' : '<b class="error">UNSAFE</b>'}</td><td>${esc(c.kind)}</td><td class="mono">${esc(c.step)}</td><td>${esc(c.detail)}</td><td class="muted">${esc(c.reason)}</td></tr>`).join('');
-  const verdict = dryRun
-    ? (r.safe ? 'safe: a migration would be recorded' : 'UNSAFE: a migration would be refused')
-    : (r.migrated ? `migrated (seq ${esc(r.seq)})` : 'already runs this version: nothing written');
-  return `<p id="mig-verdict"><b>v${esc(r.fromVersion)} → v${esc(r.toVersion)}</b>: ${verdict}</p>
-    ${rows ? `<table id="mig-diff"><thead><tr><th></th><th>Change</th><th>Step</th><th>What</th><th>Why</th></tr></thead><tbody>${rows}</tbody></table>` : '<p class="muted">No differences.</p>'}`;
+  </div><div id="act-result" class="result" aria-live="polite"></div>`;
 }
 
 function wire(main, id, at, runNo) {
@@ -233,17 +240,6 @@ function wire(main, id, at, runNo) {
   main.querySelector('#act-cancel').onclick = () => confirm(`Cancel ${id}?`) && run('Cancel', () => call('WorkflowService/CancelExecution', { executionId: id, reason: 'cancelled from the console', requestId: rid() }));
   main.querySelector('#act-replay').onclick = () => run('Replay check', () => call('AdminService/Replay', { executionId: id }));
   main.querySelector('#act-resume').onclick = () => run('Resume', () => call('WorkflowService/ResumeExecution', { executionId: id }));
-  const mig = main.querySelector('#mig-result');
-  const migrate = async (dryRun) => {
-    const toVersion = main.querySelector('#mig-version').value.trim();
-    mig.dataset.keep = '1';
-    mig.innerHTML = '<p class="muted">Migrate…</p>';
-    try {
-      mig.innerHTML = migration(await call('WorkflowService/MigrateExecution', { executionId: id, toVersion, dryRun, reason: 'from the console', requestId: dryRun ? '' : rid() }), dryRun);
-    } catch (e) { mig.innerHTML = errorBox(e); }
-  };
-  main.querySelector('#mig-dry').onclick = () => migrate(true);
-  main.querySelector('#mig-run').onclick = () => confirm(`Migrate ${id}?`) && migrate(false);
   main.querySelector('#act-terminate').onclick = () => confirm(`Terminate ${id}?`) && run('Terminate', () => call('WorkflowService/TerminateExecution', { executionId: id, reason: 'terminated from the console' }));
 }
 

@@ -12,6 +12,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("api.js", "text/javascript; charset=utf-8", include_str!("../assets/api.js")),
     ("executions.js", "text/javascript; charset=utf-8", include_str!("../assets/executions.js")),
     ("execution.js", "text/javascript; charset=utf-8", include_str!("../assets/execution.js")),
+    ("evolve.js", "text/javascript; charset=utf-8", include_str!("../assets/evolve.js")),
     ("gantt.js", "text/javascript; charset=utf-8", include_str!("../assets/gantt.js")),
     ("pages.js", "text/javascript; charset=utf-8", include_str!("../assets/pages.js")),
     ("scrubber.js", "text/javascript; charset=utf-8", include_str!("../assets/scrubber.js")),

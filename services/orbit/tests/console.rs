@@ -5,8 +5,10 @@
 //! identities file, calls without a valid token are refused 401 and an identity without
 //! read actions 403. Then headless Chromium opens every page, clicks from the list to the
 //! failed execution and its failed attempt, sends a signal from the page, scrubs that
-//! execution's history back to before the signal (time travel) and saves screenshots
-//! (`ORBIT_CONSOLE_SHOTS=docs/img` keeps them, as committed in the docs).
+//! execution's history back to before the signal (time travel), resets an execution that
+//! failed in a buggy step once its worker is fixed (it completes as run 2), forks another
+//! at a past seq, and saves screenshots (`ORBIT_CONSOLE_SHOTS=docs/img` keeps them, as
+//! committed in the docs).
 
 // Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
 // (unique names, deadlines of real processes) directly.
@@ -19,6 +21,8 @@ use orbit_api::v1 as pb;
 use orbit_api::v1::schedule_service_client::ScheduleServiceClient;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -284,6 +288,18 @@ async fn the_pages_work_in_headless_chromium() {
         );
         common::register(&mut c, &doc).await;
     }
+    // An execution to repair from the page (issue 26): it fails in `check` (its worker's
+    // bug) with `prepare` done; the worker is fixed before the page resets it to `check`.
+    let fixed = Arc::new(AtomicBool::new(false));
+    repair_worker(&server.address(), fixed.clone(), &stop);
+    common::register(&mut c, REPAIR).await;
+    common::start(&mut c, "console-repair", REPAIRED, json!({"order": 7})).await.expect("start");
+    assert_eq!(common::result(&mut c, REPAIRED, WAIT).await.0, pb::ExecutionStatus::Failed);
+    // Registered once it runs v1: a start without a version runs the latest.
+    for doc in [REPAIR_V2, REPAIR_V3] {
+        common::register(&mut c, doc).await;
+    }
+    fixed.store(true, Ordering::SeqCst);
     let shots = shots(&dir);
     // Blocking (a child process with its own bound): off the runtime's threads.
     let at = admin.clone();
@@ -291,12 +307,42 @@ async fn the_pages_work_in_headless_chromium() {
     tokio::task::spawn_blocking(move || run_browser(&at, &folder, &[])).await.expect("browser run");
     // What the browser did went through the API: the signal completed the execution.
     assert_eq!(common::result(&mut c, WAITING, WAIT).await.0, pb::ExecutionStatus::Completed);
+    // The reset: run 2 on v2 completed, `prepare` kept from run 1 (one unit, run 1's).
+    assert_eq!(common::result(&mut c, REPAIRED, WAIT).await.0, pb::ExecutionStatus::Completed);
+    let request =
+        pb::DescribeExecutionRequest { execution_id: REPAIRED.into(), ..Default::default() };
+    let repaired = c.describe_execution(request).await.expect("describe").into_inner();
+    let info = repaired.execution.and_then(|e| e.info).expect("info");
+    assert_eq!((info.run, info.version.as_str()), (2, "2"), "{info:?}");
+    let run2 = common::history(&mut c, REPAIRED).await;
+    let restored = run2.iter().find(|e| e.event_type == "RunRestored").expect("RunRestored");
+    let prepared: Vec<_> = run2
+        .iter()
+        .filter(|e| e.event_type == "StepSucceeded" && e.step == "prepare")
+        .map(|e| e.seq)
+        .collect();
+    assert!(prepared.len() == 1 && prepared[0] < restored.seq, "{prepared:?} {restored:?}");
+    // The fork of the sleeping demo at its `work` success (named `<id>-fork-<seq>` by the
+    // page) went on by itself to the same sleep; the source still sleeps in its own run.
+    let events = common::history(&mut c, SLEEPING).await;
+    let work = events.iter().find(|e| e.event_type == "StepSucceeded" && e.step == "work");
+    let fork = format!("{SLEEPING}-fork-{}", work.expect("work succeeded").seq);
+    for id in [fork.as_str(), SLEEPING] {
+        let request =
+            pb::DescribeExecutionRequest { execution_id: id.into(), ..Default::default() };
+        let d = c.describe_execution(request).await.expect("describe").into_inner();
+        let d = d.execution.expect("execution");
+        let info = d.info.expect("info");
+        assert_eq!((info.status(), info.run), (pb::ExecutionStatus::Running, 1), "{id}");
+        assert_eq!(d.pending_timers.len(), 1, "{id} sleeps: {:?}", d.pending_timers);
+    }
     for name in [
         "console-list",
         "console-timeline",
         "console-execution-failed",
         "console-cluster",
         "console-time-travel",
+        "console-reset-plan",
     ] {
         assert!(shots.join(format!("{name}.png")).exists(), "screenshot {name}");
     }

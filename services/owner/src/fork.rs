@@ -17,7 +17,7 @@ use crate::hot::definition;
 use crate::requests::StartRequest;
 use crate::work::Work;
 use orbit_definition::Definition;
-use orbit_engine::event::HistoryEvent;
+use orbit_engine::event::{Event, HistoryEvent};
 use orbit_engine::restore::{self, Restored, Source};
 use orbit_engine::run::{Pass, Run};
 use orbit_engine::ErrorCode;
@@ -36,7 +36,7 @@ pub(crate) struct ForkInput {
 
 /// Reads a fork's source and definitions; pins `req.version` to the version the fork ends
 /// on (the requested one, else the one in effect at the seq), so `begin` creates the
-/// projection row with it.
+/// projection row with it, and sets `req.input` to the source's input.
 pub(crate) async fn prepare(
     inner: &Inner,
     core: &mut Core,
@@ -65,6 +65,11 @@ pub(crate) async fn prepare(
         _ => None,
     };
     req.version = Some(to.as_ref().unwrap_or(&def).version.clone());
+    // The fork's input is the source's (its `WorkflowCreated` carries it): `begin` checks
+    // the start's input against the input contract, and the caller sent none.
+    if let Some(Event::WorkflowCreated { input, .. }) = history.first().map(|h| &h.event) {
+        req.input = input.clone();
+    }
     Ok(Some(ForkInput {
         source_id: f.source_execution_id,
         source_run: run,

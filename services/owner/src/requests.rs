@@ -55,7 +55,7 @@ pub struct StartRequest {
     /// [`InitialUpdate`]); ignored when the execution exists.
     pub update: Option<InitialUpdate>,
     /// A fork: the new execution starts from another execution's state at a seq (see
-    /// `fork`); `input` is ignored.
+    /// `fork`); `input` is replaced by the source's (`fork::prepare`).
     pub fork: Option<ForkFrom>,
 }
 

@@ -52,7 +52,7 @@ pub(crate) async fn reset(
     let loaded = load_run(shared, scope, Action::Update, id, 0).await?;
     let through = restore::point(&loaded.history, &to).map_err(refused)?;
     let source = Source { execution_id: id, run: loaded.run };
-    let plan = checked(shared, &loaded.history, through, source, to_version).await?;
+    let plan = checked(shared, &loaded.history, through, source, to_version, req.dry_run).await?;
     if req.dry_run {
         return Ok(ResetExecutionResponse {
             plan: Some(restore_plan(&plan)),
@@ -100,7 +100,7 @@ pub(crate) async fn fork(
     scope.workflow(Action::Start, &loaded.row.workflow)?;
     let through = restore::point(&loaded.history, &Point::Seq(req.at_seq)).map_err(refused)?;
     let source = Source { execution_id: id, run: loaded.run };
-    let plan = checked(shared, &loaded.history, through, source, version).await?;
+    let plan = checked(shared, &loaded.history, through, source, version, req.dry_run).await?;
     let fork_version = plan["migration"]["to_version"]
         .as_str()
         .or(plan["version"].as_str())
@@ -148,13 +148,15 @@ pub(crate) async fn fork(
 
 /// The plan of a restoration from `history` through `through` (as JSON, the shape the
 /// owner's reply stores), with the migration's plan under `migration` when `to_version` is
-/// set; refused (the engine's code) when the point or the migration is not possible.
+/// set; refused (the engine's code) when the point or the migration is not possible — an
+/// unsafe migration only when it is not a dry run (a dry run answers its diff).
 async fn checked(
     shared: &Shared,
     history: &[HistoryEvent],
     through: u64,
     source: Source<'_>,
     to_version: Option<&str>,
+    dry_run: bool,
 ) -> ApiResult<Value> {
     let at = restore::state_at(history, through);
     let store = shared.store.as_ref();
@@ -174,8 +176,10 @@ async fn checked(
         .ok_or_else(|| err(ErrorCode::StorageError, "a run without WorkflowCreated"))?;
     let first = restore::first_events(created, &plan, source, "", false, 0);
     let state = orbit_engine::State::from_history(&first);
-    let (migration, _) = match orbit_engine::migrate::migrate(&def, &to, &state) {
-        Ok(done) => done,
+    // A dry run answers an unsafe diff (as `MigrateExecution`'s does); a reset is refused.
+    let migration = match orbit_engine::migrate::migrate(&def, &to, &state) {
+        Ok((plan, _)) => plan,
+        Err((e, plan)) if dry_run && e.code == ErrorCode::MigrationUnsafe => plan,
         Err((e, _)) => return Err(refused(e)),
     };
     json["migration"] = serde_json::to_value(&migration).unwrap_or(Value::Null);

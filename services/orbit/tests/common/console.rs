@@ -11,6 +11,8 @@ use super::*;
 use orbit_api::v1::schedule_service_client::ScheduleServiceClient;
 use orbit_worker::{TaskContext, TaskFailure, Worker};
 use serde_json::json;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
@@ -60,6 +62,64 @@ pub const QUEUED: &str = "demo-queued";
 pub const SCHEDULE: &str = "demo-hourly";
 pub const WORKER_ID: &str = "console-worker";
 
+/// A workflow to repair from the page (issue 26, reset and fork): `prepare` (computed by the
+/// server), then `check`, whose worker has a bug until the test fixes it
+/// ([`repair_worker`]), so an execution fails in `check` with `prepare` done.
+pub const REPAIR: &str = r#"
+name: console-repair
+version: "1"
+tasks:
+  demo.check: { version: "1" }
+steps:
+  - id: prepare
+    compute: "${{ input.order }}"
+  - id: check
+    needs: [prepare]
+    task: demo.check
+    input: { order: "${{ steps.prepare.output }}" }
+output: ${{ steps.check.output }}
+"#;
+
+/// [`REPAIR`] v2: a step added after `check` (safe for a run reset to `check`).
+pub const REPAIR_V2: &str = r#"
+name: console-repair
+version: "2"
+tasks:
+  demo.check: { version: "1" }
+steps:
+  - id: prepare
+    compute: "${{ input.order }}"
+  - id: check
+    needs: [prepare]
+    task: demo.check
+    input: { order: "${{ steps.prepare.output }}" }
+  - id: notify
+    needs: [check]
+    compute: "${{ 'checked' }}"
+output: ${{ steps.check.output }}
+"#;
+
+/// [`REPAIR`] v3: the completed `prepare` renamed without `renamed_from` (unsafe for a run
+/// reset to `check`, where `prepare` is kept).
+pub const REPAIR_V3: &str = r#"
+name: console-repair
+version: "3"
+tasks:
+  demo.check: { version: "1" }
+steps:
+  - id: setup
+    compute: "${{ input.order }}"
+  - id: check
+    needs: [setup]
+    task: demo.check
+    input: { order: "${{ steps.setup.output }}" }
+output: ${{ steps.check.output }}
+"#;
+
+/// The [`REPAIR`] execution the page resets.
+pub const REPAIRED: &str = "demo-repair";
+pub const REPAIR_WORKER_ID: &str = "console-repair-worker";
+
 const WAIT: Duration = Duration::from_secs(60);
 
 /// A worker serving `demo.work`: `fail` fails every attempt (retryable, so the retry shows),
@@ -84,6 +144,30 @@ pub fn worker(address: &str, token: Option<&str>, stop: &CancellationToken) {
         })
         .build()
         .expect("worker");
+    let stop = stop.clone();
+    tokio::spawn(async move { w.run(stop).await });
+}
+
+/// A worker serving `demo.check` of [`REPAIR`]: it fails (not retryable) until `fixed`,
+/// then answers the order checked.
+pub fn repair_worker(address: &str, fixed: Arc<AtomicBool>, stop: &CancellationToken) {
+    let w = Worker::builder(address.to_string())
+        .worker_id(REPAIR_WORKER_ID)
+        .task("demo.check", "1", move |ctx: TaskContext| {
+            let fixed = fixed.load(Ordering::SeqCst);
+            async move {
+                if fixed {
+                    Ok::<Value, TaskFailure>(json!({"checked": ctx.input()["order"].clone()}))
+                } else {
+                    Err(TaskFailure::fatal(
+                        "DEMO_BUG",
+                        "demo.check has a bug until the test fixes it",
+                    ))
+                }
+            }
+        })
+        .build()
+        .expect("repair worker");
     let stop = stop.clone();
     tokio::spawn(async move { w.run(stop).await });
 }

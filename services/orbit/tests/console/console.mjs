@@ -3,7 +3,8 @@
 //   node console.mjs http://HOST:PORT SHOTS_DIR [--token TOKEN]
 // Opens every page, clicks from the list to the failed execution and its failed attempt,
 // sends a signal from the page, scrubs the signalled execution's history (time travel),
-// uses the keyboard, and saves screenshots into SHOTS_DIR.
+// migrates, resets the execution that failed in `check` (its worker fixed meanwhile) and
+// forks another at a past seq, uses the keyboard, and saves screenshots into SHOTS_DIR.
 // With --token the server checks identities: the page must ask for the token first.
 // Exits non-zero (with the reason) on the first check that does not hold.
 
@@ -52,7 +53,8 @@ try {
     await page.click('#filters button[type=submit]');
     await page.waitForURL(/status=FAILED/);
     await page.locator('#executions tbody tr', { hasText: 'demo-fail' }).waitFor();
-    check(await page.locator('#executions tbody tr').count() === 1, 'one failed execution');
+    const failedIds = await page.locator('#executions tbody a[href^="/ui/executions/"]').allInnerTexts();
+    check(JSON.stringify(failedIds.sort()) === '["demo-fail","demo-repair"]', `the failed executions only: ${failedIds}`);
     // Click through to it and its failed attempt on the timeline.
     await page.click('#executions a:has-text("demo-fail")');
     await page.waitForURL(/\/ui\/executions\/demo-fail/);
@@ -180,6 +182,84 @@ try {
     await page.reload();
     await page.locator('h1 .muted', { hasText: 'v2' }).waitFor();
     console.log('migrate: ok');
+    // Reset the execution that failed in `check` (the worker has been fixed since): "reset
+    // here" on the step's row picks the point; the dry run's plan keeps `prepare` and runs
+    // `check` again from the seq before `check` first started; v3 (the kept `prepare`
+    // renamed) shows UNSAFE in its diff; v2 (a step added) is safe and shows its diff.
+    await page.goto(`${base}/ui/executions/demo-repair`);
+    await page.locator('#execution-error', { hasText: 'DEMO_BUG' }).waitFor();
+    await page.locator('#exec-body[data-live=true]').waitFor();
+    check(await page.locator('#execution-run').innerText() === '1', 'run 1 failed');
+    const repairEvents = await page.evaluate(() => [...document.querySelectorAll('#history tbody tr')]
+      .map((r) => ({ seq: Number(r.dataset.seq), type: r.cells[2].textContent, step: r.cells[3].textContent })));
+    const beforeCheck = repairEvents.find((e) => e.step === 'check').seq - 1;
+    check(await page.locator('#steps a.reset-here').count() === 2, 'both steps that ran have "reset here"');
+    await page.click('#steps a.reset-here[data-step="check"]');
+    check(await page.inputValue('#rst-point') === 'step:check', 'the link picked the step');
+    await page.fill('#rst-reason', 'the check worker was fixed');
+    await page.fill('#rst-version', '3');
+    await page.click('#rst-dry');
+    await page.locator('#rst-plan').waitFor();
+    check((await page.locator('#rst-migrate').innerText()).includes('v1 → v3: UNSAFE'), 'to v3: UNSAFE');
+    await page.locator('#rst-diff tr.unsafe', { hasText: 'prepare' }).waitFor();
+    await page.fill('#rst-version', '2');
+    await page.click('#rst-dry');
+    await page.locator('#rst-plan').waitFor();
+    check(await page.locator('#rst-through').innerText() === String(beforeCheck), `through the seq before check started (${beforeCheck})`);
+    check((await page.locator('#rst-kept').innerText()).trim() === 'prepare', `prepare kept: ${await page.locator('#rst-kept').innerText()}`);
+    check((await page.locator('#rst-again').innerText()).trim() === 'check (started after the point)', `check runs again: ${await page.locator('#rst-again').innerText()}`);
+    check((await page.locator('#rst-signals').innerText()).trim() === '0', 'no signals after the point');
+    check((await page.locator('#rst-migrate').innerText()).includes('v1 → v2: safe'), 'to v2: safe');
+    await page.locator('#rst-diff tr.safe', { hasText: 'notify' }).waitFor();
+    check(await page.locator('#rst-diff tr.unsafe').count() === 0, 'v2 has no unsafe difference');
+    check(await page.inputValue('#rst-point') === 'step:check', 'the plan did not refresh the form away');
+    check((await page.locator('#fork-run').innerText()) === `Fork at seq ${beforeCheck}…`, 'the fork defaults to the plan\'s seq');
+    await page.locator('#restore-title').scrollIntoViewIfNeeded();
+    await shot('console-reset-plan');
+    // Reset (after the confirmation): the page shows run 2, on v2, which completes.
+    page.once('dialog', (d) => d.accept());
+    await page.click('#rst-run');
+    await page.locator('#execution-run', { hasText: /^2$/ }).waitFor();
+    check((await page.locator('#exec-notice').innerText()).includes('goes on in run 2'), 'the page says what the reset did');
+    await page.locator('h1 .muted', { hasText: 'v2' }).waitFor();
+    await page.locator('h1 .badge', { hasText: 'COMPLETED' }).waitFor();
+    states = await steps();
+    check(states.prepare === 'SUCCEEDED' && states.check === 'SUCCEEDED' && states.notify === 'SUCCEEDED', `run 2 completed every step: ${JSON.stringify(states)}`);
+    check(await page.locator('#history tbody tr', { hasText: 'RunRestored' }).count() === 1, 'run 2 begins with the restored prefix');
+    console.log('reset: ok');
+    // Fork the sleeping demo as of its `work` success: scrubbed there, reset and fork stay
+    // usable while the actions on the execution now (usable at the head: it runs) are
+    // disabled; the fork's id is asked (prefilled `<id>-fork-<seq>`) and the answer links
+    // to the new execution, which goes on from that seq to the same sleep.
+    await page.goto(`${base}/ui/executions/demo-sleep`);
+    await page.locator('#exec-body[data-live=true]').waitFor();
+    const writers = ['#act-signal', '#act-cancel', '#mig-run'];
+    for (const sel of writers) check(await page.locator(sel).isEnabled(), `live: ${sel} enabled`);
+    const sleepEvents = await page.evaluate(() => [...document.querySelectorAll('#history tbody tr')]
+      .map((r) => ({ seq: Number(r.dataset.seq), type: r.cells[2].textContent, step: r.cells[3].textContent })));
+    const workDone = sleepEvents.find((e) => e.type === 'StepSucceeded' && e.step === 'work').seq;
+    check(workDone < sleepEvents[sleepEvents.length - 1].seq, 'the work step succeeded before the head');
+    await page.fill('#scrub-range', String(workDone));
+    await shown(workDone);
+    check(await page.inputValue('#rst-point') === `seq:${workDone}`, 'the point is the seq shown');
+    for (const sel of writers) check(await page.locator(sel).isDisabled(), `scrubbed: ${sel} disabled`);
+    for (const sel of ['#rst-dry', '#rst-run', '#fork-run']) check(await page.locator(sel).isEnabled(), `scrubbed: ${sel} enabled`);
+    check((await page.locator('#fork-run').innerText()) === `Fork at seq ${workDone}…`, 'the fork is at the seq shown');
+    const forkId = `demo-sleep-fork-${workDone}`;
+    let asked = null;
+    page.once('dialog', (d) => { asked = d.defaultValue(); d.accept(d.defaultValue()); });
+    await page.click('#fork-run');
+    await page.locator('#fork-link', { hasText: forkId }).waitFor();
+    check(asked === forkId, `the new id is prefilled: ${asked}`);
+    check((await page.locator('#fork-verdict').innerText()).startsWith('Forked'), 'the fork was created');
+    await page.click('#fork-link');
+    await page.waitForURL(new RegExp(`/ui/executions/${forkId}$`));
+    await page.locator('#execution-id', { hasText: forkId }).waitFor();
+    await page.locator('#exec-body[data-live=true]').waitFor();
+    check(await page.locator('#history tbody tr', { hasText: 'RunRestored' }).count() === 1, 'the fork begins with the copied prefix');
+    await page.locator('h3', { hasText: 'Timers' }).waitFor(); // it went on to the sleep
+    check((await page.locator('h1 .badge').innerText()) === 'RUNNING', 'the fork runs');
+    console.log('fork: ok');
     // Versions registered out of order: the latest is the highest, marked in the list and
     // shown by default on the workflow's page.
     await page.goto(`${base}/ui/workflows`);
