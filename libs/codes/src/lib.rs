@@ -126,6 +126,8 @@ error_codes! {
     /// that never started in that run, or a seq at which the run had closed or was winding
     /// down; nothing was recorded.
     ResetPointInvalid => "RESET_POINT_INVALID",
+    /// No batch with that id exists (`DescribeBatch`, `ListBatchItems`, `CancelBatch`).
+    BatchNotFound => "BATCH_NOT_FOUND",
 }
 
 impl fmt::Display for ErrorCode {

@@ -44,6 +44,10 @@ pub struct Metrics {
     pub executions_reset: IntCounterVec,
     /// `orbit_executions_forked_total{workflow}`: executions created by `ForkExecution`.
     pub executions_forked: IntCounterVec,
+    /// `orbit_batch_items_total{action,outcome}`: executions a batch job recorded an outcome
+    /// for (`StartBatch`), by action (`migrate`) and outcome (`succeeded`, `failed`,
+    /// `skipped`).
+    pub batch_items: IntCounterVec,
     /// `orbit_tasks_dispatched_total{task}`: attempts handed to a worker.
     pub tasks_dispatched: IntCounterVec,
     /// `orbit_tasks_handed_off_total{task}`: dispatches the owner handed straight to a
@@ -129,6 +133,7 @@ pub const NAMES: &[&str] = &[
     "orbit_executions_migrated_total",
     "orbit_executions_reset_total",
     "orbit_executions_forked_total",
+    "orbit_batch_items_total",
     "orbit_tasks_dispatched_total",
     "orbit_tasks_handed_off_total",
     "orbit_tasks_redelivered_total",
@@ -255,6 +260,12 @@ impl Metrics {
                 "orbit_executions_forked_total",
                 "Executions forked from another execution's state, by workflow.",
                 &["workflow"],
+            ),
+            batch_items: counter(
+                &r,
+                "orbit_batch_items_total",
+                "Executions a batch job recorded an outcome for, by action and outcome.",
+                &["action", "outcome"],
             ),
             tasks_dispatched: counter(
                 &r,
@@ -444,6 +455,7 @@ mod tests {
         m.executions_migrated.with_label_values(&["w"]).inc();
         m.executions_reset.with_label_values(&["w"]).inc();
         m.executions_forked.with_label_values(&["w"]).inc();
+        m.batch_items.with_label_values(&["migrate", "succeeded"]).inc();
         m.schedule_to_start.with_label_values(&["t"]).observe(0.1);
         m.task_run.with_label_values(&["t"]).observe(0.1);
         m.task_backlog.with_label_values(&["t"]).set(1);

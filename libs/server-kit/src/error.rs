@@ -124,6 +124,7 @@ impl GrpcCode for ErrorCode {
             | ErrorCode::UnknownQuery
             | ErrorCode::UnknownUpdate
             | ErrorCode::ScheduleNotFound
+            | ErrorCode::BatchNotFound
             | ErrorCode::UnknownToken => Code::NotFound,
             ErrorCode::DefinitionConflict
             | ErrorCode::ExecutionExists

@@ -43,6 +43,7 @@ const EXPECTED: &[(&str, Code)] = &[
     ("REQUEST_ID_REUSED", Code::AlreadyExists),
     ("MIGRATION_UNSAFE", Code::FailedPrecondition),
     ("RESET_POINT_INVALID", Code::FailedPrecondition),
+    ("BATCH_NOT_FOUND", Code::NotFound),
 ];
 
 #[test]

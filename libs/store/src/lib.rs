@@ -14,6 +14,7 @@
 //! transaction, fenced by the owner's epoch (see [`CommitBatch`]).
 
 mod batch;
+pub mod batch_job;
 mod change;
 mod changes;
 mod error;
@@ -24,6 +25,7 @@ mod measure;
 pub mod migrations;
 mod model;
 mod postgres;
+mod reply;
 mod retention;
 pub mod roles;
 mod schedule;
@@ -32,6 +34,9 @@ mod store;
 
 pub use batch::{
     CommitBatch, CommitOutcome, DefinitionChange, InboxDone, NewInbox, NewOwner, ProjectionUpdate,
+};
+pub use batch_job::{
+    BatchAction, BatchItem, BatchRow, BatchSelector, BatchSpec, BatchState, ItemOutcome,
 };
 pub use change::{Change, ChangeDetail, Completed, MAX_PAYLOAD_BYTES};
 pub use changes::{ChangeHub, Seen, Subscription};
@@ -47,12 +52,13 @@ pub use model::{
     PutOutcome, QueueBacklog, ResumedExecution, TaskRow, TaskState, TimerRow, VersionRow,
 };
 pub use postgres::{Channel, PgOptions, PgStore, Wakeup};
+pub use reply::{wait_reply, Fallback, Waited};
 pub use retention::{
     finished_reply, DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased,
 };
 pub use roles::{
-    Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites, Ownership,
-    Retention, Schedules, TaskQueue, Timers,
+    BatchJobs, Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites,
+    Ownership, Retention, Schedules, TaskQueue, Timers,
 };
 pub use schedule::{ScheduleFire, ScheduleRow, ScheduleUpdate};
 pub use sqlite::SqliteStore;

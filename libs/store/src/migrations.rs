@@ -73,6 +73,7 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "history_scale",
         sql: include_str!("../migrations/0011_history_scale.sql"),
     },
+    Migration { version: 12, name: "batches", sql: include_str!("../migrations/0012_batches.sql") },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).

@@ -11,6 +11,7 @@
 //! * no method blocks the async runtime.
 
 use crate::batch::{CommitBatch, CommitOutcome};
+use crate::batch_job::{BatchItem, BatchRow, BatchSelector, BatchState, ItemOutcome};
 use crate::error::Result;
 use crate::fault::{FaultNote, FaultRow};
 use crate::inbox::InboxMessage;
@@ -461,4 +462,102 @@ pub trait Schedules: Send + Sync {
         execution_id: &str,
         now_ms: u64,
     ) -> Result<bool>;
+}
+
+/// Batch jobs (see [`crate::batch_job`]): the frontend creates, reads and cancels them, a
+/// scheduler leases one and walks its executions. Times are the caller's. Every write that
+/// moves a batch is conditional on the lease, so a runner that lost it changes nothing.
+#[async_trait::async_trait]
+pub trait BatchJobs: Send + Sync {
+    /// Inserts `row` unless its id, or its request id, exists; returns the stored row (for a
+    /// request id already used: that batch) and whether this call inserted it.
+    async fn create_batch(&self, row: &BatchRow) -> Result<(BatchRow, bool)>;
+
+    /// One batch.
+    async fn get_batch(&self, batch_id: &str) -> Result<Option<BatchRow>>;
+
+    /// Up to `limit` batches, newest first (by id, descending), with ids before `before_id`.
+    async fn list_batches(&self, before_id: Option<&str>, limit: u32) -> Result<Vec<BatchRow>>;
+
+    /// A `RUNNING` batch becomes `CANCELLED` with `reason` (its runner stops before the next
+    /// execution); any other state is left alone. Returns the row, `None` when missing.
+    async fn cancel_batch(
+        &self,
+        batch_id: &str,
+        reason: &str,
+        now_ms: u64,
+    ) -> Result<Option<BatchRow>>;
+
+    /// Leases the oldest `RUNNING` batch whose lease is free, ended, or already `holder`'s,
+    /// until `now_ms + lease_ms`. Concurrent callers never hold one batch at once.
+    async fn lease_batch(
+        &self,
+        holder: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<Option<BatchRow>>;
+
+    /// Extends `holder`'s lease and returns the batch (in any state: a cancel shows here);
+    /// `None` when `holder` no longer holds it.
+    async fn renew_batch_lease(
+        &self,
+        batch_id: &str,
+        holder: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<Option<BatchRow>>;
+
+    /// Begins `execution_id`, in ONE transaction: a `PENDING` item (kept if it exists) and
+    /// the cursor moved to it, while `holder` holds the batch and it is `RUNNING`. False
+    /// (nothing written) otherwise.
+    async fn begin_batch_item(
+        &self,
+        batch_id: &str,
+        holder: &str,
+        execution_id: &str,
+        now_ms: u64,
+    ) -> Result<bool>;
+
+    /// Records the outcome of a `PENDING` item and counts it (`done` and its outcome's
+    /// counter), in ONE transaction, while `holder` holds the batch (in any state: the
+    /// items in flight when a batch is cancelled are still recorded). An item already
+    /// recorded is not counted again. Returns the batch after it; `None` when not held.
+    async fn record_batch_item(
+        &self,
+        holder: &str,
+        item: &BatchItem,
+        now_ms: u64,
+    ) -> Result<Option<BatchRow>>;
+
+    /// Ends `holder`'s run of a batch: a `RUNNING` batch takes `state` when one is given
+    /// (`COMPLETED` also sets `total` to `done`), and the lease is dropped. False when not
+    /// held.
+    async fn finish_batch(
+        &self,
+        batch_id: &str,
+        holder: &str,
+        state: Option<BatchState>,
+        now_ms: u64,
+    ) -> Result<bool>;
+
+    /// Up to `limit` items of a batch by execution id after `after`, only those with
+    /// `outcome` when given.
+    async fn list_batch_items(
+        &self,
+        batch_id: &str,
+        after: Option<&str>,
+        outcome: Option<ItemOutcome>,
+        limit: u32,
+    ) -> Result<Vec<BatchItem>>;
+
+    /// Up to `limit` ids of the executions `selector` matches now, by id after `after`.
+    async fn batch_targets(
+        &self,
+        selector: &BatchSelector,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<String>>;
+
+    /// How many executions `selector` matches now.
+    async fn count_batch_targets(&self, selector: &BatchSelector) -> Result<u64>;
 }

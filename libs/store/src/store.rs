@@ -2,15 +2,15 @@
 //!
 //! The surface is cut into role traits ([`crate::roles`]): [`Definitions`],
 //! [`ExecutionReads`], [`Inbox`], [`OwnerWrites`], [`TaskQueue`], [`Timers`], [`Nodes`],
-//! [`Ownership`], [`Retention`], [`Deletion`], [`Migrations`]. Each backend ([`SqliteStore`],
+//! [`Ownership`], [`Retention`], [`Deletion`], [`Schedules`], [`BatchJobs`], [`Migrations`]. Each backend ([`SqliteStore`],
 //! [`PgStore`]) implements every role and is checked by one conformance suite. A service holds
 //! the view made of the roles it needs, so what it may write is a matter of types:
 //!
 //! | view | roles | held by |
 //! |---|---|---|
-//! | [`FrontendStore`] | definitions, reads, inbox, task queue, nodes, ownership, deletion, schedules | `orbit-frontend` |
+//! | [`FrontendStore`] | definitions, reads, inbox, task queue, nodes, ownership, deletion, schedules, batch jobs (create, read, cancel) | `orbit-frontend` |
 //! | [`OwnerStore`] | definitions, reads, inbox, owner writes, nodes, ownership | `orbit-owner` |
-//! | [`SchedulerStore`] | timers, retention, schedules (claim and fire; execution reads, inbox writes for overlap policies) | `orbit-scheduler` (timer loop and sweeper) |
+//! | [`SchedulerStore`] | timers, retention, schedules (claim and fire; execution reads, inbox writes for overlap policies), batch jobs (lease and run) | `orbit-scheduler` (timer loop and sweeper) |
 //! | [`MembershipStore`] | nodes, ownership | `orbit-cluster` (`Membership`, `RemoteOwners`) |
 //! | [`Store`] | every role, migrations included | the process wiring (`orbit dev`, split), tests |
 //!
@@ -59,15 +59,23 @@
 //! [`PgStore`]: crate::PgStore
 
 use crate::roles::{
-    Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites, Ownership,
-    Retention, Schedules, TaskQueue, Timers,
+    BatchJobs, Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites,
+    Ownership, Retention, Schedules, TaskQueue, Timers,
 };
 
 /// What the frontend may do: register and read definitions, read executions, write inbox
 /// commands and read their replies, serve the task queue to workers, read the cluster, delete
 /// a closed execution on request. It cannot write history (no [`OwnerWrites`]).
 pub trait FrontendStore:
-    Definitions + ExecutionReads + Inbox + TaskQueue + Nodes + Ownership + Deletion + Schedules
+    Definitions
+    + ExecutionReads
+    + Inbox
+    + TaskQueue
+    + Nodes
+    + Ownership
+    + Deletion
+    + Schedules
+    + BatchJobs
 {
 }
 
@@ -80,6 +88,7 @@ impl<T> FrontendStore for T where
         + Ownership
         + Deletion
         + Schedules
+        + BatchJobs
         + ?Sized
 {
 }
@@ -99,9 +108,15 @@ impl<T> OwnerStore for T where
 /// What the scheduler may do: fire timers (into inbox entries), sweep retention, and fire
 /// schedules: claim them, read whether their last execution still runs, write the cancel or
 /// terminate of an overlap policy into the inbox.
-pub trait SchedulerStore: Timers + Retention + Schedules + ExecutionReads + Inbox {}
+pub trait SchedulerStore:
+    Timers + Retention + Schedules + ExecutionReads + Inbox + BatchJobs
+{
+}
 
-impl<T: Timers + Retention + Schedules + ExecutionReads + Inbox + ?Sized> SchedulerStore for T {}
+impl<T: Timers + Retention + Schedules + ExecutionReads + Inbox + BatchJobs + ?Sized> SchedulerStore
+    for T
+{
+}
 
 /// What cluster membership needs: heartbeats and liveness, and who owns an execution (to
 /// route a call to its owner).

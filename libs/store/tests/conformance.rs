@@ -130,6 +130,10 @@ macro_rules! every_case {
             an_offer_queued_again_with_its_unit_cancelled_stays_cancelled,
             a_timer_set_and_deleted_by_one_batch_is_gone,
             a_new_execution_is_stored_as_its_first_commit_leaves_it,
+            batches_are_created_once_and_cancelled,
+            a_batch_is_leased_by_one_scheduler_at_a_time,
+            batch_items_are_begun_and_recorded_once,
+            batch_targets_page_by_execution_id,
         );
     };
 }

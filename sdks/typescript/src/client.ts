@@ -11,6 +11,17 @@ import {
   type UpdateExecutionResponse,
   type CancelExecutionResponse,
   type MigrateExecutionResponse,
+  type StartBatchRequest,
+  type StartBatchResponse,
+  type DescribeBatchRequest,
+  type DescribeBatchResponse,
+  type ListBatchesRequest,
+  type ListBatchesResponse,
+  type ListBatchItemsRequest,
+  type ListBatchItemsResponse,
+  type CancelBatchRequest,
+  type CancelBatchResponse,
+  type Batch,
   type ResetExecutionRequest,
   type ResetExecutionResponse,
   type ForkExecutionRequest,
@@ -170,6 +181,54 @@ export class OrbitClient {
       dryRun: opts.dryRun ?? false,
     };
     return this.unary<ForkExecutionRequest, ForkExecutionResponse>(this.workflows.forkExecution, this.workflows, req);
+  }
+
+  /**
+   * Starts a batch job that migrates every execution of `workflow` (of `opts.version` when
+   * given; in `opts.statuses`, RUNNING by default) to `migrateTo`, at most
+   * `opts.ratePerSecond` a second (0: 50, at most 1000). With `dryRun` nothing starts and
+   * the response lists what would happen to each execution. See docs/evolving.md, "Batches".
+   */
+  startBatch(
+    workflow: string,
+    migrateTo: string,
+    opts: { version?: string; statuses?: ExecutionStatus[]; ratePerSecond?: number; reason?: string; requestId?: string; dryRun?: boolean } = {},
+  ): Promise<StartBatchResponse> {
+    return this.unary<StartBatchRequest, StartBatchResponse>(this.workflows.startBatch, this.workflows, {
+      selector: { workflow, version: opts.version ?? "", statuses: opts.statuses ?? [] },
+      action: { action: { $case: "migrate", migrate: { toVersion: migrateTo } } },
+      ratePerSecond: opts.ratePerSecond ?? 0,
+      reason: opts.reason ?? "",
+      requestId: opts.requestId ?? "",
+      dryRun: opts.dryRun ?? false,
+    });
+  }
+
+  /** A batch with its progress (`BATCH_NOT_FOUND` when there is none). */
+  async describeBatch(batchId: string): Promise<Batch> {
+    const res = await this.unary<DescribeBatchRequest, DescribeBatchResponse>(this.workflows.describeBatch, this.workflows, { batchId });
+    if (res.batch === undefined) throw new Error(`no batch ${batchId}`);
+    return res.batch;
+  }
+
+  /** One page of batches, newest first (`pageToken`: the previous page's `nextPageToken`). */
+  listBatches(opts: { pageSize?: number; pageToken?: string } = {}): Promise<ListBatchesResponse> {
+    return this.unary<ListBatchesRequest, ListBatchesResponse>(this.workflows.listBatches, this.workflows, { pageSize: opts.pageSize ?? 0, pageToken: opts.pageToken ?? "" });
+  }
+
+  /** One page of a batch's per-execution outcomes, by execution id. */
+  listBatchItems(batchId: string, opts: { onlyFailed?: boolean; pageSize?: number; pageToken?: string } = {}): Promise<ListBatchItemsResponse> {
+    return this.unary<ListBatchItemsRequest, ListBatchItemsResponse>(this.workflows.listBatchItems, this.workflows, {
+      batchId,
+      pageSize: opts.pageSize ?? 0,
+      pageToken: opts.pageToken ?? "",
+      onlyFailed: opts.onlyFailed ?? false,
+    });
+  }
+
+  /** Cancels a running batch: no further execution is acted on. */
+  cancelBatch(batchId: string, reason = ""): Promise<CancelBatchResponse> {
+    return this.unary<CancelBatchRequest, CancelBatchResponse>(this.workflows.cancelBatch, this.workflows, { batchId, reason });
   }
 
   /** Requests cancellation (compensation runs first when the workflow has any). */

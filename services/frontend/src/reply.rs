@@ -13,7 +13,8 @@
 //! the subscription is seen by that read, one committed after it wakes the subscription.
 //! A change says which entries it applied, with the reply recorded on each (issue 14): the
 //! waiter takes its reply from there, ignores changes that applied other entries, and reads
-//! the entry only for a change that does not say (no detail, too large for a NOTIFY).
+//! the entry only for a change that does not say (no detail, too large for a NOTIFY). The
+//! wait itself is `orbit_store::wait_reply`, shared with the scheduler's batch jobs.
 //! A fallback re-read covers notifications lost across a database reconnect: first after
 //! 50 ms, then less and less often (up to once a second), since notifications are the rule
 //! and every re-read of every waiting reply is a database query.
@@ -21,23 +22,15 @@
 use crate::error::ApiResult;
 use crate::Shared;
 use orbit_api::internal::v1::OwnerServiceWakeRequest;
-use orbit_store::{InboxMessage, InboxReply, InboxStatus, Subscription};
+use orbit_store::{wait_reply, Fallback, InboxMessage, Subscription};
 use std::time::Duration;
-use tokio::time::Instant;
 
 /// The first wait for a notification before re-reading a pending entry anyway; it doubles
 /// after each such re-read up to [`FALLBACK_MAX`].
 pub(crate) const FALLBACK: Duration = Duration::from_millis(50);
 pub(crate) const FALLBACK_MAX: Duration = Duration::from_secs(1);
 
-/// What became of an entry within `reply_timeout_ms`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Waited {
-    /// Applied, with the owner's reply (`None`: recorded without one).
-    Done(Option<InboxReply>),
-    /// Still pending at the deadline: it stays queued and will be applied.
-    Pending,
-}
+pub(crate) use orbit_store::Waited;
 
 /// Writes `message` for execution `id`, wakes its owner and waits for the reply; returns
 /// the entry's seq with what became of it.
@@ -91,10 +84,8 @@ async fn wake(shared: &Shared, id: &str) {
     }
 }
 
-/// Waits up to `timeout` for entry `seq` to be applied. `sub` must have been taken on the
-/// entry's execution before this call; if it was taken before the entry was even written
-/// (`subscribed_before_write`), nothing can have been applied unseen, so the first read
-/// waits for a change (saving a query per reply).
+/// Waits up to `timeout` for entry `seq` to be applied (`orbit_store::wait_reply`, with
+/// this module's fallback re-reads).
 async fn wait(
     shared: &Shared,
     sub: &Subscription,
@@ -102,29 +93,7 @@ async fn wait(
     timeout: Duration,
     subscribed_before_write: bool,
 ) -> ApiResult<Waited> {
-    let deadline = Instant::now() + timeout;
-    let mut fallback = FALLBACK;
-    let mut read = !subscribed_before_write;
-    loop {
-        if read {
-            if let InboxStatus::Done(reply) = shared.store.inbox_result(seq).await? {
-                return Ok(Waited::Done(reply));
-            }
-        }
-        read = true;
-        let now = Instant::now();
-        if now >= deadline {
-            return Ok(Waited::Pending);
-        }
-        let pause = fallback.min(deadline - now);
-        tokio::select! {
-            seen = sub.changed() => {
-                if let Some(reply) = seen.reply(seq) {
-                    return Ok(Waited::Done(reply));
-                }
-                read = seen.unknown;
-            }
-            () = tokio::time::sleep(pause) => fallback = (fallback * 2).min(FALLBACK_MAX),
-        }
-    }
+    let fallback = Fallback { first: FALLBACK, max: FALLBACK_MAX };
+    let store = shared.store.as_ref();
+    Ok(wait_reply(store, Some(sub), seq, timeout, subscribed_before_write, fallback).await?)
 }

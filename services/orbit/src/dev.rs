@@ -9,7 +9,7 @@ use orbit_api::internal::v1::scheduler_service_server::SchedulerServiceServer;
 use orbit_engine::Capabilities;
 use orbit_frontend::{Frontend, FrontendConfig};
 use orbit_owner::{Clock, Owner, OwnerConfig};
-use orbit_scheduler::{Scheduler, Sweeper};
+use orbit_scheduler::{BatchRunner, BatchRunnerConfig, Scheduler, Sweeper};
 use orbit_server_kit::{signal_token, Readiness, ServerKit};
 use orbit_store::{ChangeHub, SqliteStore, Store};
 use std::net::SocketAddr;
@@ -304,6 +304,17 @@ pub async fn serve_with(
     let scheduler =
         Scheduler::new("dev", store.clone(), owner_api.clone(), timers_changed, Clock::system());
     let sweeper = Sweeper::new(store.clone(), sweep.config(), Clock::system());
+    // Batch jobs: replies are seen on the process's change hub, as the frontend sees them.
+    let batches = BatchRunner::new(
+        "dev",
+        store.clone(),
+        owner_api.clone(),
+        Clock::system(),
+        BatchRunnerConfig {
+            changes: Some(changes.clone()),
+            reply_timeout: std::time::Duration::from_millis(frontend.reply_timeout_ms),
+        },
+    );
     let frontend = Frontend::new(
         FrontendConfig { node_id: "dev".into(), ..frontend },
         store,
@@ -326,6 +337,10 @@ pub async fn serve_with(
     let sweeper_task = {
         let shutdown = shutdown.clone();
         tokio::spawn(async move { sweeper.run(shutdown).await })
+    };
+    let batches_task = {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move { batches.run(shutdown).await })
     };
 
     let sampler_task = {
@@ -382,6 +397,7 @@ pub async fn serve_with(
     owner_task.await??;
     scheduler_task.await?;
     sweeper_task.await?;
+    batches_task.await?;
     sampler_task.await?;
     if let Some(task) = http_task {
         let _ = task.await;

@@ -14,13 +14,22 @@
 //! notifications in split mode. A scheduler that finds a due timer it could not fire backs
 //! off briefly instead of spinning while another scheduler commits it.
 //!
+//! Batch jobs (`StartBatch`) run beside the loop, like the retention sweeper: a
+//! [`BatchRunner`] leases one batch at a time and walks its executions (see `batches`).
+//!
 //! Schedules ride the same loop (see `schedules`): each wake-up also claims the due
 //! schedules and fires them, and the sleep ends at the earlier of the next timer and the
 //! next schedule due time. Writes of schedules wake it like timer writes do (`orbit_timers`
 //! in split mode, the same `Notify` in `orbit dev`).
 
+mod batch_item;
+mod batches;
 mod schedules;
 mod sweeper;
+
+pub use batches::{
+    window as batch_window, BatchRunner, BatchRunnerConfig, BATCH_POLL, LEASE_MS as BATCH_LEASE_MS,
+};
 
 pub use schedules::LEASE_MS as SCHEDULE_LEASE_MS;
 

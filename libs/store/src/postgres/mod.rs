@@ -142,6 +142,9 @@ macro_rules! run {
     }};
 }
 
+// Declared after `run!`, which its role implementation uses.
+mod batch_jobs;
+
 impl PgStore {
     /// How many commits this store did again in two round trips because their
     /// one-round-trip attempt found other rows than the batches expected (a fenced or

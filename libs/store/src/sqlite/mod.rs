@@ -5,6 +5,7 @@
 //! blocking pool. The per-area modules hold plain synchronous functions over a
 //! `rusqlite::Connection`; this module only routes each trait method to the right side.
 
+mod batch_jobs;
 mod cluster;
 mod commit;
 mod conn;

@@ -321,6 +321,104 @@ class Client:
         )
         return {"plan": _plan(r.plan), "created": r.created, "execution_id": r.execution_id, "version": r.version}
 
+    def start_batch(
+        self,
+        workflow: str,
+        migrate_to: str,
+        *,
+        version: str = "",
+        statuses: Optional[List[int]] = None,
+        rate_per_second: int = 0,
+        reason: str = "",
+        request_id: str = "",
+        dry_run: bool = False,
+    ) -> Dict[str, Any]:
+        """Starts a batch job migrating every execution of ``workflow`` (of ``version`` when
+        given; in ``statuses``, ``ExecutionStatus`` values, RUNNING by default) to
+        ``migrate_to``, at most ``rate_per_second`` a second (0: 50, at most 1000). With
+        ``dry_run`` nothing starts: ``{"dry_run_total", "dry_run_items": [{"execution_id",
+        "safe", "from_version", "code", "message", "changes"}]}``. Otherwise ``{"batch_id",
+        "created", "batch"}`` (see :meth:`describe_batch`). docs/evolving.md, "Batches"."""
+        request = workflow_pb2.StartBatchRequest(
+            selector=workflow_pb2.BatchSelector(workflow=workflow, version=version, statuses=statuses or []),
+            action=workflow_pb2.BatchAction(migrate=workflow_pb2.BatchMigrate(to_version=migrate_to)),
+            rate_per_second=rate_per_second,
+            reason=reason,
+            request_id=request_id if dry_run else (request_id or str(uuid.uuid4())),
+            dry_run=dry_run,
+        )
+        r = self._call(lambda ch: self._workflows(ch).StartBatch(request, metadata=self._metadata, timeout=self.timeout))
+        if dry_run:
+            return {
+                "dry_run_total": r.dry_run_total,
+                "dry_run_items": [
+                    {
+                        "execution_id": i.execution_id,
+                        "safe": i.safe,
+                        "from_version": i.from_version,
+                        "code": i.code,
+                        "message": i.message,
+                        "changes": [
+                            {"kind": c.kind, "step": c.step, "detail": c.detail, "safe": c.safe, "reason": c.reason}
+                            for c in i.changes
+                        ],
+                    }
+                    for i in r.dry_run_items
+                ],
+            }
+        return {"batch_id": r.batch_id, "created": r.created, "batch": _batch(r.batch)}
+
+    def describe_batch(self, batch_id: str) -> Dict[str, Any]:
+        """A batch: ``{"batch_id", "state" ("RUNNING", "COMPLETED", "CANCELLED", "FAILED"),
+        "workflow", "version", "to_version", "total", "done", "succeeded", "failed",
+        "skipped", "cursor", "reason", "rate_per_second"}``; ``BATCH_NOT_FOUND`` when missing."""
+        request = workflow_pb2.DescribeBatchRequest(batch_id=batch_id)
+        r = self._call(lambda ch: self._workflows(ch).DescribeBatch(request, metadata=self._metadata, timeout=self.timeout))
+        return _batch(r.batch)
+
+    def list_batches(self) -> List[Dict[str, Any]]:
+        """Every batch, newest first (as :meth:`describe_batch`)."""
+        batches: List[Dict[str, Any]] = []
+        token = ""
+        while True:
+            request = workflow_pb2.ListBatchesRequest(page_size=1000, page_token=token)
+            r = self._call(lambda ch: self._workflows(ch).ListBatches(request, metadata=self._metadata, timeout=self.timeout))
+            batches.extend(_batch(b) for b in r.batches)
+            if not r.next_page_token:
+                return batches
+            token = r.next_page_token
+
+    def list_batch_items(self, batch_id: str, *, only_failed: bool = False) -> List[Dict[str, Any]]:
+        """Every per-execution outcome of a batch, by execution id: ``{"execution_id",
+        "outcome" ("SUCCEEDED", "FAILED", "SKIPPED", "PENDING"), "code", "message", "seq"}``."""
+        items: List[Dict[str, Any]] = []
+        token = ""
+        while True:
+            request = workflow_pb2.ListBatchItemsRequest(
+                batch_id=batch_id, page_size=1000, page_token=token, only_failed=only_failed
+            )
+            r = self._call(lambda ch: self._workflows(ch).ListBatchItems(request, metadata=self._metadata, timeout=self.timeout))
+            items.extend(
+                {
+                    "execution_id": i.execution_id,
+                    "outcome": workflow_pb2.BatchItemOutcome.Name(i.outcome).removeprefix("BATCH_ITEM_OUTCOME_"),
+                    "code": i.code,
+                    "message": i.message,
+                    "seq": i.seq,
+                }
+                for i in r.items
+            )
+            if not r.next_page_token:
+                return items
+            token = r.next_page_token
+
+    def cancel_batch(self, batch_id: str, reason: str = "") -> Dict[str, Any]:
+        """Cancels a running batch: ``{"cancelled", "batch"}`` (``cancelled`` is false when it
+        had ended already)."""
+        request = workflow_pb2.CancelBatchRequest(batch_id=batch_id, reason=reason)
+        r = self._call(lambda ch: self._workflows(ch).CancelBatch(request, metadata=self._metadata, timeout=self.timeout))
+        return {"cancelled": r.cancelled, "batch": _batch(r.batch)}
+
     def cancel(self, execution_id: str, reason: str = "", *, request_id: str = "") -> None:
         """Requests cancellation of the execution (running steps get ``Cancel``)."""
         request = workflow_pb2.CancelExecutionRequest(
@@ -392,3 +490,22 @@ class Client:
             )
         )
         return [json_format.MessageToDict(w) for w in response.workers]
+
+
+def _batch(b: Any) -> Dict[str, Any]:
+    """A ``Batch`` message as a dict (see ``Client.describe_batch``)."""
+    return {
+        "batch_id": b.batch_id,
+        "state": workflow_pb2.BatchState.Name(b.state).removeprefix("BATCH_STATE_"),
+        "workflow": b.selector.workflow,
+        "version": b.selector.version,
+        "to_version": b.action.migrate.to_version,
+        "total": b.total,
+        "done": b.done,
+        "succeeded": b.succeeded,
+        "failed": b.failed,
+        "skipped": b.skipped,
+        "cursor": b.cursor,
+        "reason": b.reason,
+        "rate_per_second": b.rate_per_second,
+    }

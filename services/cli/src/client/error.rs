@@ -62,6 +62,7 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 ErrorCode::WorkflowNotFound
                 | ErrorCode::ExecutionNotFound
                 | ErrorCode::ScheduleNotFound
+                | ErrorCode::BatchNotFound
                 | ErrorCode::UnknownSignal
                 | ErrorCode::UnknownQuery
                 | ErrorCode::UnknownUpdate

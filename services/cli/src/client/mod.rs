@@ -1,5 +1,5 @@
-//! The client half of the `orbit` binary: `workflow`, `execution`, `worker`, `cluster` and
-//! `replay`, each a thin layer over one public gRPC service of a running frontend.
+//! The client half of the `orbit` binary: `workflow`, `execution`, `worker`, `cluster`,
+//! `replay`, `schedule` and `batch`, each a thin layer over one public gRPC service of a running frontend.
 //!
 //! Every command connects once, makes its calls, prints its result (human text or one JSON
 //! document, see [`output`]) and returns `Result<(), Failure>`; [`run`] prints a failure
@@ -13,12 +13,13 @@ macro_rules! exit_codes_help {
 Exit codes:
   0  success
   1  the command ran but its subject did not succeed: with `execution start --wait` the
-     execution ended FAILED, CANCELLED or TIMED_OUT; `replay` found a divergence
+     execution ended FAILED, CANCELLED or TIMED_OUT; `replay` found a divergence;
+     `batch start --wait`: the batch did not complete, or an execution refused
   2  usage error or invalid input: bad arguments, unreadable file, malformed JSON, or a
      server error INVALID_ARGUMENT, INVALID_DEFINITION, INVALID_INPUT,
      SIGNAL_PAYLOAD_INVALID, PAYLOAD_TOO_LARGE, PAYLOAD_TOO_DEEP
   3  not found: WORKFLOW_NOT_FOUND, EXECUTION_NOT_FOUND, SCHEDULE_NOT_FOUND,
-     UNKNOWN_SIGNAL, UNKNOWN_QUERY, UNKNOWN_UPDATE, UNKNOWN_TOKEN
+     BATCH_NOT_FOUND, UNKNOWN_SIGNAL, UNKNOWN_QUERY, UNKNOWN_UPDATE, UNKNOWN_TOKEN
   4  any other server error (DEFINITION_CONFLICT, EXECUTION_FINISHED, QUERY_FAILED,
      EXPRESSION_LIMIT, EXECUTION_NOT_SUSPENDED, EXECUTION_NOT_FINISHED, REQUEST_ID_REUSED,
      MIGRATION_UNSAFE, RESET_POINT_INVALID, WORKER_MISMATCH, PERMISSION_DENIED,
@@ -38,6 +39,8 @@ macro_rules! long_help {
 }
 
 mod admin;
+mod batch;
+mod batch_view;
 mod convert;
 mod describe;
 mod error;
@@ -104,6 +107,9 @@ pub enum ClientCommand {
     Replay(admin::ReplayArgs),
     /// Create and manage schedules: cron and interval starts of a workflow.
     Schedule(schedule::ScheduleArgs),
+    /// Run server-side batch jobs: migrate every selected execution to another version,
+    /// at a bounded rate, resumable after any crash (docs/evolving.md, "Batches").
+    Batch(batch::BatchArgs),
     /// Create a bearer token for an identity: prints the token once and the identities-file
     /// entry holding only its SHA-256 hash. Talks to no server.
     Token(token::TokenArgs),
@@ -248,6 +254,7 @@ pub async fn run(cmd: ClientCommand) -> ExitCode {
         ClientCommand::Cluster(args) => (args.connect.output, admin::run_cluster(args).await),
         ClientCommand::Replay(args) => (args.connect.output, admin::run_replay(args).await),
         ClientCommand::Schedule(args) => (args.connect.output, schedule::run(args).await),
+        ClientCommand::Batch(args) => (args.connect.output, batch::run(args).await),
         ClientCommand::Token(args) => (args.output, token::run(&args)),
     };
     match result {

@@ -19,7 +19,7 @@ use orbit_server_kit::payload::check_limits;
 use orbit_server_kit::validate as rules;
 use orbit_server_kit::ErrorCode;
 use orbit_store::inbox::Migrate;
-use orbit_store::{InboxMessage, InboxReply};
+use orbit_store::{DefinitionRow, ExecutionRow, InboxMessage, InboxReply};
 use serde_json::{json, Value};
 
 pub(crate) async fn migrate(
@@ -31,32 +31,11 @@ pub(crate) async fn migrate(
     let to_version = rules::id("to_version", &req.to_version)?;
     let request_id = rules::optional("request_id", &req.request_id)?;
     check_limits("reason", &json!(req.reason), shared.config.max_payload_bytes)?;
-    let row = scoped(shared, scope, Action::Update, id).await?;
-    if row.status.is_closed() {
-        return Err(err(
-            ErrorCode::ExecutionFinished,
-            format!(
-                "execution `{id}` has already ended {}: nothing to migrate",
-                row.status.as_str()
-            ),
-        ));
-    }
-    let Some(target) = shared.store.get_definition(&row.workflow, Some(to_version)).await? else {
-        return Err(err(
-            ErrorCode::WorkflowNotFound,
-            format!("no workflow `{}` version {to_version} to migrate to", row.workflow),
-        ));
-    };
     if req.dry_run {
-        let loaded = load_run(shared, scope, Action::Update, id, 0).await?;
-        let to = shared
-            .defs
-            .pinned(shared.store.as_ref(), &row.workflow, to_version, &target.definition_hash)
-            .await?;
-        let plan = orbit_engine::migrate::plan(&loaded.def, &to, &loaded.state);
-        let plan = serde_json::to_value(&plan).unwrap_or(Value::Null);
-        return response(&plan, false, 0, loaded.run);
+        return dry_run(shared, scope, id, to_version).await;
     }
+    let row = scoped(shared, scope, Action::Update, id).await?;
+    open(shared, &row, to_version).await?;
     let message = InboxMessage::Migrate(Migrate {
         to_version: to_version.to_string(),
         reason: req.reason,
@@ -67,6 +46,48 @@ pub(crate) async fn migrate(
         other => Err(err(
             ErrorCode::StorageError,
             format!("unexpected owner reply to a migration of `{id}`: {other:?}"),
+        )),
+    }
+}
+
+/// The dry run of migrating execution `id` to `to_version`: the engine's plan against its
+/// current run, nothing written (also what a batch's dry run answers per execution).
+pub(super) async fn dry_run(
+    shared: &Shared,
+    scope: &Scope,
+    id: &str,
+    to_version: &str,
+) -> ApiResult<MigrateExecutionResponse> {
+    let row = scoped(shared, scope, Action::Update, id).await?;
+    let target = open(shared, &row, to_version).await?;
+    let loaded = load_run(shared, scope, Action::Update, id, 0).await?;
+    let to = shared
+        .defs
+        .pinned(shared.store.as_ref(), &row.workflow, to_version, &target.definition_hash)
+        .await?;
+    let plan = orbit_engine::migrate::plan(&loaded.def, &to, &loaded.state);
+    let plan = serde_json::to_value(&plan).unwrap_or(Value::Null);
+    response(&plan, false, 0, loaded.run)
+}
+
+/// The target definition of migrating the open execution `row`: `EXECUTION_FINISHED` for
+/// a closed one, `WORKFLOW_NOT_FOUND` for a version that is not registered.
+async fn open(shared: &Shared, row: &ExecutionRow, to_version: &str) -> ApiResult<DefinitionRow> {
+    let id = &row.execution_id;
+    if row.status.is_closed() {
+        return Err(err(
+            ErrorCode::ExecutionFinished,
+            format!(
+                "execution `{id}` has already ended {}: nothing to migrate",
+                row.status.as_str()
+            ),
+        ));
+    }
+    match shared.store.get_definition(&row.workflow, Some(to_version)).await? {
+        Some(target) => Ok(target),
+        None => Err(err(
+            ErrorCode::WorkflowNotFound,
+            format!("no workflow `{}` version {to_version} to migrate to", row.workflow),
         )),
     }
 }

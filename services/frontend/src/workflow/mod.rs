@@ -5,10 +5,14 @@
 //! the owner in [`commands`] (updates in [`update`]), and the poison quarantine's operator actions in
 //! [`quarantine`], migrations to another version in [`migrate`], resets and forks in
 //! [`reset`]. Each takes the request's [`Scope`] first: the caller's workflow patterns,
+//! [`quarantine`], migrations to another version in [`migrate`], batch jobs (their rows; a
+//! scheduler runs them) in [`batch`]. Each takes the request's [`Scope`] first: the caller's workflow patterns,
 //! checked on the workflow each request names or addresses. Each answers a
 //! [`FrontendError`](crate::error::FrontendError); the trait impl turns it into the status
 //! (the edge).
 
+mod batch;
+mod batch_wire;
 mod commands;
 mod definitions;
 mod delete;
@@ -228,6 +232,56 @@ impl WorkflowService for WorkflowApi {
         request: Request<orbit_api::v1::DeleteExecutionRequest>,
     ) -> Result<Response<orbit_api::v1::DeleteExecutionResponse>, Status> {
         delete::delete(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
+    }
+
+    async fn start_batch(
+        &self,
+        request: Request<orbit_api::v1::StartBatchRequest>,
+    ) -> Result<Response<orbit_api::v1::StartBatchResponse>, Status> {
+        batch::start(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
+    }
+
+    async fn describe_batch(
+        &self,
+        request: Request<orbit_api::v1::DescribeBatchRequest>,
+    ) -> Result<Response<orbit_api::v1::DescribeBatchResponse>, Status> {
+        batch::describe(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
+    }
+
+    async fn list_batches(
+        &self,
+        request: Request<orbit_api::v1::ListBatchesRequest>,
+    ) -> Result<Response<orbit_api::v1::ListBatchesResponse>, Status> {
+        batch::list(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
+    }
+
+    async fn list_batch_items(
+        &self,
+        request: Request<orbit_api::v1::ListBatchItemsRequest>,
+    ) -> Result<Response<orbit_api::v1::ListBatchItemsResponse>, Status> {
+        batch::items(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
+    }
+
+    async fn cancel_batch(
+        &self,
+        request: Request<orbit_api::v1::CancelBatchRequest>,
+    ) -> Result<Response<orbit_api::v1::CancelBatchResponse>, Status> {
+        batch::cancel(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
             .map_err(Status::from)

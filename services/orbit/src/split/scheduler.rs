@@ -1,13 +1,14 @@
 //! `orbit scheduler`: durable timers. Timer notifications (and reconnects) make it look
 //! for the earliest due time again; fired timers reach owners through the inbox. The
-//! retention sweeper runs beside the timer loop (any number of schedulers may sweep).
+//! retention sweeper and the batch runner run beside the timer loop (any number of
+//! schedulers may sweep; each runs one batch at a time under a lease).
 
 use super::args::SchedulerArgs;
 use super::backend::{Channel, Wakeup};
 use super::node::{self, prepare};
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_owner::Clock;
-use orbit_scheduler::{Scheduler, Sweeper};
+use orbit_scheduler::{BatchRunner, BatchRunnerConfig, Scheduler, Sweeper};
 use std::process::ExitCode;
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -28,7 +29,7 @@ pub async fn run(args: SchedulerArgs) -> ExitCode {
     let scheduler = Scheduler::new(
         &node.node_id,
         node.database.store.clone(),
-        owners,
+        owners.clone(),
         timers_changed.clone(),
         Clock::system(),
     );
@@ -46,6 +47,19 @@ pub async fn run(args: SchedulerArgs) -> ExitCode {
         let shutdown = node.shutdown.clone();
         tokio::spawn(async move { sweeper.run(shutdown).await })
     };
+    // Batch jobs: no change hub here (a scheduler does not listen to every commit), so the
+    // runner re-reads each reply until its owner applied it.
+    let batches = BatchRunner::new(
+        &node.node_id,
+        node.database.store.clone(),
+        owners.clone(),
+        Clock::system(),
+        BatchRunnerConfig::default(),
+    );
+    let batch_task = {
+        let shutdown = node.shutdown.clone();
+        tokio::spawn(async move { batches.run(shutdown).await })
+    };
     let beat = node.heartbeat();
     let connections = node.connections(&args.common);
     node.announce();
@@ -53,5 +67,5 @@ pub async fn run(args: SchedulerArgs) -> ExitCode {
         .serve_with(node.listener, node.shutdown.clone(), connections)
         .await
         .map_err(Into::into);
-    node::finish(&node.node_id, served, &node.shutdown, vec![listen, beat, sweep]).await
+    node::finish(&node.node_id, served, &node.shutdown, vec![listen, beat, sweep, batch_task]).await
 }

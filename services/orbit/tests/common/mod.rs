@@ -7,6 +7,7 @@
 #![allow(dead_code, missing_docs)]
 
 pub mod admin;
+pub mod batches;
 pub mod buf;
 pub mod cluster;
 pub mod console;

@@ -2,6 +2,7 @@
 //! one guarantee of the [`Store`](orbit_store::Store) contract; none depends on a particular
 //! database.
 
+mod batches;
 mod batching;
 mod cluster;
 mod commit;
@@ -13,6 +14,7 @@ mod routing;
 mod schedules;
 mod schema;
 
+pub use batches::*;
 pub use batching::*;
 pub use cluster::*;
 pub use commit::*;

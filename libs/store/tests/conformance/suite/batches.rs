@@ -1,0 +1,209 @@
+//! Batch jobs: creation is idempotent by id and request id, one scheduler holds a batch at
+//! a time and another takes it over when the lease ends, an item is begun (pending + cursor)
+//! and recorded (outcome + counters) in one transaction each and counted once, a lost lease
+//! writes nothing, cancel stops new items but lets the holder record those in flight, and
+//! the targets page by execution id over workflow, version and status.
+
+use crate::support::{created, ev, execution_row, Backend};
+use orbit_store::{
+    BatchAction, BatchItem, BatchRow, BatchSelector, BatchSpec, BatchState, CommitBatch,
+    ItemOutcome, NewOwner, ProjectionUpdate, Store,
+};
+
+fn spec(workflow: &str) -> BatchSpec {
+    BatchSpec {
+        selector: BatchSelector {
+            workflow: workflow.into(),
+            version: Some("v1".into()),
+            statuses: vec!["RUNNING".into()],
+        },
+        action: BatchAction::Migrate { to_version: "v2".into() },
+        rate_per_second: 50,
+        reason: "fix".into(),
+    }
+}
+
+fn item(batch: &str, execution: &str, outcome: ItemOutcome, code: &str) -> BatchItem {
+    BatchItem {
+        batch_id: batch.into(),
+        execution_id: execution.into(),
+        outcome,
+        code: code.into(),
+        message: format!("{execution} {}", outcome.as_str()),
+        seq: u64::from(outcome == ItemOutcome::Succeeded) * 7,
+    }
+}
+
+/// Create (by id, by request id), get, list newest first, cancel.
+pub async fn batches_are_created_once_and_cancelled(b: &dyn Backend) {
+    let store = b.open().await;
+    let mut first = BatchRow::new("b-1", &spec("order"), 3, 100);
+    first.request_id = Some("req-1".into());
+    let (row, created) = store.create_batch(&first).await.unwrap();
+    assert!(created);
+    assert_eq!(
+        (row.state, row.total, row.done, row.cursor.as_deref()),
+        (BatchState::Running, 3, 0, None)
+    );
+    assert_eq!(BatchSpec::from_json(&row.spec).unwrap(), spec("order"));
+    let mut retry = BatchRow::new("b-2", &spec("order"), 9, 200);
+    retry.request_id = Some("req-1".into());
+    let (again, created) = store.create_batch(&retry).await.unwrap();
+    assert!(!created, "the request id exists: nothing is inserted");
+    assert_eq!(again, row, "the first batch answers the retry");
+    assert_eq!(store.get_batch("b-2").await.unwrap(), None);
+    let (_, created) = store.create_batch(&BatchRow::new("b-1", &spec("x"), 0, 5)).await.unwrap();
+    assert!(!created, "the id exists");
+    store.create_batch(&BatchRow::new("b-3", &spec("order"), 0, 300)).await.unwrap();
+    let ids = |rows: Vec<BatchRow>| rows.into_iter().map(|r| r.batch_id).collect::<Vec<_>>();
+    assert_eq!(ids(store.list_batches(None, 10).await.unwrap()), ["b-3", "b-1"]);
+    assert_eq!(ids(store.list_batches(Some("b-3"), 10).await.unwrap()), ["b-1"]);
+
+    let cancelled = store.cancel_batch("b-1", "stop", 400).await.unwrap().unwrap();
+    assert_eq!((cancelled.state, cancelled.reason.as_str()), (BatchState::Cancelled, "stop"));
+    let again = store.cancel_batch("b-1", "again", 500).await.unwrap().unwrap();
+    assert_eq!((again.reason.as_str(), again.updated_at_ms), ("stop", 400), "unchanged");
+    assert_eq!(store.cancel_batch("nope", "x", 1).await.unwrap(), None);
+    assert_eq!(
+        store.lease_batch("s1", 1_000, 100).await.unwrap().map(|r| r.batch_id).as_deref(),
+        Some("b-3"),
+        "a cancelled batch is never leased"
+    );
+}
+
+/// One holder at a time; the lease runs out and another takes over; the holder renews.
+pub async fn a_batch_is_leased_by_one_scheduler_at_a_time(b: &dyn Backend) {
+    let store = b.open().await;
+    store.create_batch(&BatchRow::new("b-1", &spec("order"), 0, 100)).await.unwrap();
+    let held = store.lease_batch("s1", 1_000, 500).await.unwrap().unwrap();
+    assert_eq!((held.lease_holder.as_deref(), held.lease_until_ms), (Some("s1"), Some(1_500)));
+    assert_eq!(store.lease_batch("s2", 1_200, 500).await.unwrap(), None, "held by s1");
+    let renewed = store.renew_batch_lease("b-1", "s1", 1_400, 500).await.unwrap().unwrap();
+    assert_eq!(renewed.lease_until_ms, Some(1_900));
+    assert_eq!(store.renew_batch_lease("b-1", "s2", 1_400, 500).await.unwrap(), None);
+    assert_eq!(store.lease_batch("s2", 1_800, 500).await.unwrap(), None, "renewed");
+    let again = store.lease_batch("s1", 1_800, 500).await.unwrap().unwrap();
+    assert_eq!(again.lease_holder.as_deref(), Some("s1"), "the holder takes its own back");
+    let taken = store.lease_batch("s2", 2_300, 500).await.unwrap().unwrap();
+    assert_eq!(taken.lease_holder.as_deref(), Some("s2"), "the lease ran out: taken over");
+    assert!(!store.begin_batch_item("b-1", "s1", "e1", 2_301).await.unwrap(), "s1 lost it");
+    assert!(!store.finish_batch("b-1", "s1", Some(BatchState::Completed), 2_302).await.unwrap());
+    assert!(store.finish_batch("b-1", "s2", None, 2_303).await.unwrap(), "released");
+    let row = store.get_batch("b-1").await.unwrap().unwrap();
+    assert_eq!((row.state, row.lease_holder), (BatchState::Running, None));
+    assert!(store.lease_batch("s3", 2_304, 500).await.unwrap().is_some(), "free again");
+}
+
+/// Begin and record: cursor, counters, each item once; a lost lease writes nothing;
+/// finishing COMPLETED fixes `total`.
+pub async fn batch_items_are_begun_and_recorded_once(b: &dyn Backend) {
+    let store = b.open().await;
+    store.create_batch(&BatchRow::new("b-1", &spec("order"), 5, 100)).await.unwrap();
+    store.lease_batch("s1", 1_000, 10_000).await.unwrap().unwrap();
+    for id in ["e1", "e2", "e3"] {
+        assert!(store.begin_batch_item("b-1", "s1", id, 1_001).await.unwrap());
+    }
+    assert!(store.begin_batch_item("b-1", "s1", "e2", 1_002).await.unwrap(), "again: kept");
+    let row = store.get_batch("b-1").await.unwrap().unwrap();
+    assert_eq!(row.cursor.as_deref(), Some("e3"), "the cursor never moves back");
+    let pending =
+        store.list_batch_items("b-1", None, Some(ItemOutcome::Pending), 10).await.unwrap();
+    assert_eq!(
+        pending.iter().map(|i| i.execution_id.as_str()).collect::<Vec<_>>(),
+        ["e1", "e2", "e3"]
+    );
+
+    let ok = item("b-1", "e1", ItemOutcome::Succeeded, "");
+    let row = store.record_batch_item("s1", &ok, 1_010).await.unwrap().unwrap();
+    assert_eq!((row.done, row.succeeded, row.failed, row.skipped), (1, 1, 0, 0));
+    let row = store.record_batch_item("s1", &ok, 1_011).await.unwrap().unwrap();
+    assert_eq!(row.done, 1, "recorded once, counted once");
+    let unsafe_item = item("b-1", "e2", ItemOutcome::Failed, "MIGRATION_UNSAFE");
+    let row = store.record_batch_item("s1", &unsafe_item, 1_012).await.unwrap().unwrap();
+    assert_eq!((row.done, row.failed), (2, 1));
+    let lost = item("b-1", "e3", ItemOutcome::Skipped, "EXECUTION_FINISHED");
+    assert_eq!(store.record_batch_item("s2", &lost, 1_013).await.unwrap(), None, "not held");
+    assert_eq!(store.get_batch("b-1").await.unwrap().unwrap().done, 2, "nothing written");
+    let unknown = item("b-1", "e9", ItemOutcome::Succeeded, "");
+    let row = store.record_batch_item("s1", &unknown, 1_014).await.unwrap().unwrap();
+    assert_eq!(row.done, 2, "an item never begun is not counted");
+
+    let cancelled = store.cancel_batch("b-1", "stop", 1_015).await.unwrap().unwrap();
+    assert_eq!(cancelled.state, BatchState::Cancelled);
+    assert!(!store.begin_batch_item("b-1", "s1", "e4", 1_016).await.unwrap(), "cancelled");
+    let row = store.record_batch_item("s1", &lost, 1_017).await.unwrap().unwrap();
+    assert_eq!((row.done, row.skipped), (3, 1), "an item in flight is still recorded");
+    let items = store.list_batch_items("b-1", None, None, 10).await.unwrap();
+    assert_eq!(items[0], ok);
+    assert_eq!(items[1], unsafe_item);
+    assert_eq!(items[2], lost);
+    let failed = store.list_batch_items("b-1", None, Some(ItemOutcome::Failed), 10).await.unwrap();
+    assert_eq!(failed, vec![unsafe_item]);
+    let page = store.list_batch_items("b-1", Some("e1"), None, 1).await.unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0].execution_id, "e2");
+    assert!(store.finish_batch("b-1", "s1", Some(BatchState::Completed), 1_018).await.unwrap());
+    let row = store.get_batch("b-1").await.unwrap().unwrap();
+    assert_eq!((row.state, row.total), (BatchState::Cancelled, 5), "a cancel stays");
+
+    store.create_batch(&BatchRow::new("b-2", &spec("order"), 7, 2_000)).await.unwrap();
+    store.lease_batch("s1", 2_000, 10_000).await.unwrap().unwrap();
+    store.begin_batch_item("b-2", "s1", "e1", 2_001).await.unwrap();
+    store
+        .record_batch_item("s1", &item("b-2", "e1", ItemOutcome::Succeeded, ""), 2_002)
+        .await
+        .unwrap();
+    assert!(store.finish_batch("b-2", "s1", Some(BatchState::Completed), 2_003).await.unwrap());
+    let row = store.get_batch("b-2").await.unwrap().unwrap();
+    assert_eq!(
+        (row.state, row.total, row.done, row.lease_holder),
+        (BatchState::Completed, 1, 1, None)
+    );
+}
+
+async fn add(store: &dyn Store, id: &str, workflow: &str, version: &str, closed: bool) {
+    let mut row = execution_row(id, 1_000);
+    row.workflow = workflow.into();
+    row.version = version.into();
+    let batch = CommitBatch {
+        execution_id: id.into(),
+        run: 1,
+        new_execution: Some(row),
+        new_owner: Some(NewOwner { root_id: id.into(), node_id: "n".into() }),
+        events: vec![ev(1, created(id, 1))],
+        projection: closed.then_some(ProjectionUpdate {
+            status: orbit_engine::Status::Completed,
+            updated_at_ms: 2_000,
+            closed_at_ms: Some(2_000),
+            delete_after_ms: None,
+        }),
+        ..CommitBatch::default()
+    };
+    store.commit(batch).await.unwrap();
+}
+
+/// The selector filters by workflow, version and status, in execution-id order.
+pub async fn batch_targets_page_by_execution_id(b: &dyn Backend) {
+    let store = b.open().await;
+    add(store.as_ref(), "e3", "order", "v1", false).await;
+    add(store.as_ref(), "e1", "order", "v1", false).await;
+    add(store.as_ref(), "e2", "order", "v2", false).await;
+    add(store.as_ref(), "e4", "order", "v1", true).await;
+    add(store.as_ref(), "e5", "refund", "v1", false).await;
+    add(store.as_ref(), "e6", "order", "v1", false).await;
+    let selector = spec("order").selector;
+    assert_eq!(store.batch_targets(&selector, None, 10).await.unwrap(), ["e1", "e3", "e6"]);
+    assert_eq!(store.batch_targets(&selector, Some("e1"), 1).await.unwrap(), ["e3"]);
+    assert_eq!(store.batch_targets(&selector, Some("e6"), 10).await.unwrap(), Vec::<String>::new());
+    assert_eq!(store.count_batch_targets(&selector).await.unwrap(), 3);
+    let any_version = BatchSelector {
+        version: None,
+        statuses: vec!["RUNNING".into(), "COMPLETED".into()],
+        ..selector
+    };
+    assert_eq!(
+        store.batch_targets(&any_version, None, 10).await.unwrap(),
+        ["e1", "e2", "e3", "e4", "e6"]
+    );
+    assert_eq!(store.count_batch_targets(&any_version).await.unwrap(), 5);
+}

@@ -1,0 +1,258 @@
+//! `orbit batch start|list|describe|cancel`: server-side jobs that apply one action (today
+//! `--migrate-to`) to every execution a selector matches (`WorkflowService.StartBatch` and
+//! friends). The job runs in the server's scheduler; `--wait` follows it with a progress
+//! line on stderr until it ends.
+
+use clap::{Args, Subcommand};
+use orbit_api::v1::{
+    batch_action, BatchAction, BatchMigrate, BatchSelector, BatchState, CancelBatchRequest,
+    DescribeBatchRequest, ExecutionStatus, ListBatchItemsRequest, ListBatchesRequest,
+    StartBatchRequest,
+};
+use std::time::Duration;
+
+use super::batch_view::{batch_json, dry_run_json, dry_run_text, item_json, print_batch, progress};
+use super::error::Failure;
+use super::listing::StatusFilter;
+use super::output::{or_dash, print_json, print_text, ts, Format, Table};
+use super::ConnectArgs;
+
+/// How often `--wait` asks for the batch's progress (a display refresh, not a wait for an
+/// event: the command only reads).
+const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+
+/// `orbit batch ...`
+#[derive(Args, Debug)]
+pub struct BatchArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    #[command(subcommand)]
+    command: BatchCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum BatchCommand {
+    /// Start a batch: apply an action to every execution of a workflow (and version) in
+    /// the given statuses.
+    ///
+    /// The server's scheduler walks the selected executions in id order, at most --rate per
+    /// second, and records each one's outcome: SUCCEEDED, FAILED (the execution refused:
+    /// MIGRATION_UNSAFE names the unsafe differences) or SKIPPED (nothing to do: already on
+    /// the version, finished). A refusal never stops the batch. The job survives restarts
+    /// and crashes of every process: it resumes where it stopped and never acts on an
+    /// execution twice. --dry-run prints, per execution (the first 1,000), what would
+    /// happen and starts nothing. Needs the `update` permission on the workflow. See
+    /// docs/evolving.md, "Batches".
+    #[command(after_long_help = long_help!(
+        "orbit batch start --workflow orders --version 1 --migrate-to 2 --dry-run",
+        "orbit batch start --workflow orders --version 1 --migrate-to 2 --rate 100 --wait",
+        "orbit batch start --workflow orders --status running --status suspended --migrate-to 3",
+    ))]
+    Start {
+        /// The workflow whose executions to act on.
+        #[arg(long, value_name = "NAME")]
+        workflow: String,
+        /// Only executions pinned to this version.
+        #[arg(long, value_name = "VERSION")]
+        version: Option<String>,
+        /// Only executions in these statuses (repeatable; default running).
+        #[arg(long, value_enum)]
+        status: Vec<StatusFilter>,
+        /// Migrate each execution to this version (`orbit execution migrate`).
+        #[arg(long, value_name = "VERSION")]
+        migrate_to: String,
+        /// At most this many executions per second (default 50, at most 1000).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        rate: u32,
+        /// Why, for the server's logs and each execution's command.
+        #[arg(long, value_name = "TEXT", default_value = "")]
+        reason: String,
+        /// Makes a retry start one batch (the first one answers).
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+        /// Only print what would happen to each execution; start nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Follow the batch until it ends, with a progress line on stderr; exits 1 unless it
+        /// completed with no failed execution.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// List batches, newest first.
+    #[command(after_long_help = long_help!("orbit batch list"))]
+    List,
+    /// Show a batch's progress, and with --items each execution's outcome.
+    #[command(after_long_help = long_help!(
+        "orbit batch describe batch-0001700000000000-1a2b3c4d",
+        "orbit batch describe batch-0001700000000000-1a2b3c4d --items --failed",
+    ))]
+    Describe {
+        /// The batch id.
+        id: String,
+        /// Also list the per-execution outcomes.
+        #[arg(long)]
+        items: bool,
+        /// With --items: only the executions that refused the action.
+        #[arg(long)]
+        failed: bool,
+    },
+    /// Cancel a running batch: no further execution is acted on (those already sent
+    /// finish and are recorded).
+    #[command(after_long_help = long_help!("orbit batch cancel batch-0001700000000000-1a2b3c4d --reason oops"))]
+    Cancel {
+        /// The batch id.
+        id: String,
+        /// Why, kept as the batch's reason.
+        #[arg(long, value_name = "TEXT", default_value = "")]
+        reason: String,
+    },
+}
+
+/// Runs one `orbit batch` command.
+pub async fn run(args: BatchArgs) -> Result<(), Failure> {
+    let format = args.connect.output;
+    let mut c = args.connect.workflow_client().await?;
+    match args.command {
+        BatchCommand::Start {
+            workflow,
+            version,
+            status,
+            migrate_to,
+            rate,
+            reason,
+            request_id,
+            dry_run,
+            wait,
+        } => {
+            let request = StartBatchRequest {
+                selector: Some(BatchSelector {
+                    workflow,
+                    version: version.unwrap_or_default(),
+                    statuses: status.into_iter().map(|s| ExecutionStatus::from(s) as i32).collect(),
+                }),
+                action: Some(BatchAction {
+                    action: Some(batch_action::Action::Migrate(BatchMigrate {
+                        to_version: migrate_to,
+                    })),
+                }),
+                rate_per_second: rate,
+                reason,
+                request_id: request_id.unwrap_or_default(),
+                dry_run,
+            };
+            let r = c.start_batch(request).await?.into_inner();
+            if dry_run {
+                match format {
+                    Format::Json => print_json(&dry_run_json(&r)),
+                    Format::Human => print_text(&dry_run_text(&r)),
+                }
+                return Ok(());
+            }
+            let mut batch = r.batch.unwrap_or_default();
+            if wait {
+                let stderr_is_terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+                while batch.state() == BatchState::Running {
+                    eprint!("{}{}", progress(&batch), if stderr_is_terminal { "\r" } else { "\n" });
+                    tokio::time::sleep(PROGRESS_EVERY).await;
+                    let request = DescribeBatchRequest { batch_id: batch.batch_id.clone() };
+                    batch = c.describe_batch(request).await?.into_inner().batch.unwrap_or_default();
+                }
+                eprintln!("{}", progress(&batch));
+            }
+            print_batch(format, &batch, Some(("created", serde_json::json!(r.created))));
+            if wait && (batch.state() != BatchState::Completed || batch.failed > 0) {
+                return Err(Failure::Unsuccessful);
+            }
+        }
+        BatchCommand::List => {
+            let mut all = Vec::new();
+            let mut page_token = String::new();
+            loop {
+                let request = ListBatchesRequest { page_size: 1000, page_token };
+                let page = c.list_batches(request).await?.into_inner();
+                all.extend(page.batches);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
+            match format {
+                Format::Json => print_json(
+                    &serde_json::json!({"batches": all.iter().map(batch_json).collect::<Vec<_>>()}),
+                ),
+                Format::Human => {
+                    let mut table =
+                        Table::new(&["BATCH", "WORKFLOW", "STATE", "DONE", "FAILED", "CREATED"]);
+                    for b in &all {
+                        let j = batch_json(b);
+                        table.row(vec![
+                            b.batch_id.clone(),
+                            b.selector.as_ref().map(|s| s.workflow.clone()).unwrap_or_default(),
+                            j["state"].as_str().unwrap_or_default().to_string(),
+                            format!("{}/{}", b.done, b.total),
+                            b.failed.to_string(),
+                            ts(b.created_at.as_ref()),
+                        ]);
+                    }
+                    print_text(&if table.is_empty() {
+                        "no batches".into()
+                    } else {
+                        table.render()
+                    });
+                }
+            }
+        }
+        BatchCommand::Describe { id, items, failed } => {
+            let request = DescribeBatchRequest { batch_id: id.clone() };
+            let batch = c.describe_batch(request).await?.into_inner().batch.unwrap_or_default();
+            if !items {
+                print_batch(format, &batch, None);
+                return Ok(());
+            }
+            let mut all = Vec::new();
+            let mut page_token = String::new();
+            loop {
+                let request = ListBatchItemsRequest {
+                    batch_id: id.clone(),
+                    page_size: 1000,
+                    page_token,
+                    only_failed: failed,
+                };
+                let page = c.list_batch_items(request).await?.into_inner();
+                all.extend(page.items);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
+            match format {
+                Format::Json => {
+                    let mut j = batch_json(&batch);
+                    j["items"] = all.iter().map(item_json).collect();
+                    print_json(&j);
+                }
+                Format::Human => {
+                    print_batch(format, &batch, None);
+                    let mut table = Table::new(&["EXECUTION", "OUTCOME", "SEQ", "CODE", "MESSAGE"]);
+                    for i in &all {
+                        let j = item_json(i);
+                        table.row(vec![
+                            i.execution_id.clone(),
+                            j["outcome"].as_str().unwrap_or_default().to_string(),
+                            i.seq.to_string(),
+                            or_dash(&i.code).to_string(),
+                            or_dash(&i.message).to_string(),
+                        ]);
+                    }
+                    print_text(&if table.is_empty() { "no items".into() } else { table.render() });
+                }
+            }
+        }
+        BatchCommand::Cancel { id, reason } => {
+            let r = c.cancel_batch(CancelBatchRequest { batch_id: id, reason }).await?.into_inner();
+            let extra = Some(("cancelled", serde_json::json!(r.cancelled)));
+            print_batch(format, &r.batch.unwrap_or_default(), extra);
+        }
+    }
+    Ok(())
+}
