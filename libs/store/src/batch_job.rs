@@ -1,5 +1,5 @@
 //! The rows of the `batches` and `batch_items` tables: server-side jobs that apply one
-//! operator action (today: migrate) to many executions (the
+//! operator action (migrate, reset) to many executions (the
 //! [`BatchJobs`](crate::roles::BatchJobs) role).
 //!
 //! A batch is created `RUNNING` by the frontend with its [`BatchSpec`] (JSON, kept whole so
@@ -26,6 +26,17 @@ pub enum BatchAction {
         /// The version to migrate to.
         to_version: String,
     },
+    /// Reset to just before a main-body step (`ResetExecution`'s inbox entry).
+    Reset {
+        /// The step to go back to.
+        step: String,
+        /// Leave out the signals received after the point.
+        #[serde(default)]
+        drop_signals: bool,
+        /// A version to migrate each new run to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to_version: Option<String>,
+    },
 }
 
 impl BatchAction {
@@ -34,6 +45,7 @@ impl BatchAction {
     pub fn name(&self) -> &'static str {
         match self {
             BatchAction::Migrate { .. } => "migrate",
+            BatchAction::Reset { .. } => "reset",
         }
     }
 }

@@ -382,6 +382,42 @@ impl Client {
         Ok(self.inner.clone().start_batch(request).await?.into_inner())
     }
 
+    /// Starts a batch job that resets every execution of `workflow` (of `version` when
+    /// given) in `statuses` (empty: RUNNING) to just before `step` ([`Client::reset`] with
+    /// [`Reset::to_step`]), at most `rate_per_second` a second; with `dry_run` nothing is
+    /// started and each item carries the reset's plan. See docs/evolving.md, "Batches".
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::start_batch`].
+    pub async fn start_reset_batch(
+        &self,
+        workflow: &str,
+        version: Option<&str>,
+        statuses: &[pb::ExecutionStatus],
+        step: &str,
+        rate_per_second: u32,
+        dry_run: bool,
+    ) -> Result<pb::StartBatchResponse, ClientError> {
+        let request = pb::StartBatchRequest {
+            selector: Some(pb::BatchSelector {
+                workflow: workflow.into(),
+                version: version.unwrap_or_default().into(),
+                statuses: statuses.iter().map(|s| *s as i32).collect(),
+            }),
+            action: Some(pb::BatchAction {
+                action: Some(pb::batch_action::Action::Reset(pb::BatchReset {
+                    step: step.into(),
+                    ..pb::BatchReset::default()
+                })),
+            }),
+            rate_per_second,
+            dry_run,
+            ..pb::StartBatchRequest::default()
+        };
+        Ok(self.inner.clone().start_batch(request).await?.into_inner())
+    }
+
     /// A batch with its progress.
     ///
     /// # Errors

@@ -12,6 +12,7 @@ import {
   type CancelExecutionResponse,
   type MigrateExecutionResponse,
   type StartBatchRequest,
+  type BatchAction,
   type StartBatchResponse,
   type DescribeBatchRequest,
   type DescribeBatchResponse,
@@ -192,11 +193,16 @@ export class OrbitClient {
   startBatch(
     workflow: string,
     migrateTo: string,
-    opts: { version?: string; statuses?: ExecutionStatus[]; ratePerSecond?: number; reason?: string; requestId?: string; dryRun?: boolean } = {},
+    opts: { version?: string; statuses?: ExecutionStatus[]; ratePerSecond?: number; reason?: string; requestId?: string; dryRun?: boolean; resetToStep?: string; dropSignals?: boolean } = {},
   ): Promise<StartBatchResponse> {
+    // With `resetToStep` each execution is reset to just before that step (`reset`);
+    // `migrateTo` (may be "") then migrates each new run.
+    const action: BatchAction["action"] = opts.resetToStep
+      ? { $case: "reset", reset: { step: opts.resetToStep, dropSignals: opts.dropSignals ?? false, toVersion: migrateTo } }
+      : { $case: "migrate", migrate: { toVersion: migrateTo } };
     return this.unary<StartBatchRequest, StartBatchResponse>(this.workflows.startBatch, this.workflows, {
       selector: { workflow, version: opts.version ?? "", statuses: opts.statuses ?? [] },
-      action: { action: { $case: "migrate", migrate: { toVersion: migrateTo } } },
+      action: { action },
       ratePerSecond: opts.ratePerSecond ?? 0,
       reason: opts.reason ?? "",
       requestId: opts.requestId ?? "",

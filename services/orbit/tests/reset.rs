@@ -249,3 +249,72 @@ async fn failed_executions_reset_and_fork_on_the_split() {
     })
     .await;
 }
+
+/// A batch that resets every FAILED execution of the workflow to just before `b` (issue
+/// 26 item 5, `BatchReset`): the dry run answers each one's plan (`a` kept) and starts
+/// nothing; the batch records one SUCCEEDED item per execution, and each completes as run 2
+/// without running `a` again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_resets_every_failed_execution_in_orbit_dev() {
+    use common::batches::{batch_until, items};
+    let dir = TempDir::new("reset-batch");
+    let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
+    let mut c = server.client().await;
+    register(&mut c, WF).await;
+    let bug = Bug::default();
+    bug.broken.store(true, Ordering::SeqCst);
+    let stop = CancellationToken::new();
+    worker(Worker::builder(server.address()), &bug, &stop);
+    let ids: Vec<String> = (0..20).map(|i| format!("bulk-reset-{i:02}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        start(&mut c, "resettable", id, json!({"n": i})).await.expect("start");
+    }
+    for id in &ids {
+        assert_eq!(result(&mut c, id, WAIT).await.0, pb::ExecutionStatus::Failed, "{id}");
+    }
+    bug.broken.store(false, Ordering::SeqCst);
+    let request = |dry_run| pb::StartBatchRequest {
+        selector: Some(pb::BatchSelector {
+            workflow: "resettable".into(),
+            version: String::new(),
+            statuses: vec![pb::ExecutionStatus::Failed as i32],
+        }),
+        action: Some(pb::BatchAction {
+            action: Some(pb::batch_action::Action::Reset(pb::BatchReset {
+                step: "b".into(),
+                ..Default::default()
+            })),
+        }),
+        rate_per_second: 200,
+        reason: "the worker of b was fixed".into(),
+        dry_run,
+        ..Default::default()
+    };
+    let dry = c.start_batch(request(true)).await.expect("dry run").into_inner();
+    assert_eq!((dry.dry_run_total, dry.dry_run_items.len(), dry.batch_id.as_str()), (20, 20, ""));
+    for item in &dry.dry_run_items {
+        let plan = item.plan.clone().expect("a reset's plan");
+        assert!(item.safe && item.code.is_empty(), "{item:?}");
+        assert_eq!(plan.kept, ["a"], "{item:?}");
+    }
+    assert_eq!(
+        history_of(&mut c, &ids[0], 0).await.last().map(|e| e.event_type.clone()),
+        Some("WorkflowFailed".to_string()),
+        "a dry run writes nothing"
+    );
+    let started = c.start_batch(request(false)).await.expect("start").into_inner();
+    let done = batch_until(&mut c, &started.batch_id, WAIT, "completed", |b| {
+        b.state == pb::BatchState::Completed as i32
+    })
+    .await;
+    assert_eq!((done.succeeded, done.failed, done.skipped), (20, 0, 0), "{done:?}");
+    assert_eq!(items(&mut c, &started.batch_id, false).await.len(), 20);
+    for (i, id) in ids.iter().enumerate() {
+        let (status, output) = result(&mut c, id, WAIT).await;
+        assert_eq!((status, output), (pb::ExecutionStatus::Completed, json!({"from": {"b": i}})));
+        let h = history_of(&mut c, id, 0).await;
+        assert_eq!(h.iter().filter(|e| e.event_type == "RunRestored").count(), 1, "{id}");
+    }
+    assert_eq!(bug.a_runs.load(Ordering::SeqCst), 20, "a kept, never run again");
+    stop.cancel();
+}

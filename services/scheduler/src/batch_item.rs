@@ -12,7 +12,7 @@
 use orbit_api::internal::v1 as pb;
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_server_kit::ErrorCode;
-use orbit_store::inbox::Migrate;
+use orbit_store::inbox::{Migrate, Reset};
 use orbit_store::{
     wait_reply, BatchAction, BatchItem, BatchSpec, ChangeHub, Fallback, InboxMessage, InboxReply,
     ItemOutcome, SchedulerStore, StoreError, Waited,
@@ -47,6 +47,14 @@ pub(crate) fn request_id(batch_id: &str) -> String {
 fn message(batch_id: &str, spec: &BatchSpec) -> InboxMessage {
     match &spec.action {
         BatchAction::Migrate { to_version } => InboxMessage::Migrate(Migrate {
+            to_version: to_version.clone(),
+            reason: spec.reason.clone(),
+            request_id: Some(request_id(batch_id)),
+        }),
+        BatchAction::Reset { step, drop_signals, to_version } => InboxMessage::Reset(Reset {
+            to_step: Some(step.clone()),
+            to_seq: None,
+            drop_signals: *drop_signals,
             to_version: to_version.clone(),
             reason: spec.reason.clone(),
             request_id: Some(request_id(batch_id)),
@@ -142,6 +150,9 @@ fn outcome(reply: Option<InboxReply>) -> (ItemOutcome, String, String, u64) {
             format!("migrated from version {from_version} to {to_version}"),
             seq,
         ),
+        Some(InboxReply::Reset { seq, run, .. }) => {
+            (ItemOutcome::Succeeded, String::new(), format!("reset: goes on in run {run}"), seq)
+        }
         Some(InboxReply::Refused { code: ErrorCode::ExecutionFinished, message }) => {
             (ItemOutcome::Skipped, ErrorCode::ExecutionFinished.as_str().to_string(), message, 0)
         }

@@ -324,8 +324,10 @@ class Client:
     def start_batch(
         self,
         workflow: str,
-        migrate_to: str,
+        migrate_to: str = "",
         *,
+        reset_to_step: str = "",
+        drop_signals: bool = False,
         version: str = "",
         statuses: Optional[List[int]] = None,
         rate_per_second: int = 0,
@@ -338,10 +340,20 @@ class Client:
         ``migrate_to``, at most ``rate_per_second`` a second (0: 50, at most 1000). With
         ``dry_run`` nothing starts: ``{"dry_run_total", "dry_run_items": [{"execution_id",
         "safe", "from_version", "code", "message", "changes"}]}``. Otherwise ``{"batch_id",
-        "created", "batch"}`` (see :meth:`describe_batch`). docs/evolving.md, "Batches"."""
+        "created", "batch"}`` (see :meth:`describe_batch`). docs/evolving.md, "Batches".
+
+        With ``reset_to_step`` instead, each execution is reset to just before that step
+        (:meth:`reset`; ``migrate_to`` then migrates each new run, ``drop_signals`` leaves
+        out the signals after the point); a dry run's items then carry ``plan`` too."""
+        if reset_to_step:
+            action = workflow_pb2.BatchAction(
+                reset=workflow_pb2.BatchReset(step=reset_to_step, drop_signals=drop_signals, to_version=migrate_to)
+            )
+        else:
+            action = workflow_pb2.BatchAction(migrate=workflow_pb2.BatchMigrate(to_version=migrate_to))
         request = workflow_pb2.StartBatchRequest(
             selector=workflow_pb2.BatchSelector(workflow=workflow, version=version, statuses=statuses or []),
-            action=workflow_pb2.BatchAction(migrate=workflow_pb2.BatchMigrate(to_version=migrate_to)),
+            action=action,
             rate_per_second=rate_per_second,
             reason=reason,
             request_id=request_id if dry_run else (request_id or str(uuid.uuid4())),
@@ -362,6 +374,7 @@ class Client:
                             {"kind": c.kind, "step": c.step, "detail": c.detail, "safe": c.safe, "reason": c.reason}
                             for c in i.changes
                         ],
+                        "plan": _plan(i.plan) if i.HasField("plan") else None,
                     }
                     for i in r.dry_run_items
                 ],

@@ -5,9 +5,9 @@
 
 use clap::{Args, Subcommand};
 use orbit_api::v1::{
-    batch_action, BatchAction, BatchMigrate, BatchSelector, BatchState, CancelBatchRequest,
-    DescribeBatchRequest, ExecutionStatus, ListBatchItemsRequest, ListBatchesRequest,
-    StartBatchRequest,
+    batch_action, BatchAction, BatchMigrate, BatchReset, BatchSelector, BatchState,
+    CancelBatchRequest, DescribeBatchRequest, ExecutionStatus, ListBatchItemsRequest,
+    ListBatchesRequest, StartBatchRequest,
 };
 use std::time::Duration;
 
@@ -35,9 +35,14 @@ enum BatchCommand {
     /// Start a batch: apply an action to every execution of a workflow (and version) in
     /// the given statuses.
     ///
+    /// The action: --migrate-to VERSION (`orbit execution migrate`) or --reset-to-step STEP
+    /// (`orbit execution reset`; a repair of many executions that failed in one step, e.g.
+    /// with --status failed once the worker is fixed).
+    ///
     /// The server's scheduler walks the selected executions in id order, at most --rate per
     /// second, and records each one's outcome: SUCCEEDED, FAILED (the execution refused:
-    /// MIGRATION_UNSAFE names the unsafe differences) or SKIPPED (nothing to do: already on
+    /// MIGRATION_UNSAFE names the unsafe differences, RESET_POINT_INVALID a step that never
+    /// started) or SKIPPED (nothing to do: already on
     /// the version, finished). A refusal never stops the batch. The job survives restarts
     /// and crashes of every process: it resumes where it stopped and never acts on an
     /// execution twice. --dry-run prints, per execution (the first 1,000), what would
@@ -47,6 +52,7 @@ enum BatchCommand {
         "orbit batch start --workflow orders --version 1 --migrate-to 2 --dry-run",
         "orbit batch start --workflow orders --version 1 --migrate-to 2 --rate 100 --wait",
         "orbit batch start --workflow orders --status running --status suspended --migrate-to 3",
+        "orbit batch start --workflow orders --status failed --reset-to-step charge --dry-run",
     ))]
     Start {
         /// The workflow whose executions to act on.
@@ -59,8 +65,23 @@ enum BatchCommand {
         #[arg(long, value_enum)]
         status: Vec<StatusFilter>,
         /// Migrate each execution to this version (`orbit execution migrate`).
-        #[arg(long, value_name = "VERSION")]
-        migrate_to: String,
+        #[arg(
+            long,
+            value_name = "VERSION",
+            required_unless_present = "reset_to_step",
+            conflicts_with = "reset_to_step"
+        )]
+        migrate_to: Option<String>,
+        /// Reset each execution to just before this step first started in its current run
+        /// (`orbit execution reset --to-step`): it goes on in its next run from there.
+        #[arg(long, value_name = "STEP")]
+        reset_to_step: Option<String>,
+        /// With --reset-to-step: leave out the signals received after the point.
+        #[arg(long, requires = "reset_to_step")]
+        drop_signals: bool,
+        /// With --reset-to-step: migrate each new run to this version right away.
+        #[arg(long, value_name = "VERSION", requires = "reset_to_step")]
+        to_version: Option<String>,
         /// At most this many executions per second (default 50, at most 1000).
         #[arg(long, value_name = "N", default_value_t = 0)]
         rate: u32,
@@ -118,6 +139,9 @@ pub async fn run(args: BatchArgs) -> Result<(), Failure> {
             version,
             status,
             migrate_to,
+            reset_to_step,
+            drop_signals,
+            to_version,
             rate,
             reason,
             request_id,
@@ -131,9 +155,16 @@ pub async fn run(args: BatchArgs) -> Result<(), Failure> {
                     statuses: status.into_iter().map(|s| ExecutionStatus::from(s) as i32).collect(),
                 }),
                 action: Some(BatchAction {
-                    action: Some(batch_action::Action::Migrate(BatchMigrate {
-                        to_version: migrate_to,
-                    })),
+                    action: Some(match (migrate_to, reset_to_step) {
+                        (_, Some(step)) => batch_action::Action::Reset(BatchReset {
+                            step,
+                            drop_signals,
+                            to_version: to_version.unwrap_or_default(),
+                        }),
+                        (to_version, None) => batch_action::Action::Migrate(BatchMigrate {
+                            to_version: to_version.unwrap_or_default(),
+                        }),
+                    }),
                 }),
                 rate_per_second: rate,
                 reason,

@@ -14,6 +14,9 @@ fn state(b: &Batch) -> String {
 fn action_json(b: &Batch) -> Json {
     match b.action.as_ref().and_then(|a| a.action.as_ref()) {
         Some(batch_action::Action::Migrate(m)) => json!({"migrate": {"to_version": m.to_version}}),
+        Some(batch_action::Action::Reset(r)) => json!({"reset": {
+            "step": r.step, "drop_signals": r.drop_signals, "to_version": r.to_version
+        }}),
         None => Json::Null,
     }
 }
@@ -131,7 +134,16 @@ pub(super) fn dry_run_text(r: &StartBatchResponse) -> String {
             let _ = writeln!(out, "{}  {}: {}", i.execution_id, i.code, i.message);
             continue;
         }
-        if i.safe {
+        if let (Some(plan), true) = (&i.plan, i.safe) {
+            safe += 1;
+            let kept = plan.kept.join(", ");
+            let again = plan.forgotten.join(", ");
+            let _ = writeln!(
+                out,
+                "{}  reset through seq {} (version {}): kept [{kept}], run again [{again}] and what started after",
+                i.execution_id, plan.through_seq, plan.version
+            );
+        } else if i.safe {
             safe += 1;
             let _ = writeln!(out, "{}  safe from version {}", i.execution_id, i.from_version);
         } else {

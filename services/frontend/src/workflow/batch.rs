@@ -5,19 +5,20 @@
 //! written — the caller's `update` permission on the workflow, the workflow and the target
 //! version registered — and the job then runs with what was checked here. A dry run writes
 //! nothing: it answers, for the first [`DRY_RUN_LIMIT`] selected executions, what
-//! `MigrateExecution`'s dry run answers for each. A batch of a workflow outside a
+//! `MigrateExecution`'s (or `ResetExecution`'s) dry run answers for each. A batch of a workflow outside a
 //! restricted caller's patterns is answered as missing, like an execution.
 
 use super::batch_wire::{batch, item, spec_of};
-use super::migrate;
+use super::{migrate, reset};
 use crate::error::{err, ApiResult, FrontendError};
 use crate::scope::Scope;
 use crate::validate::{page_size, random_hex};
 use crate::Shared;
+use orbit_api::v1::reset_execution_request::To;
 use orbit_api::v1::{
     BatchDryRunItem, CancelBatchRequest, CancelBatchResponse, DescribeBatchRequest,
     DescribeBatchResponse, ListBatchItemsRequest, ListBatchItemsResponse, ListBatchesRequest,
-    ListBatchesResponse, StartBatchRequest, StartBatchResponse,
+    ListBatchesResponse, ResetExecutionRequest, StartBatchRequest, StartBatchResponse,
 };
 use orbit_auth::Action;
 use orbit_server_kit::payload::check_limits;
@@ -43,12 +44,17 @@ pub(crate) async fn start(
     check_limits("reason", &json!(req.reason), shared.config.max_payload_bytes)?;
     let workflow = &spec.selector.workflow;
     scope.workflow(Action::Update, workflow)?;
-    let BatchAction::Migrate { to_version } = &spec.action;
-    if shared.store.get_definition(workflow, Some(to_version)).await?.is_none() {
-        return Err(err(
-            ErrorCode::WorkflowNotFound,
-            format!("no workflow `{workflow}` version {to_version} to migrate to"),
-        ));
+    let to_version = match &spec.action {
+        BatchAction::Migrate { to_version } => Some(to_version),
+        BatchAction::Reset { to_version, .. } => to_version.as_ref(),
+    };
+    if let Some(to_version) = to_version {
+        if shared.store.get_definition(workflow, Some(to_version)).await?.is_none() {
+            return Err(err(
+                ErrorCode::WorkflowNotFound,
+                format!("no workflow `{workflow}` version {to_version} to go on with"),
+            ));
+        }
     }
     let total = shared.store.count_batch_targets(&spec.selector).await?;
     if req.dry_run {
@@ -77,18 +83,43 @@ async fn dry_run(
     spec: &BatchSpec,
     total: u64,
 ) -> ApiResult<StartBatchResponse> {
-    let BatchAction::Migrate { to_version } = &spec.action;
     let ids = shared.store.batch_targets(&spec.selector, None, DRY_RUN_LIMIT).await?;
     let mut items = Vec::with_capacity(ids.len());
     for id in ids {
-        let item = match migrate::dry_run(shared, scope, &id, to_version).await {
-            Ok(plan) => BatchDryRunItem {
-                execution_id: id,
-                safe: plan.safe,
-                from_version: plan.from_version,
-                changes: plan.changes,
-                ..BatchDryRunItem::default()
-            },
+        let answer = match &spec.action {
+            BatchAction::Migrate { to_version } => {
+                migrate::dry_run(shared, scope, &id, to_version).await.map(|plan| BatchDryRunItem {
+                    execution_id: id.clone(),
+                    safe: plan.safe,
+                    from_version: plan.from_version,
+                    changes: plan.changes,
+                    ..BatchDryRunItem::default()
+                })
+            }
+            BatchAction::Reset { step, drop_signals, to_version } => {
+                let request = ResetExecutionRequest {
+                    execution_id: id.clone(),
+                    to: Some(To::Step(step.clone())),
+                    drop_signals: *drop_signals,
+                    to_version: to_version.clone().unwrap_or_default(),
+                    dry_run: true,
+                    ..ResetExecutionRequest::default()
+                };
+                reset::reset(shared, scope, request).await.map(|r| {
+                    let plan = r.plan.unwrap_or_default();
+                    BatchDryRunItem {
+                        execution_id: id.clone(),
+                        safe: plan.safe || plan.changes.is_empty(),
+                        from_version: plan.version.clone(),
+                        changes: plan.changes.clone(),
+                        plan: Some(plan),
+                        ..BatchDryRunItem::default()
+                    }
+                })
+            }
+        };
+        let item = match answer {
+            Ok(item) => item,
             // The store failing is the dry run's failure, not this execution's answer.
             Err(FrontendError::Api(e))
                 if !matches!(e.code, ErrorCode::StorageError | ErrorCode::Unavailable) =>

@@ -5,8 +5,8 @@
 use crate::error::ApiResult;
 use orbit_api::v1::{
     batch_action, Batch, BatchAction as WireAction, BatchItem as WireItem, BatchItemOutcome,
-    BatchMigrate, BatchSelector as WireSelector, BatchState as WireState, ExecutionStatus,
-    StartBatchRequest,
+    BatchMigrate, BatchReset, BatchSelector as WireSelector, BatchState as WireState,
+    ExecutionStatus, StartBatchRequest,
 };
 use orbit_server_kit::payload::ms_to_timestamp;
 use orbit_server_kit::validate::{self as rules, invalid};
@@ -44,7 +44,13 @@ pub(crate) fn spec_of(req: &StartBatchRequest) -> ApiResult<BatchSpec> {
         Some(batch_action::Action::Migrate(m)) => BatchAction::Migrate {
             to_version: rules::id("action.migrate.to_version", &m.to_version)?.to_string(),
         },
-        None => return Err(invalid("action", "is required (`migrate`)").into()),
+        Some(batch_action::Action::Reset(r)) => BatchAction::Reset {
+            step: rules::id("action.reset.step", &r.step)?.to_string(),
+            drop_signals: r.drop_signals,
+            to_version: rules::optional("action.reset.to_version", &r.to_version)?
+                .map(str::to_string),
+        },
+        None => return Err(invalid("action", "is required (`migrate` or `reset`)").into()),
     };
     let rate_per_second = match req.rate_per_second {
         0 => DEFAULT_RATE_PER_SECOND,
@@ -82,6 +88,13 @@ fn action(a: &BatchAction) -> WireAction {
     let action = match a {
         BatchAction::Migrate { to_version } => {
             batch_action::Action::Migrate(BatchMigrate { to_version: to_version.clone() })
+        }
+        BatchAction::Reset { step, drop_signals, to_version } => {
+            batch_action::Action::Reset(BatchReset {
+                step: step.clone(),
+                drop_signals: *drop_signals,
+                to_version: to_version.clone().unwrap_or_default(),
+            })
         }
     };
     WireAction { action: Some(action) }
