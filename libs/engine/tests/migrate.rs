@@ -5,10 +5,11 @@
 
 mod common;
 
+use common::migrating::{defs, expect, judged, plan_to};
 use common::*;
 use orbit_definition::Definition;
 use orbit_engine::command::Command;
-use orbit_engine::migrate::{migrate, plan, ChangeKind, Plan};
+use orbit_engine::migrate::{migrate, plan, ChangeKind};
 use orbit_engine::replay::{definition_hashes, replay, replay_defs};
 use orbit_engine::sim::{Sim, TaskOutcome};
 use orbit_engine::{ErrorCode, Event, Status, TaskError, UnitStatus};
@@ -54,19 +55,6 @@ fn fail(sim: &mut Sim, unit: &str) {
     assert!(sim.run(100));
 }
 
-fn plan_to(sim: &Sim, to: &Definition) -> Plan {
-    let e = exec(sim, "x");
-    plan(&e.def, to, &e.state)
-}
-
-fn judged(p: &Plan) -> Vec<(ChangeKind, String, bool)> {
-    p.changes.iter().map(|c| (c.kind, c.step.clone(), c.safe)).collect()
-}
-
-fn expect(list: &[(ChangeKind, &str, bool)]) -> Vec<(ChangeKind, String, bool)> {
-    list.iter().map(|(k, s, safe)| (*k, (*s).to_string(), *safe)).collect()
-}
-
 fn status(sim: &Sim, unit: &str) -> Option<UnitStatus> {
     exec(sim, "x").state.unit(unit).map(|u| u.status)
 }
@@ -76,10 +64,6 @@ fn unit_starting(sim: &Sim, prefix: &str) -> String {
     let state = &exec(sim, "x").state;
     let key = state.units.keys().find(|k| k.starts_with(prefix));
     key.unwrap_or_else(|| panic!("no unit `{prefix}...`")).clone()
-}
-
-fn defs(list: &[&Definition]) -> BTreeMap<String, Definition> {
-    list.iter().map(|d| (d.hash.clone(), (*d).clone())).collect()
 }
 
 const A: &str = "  - { id: a, task: t, input: { n: 1 } }\n";

@@ -7,10 +7,11 @@
 
 mod common;
 
+use common::migrating::{defs, expect, judged, plan_to};
 use common::*;
 use orbit_definition::Definition;
 use orbit_engine::command::Command;
-use orbit_engine::migrate::{migrate, plan, ChangeKind, Plan};
+use orbit_engine::migrate::{migrate, ChangeKind, Plan};
 use orbit_engine::replay::replay_defs;
 use orbit_engine::sim::{Sim, TaskOutcome};
 use orbit_engine::{ErrorCode, Event, Status, UnitStatus};
@@ -42,29 +43,12 @@ fn complete(sim: &mut Sim, unit: &str, output: Value) {
     assert!(sim.run(100));
 }
 
-fn plan_to(sim: &Sim, to: &Definition) -> Plan {
-    let e = exec(sim, "x");
-    plan(&e.def, to, &e.state)
-}
-
-fn judged(p: &Plan) -> Vec<(ChangeKind, String, bool)> {
-    p.changes.iter().map(|c| (c.kind, c.step.clone(), c.safe)).collect()
-}
-
-fn expect(list: &[(ChangeKind, &str, bool)]) -> Vec<(ChangeKind, String, bool)> {
-    list.iter().map(|(k, s, safe)| (*k, (*s).to_string(), *safe)).collect()
-}
-
 fn change(p: &Plan, kind: ChangeKind) -> &orbit_engine::migrate::Change {
     p.changes.iter().find(|c| c.kind == kind).unwrap_or_else(|| panic!("no {kind:?} in {p:#?}"))
 }
 
 fn output(sim: &Sim, unit: &str) -> Option<Value> {
     exec(sim, "x").state.unit(unit).and_then(|u| u.output.clone())
-}
-
-fn defs(list: &[&Definition]) -> BTreeMap<String, Definition> {
-    list.iter().map(|d| (d.hash.clone(), (*d).clone())).collect()
 }
 
 /// v1: `a` (done, output `{n: 1}`), `g` waiting for `go`, `b` after both reading `a`.

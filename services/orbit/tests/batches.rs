@@ -17,92 +17,16 @@
 mod common;
 
 use common::batches::{batch_until, describe, items, migrate_request, start_batch};
+use common::evolving::{cli, count, v1, v2, v3, version_of, worker};
 use common::{history, history_until, register, result, start, Server, TempDir};
 use orbit_api::v1 as pb;
-use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
-use orbit_worker::{TaskContext, TaskFailure, Worker};
-use serde_json::{json, Value};
+use orbit_worker::Worker;
+use serde_json::json;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Channel;
-
-const V1: &str = r#"
-name: bulk
-version: "1"
-tasks: { work.a: {}, work.b: {}, work.c: {} }
-steps:
-  - { id: a, task: work.a, input: "${{ input.n }}" }
-  - { id: b, needs: [a], task: work.b, input: "${{ steps.a.output }}" }
-  - { id: c, needs: [b], task: work.c, input: { from: "${{ steps.b.output }}", v: 1 } }
-output: "${{ steps.c.output }}"
-"#;
-
-/// A step `d` added after `b`; `c` now needs it and its input changed: safe while `b` runs.
-const V2: &str = r#"
-name: bulk
-version: "2"
-tasks: { work.a: {}, work.b: {}, work.c: {}, work.d: {} }
-steps:
-  - { id: a, task: work.a, input: "${{ input.n }}" }
-  - { id: b, needs: [a], task: work.b, input: "${{ steps.a.output }}" }
-  - { id: d, needs: [b], task: work.d, input: "${{ steps.b.output }}" }
-  - { id: c, needs: [d], task: work.c, input: { from: "${{ steps.d.output }}", v: 2 } }
-output: "${{ steps.c.output }}"
-"#;
-
-/// The completed step `a` renamed without `renamed_from`: unsafe.
-const V3: &str = r#"
-name: bulk
-version: "3"
-tasks: { work.a: {}, work.b: {}, work.c: {} }
-steps:
-  - { id: first, task: work.a, input: "${{ input.n }}" }
-  - { id: b, needs: [first], task: work.b, input: "${{ steps.first.output }}" }
-  - { id: c, needs: [b], task: work.c, input: { from: "${{ steps.b.output }}", v: 3 } }
-output: "${{ steps.c.output }}"
-"#;
 
 const EXECUTIONS: usize = 60;
 const WAIT: Duration = Duration::from_secs(120);
-
-/// A worker serving `tasks` (each returns its input; `work.d` wraps it as `{"d": input}`).
-fn worker(address: &str, worker_id: &str, tasks: &[&str], stop: &CancellationToken) {
-    let mut builder = Worker::builder(address.to_string())
-        .worker_id(worker_id)
-        .max_concurrency(16)
-        .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(500));
-    for task in tasks {
-        let wrap = *task == "work.d";
-        builder = builder.task(*task, "1", move |ctx: TaskContext| async move {
-            let input = ctx.input().clone();
-            Ok::<Value, TaskFailure>(if wrap { json!({"d": input}) } else { input })
-        });
-    }
-    let w = builder.build().expect("worker");
-    let stop = stop.clone();
-    tokio::spawn(async move { w.run(stop).await });
-}
-
-/// `orbit batch ARGS --address ... --output json`: (exit code, stdout JSON, stderr).
-fn cli(port: u16, args: &[&str]) -> (i32, Value, String) {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orbit"));
-    cmd.arg("batch").args(args);
-    cmd.args(["--address", &format!("http://127.0.0.1:{port}"), "--output", "json"]);
-    let out = cmd.output().expect("run the orbit CLI");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
-    (out.status.code().unwrap_or(-1), value, String::from_utf8_lossy(&out.stderr).to_string())
-}
-
-fn count(events: &[pb::HistoryEvent], event_type: &str) -> usize {
-    events.iter().filter(|e| e.event_type == event_type).count()
-}
-
-async fn version_of(c: &mut WorkflowServiceClient<Channel>, id: &str) -> String {
-    let request = pb::DescribeExecutionRequest { execution_id: id.into(), run: 0, at_seq: 0 };
-    let described = c.describe_execution(request).await.expect("describe").into_inner();
-    described.execution.and_then(|e| e.info).expect("info").version
-}
 
 fn ended(b: &pb::Batch) -> bool {
     b.state() != pb::BatchState::Running
@@ -114,21 +38,21 @@ async fn batches_migrate_many_executions_in_orbit_dev() {
     let server = Server::start(&dir.0.join("orbit.db"), &[]).await;
     let mut c = server.client().await;
     let address = server.address();
-    register(&mut c, V1).await;
+    register(&mut c, &v1("bulk")).await;
     let ids: Vec<String> = (0..EXECUTIONS).map(|i| format!("bulk-{i:03}")).collect();
     for (i, id) in ids.iter().enumerate() {
         start(&mut c, "bulk", id, json!({"n": i})).await.expect("start");
     }
     let stop = CancellationToken::new();
-    worker(&address, "only-a", &["work.a"], &stop);
+    worker(Worker::builder(address.clone()), "only-a", &["work.a"], &stop);
     for id in &ids {
         history_until(&mut c, id, WAIT, |h| {
             h.iter().any(|e| e.event_type == "StepSucceeded" && e.step == "a")
         })
         .await;
     }
-    register(&mut c, V2).await;
-    register(&mut c, V3).await;
+    register(&mut c, &v2("bulk")).await;
+    register(&mut c, &v3("bulk")).await;
     let before: Vec<usize> = {
         let mut lens = Vec::new();
         for id in &ids {
@@ -170,7 +94,8 @@ async fn batches_migrate_many_executions_in_orbit_dev() {
     for (id, len) in ids.iter().zip(&before) {
         assert_eq!(history(&mut c, id).await.len(), *len, "{id}: a refused batch writes nothing");
     }
-    let (exit, out, stderr) = cli(server.port, &["describe", &refused_id, "--items", "--failed"]);
+    let (exit, out, stderr) =
+        cli(server.port, "batch", &["describe", &refused_id, "--items", "--failed"]);
     assert_eq!(exit, 0, "{stderr}");
     assert_eq!(out["state"], "COMPLETED", "{out}");
     assert_eq!(out["items"].as_array().map(Vec::len), Some(EXECUTIONS), "{out}");
@@ -226,7 +151,7 @@ async fn batches_migrate_many_executions_in_orbit_dev() {
         "rest",
         "--wait",
     ];
-    let (exit, out, stderr) = cli(server.port, &args);
+    let (exit, out, stderr) = cli(server.port, "batch", &args);
     assert_eq!(exit, 0, "{stderr}");
     assert_eq!((out["state"].as_str(), out["created"].as_bool()), (Some("COMPLETED"), Some(true)));
     let rest = EXECUTIONS as u64 - on_v2;
@@ -236,13 +161,13 @@ async fn batches_migrate_many_executions_in_orbit_dev() {
         "{out}"
     );
     assert!(stderr.contains(&format!("COMPLETED {rest}/{rest} done")), "progress: {stderr}");
-    let (exit, retry, _) = cli(server.port, &args);
+    let (exit, retry, _) = cli(server.port, "batch", &args);
     assert_eq!((exit, &retry["batch_id"], &retry["created"]), (0, &out["batch_id"], &json!(false)));
-    let (_, listed, _) = cli(server.port, &["list"]);
+    let (_, listed, _) = cli(server.port, "batch", &["list"]);
     assert_eq!(listed["batches"].as_array().map(Vec::len), Some(3), "{listed}");
 
     // Every execution migrated once and completes through v2's path.
-    worker(&address, "the-rest", &["work.b", "work.c", "work.d"], &stop);
+    worker(Worker::builder(address.clone()), "the-rest", &["work.b", "work.c", "work.d"], &stop);
     for (i, id) in ids.iter().enumerate() {
         let (status, output) = result(&mut c, id, WAIT).await;
         assert_eq!(status, pb::ExecutionStatus::Completed, "{id}: {output}");

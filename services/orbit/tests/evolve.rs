@@ -18,112 +18,22 @@
 
 mod common;
 
+use common::evolving::{cli, count, migrate, v1, v2, v3, version_of, worker};
 use common::{channel_to, history, history_until, register, result, start, Server, TempDir};
 use orbit_api::v1 as pb;
 use orbit_api::v1::admin_service_client::AdminServiceClient;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
-use orbit_worker::{TaskContext, TaskFailure, Worker, WorkerBuilder};
-use serde_json::{json, Value};
+use orbit_worker::{Worker, WorkerBuilder};
+use serde_json::json;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
-const V1: &str = r#"
-name: evolving
-version: "1"
-tasks: { work.a: {}, work.b: {}, work.c: {} }
-steps:
-  - { id: a, task: work.a, input: "${{ input.n }}" }
-  - { id: b, needs: [a], task: work.b, input: "${{ steps.a.output }}" }
-  - { id: c, needs: [b], task: work.c, input: { from: "${{ steps.b.output }}", v: 1 } }
-output: "${{ steps.c.output }}"
-"#;
-
-/// A step `d` added after `b`; `c` now needs it and its input changed.
-const V2: &str = r#"
-name: evolving
-version: "2"
-tasks: { work.a: {}, work.b: {}, work.c: {}, work.d: {} }
-steps:
-  - { id: a, task: work.a, input: "${{ input.n }}" }
-  - { id: b, needs: [a], task: work.b, input: "${{ steps.a.output }}" }
-  - { id: d, needs: [b], task: work.d, input: "${{ steps.b.output }}" }
-  - { id: c, needs: [d], task: work.c, input: { from: "${{ steps.d.output }}", v: 2 } }
-output: "${{ steps.c.output }}"
-"#;
-
-/// The completed step `a` renamed to `first` without `renamed_from`: unsafe.
-const V3: &str = r#"
-name: evolving
-version: "3"
-tasks: { work.a: {}, work.b: {}, work.c: {} }
-steps:
-  - { id: first, task: work.a, input: "${{ input.n }}" }
-  - { id: b, needs: [first], task: work.b, input: "${{ steps.first.output }}" }
-  - { id: c, needs: [b], task: work.c, input: { from: "${{ steps.b.output }}", v: 3 } }
-output: "${{ steps.c.output }}"
-"#;
-
 const EXECUTIONS: usize = 50;
 const WAIT: Duration = Duration::from_secs(120);
 
-/// `orbit execution ARGS --address ... --output json`: (exit code, stdout JSON, stderr).
-fn cli(port: u16, args: &[&str]) -> (i32, Value, String) {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orbit"));
-    cmd.arg("execution").args(args);
-    cmd.args(["--address", &format!("http://127.0.0.1:{port}"), "--output", "json"]);
-    let out = cmd.output().expect("run the orbit CLI");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
-    (out.status.code().unwrap_or(-1), value, String::from_utf8_lossy(&out.stderr).to_string())
-}
-
-fn count(events: &[pb::HistoryEvent], event_type: &str) -> usize {
-    events.iter().filter(|e| e.event_type == event_type).count()
-}
-
 fn succeeded(events: &[pb::HistoryEvent], step: &str) -> bool {
     events.iter().any(|e| e.event_type == "StepSucceeded" && e.step == step)
-}
-
-/// A worker serving `tasks` (each returns its input; `work.d` wraps it as `{"d": input}`).
-fn worker(builder: WorkerBuilder, worker_id: &str, tasks: &[&str], stop: &CancellationToken) {
-    let mut builder = builder
-        .worker_id(worker_id)
-        .max_concurrency(16)
-        .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(500));
-    for task in tasks {
-        let wrap = *task == "work.d";
-        builder = builder.task(*task, "1", move |ctx: TaskContext| async move {
-            let input = ctx.input().clone();
-            Ok::<Value, TaskFailure>(if wrap { json!({"d": input}) } else { input })
-        });
-    }
-    let w = builder.build().expect("worker");
-    let stop = stop.clone();
-    tokio::spawn(async move { w.run(stop).await });
-}
-
-async fn migrate(
-    c: &mut WorkflowServiceClient<Channel>,
-    id: &str,
-    to: &str,
-    dry_run: bool,
-) -> Result<pb::MigrateExecutionResponse, tonic::Status> {
-    let request = pb::MigrateExecutionRequest {
-        execution_id: id.into(),
-        to_version: to.into(),
-        dry_run,
-        reason: "issue 26 test".into(),
-        request_id: String::new(),
-    };
-    c.migrate_execution(request).await.map(tonic::Response::into_inner)
-}
-
-async fn version_of(c: &mut WorkflowServiceClient<Channel>, id: &str) -> String {
-    let request = pb::DescribeExecutionRequest { execution_id: id.into(), run: 0, at_seq: 0 };
-    let described = c.describe_execution(request).await.expect("describe").into_inner();
-    described.execution.and_then(|e| e.info).expect("info").version
 }
 
 /// The scenario of the module docs, on any server: `workers` builds a worker connected to
@@ -134,7 +44,7 @@ async fn scenario(
     workers: impl Fn() -> WorkerBuilder,
     cli_port: Option<u16>,
 ) {
-    register(c, V1).await;
+    register(c, &v1("evolving")).await;
     let ids: Vec<String> = (0..EXECUTIONS).map(|i| format!("evolve-{i}")).collect();
     for (i, id) in ids.iter().enumerate() {
         start(c, "evolving", id, json!({"n": i})).await.expect("start");
@@ -145,8 +55,8 @@ async fn scenario(
     for id in &ids {
         history_until(c, id, WAIT, |h| succeeded(h, "a")).await;
     }
-    register(c, V2).await;
-    register(c, V3).await;
+    register(c, &v2("evolving")).await;
+    register(c, &v3("evolving")).await;
 
     // v3 is unsafe for them; the migration is refused and writes nothing.
     let before = history(c, &ids[0]).await;
@@ -173,13 +83,14 @@ async fn scenario(
     // The CLI says the same: the dry run prints the diff (exit 0), the migration fails with
     // the code (exit 4: a server error other than not found or invalid).
     if let Some(port) = cli_port {
-        let (exit, out, _) = cli(port, &["migrate", &ids[1], "--to", "3", "--dry-run"]);
+        let (exit, out, _) =
+            cli(port, "execution", &["migrate", &ids[1], "--to", "3", "--dry-run"]);
         assert_eq!(
             (exit, &out["safe"], &out["migrated"]),
             (0, &json!(false), &json!(false)),
             "{out}"
         );
-        let (exit, _, stderr) = cli(port, &["migrate", &ids[1], "--to", "3"]);
+        let (exit, _, stderr) = cli(port, "execution", &["migrate", &ids[1], "--to", "3"]);
         assert_eq!(exit, 4, "{stderr}");
         assert!(stderr.contains("MIGRATION_UNSAFE"), "{stderr}");
     }

@@ -12,16 +12,15 @@
 
 mod common;
 
+use common::evolving::migrate;
 use common::{channel_to, history, history_until, register, result, start, Server, TempDir};
 use orbit_api::v1 as pb;
 use orbit_api::v1::admin_service_client::AdminServiceClient;
-use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use orbit_server_kit::payload::struct_to_json_object;
 use orbit_worker::{TaskContext, TaskFailure, Worker};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Channel;
 
 const V1: &str = r#"
 name: hinted
@@ -57,21 +56,6 @@ output: "${{{{ steps.b.output }}}}"
 const HINT: &str =
     "migrations:\n  - from: \"1\"\n    outputs:\n      a: { value: \"${{ output }}\" }\n";
 const WAIT: Duration = Duration::from_secs(120);
-
-async fn migrate(
-    c: &mut WorkflowServiceClient<Channel>,
-    id: &str,
-    to: &str,
-    dry_run: bool,
-) -> Result<pb::MigrateExecutionResponse, tonic::Status> {
-    let request = pb::MigrateExecutionRequest {
-        execution_id: id.into(),
-        to_version: to.into(),
-        dry_run,
-        ..Default::default()
-    };
-    c.migrate_execution(request).await.map(tonic::Response::into_inner)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hint_maps_a_completed_steps_output_to_the_new_shape() {

@@ -1,6 +1,8 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code, missing_docs)]
 
+pub mod migrating;
+
 use orbit_definition::Definition;
 use orbit_definition::Limits;
 use orbit_engine::event::{Event, HistoryEvent};

@@ -11,6 +11,7 @@ pub mod batches;
 pub mod buf;
 pub mod cluster;
 pub mod console;
+pub mod evolving;
 pub mod grpcurl;
 pub mod http_peer;
 pub mod otlp;
