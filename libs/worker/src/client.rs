@@ -364,21 +364,9 @@ impl Client {
         rate_per_second: u32,
         dry_run: bool,
     ) -> Result<pb::StartBatchResponse, ClientError> {
-        let request = pb::StartBatchRequest {
-            selector: Some(pb::BatchSelector {
-                workflow: workflow.into(),
-                version: version.unwrap_or_default().into(),
-                statuses: Vec::new(),
-            }),
-            action: Some(pb::BatchAction {
-                action: Some(pb::batch_action::Action::Migrate(pb::BatchMigrate {
-                    to_version: to_version.into(),
-                })),
-            }),
-            rate_per_second,
-            dry_run,
-            ..pb::StartBatchRequest::default()
-        };
+        let action =
+            pb::batch_action::Action::Migrate(pb::BatchMigrate { to_version: to_version.into() });
+        let request = batch_request(workflow, version, &[], action, rate_per_second, dry_run);
         Ok(self.inner.clone().start_batch(request).await?.into_inner())
     }
 
@@ -399,22 +387,11 @@ impl Client {
         rate_per_second: u32,
         dry_run: bool,
     ) -> Result<pb::StartBatchResponse, ClientError> {
-        let request = pb::StartBatchRequest {
-            selector: Some(pb::BatchSelector {
-                workflow: workflow.into(),
-                version: version.unwrap_or_default().into(),
-                statuses: statuses.iter().map(|s| *s as i32).collect(),
-            }),
-            action: Some(pb::BatchAction {
-                action: Some(pb::batch_action::Action::Reset(pb::BatchReset {
-                    step: step.into(),
-                    ..pb::BatchReset::default()
-                })),
-            }),
-            rate_per_second,
-            dry_run,
-            ..pb::StartBatchRequest::default()
-        };
+        let action = pb::batch_action::Action::Reset(pb::BatchReset {
+            step: step.into(),
+            ..pb::BatchReset::default()
+        });
+        let request = batch_request(workflow, version, statuses, action, rate_per_second, dry_run);
         Ok(self.inner.clone().start_batch(request).await?.into_inner())
     }
 
@@ -572,5 +549,28 @@ impl Client {
             }
         }
         Err(ClientError::WatchEnded)
+    }
+}
+
+/// A `StartBatch` request: `action` on `workflow`'s executions (of `version`) in `statuses`
+/// (empty: RUNNING).
+fn batch_request(
+    workflow: &str,
+    version: Option<&str>,
+    statuses: &[pb::ExecutionStatus],
+    action: pb::batch_action::Action,
+    rate_per_second: u32,
+    dry_run: bool,
+) -> pb::StartBatchRequest {
+    pb::StartBatchRequest {
+        selector: Some(pb::BatchSelector {
+            workflow: workflow.into(),
+            version: version.unwrap_or_default().into(),
+            statuses: statuses.iter().map(|s| *s as i32).collect(),
+        }),
+        action: Some(pb::BatchAction { action: Some(action) }),
+        rate_per_second,
+        dry_run,
+        ..pb::StartBatchRequest::default()
     }
 }

@@ -29,14 +29,8 @@ impl Sim {
     ) -> Result<Restore, CommandError> {
         let pass = Pass { now: self.now, limits: &self.limits, caps: self.capabilities };
         let before = self.timers.get(id).copied();
-        let exec = self
-            .executions
-            .get(id)
-            .ok_or_else(|| CommandError::new(ErrorCode::ExecutionNotFound, id))?;
-        let history = exec.history.clone();
-        let through = restore::point(&history, to)?;
-        let def = self.def_at(&history, through)?;
-        let plan = restore::plan(&def, &history, through)?;
+        let (history, def, plan) = self.source(id, to)?;
+        let exec = &self.executions[id];
         let created = restore::reset_created(&history[0].event, &exec.state)
             .ok_or_else(|| CommandError::new(ErrorCode::InvalidArgument, "no WorkflowCreated"))?;
         let source = Source { execution_id: id, run: exec.state.run };
@@ -75,17 +69,10 @@ impl Sim {
         if self.executions.contains_key(new_id) {
             return Err(CommandError::new(ErrorCode::ExecutionExists, new_id));
         }
-        let exec = self
-            .executions
-            .get(id)
-            .ok_or_else(|| CommandError::new(ErrorCode::ExecutionNotFound, id))?;
-        let history = exec.history.clone();
-        let through = restore::point(&history, &Point::Seq(at_seq))?;
-        let def = self.def_at(&history, through)?;
-        let plan = restore::plan(&def, &history, through)?;
+        let (history, def, plan) = self.source(id, &Point::Seq(at_seq))?;
         let created = restore::fork_created(&history[0].event, new_id)
             .ok_or_else(|| CommandError::new(ErrorCode::InvalidArgument, "no WorkflowCreated"))?;
-        let source = Source { execution_id: id, run: exec.state.run };
+        let source = Source { execution_id: id, run: self.executions[id].state.run };
         let r = Restored {
             def: &def,
             to: version.as_ref(),
@@ -102,6 +89,24 @@ impl Sim {
         self.timers.insert(new_id.to_string(), None);
         self.append(new_id, runs, false);
         Ok(plan)
+    }
+
+    /// Execution `id`'s current history, the definition in effect at the point `to` names,
+    /// and the plan of a restoration from there.
+    fn source(
+        &self,
+        id: &str,
+        to: &Point,
+    ) -> Result<(Vec<crate::event::HistoryEvent>, Definition, Restore), CommandError> {
+        let exec = self
+            .executions
+            .get(id)
+            .ok_or_else(|| CommandError::new(ErrorCode::ExecutionNotFound, id))?;
+        let history = exec.history.clone();
+        let through = restore::point(&history, to)?;
+        let def = self.def_at(&history, through)?;
+        let plan = restore::plan(&def, &history, through)?;
+        Ok((history, def, plan))
     }
 
     /// The registered definition in effect at `seq` of `history`.
