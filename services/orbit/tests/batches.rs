@@ -177,3 +177,43 @@ async fn batches_migrate_many_executions_in_orbit_dev() {
     }
     stop.cancel();
 }
+
+/// `orbit dev` SIGKILLed in the middle of a batch of 300 migrations and started again on the
+/// same database: the batch resumes from its cursor (its lease ends or is taken back) and
+/// completes; every execution has exactly one `DefinitionMigrated` and one SUCCEEDED item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_survives_a_sigkill_of_orbit_dev() {
+    const PARKED_V1: &str =
+        "name: parked\nversion: \"1\"\nsignals: { go: null }\nsteps:\n  - { id: wait, await: go }\n";
+    const PARKED_V2: &str = "name: parked\nversion: \"2\"\nsignals: { go: null }\nsteps:\n  \
+                             - { id: wait, await: go }\noutput: \"${{ steps.wait.output }}\"\n";
+    const N: usize = 300;
+    let dir = TempDir::new("batches-kill");
+    let db = dir.0.join("orbit.db");
+    let mut server = Server::start(&db, &[]).await;
+    let port = server.port;
+    let mut c = server.client().await;
+    register(&mut c, PARKED_V1).await;
+    for i in 0..N {
+        start(&mut c, "parked", &format!("parked-{i:03}"), json!({})).await.expect("start");
+    }
+    register(&mut c, PARKED_V2).await;
+    let started = start_batch(&mut c, migrate_request("parked", "1", "2", 100)).await;
+    let id = started.batch_id.clone();
+    let before = batch_until(&mut c, &id, WAIT, "past 100", |b| b.done >= 100).await;
+    assert!(before.done < N as u64, "killed in the middle: {before:?}");
+    server.kill9();
+
+    let server = Server::start_on(&db, port, &[]).await;
+    let mut c = server.client().await;
+    let b = batch_until(&mut c, &id, WAIT, "ended", ended).await;
+    let n = N as u64;
+    assert_eq!(b.state(), pb::BatchState::Completed, "{b:?}");
+    assert_eq!((b.done, b.succeeded, b.failed, b.skipped), (n, n, 0, 0), "{b:?}");
+    let recorded = items(&mut c, &id, false).await;
+    assert_eq!(recorded.len(), N, "one item per execution");
+    for i in 0..N {
+        let h = history(&mut c, &format!("parked-{i:03}")).await;
+        assert_eq!(count(&h, "DefinitionMigrated"), 1, "parked-{i:03} migrated once");
+    }
+}
