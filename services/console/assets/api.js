@@ -62,9 +62,9 @@ export function esc(value) {
   return String(value ?? '').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
-/** `EXECUTION_STATUS_FAILED` → `FAILED`. */
+/** `EXECUTION_STATUS_FAILED` → `FAILED` (`BATCH_STATE_RUNNING` → `RUNNING`, …). */
 export function short(status) {
-  return String(status || '').replace(/^(EXECUTION_STATUS|UNIT_STATUS|SERVICE_KIND|TIMER_KIND|PENDING_TASK_STATE)_/, '');
+  return String(status || '').replace(/^(EXECUTION_STATUS|UNIT_STATUS|SERVICE_KIND|TIMER_KIND|PENDING_TASK_STATE|BATCH_STATE|BATCH_ITEM_OUTCOME)_/, '');
 }
 
 export function badge(status) {

@@ -1,11 +1,13 @@
 // The console's router: the path picks the page (/ui/executions, /ui/executions/<id>,
-// /ui/workflows, /ui/workers, /ui/queues, /ui/schedules, /ui/cluster), the query holds its
+// /ui/workflows, /ui/workers, /ui/queues, /ui/schedules, /ui/cluster, /ui/batches,
+// /ui/batches/<id>), the query holds its
 // filters, so every view is a shareable link. Also the keyboard shortcuts and sign-in.
 
 import { serverConfig, token, setToken, login } from './api.js';
 import * as executions from './executions.js';
 import * as execution from './execution.js';
 import * as pages from './pages.js';
+import * as batches from './batches.js';
 
 const ROUTES = {
   executions: executions.render,
@@ -14,6 +16,7 @@ const ROUTES = {
   queues: pages.queues,
   schedules: pages.schedules,
   cluster: pages.cluster,
+  batches: batches.render,
 };
 
 let stop = null; // the current page's cleanup (its refresh timer)
@@ -28,7 +31,8 @@ export async function show() {
   const page = parts[0] || 'executions';
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.dataset.page === page);
   const params = new URLSearchParams(location.search);
-  const render = page === 'executions' && parts[1] ? (m, p) => execution.render(m, parts[1], p) : ROUTES[page];
+  const one = { executions: execution.render, batches: batches.one }[page];
+  const render = one && parts[1] ? (m, p) => one(m, parts[1], p) : ROUTES[page];
   if (!render) { main.innerHTML = '<h1>Not found</h1>'; return; }
   document.title = `Orbit · ${parts[1] || page}`;
   try {
@@ -56,13 +60,13 @@ document.addEventListener('click', (e) => {
 window.addEventListener('popstate', show);
 window.addEventListener('orbit:login', show);
 
-const KEYS = { 1: 'executions', 2: 'workflows', 3: 'workers', 4: 'queues', 5: 'schedules', 6: 'cluster' };
+const KEYS = { 1: 'executions', 2: 'workflows', 3: 'workers', 4: 'queues', 5: 'schedules', 6: 'cluster', 7: 'batches' };
 document.addEventListener('keydown', (e) => {
   if (e.ctrlKey || e.metaKey || e.altKey || e.target.closest('input, textarea, select, dialog')) return;
   if (KEYS[e.key]) { go(`/ui/${KEYS[e.key]}`); return; }
   if (e.key === '/') { const f = document.querySelector('main input'); if (f) { e.preventDefault(); f.focus(); } return; }
   if (e.key === 'r') { show(); return; }
-  if (e.key === '?') { alert('1–6: pages\n/: first filter\nj/k: next/previous row\nEnter: open the row\nr: refresh\n←/→: previous/next history event (an execution)'); return; }
+  if (e.key === '?') { alert('1–7: pages\n/: first filter\nj/k: next/previous row\nEnter: open the row\nr: refresh\n←/→: previous/next history event (an execution)'); return; }
   if (e.key === 'j' || e.key === 'k') {
     const rows = [...document.querySelectorAll('main tbody tr[data-href]')];
     if (!rows.length) return;

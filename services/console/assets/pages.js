@@ -1,4 +1,5 @@
-// The smaller pages: workflows (definitions, versions, source), workers (sessions, tasks,
+// The smaller pages: workflows (definitions, versions, source, a new batch of their
+// executions), workers (sessions, tasks,
 // in flight, last heartbeat), task queues (backlog, oldest age), schedules (specs, next
 // fires, recent executions, pause/resume/trigger) and cluster (nodes, readiness, owned
 // executions). Each reads one list call and refreshes every few seconds.
@@ -34,7 +35,8 @@ export async function workflows(main, params) {
     const pick = versions.find((w) => w.version === params.get('version')) || versions.find((w) => w.latest) || versions[0];
     main.innerHTML = `<h1>${esc(name)}</h1>
       <p>Versions: ${versions.map((w) => `<a href="/ui/workflows?name=${encodeURIComponent(name)}&version=${encodeURIComponent(w.version)}">${w === pick ? `<b>v${esc(w.version)}</b>` : `v${esc(w.version)}`}</a>${latest(w)}`).join(' · ')}
-      · <a href="/ui/executions?workflow=${encodeURIComponent(name)}">executions</a></p>
+      · <a href="/ui/executions?workflow=${encodeURIComponent(name)}">executions</a>
+      · <a id="new-batch-link" href="/ui/batches?new=1&workflow=${encodeURIComponent(name)}${pick ? `&to=${encodeURIComponent(pick.version)}` : ''}" title="migrate or reset many executions of this workflow">new batch…</a></p>
       ${pick ? `<p class="muted">hash ${esc(pick.definitionHash)} · registered ${esc(when(pick.createdAt))}</p><pre class="mono" id="source">${esc(pick.document)}</pre>` : '<p>No such workflow.</p>'}`;
     return null;
   }

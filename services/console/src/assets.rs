@@ -15,6 +15,8 @@ const FILES: &[(&str, &str, &str)] = &[
     ("evolve.js", "text/javascript; charset=utf-8", include_str!("../assets/evolve.js")),
     ("gantt.js", "text/javascript; charset=utf-8", include_str!("../assets/gantt.js")),
     ("pages.js", "text/javascript; charset=utf-8", include_str!("../assets/pages.js")),
+    ("batches.js", "text/javascript; charset=utf-8", include_str!("../assets/batches.js")),
+    ("batchform.js", "text/javascript; charset=utf-8", include_str!("../assets/batchform.js")),
     ("scrubber.js", "text/javascript; charset=utf-8", include_str!("../assets/scrubber.js")),
 ];
 

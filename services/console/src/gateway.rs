@@ -7,7 +7,8 @@
 //! the very handler the gRPC server calls (`WorkflowApi`, `AdminApi`, `ScheduleApi`), in
 //! process. JSON ⇄ protobuf goes through the API's descriptor set (`prost-reflect`), so a
 //! field added to the API reaches the console without code here. Only the methods in
-//! [`dispatch`] are reachable: reads and the operator actions of the pages.
+//! [`dispatch`] are reachable: reads and the operator actions of the pages (batches
+//! included: start, describe, list, items, cancel).
 
 use orbit_api::v1::admin_service_server::AdminService;
 use orbit_api::v1::schedule_service_server::ScheduleService;
@@ -238,6 +239,11 @@ async fn dispatch(g: &Gateway, method: &str, call: Call<'_>) -> Result<serde_jso
         "orbit.v1.WorkflowService/MigrateExecution" => g.workflows, WorkflowService::migrate_execution,
         "orbit.v1.WorkflowService/ResetExecution" => g.workflows, WorkflowService::reset_execution,
         "orbit.v1.WorkflowService/ForkExecution" => g.workflows, WorkflowService::fork_execution,
+        "orbit.v1.WorkflowService/StartBatch" => g.workflows, WorkflowService::start_batch,
+        "orbit.v1.WorkflowService/DescribeBatch" => g.workflows, WorkflowService::describe_batch,
+        "orbit.v1.WorkflowService/ListBatches" => g.workflows, WorkflowService::list_batches,
+        "orbit.v1.WorkflowService/ListBatchItems" => g.workflows, WorkflowService::list_batch_items,
+        "orbit.v1.WorkflowService/CancelBatch" => g.workflows, WorkflowService::cancel_batch,
         "orbit.v1.AdminService/ClusterStatus" => g.admin, AdminService::cluster_status,
         "orbit.v1.AdminService/ListWorkers" => g.admin, AdminService::list_workers,
         "orbit.v1.AdminService/DescribeTaskQueue" => g.admin, AdminService::describe_task_queue,

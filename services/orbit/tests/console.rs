@@ -7,7 +7,8 @@
 //! failed execution and its failed attempt, sends a signal from the page, scrubs that
 //! execution's history back to before the signal (time travel), resets an execution that
 //! failed in a buggy step once its worker is fixed (it completes as run 2), forks another
-//! at a past seq, and saves screenshots (`ORBIT_CONSOLE_SHOTS=docs/img` keeps them, as
+//! at a past seq, migrates waiting executions with a batch (a dry run answering each, then
+//! the batch's page until it completes), and saves screenshots (`ORBIT_CONSOLE_SHOTS=docs/img` keeps them, as
 //! committed in the docs).
 
 // Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
@@ -152,6 +153,35 @@ async fn the_json_gateway_answers_like_the_api() {
         api(&admin, "AdminService/Replay", &json!({"executionId": RETRIED}), None).await;
     assert_eq!((status, &replay["ok"]), (200, &json!(true)), "{replay}");
 
+    // Batches are routed: a dry run answers each RUNNING demo execution (the signalled one
+    // has completed; migrated to its own version, each is safe), the lists answer, and a batch
+    // that does not exist is the API's 404.
+    let (status, dry) = api(
+        &admin,
+        "WorkflowService/StartBatch",
+        &json!({"selector": {"workflow": "console-demo"}, "action": {"migrate": {"toVersion": "1"}}, "dryRun": true}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{dry}");
+    assert_eq!(dry["dryRunTotal"], "2", "SLEEPING and QUEUED run: {dry}");
+    let answered: BTreeSet<_> = dry["dryRunItems"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| (i["executionId"].as_str().expect("id").to_string(), i["safe"] == true))
+        .collect();
+    let expected = [SLEEPING, QUEUED].map(|id| (id.to_string(), true));
+    assert_eq!(answered, expected.into_iter().collect(), "{dry}");
+    let (status, list) = api(&admin, "WorkflowService/ListBatches", &json!({}), None).await;
+    assert_eq!((status, &list["batches"]), (200, &json!([])), "a dry run creates nothing: {list}");
+    for method in ["DescribeBatch", "ListBatchItems", "CancelBatch"] {
+        let (status, missing) =
+            api(&admin, &format!("WorkflowService/{method}"), &json!({"batchId": "nope"}), None)
+                .await;
+        assert_eq!((status, &missing["code"]), (404, &json!("BATCH_NOT_FOUND")), "{method}");
+    }
+
     // Workers, task queues, cluster.
     let (_, workers) = api(&admin, "AdminService/ListWorkers", &json!({}), None).await;
     assert_eq!(workers["workers"][0]["workerId"], WORKER_ID, "{workers}");
@@ -212,9 +242,16 @@ async fn with_identities_the_console_needs_a_token_that_may_read() {
     let file = dir.0.join("identities.yaml");
     let admin_token = "console-admin-token-0123456789";
     let worker_token = "console-worker-token-0123456789";
+    let reader_token = "console-reader-token-0123456789";
     let entries = [
         common::secure::identity("ops", "admin", admin_token, ""),
         common::secure::identity("w", "worker", worker_token, "    tasks: [\"*\"]\n"),
+        common::secure::identity(
+            "reader",
+            "client",
+            reader_token,
+            "    actions: [read]\n    workflows: ['*']\n",
+        ),
     ];
     std::fs::write(&file, format!("identities:\n{}", entries.join(""))).expect("write identities");
     // Started by hand: `Server::start` waits with an anonymous call, which is refused here.
@@ -250,6 +287,19 @@ async fn with_identities_the_console_needs_a_token_that_may_read() {
     let (status, body) = api(&admin, method, &list, Some(admin_token)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["executions"], json!([]));
+    // Batches: `read` lists them, starting one needs `update` (the gate refuses before the
+    // handler: no workflow is registered here), a worker may not even list them.
+    let batches = "WorkflowService/ListBatches";
+    let (status, body) = api(&admin, batches, &list, Some(reader_token)).await;
+    assert_eq!((status, &body["batches"]), (200, &json!([])), "{body}");
+    let (status, body) = api(&admin, batches, &list, Some(worker_token)).await;
+    assert_eq!((status, &body["code"]), (403, &json!("PERMISSION_DENIED")), "{body}");
+    let start = json!({"selector": {"workflow": "w"}, "action": {"migrate": {"toVersion": "2"}}, "dryRun": true});
+    let (status, body) =
+        api(&admin, "WorkflowService/StartBatch", &start, Some(reader_token)).await;
+    assert_eq!((status, &body["code"]), (403, &json!("PERMISSION_DENIED")), "{body}");
+    let (status, body) = api(&admin, "WorkflowService/StartBatch", &start, Some(admin_token)).await;
+    assert_eq!((status, &body["code"]), (404, &json!("WORKFLOW_NOT_FOUND")), "{body}");
     // The page asks for the token, refuses a wrong one, and shows the list with the right one.
     let (at, folder) = (admin.clone(), shots(&dir));
     let token = admin_token.to_string();
@@ -300,6 +350,8 @@ async fn the_pages_work_in_headless_chromium() {
         common::register(&mut c, doc).await;
     }
     fixed.store(true, Ordering::SeqCst);
+    // Executions waiting for a signal on v1, and a safe v2, for the page's batch.
+    batch_scenario(&mut c).await;
     let shots = shots(&dir);
     // Blocking (a child process with its own bound): off the runtime's threads.
     let at = admin.clone();
@@ -336,7 +388,30 @@ async fn the_pages_work_in_headless_chromium() {
         assert_eq!((info.status(), info.run), (pb::ExecutionStatus::Running, 1), "{id}");
         assert_eq!(d.pending_timers.len(), 1, "{id} sleeps: {:?}", d.pending_timers);
     }
+    // The batch the page started migrated each waiting execution to v2 (one
+    // `DefinitionMigrated` each), and completed with every item succeeded.
+    let listed =
+        c.list_batches(pb::ListBatchesRequest::default()).await.expect("list batches").into_inner();
+    let [batch] = listed.batches.as_slice() else { panic!("one batch: {listed:?}") };
+    assert_eq!(batch.state(), pb::BatchState::Completed, "{batch:?}");
+    assert_eq!((batch.total, batch.done, batch.succeeded, batch.failed), (3, 3, 3, 0));
+    for id in BATCH_IDS {
+        let request =
+            pb::DescribeExecutionRequest { execution_id: id.into(), ..Default::default() };
+        let d = c.describe_execution(request).await.expect("describe").into_inner();
+        let info = d.execution.and_then(|e| e.info).expect("info");
+        assert_eq!((info.status(), info.version.as_str()), (pb::ExecutionStatus::Running, "2"));
+        let migrated = common::history(&mut c, id).await;
+        let count = migrated.iter().filter(|e| e.event_type == "DefinitionMigrated").count();
+        assert_eq!(count, 1, "{id} migrated once");
+    }
+    // One of them, signalled, goes on through v2's added step.
+    common::scenario::signal(&mut c, BATCH_IDS[0], "go", json!({})).await;
+    assert_eq!(common::result(&mut c, BATCH_IDS[0], WAIT).await.0, pb::ExecutionStatus::Completed);
+    let events = common::history(&mut c, BATCH_IDS[0]).await;
+    assert!(events.iter().any(|e| e.event_type == "StepSucceeded" && e.step == "done"));
     for name in [
+        "console-batch",
         "console-list",
         "console-timeline",
         "console-execution-failed",

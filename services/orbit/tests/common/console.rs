@@ -122,6 +122,59 @@ pub const REPAIR_WORKER_ID: &str = "console-repair-worker";
 
 const WAIT: Duration = Duration::from_secs(60);
 
+/// A workflow the page migrates with a batch (issue 26, batches in the console): each
+/// execution computes `prepare`, then waits for the `go` signal.
+pub const BATCHED: &str = r#"
+name: console-batch
+version: "1"
+signals:
+  go: { type: object }
+steps:
+  - id: prepare
+    compute: "${{ input.n }}"
+  - id: wait
+    needs: [prepare]
+    await: go
+    timeout: 1h
+output: ${{ steps.prepare.output }}
+"#;
+
+/// [`BATCHED`] v2: a step added after the await (a safe migration for a waiting execution).
+pub const BATCHED_V2: &str = r#"
+name: console-batch
+version: "2"
+signals:
+  go: { type: object }
+steps:
+  - id: prepare
+    compute: "${{ input.n }}"
+  - id: wait
+    needs: [prepare]
+    await: go
+    timeout: 1h
+  - id: done
+    needs: [wait]
+    compute: "${{ 'v2' }}"
+output: ${{ steps.prepare.output }}
+"#;
+
+/// The [`BATCHED`] executions the page's batch migrates.
+pub const BATCH_IDS: [&str; 3] = ["batch-a", "batch-b", "batch-c"];
+
+/// Starts the [`BATCH_IDS`] on [`BATCHED`] v1, waits until each waits for its signal, then
+/// registers [`BATCHED_V2`].
+pub async fn batch_scenario(c: &mut WorkflowServiceClient<Channel>) {
+    register(c, BATCHED).await;
+    for (n, id) in BATCH_IDS.iter().enumerate() {
+        start(c, "console-batch", id, json!({"n": n})).await.expect("start");
+    }
+    for id in BATCH_IDS {
+        history_until(c, id, WAIT, |events| events.iter().any(|e| e.event_type == "AwaitStarted"))
+            .await;
+    }
+    register(c, BATCHED_V2).await;
+}
+
 /// A worker serving `demo.work`: `fail` fails every attempt (retryable, so the retry shows),
 /// `flaky` fails the first attempt only, anything else succeeds.
 pub fn worker(address: &str, token: Option<&str>, stop: &CancellationToken) {

@@ -4,7 +4,9 @@
 // Opens every page, clicks from the list to the failed execution and its failed attempt,
 // sends a signal from the page, scrubs the signalled execution's history (time travel),
 // migrates, resets the execution that failed in `check` (its worker fixed meanwhile) and
-// forks another at a past seq, uses the keyboard, and saves screenshots into SHOTS_DIR.
+// forks another at a past seq, migrates three waiting executions with a batch (dry run,
+// start, its page until COMPLETED, the list), uses the keyboard, and saves screenshots
+// into SHOTS_DIR.
 // With --token the server checks identities: the page must ask for the token first.
 // Exits non-zero (with the reason) on the first check that does not hold.
 
@@ -271,6 +273,86 @@ try {
     await page.locator('#source', { hasText: 'v2-task' }).waitFor();
     check((await page.locator('p', { hasText: 'Versions:' }).locator('b').innerText()) === 'v2.0.0', 'the latest version is the one shown');
     console.log('latest version: ok');
+    // A batch (issue 26): from console-batch's page, "new batch…" opens the form with the
+    // workflow and its latest version as the target. A migrate dry run answers each of the
+    // three waiting v1 executions safe (v1 → v2) and the total; a reset dry run answers each
+    // one's plan; an unregistered target is refused. Started, the batch's page refreshes
+    // until it is COMPLETED with every item SUCCEEDED, and the list shows it.
+    const batchIds = ['batch-a', 'batch-b', 'batch-c'];
+    await page.goto(`${base}/ui/workflows?name=console-batch`);
+    await page.click('#new-batch-link');
+    await page.waitForURL(/\/ui\/batches\?new=1&workflow=console-batch&to=2$/);
+    await page.locator('#new-batch[open]').waitFor();
+    check(await page.inputValue('#nb-workflow') === 'console-batch', 'the form names the workflow');
+    check(await page.inputValue('#nb-to') === '2', 'the target is the latest version');
+    check(await page.locator('#nb-form input[name=nb-status]:checked').evaluateAll((l) => l.map((i) => i.value).join()) === 'RUNNING', 'RUNNING is the default status');
+    await page.locator('#batch-list', { hasText: 'No batches yet' }).waitFor();
+    await page.fill('#nb-version', '1');
+    await page.fill('#nb-to', '9');
+    await page.click('#nb-dry');
+    await page.locator('#nb-result .error', { hasText: 'WORKFLOW_NOT_FOUND' }).waitFor();
+    await page.check('#nb-reset');
+    await page.fill('#nb-step', 'wait');
+    await page.click('#nb-dry');
+    await page.locator('#dry-verdict', { hasText: 'reset to before wait' }).waitFor();
+    const planned = await page.locator('#dry-items tbody tr').evaluateAll((rows) => rows.map((r) => [r.dataset.id, r.dataset.answer, r.cells[2].textContent]));
+    check(planned.length === 3 && planned.every(([id, a, what], i) => id === batchIds[i] && a === 'safe' && what.includes('kept prepare')), `each reset plan keeps prepare: ${JSON.stringify(planned)}`);
+    await page.check('#nb-migrate');
+    await page.fill('#nb-to', '2');
+    await page.fill('#nb-reason', 'v2 adds the done step');
+    await page.click('#nb-dry');
+    await page.locator('#dry-verdict', { hasText: 'migrate to v2' }).waitFor();
+    check(await page.locator('#dry-total').innerText() === '3', `the total: ${await page.locator('#dry-total').innerText()}`);
+    const counted = await Promise.all(['#dry-safe', '#dry-unsafe', '#dry-refused'].map((sel) => page.locator(sel).innerText()));
+    check(counted.join() === '3,0,0', `3 safe, 0 UNSAFE, 0 refused: ${counted}`);
+    const answers = await page.locator('#dry-items tbody tr').evaluateAll((rows) => rows.map((r) => [r.dataset.id, r.dataset.answer, r.cells[2].textContent]));
+    check(answers.length === 3 && answers.every(([id, a, what], i) => id === batchIds[i] && a === 'safe' && what.includes('v1 → v2')), `each execution answered safe, v1 → v2: ${JSON.stringify(answers)}`);
+    check(await page.locator('#dry-items a[href="/ui/executions/batch-a"]').count() === 1, 'each answer links to its execution');
+    await page.locator('#nb-result').scrollIntoViewIfNeeded();
+    await shot('console-batch-dry-run');
+    let confirmed = '';
+    page.once('dialog', (d) => { confirmed = d.message(); d.accept(); });
+    await page.click('#nb-start');
+    await page.waitForURL(/\/ui\/batches\/batch-[^/?]+$/);
+    check(confirmed.includes('migrate to v2') && confirmed.includes('RUNNING executions of console-batch v1'), `Start asked first: ${confirmed}`);
+    const batchId = decodeURIComponent(new URL(page.url()).pathname.split('/').pop());
+    await page.locator('#batch[data-state=COMPLETED]').waitFor(); // the page refreshes while it runs
+    check(await page.locator('#batch-state').innerText() === 'COMPLETED', 'the badge says COMPLETED');
+    const counters = await Promise.all(['#batch-done', '#batch-total', '#batch-succeeded', '#batch-failed', '#batch-skipped'].map((sel) => page.locator(sel).innerText()));
+    check(counters.join() === '3,3,3,0,0', `done == total == 3, all succeeded: ${counters}`);
+    check(await page.locator('#batch-progress').getAttribute('aria-valuenow') === '3', 'the progress bar is full');
+    check((await page.locator('#batch-selector').innerText()).startsWith('console-batch v1, RUNNING'), 'the selector shown');
+    check(await page.locator('#batch-action').innerText() === 'migrate to v2', 'the action shown');
+    check(await page.locator('#batch-reason').innerText() === 'v2 adds the done step', 'the reason shown');
+    check(await page.locator('#batch-cancel').count() === 0, 'no Cancel once completed');
+    const outcomes = await page.locator('#batch-items-table tbody tr').evaluateAll((rows) => rows.map((r) => [r.cells[0].textContent.trim(), r.dataset.outcome]));
+    check(JSON.stringify(outcomes) === JSON.stringify(batchIds.map((id) => [id, 'SUCCEEDED'])), `every item SUCCEEDED: ${JSON.stringify(outcomes)}`);
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await shot('console-batch');
+    // An item links to its execution, now on v2; back, "failed only" lists none.
+    await page.click('#batch-items-table a:has-text("batch-b")');
+    await page.waitForURL(/\/ui\/executions\/batch-b$/);
+    await page.locator('h1 .muted', { hasText: 'v2' }).waitFor();
+    await page.goBack();
+    await page.locator('#batch[data-state=COMPLETED]').waitFor();
+    await page.check('#only-failed');
+    await page.waitForURL(/failed=1/);
+    await page.locator('#batch-items', { hasText: 'No failed execution.' }).waitFor();
+    // The list (nav entry, key 7): the batch, completed, 3/3, newest first.
+    await page.click('nav a[data-page=batches]');
+    await page.waitForURL(/\/ui\/batches$/);
+    const row = page.locator('#batches tbody tr').first();
+    await row.waitFor();
+    check(await row.getAttribute('data-state') === 'COMPLETED', 'the list shows it COMPLETED');
+    const listed = await row.innerText();
+    check(listed.includes(batchId) && listed.includes('console-batch') && listed.includes('migrate to v2') && listed.includes('3/3') && listed.includes('3 succeeded, 0 failed, 0 skipped'), `the list row: ${listed}`);
+    await page.locator('body').click({ position: { x: 5, y: 5 } });
+    await page.keyboard.press('1');
+    await page.waitForURL(/\/ui\/executions$/);
+    await page.keyboard.press('7');
+    await page.waitForURL(/\/ui\/batches$/);
+    await page.locator('#batches tbody tr', { hasText: batchId }).waitFor();
+    console.log('batch: ok');
     // Trigger the schedule from its page: an execution of it appears.
     await page.goto(`${base}/ui/schedules`);
     await page.click('button[data-act=TriggerSchedule]');
