@@ -94,3 +94,27 @@ export function json(value) {
 export function errorBox(error) {
   return `<p class="error" role="alert">${esc(error.code ? `${error.code}: ` : '')}${esc(error.message)}</p>`;
 }
+
+/**
+ * Paging links over page tokens for the list at `path`: the previous tokens ride in
+ * `prev=`, the current one in `page=`; `labels` name the two directions.
+ */
+export function pager(path, params, next, labels = ['← Newer', 'Older →']) {
+  const prev = params.getAll('prev');
+  const parts = [];
+  if (params.get('page')) {
+    const q = new URLSearchParams(params);
+    q.delete('prev');
+    prev.slice(0, -1).forEach((t) => q.append('prev', t));
+    const back = prev[prev.length - 1] || '';
+    if (back) q.set('page', back); else q.delete('page');
+    parts.push(`<a href="${path}?${q}" id="prev-page">${labels[0]}</a>`);
+  }
+  if (next) {
+    const q = new URLSearchParams(params);
+    q.append('prev', params.get('page') || '');
+    q.set('page', next);
+    parts.push(`<a href="${path}?${q}" id="next-page">${labels[1]}</a>`);
+  }
+  return `<div class="pager">${parts.join('')}</div>`;
+}

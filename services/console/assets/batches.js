@@ -5,7 +5,7 @@
 // it runs, refreshed until it ends. The "New batch" form (dry run, then start) is in
 // batchform.js, on the list page.
 
-import { call, esc, badge, when, errorBox, short } from './api.js';
+import { call, esc, badge, when, errorBox, short, pager } from './api.js';
 import { newBatchForm, actionText } from './batchform.js';
 
 const REFRESH_MS = 3000;
@@ -55,7 +55,7 @@ export async function render(main, params) {
       const answer = await call('WorkflowService/ListBatches', { pageSize: PAGE_SIZE, pageToken: params.get('page') || '' });
       running = answer.batches.some((b) => stateOf(b) === 'RUNNING');
       const selected = list.querySelector('tr.sel')?.dataset.href;
-      list.innerHTML = table(answer.batches) + pager('/ui/batches', params, answer.nextPageToken);
+      list.innerHTML = table(answer.batches) + pager('/ui/batches', params, answer.nextPageToken, ['← Previous', 'Next →']);
       if (selected) list.querySelector(`tr[data-href="${CSS.escape(selected)}"]`)?.classList.add('sel');
     } catch (e) { list.innerHTML = errorBox(e); }
   };
@@ -77,26 +77,6 @@ function table(batches) {
   return `<table id="batches"><thead><tr><th>Batch</th><th>Workflow</th><th>Action</th><th>State</th><th>Progress: done/total</th><th>Created</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
-/** `← Newer` / `Older →` over page tokens, the previous ones riding in `prev=`. */
-function pager(path, params, next) {
-  const prev = params.getAll('prev');
-  const parts = [];
-  if (params.get('page')) {
-    const q = new URLSearchParams(params);
-    q.delete('prev');
-    prev.slice(0, -1).forEach((t) => q.append('prev', t));
-    const back = prev[prev.length - 1] || '';
-    if (back) q.set('page', back); else q.delete('page');
-    parts.push(`<a href="${path}?${q}" id="prev-page">← Previous</a>`);
-  }
-  if (next) {
-    const q = new URLSearchParams(params);
-    q.append('prev', params.get('page') || '');
-    q.set('page', next);
-    parts.push(`<a href="${path}?${q}" id="next-page">Next →</a>`);
-  }
-  return `<div class="pager">${parts.join('')}</div>`;
-}
 
 /** One batch (`/ui/batches/<id>?failed=1&page=`): refreshed every few seconds while it
  * runs; its items paged, the failed ones only with `failed=1`. */
@@ -126,7 +106,7 @@ export async function one(main, id, params) {
     if (mine !== generation) return;
     running = stateOf(b) === 'RUNNING';
     head.innerHTML = batchHead(b);
-    items.innerHTML = itemsTable(page.items, onlyFailed) + pager(href(id), params, page.nextPageToken);
+    items.innerHTML = itemsTable(page.items, onlyFailed) + pager(href(id), params, page.nextPageToken, ['← Previous', 'Next →']);
     const cancel = head.querySelector('#batch-cancel');
     if (cancel) {
       cancel.onclick = async () => {

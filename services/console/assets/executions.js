@@ -3,7 +3,7 @@
 // previous pages' tokens ride in the URL too, so Back and shared links work), and a live
 // refresh every few seconds while the page is open.
 
-import { call, esc, badge, when, errorBox } from './api.js';
+import { call, esc, badge, when, errorBox, pager } from './api.js';
 
 const STATUSES = ['RUNNING', 'COMPENSATING', 'COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT', 'CONTINUED_AS_NEW', 'SUSPENDED'];
 const REFRESH_MS = 3000;
@@ -50,7 +50,7 @@ export async function render(main, params) {
         ? '<p class="muted">No match on this page; the time filters are applied page by page, so older pages may still hold some.</p>' : '';
       // Keep the row selected with j/k across refreshes.
       const selected = list.querySelector('tr.sel')?.dataset.href;
-      list.innerHTML = (empty || table(answer.executions)) + pager(params, answer.nextPageToken);
+      list.innerHTML = (empty || table(answer.executions)) + pager('/ui/executions', params, answer.nextPageToken);
       if (selected) list.querySelector(`tr[data-href="${CSS.escape(selected)}"]`)?.classList.add('sel');
     } catch (e) {
       list.innerHTML = errorBox(e);
@@ -78,22 +78,3 @@ function table(rows) {
   return `<table id="executions"><thead><tr><th>Execution</th><th>Workflow</th><th>Status</th><th>Run</th><th>Created</th><th>Closed</th><th>Schedule / parent</th></tr></thead><tbody>${body}</tbody></table>`;
 }
 
-function pager(params, next) {
-  const prev = params.getAll('prev');
-  const parts = [];
-  if (params.get('page')) {
-    const q = new URLSearchParams(params);
-    q.delete('prev');
-    prev.slice(0, -1).forEach((t) => q.append('prev', t));
-    const back = prev[prev.length - 1] || '';
-    if (back) q.set('page', back); else q.delete('page');
-    parts.push(`<a href="/ui/executions?${q}" id="prev-page">← Newer</a>`);
-  }
-  if (next) {
-    const q = new URLSearchParams(params);
-    q.append('prev', params.get('page') || '');
-    q.set('page', next);
-    parts.push(`<a href="/ui/executions?${q}" id="next-page">Older →</a>`);
-  }
-  return `<div class="pager">${parts.join('')}</div>`;
-}
