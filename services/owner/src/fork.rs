@@ -102,5 +102,5 @@ pub(crate) fn runs(
     };
     let pass = Pass { now, limits, caps: w.caps };
     let timer = w.hot.timer_at;
-    Ok(restore::restored(&mut w.hot.state, &r, created, timer, &pass)?)
+    Ok(restore::restored(&mut w.hot.state, &r, created, timer, &pass)?.0)
 }

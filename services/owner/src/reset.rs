@@ -83,18 +83,17 @@ pub(crate) async fn reset(
         let pass = Pass { now, limits: &limits, caps };
         let current = w.hot.def.clone();
         let timer = w.hot.timer_at;
-        let runs = match restore::reset(&current, &mut w.hot.state, &r, created, timer, &pass) {
-            Ok(runs) => runs,
-            Err(e) => return (w, Err(e)),
-        };
+        let (runs, migration) =
+            match restore::reset(&current, &mut w.hot.state, &r, created, timer, &pass) {
+                Ok(done) => done,
+                Err(e) => return (w, Err(e)),
+            };
         let new_run = w.hot.state.run;
         let final_def = target.clone().unwrap_or_else(|| def.clone());
         let seq = plan.through_seq + 1;
         let mut reply_plan = serde_json::to_value(&plan).unwrap_or(Value::Null);
-        if let Some(to) = &target {
-            reply_plan["migration"] =
-                serde_json::to_value(orbit_engine::migrate::plan(&def, to, &at_state(&runs)))
-                    .unwrap_or(Value::Null);
+        if let Some(migration) = &migration {
+            reply_plan["migration"] = serde_json::to_value(migration).unwrap_or(Value::Null);
         }
         let reply = InboxReply::Reset { seq, run: new_run, plan: reply_plan };
         w.inbox_done.push(InboxDone { seq: entry_seq, result: Some(reply) });
@@ -124,16 +123,4 @@ pub(crate) async fn reset(
     orbit_metrics::get().executions_reset.with_label_values(&[w.hot.def.name.as_str()]).inc();
     tracing::warn!(execution_id = %id, trace_id = %orbit_telemetry::trace_id(&id), run = w.hot.state.run, reason = %reason, "reset the execution to an earlier point by an operator's request");
     Ok(None)
-}
-
-/// The new run's state right after `RunRestored` — what the migration was checked against
-/// (re-folded from the first run's events up to it, for the reply's diff).
-fn at_state(runs: &[orbit_engine::Run]) -> orbit_engine::State {
-    let Some(new) = runs.get(1) else { return orbit_engine::State::default() };
-    let upto = new
-        .events
-        .iter()
-        .position(|he| matches!(he.event, orbit_engine::Event::RunRestored { .. }))
-        .map_or(0, |i| i + 1);
-    orbit_engine::State::from_history(&new.events[..upto])
 }

@@ -6,6 +6,7 @@ use super::{closing, first_events, Restore, Source};
 use crate::command::CommandError;
 use crate::effects::derive;
 use crate::event::{Event, HistoryEvent};
+use crate::migrate::Plan;
 use crate::run::{record, settle, Pass, Run};
 use crate::state::State;
 use orbit_definition::Definition;
@@ -31,7 +32,8 @@ pub struct Restored<'a> {
 /// Resets the run whose state is `state` (on definition `current`): closes it
 /// ([`closing`]) and starts the next run from `r`. Returns the runs touched, the closed
 /// one first; `state` ends as the new run's (or a later one's, if it continued as new at
-/// once). `timer_before`: the execution's stored wake-up.
+/// once), and the migration's plan with `r.to`. `timer_before`: the execution's stored
+/// wake-up.
 ///
 /// # Errors
 /// The migration's refusal when `r.to` is set and unsafe (nothing is recorded then).
@@ -42,7 +44,7 @@ pub fn reset(
     created: Event,
     timer_before: Option<Option<u64>>,
     pass: &Pass<'_>,
-) -> Result<Vec<Run>, CommandError> {
+) -> Result<(Vec<Run>, Option<Plan>), CommandError> {
     let mut old = state.clone();
     let mut events = Vec::new();
     for e in closing(&old, r.restore.through_seq, r.reason) {
@@ -50,14 +52,15 @@ pub fn reset(
     }
     let effects = derive(current, &old, &events, pass.caps);
     let closed = Run { run: old.run, status: old.status(), events, effects, wake: None };
-    let mut runs = restored(state, r, created, timer_before, pass)?;
+    let (mut runs, migration) = restored(state, r, created, timer_before, pass)?;
     runs.insert(0, closed);
-    Ok(runs)
+    Ok((runs, migration))
 }
 
 /// Starts a run from `r` in `state` (replaced): its first events ([`first_events`]), the
 /// migration to `r.to` if any, then the decider to the fixpoint. The copied prefix is in
 /// the first run's events but causes nothing (its effects happened in the source run).
+/// Returns the runs and, with `r.to`, the migration's plan.
 ///
 /// # Errors
 /// The migration's refusal when `r.to` is set and unsafe.
@@ -67,7 +70,7 @@ pub fn restored(
     created: Event,
     timer_before: Option<Option<u64>>,
     pass: &Pass<'_>,
-) -> Result<Vec<Run>, CommandError> {
+) -> Result<(Vec<Run>, Option<Plan>), CommandError> {
     let first = first_events(created, r.restore, r.source, r.reason, r.keep_signals, pass.now);
     let mut next = State::default();
     let split = 1 + r.restore.prefix.len();
@@ -81,8 +84,10 @@ pub fn restored(
     };
     let mut recorded = restored;
     let mut def = r.def;
+    let mut migration = None;
     if let Some(to) = r.to {
-        let (_, events) = crate::migrate::migrate(r.def, to, &next).map_err(|(e, _)| e)?;
+        let (plan, events) = crate::migrate::migrate(r.def, to, &next).map_err(|(e, _)| e)?;
+        migration = Some(plan);
         for e in events {
             record(&mut next, &mut recorded, e, pass.now);
         }
@@ -95,5 +100,5 @@ pub fn restored(
         events.append(&mut first.events);
         first.events = events;
     }
-    Ok(runs)
+    Ok((runs, migration))
 }

@@ -44,7 +44,7 @@ impl Sim {
         };
         let current = exec.def.clone();
         let mut state = exec.state.clone();
-        let runs = restore::reset(&current, &mut state, &r, created, before, &pass)?;
+        let (runs, _) = restore::reset(&current, &mut state, &r, created, before, &pass)?;
         let exec = self.executions.get_mut(id).expect("looked up above");
         exec.state = state;
         exec.def = Arc::new(version.unwrap_or(def));
@@ -82,7 +82,7 @@ impl Sim {
             keep_signals: false,
         };
         let mut state = State::default();
-        let runs = restore::restored(&mut state, &r, created, Some(None), &pass)?;
+        let (runs, _) = restore::restored(&mut state, &r, created, Some(None), &pass)?;
         let def = Arc::new(version.unwrap_or(def));
         let exec = SimExecution { def, state, history: Vec::new(), archived: Vec::new() };
         self.executions.insert(new_id.to_string(), exec);
