@@ -128,6 +128,8 @@ error_codes! {
     ResetPointInvalid => "RESET_POINT_INVALID",
     /// No batch with that id exists (`DescribeBatch`, `ListBatchItems`, `CancelBatch`).
     BatchNotFound => "BATCH_NOT_FOUND",
+    /// No server-wide rate limit with that name exists (`DeleteRateLimit`).
+    RateLimitNotFound => "RATE_LIMIT_NOT_FOUND",
 }
 
 impl fmt::Display for ErrorCode {

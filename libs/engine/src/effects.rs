@@ -58,6 +58,9 @@ pub struct TaskOffer {
     pub input: Value,
     /// Idempotency key.
     pub idempotency_key: String,
+    /// Flow control recorded with the attempt's `StepScheduled` (`None`: none declared,
+    /// which dispatch treats exactly as before issue 27).
+    pub flow: Option<crate::flow::Flow>,
 }
 
 /// Something a run's new events ask of the world around the history.
@@ -199,6 +202,7 @@ pub fn derive(
                     task_version,
                     input: input.clone(),
                     idempotency_key: idempotency_key.clone(),
+                    flow: None,
                 };
                 if offer.task != HTTP_TASK {
                     fx.push(Effect::OfferTask(offer));

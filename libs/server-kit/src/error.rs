@@ -125,6 +125,7 @@ impl GrpcCode for ErrorCode {
             | ErrorCode::UnknownUpdate
             | ErrorCode::ScheduleNotFound
             | ErrorCode::BatchNotFound
+            | ErrorCode::RateLimitNotFound
             | ErrorCode::UnknownToken => Code::NotFound,
             ErrorCode::DefinitionConflict
             | ErrorCode::ExecutionExists

@@ -74,6 +74,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0011_history_scale.sql"),
     },
     Migration { version: 12, name: "batches", sql: include_str!("../migrations/0012_batches.sql") },
+    Migration {
+        version: 13,
+        name: "flow_control",
+        sql: include_str!("../migrations/0013_flow_control.sql"),
+    },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).

@@ -168,6 +168,10 @@ pub fn pending_work(def: &Definition, state: &State) -> PendingWork {
                     scheduled_at: opt_ms_to_timestamp(u.scheduled_at),
                     deadline: deadline.map(ms_to_timestamp),
                     last_heartbeat_at: None,
+                    priority: u32::from(orbit_engine::flow::DEFAULT_PRIORITY),
+                    concurrency_key: String::new(),
+                    rate_limit_key: String::new(),
+                    waiting_on: wire::FlowWait::Unspecified.into(),
                 });
             }
             UnitStatus::RetryWait => {

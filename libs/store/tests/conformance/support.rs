@@ -74,6 +74,7 @@ pub fn task(step: &str, task: &str) -> NewTask {
         language: None,
         input: json!({"step": step}),
         idempotency_key: format!("idem-{step}"),
+        flow: None,
     }
 }
 

@@ -394,6 +394,7 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
                 version: w.version_or_empty(),
                 input: input.map(json_to_proto),
                 execution_id: String::new(),
+                priority: 0,
             });
             let mut request = tonic::Request::new(UpdateExecutionRequest {
                 execution_id: id,
@@ -527,6 +528,7 @@ async fn start(
         version: workflow.version_or_empty(),
         input: input.map(json_to_proto),
         execution_id: id.unwrap_or_default(),
+        priority: 0,
     };
     let started = client.start_execution(request).await?.into_inner();
     let mut document = json!({

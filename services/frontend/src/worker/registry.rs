@@ -176,6 +176,7 @@ mod tests {
             language: None,
             input: serde_json::Value::Null,
             idempotency_key: "k".into(),
+            flow: None,
         };
         let registry = Registry::default();
         let s = Arc::new(Session::new("s".into(), "w".into(), vec!["t".into()], 2));

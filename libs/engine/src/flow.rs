@@ -1,0 +1,78 @@
+//! Flow control of one task attempt (issue 27; docs/flow-control.md): its priority, the
+//! concurrency key it holds while a worker runs it and the rate-limit bucket its start
+//! takes from. Evaluated once, when the attempt is scheduled, from the step's declaration
+//! and the run's start request, and recorded in its `StepScheduled`, so a replay, a retry
+//! and a redelivery carry exactly the keys the first attempt had. Dispatch (the task
+//! queue's claim) is what enforces it; the decider only records it.
+
+use serde::{Deserialize, Serialize};
+
+/// The priority of a task nobody gave one: the middle of 1 (first) ..= 5 (last).
+pub const DEFAULT_PRIORITY: u8 = 3;
+
+/// What dispatch must respect for one attempt. `None` fields: not declared.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flow {
+    /// 1 (taken first) ..= 5 (taken last); `None`: [`DEFAULT_PRIORITY`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
+    /// At most `limit` attempts holding `key` run at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<ConcurrencyKey>,
+    /// Each start of an attempt takes one from `key`'s window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateKey>,
+}
+
+impl Flow {
+    /// The priority dispatch uses.
+    #[must_use]
+    pub fn priority(&self) -> u8 {
+        self.priority.unwrap_or(DEFAULT_PRIORITY)
+    }
+
+    /// Whether the claim must count or take something for it (a concurrency key or a rate
+    /// limit); a priority alone only orders the queue.
+    #[must_use]
+    pub fn is_limited(&self) -> bool {
+        self.concurrency.is_some() || self.rate.is_some()
+    }
+}
+
+/// A concurrency key as evaluated: `key` is the full, scoped key (`<group>/<value>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConcurrencyKey {
+    /// The scoped key: the group (the declared `group`, else `<workflow>.<step>`), `/`,
+    /// the evaluated value.
+    pub key: String,
+    /// Most attempts holding the key that may run at once (≥ 1).
+    pub limit: u32,
+}
+
+/// A rate-limit bucket as evaluated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateKey {
+    /// The full bucket key: `<name or group>/<value>` (or just the name or group when no
+    /// `key` was declared).
+    pub key: String,
+    /// The limit: declared on the step, or a server-wide named limit.
+    pub limit: RateSource,
+}
+
+/// Where a bucket's limit comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateSource {
+    /// `rate_limit: {limit, per}` on the step: at most `limit` starts per window of
+    /// `per_ms`, windows aligned to the epoch.
+    Inline {
+        /// Starts per window (≥ 1).
+        limit: u32,
+        /// The window, milliseconds (≥ 1).
+        per_ms: u64,
+    },
+    /// `rate_limit: {name}`: the server-wide limit of that name (`--rate-limit`, the admin
+    /// API), read when the claim takes from the bucket; a name the server does not know
+    /// holds the attempt queued.
+    Named(String),
+}
