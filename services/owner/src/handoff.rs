@@ -57,12 +57,16 @@ pub(crate) fn in_job<T>(
     }
 }
 
-/// A session for each task the run offers that one can take right now.
+/// A session for each task the run offers that one can take right now. A task under a
+/// concurrency key or a rate limit is never handed off: only the queue's flow claim may
+/// count and take for it (issue 27), so it is queued.
 fn reserve(handoff: &dyn Handoff, id: &str, run: &Run) -> Vec<TaskClaim> {
     run.effects
         .iter()
         .filter_map(|effect| match effect {
-            Effect::OfferTask(offer) | Effect::RunAdapter { offer, .. } => {
+            Effect::OfferTask(offer) | Effect::RunAdapter { offer, .. }
+                if !offer.flow.as_ref().is_some_and(orbit_engine::Flow::is_limited) =>
+            {
                 handoff.reserve(id, offer)
             }
             _ => None,

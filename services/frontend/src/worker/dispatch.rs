@@ -7,6 +7,7 @@ use super::common::Tx;
 use super::deliver::deliver;
 use super::session::Session;
 use crate::Shared;
+use orbit_store::TaskRow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,10 +31,22 @@ pub(super) async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx)
     // skip its claim, so a notification must never fall between two registrations.
     let mut ready = Box::pin(shared.tasks_ready.clone().notified_owned());
     ready.as_mut().enable();
+    // Rows under a concurrency key or a rate limit that stayed queued (issue 27): looked
+    // at again when a slot frees (a notification), when the next rate window opens, or at
+    // the latest after `LIMITED_RECHECK`.
+    let mut limited_wait: Option<Duration> = None;
+    let flow_freed = shared.store.flow_wakeups();
     loop {
         let changed = session.changed.notified();
         tokio::pin!(changed);
         changed.as_mut().enable();
+        let freed = async {
+            match &flow_freed {
+                Some(n) => n.notified().await,
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::pin!(freed);
         if session.is_stopped() {
             return;
         }
@@ -45,32 +58,24 @@ pub(super) async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx)
             // The credits are held meanwhile, so hand-offs (see `handoff`) cannot take them.
             let wanted = session.hold(orbit_store::MAX_CLAIM);
             if wanted > 0 {
-                let claimed = shared
-                    .store
-                    .claim_matching(
-                        &session.claim,
-                        wanted,
-                        &shared.config.node_id,
-                        &session.id,
-                        &session.worker_id,
-                    )
-                    .await;
-                let full = matches!(&claimed, Ok(rows) if rows.len() >= wanted as usize);
+                let claimed = claim(&shared, &session, wanted).await;
+                let full = matches!(&claimed, Ok(c) if c.full);
                 // Nothing more queued for this session: new tasks may be handed to it
                 // directly.
                 session.drained.store(claimed.is_ok() && !full, Ordering::SeqCst);
                 match claimed {
-                    Ok(rows) if !rows.is_empty() => {
+                    Ok(c) => {
                         must_claim = false;
-                        deliver(&shared, &session, rows, &tx, false).await;
+                        limited_wait = c.limited_wait;
+                        failed = c.limited_failed;
+                        let any = !c.rows.is_empty();
+                        if any {
+                            deliver(&shared, &session, c.rows, &tx, false).await;
+                        }
                         session.unhold(wanted);
-                        if full {
+                        if any && full {
                             continue;
                         }
-                    }
-                    Ok(_) => {
-                        must_claim = false;
-                        session.unhold(wanted);
                     }
                     Err(e) => {
                         session.unhold(wanted);
@@ -90,13 +95,15 @@ pub(super) async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx)
             shared.lending.offer(&session);
         }
         // With the frontend's queue watch running (`sampler`), a session needs no timer of
-        // its own but for a failed claim: the watch's safety-net read wakes it.
+        // its own but for a failed claim and for rows a limit holds: the watch's safety-net
+        // read wakes it.
         let watched = shared.queue_watched.load(std::sync::atomic::Ordering::SeqCst);
         let timer = async {
-            match (failed, watched) {
-                (true, _) => tokio::time::sleep(fallback.min(CLAIM_RETRY)).await,
-                (false, true) => std::future::pending::<()>().await,
-                (false, false) => tokio::time::sleep(fallback).await,
+            match (failed, limited_wait, watched) {
+                (true, _, _) => tokio::time::sleep(fallback.min(CLAIM_RETRY)).await,
+                (false, Some(wait), _) => tokio::time::sleep(wait.min(fallback)).await,
+                (false, None, true) => std::future::pending::<()>().await,
+                (false, None, false) => tokio::time::sleep(fallback).await,
             }
         };
         tokio::select! {
@@ -107,10 +114,74 @@ pub(super) async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx)
                 ready.as_mut().enable();
             }
             () = &mut changed => {}
+            () = &mut freed => must_claim = true,
             () = timer => must_claim = true,
         }
     }
 }
+
+/// What one claim for a session took.
+struct Claimed {
+    /// The rows, ordinary ones first.
+    rows: Vec<TaskRow>,
+    /// As many rows as credits: more may be queued.
+    full: bool,
+    /// Rows a concurrency key or a rate limit holds stayed queued: look again after this
+    /// (the next rate window, else `LIMITED_RECHECK`; a freed slot wakes the session
+    /// sooner).
+    limited_wait: Option<Duration>,
+    /// The flow claim failed (the ordinary rows are kept): look again soon.
+    limited_failed: bool,
+}
+
+/// One claim for the session: the ordinary rows (the one statement every claim runs),
+/// then, only when the store may hold rows under a concurrency key or a rate limit, the
+/// flow claim with the credits left (issue 27; nothing more is run for workloads without
+/// flow control).
+async fn claim(shared: &Shared, session: &Session, wanted: u32) -> orbit_store::Result<Claimed> {
+    let store = &shared.store;
+    let node = &shared.config.node_id;
+    let mut rows =
+        store.claim_matching(&session.claim, wanted, node, &session.id, &session.worker_id).await?;
+    let mut out = Claimed {
+        full: rows.len() >= wanted as usize,
+        rows: Vec::new(),
+        limited_wait: None,
+        limited_failed: false,
+    };
+    let left = wanted.saturating_sub(u32::try_from(rows.len()).unwrap_or(u32::MAX));
+    if left > 0 && store.limited_possible().await.unwrap_or(true) {
+        match store.claim_limited(&session.claim, left, node, &session.id, &session.worker_id).await
+        {
+            Ok(limited) => {
+                out.full = limited.rows.len() >= left as usize;
+                if limited.blocked {
+                    let now = shared.config.clock.now();
+                    let rate =
+                        limited.retry_at_ms.map(|at| Duration::from_millis(at.saturating_sub(now)));
+                    out.limited_wait =
+                        Some(rate.map_or(LIMITED_RECHECK, |r| {
+                            r.clamp(LIMITED_MIN_WAIT, LIMITED_RECHECK)
+                        }));
+                }
+                rows.extend(limited.rows);
+            }
+            Err(e) => {
+                tracing::warn!(session = %session.id, error = %e, "claiming rate- or concurrency-limited tasks failed");
+                out.limited_failed = true;
+            }
+        }
+    }
+    out.rows = rows;
+    Ok(out)
+}
+
+/// The longest a session waits before it looks again at rows a limit holds: a safety net
+/// (a freed concurrency slot wakes it by notification, a rate window by its own timer).
+const LIMITED_RECHECK: Duration = Duration::from_secs(5);
+
+/// The shortest such wait (a rate window about to open).
+const LIMITED_MIN_WAIT: Duration = Duration::from_millis(5);
 
 /// The pause before a failed claim is tried again.
 const CLAIM_RETRY: Duration = Duration::from_secs(1);

@@ -56,6 +56,9 @@ pub(crate) async fn start_with(
         given => rules::new_execution_id("execution_id", given)?.to_string(),
     };
     let input = validate::payload("input", req.input, shared.config.max_payload_bytes)?;
+    if req.priority > 5 {
+        return Err(rules::invalid("priority", "must be 1 (first) to 5 (last), or 0 for unset").into());
+    }
     // Versions and hashes only (no documents): the owner reads the definition it pins.
     let versions = shared.store.definition_versions(workflow).await?;
     let def = match version {
@@ -77,6 +80,7 @@ pub(crate) async fn start_with(
         trace_context: None,
         update,
         fork: None,
+        priority: req.priority,
     };
     // The owner validates the input and is idempotent by id; its errors already carry
     // Orbit codes, so they pass through unchanged. An id taken by another workflow's

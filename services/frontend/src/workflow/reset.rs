@@ -131,6 +131,7 @@ pub(crate) async fn fork(
             at_seq: through,
             reason: req.reason,
         }),
+        priority: 0,
     };
     let started = shared.owner.start_execution(tonic::Request::new(request)).await;
     let started = started.map_err(FrontendError::Owner)?.into_inner();
