@@ -72,6 +72,8 @@ pub struct DevArgs {
     pub http_step: crate::http_step::FrontendHttpArgs,
     #[command(flatten)]
     pub limits: crate::limit_args::LimitArgs,
+    #[command(flatten)]
+    pub rate_limits: crate::rate_limit_args::RateLimitArgs,
 }
 
 /// Runs `orbit dev` until SIGINT/SIGTERM.
@@ -154,6 +156,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
         http_step,
         http_step_token: args.http_step.http_step_token.clone(),
         limits: Some(args.limits.clone()),
+        rate_limits: args.rate_limits.clone(),
     };
     if args.connections.mesh.tls_from_mesh {
         tracing::info!(mesh_identity = ?options.mesh, "TLS is delegated to the service mesh: this port serves plain text to the local sidecar");
@@ -212,6 +215,7 @@ pub async fn serve(
         http_step: None,
         http_step_token: None,
         limits: None,
+        rate_limits: crate::rate_limit_args::RateLimitArgs::default(),
     };
     serve_with(db, listener, shutdown, frontend, options, announce).await
 }
@@ -240,6 +244,8 @@ pub struct ServeOptions<'a> {
     pub admin: Option<crate::admin_args::AdminPort>,
     /// Server-wide limits (`--max-*`); `None`: the defaults (only the payload limit).
     pub limits: Option<crate::limit_args::LimitArgs>,
+    /// Server-wide named rate limits to set at start (`--rate-limit`).
+    pub rate_limits: crate::rate_limit_args::RateLimitArgs,
 }
 
 /// [`serve`] with its options: connections, the poison quarantine's threshold, the retention
@@ -266,6 +272,7 @@ pub async fn serve_with(
         http_step,
         http_step_token,
         limits,
+        rate_limits,
     } = options;
     // Loaded before anything is opened: a bad file stops the start with its path and code.
     let gate = crate::auth_args::Gate::load(identities.as_deref(), mesh)?;
@@ -273,6 +280,7 @@ pub async fn serve_with(
         orbit_server_kit::ConnectionOptions { gate: gate.gate.clone(), ..connections };
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(db).await?);
     crate::migrate::prepare(store.as_ref(), no_migrate).await?;
+    rate_limits.apply(store.as_ref()).await?;
     // Ready while the SQLite file answers with the expected schema; gRPC health follows.
     let readiness = Readiness::new(vec![Arc::new(DatabaseProbe::new(store.clone()))]);
     let connections =

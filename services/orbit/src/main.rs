@@ -14,6 +14,7 @@ mod http_step;
 mod limit_args;
 mod mesh_args;
 mod migrate;
+mod rate_limit_args;
 mod retention;
 mod split;
 mod tls_args;

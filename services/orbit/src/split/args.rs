@@ -192,6 +192,8 @@ pub struct FrontendArgs {
     pub payload: crate::limit_args::PayloadLimitArg,
     #[command(flatten)]
     pub http_step: crate::http_step::FrontendHttpArgs,
+    #[command(flatten)]
+    pub rate_limits: crate::rate_limit_args::RateLimitArgs,
 }
 
 /// Options of `orbit scheduler`.

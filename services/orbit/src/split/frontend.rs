@@ -34,6 +34,10 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
         Ok(n) => n,
         Err(code) => return code,
     };
+    if let Err(e) = args.rate_limits.apply(node.database.store.as_ref()).await {
+        eprintln!("error: --rate-limit: {e}");
+        return ExitCode::from(1);
+    }
     let tasks_ready = Arc::new(Notify::new());
     let changes = Arc::new(ChangeHub::new());
     let owners = Arc::new(node.owners(a));
