@@ -11,6 +11,7 @@
 //! does not depend on key order, YAML vs JSON, or how a number was spelt.
 
 use crate::duration::format_duration;
+use crate::flow::{Priority, RateLimitKind, StepFlow};
 use crate::model::{Definition, ForEach, MigrationHint, RetryPolicy, Step, StepKind, TaskCall};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
@@ -31,6 +32,7 @@ pub fn to_document(d: &Definition) -> Value {
     put(&mut limits, "max_payload_bytes", d.limits.max_payload_bytes.map(Value::from));
     put(&mut limits, "max_timers", d.limits.max_timers.map(Value::from));
     put_map(&mut doc, "limits", limits);
+    put(&mut doc, "priority", d.priority.map(Value::from));
     put(&mut doc, "input", d.input.as_ref().map(|c| c.schema().clone()));
     let tasks = d.tasks.iter().map(|(name, t)| {
         let mut task = Map::new();
@@ -182,7 +184,43 @@ fn step(s: &Step) -> Value {
         m.insert("retry".into(), retry(&s.retry));
     }
     put(&mut m, "compensate", s.compensate.as_ref().map(compensate));
+    flow(&s.flow, &mut m);
     Value::Object(m)
+}
+
+/// `priority`, `concurrency` (always the one object, never a list) and `rate_limit`, each
+/// only when declared: the canonical form of a step without them is what it was before
+/// they existed.
+fn flow(f: &StepFlow, m: &mut Map<String, Value>) {
+    let priority = f.priority.as_ref().map(|p| match p {
+        Priority::Fixed(n) => json!(n),
+        Priority::Expr(e) => expr(e.source()),
+    });
+    put(m, "priority", priority);
+    let concurrency = f.concurrency.as_ref().map(|c| {
+        let mut o = Map::new();
+        o.insert("key".into(), c.key.to_json());
+        o.insert("limit".into(), json!(c.limit));
+        put(&mut o, "group", c.group.as_ref().map(|g| json!(g)));
+        Value::Object(o)
+    });
+    put(m, "concurrency", concurrency);
+    let rate = f.rate_limit.as_ref().map(|r| {
+        let mut o = Map::new();
+        put(&mut o, "key", r.key.as_ref().map(crate::expr::Template::to_json));
+        match &r.limit {
+            RateLimitKind::Inline { limit, per_ms } => {
+                o.insert("limit".into(), json!(limit));
+                o.insert("per".into(), duration(*per_ms));
+            }
+            RateLimitKind::Named(name) => {
+                o.insert("name".into(), json!(name));
+            }
+        }
+        put(&mut o, "group", r.group.as_ref().map(|g| json!(g)));
+        Value::Object(o)
+    });
+    put(m, "rate_limit", rate);
 }
 
 fn kind(k: &StepKind) -> (&'static str, Value) {

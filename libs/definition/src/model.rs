@@ -7,6 +7,7 @@
 
 use crate::contract::Contract;
 use crate::expr::{Expr, Template};
+use crate::flow::StepFlow;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A validated workflow definition, pinned by its `hash`.
@@ -25,6 +26,9 @@ pub struct Definition {
     pub retention_ms: Option<u64>,
     /// Per-workflow limits (the stricter of these and the server's apply).
     pub limits: Limits,
+    /// The default priority (1..=5) of the workflow's task attempts (`priority:`): below a
+    /// step's own `priority` and the priority a start request gives the run.
+    pub priority: Option<u8>,
     /// Contract of the execution input (defaults applied before validation).
     pub input: Option<Contract>,
     /// Contracts of the worker tasks this workflow calls, by task name.
@@ -205,6 +209,8 @@ pub struct Step {
     /// migration of a running execution carries the old step's units over to this id
     /// instead of treating the step as removed and another one added.
     pub renamed_from: Option<String>,
+    /// Flow control (`priority`, `concurrency`, `rate_limit`; task steps only).
+    pub flow: StepFlow,
 }
 
 /// What a step does (exactly one per step).

@@ -189,6 +189,8 @@ fn shape_errors_of_the_invalid_corpus_are_caught_by_the_schema_too() {
         "wrong-types.yaml",
         "when-with-text.yaml",
         "for-each-bad.yaml",
+        "flow-bad.yaml",
+        "flow-on-non-task.yaml",
     ] {
         let doc = yaml(&root().join("tests/invalid").join(name));
         assert!(!v.is_valid(&doc), "the schema accepts tests/invalid/{name}");
@@ -213,4 +215,63 @@ fn update_handlers_with_steps_validate_without_compensation() {
     bad["updates"]["add"]["steps"][0]["compensate"] = json!({"sleep": "1s"});
     assert!(!v.is_valid(&bad), "the schema refuses what the parser refuses");
     assert!(parse(&bad.to_string()).is_err());
+}
+
+#[test]
+fn flow_control_validates_as_written_and_normalised_and_refuses_what_the_parser_refuses() {
+    let v = validator();
+    let doc = json!({
+        "name": "t", "version": "1", "priority": 2, "tasks": {"work": null},
+        "steps": [
+            {"id": "a", "task": "work", "priority": 1,
+             "concurrency": [{"key": "${{ input.account }}", "limit": 1, "group": "billing"}],
+             "rate_limit": {"key": "${{ input.api }}", "limit": 100, "per": "1m"}},
+            {"id": "b", "task": "work", "for_each": "${{ input.xs }}",
+             "priority": "${{ item.vip ? 1 : 5 }}",
+             "concurrency": {"key": "acct-${{ item.id }}", "limit": 2},
+             "rate_limit": {"name": "stripe"}}
+        ]
+    });
+    assert_eq!(problems(&v, &doc), Vec::<String>::new());
+    let normalised = to_document(&parse(&doc.to_string()).unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(problems(&v, &normalised), Vec::<String>::new());
+
+    let with = |field: &str, value: Value| {
+        let mut d = doc.clone();
+        d["steps"][0][field] = value;
+        d
+    };
+    let bad = [
+        ("priority 0", with("priority", json!(0))),
+        ("priority 6", with("priority", json!(6))),
+        ("priority text", with("priority", json!("high"))),
+        (
+            "two concurrency keys",
+            with("concurrency", json!([{"key": "a", "limit": 1}, {"key": "b", "limit": 1}])),
+        ),
+        ("no concurrency key", with("concurrency", json!([]))),
+        ("concurrency without limit", with("concurrency", json!({"key": "a"}))),
+        ("concurrency limit 0", with("concurrency", json!({"key": "a", "limit": 0}))),
+        ("empty key", with("concurrency", json!({"key": "", "limit": 1}))),
+        ("bad group", with("concurrency", json!({"key": "a", "limit": 1, "group": "a/b"}))),
+        ("named and inline", with("rate_limit", json!({"name": "n", "limit": 1, "per": "1s"}))),
+        ("named with a group", with("rate_limit", json!({"name": "n", "group": "g"}))),
+        ("inline without per", with("rate_limit", json!({"limit": 1}))),
+        ("neither", with("rate_limit", json!({"key": "k"}))),
+        ("bare number per", with("rate_limit", json!({"limit": 1, "per": 60}))),
+        ("workflow priority expression", {
+            let mut d = doc.clone();
+            d["priority"] = json!("${{ input.p }}");
+            d
+        }),
+        ("priority on a compute step", {
+            let mut d = doc.clone();
+            d["steps"][1] = json!({"id": "b", "compute": 1, "priority": 1});
+            d
+        }),
+    ];
+    for (what, doc) in bad {
+        assert!(!v.is_valid(&doc), "the schema accepts {what}: {doc}");
+        assert!(parse(&doc.to_string()).is_err(), "the parser accepts {what}: {doc}");
+    }
 }

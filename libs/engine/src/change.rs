@@ -64,7 +64,8 @@ pub enum ChangeKind {
     /// `for_each` (its list or `as`).
     ForEachChanged,
     /// `retry`, `timeout`, `queue_timeout`, `heartbeat_timeout`, `compensate`,
-    /// `max_concurrency`: they apply to the next attempts.
+    /// `max_concurrency`, flow control (`priority`, `concurrency`, `rate_limit`): they
+    /// apply to the next attempts.
     PolicyChanged,
     /// The output contract of the task the step calls.
     OutputContractChanged,
@@ -79,7 +80,7 @@ pub enum ChangeKind {
     QueryChanged,
     /// An `updates` handler's declaration (added, removed, its input, validator or reply).
     UpdateChanged,
-    /// Workflow settings: `description`, `timeout`, `retention`, `limits`.
+    /// Workflow settings: `description`, `timeout`, `retention`, `priority`, `limits`.
     SettingsChanged,
     /// The recorded outputs of the step are replaced by the ones the target's migration
     /// hint (`migrations[].outputs`) maps them to.

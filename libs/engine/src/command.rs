@@ -126,10 +126,13 @@ pub enum Command {
     },
 }
 
-/// The first event of an execution run: checks the input against the contract.
+/// The first event of an execution run: checks the input against the contract and the
+/// start request's `priority` (1..=5; `None`: the request gave none, and the workflow's
+/// default applies).
 ///
 /// # Errors
-/// `INVALID_INPUT` (contract), `PAYLOAD_TOO_LARGE` or `PAYLOAD_TOO_DEEP`.
+/// `INVALID_INPUT` (contract), `PAYLOAD_TOO_LARGE` or `PAYLOAD_TOO_DEEP`;
+/// `INVALID_ARGUMENT` for a priority outside 1..=5.
 #[allow(clippy::too_many_arguments)]
 pub fn start(
     def: &Definition,
@@ -139,7 +142,14 @@ pub fn start(
     schedule_id: Option<String>,
     run: u32,
     server: &Limits,
+    priority: Option<u8>,
 ) -> Result<Event, CommandError> {
+    if let Some(p) = priority.filter(|p| !orbit_definition::flow::is_priority(u64::from(*p))) {
+        return Err(refuse(
+            ErrorCode::InvalidArgument,
+            format!("priority {p} is out of range; expected 1 (taken first) to 5 (taken last)"),
+        ));
+    }
     let input = match &def.input {
         Some(contract) => contract.apply(input).map_err(|v| {
             refuse(
@@ -160,11 +170,13 @@ pub fn start(
         schedule_id,
         run,
         update_ids: Vec::new(),
+        priority,
     })
 }
 
 /// The first events of the next run after `WorkflowContinuedAsNew`: creation with the new
-/// input, then every signal the finished run had not delivered.
+/// input (and the finished run's priority), then every signal the finished run had not
+/// delivered.
 #[must_use]
 pub fn next_run(def: &Definition, finished: &State) -> Vec<Event> {
     let mut events = vec![Event::WorkflowCreated {
@@ -177,6 +189,7 @@ pub fn next_run(def: &Definition, finished: &State) -> Vec<Event> {
         schedule_id: finished.schedule_id.clone(),
         run: finished.run + 1,
         update_ids: crate::update::carried(finished),
+        priority: finished.priority,
     }];
     events.extend(
         finished

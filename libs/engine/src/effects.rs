@@ -186,7 +186,7 @@ pub fn derive(
     let mut closed = false;
     for he in events {
         match &he.event {
-            Event::StepScheduled { step, attempt, input, idempotency_key, .. } => {
+            Event::StepScheduled { step, attempt, input, idempotency_key, flow, .. } => {
                 let Some((task, task_version)) = task_of(def, step) else { continue };
                 // Offers of this attempt only: a retry's first offer is no redelivery.
                 let issued = state
@@ -202,7 +202,7 @@ pub fn derive(
                     task_version,
                     input: input.clone(),
                     idempotency_key: idempotency_key.clone(),
-                    flow: None,
+                    flow: flow.clone(),
                 };
                 if offer.task != HTTP_TASK {
                     fx.push(Effect::OfferTask(offer));

@@ -6,6 +6,7 @@
 //! so the replay check knows which events to recompute.
 
 use crate::change::Change;
+use crate::flow::Flow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -98,6 +99,10 @@ pub enum Event {
         /// answered by its first acceptance instead of being applied again.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         update_ids: Vec<CarriedUpdate>,
+        /// The run's priority (1..=5) from the start request (issue 27), carried to the
+        /// next run on continue-as-new; absent when the request gave none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        priority: Option<u8>,
     },
     /// The decider took the execution up.
     WorkflowStarted {},
@@ -108,6 +113,11 @@ pub enum Event {
         input: Value,
         idempotency_key: String,
         redelivery: bool,
+        /// Flow control evaluated for the attempt (issue 27); a retry and a redelivery
+        /// record the unit's flow again unchanged. Absent when nothing was declared and no
+        /// priority other than the default applies.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        flow: Option<Flow>,
     },
     /// A worker took the attempt.
     StepDispatched {

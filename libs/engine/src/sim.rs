@@ -213,7 +213,7 @@ impl Sim {
         if self.executions.contains_key(id) {
             return Err(CommandError::new(orbit_codes::ErrorCode::ExecutionExists, id));
         }
-        let created = start(&def, id, input, parent, None, 1, &self.limits)?;
+        let created = start(&def, id, input, parent, None, 1, &self.limits, None)?;
         let mut exec = SimExecution {
             def,
             state: State::default(),

@@ -37,6 +37,9 @@ pub struct State {
     pub parent: Option<ParentRef>,
     /// Schedule that started it.
     pub schedule_id: Option<String>,
+    /// The priority (1..=5) the start request gave the run (`WorkflowCreated.priority`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
     /// Status.
     pub status: Option<Status>,
     /// When `WorkflowCreated` was committed.
@@ -203,8 +206,10 @@ impl State {
                 schedule_id,
                 run,
                 update_ids,
+                priority,
             } => {
                 if self.status.is_none() {
+                    self.priority = *priority;
                     for u in update_ids {
                         self.carried_update_ids.insert(u.id.clone(), (u.run, u.seq));
                     }
@@ -223,7 +228,7 @@ impl State {
             Event::WorkflowStarted {} => {
                 self.started_at.get_or_insert(ts);
             }
-            Event::StepScheduled { step, attempt, input, idempotency_key, redelivery } => {
+            Event::StepScheduled { step, attempt, input, idempotency_key, redelivery, flow } => {
                 let u = self
                     .units
                     .entry(step.clone())
@@ -233,6 +238,7 @@ impl State {
                 u.input = Some(input.clone());
                 u.idempotency_key = Some(idempotency_key.clone());
                 u.redelivery = *redelivery;
+                u.flow.clone_from(flow);
                 if !*redelivery {
                     u.losses = 0;
                 }

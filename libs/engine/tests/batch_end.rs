@@ -27,7 +27,7 @@ fn first_pass(yaml: &str) -> (Definition, Vec<Run>) {
     let def = def(yaml);
     let limits = Limits::default();
     let (mut state, mut events) = (State::default(), Vec::<HistoryEvent>::new());
-    let first = start(&def, "x", json!({"n": 0}), None, None, 1, &limits).unwrap();
+    let first = start(&def, "x", json!({"n": 0}), None, None, 1, &limits, None).unwrap();
     record(&mut state, &mut events, first, NOW);
     let pass = Pass { now: NOW, limits: &limits, caps: Capabilities::default() };
     let runs = settle(&def, &mut state, events, Some(None), &pass);

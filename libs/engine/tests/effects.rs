@@ -23,7 +23,7 @@ const LOOP: &str = "name: l\nversion: '1'\nsteps:\n  - { id: again, when: '${{ i
 /// An execution of `def` created (not yet decided) with `parent`.
 fn created(def: &Definition, id: &str, parent: Option<ParentRef>) -> (State, Vec<HistoryEvent>) {
     let (mut state, mut events) = (State::default(), Vec::new());
-    let first = start(def, id, json!({"n": 0}), parent, None, 1, &Limits::default()).unwrap();
+    let first = start(def, id, json!({"n": 0}), parent, None, 1, &Limits::default(), None).unwrap();
     record(&mut state, &mut events, first, NOW);
     (state, events)
 }

@@ -78,7 +78,7 @@ fn a_chain_longer_than_one_pass_completes_in_the_simulator() {
 fn a_pass_at_its_round_bound_leaves_the_execution_due_now() {
     let d = def(FOR_EACH);
     let n = MAX_PASS_ROUNDS + 10;
-    let created = orbit_engine::start(&d, "w", items(n), None, None, 1, &d.limits).unwrap();
+    let created = orbit_engine::start(&d, "w", items(n), None, None, 1, &d.limits, None).unwrap();
     let mut state = State::default();
     let first = HistoryEvent { seq: 1, timestamp_ms: 5, origin: Origin::Recorded, event: created };
     state.apply(&first);

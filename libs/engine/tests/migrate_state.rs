@@ -20,6 +20,7 @@ fn history(version: &str, hash: &str, fan: &str, handler: &str) -> Vec<Event> {
         input: json!({}),
         idempotency_key: key.into(),
         redelivery: false,
+        flow: None,
     };
     let dispatched = |step: String, token: &str| Event::StepDispatched {
         step,
@@ -40,6 +41,7 @@ fn history(version: &str, hash: &str, fan: &str, handler: &str) -> Vec<Event> {
             schedule_id: None,
             run: 1,
             update_ids: vec![],
+            priority: None,
         },
         Event::WorkflowStarted {},
         Event::StepFanOut { step: fan.into(), items: vec![json!(1), json!(2)] },
@@ -206,6 +208,7 @@ fn cancelled_units_get_the_effects_of_a_decided_cancel() {
             schedule_id: None,
             run: 1,
             update_ids: vec![],
+            priority: None,
         },
         Event::WorkflowStarted {},
         Event::ChildStarted {

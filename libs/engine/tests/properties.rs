@@ -39,7 +39,8 @@ fn event() -> impl Strategy<Value = Event> {
             parent: None,
             schedule_id: None,
             run: 1,
-            update_ids: vec![]
+            update_ids: vec![],
+            priority: None,
         }),
         Just(Event::WorkflowStarted {}),
         (key(), 0u32..4, any::<bool>()).prop_map(|(step, attempt, redelivery)| {
@@ -49,6 +50,7 @@ fn event() -> impl Strategy<Value = Event> {
                 input: json!(1),
                 idempotency_key: "k".into(),
                 redelivery,
+                flow: None,
             }
         }),
         (key(), 0u32..4, prop::sample::select(&["t1", "t2"][..])).prop_map(|(step, attempt, t)| {

@@ -202,7 +202,8 @@ fn rule2_attempt_deadline_fails_the_attempt_with_timeout_and_retries() {
 fn rule2_queue_timeout_fails_an_attempt_nobody_took() {
     let d = def(TIMED);
     let mut state = State::default();
-    let created = orbit_engine::start(&d, "x", json!({}), None, None, 1, &no_limits()).unwrap();
+    let created =
+        orbit_engine::start(&d, "x", json!({}), None, None, 1, &no_limits(), None).unwrap();
     let mut events = vec![orbit_engine::HistoryEvent {
         seq: 1,
         timestamp_ms: 0,

@@ -2,7 +2,8 @@
 //!
 //! Only what the history says is reported: a dispatched attempt's `worker_id` is the one
 //! its `StepDispatched` recorded (the worker's `Hello.worker_id`); the state does not know
-//! when a worker last heartbeated, so `last_heartbeat_at` stays empty.
+//! when a worker last heartbeated, so `last_heartbeat_at` stays empty. A pending task's
+//! priority and keys are those recorded with its attempt (issue 27).
 //! Units are listed in the order they were (last) scheduled, units never scheduled (sleep,
 //! await, child, skipped) by key after them; the state keeps no first-scheduled order.
 
@@ -11,6 +12,7 @@ use crate::status::unit_status;
 use crate::task::{opt_value, task_error, task_name, task_timeouts};
 use orbit_api::v1 as wire;
 use orbit_definition::{Definition, StepKind};
+use orbit_engine::flow::{Flow, DEFAULT_PRIORITY};
 use orbit_engine::state::Wait;
 use orbit_engine::unit::UnitKey;
 use orbit_engine::{State, Status, UnitStatus};
@@ -168,9 +170,21 @@ pub fn pending_work(def: &Definition, state: &State) -> PendingWork {
                     scheduled_at: opt_ms_to_timestamp(u.scheduled_at),
                     deadline: deadline.map(ms_to_timestamp),
                     last_heartbeat_at: None,
-                    priority: u32::from(orbit_engine::flow::DEFAULT_PRIORITY),
-                    concurrency_key: String::new(),
-                    rate_limit_key: String::new(),
+                    // The flow recorded with the attempt's `StepScheduled` (issue 27);
+                    // `waiting_on` is the queue's to say (the frontend fills it).
+                    priority: u32::from(u.flow.as_ref().map_or(DEFAULT_PRIORITY, Flow::priority)),
+                    concurrency_key: u
+                        .flow
+                        .as_ref()
+                        .and_then(|f| f.concurrency.as_ref())
+                        .map(|c| c.key.clone())
+                        .unwrap_or_default(),
+                    rate_limit_key: u
+                        .flow
+                        .as_ref()
+                        .and_then(|f| f.rate.as_ref())
+                        .map(|r| r.key.clone())
+                        .unwrap_or_default(),
                     waiting_on: wire::FlowWait::Unspecified.into(),
                 });
             }

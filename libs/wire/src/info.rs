@@ -137,6 +137,7 @@ mod tests {
                     schedule_id: None,
                     run: 2,
                     update_ids: vec![],
+                    priority: None,
                 },
             ),
             ev(2, 11, Event::WorkflowStarted {}),

@@ -91,6 +91,7 @@ pub(crate) async fn begin(
         req.schedule_id.clone(),
         1,
         &inner.cfg.limits,
+        req.priority,
     )?;
     let root_id = req.root_id.clone().unwrap_or_else(|| req.execution_id.clone());
     let row = ExecutionRow {

@@ -120,6 +120,8 @@ async fn validated(owner: &Owner, r: pb::StartExecutionRequest) -> Result<StartR
         schedule_id: non_empty(r.schedule_id),
         update,
         fork,
+        // Out of 1..=5 (the frontend refuses those first) is refused by the engine's start.
+        priority: (r.priority > 0).then(|| u8::try_from(r.priority).unwrap_or(u8::MAX)),
     })
 }
 

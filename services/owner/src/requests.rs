@@ -57,6 +57,9 @@ pub struct StartRequest {
     /// A fork: the new execution starts from another execution's state at a seq (see
     /// `fork`); `input` is replaced by the source's (`fork::prepare`).
     pub fork: Option<ForkFrom>,
+    /// The execution's task priority (1..5; recorded in `WorkflowCreated`), `None`: the
+    /// workflow's (docs/flow-control.md).
+    pub priority: Option<u8>,
 }
 
 /// Where a fork comes from.

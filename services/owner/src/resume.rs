@@ -193,6 +193,7 @@ pub(crate) fn queue_children(inner: &Inner, children: Vec<ChildStart>) {
                     root_id: Some(c.root_id),
                     schedule_id: None,
                     fork: None,
+                    priority: None,
                     update: None,
                 },
                 reply: None,

@@ -77,6 +77,7 @@ fn start(id: &str, workflow: &str, input: Value) -> StartRequest {
         root_id: None,
         schedule_id: None,
         fork: None,
+        priority: None,
         update: None,
     }
 }

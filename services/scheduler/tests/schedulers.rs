@@ -93,6 +93,7 @@ async fn three_schedulers_fire_each_timer_once() {
                 root_id: None,
                 schedule_id: None,
                 fork: None,
+                priority: None,
                 update: None,
             })
             .await

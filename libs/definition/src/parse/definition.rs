@@ -15,7 +15,7 @@ use crate::parse::steps::{read_body, Known, Parsed};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-const FIELDS: [&str; 17] = [
+const FIELDS: [&str; 18] = [
     "$schema",
     "name",
     "version",
@@ -23,6 +23,7 @@ const FIELDS: [&str; 17] = [
     "timeout",
     "retention",
     "limits",
+    "priority",
     "input",
     "tasks",
     "signals",
@@ -65,6 +66,7 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
     let retention_ms = duration(&mut obj, "retention", true, errors);
     let limits =
         obj.object("limits", "limits", errors).map(|l| limits(l, errors)).unwrap_or_default();
+    let priority = crate::parse::flow::workflow_priority(&mut obj, errors);
     let input = obj.get("input").and_then(|s| contract(s, "input", errors));
     let tasks = obj.get("tasks").map(|t| tasks(t, "tasks", errors)).unwrap_or_default();
     let signals = obj.get("signals").map(|s| signals(s, "signals", errors)).unwrap_or_default();
@@ -147,6 +149,7 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
         timeout_ms,
         retention_ms,
         limits,
+        priority,
         input,
         tasks,
         signals,

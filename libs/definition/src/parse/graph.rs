@@ -207,6 +207,7 @@ mod tests {
                 compensate: None,
                 for_each: None,
                 renamed_from: None,
+                flow: crate::flow::StepFlow::default(),
             },
             needs: needs
                 .iter()

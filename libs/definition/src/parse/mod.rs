@@ -1,7 +1,7 @@
 //! Document → validated [`Definition`]: read, check everything, collect every error.
 //!
 //! The pipeline: [`source`] turns text into JSON; [`definition`] reads the workflow-level
-//! fields, [`steps`] each body (with [`kinds`] and [`fields`]), compiling expressions with
+//! fields, [`steps`] each body (with [`kinds`], [`fields`] and [`flow`]), compiling expressions with
 //! [`exprs`] as it goes; [`graph`] then checks ids, references and cycles per body; [`migrations`] reads the
 //! migration hints against the main body. Readers
 //! never stop at the first problem: they record it and go on with a fallback, and the
@@ -11,6 +11,7 @@ mod contracts;
 mod definition;
 mod exprs;
 mod fields;
+mod flow;
 mod graph;
 mod kinds;
 mod migrations;

@@ -10,12 +10,12 @@ use crate::expr::Template;
 use crate::model::{Body, RetryPolicy, Step, StepKind};
 use crate::parse::exprs::{Compiler, StepRef, Vars};
 use crate::parse::reader::{index_path, is_identifier, wrong_type, Errors, Obj};
-use crate::parse::{fields, kinds, names};
+use crate::parse::{fields, flow, kinds, names};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// Every field a step may have, for "did you mean" hints.
-const STEP_FIELDS: [&str; 21] = [
+const STEP_FIELDS: [&str; 24] = [
     "id",
     "renamed_from",
     "needs",
@@ -29,6 +29,9 @@ const STEP_FIELDS: [&str; 21] = [
     "for_each",
     "as",
     "max_concurrency",
+    "priority",
+    "concurrency",
+    "rate_limit",
     "task",
     "compute",
     "sleep",
@@ -91,7 +94,9 @@ fn applies(field: &str, kind: &str, body: &Body, fan_out: bool) -> Result<(), St
             matches!(kind, "task" | "await" | "workflow" | "http"),
             "task, await, workflow and http steps",
         ),
-        "queue_timeout" | "heartbeat_timeout" => (kind == "task", "task steps"),
+        "queue_timeout" | "heartbeat_timeout" | "priority" | "concurrency" | "rate_limit" => {
+            (kind == "task", "task steps")
+        }
         "retry" => (matches!(kind, "task" | "http"), "task and http steps"),
         "for_each" => (
             matches!(kind, "task" | "compute" | "workflow" | "http"),
@@ -243,6 +248,12 @@ fn read_step(
         if ok("retry") { fields::retry(&mut obj, c.errors) } else { RetryPolicy::default() };
     let compensate =
         if ok("compensate") { fields::compensate(&mut obj, known, &inner, &mut c) } else { None };
+    // Checked together: `applies` gives the three fields the same kinds.
+    let flow = if flow::FIELDS.iter().all(|f| ok(f)) {
+        flow::step(&mut obj, &inner, &mut c)
+    } else {
+        crate::flow::StepFlow::default()
+    };
 
     obj.finish_with(errors, &STEP_FIELDS, |f| {
         let misplaced = STEP_FIELDS.contains(&f) && !kinds::KINDS.contains(&f);
@@ -263,6 +274,7 @@ fn read_step(
     step.compensate = compensate;
     step.for_each = for_each;
     step.renamed_from = renamed_from;
+    step.flow = flow;
     Some(Parsed { step, path: path.to_string(), needs, refs })
 }
 
@@ -283,5 +295,6 @@ fn placeholder(id: String) -> Step {
         compensate: None,
         for_each: None,
         renamed_from: None,
+        flow: crate::flow::StepFlow::default(),
     }
 }

@@ -333,8 +333,12 @@ pub(crate) fn start_unit(
         }
     }
     match &step.kind {
-        StepKind::Task { task } => schedule_task(ctx, &k, Some(task), value, out),
-        StepKind::Http { .. } => schedule_task(ctx, &k, None, value, out),
+        StepKind::Task { task } => match super::flow::of_step(ctx, step, &k, site) {
+            Ok(flow) => schedule_task(ctx, &k, Some(task), value, flow, out),
+            Err(failed) => out.push(*failed),
+        },
+        // Run by the server's built-in adapter, never queued: nothing to control.
+        StepKind::Http { .. } => schedule_task(ctx, &k, None, value, None, out),
         StepKind::Compute { .. } => match oversize(ctx, &value, "compute value") {
             Some(error) => out.push(Event::StepFailed { step: k, error }),
             None => out.push(Event::StepSucceeded { step: k, attempt: None, output: value }),
@@ -368,12 +372,14 @@ pub(crate) fn start_unit(
     }
 }
 
-/// Schedules a task attempt 1 after checking the task's input contract and size.
+/// Schedules a task attempt 1 after checking the task's input contract and size, with the
+/// flow control evaluated for it (`super::flow`).
 pub(crate) fn schedule_task(
     ctx: &Ctx<'_>,
     k: &str,
     task: Option<&String>,
     input: Value,
+    flow: Option<crate::flow::Flow>,
     out: &mut Vec<Event>,
 ) {
     let contract = task.and_then(|t| ctx.def.tasks.get(t)).and_then(|c| c.input.as_ref());
@@ -397,6 +403,7 @@ pub(crate) fn schedule_task(
         input,
         idempotency_key: idempotency_key(&ctx.state.execution_id, ctx.state.run, k),
         redelivery: false,
+        flow,
     });
 }
 

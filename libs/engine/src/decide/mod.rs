@@ -9,6 +9,7 @@
 
 mod body;
 mod body_memo;
+mod flow;
 mod units;
 
 use body_memo::BodyMemo;

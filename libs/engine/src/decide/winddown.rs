@@ -119,7 +119,8 @@ fn start_compensation(ctx: &Ctx<'_>, unit: &UnitKey, ck: &str, out: &mut Vec<Eve
     let templates: Vec<&Template> = call.input.iter().collect();
     let scope = scope::build(ctx.def, ctx.state, &site, &templates);
     match call.input.as_ref().map_or(Ok(Value::Null), |t| t.render(&scope)) {
-        Ok(input) => schedule_task(ctx, ck, Some(&call.task), input, out),
+        // A compensation declares no flow control: it runs at the run's priority.
+        Ok(input) => schedule_task(ctx, ck, Some(&call.task), input, super::flow::of_run(ctx), out),
         Err(e) => out.push(Event::StepFailed {
             step: ck.into(),
             error: crate::event::TaskError::fatal(

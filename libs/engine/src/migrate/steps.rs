@@ -275,7 +275,8 @@ fn for_each(cx: &Cx<'_>, body: &Body, old: &Step, new: &Step, s: &Judge<'_>, out
     out.push(ChangeKind::ForEachChanged, s.name, detail, safe, reason);
 }
 
-/// Retry, timeouts, `max_concurrency` and `compensate`: safe, for the next attempts; except
+/// Retry, timeouts, `max_concurrency`, flow control and `compensate`: safe, for the next
+/// attempts; except
 /// a `compensate` the run's wind-down still has to start and the new version drops.
 fn policy(cx: &Cx<'_>, old: &Step, new: &Step, s: &Judge<'_>, out: &mut Out) {
     let next = "applies to the next attempts";
@@ -305,6 +306,19 @@ fn policy(cx: &Cx<'_>, old: &Step, new: &Step, s: &Judge<'_>, out: &mut Out) {
         let detail =
             format!("max_concurrency {} -> {}", show(concurrency(old)), show(concurrency(new)));
         push(detail, "applies to the elements not started yet");
+    }
+    let flow = [
+        ("priority", old.flow.priority != new.flow.priority),
+        ("concurrency", old.flow.concurrency != new.flow.concurrency),
+        ("rate_limit", old.flow.rate_limit != new.flow.rate_limit),
+    ];
+    let changed: Vec<&str> = flow.iter().filter(|(_, c)| *c).map(|(f, _)| *f).collect();
+    if !changed.is_empty() {
+        push(
+            format!("{} changed", changed.join(", ")),
+            "applies to units scheduled from now on; attempts already scheduled, and their \
+             retries, keep the flow control they were recorded with",
+        );
     }
     if old.compensate == new.compensate {
         return;

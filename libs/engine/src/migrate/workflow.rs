@@ -11,7 +11,7 @@ use crate::state::Wait;
 use orbit_definition::Template;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// `description`, `timeout`, `retention`, `limits`.
+/// `description`, `timeout`, `retention`, `priority`, `limits`.
 pub(crate) fn settings(cx: &Cx<'_>, out: &mut Out) {
     let (a, b) = (cx.from, cx.to);
     let mut push = |detail: String, reason: &str| {
@@ -30,6 +30,13 @@ pub(crate) fn settings(cx: &Cx<'_>, out: &mut Out) {
         push(
             format!("retention {} -> {}", duration(a.retention_ms), duration(b.retention_ms)),
             "applies when the execution closes",
+        );
+    }
+    if a.priority != b.priority {
+        let show = |p: Option<u8>| p.map_or_else(|| "none".to_string(), |p| p.to_string());
+        push(
+            format!("priority {} -> {}", show(a.priority), show(b.priority)),
+            "applies to attempts scheduled from now on",
         );
     }
     let limits = [

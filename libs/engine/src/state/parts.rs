@@ -2,6 +2,7 @@
 //! waits) and what they wait for, received signals and the wind-down record.
 
 use crate::event::{CompensationOutcome, TaskError};
+use crate::flow::Flow;
 use orbit_definition::Outcome;
 use serde::Serialize;
 use serde_json::Value;
@@ -189,6 +190,10 @@ pub struct Unit {
     /// the step's `retry.max_redeliveries`.
     #[serde(skip)]
     pub losses: u32,
+    /// Flow control recorded with the last `StepScheduled` (issue 27): what a retry or a
+    /// redelivery records again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow: Option<Flow>,
 }
 
 impl Unit {
@@ -209,6 +214,7 @@ impl Unit {
             fire_at: None,
             wait: None,
             losses: 0,
+            flow: None,
         }
     }
 }

@@ -30,6 +30,7 @@ pub fn created(id: &str, run: u32) -> Event {
         schedule_id: None,
         run,
         update_ids: vec![],
+        priority: None,
     }
 }
 
@@ -41,6 +42,7 @@ pub fn scheduled(step: &str) -> Event {
         input: json!({}),
         idempotency_key: format!("k-{step}"),
         redelivery: false,
+        flow: None,
     }
 }
 

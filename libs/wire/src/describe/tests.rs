@@ -28,7 +28,7 @@ output: ${{ steps.charge.output }}
 
 fn run(now: u64) -> (Definition, State) {
     let def = orbit_definition::parse(DOC).unwrap();
-    let created = start(&def, "e1", json!(null), None, None, 1, &Limits::default()).unwrap();
+    let created = start(&def, "e1", json!(null), None, None, 1, &Limits::default(), None).unwrap();
     let mut state = State::default();
     state.apply(&HistoryEvent {
         seq: 1,
@@ -109,4 +109,47 @@ fn completed_run_reports_output_and_no_pending_work() {
     let result = crate::execution_result(&state, 20_000).unwrap();
     assert_eq!(result.status(), wire::ExecutionStatus::Completed);
     assert_eq!(result.closed_at.unwrap().seconds, 20);
+}
+
+#[test]
+fn pending_tasks_report_the_recorded_priority_and_keys() {
+    let def = orbit_definition::parse(
+        r#"
+name: flows
+version: "1"
+tasks: { t: {} }
+steps:
+  - id: keyed
+    task: t
+    priority: 1
+    concurrency: { key: "${{ input.account }}", limit: 1 }
+    rate_limit: { name: stripe }
+  - { id: plain, task: t }
+"#,
+    )
+    .unwrap();
+    let created =
+        start(&def, "e1", json!({"account": "a7"}), None, None, 1, &Limits::default(), Some(4))
+            .unwrap();
+    let mut state = State::default();
+    state.apply(&HistoryEvent {
+        seq: 1,
+        timestamp_ms: 0,
+        origin: Origin::Recorded,
+        event: created,
+    });
+    advance(&def, &mut state, 0, &Limits::default());
+    let work = pending_work(&def, &state);
+    let task = |unit: &str| work.tasks.iter().find(|t| t.unit == unit).unwrap();
+    let keyed = task("keyed");
+    assert_eq!(keyed.priority, 1);
+    assert_eq!(keyed.concurrency_key, "flows.keyed/a7");
+    assert_eq!(keyed.rate_limit_key, "stripe");
+    let plain = task("plain");
+    assert_eq!(plain.priority, 4, "the run's start priority");
+    assert!(plain.concurrency_key.is_empty() && plain.rate_limit_key.is_empty());
+    // Without any priority, the default.
+    let (def, state) = run(1_000);
+    let work = pending_work(&def, &state);
+    assert_eq!(work.tasks[0].priority, u32::from(DEFAULT_PRIORITY));
 }

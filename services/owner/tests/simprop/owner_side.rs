@@ -208,6 +208,7 @@ pub async fn run(
             root_id: None,
             schedule_id: None,
             fork: None,
+            priority: None,
             update: None,
         };
         owner.start(request).await.map_err(|e| format!("owner start: {e}"))?;

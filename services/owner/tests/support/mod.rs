@@ -108,6 +108,7 @@ pub fn start(id: &str, workflow: &str) -> StartRequest {
         root_id: None,
         schedule_id: None,
         fork: None,
+        priority: None,
         update: None,
     }
 }

@@ -1,0 +1,210 @@
+//! Flow control fields (issue 27): a task step's `priority`, `concurrency` and `rate_limit`,
+//! and the workflow's default `priority`.
+//!
+//! Keys and step priorities may be expressions; they are compiled in the scope of the
+//! step's per-element fields (the `for_each` element and `index` are visible) and, like
+//! `input`, order the step after the steps they read. The workflow's `priority` is a number
+//! only: it is a default, known before anything runs.
+
+use crate::error::ErrorCode;
+use crate::expr::Template;
+use crate::flow::{
+    is_flow_name, is_priority, Concurrency, Priority, RateLimit, RateLimitKind, StepFlow,
+    MAX_PRIORITY, MIN_PRIORITY,
+};
+use crate::parse::exprs::{Compiler, Vars};
+use crate::parse::fields::duration;
+use crate::parse::reader::{index_path, wrong_type, Errors, Obj};
+use serde_json::Value;
+
+/// The step fields this module reads.
+pub(crate) const FIELDS: [&str; 3] = ["priority", "concurrency", "rate_limit"];
+
+const CONCURRENCY_FIELDS: [&str; 3] = ["key", "limit", "group"];
+const RATE_FIELDS: [&str; 5] = ["key", "limit", "per", "name", "group"];
+
+/// The refusal of a second concurrency key on one step.
+const ONE_KEY: &str = "one concurrency key per step for now";
+
+/// Reads a task step's flow control; `vars` is the scope of its per-element fields.
+pub(crate) fn step(obj: &mut Obj, vars: &Vars, c: &mut Compiler) -> StepFlow {
+    StepFlow {
+        priority: step_priority(obj, vars, c),
+        concurrency: concurrency(obj, vars, c),
+        rate_limit: rate_limit(obj, vars, c),
+    }
+}
+
+/// The workflow's `priority`: an integer from 1 to 5.
+pub(crate) fn workflow_priority(obj: &mut Obj, errors: &mut Errors) -> Option<u8> {
+    let value = obj.get("priority")?;
+    let path = obj.at("priority");
+    if value.is_string() {
+        let message = format!(
+            "expected an integer from {MIN_PRIORITY} to {MAX_PRIORITY}; the workflow's \
+             priority is a default and takes no expression (a step's `priority` may)"
+        );
+        errors.push(&path, ErrorCode::InvalidType, message);
+        return None;
+    }
+    fixed_priority(value, &path, errors)
+}
+
+fn step_priority(obj: &mut Obj, vars: &Vars, c: &mut Compiler) -> Option<Priority> {
+    let value = obj.get("priority")?;
+    let path = obj.at("priority");
+    if value.is_string() {
+        return c.single(value, &path, vars, true, "`priority`").map(Priority::Expr);
+    }
+    fixed_priority(value, &path, c.errors).map(Priority::Fixed)
+}
+
+/// A literal priority: an integer within `1..=5`.
+fn fixed_priority(value: &Value, path: &str, errors: &mut Errors) -> Option<u8> {
+    let Value::Number(n) = value else {
+        let expected = format!("an integer from {MIN_PRIORITY} to {MAX_PRIORITY}");
+        wrong_type(errors, path, &expected, value);
+        return None;
+    };
+    match n.as_u64().filter(|n| is_priority(*n)) {
+        Some(p) => u8::try_from(p).ok(),
+        None => {
+            let message = format!(
+                "{n} is not a priority; expected an integer from {MIN_PRIORITY} (taken first) \
+                 to {MAX_PRIORITY} (taken last)"
+            );
+            errors.push(path, ErrorCode::InvalidValue, message);
+            None
+        }
+    }
+}
+
+/// `concurrency`: one object, or a list holding exactly one.
+fn concurrency(obj: &mut Obj, vars: &Vars, c: &mut Compiler) -> Option<Concurrency> {
+    let value = obj.get("concurrency")?;
+    let path = obj.at("concurrency");
+    let (one, at) = match value {
+        Value::Array(items) => {
+            if items.len() > 1 {
+                c.errors.push(&index_path(&path, 1), ErrorCode::InvalidValue, ONE_KEY);
+            }
+            let Some(first) = items.first() else {
+                let message = "expected one concurrency key `{key, limit}`, got an empty list";
+                c.errors.push(&path, ErrorCode::InvalidValue, message);
+                return None;
+            };
+            (first, index_path(&path, 0))
+        }
+        other => (other, path),
+    };
+    let mut o = Obj::new(one, &at, "a concurrency key `{key, limit, group?}`", c.errors)?;
+    let key = match o.required("key", c.errors) {
+        Some(v) => key(v, &o.at("key"), vars, c),
+        None => None,
+    };
+    let limit = limit(&mut o, c.errors);
+    let group = group(&mut o, c.errors);
+    o.finish(c.errors, &CONCURRENCY_FIELDS);
+    Some(Concurrency { key: key?, limit: limit?, group })
+}
+
+/// `rate_limit`: `{key?, limit, per, group?}` or `{key?, name}`.
+fn rate_limit(obj: &mut Obj, vars: &Vars, c: &mut Compiler) -> Option<RateLimit> {
+    let mut o =
+        obj.object("rate_limit", "a rate limit `{key?, limit, per}` or `{key?, name}`", c.errors)?;
+    // `Some(None)`: a key was written and refused; the rest is still checked.
+    let key = o.get("key").map(|v| key(v, &o.at("key"), vars, c));
+    let named = o.peek("name").is_some();
+    let inline = o.peek("limit").is_some() || o.peek("per").is_some();
+    let limit = if named {
+        if inline {
+            let message = "`name` refers to a server-wide limit: write either `name` or \
+                           `limit` and `per`, not both";
+            c.errors.push(o.path(), ErrorCode::InvalidValue, message);
+        }
+        if o.peek("group").is_some() {
+            let message = "`group` scopes an inline limit; a named limit is its own scope";
+            c.errors.push(&o.at("group"), ErrorCode::InvalidValue, message);
+        }
+        o.string("name", c.errors).and_then(|name| {
+            if is_flow_name(name) {
+                Some(RateLimitKind::Named(name.to_string()))
+            } else {
+                bad_name(&o.at("name"), "limit name", name, c.errors);
+                None
+            }
+        })
+    } else if !inline {
+        let message = "missing field `limit` (with `per`), or `name` for a server-wide limit";
+        c.errors.push(o.path(), ErrorCode::MissingField, message);
+        None
+    } else {
+        let limit = limit(&mut o, c.errors);
+        let per_ms = duration(&mut o, "per", true, c.errors);
+        if o.peek("per").is_none() {
+            c.errors.push(o.path(), ErrorCode::MissingField, "missing field `per`");
+        }
+        limit.zip(per_ms).map(|(limit, per_ms)| RateLimitKind::Inline { limit, per_ms })
+    };
+    // Read here whatever the branch, so a refused `name`/`group` is not also "unknown".
+    let group = if named {
+        o.raw("group");
+        o.raw("limit");
+        o.raw("per");
+        None
+    } else {
+        group(&mut o, c.errors)
+    };
+    o.finish(c.errors, &RATE_FIELDS);
+    let key = match key {
+        Some(None) => return None,
+        key => key.flatten(),
+    };
+    Some(RateLimit { key, limit: limit?, group })
+}
+
+/// A key: a string, with or without expressions; a literal must not be empty.
+fn key(value: &Value, path: &str, vars: &Vars, c: &mut Compiler) -> Option<Template> {
+    match value {
+        Value::String(s) if s.is_empty() => {
+            c.errors.push(path, ErrorCode::InvalidValue, "a key must not be empty");
+            None
+        }
+        Value::String(_) => c.template(value, path, vars, true),
+        other => {
+            wrong_type(c.errors, path, "a string or a `${{ ... }}` expression", other);
+            None
+        }
+    }
+}
+
+/// The required `limit`: an integer from 1 that fits 32 bits.
+fn limit(o: &mut Obj, errors: &mut Errors) -> Option<u32> {
+    if o.peek("limit").is_none() {
+        errors.push(o.path(), ErrorCode::MissingField, "missing field `limit`");
+        o.raw("limit");
+        return None;
+    }
+    let n = o.integer("limit", 1, errors)?;
+    let n = u32::try_from(n).ok();
+    if n.is_none() {
+        errors.push(&o.at("limit"), ErrorCode::InvalidValue, "too large");
+    }
+    n
+}
+
+/// The optional `group`: `[A-Za-z0-9_.-]{1,128}`.
+fn group(o: &mut Obj, errors: &mut Errors) -> Option<String> {
+    let name = o.string("group", errors)?;
+    if is_flow_name(name) {
+        Some(name.to_string())
+    } else {
+        bad_name(&o.at("group"), "group", name, errors);
+        None
+    }
+}
+
+fn bad_name(path: &str, what: &str, name: &str, errors: &mut Errors) {
+    let message = format!("{what} `{name}` must match [A-Za-z0-9_.-] (1 to 128 characters)");
+    errors.push(path, ErrorCode::InvalidValue, message);
+}
