@@ -1,10 +1,12 @@
-//! A typed client for the public `orbit.v1.WorkflowService`: start an execution, signal,
-//! query and update it, cancel it, migrate, reset or fork it, describe it, read or watch its
-//! history, and wait for its result — with JSON payloads (`serde_json::Value`) instead of
-//! `google.protobuf.Value`.
+//! A typed client for the public `orbit.v1.WorkflowService`: start an execution (with a
+//! priority, [`Start`]), signal, query and update it, cancel it, migrate, reset or fork it,
+//! describe it, read or watch its history, and wait for its result — with JSON payloads
+//! (`serde_json::Value`) instead of `google.protobuf.Value`. Also the server-wide named
+//! rate limits of `AdminService` ([`Client::set_rate_limit`] and its neighbours).
 //!
-//! A thin layer over the generated tonic client ([`Client::raw`] hands it out for anything
-//! not covered here, such as listing executions or registering workflows): each method is
+//! A thin layer over the generated tonic clients ([`Client::raw`] and [`Client::raw_admin`]
+//! hand them out for anything not covered here, such as listing executions or registering
+//! workflows): each method is
 //! one RPC, and errors are the server's [`tonic::Status`] (its `orbit-code` metadata
 //! carries the stable error code, docs/errors.md).
 //!
@@ -25,6 +27,7 @@ use std::time::Duration;
 
 use orbit_api::tls::ClientTls;
 use orbit_api::v1 as pb;
+use orbit_api::v1::admin_service_client::AdminServiceClient;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use serde_json::Value;
 use tonic::metadata::{Ascii, MetadataValue};
@@ -36,6 +39,7 @@ use crate::env::{tls_from_env, token_from_env};
 use crate::value;
 
 pub use crate::restore::{Fork, Reset};
+pub use crate::start::Start;
 
 /// Large histories may exceed tonic's 4 MiB default message size.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -55,6 +59,10 @@ impl tonic::service::Interceptor for Bearer {
 
 /// The generated client with the bearer interceptor, as [`Client::raw`] returns it.
 pub type RawClient = WorkflowServiceClient<InterceptedService<Channel, Bearer>>;
+
+/// The generated `AdminService` client with the bearer interceptor, as
+/// [`Client::raw_admin`] returns it.
+pub type RawAdminClient = AdminServiceClient<InterceptedService<Channel, Bearer>>;
 
 /// Why a [`Client`] call failed.
 #[derive(Debug, thiserror::Error)]
@@ -118,10 +126,12 @@ impl From<pb::ExecutionResult> for ExecutionResult {
     }
 }
 
-/// A client of `WorkflowService`. Cheap to clone; clones share the connection.
+/// A client of `WorkflowService` (and of `AdminService`'s rate limits). Cheap to clone;
+/// clones share the connection.
 #[derive(Clone, Debug)]
 pub struct Client {
     inner: RawClient,
+    admin: RawAdminClient,
 }
 
 impl Client {
@@ -161,9 +171,11 @@ impl Client {
     }
 
     fn from_channel(channel: Channel, bearer: Option<MetadataValue<Ascii>>) -> Self {
+        let admin = AdminServiceClient::with_interceptor(channel.clone(), Bearer(bearer.clone()))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES);
         let inner = WorkflowServiceClient::with_interceptor(channel, Bearer(bearer))
             .max_decoding_message_size(MAX_MESSAGE_BYTES);
-        Self { inner }
+        Self { inner, admin }
     }
 
     /// The generated tonic client underneath, for the RPCs this type does not wrap.
@@ -172,9 +184,17 @@ impl Client {
         self.inner.clone()
     }
 
+    /// The generated `AdminService` client on the same connection, for the admin RPCs this
+    /// type does not wrap (`ListWorkers`, `ClusterStatus`, ...).
+    #[must_use]
+    pub fn raw_admin(&self) -> RawAdminClient {
+        self.admin.clone()
+    }
+
     /// Starts an execution of the newest version of `workflow` with `input`. With an
     /// `execution_id`, starting the same id again returns the existing run
     /// (`created: false`) instead of a second one; without, the server picks an id.
+    /// [`Client::start_with`] takes a version and a priority too.
     ///
     /// # Errors
     ///
@@ -186,12 +206,26 @@ impl Client {
         execution_id: Option<&str>,
         input: Value,
     ) -> Result<pb::StartExecutionResponse, ClientError> {
-        let request = pb::StartExecutionRequest {
-            workflow: workflow.into(),
-            version: String::new(),
-            input: value::to_proto_opt(&input),
-            execution_id: execution_id.unwrap_or_default().into(),
-        };
+        let start = Start::new(workflow, &input);
+        self.start_with(match execution_id {
+            Some(id) => start.execution_id(id),
+            None => start,
+        })
+        .await
+    }
+
+    /// Starts an execution as [`Start`] describes it: the workflow and input, and
+    /// optionally a version, an execution id (idempotent start) and a task priority
+    /// (`Start::new("reindex", &input).priority(5)`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::start`]; also `INVALID_ARGUMENT` for a priority outside 1..=5.
+    pub async fn start_with(
+        &self,
+        start: Start,
+    ) -> Result<pb::StartExecutionResponse, ClientError> {
+        let request = start.into_request();
         Ok(self.inner.clone().start_execution(request).await?.into_inner())
     }
 

@@ -1,6 +1,7 @@
 """The SDK's features beyond the bare protocol, driven by hand (no server): handler
 registries, several frontends, retryable vs non-retryable errors, cooperative
-cancellation, the task's identity on the context, and the client's result conversion."""
+cancellation, the task's identity on the context, and the client's conversions and
+argument checks (its requests caught by a stand-in stub)."""
 
 import asyncio
 import platform
@@ -20,8 +21,10 @@ from orbit_worker import (
     split_addresses,
     to_proto_value,
 )
-from orbit_worker._proto import common_pb2, worker_pb2, workflow_pb2
-from orbit_worker.client import _plan, _result
+import datetime
+
+from orbit_worker._proto import admin_pb2, common_pb2, worker_pb2, workflow_pb2
+from orbit_worker.client import _plan, _rate_limit, _result
 
 
 def task_message(token, task, input=None, attempt=1, key="exec-1/0/step"):
@@ -266,4 +269,86 @@ def test_a_reset_names_exactly_one_point_before_anything_is_sent():
     for bad in ({}, {"step": "a", "seq": 3}):
         with pytest.raises(ValueError, match="exactly one of step= or seq="):
             c.reset("e", **bad)
+    c.close()
+
+
+class _Recorder:
+    """A stand-in for a generated stub: records each request and answers ``answer``."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.requests = []
+
+    def __getattr__(self, method):
+        def call(request, metadata=None, timeout=None):
+            self.requests.append((method, request))
+            return self.answer
+
+        return call
+
+
+def test_a_start_sends_its_priority_and_refuses_one_out_of_range():
+    c = Client("127.0.0.1:1")
+    stub = _Recorder(workflow_pb2.StartExecutionResponse(execution_id="e-1", run=1, created=True))
+    c._workflows = lambda ch: stub
+    assert c.start("orders", {"n": 1}, execution_id="e-1", priority=1) == "e-1"
+    assert c.start("orders") == "e-1"
+    (_, first), (_, second) = stub.requests
+    assert (first.workflow, first.execution_id, first.priority) == ("orders", "e-1", 1)
+    assert second.priority == 0  # unset: the workflow's priority, else 3
+    for bad in (0, 6, -1, 2.0, "1", True):
+        with pytest.raises(ValueError, match=r"1 \(dispatched first\) to 5 \(last\)"):
+            c.start("orders", priority=bad)
+    assert len(stub.requests) == 2
+    c.close()
+
+
+def test_rate_limits_are_set_listed_and_deleted_through_the_admin_service():
+    stored = admin_pb2.RateLimit(name="payments-api", limit=10)
+    stored.period.FromTimedelta(datetime.timedelta(seconds=1))
+    stored.updated_at.FromJsonString("2026-01-02T03:04:05Z")
+    c = Client("127.0.0.1:1")
+    stub = _Recorder(admin_pb2.SetRateLimitResponse(rate_limit=stored))
+    c._admin = lambda ch: stub
+    got = c.set_rate_limit("payments-api", 10, 1)
+    assert got == {"name": "payments-api", "limit": 10, "period_seconds": 1.0, "updated_at": "2026-01-02T03:04:05Z"}
+    c.set_rate_limit("export", 500, datetime.timedelta(minutes=1, milliseconds=500))
+    (m1, r1), (m2, r2) = stub.requests
+    assert (m1, r1.rate_limit.name, r1.rate_limit.limit, r1.rate_limit.period.seconds) == ("SetRateLimit", "payments-api", 10, 1)
+    assert (r2.rate_limit.period.seconds, r2.rate_limit.period.nanos) == (60, 500_000_000)
+    for limit, period, says in ((0, 1, "limit"), (1.5, 1, "limit"), (5, 0, "period"), (5, datetime.timedelta(seconds=-1), "period")):
+        with pytest.raises(ValueError, match=says):
+            c.set_rate_limit("x", limit, period)
+    assert len(stub.requests) == 2
+
+    stub.answer = admin_pb2.ListRateLimitsResponse(rate_limits=[stored, admin_pb2.RateLimit(name="bare", limit=1)])
+    assert [r["name"] for r in c.list_rate_limits()] == ["payments-api", "bare"]
+    stub.answer = admin_pb2.DeleteRateLimitResponse()
+    assert c.delete_rate_limit("payments-api") is None
+    assert [(m, r) for m, r in stub.requests[-2:]] == [
+        ("ListRateLimits", admin_pb2.ListRateLimitsRequest()),
+        ("DeleteRateLimit", admin_pb2.DeleteRateLimitRequest(name="payments-api")),
+    ]
+    c.close()
+
+
+def test_a_rate_limit_without_a_change_time_reads_none():
+    assert _rate_limit(admin_pb2.RateLimit(name="n", limit=3))["updated_at"] is None
+
+
+def test_describe_carries_the_flow_control_of_pending_tasks():
+    d = workflow_pb2.DescribeExecutionResponse()
+    t = d.execution.pending_tasks.add(unit="charge", attempt=1, priority=2, concurrency_key="tenant-7", rate_limit_key="payments-api")
+    t.waiting_on = common_pb2.FLOW_WAIT_RATE_LIMIT
+    d.execution.pending_tasks.add(unit="ship", attempt=1, priority=3)
+    c = Client("127.0.0.1:1")
+    c._workflows = lambda ch: _Recorder(d)
+    charge, ship = c.describe("e-1")["pendingTasks"]
+    assert (charge["priority"], charge["concurrencyKey"], charge["rateLimitKey"], charge["waitingOn"]) == (
+        2,
+        "tenant-7",
+        "payments-api",
+        "FLOW_WAIT_RATE_LIMIT",
+    )
+    assert ship["priority"] == 3 and "waitingOn" not in ship and "concurrencyKey" not in ship
     c.close()

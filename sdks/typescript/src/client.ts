@@ -1,7 +1,8 @@
 /**
- * A small client for Orbit's public API: start, signal, query, update, migrate, reset,
- * fork, cancel, describe, watch and wait for an execution's result, plus `ListWorkers`. Same connection options as
- * the worker (TLS / mTLS, bearer token); it talks to the first address.
+ * A small client for Orbit's public API: start (with a priority), signal, query, update,
+ * migrate, reset, fork, cancel, describe, watch and wait for an execution's result, plus
+ * `ListWorkers` and the server-wide named rate limits. Same connection options as the
+ * worker (TLS / mTLS, bearer token); it talks to the first address.
  */
 import type { ClientReadableStream, Metadata, ServiceError } from "@grpc/grpc-js";
 import {
@@ -37,19 +38,34 @@ import {
   type GetHistoryRequest,
   type GetHistoryResponse,
 } from "./gen/orbit/v1/workflow.js";
-import { AdminServiceClient, type ListWorkersRequest, type ListWorkersResponse } from "./gen/orbit/v1/admin.js";
+import {
+  AdminServiceClient,
+  type ListWorkersRequest,
+  type ListWorkersResponse,
+  type RateLimit,
+  type SetRateLimitRequest,
+  type SetRateLimitResponse,
+  type ListRateLimitsRequest,
+  type ListRateLimitsResponse,
+  type DeleteRateLimitRequest,
+  type DeleteRateLimitResponse,
+} from "./gen/orbit/v1/admin.js";
 import { ExecutionStatus, type ExecutionDescription, type HistoryEvent } from "./gen/orbit/v1/common.js";
 import { CHANNEL_OPTIONS, callMetadata, channelCredentials, resolveConnection, type ConnectionConfig, type ResolvedConnection } from "./connection.js";
 
 export { ExecutionStatus };
+export type { RateLimit };
 export type ClientOptions = ConnectionConfig;
+
+/** The longest rate-limit window the server accepts: 366 days. */
+const MAX_PERIOD_MS = 366 * 86_400_000;
 
 /** How a run ended, as `result` and `watch` report it. */
 export type ExecutionOutcome = ExecutionResult;
 
 type Unary<Req, Res> = (req: Req, md: Metadata, cb: (err: ServiceError | null, res?: Res) => void) => unknown;
 
-/** A client of `WorkflowService` (and `AdminService.ListWorkers`). Close it when done. */
+/** A client of `WorkflowService` (and `AdminService.ListWorkers` and the rate limits). Close it when done. */
 export class OrbitClient {
   private readonly conn: ResolvedConnection;
   private readonly workflows: WorkflowServiceClient;
@@ -72,13 +88,22 @@ export class OrbitClient {
   /**
    * Starts an execution of `workflow` (latest version unless `version`). With
    * `executionId`, starting again with the same id returns the existing execution.
+   * `priority` (1 to 5) orders the execution's tasks among those queued for a worker: 1 is
+   * dispatched first, 5 last; without it the workflow's `priority:` applies, else 3 (a step
+   * that declares its own `priority:` keeps it). Another value is refused before anything
+   * is sent.
    */
-  start(workflow: string, input: unknown, opts: { version?: string; executionId?: string } = {}): Promise<StartExecutionResponse> {
-    return this.unary(this.workflows.startExecution, this.workflows, {
+  start(workflow: string, input: unknown, opts: { version?: string; executionId?: string; priority?: number } = {}): Promise<StartExecutionResponse> {
+    const priority = opts.priority;
+    if (priority !== undefined && !(Number.isInteger(priority) && priority >= 1 && priority <= 5)) {
+      return Promise.reject(new RangeError(`start: priority must be 1 (dispatched first) to 5 (last), not ${String(priority)}`));
+    }
+    return this.unary<StartExecutionRequest, StartExecutionResponse>(this.workflows.startExecution, this.workflows, {
       workflow,
       version: opts.version ?? "",
       input: input === undefined ? undefined : input,
       executionId: opts.executionId ?? "",
+      priority: priority ?? 0,
     });
   }
 
@@ -309,6 +334,44 @@ export class OrbitClient {
       pageToken: opts.pageToken ?? "",
     };
     return this.unary<ListWorkersRequest, ListWorkersResponse>(this.admin.listWorkers, this.admin, req);
+  }
+
+  /**
+   * Creates or replaces the server-wide named rate limit `name` (`AdminService.SetRateLimit`):
+   * at most `limit` task starts per window of `periodMs` milliseconds (1 ms to 366 days),
+   * per bucket (the name, or the name and a step's evaluated `key:`). Windows are aligned
+   * to the Unix epoch. Steps take from it with `rate_limit: {name: ...}`; a change takes
+   * effect at each frontend's next claim. Answers the limit as stored (with `updatedAt`).
+   */
+  async setRateLimit(name: string, limit: number, periodMs: number): Promise<RateLimit> {
+    if (!Number.isInteger(limit) || limit < 1) {
+      throw new RangeError(`setRateLimit: limit must be a whole number of at least 1, not ${String(limit)}`);
+    }
+    const ms = Math.round(periodMs);
+    if (!Number.isFinite(periodMs) || ms < 1 || ms > MAX_PERIOD_MS) {
+      throw new RangeError(`setRateLimit: periodMs must be from 1 ms to 366 days, not ${String(periodMs)}`);
+    }
+    const period = { seconds: Math.floor(ms / 1000), nanos: (ms % 1000) * 1_000_000 };
+    const res = await this.unary<SetRateLimitRequest, SetRateLimitResponse>(this.admin.setRateLimit, this.admin, {
+      rateLimit: { name, limit, period, updatedAt: undefined },
+    });
+    if (res.rateLimit === undefined) throw new Error(`no rate limit ${name} in the answer`);
+    return res.rateLimit;
+  }
+
+  /** Every server-wide named rate limit, ordered by name (`AdminService.ListRateLimits`). */
+  async listRateLimits(): Promise<RateLimit[]> {
+    const res = await this.unary<ListRateLimitsRequest, ListRateLimitsResponse>(this.admin.listRateLimits, this.admin, {});
+    return res.rateLimits;
+  }
+
+  /**
+   * Deletes the named rate limit `name` (`AdminService.DeleteRateLimit`): attempts of steps
+   * that reference it stay queued until it is set again. An unknown name is refused with
+   * `RATE_LIMIT_NOT_FOUND`.
+   */
+  async deleteRateLimit(name: string): Promise<void> {
+    await this.unary<DeleteRateLimitRequest, DeleteRateLimitResponse>(this.admin.deleteRateLimit, this.admin, { name });
   }
 
   close(): void {

@@ -11,5 +11,5 @@ export type { Json } from "./payload.js";
 export { parseTraceparent } from "./tracing.js";
 export type { TraceParent } from "./tracing.js";
 export { OrbitClient, ExecutionStatus } from "./client.js";
-export type { ClientOptions, ExecutionOutcome } from "./client.js";
+export type { ClientOptions, ExecutionOutcome, RateLimit } from "./client.js";
 export { SDK, RUNTIME, VERSION } from "./version.js";

@@ -242,3 +242,63 @@ test("a reset names exactly one point before anything is sent", async () => {
     client.close();
   }
 });
+
+/** A stand-in for a generated grpc-js client: records each request, answers `answer`. */
+function recorder(answer) {
+  const requests = [];
+  const stub = new Proxy({ answer }, {
+    get: (target, method) => {
+      if (method === "answer") return target.answer;
+      if (method === "close") return () => {};
+      return (req, _md, cb) => { requests.push([method, req]); cb(null, target.answer); };
+    },
+  });
+  return { stub, requests };
+}
+
+test("a start sends its priority and refuses one out of range before anything is sent", async () => {
+  const client = new OrbitClient({ address: "127.0.0.1:1" });
+  const real = client.workflows;
+  const { stub, requests } = recorder({ executionId: "e-1", run: 1, created: true });
+  client.workflows = stub;
+  try {
+    assert.equal((await client.start("orders", { n: 1 }, { executionId: "e-1", priority: 1 })).executionId, "e-1");
+    await client.start("orders", null);
+    assert.deepEqual(requests.map(([m, r]) => [m, r.workflow, r.priority]), [["startExecution", "orders", 1], ["startExecution", "orders", 0]]);
+    for (const bad of [0, 6, 2.5, "1", Number.NaN]) {
+      await assert.rejects(client.start("orders", null, { priority: bad }), /1 \(dispatched first\) to 5 \(last\)/);
+    }
+    assert.equal(requests.length, 2);
+  } finally {
+    client.workflows = real;
+    client.close();
+  }
+});
+
+test("rate limits are set, listed and deleted through the admin service", async () => {
+  const client = new OrbitClient({ address: "127.0.0.1:1" });
+  const real = client.admin;
+  const stored = { name: "payments-api", limit: 10, period: { seconds: 1, nanos: 0 }, updatedAt: new Date(0) };
+  const { stub, requests } = recorder({ rateLimit: stored });
+  client.admin = stub;
+  try {
+    assert.deepEqual(await client.setRateLimit("payments-api", 10, 1000), stored);
+    await client.setRateLimit("export", 500, 60_500);
+    assert.deepEqual(requests.map(([m, r]) => [m, r.rateLimit.name, r.rateLimit.limit, r.rateLimit.period]), [
+      ["setRateLimit", "payments-api", 10, { seconds: 1, nanos: 0 }],
+      ["setRateLimit", "export", 500, { seconds: 60, nanos: 500_000_000 }],
+    ]);
+    for (const [limit, periodMs, says] of [[0, 1000, /limit/], [1.5, 1000, /limit/], [5, 0, /periodMs/], [5, 367 * 86_400_000, /periodMs/], [5, Number.NaN, /periodMs/]]) {
+      await assert.rejects(client.setRateLimit("x", limit, periodMs), says);
+    }
+    assert.equal(requests.length, 2);
+    stub.answer = { rateLimits: [stored] };
+    assert.deepEqual(await client.listRateLimits(), [stored]);
+    stub.answer = {};
+    assert.equal(await client.deleteRateLimit("payments-api"), undefined);
+    assert.deepEqual(requests.slice(2), [["listRateLimits", {}], ["deleteRateLimit", { name: "payments-api" }]]);
+  } finally {
+    client.admin = real;
+    client.close();
+  }
+});

@@ -64,7 +64,7 @@ export function esc(value) {
 
 /** `EXECUTION_STATUS_FAILED` → `FAILED` (`BATCH_STATE_RUNNING` → `RUNNING`, …). */
 export function short(status) {
-  return String(status || '').replace(/^(EXECUTION_STATUS|UNIT_STATUS|SERVICE_KIND|TIMER_KIND|PENDING_TASK_STATE|BATCH_STATE|BATCH_ITEM_OUTCOME)_/, '');
+  return String(status || '').replace(/^(EXECUTION_STATUS|UNIT_STATUS|SERVICE_KIND|TIMER_KIND|PENDING_TASK_STATE|BATCH_STATE|BATCH_ITEM_OUTCOME|FLOW_WAIT)_/, '');
 }
 
 export function badge(status) {

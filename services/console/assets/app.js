@@ -1,6 +1,6 @@
 // The console's router: the path picks the page (/ui/executions, /ui/executions/<id>,
 // /ui/workflows, /ui/workers, /ui/queues, /ui/schedules, /ui/cluster, /ui/batches,
-// /ui/batches/<id>), the query holds its
+// /ui/batches/<id>, /ui/rate-limits), the query holds its
 // filters, so every view is a shareable link. Also the keyboard shortcuts and sign-in.
 
 import { serverConfig, token, setToken, login } from './api.js';
@@ -8,6 +8,7 @@ import * as executions from './executions.js';
 import * as execution from './execution.js';
 import * as pages from './pages.js';
 import * as batches from './batches.js';
+import * as rateLimits from './ratelimits.js';
 
 const ROUTES = {
   executions: executions.render,
@@ -17,6 +18,7 @@ const ROUTES = {
   schedules: pages.schedules,
   cluster: pages.cluster,
   batches: batches.render,
+  'rate-limits': rateLimits.render,
 };
 
 let stop = null; // the current page's cleanup (its refresh timer)
@@ -60,13 +62,13 @@ document.addEventListener('click', (e) => {
 window.addEventListener('popstate', show);
 window.addEventListener('orbit:login', show);
 
-const KEYS = { 1: 'executions', 2: 'workflows', 3: 'workers', 4: 'queues', 5: 'schedules', 6: 'cluster', 7: 'batches' };
+const KEYS = { 1: 'executions', 2: 'workflows', 3: 'workers', 4: 'queues', 5: 'schedules', 6: 'cluster', 7: 'batches', 8: 'rate-limits' };
 document.addEventListener('keydown', (e) => {
   if (e.ctrlKey || e.metaKey || e.altKey || e.target.closest('input, textarea, select, dialog')) return;
   if (KEYS[e.key]) { go(`/ui/${KEYS[e.key]}`); return; }
   if (e.key === '/') { const f = document.querySelector('main input'); if (f) { e.preventDefault(); f.focus(); } return; }
   if (e.key === 'r') { show(); return; }
-  if (e.key === '?') { alert('1–7: pages\n/: first filter\nj/k: next/previous row\nEnter: open the row\nr: refresh\n←/→: previous/next history event (an execution)'); return; }
+  if (e.key === '?') { alert('1–8: pages\n/: first filter\nj/k: next/previous row\nEnter: open the row\nr: refresh\n←/→: previous/next history event (an execution)'); return; }
   if (e.key === 'j' || e.key === 'k') {
     const rows = [...document.querySelectorAll('main tbody tr[data-href]')];
     if (!rows.length) return;

@@ -1,5 +1,6 @@
 // One execution: status, input and output, the timeline (gantt.js), the definition's steps
-// with each step's state, pending work, parent and children, the raw history, and the
+// with each step's state, pending work (a task's priority and flow control: its concurrency
+// key, its rate limit, what it waits on), parent and children, the raw history, and the
 // operator actions (signal, query, update, cancel, replay check; resume and terminate
 // when parked; migrate, reset and fork in evolve.js). Refreshes every few seconds while the
 // execution is open. Time travel: the scrubber (scrubber.js) or a click on a history event
@@ -198,9 +199,27 @@ function unitRow(u, after, here) {
   return `<tr><td>${esc(u.step)}</td><td>${after}</td><td class="mono">${esc(u.key)}</td><td>${badge(u.status)}</td><td>${esc(u.attempt || '')}${u.redelivery ? ' (redelivery)' : ''}</td><td>${esc(u.task)}</td><td class="error">${u.lastError?.code ? `${esc(u.lastError.code)}: ${esc(u.lastError.message)}` : ''}</td><td>${here}</td></tr>`;
 }
 
+// What flow control holds a queued attempt back on (`PendingTask.waiting_on`): the words
+// shown and why (docs/flow-control.md).
+const WAITS = {
+  CONCURRENCY: ['concurrency limit', 'as many attempts holding its concurrency key are running as its limit allows'],
+  RATE_LIMIT: ['rate limit', 'its rate-limit bucket has no start left in the current window, or its named limit is not set'],
+};
+
+// One pending task: its attempt, its place in the queue (priority 1 first … 5 last) and
+// what flow control says of it (the keys it holds or takes from, what it waits on).
+function taskRow(t) {
+  const wait = WAITS[short(t.waitingOn)];
+  const rateLimit = t.rateLimitKey ? `<a href="/ui/rate-limits" title="the named rate limits">${esc(t.rateLimitKey)}</a>` : '';
+  return `<tr data-unit="${esc(t.unit)}"${wait ? ` data-waiting="${esc(short(t.waitingOn))}"` : ''}><td class="mono">${esc(t.unit)}</td><td>${esc(t.task?.name)}</td><td>${esc(t.attempt)}</td><td>${esc(short(t.state))}</td>
+    <td class="priority">${Number(t.priority) ? esc(t.priority) : ''}</td><td class="mono">${esc(t.concurrencyKey)}</td><td class="mono">${rateLimit}</td>
+    <td class="waiting">${wait ? `<span class="badge s-WAITING" title="${esc(wait[1])}">${esc(wait[0])}</span>` : ''}</td>
+    <td>${esc(t.workerId)}</td><td>${esc(when(t.deadline))}</td><td>${esc(when(t.lastHeartbeatAt))}</td></tr>`;
+}
+
 function pending(d) {
   const parts = [];
-  if (d.pendingTasks?.length) parts.push(`<h3>Tasks</h3><table><thead><tr><th>Unit</th><th>Task</th><th>Attempt</th><th>State</th><th>Worker</th><th>Deadline</th><th>Last heartbeat</th></tr></thead><tbody>${d.pendingTasks.map((t) => `<tr><td class="mono">${esc(t.unit)}</td><td>${esc(t.task?.name)}</td><td>${esc(t.attempt)}</td><td>${esc(short(t.state))}</td><td>${esc(t.workerId)}</td><td>${esc(when(t.deadline))}</td><td>${esc(when(t.lastHeartbeatAt))}</td></tr>`).join('')}</tbody></table>`);
+  if (d.pendingTasks?.length) parts.push(`<h3>Tasks</h3><table id="pending-tasks"><thead><tr><th>Unit</th><th>Task</th><th>Attempt</th><th>State</th><th title="1 is dispatched first, 5 last">Priority</th><th>Concurrency key</th><th>Rate limit</th><th>Waiting on</th><th>Worker</th><th>Deadline</th><th>Last heartbeat</th></tr></thead><tbody>${d.pendingTasks.map(taskRow).join('')}</tbody></table>`);
   if (d.pendingTimers?.length) parts.push(`<h3>Timers</h3><ul>${d.pendingTimers.map((t) => `<li>${esc(t.unit)}: ${esc(short(t.kind))} at ${esc(when(t.fireAt))}</li>`).join('')}</ul>`);
   if (d.pendingAwaits?.length) parts.push(`<h3>Waiting for signals</h3><ul id="awaits">${d.pendingAwaits.map((a) => `<li>${esc(a.unit)} waits for <b>${esc(a.signal)}</b>${when(a.timeoutAt) ? ` until ${esc(when(a.timeoutAt))}` : ''}</li>`).join('')}</ul>`);
   return parts.length ? `<h2>Pending</h2>${parts.join('')}` : '';

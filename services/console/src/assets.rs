@@ -18,6 +18,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("batches.js", "text/javascript; charset=utf-8", include_str!("../assets/batches.js")),
     ("batchform.js", "text/javascript; charset=utf-8", include_str!("../assets/batchform.js")),
     ("scrubber.js", "text/javascript; charset=utf-8", include_str!("../assets/scrubber.js")),
+    ("ratelimits.js", "text/javascript; charset=utf-8", include_str!("../assets/ratelimits.js")),
 ];
 
 /// The content type and bytes of asset `name`.

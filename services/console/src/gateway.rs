@@ -8,7 +8,8 @@
 //! process. JSON ⇄ protobuf goes through the API's descriptor set (`prost-reflect`), so a
 //! field added to the API reaches the console without code here. Only the methods in
 //! [`dispatch`] are reachable: reads and the operator actions of the pages (batches
-//! included: start, describe, list, items, cancel).
+//! included: start, describe, list, items, cancel; the named rate limits: set, list,
+//! delete).
 
 use orbit_api::v1::admin_service_server::AdminService;
 use orbit_api::v1::schedule_service_server::ScheduleService;
@@ -248,6 +249,9 @@ async fn dispatch(g: &Gateway, method: &str, call: Call<'_>) -> Result<serde_jso
         "orbit.v1.AdminService/ListWorkers" => g.admin, AdminService::list_workers,
         "orbit.v1.AdminService/DescribeTaskQueue" => g.admin, AdminService::describe_task_queue,
         "orbit.v1.AdminService/Replay" => g.admin, AdminService::replay,
+        "orbit.v1.AdminService/SetRateLimit" => g.admin, AdminService::set_rate_limit,
+        "orbit.v1.AdminService/ListRateLimits" => g.admin, AdminService::list_rate_limits,
+        "orbit.v1.AdminService/DeleteRateLimit" => g.admin, AdminService::delete_rate_limit,
         "orbit.v1.ScheduleService/ListSchedules" => g.schedules, ScheduleService::list_schedules,
         "orbit.v1.ScheduleService/GetSchedule" => g.schedules, ScheduleService::get_schedule,
         "orbit.v1.ScheduleService/PauseSchedule" => g.schedules, ScheduleService::pause_schedule,

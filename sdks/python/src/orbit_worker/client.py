@@ -1,6 +1,6 @@
 """A small synchronous client for the public ``orbit.v1.WorkflowService`` (and
-``AdminService.ListWorkers``): start, signal, query, update, cancel, describe, watch,
-migrate, reset and fork.
+``AdminService.ListWorkers`` and the named rate limits): start (with a priority), signal,
+query, update, cancel, describe, watch, migrate, reset and fork.
 
 ::
 
@@ -20,9 +20,10 @@ never doubles an effect).
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Optional, TypeVar, Union
 
 import grpc
 from google.protobuf import json_format
@@ -78,6 +79,25 @@ def _result(r: Any) -> ExecutionResult:
 def _event(e: Any) -> Event:
     payload = json_format.MessageToDict(e.payload) if e.HasField("payload") else {}
     return Event(e.seq, e.run, e.event_type, e.step, payload)
+
+
+def _rate_limit(r: Any) -> Dict[str, Any]:
+    """A ``RateLimit`` as a dict: ``{"name", "limit", "period_seconds", "updated_at"}``
+    (``updated_at`` RFC 3339 text, or None)."""
+    return {
+        "name": r.name,
+        "limit": r.limit,
+        "period_seconds": r.period.ToTimedelta().total_seconds(),
+        "updated_at": r.updated_at.ToJsonString() if r.HasField("updated_at") else None,
+    }
+
+
+def _period(period: Union[float, datetime.timedelta]) -> datetime.timedelta:
+    """A rate limit's window from seconds or a ``timedelta``; refuses a zero or negative one."""
+    window = period if isinstance(period, datetime.timedelta) else datetime.timedelta(seconds=period)
+    if window <= datetime.timedelta(0):
+        raise ValueError(f"set_rate_limit: period must be positive (1 ms to 366 days), not {period!r}")
+    return window
 
 
 def _change(c: Any) -> Dict[str, Any]:
@@ -145,6 +165,9 @@ class Client:
     def _workflows(self, channel: grpc.Channel) -> workflow_pb2_grpc.WorkflowServiceStub:
         return workflow_pb2_grpc.WorkflowServiceStub(channel)
 
+    def _admin(self, channel: grpc.Channel) -> admin_pb2_grpc.AdminServiceStub:
+        return admin_pb2_grpc.AdminServiceStub(channel)
+
     def close(self) -> None:
         """Closes the channels."""
         for channel in self._channels:
@@ -168,10 +191,27 @@ class Client:
         )
         return str(response.version)
 
-    def start(self, workflow: str, input: Json = None, *, execution_id: str = "", version: str = "") -> str:
+    def start(
+        self,
+        workflow: str,
+        input: Json = None,
+        *,
+        execution_id: str = "",
+        version: str = "",
+        priority: Optional[int] = None,
+    ) -> str:
         """Starts ``workflow`` (latest version unless ``version``); returns the execution id.
-        Idempotent per ``execution_id``: starting the same id again returns the same run."""
-        request = workflow_pb2.StartExecutionRequest(workflow=workflow, version=version, execution_id=execution_id)
+        Idempotent per ``execution_id``: starting the same id again returns the same run.
+        ``priority`` (1 to 5) orders the execution's tasks among those queued for a worker:
+        1 is dispatched first, 5 last; None leaves it to the workflow's ``priority:``, else
+        3 (a step that declares its own ``priority:`` keeps it)."""
+        if priority is not None and (
+            isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= 5
+        ):
+            raise ValueError(f"start: priority must be 1 (dispatched first) to 5 (last), not {priority!r}")
+        request = workflow_pb2.StartExecutionRequest(
+            workflow=workflow, version=version, execution_id=execution_id, priority=priority or 0
+        )
         if input is not None:
             request.input.CopyFrom(to_proto_value(input))
         response = self._call(
@@ -442,7 +482,10 @@ class Client:
     def describe(self, execution_id: str, *, at_seq: int = 0) -> Dict[str, Any]:
         """The run's ``ExecutionDescription`` as a dict with the proto's JSON field names:
         ``info`` (``status`` e.g. ``"EXECUTION_STATUS_RUNNING"``, ...), ``units``,
-        ``pendingTasks``, ``pendingTimers``, ``pendingAwaits``, ``pendingChildren``. With
+        ``pendingTasks`` (each with ``priority``, and when flow control applies
+        ``concurrencyKey``, ``rateLimitKey`` and ``waitingOn``, e.g.
+        ``"FLOW_WAIT_RATE_LIMIT"``; fields at their default are left out), ``pendingTimers``,
+        ``pendingAwaits``, ``pendingChildren``. With
         ``at_seq`` the run as it stood right after that history seq (events 1..=at_seq
         folded, with the version it had then); 0 means now. A seq past the run's last event
         raises ``INVALID_ARGUMENT``."""
@@ -503,6 +546,38 @@ class Client:
             )
         )
         return [json_format.MessageToDict(w) for w in response.workers]
+
+    def set_rate_limit(self, name: str, limit: int, period: Union[float, datetime.timedelta]) -> Dict[str, Any]:
+        """``AdminService.SetRateLimit``: creates or replaces the server-wide named rate limit
+        ``name``, which allows at most ``limit`` task starts per window of ``period`` (seconds,
+        or a ``timedelta``; 1 ms to 366 days), per bucket (the name, or the name and a step's
+        evaluated ``key:``). Windows are aligned to the Unix epoch. Steps take from it with
+        ``rate_limit: {name: ...}``; a change takes effect at each frontend's next claim.
+        Returns the limit as stored: ``{"name", "limit", "period_seconds", "updated_at"}``."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"set_rate_limit: limit must be a whole number of at least 1, not {limit!r}")
+        rate_limit = admin_pb2.RateLimit(name=name, limit=limit)
+        rate_limit.period.FromTimedelta(_period(period))
+        request = admin_pb2.SetRateLimitRequest(rate_limit=rate_limit)
+        response = self._call(
+            lambda ch: self._admin(ch).SetRateLimit(request, metadata=self._metadata, timeout=self.timeout)
+        )
+        return _rate_limit(response.rate_limit)
+
+    def list_rate_limits(self) -> List[Dict[str, Any]]:
+        """``AdminService.ListRateLimits``: every named rate limit, ordered by name (as
+        :meth:`set_rate_limit` returns them)."""
+        request = admin_pb2.ListRateLimitsRequest()
+        response = self._call(
+            lambda ch: self._admin(ch).ListRateLimits(request, metadata=self._metadata, timeout=self.timeout)
+        )
+        return [_rate_limit(r) for r in response.rate_limits]
+
+    def delete_rate_limit(self, name: str) -> None:
+        """``AdminService.DeleteRateLimit``: attempts of steps that reference the limit stay
+        queued until it is set again. An unknown name raises with ``RATE_LIMIT_NOT_FOUND``."""
+        request = admin_pb2.DeleteRateLimitRequest(name=name)
+        self._call(lambda ch: self._admin(ch).DeleteRateLimit(request, metadata=self._metadata, timeout=self.timeout))
 
 
 def _batch(b: Any) -> Dict[str, Any]:

@@ -1,7 +1,7 @@
 //! Rendering of `orbit execution describe`: one run's summary, units, pending work and
 //! result, as JSON or as a `key: value` block followed by one table per non-empty section.
 
-use orbit_api::v1::{ExecutionDescription, ExecutionInfo};
+use orbit_api::v1::{ExecutionDescription, ExecutionInfo, FlowWait, PendingTask};
 use orbit_server_kit::payload::proto_to_json;
 use serde_json::{json, Value as Json};
 use std::fmt::Write as _;
@@ -44,6 +44,10 @@ pub fn description_json(d: &ExecutionDescription) -> Json {
                 "scheduled_at": ts_json(t.scheduled_at.as_ref()),
                 "deadline": ts_json(t.deadline.as_ref()),
                 "last_heartbeat_at": ts_json(t.last_heartbeat_at.as_ref()),
+                "priority": t.priority,
+                "concurrency_key": t.concurrency_key,
+                "rate_limit_key": t.rate_limit_key,
+                "waiting_on": waiting_on(t).map_or(Json::Null, Json::from),
             })
         })
         .collect();
@@ -133,15 +137,26 @@ pub fn description_text(d: &ExecutionDescription) -> String {
     }
     section(&mut out, "units", &units);
 
-    let mut tasks = Table::new(&["UNIT", "TASK", "ATTEMPT", "STATE", "WORKER", "DEADLINE"]);
+    let mut tasks = Table::new(&[
+        "UNIT",
+        "TASK",
+        "ATTEMPT",
+        "STATE",
+        "PRIORITY",
+        "WORKER",
+        "DEADLINE",
+        "FLOW CONTROL",
+    ]);
     for t in &d.pending_tasks {
         tasks.row(vec![
             t.unit.clone(),
             task_ref_text(t.task.as_ref()),
             t.attempt.to_string(),
             enum_name(t.state().as_str_name(), "PENDING_TASK_STATE_"),
+            if t.priority == 0 { "-".to_owned() } else { t.priority.to_string() },
             or_dash(&t.worker_id).to_owned(),
             ts(t.deadline.as_ref()),
+            flow_text(t),
         ]);
     }
     section(&mut out, "pending tasks", &tasks);
@@ -182,6 +197,37 @@ pub fn description_text(d: &ExecutionDescription) -> String {
     out
 }
 
+/// Why a queued attempt is held back by flow control, briefly (`CONCURRENCY`,
+/// `RATE_LIMIT`), or `None` when it is not.
+fn waiting_on(t: &PendingTask) -> Option<String> {
+    match t.waiting_on() {
+        FlowWait::Unspecified => None,
+        wait => Some(enum_name(wait.as_str_name(), "FLOW_WAIT_")),
+    }
+}
+
+/// What flow control says of a pending task, in words: what it waits on, the concurrency
+/// key it holds and the rate limit it takes from; `-` when none applies.
+fn flow_text(t: &PendingTask) -> String {
+    let mut parts = Vec::new();
+    match t.waiting_on() {
+        FlowWait::Concurrency => parts.push("waiting on its concurrency limit".to_owned()),
+        FlowWait::RateLimit => parts.push("waiting on its rate limit".to_owned()),
+        FlowWait::Unspecified => {}
+    }
+    if !t.concurrency_key.is_empty() {
+        parts.push(format!("concurrency key {}", t.concurrency_key));
+    }
+    if !t.rate_limit_key.is_empty() {
+        parts.push(format!("rate limit {}", t.rate_limit_key));
+    }
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join("; ")
+    }
+}
+
 /// The `key: value` lines of an execution summary.
 fn summary(info: &ExecutionInfo) -> Fields {
     let mut f = Fields::new();
@@ -214,7 +260,9 @@ fn section(out: &mut String, title: &str, table: &Table) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use orbit_api::v1::{ExecutionStatus, TaskError, UnitStatus, UnitSummary};
+    use orbit_api::v1::{
+        ExecutionStatus, PendingTaskState, TaskError, TaskRef, UnitStatus, UnitSummary,
+    };
     use orbit_server_kit::payload::json_to_proto;
 
     fn failed() -> ExecutionDescription {
@@ -262,6 +310,55 @@ mod tests {
         assert!(text.contains("\"card\": \"visa\""), "{text}");
         assert!(text.contains("\nunits:\nUNIT"), "{text}");
         assert!(!text.contains("pending tasks"), "{text}");
+    }
+
+    #[test]
+    fn pending_tasks_show_priority_and_flow_control() {
+        let queued = |unit: &str| PendingTask {
+            unit: unit.into(),
+            task: Some(TaskRef { name: "payments.charge".into(), version: "1".into() }),
+            attempt: 1,
+            state: PendingTaskState::Queued.into(),
+            ..PendingTask::default()
+        };
+        let d = ExecutionDescription {
+            pending_tasks: vec![
+                PendingTask {
+                    priority: 2,
+                    concurrency_key: "tenant-7".into(),
+                    rate_limit_key: "payments-api".into(),
+                    waiting_on: FlowWait::RateLimit.into(),
+                    ..queued("charge")
+                },
+                PendingTask {
+                    concurrency_key: "tenant-7".into(),
+                    waiting_on: FlowWait::Concurrency.into(),
+                    ..queued("refund")
+                },
+                queued("ship"),
+            ],
+            ..failed()
+        };
+        let text = description_text(&d);
+        assert!(text.contains("PRIORITY"), "{text}");
+        assert!(
+            text.contains(
+                "waiting on its rate limit; concurrency key tenant-7; rate limit payments-api"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("waiting on its concurrency limit; concurrency key tenant-7"));
+        let ship = text.lines().find(|l| l.starts_with("ship")).expect("ship row");
+        assert!(ship.ends_with(" -"), "{ship}");
+        let value = description_json(&d);
+        let tasks = &value["pending_tasks"];
+        assert_eq!(tasks[0]["priority"], 2);
+        assert_eq!(tasks[0]["waiting_on"], "RATE_LIMIT");
+        assert_eq!(tasks[0]["rate_limit_key"], "payments-api");
+        assert_eq!(tasks[1]["waiting_on"], "CONCURRENCY");
+        assert_eq!(tasks[1]["concurrency_key"], "tenant-7");
+        assert_eq!(tasks[2]["waiting_on"], Json::Null);
+        assert_eq!(tasks[2]["concurrency_key"], "");
     }
 
     #[test]

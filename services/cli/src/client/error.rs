@@ -63,7 +63,7 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 | ErrorCode::ExecutionNotFound
                 | ErrorCode::ScheduleNotFound
                 | ErrorCode::BatchNotFound
-            | ErrorCode::RateLimitNotFound
+                | ErrorCode::RateLimitNotFound
                 | ErrorCode::UnknownSignal
                 | ErrorCode::UnknownQuery
                 | ErrorCode::UnknownUpdate

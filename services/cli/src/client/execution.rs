@@ -12,13 +12,13 @@ use orbit_api::v1::{
     TerminateExecutionRequest, UpdateExecutionRequest,
 };
 use orbit_server_kit::payload::{json_to_proto, proto_to_json};
-use serde_json::{json, Value as Json};
+use serde_json::json;
 
 use super::convert::{payload, result_json};
 use super::describe::{description_json, description_text};
 use super::error::Failure;
 use super::follow::{event_line, follow_run, result_text};
-use super::input::{parse_json_arg, parse_workflow_ref, WorkflowRef};
+use super::input::{parse_json_arg, parse_priority, parse_workflow_ref, WorkflowRef};
 use super::listing::{history, list, StatusFilter};
 use super::output::{pretty, print_json, print_json_line, print_text, Fields, Format};
 use super::{ConnectArgs, Transport};
@@ -40,9 +40,12 @@ enum ExecutionCommand {
     /// `--wait` the command follows the execution (through continue-as-new) until it closes,
     /// shows its events on stderr as it goes, prints the output or the error, and exits 1
     /// unless the execution COMPLETED. `--input @file.json` reads the input from a file.
+    /// `--priority` orders its tasks against other executions' queued tasks (see
+    /// docs/flow-control.md).
     #[command(after_long_help = long_help!(
         "orbit execution start orders --input '{\"order_id\": \"A-1\", \"amount\": 42}'",
         "orbit execution start orders@2 --input @order.json --id order-A-1 --wait",
+        "orbit execution start reindex --input '{}' --priority 5",
     ))]
     Start {
         /// The workflow, as NAME or NAME@VERSION (default: the latest version).
@@ -54,6 +57,12 @@ enum ExecutionCommand {
         /// A caller-chosen execution id, which makes the start idempotent.
         #[arg(long, value_name = "ID")]
         id: Option<String>,
+        /// The dispatch priority of the execution's tasks, 1 to 5: of the tasks queued for
+        /// a worker, priority 1 is dispatched first and 5 last (a task that has waited long
+        /// enough still goes before fresher ones, so none starves). Default: the workflow's
+        /// `priority:`, else 3; a step that declares its own `priority:` keeps it.
+        #[arg(long, value_name = "N", value_parser = parse_priority)]
+        priority: Option<u32>,
         /// Wait until the execution closes and print its result.
         #[arg(long)]
         wait: bool,
@@ -158,6 +167,15 @@ enum ExecutionCommand {
         /// With `--start-workflow`: the input of the execution it starts, as JSON or `@PATH`.
         #[arg(long, value_name = "JSON", requires = "start_workflow")]
         input: Option<String>,
+        /// With `--start-workflow`: the task priority of the execution it starts, 1
+        /// (dispatched first) to 5 (last); default: the workflow's `priority:`, else 3.
+        #[arg(
+            long,
+            value_name = "N",
+            value_parser = parse_priority,
+            requires = "start_workflow"
+        )]
+        priority: Option<u32>,
         /// How long to wait for the reply, e.g. `30s` (sent as the call's gRPC deadline).
         #[arg(long, value_name = "DURATION", value_parser = crate::flags::duration)]
         timeout: Option<std::time::Duration>,
@@ -330,10 +348,18 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
     let format = args.connect.output;
     let connect = &args.connect;
     match args.command {
-        ExecutionCommand::Start { workflow, input, id, wait } => {
+        ExecutionCommand::Start { workflow, input, id, priority, wait } => {
             // Parse before connecting: bad JSON is a usage error whether or not a server runs.
             let input = input.as_deref().map(|text| parse_json_arg("--input", text)).transpose()?;
-            start(connect.workflow_client().await?, format, workflow, input, id, wait).await
+            let request = StartExecutionRequest {
+                workflow: workflow.name.clone(),
+                version: workflow.version_or_empty(),
+                input: input.map(json_to_proto),
+                execution_id: id.unwrap_or_default(),
+                // 0: the workflow's `priority:`, else 3.
+                priority: priority.unwrap_or(0),
+            };
+            start(connect.workflow_client().await?, format, &workflow, request, wait).await
         }
         ExecutionCommand::Describe { id, run, at } => {
             let request = DescribeExecutionRequest { execution_id: id, run, at_seq: at };
@@ -386,7 +412,16 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
             }
             Ok(())
         }
-        ExecutionCommand::Update { id, name, args, request_id, start_workflow, input, timeout } => {
+        ExecutionCommand::Update {
+            id,
+            name,
+            args,
+            request_id,
+            start_workflow,
+            input,
+            priority,
+            timeout,
+        } => {
             let args = args.as_deref().map(|text| parse_json_arg("--args", text)).transpose()?;
             let input = input.as_deref().map(|text| parse_json_arg("--input", text)).transpose()?;
             let start = start_workflow.map(|w| StartExecutionRequest {
@@ -394,7 +429,7 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
                 version: w.version_or_empty(),
                 input: input.map(json_to_proto),
                 execution_id: String::new(),
-                priority: 0,
+                priority: priority.unwrap_or(0),
             });
             let mut request = tonic::Request::new(UpdateExecutionRequest {
                 execution_id: id,
@@ -518,18 +553,10 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
 async fn start(
     mut client: Client,
     format: Format,
-    workflow: WorkflowRef,
-    input: Option<Json>,
-    id: Option<String>,
+    workflow: &WorkflowRef,
+    request: StartExecutionRequest,
     wait: bool,
 ) -> Result<(), Failure> {
-    let request = StartExecutionRequest {
-        workflow: workflow.name.clone(),
-        version: workflow.version_or_empty(),
-        input: input.map(json_to_proto),
-        execution_id: id.unwrap_or_default(),
-        priority: 0,
-    };
     let started = client.start_execution(request).await?.into_inner();
     let mut document = json!({
         "execution_id": started.execution_id,

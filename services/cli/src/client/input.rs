@@ -56,6 +56,30 @@ pub fn parse_workflow_ref(text: &str) -> Result<WorkflowRef, String> {
     Ok(WorkflowRef { name: name.to_owned(), version })
 }
 
+/// The highest and lowest dispatch priorities an execution may be started with.
+const PRIORITIES: std::ops::RangeInclusive<u32> = 1..=5;
+
+/// Parses `--priority`: 1 (dispatched first) to 5 (last). Used as a clap `value_parser`,
+/// so a bad value is a usage error before anything is sent.
+///
+/// # Errors
+///
+/// Text that is not a whole number from 1 to 5.
+pub fn parse_priority(text: &str) -> Result<u32, String> {
+    let bad = || {
+        format!(
+            "`{text}` is not a priority: give 1 (dispatched first) to 5 (last); without \
+             --priority the workflow's `priority:` applies, else 3"
+        )
+    };
+    let priority: u32 = text.trim().parse().map_err(|_| bad())?;
+    if PRIORITIES.contains(&priority) {
+        Ok(priority)
+    } else {
+        Err(bad())
+    }
+}
+
 /// Parses a JSON argument: the text itself, or `@PATH` for the contents of a file (`@-` for
 /// stdin). `what` names the argument in errors, for example `--input`.
 ///
@@ -157,6 +181,16 @@ mod tests {
         assert!(parse_workflow_ref("@1").unwrap_err().contains("no workflow name"));
         assert!(parse_workflow_ref("orders@").unwrap_err().contains("empty version"));
         assert!(parse_workflow_ref("a@1@2").unwrap_err().contains("more than one"));
+    }
+
+    #[test]
+    fn priorities_are_one_to_five() {
+        assert_eq!(parse_priority("1"), Ok(1));
+        assert_eq!(parse_priority(" 5 "), Ok(5));
+        for bad in ["0", "6", "-1", "high", "", "2.5"] {
+            let err = parse_priority(bad).unwrap_err();
+            assert!(err.contains("1 (dispatched first) to 5 (last)"), "{bad}: {err}");
+        }
     }
 
     #[test]

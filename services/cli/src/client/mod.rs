@@ -1,5 +1,6 @@
 //! The client half of the `orbit` binary: `workflow`, `execution`, `worker`, `cluster`,
-//! `replay`, `schedule` and `batch`, each a thin layer over one public gRPC service of a running frontend.
+//! `replay`, `schedule`, `batch` and `admin`, each a thin layer over one public gRPC
+//! service of a running frontend.
 //!
 //! Every command connects once, makes its calls, prints its result (human text or one JSON
 //! document, see [`output`]) and returns `Result<(), Failure>`; [`run`] prints a failure
@@ -19,7 +20,8 @@ Exit codes:
      server error INVALID_ARGUMENT, INVALID_DEFINITION, INVALID_INPUT,
      SIGNAL_PAYLOAD_INVALID, PAYLOAD_TOO_LARGE, PAYLOAD_TOO_DEEP
   3  not found: WORKFLOW_NOT_FOUND, EXECUTION_NOT_FOUND, SCHEDULE_NOT_FOUND,
-     BATCH_NOT_FOUND, UNKNOWN_SIGNAL, UNKNOWN_QUERY, UNKNOWN_UPDATE, UNKNOWN_TOKEN
+     BATCH_NOT_FOUND, RATE_LIMIT_NOT_FOUND, UNKNOWN_SIGNAL, UNKNOWN_QUERY, UNKNOWN_UPDATE,
+     UNKNOWN_TOKEN
   4  any other server error (DEFINITION_CONFLICT, EXECUTION_FINISHED, QUERY_FAILED,
      EXPRESSION_LIMIT, EXECUTION_NOT_SUSPENDED, EXECUTION_NOT_FINISHED, REQUEST_ID_REUSED,
      MIGRATION_UNSAFE, RESET_POINT_INVALID, WORKER_MISMATCH, PERMISSION_DENIED,
@@ -50,6 +52,7 @@ mod input;
 mod listing;
 mod migrate;
 mod output;
+mod rate_limit;
 mod readiness;
 mod restore;
 mod schedule;
@@ -110,6 +113,8 @@ pub enum ClientCommand {
     /// Run server-side batch jobs: migrate every selected execution to another version,
     /// at a bounded rate, resumable after any crash (docs/evolving.md, "Batches").
     Batch(batch::BatchArgs),
+    /// Server-wide settings: the named rate limits steps take from (`admin rate-limit`).
+    Admin(rate_limit::AdminArgs),
     /// Create a bearer token for an identity: prints the token once and the identities-file
     /// entry holding only its SHA-256 hash. Talks to no server.
     Token(token::TokenArgs),
@@ -255,6 +260,7 @@ pub async fn run(cmd: ClientCommand) -> ExitCode {
         ClientCommand::Replay(args) => (args.connect.output, admin::run_replay(args).await),
         ClientCommand::Schedule(args) => (args.connect.output, schedule::run(args).await),
         ClientCommand::Batch(args) => (args.connect.output, batch::run(args).await),
+        ClientCommand::Admin(args) => (args.connect.output, rate_limit::run(args).await),
         ClientCommand::Token(args) => (args.output, token::run(&args)),
     };
     match result {
@@ -326,6 +332,73 @@ mod tests {
         assert_eq!(err.exit_code(), 2);
         let err = parse(&["execution", "fork", "e1", "--new-id", "c"]).unwrap_err();
         assert!(err.to_string().contains("--at"), "{err}");
+    }
+
+    #[test]
+    fn priority_is_checked_before_anything_is_sent() {
+        for args in [
+            &["execution", "start", "orders", "--priority", "2"][..],
+            &["execution", "update", "c-1", "add", "--start-workflow", "cart", "--priority", "1"],
+        ] {
+            let parsed = parse(args);
+            assert!(parsed.is_ok(), "{args:?}: {parsed:?}");
+        }
+        for bad in ["0", "6", "urgent"] {
+            let err = parse(&["execution", "start", "orders", "--priority", bad]).unwrap_err();
+            assert!(err.to_string().contains("1 (dispatched first) to 5 (last)"), "{err}");
+            assert_eq!(err.exit_code(), 2);
+        }
+        // Update-with-start only: a plain update starts nothing a priority could apply to.
+        let err = parse(&["execution", "update", "c-1", "add", "--priority", "1"]).unwrap_err();
+        assert!(err.to_string().contains("--start-workflow"), "{err}");
+        let mut cli = Cli::command();
+        let help = cli
+            .find_subcommand_mut("execution")
+            .and_then(|e| e.find_subcommand_mut("start"))
+            .expect("execution start")
+            .render_long_help()
+            .to_string();
+        assert!(help.contains("priority 1 is dispatched first and 5 last"), "{help}");
+        assert!(help.contains("else 3"), "{help}");
+    }
+
+    #[test]
+    fn rate_limit_commands_parse_and_validate() {
+        let set = parse(&["admin", "rate-limit", "set", "api", "--limit", "10", "--per", "1m"]);
+        assert!(set.is_ok(), "{set:?}");
+        let list = parse(&["admin", "rate-limit", "list", "--output", "json"]);
+        let Ok(ClientCommand::Admin(args)) = list else { panic!("{list:?}") };
+        assert_eq!(args.connect.output, Format::Json);
+        assert!(parse(&["admin", "rate-limit", "delete", "api"]).is_ok());
+        for (args, says) in [
+            (&["admin", "rate-limit", "set", "api", "--limit", "0", "--per", "1m"][..], "0"),
+            (&["admin", "rate-limit", "set", "api", "--limit", "5", "--per", "0s"], "1ms to 366d"),
+            (&["admin", "rate-limit", "set", "api", "--limit", "5", "--per", "60"], "no unit"),
+            (&["admin", "rate-limit", "set", "api", "--per", "1m"], "--limit"),
+            (&["admin", "rate-limit", "set", "api", "--limit", "5"], "--per"),
+            (&["admin", "rate-limit", "delete"], "<NAME>"),
+        ] {
+            let err = parse(args).unwrap_err();
+            assert!(err.to_string().contains(says), "{args:?}: {err}");
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+        }
+        let mut cli = Cli::command();
+        let help = cli
+            .find_subcommand_mut("admin")
+            .and_then(|a| a.find_subcommand_mut("rate-limit"))
+            .and_then(|r| r.find_subcommand_mut("set"))
+            .expect("admin rate-limit set")
+            .render_long_help()
+            .to_string();
+        for words in
+            ["at most --limit task starts per window of --per", "aligned to the Unix epoch"]
+        {
+            assert!(
+                help.contains(words),
+                "set --help lacks {words:?}:
+{help}"
+            );
+        }
     }
 
     #[test]
