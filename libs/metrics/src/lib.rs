@@ -67,6 +67,18 @@ pub struct Metrics {
     pub schedule_to_start: HistogramVec,
     /// `orbit_task_run_seconds{task}`: claimed → result received by the frontend.
     pub task_run: HistogramVec,
+    /// `orbit_task_wait_by_priority_seconds{priority}`: queued → claimed, by the attempt's
+    /// priority (1..5; issue 27).
+    pub wait_by_priority: HistogramVec,
+    /// `orbit_flow_waiting_tasks{reason}`: queued attempts a flow limit holds
+    /// (`concurrency`, `rate_limit`), sampled while any exist.
+    pub flow_waiting: IntGaugeVec,
+    /// `orbit_flow_keys_full`: concurrency keys with as many attempts running as their
+    /// limit, sampled with `flow_waiting`.
+    pub flow_keys_full: IntGauge,
+    /// `orbit_rate_limit_starts_left{name}`: starts left in the current window of each
+    /// server-wide named limit's unkeyed bucket, sampled with `flow_waiting`.
+    pub rate_limit_left: IntGaugeVec,
     /// `orbit_task_backlog{task}`: queued rows, sampled periodically.
     pub task_backlog: IntGaugeVec,
     /// `orbit_task_oldest_queued_age_seconds{task}`: age of the oldest queued row.
@@ -142,6 +154,10 @@ pub const NAMES: &[&str] = &[
     "orbit_tasks_failed_total",
     "orbit_task_schedule_to_start_seconds",
     "orbit_task_run_seconds",
+    "orbit_task_wait_by_priority_seconds",
+    "orbit_flow_waiting_tasks",
+    "orbit_flow_keys_full",
+    "orbit_rate_limit_starts_left",
     "orbit_task_backlog",
     "orbit_task_oldest_queued_age_seconds",
     "orbit_timer_lag_seconds",
@@ -318,6 +334,31 @@ impl Metrics {
                 &["task"],
                 RUN_BUCKETS,
             ),
+            wait_by_priority: histogram_vec(
+                &r,
+                "orbit_task_wait_by_priority_seconds",
+                "Time from a task row being queued to its claim, by the attempt's priority \
+                 (1 first .. 5 last).",
+                &["priority"],
+                LATENCY_BUCKETS,
+            ),
+            flow_waiting: gauge_vec(
+                &r,
+                "orbit_flow_waiting_tasks",
+                "Queued task attempts a flow limit holds, by reason (concurrency, rate_limit).",
+                &["reason"],
+            ),
+            flow_keys_full: gauge(
+                &r,
+                "orbit_flow_keys_full",
+                "Concurrency keys with as many attempts running as their limit.",
+            ),
+            rate_limit_left: gauge_vec(
+                &r,
+                "orbit_rate_limit_starts_left",
+                "Starts left in the current window of each server-wide named rate limit.",
+                &["name"],
+            ),
             task_backlog: gauge_vec(
                 &r,
                 "orbit_task_backlog",
@@ -458,6 +499,10 @@ mod tests {
         m.batch_items.with_label_values(&["migrate", "succeeded"]).inc();
         m.schedule_to_start.with_label_values(&["t"]).observe(0.1);
         m.task_run.with_label_values(&["t"]).observe(0.1);
+        m.wait_by_priority.with_label_values(&["3"]).observe(0.1);
+        m.flow_waiting.with_label_values(&["concurrency"]).set(1);
+        m.flow_keys_full.set(1);
+        m.rate_limit_left.with_label_values(&["n"]).set(1);
         m.task_backlog.with_label_values(&["t"]).set(1);
         m.task_oldest_age.with_label_values(&["t"]).set(1.0);
         m.store_commit.with_label_values(&["sqlite"]).observe(0.1);

@@ -60,9 +60,9 @@ pub(super) async fn deliver(
         if row.offer > 1 {
             m.tasks_redelivered.with_label_values(&[&row.task]).inc();
         }
-        m.schedule_to_start
-            .with_label_values(&[&row.task])
-            .observe(orbit_metrics::seconds_between_ms(row.created_at_ms, started));
+        let waited = orbit_metrics::seconds_between_ms(row.created_at_ms, started);
+        m.schedule_to_start.with_label_values(&[&row.task]).observe(waited);
+        m.wait_by_priority.with_label_values(&[priority_label(row.priority)]).observe(waited);
         let task = Task {
             token,
             execution_id: row.execution_id.clone(),
@@ -118,4 +118,9 @@ fn wake_owner_later(shared: &Arc<Shared>, session: &Arc<Session>, pushed: Vec<(S
         executions.dedup();
         wake_owner(&shared, executions);
     });
+}
+
+/// The label of a priority (no allocation per task).
+fn priority_label(priority: u8) -> &'static str {
+    ["1", "2", "3", "4", "5"].get(usize::from(priority.clamp(1, 5)) - 1).copied().unwrap_or("3")
 }
