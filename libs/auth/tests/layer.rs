@@ -63,6 +63,24 @@ impl AdminService for Admin {
     ) -> Result<Response<ReplayResponse>, Status> {
         echo_caller(&strip(request), ReplayResponse::default())
     }
+    async fn set_rate_limit(
+        &self,
+        request: Request<SetRateLimitRequest>,
+    ) -> Result<Response<SetRateLimitResponse>, Status> {
+        echo_caller(&strip(request), SetRateLimitResponse::default())
+    }
+    async fn list_rate_limits(
+        &self,
+        request: Request<ListRateLimitsRequest>,
+    ) -> Result<Response<ListRateLimitsResponse>, Status> {
+        echo_caller(&strip(request), ListRateLimitsResponse::default())
+    }
+    async fn delete_rate_limit(
+        &self,
+        request: Request<DeleteRateLimitRequest>,
+    ) -> Result<Response<DeleteRateLimitResponse>, Status> {
+        echo_caller(&strip(request), DeleteRateLimitResponse::default())
+    }
 }
 
 struct Scheduler;

@@ -7,6 +7,9 @@
 --                      key or a rate limit): such rows are claimed only by the flow claim;
 --   concurrency_key    the scoped key it holds while claimed, with concurrency_limit;
 --   rate_key           the rate-limit bucket its claim takes one start from;
+--   rate_starts,       the bucket's limit when declared inline (starts per window, window
+--   rate_period_ms     in ms); NULL for a named limit, read from rate_limits at the claim;
+--   rate_name          the named limit (`rate_limit: {name}`), NULL for an inline one;
 --   flow               the whole Flow as JSON (NULL: none declared).
 ALTER TABLE task_queue ADD COLUMN priority BIGINT NOT NULL DEFAULT 3;
 ALTER TABLE task_queue ADD COLUMN dispatch_rank BIGINT NOT NULL DEFAULT 0;
@@ -14,7 +17,12 @@ ALTER TABLE task_queue ADD COLUMN limited BOOLEAN NOT NULL DEFAULT FALSE;
 ALTER TABLE task_queue ADD COLUMN concurrency_key TEXT;
 ALTER TABLE task_queue ADD COLUMN concurrency_limit BIGINT;
 ALTER TABLE task_queue ADD COLUMN rate_key TEXT;
+ALTER TABLE task_queue ADD COLUMN rate_starts BIGINT;
+ALTER TABLE task_queue ADD COLUMN rate_period_ms BIGINT;
+ALTER TABLE task_queue ADD COLUMN rate_name TEXT;
 ALTER TABLE task_queue ADD COLUMN flow TEXT;
+-- Rows queued before: priority 3, ranked as `libs/store/src/flow.rs` ranks them
+-- (PRIORITY_STEP_MS = 60000).
 UPDATE task_queue SET dispatch_rank = created_at + 120000 WHERE state = 'queued';
 -- The claims: unlimited rows by rank (what every claim reads), limited rows apart.
 DROP INDEX task_queue_queued;

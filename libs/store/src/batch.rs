@@ -128,6 +128,13 @@ pub struct NewInbox {
 }
 
 impl CommitBatch {
+    /// Whether it queues a limited row (flow control, `crate::flow`), handed off or not.
+    pub(crate) fn inserts_limited(&self) -> bool {
+        self.tasks_to_insert
+            .iter()
+            .any(|t| t.flow.as_ref().is_some_and(orbit_engine::Flow::is_limited))
+    }
+
     /// Checks that the batch's events continue the run's history, given the projection's
     /// run and last seq now; every backend applies this rule. Returns `(base, last)`: the
     /// seq before the first event (0 for a new run) and the run's last seq afterwards.

@@ -19,6 +19,7 @@ mod change;
 mod changes;
 mod error;
 mod fault;
+mod flow;
 pub mod handoff;
 pub mod inbox;
 mod measure;
@@ -42,6 +43,9 @@ pub use change::{Change, ChangeDetail, Completed, MAX_PAYLOAD_BYTES};
 pub use changes::{ChangeHub, Seen, Subscription};
 pub use error::{Result, StoreError};
 pub use fault::{FaultNote, FaultRow, SUSPENDED};
+pub use flow::{
+    FlowWaiting, KeyLoad, LimitedClaim, RateLimitRow, WaitReason, FLOW_TOP_KEYS, PRIORITY_STEP_MS,
+};
 pub use handoff::{Handoff, TaskClaim, DISPATCHED_APPLY_DELAY};
 pub use inbox::{InboxKind, InboxMessage, InboxReply};
 pub use migrations::{AppliedMigration, SchemaMismatch, SchemaStatus};
@@ -58,7 +62,7 @@ pub use retention::{
 };
 pub use roles::{
     BatchJobs, Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites,
-    Ownership, Retention, Schedules, TaskQueue, Timers,
+    Ownership, RateLimits, Retention, Schedules, TaskQueue, Timers,
 };
 pub use schedule::{ScheduleFire, ScheduleRow, ScheduleUpdate};
 pub use sqlite::SqliteStore;

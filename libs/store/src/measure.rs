@@ -41,10 +41,12 @@ pub(crate) enum Tx {
     /// An owner commit done again in two round trips after its one-round-trip attempt
     /// was rolled back (PostgreSQL: the rows differed from the batch's expectation).
     CommitRedone = 10,
+    /// A flow claim of limited tasks (issue 27).
+    ClaimLimited = 11,
 }
 
 const BACKENDS: [&str; 2] = ["sqlite", "postgres"];
-const KINDS: [&str; 11] = [
+const KINDS: [&str; 12] = [
     "commit",
     "claim",
     "complete",
@@ -56,10 +58,11 @@ const KINDS: [&str; 11] = [
     "history_after",
     "get_execution",
     "commit_redone",
+    "claim_limited",
 ];
 
 struct Series {
-    transactions: [[IntCounter; 2]; 11],
+    transactions: [[IntCounter; 2]; 12],
     commit: [Histogram; 2],
 }
 

@@ -295,6 +295,10 @@ pub struct TaskRow {
     pub created_at_ms: u64,
     /// When it was last claimed.
     pub claimed_at_ms: Option<u64>,
+    /// Its priority, 1 (first) ..= 5 (last); 3 when none was declared.
+    pub priority: u8,
+    /// The flow control its attempt recorded ([`NewTask::flow`]); `None`: none declared.
+    pub flow: Option<orbit_engine::Flow>,
 }
 
 /// The outcome of [`TaskQueue::complete_task_row`](crate::TaskQueue::complete_task_row).

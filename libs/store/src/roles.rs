@@ -14,6 +14,7 @@ use crate::batch::{CommitBatch, CommitOutcome};
 use crate::batch_job::{BatchItem, BatchRow, BatchSelector, BatchState, ItemOutcome};
 use crate::error::Result;
 use crate::fault::{FaultNote, FaultRow};
+use crate::flow::{FlowWaiting, LimitedClaim, RateLimitRow, WaitReason};
 use crate::inbox::InboxMessage;
 use crate::migrations::{AppliedMigration, SchemaStatus};
 use crate::model::{
@@ -210,8 +211,9 @@ pub trait OwnerWrites: Send + Sync {
 #[async_trait::async_trait]
 pub trait TaskQueue: Send + Sync {
     /// Claim up to `limit` (at most [`MAX_CLAIM`](crate::MAX_CLAIM)) queued rows of the
-    /// given task names, oldest first, for a frontend (`claimer`) and a worker `session` of
-    /// `worker_id`: queued → claimed with a fresh random token
+    /// given task names that carry no limit, in rank order (priority, then age: see
+    /// [`crate::flow`]), for a frontend (`claimer`) and a worker `session` of `worker_id`
+    /// (limited rows are left to [`TaskQueue::claim_limited`]): queued → claimed with a fresh random token
     /// ([`new_task_token`](crate::new_task_token)), bound to `worker_id`. In the same
     /// transaction a `dispatched` inbox entry is written per row for its owner. No row is
     /// ever handed to two claimers.
@@ -295,6 +297,70 @@ pub trait TaskQueue: Send + Sync {
 
     /// Claimers of `claimed` rows that have no live node (any service) within `timeout_ms`.
     async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>>;
+
+    /// Claims up to `limit` (at most [`MAX_CLAIM`](crate::MAX_CLAIM)) queued LIMITED rows
+    /// (a concurrency key or a rate limit, see [`crate::flow`]) that `filter` admits, in
+    /// rank order, leaving each exactly as [`TaskQueue::claim_matching`] leaves a row (a
+    /// fresh token, `worker_id`, its `dispatched` entry). A row is taken only while its
+    /// concurrency key is held by fewer claimed rows than the row's limit, counting the
+    /// rows this claim takes, and while its rate bucket has a start left in the current
+    /// window (windows of the limit's period aligned to the epoch; a named limit is read
+    /// from the rate limits, an unknown name holds the row); each row taken uses one start,
+    /// in the same transaction. Rows of a key or bucket at its limit never keep rows of
+    /// other keys behind them waiting. Exact across concurrent claimers (PostgreSQL: every
+    /// flow claim of every process is serialized): the limits are never exceeded. What an
+    /// ordinary claim never takes.
+    async fn claim_limited(
+        &self,
+        filter: &ClaimFilter,
+        limit: u32,
+        claimer: &str,
+        session: &str,
+        worker_id: &str,
+    ) -> Result<LimitedClaim>;
+
+    /// Whether limited rows may be queued or claimed, so whether
+    /// [`TaskQueue::claim_limited`] can find anything: one read at the first call, then
+    /// answered from memory — set by this store's own commits of limited rows and
+    /// (PostgreSQL) by the `orbit_tasks` notifications of other processes' (payload
+    /// `limited`; a listener that reconnects makes a "no" read again). Once true it stays
+    /// true.
+    async fn limited_possible(&self) -> Result<bool>;
+
+    /// The in-process wake-up of flow claims (SQLite, one process): notified
+    /// (`notify_waiters`) after every commit of this store that queued a limited row or
+    /// moved a row holding a concurrency key out of `claimed` (a slot freed), and after a
+    /// named rate limit was set. `None` on PostgreSQL, whose writes send
+    /// `orbit_tasks` with the payload `limited` instead.
+    fn flow_wakeups(&self) -> Option<std::sync::Arc<tokio::sync::Notify>>;
+
+    /// The queued limited rows by why they wait and the busiest concurrency keys (see
+    /// [`FlowWaiting`]): one read, for a metrics sampler. A row waits on
+    /// [`WaitReason::Concurrency`] when its key's claimed rows reach its limit, else on
+    /// [`WaitReason::RateLimit`] when its bucket has no start left in the current window
+    /// (or its named limit is unknown), else it is [`WaitReason::Ready`].
+    async fn flow_waiting(&self) -> Result<FlowWaiting>;
+
+    /// The queued limited rows of one execution as `(unit_key, reason)` by row id, judged
+    /// as in [`TaskQueue::flow_waiting`] (`DescribeExecution`'s `PendingTask.waiting_on`).
+    async fn waiting_on(&self, execution_id: &str) -> Result<Vec<(String, WaitReason)>>;
+}
+
+/// Server-wide named rate limits (`rate_limit: {name}` on a step): the admin API sets them,
+/// the flow claim reads them.
+#[async_trait::async_trait]
+pub trait RateLimits: Send + Sync {
+    /// Creates or replaces the limit `name`: at most `limit` starts per window of
+    /// `period_ms` per bucket. Starts already taken in the current window stay counted.
+    /// [`StoreError::InvalidArgument`](crate::StoreError::InvalidArgument) for an empty
+    /// name, a zero limit or period.
+    async fn set_rate_limit(&self, name: &str, limit: u32, period_ms: u64) -> Result<RateLimitRow>;
+
+    /// Every named limit, by name.
+    async fn list_rate_limits(&self) -> Result<Vec<RateLimitRow>>;
+
+    /// Deletes a named limit; false when there was none. Rows referencing it stay queued.
+    async fn delete_rate_limit(&self, name: &str) -> Result<bool>;
 }
 
 /// Durable timers as the scheduler fires them (owners write them in their commits).

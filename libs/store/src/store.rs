@@ -2,13 +2,13 @@
 //!
 //! The surface is cut into role traits ([`crate::roles`]): [`Definitions`],
 //! [`ExecutionReads`], [`Inbox`], [`OwnerWrites`], [`TaskQueue`], [`Timers`], [`Nodes`],
-//! [`Ownership`], [`Retention`], [`Deletion`], [`Schedules`], [`BatchJobs`], [`Migrations`]. Each backend ([`SqliteStore`],
+//! [`Ownership`], [`Retention`], [`Deletion`], [`Schedules`], [`BatchJobs`], [`RateLimits`], [`Migrations`]. Each backend ([`SqliteStore`],
 //! [`PgStore`]) implements every role and is checked by one conformance suite. A service holds
 //! the view made of the roles it needs, so what it may write is a matter of types:
 //!
 //! | view | roles | held by |
 //! |---|---|---|
-//! | [`FrontendStore`] | definitions, reads, inbox, task queue, nodes, ownership, deletion, schedules, batch jobs (create, read, cancel) | `orbit-frontend` |
+//! | [`FrontendStore`] | definitions, reads, inbox, task queue, nodes, ownership, deletion, schedules, batch jobs (create, read, cancel), rate limits | `orbit-frontend` |
 //! | [`OwnerStore`] | definitions, reads, inbox, owner writes, nodes, ownership | `orbit-owner` |
 //! | [`SchedulerStore`] | timers, retention, schedules (claim and fire; execution reads, inbox writes for overlap policies), batch jobs (lease and run) | `orbit-scheduler` (timer loop and sweeper) |
 //! | [`MembershipStore`] | nodes, ownership | `orbit-cluster` (`Membership`, `RemoteOwners`) |
@@ -60,12 +60,12 @@
 
 use crate::roles::{
     BatchJobs, Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites,
-    Ownership, Retention, Schedules, TaskQueue, Timers,
+    Ownership, RateLimits, Retention, Schedules, TaskQueue, Timers,
 };
 
 /// What the frontend may do: register and read definitions, read executions, write inbox
 /// commands and read their replies, serve the task queue to workers, read the cluster, delete
-/// a closed execution on request. It cannot write history (no [`OwnerWrites`]).
+/// a closed execution on request, manage the named rate limits. It cannot write history (no [`OwnerWrites`]).
 pub trait FrontendStore:
     Definitions
     + ExecutionReads
@@ -76,6 +76,7 @@ pub trait FrontendStore:
     + Deletion
     + Schedules
     + BatchJobs
+    + RateLimits
 {
 }
 
@@ -89,6 +90,7 @@ impl<T> FrontendStore for T where
         + Deletion
         + Schedules
         + BatchJobs
+        + RateLimits
         + ?Sized
 {
 }

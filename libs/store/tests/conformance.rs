@@ -68,6 +68,17 @@ impl Backend for SqliteBackend {
         store.migrate().await.expect("migrate sqlite store");
         Arc::new(store)
     }
+
+    async fn execute(&self, sql: &str) {
+        let (path, sql) = (self.path.clone(), sql.to_string());
+        tokio::task::spawn_blocking(move || {
+            let conn = rusqlite::Connection::open(&path).expect("open the sqlite file");
+            conn.busy_timeout(std::time::Duration::from_secs(5)).expect("busy timeout");
+            conn.execute_batch(&sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        })
+        .await
+        .expect("sqlite execute");
+    }
 }
 
 /// Invokes `$suite!($make; <every case>)`.
@@ -134,6 +145,11 @@ macro_rules! every_case {
             a_batch_is_leased_by_one_scheduler_at_a_time,
             batch_items_are_begun_and_recorded_once,
             batch_targets_page_by_execution_id,
+            flow_columns_are_written_and_read_back,
+            unlimited_rows_are_claimed_by_priority_then_age,
+            concurrency_keys_hold_rows_until_a_slot_frees,
+            rate_limits_take_starts_per_window,
+            rate_limits_are_managed_by_name,
         );
     };
 }

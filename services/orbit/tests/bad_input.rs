@@ -130,6 +130,7 @@ steps:
                 version: String::new(),
                 input: Some(json_to_proto(json!({"order_id": 7, "amount": -1}))),
                 execution_id: "bad-input-1".into(),
+                priority: 0,
             }),
         )
         .await,

@@ -112,6 +112,7 @@ fn start_req(workflow: &str, id: &str, input: Value) -> pb::StartExecutionReques
         version: String::new(),
         input: Some(json_to_proto(input)),
         execution_id: id.into(),
+        priority: 0,
     }
 }
 

@@ -134,7 +134,7 @@ async fn pending_until(
 }
 
 fn input_of(task: &pb::server_message::Task) -> Value {
-    task.input.clone().map(orbit_server_kit::payload::proto_to_json).unwrap_or(Value::Null)
+    task.input.clone().and_then(|v| orbit_server_kit::payload::proto_to_json(v).ok()).unwrap_or(Value::Null)
 }
 
 #[tokio::test]

@@ -76,6 +76,7 @@ async fn failed_execution(c: &mut WorkflowServiceClient<Channel>, id: &str) -> u
         version: "1".into(),
         input: None,
         execution_id: id.into(),
+        priority: 0,
     };
     c.start_execution(v1).await.expect("start on v1");
     signal_go(c, id).await;

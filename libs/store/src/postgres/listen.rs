@@ -7,12 +7,18 @@
 //! with what a commit did to an execution (events appended, inbox entries applied with their
 //! replies, task units cancelled: a [`Change`](crate::Change), decoded here).
 //!
+//! `orbit_tasks` with the payload [`LIMITED`] (flow control, `crate::flow`) says limited
+//! rows were queued, or a row holding a concurrency key left `claimed` (a slot freed), or a
+//! named rate limit was set: a [`Wakeup::Tasks`] as any other, and the store's note that
+//! limited rows exist (`TaskQueue::limited_possible`).
+//!
 //! A notification sent while the listener was disconnected is lost, so after every
 //! (re)connect the handler gets [`Wakeup::Reconnected`] and re-checks everything. The
 //! connection is re-established with capped exponential backoff (50 ms to 2 s); a silent
 //! connection is noticed by a periodic empty query.
 
 use super::conn::Connector;
+use crate::flow::FlowFlag;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -80,6 +86,9 @@ const PING_TIMEOUT: Duration = Duration::from_secs(5);
 /// The handler listeners call.
 pub(crate) type Handler = Arc<dyn Fn(Wakeup) + Send + Sync>;
 
+/// The `orbit_tasks` payload of flow control (the SQL of `sql.rs` writes the same literal).
+pub(crate) const LIMITED: &str = "limited";
+
 fn wakeup(channel: &str, payload: &str) -> Option<Wakeup> {
     match channel {
         "orbit_inbox" => Some(Wakeup::Inbox),
@@ -96,12 +105,13 @@ pub(crate) async fn run(
     channels: Vec<Channel>,
     handler: Handler,
     shutdown: CancellationToken,
+    flow: Arc<FlowFlag>,
 ) {
     let mut delay = BACKOFF_MIN;
     loop {
         let session = tokio::select! {
             () = shutdown.cancelled() => return,
-            s = session(&connector, &channels, &handler, &shutdown) => s,
+            s = session(&connector, &channels, &handler, &shutdown, &flow) => s,
         };
         if session == Ended::Shutdown {
             return;
@@ -133,6 +143,7 @@ async fn session(
     channels: &[Channel],
     handler: &Handler,
     shutdown: &CancellationToken,
+    flow: &FlowFlag,
 ) -> Ended {
     let Ok((client, mut connection)) = connector.config().connect(connector.tls()).await else {
         return Ended::BeforeListening;
@@ -158,6 +169,8 @@ async fn session(
         driver.abort();
         return Ended::BeforeListening;
     }
+    // Notifications may have been missed, a `limited` one among them.
+    flow.forget_none();
     handler(Wakeup::Reconnected);
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.tick().await;
@@ -166,6 +179,9 @@ async fn session(
             () = shutdown.cancelled() => break Ended::Shutdown,
             note = rx.recv() => match note {
                 Some((channel, payload)) => {
+                    if channel == Channel::Tasks.name() && payload == LIMITED {
+                        flow.mark();
+                    }
                     if let Some(w) = wakeup(&channel, &payload) {
                         handler(w);
                     }
@@ -192,11 +208,27 @@ mod tests {
     fn channels_map_to_wakeups() {
         assert_eq!(wakeup("orbit_inbox", ""), Some(Wakeup::Inbox));
         assert_eq!(wakeup("orbit_tasks", ""), Some(Wakeup::Tasks));
+        assert_eq!(wakeup("orbit_tasks", LIMITED), Some(Wakeup::Tasks));
         assert_eq!(wakeup("orbit_timers", ""), Some(Wakeup::Timers));
         assert_eq!(
             wakeup("orbit_changes", "e1"),
             Some(Wakeup::Changed(crate::Change::unknown("e1")))
         );
         assert_eq!(wakeup("other", ""), None);
+    }
+
+    #[test]
+    fn the_sql_sends_the_payload_listeners_know() {
+        let literal = format!("pg_notify('orbit_tasks', '{LIMITED}')");
+        for sql in [
+            super::super::sql::COMMIT_TASKS_DONE,
+            super::super::sql::COMMIT_CANCEL_UNITS,
+            super::super::sql::TASK_DONE,
+            super::super::sql::RELEASE_CLAIMS,
+            super::super::sql::HAND_BACK_CLAIMS,
+            super::super::sql::flow::RATE_LIMIT_SET,
+        ] {
+            assert!(sql.contains(&literal), "{sql}");
+        }
     }
 }

@@ -17,6 +17,7 @@ mod config;
 mod conn;
 mod error;
 mod faults;
+mod flow;
 mod listen;
 mod migrate;
 mod plan;
@@ -37,6 +38,7 @@ pub use listen::{Channel, Wakeup};
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::{Result, StoreError};
 use crate::fault::{FaultNote, FaultRow};
+use crate::flow::{FlowFlag, FlowWaiting, LimitedClaim, RateLimitRow, WaitReason};
 use crate::inbox::InboxMessage;
 use crate::measure::{self, Backend, Tx};
 use crate::migrations::AppliedMigration;
@@ -48,7 +50,7 @@ use crate::model::{
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::roles::{
     Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites, Ownership,
-    Retention, Schedules, TaskQueue, Timers,
+    RateLimits, Retention, Schedules, TaskQueue, Timers,
 };
 use crate::schedule::{ScheduleFire, ScheduleRow, ScheduleUpdate};
 use conn::{Connector, Pool};
@@ -104,6 +106,9 @@ struct Inner {
     connector: Connector,
     /// Commits whose one-round-trip attempt was rolled back and done again (`commit.rs`).
     redone: std::sync::atomic::AtomicU64,
+    /// Whether limited rows may exist (`TaskQueue::limited_possible`): set by this store's
+    /// commits and by its listeners.
+    flow: Arc<FlowFlag>,
 }
 
 /// Whether a failed attempt may run again on another connection.
@@ -172,7 +177,8 @@ impl PgStore {
         let tls = tls::connector(target.ssl, opts.ca_file.as_deref(), &target.root_cert)?;
         let connector = Connector::new(&target, tls, opts.idle_in_transaction_timeout);
         let pool = Pool::open(connector.clone(), opts.pool_size, opts.connect_timeout).await?;
-        Ok(PgStore { inner: Arc::new(Inner { pool, connector, redone: Default::default() }) })
+        let inner = Inner { pool, connector, redone: Default::default(), flow: Arc::default() };
+        Ok(PgStore { inner: Arc::new(inner) })
     }
 
     /// Connects and applies pending migrations.
@@ -196,7 +202,9 @@ impl PgStore {
     }
 
     /// As [`PgStore::listen`], on `channels` only (and `Reconnected`): each notification
-    /// wakes every backend listening on its channel and the process behind it.
+    /// wakes every backend listening on its channel and the process behind it. An
+    /// `orbit_tasks` notification with the payload `limited` also tells this store that
+    /// limited rows exist ([`TaskQueue::limited_possible`]).
     pub fn listen_to(
         &self,
         channels: &[Channel],
@@ -204,7 +212,8 @@ impl PgStore {
         shutdown: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
         let connector = self.inner.connector.clone();
-        tokio::spawn(listen::run(connector, channels.to_vec(), handler, shutdown))
+        let flow = Arc::clone(&self.inner.flow);
+        tokio::spawn(listen::run(connector, channels.to_vec(), handler, shutdown, flow))
     }
 
     /// The database's transaction counters, for benchmarks: read twice and subtract.
@@ -310,19 +319,19 @@ impl Inbox for PgStore {
 #[async_trait::async_trait]
 impl OwnerWrites for PgStore {
     async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
-        let batches = [batch];
-        let mut outcomes = measure::commit(PG, async {
-            run!(self, Kind::Write, |c| commit::commit_all(c, &batches, &self.inner.redone))
-        })
-        .await?;
+        let mut outcomes = self.commit_all(vec![batch]).await?;
         outcomes.pop().ok_or_else(|| StoreError::Storage("commit produced no outcome".into()))
     }
 
     async fn commit_all(&self, batches: Vec<CommitBatch>) -> Result<Vec<CommitOutcome>> {
-        measure::commit(PG, async {
+        let outcomes = measure::commit(PG, async {
             run!(self, Kind::Write, |c| commit::commit_all(c, &batches, &self.inner.redone))
         })
-        .await
+        .await?;
+        if batches.iter().any(CommitBatch::inserts_limited) {
+            self.inner.flow.mark();
+        }
+        Ok(outcomes)
     }
 
     async fn pending_inbox(
@@ -463,6 +472,55 @@ impl TaskQueue for PgStore {
 
     async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>> {
         run!(self, Kind::Read, |c| cluster::orphaned_claimers(c, timeout_ms))
+    }
+
+    async fn claim_limited(
+        &self,
+        filter: &ClaimFilter,
+        limit: u32,
+        claimer: &str,
+        session: &str,
+        worker_id: &str,
+    ) -> Result<LimitedClaim> {
+        measure::count(Tx::ClaimLimited, PG);
+        run!(self, Kind::Write, |c| flow::claim_limited(
+            c, filter, limit, claimer, session, worker_id
+        ))
+    }
+
+    async fn limited_possible(&self) -> Result<bool> {
+        if let Some(known) = self.inner.flow.known() {
+            return Ok(known);
+        }
+        let exists = run!(self, Kind::Read, |c| flow::limited_exists(c))?;
+        Ok(self.inner.flow.settle(exists))
+    }
+
+    fn flow_wakeups(&self) -> Option<Arc<tokio::sync::Notify>> {
+        None
+    }
+
+    async fn flow_waiting(&self) -> Result<FlowWaiting> {
+        run!(self, Kind::Read, |c| flow::flow_waiting(c))
+    }
+
+    async fn waiting_on(&self, execution_id: &str) -> Result<Vec<(String, WaitReason)>> {
+        run!(self, Kind::Read, |c| flow::waiting_on(c, execution_id))
+    }
+}
+
+#[async_trait::async_trait]
+impl RateLimits for PgStore {
+    async fn set_rate_limit(&self, name: &str, limit: u32, period_ms: u64) -> Result<RateLimitRow> {
+        run!(self, Kind::Write, |c| flow::set_rate_limit(c, name, limit, period_ms))
+    }
+
+    async fn list_rate_limits(&self) -> Result<Vec<RateLimitRow>> {
+        run!(self, Kind::Read, |c| flow::list_rate_limits(c))
+    }
+
+    async fn delete_rate_limit(&self, name: &str) -> Result<bool> {
+        run!(self, Kind::Write, |c| flow::delete_rate_limit(c, name))
     }
 }
 

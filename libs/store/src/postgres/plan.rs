@@ -19,6 +19,7 @@
 //! row the segment marks done is not also cancelled, and a timer both upserted and deleted
 //! is only deleted (the outcome of writing them in order, as the SQLite backend does).
 
+use super::listen::LIMITED;
 use super::rows::{origin_name, to_i64};
 use super::sql;
 use crate::batch::{CommitBatch, CommitOutcome};
@@ -171,6 +172,17 @@ columns!(Tasks {
     session: Option<String>,
     worker: Option<String>,
     token: Option<String>,
+    // The flow columns (`flow::FlowColumns`), `$15..$24` of `sql::COMMIT_INSERT_TASKS`.
+    priority: i64,
+    rank_offset: i64,
+    limited: bool,
+    concurrency_key: Option<String>,
+    concurrency_limit: Option<i64>,
+    rate_key: Option<String>,
+    rate_starts: Option<i64>,
+    rate_period_ms: Option<i64>,
+    rate_name: Option<String>,
+    flow: Option<String>,
 });
 columns!(Inbox { execution: String, kind: String, payload: String });
 columns!(Timers { execution: String, key: String, run: i64, fire_at: i64, payload: String });
@@ -272,9 +284,10 @@ pub(crate) fn plan(batches: &[CommitBatch], mut read: Read) -> Result<Plan> {
             notify.push(("orbit_inbox", String::new()));
         }
         // Tasks handed off (queued claimed) wake no claimer: the batch itself records their
-        // `StepDispatched` (`orbit_owner::handoff`).
+        // `StepDispatched` (`orbit_owner::handoff`). Queued limited rows say so (`limited`):
+        // the listeners then know flow claims have work (`listen.rs`).
         if batch.tasks_to_insert.len() > batch.task_claims.len() {
-            notify.push(("orbit_tasks", String::new()));
+            notify.push(("orbit_tasks", tasks_payload(batch).to_string()));
         }
         if !batch.timers_to_upsert.is_empty() || !batch.timers_to_delete.is_empty() {
             notify.push(("orbit_timers", String::new()));
@@ -283,6 +296,10 @@ pub(crate) fn plan(batches: &[CommitBatch], mut read: Read) -> Result<Plan> {
     seg.into_writes(&mut writes);
     notify.sort_unstable();
     notify.dedup();
+    // One `orbit_tasks` is enough: `limited` wakes the claimers as the empty payload does.
+    if notify.contains(&("orbit_tasks", LIMITED.to_string())) {
+        notify.retain(|(c, p)| *c != "orbit_tasks" || p == LIMITED);
+    }
     if !notify.is_empty() {
         let (channels, payloads): (Vec<String>, Vec<String>) =
             notify.into_iter().map(|(c, p)| (c.to_string(), p)).unzip();
@@ -292,6 +309,23 @@ pub(crate) fn plan(batches: &[CommitBatch], mut read: Read) -> Result<Plan> {
         });
     }
     Ok(Plan { writes, outcomes, task_keys })
+}
+
+/// The `orbit_tasks` payload of a batch that queues tasks: `limited` when one of the rows
+/// it queues (not handed off) is limited, else empty, as before flow control.
+fn tasks_payload(batch: &CommitBatch) -> &'static str {
+    let queued_limited = batch.tasks_to_insert.iter().any(|t| {
+        t.flow.as_ref().is_some_and(orbit_engine::Flow::is_limited)
+            && !batch
+                .task_claims
+                .iter()
+                .any(|c| c.unit == t.unit && c.attempt == t.attempt && c.offer == t.offer)
+    });
+    if queued_limited {
+        LIMITED
+    } else {
+        ""
+    }
 }
 
 /// Checks one batch (updating `read` with what it does) and adds its rows to `seg`.
@@ -388,6 +422,17 @@ fn plan_one(
         s.session.push(claim.map(|c| c.session.clone()));
         s.worker.push(claim.map(|c| c.worker_id.clone()));
         s.token.push(claim.map(|c| c.token.clone()));
+        let f = crate::flow::FlowColumns::of(t.flow.as_ref())?;
+        s.priority.push(f.priority);
+        s.rank_offset.push(f.rank_offset);
+        s.limited.push(f.limited);
+        s.concurrency_key.push(f.concurrency_key);
+        s.concurrency_limit.push(f.concurrency_limit);
+        s.rate_key.push(f.rate_key);
+        s.rate_starts.push(f.rate_starts);
+        s.rate_period_ms.push(f.rate_period_ms);
+        s.rate_name.push(f.rate_name);
+        s.flow.push(f.flow);
         keys.push((id.to_string(), run, t.unit.clone(), attempt, offer));
     }
     for entry in &batch.inbox_to_insert {

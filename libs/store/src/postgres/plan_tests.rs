@@ -150,6 +150,18 @@ fn cases(pending_seq: i64) -> Vec<Case> {
             params: vec![Box::new(vec![pending_seq]), strs(&["{}"])],
         },
         claim(sql::TASK_CLAIM),
+        Case { name: "claim_limited (flow claim)", ..claim(sql::flow::TASK_CLAIM_LIMITED) },
+        Case {
+            name: "limited_possible (first check)",
+            sql: sql::flow::LIMITED_EXISTS,
+            params: vec![],
+        },
+        Case { name: "flow_waiting (metrics)", sql: sql::flow::FLOW_WAITING, params: vec![i(20)] },
+        Case {
+            name: "waiting_on (describe)",
+            sql: sql::flow::WAITING_ON,
+            params: vec![s("open-1")],
+        },
         Case { name: "get_owner (OWNER_GET)", sql: sql::OWNER_GET, params: vec![s("open-1")] },
         Case { name: "task_by_token", sql: sql::TASK_BY_TOKEN, params: vec![s("claimed-2")] },
         Case {
@@ -293,6 +305,11 @@ fn step_commit(pending_seq: i64) -> Case {
     params.extend([open(), Box::new(vec![1i64]), strs(&["s2"]), Box::new(vec![1i64])]);
     params.extend([Box::new(vec![1i64]) as Param, strs(&["step"]), strs(&["1"]), strs(&["0"])]);
     params.extend([strs(&["k"]), none(), none(), none(), none(), none()]);
+    // The flow columns of an offer without flow control (`flow::FlowColumns::of(None)`).
+    let no_i64 = || Box::new(vec![None::<i64>]) as Param;
+    params.extend([Box::new(vec![3i64]) as Param, Box::new(vec![120_000i64]) as Param]);
+    params.extend([Box::new(vec![false]) as Param, none(), no_i64(), none(), no_i64()]);
+    params.extend([no_i64(), none(), none()]);
     params.extend([strs(&["claimed-1"]), open()]);
     params.extend([Box::new(vec![pending_seq]) as Param, strs(&["{}"])]);
     params.extend([strs(&["orbit_changes"]), strs(&[""])]);

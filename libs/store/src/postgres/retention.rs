@@ -98,17 +98,21 @@ const LOCK_SUBTREE: &str = "WITH RECURSIVE tree(id) AS (
         UNION SELECT e.execution_id FROM executions e JOIN tree t ON e.parent_id = t.id)
     SELECT e.execution_id, e.status FROM executions e JOIN tree t ON e.execution_id = t.id
     ORDER BY e.execution_id FOR UPDATE OF e";
-/// Every row of the executions `$1`, in one statement; counts per table.
+/// Every row of the executions `$1`, in one statement; counts per table. A claimed row
+/// holding a concurrency key frees a slot: the flow claims are woken (`orbit_tasks`,
+/// `limited`; see `listen.rs`).
 const DELETE_ROWS: &str = "WITH
     ef AS (DELETE FROM execution_faults WHERE execution_id = ANY($1::text[]) RETURNING 1),
     ev AS (DELETE FROM history_events WHERE execution_id = ANY($1::text[]) RETURNING 1),
     ib AS (DELETE FROM inbox WHERE execution_id = ANY($1::text[]) RETURNING 1),
-    tq AS (DELETE FROM task_queue WHERE execution_id = ANY($1::text[]) RETURNING 1),
+    tq AS (DELETE FROM task_queue WHERE execution_id = ANY($1::text[])
+        RETURNING state = 'claimed' AND concurrency_key IS NOT NULL AS freed),
     tm AS (DELETE FROM timers WHERE execution_id = ANY($1::text[]) RETURNING 1),
     ow AS (DELETE FROM owners WHERE execution_id = ANY($1::text[]) RETURNING 1),
     ex AS (DELETE FROM executions WHERE execution_id = ANY($1::text[]) RETURNING 1)
     SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM ib), (SELECT count(*) FROM tq),
-        (SELECT count(*) FROM tm), (SELECT count(*) FROM ow), (SELECT count(*) FROM ex)";
+        (SELECT count(*) FROM tm), (SELECT count(*) FROM ow), (SELECT count(*) FROM ex),
+        (SELECT pg_notify('orbit_tasks', 'limited') FROM tq WHERE freed LIMIT 1)";
 
 fn is_open(status: &str) -> bool {
     matches!(status, "PENDING" | "RUNNING" | "COMPENSATING" | "SUSPENDED")

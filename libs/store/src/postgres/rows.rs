@@ -107,6 +107,8 @@ pub(crate) fn execution(row: &Row) -> Result<ExecutionRow> {
 /// Columns: `task_columns!`.
 pub(crate) fn task(row: &Row) -> Result<TaskRow> {
     let state: &str = get(row, 10, "task state")?;
+    let (priority, flow) =
+        crate::flow::read_flow(get(row, 18, "task priority")?, get(row, 19, "task flow")?)?;
     Ok(TaskRow {
         id: get_u64(row, 0, "task id")?,
         execution_id: get(row, 1, "task execution_id")?,
@@ -126,6 +128,8 @@ pub(crate) fn task(row: &Row) -> Result<TaskRow> {
         claimed_at_ms: get_opt_u64(row, 15, "task claimed_at")?,
         worker_id: get(row, 16, "task worker_id")?,
         language: get(row, 17, "task language")?,
+        priority,
+        flow,
     })
 }
 

@@ -34,7 +34,9 @@ macro_rules! report_released {
             " FROM released r ORDER BY r.id)
     SELECT ",
             task_columns!(),
-            ", pg_notify('orbit_inbox', '') FROM released ORDER BY id"
+            ", pg_notify('orbit_inbox', ''), ",
+            notify_freed!("concurrency_key IS NOT NULL"),
+            " FROM released ORDER BY id"
         )
     };
 }
@@ -43,7 +45,17 @@ macro_rules! task_columns {
     () => {
         "id, execution_id, run, unit_key, attempt, offer, task, task_version, input, \
          idempotency_key, state, claimed_by, session, token, created_at, claimed_at, worker_id, \
-         language"
+         language, priority, flow"
+    };
+}
+
+/// The wake-up of flow claims (`orbit_tasks`, payload `limited`, see `listen.rs`) when the
+/// row `$row` moved out of `claimed` held a concurrency key: a slot freed. Evaluated per
+/// row written (in a `RETURNING` or a select list), so a statement that moves no such row
+/// sends nothing and costs nothing more; duplicates fold into one notification.
+macro_rules! notify_freed {
+    ($held:literal) => {
+        concat!("CASE WHEN ", $held, " THEN pg_notify('orbit_tasks', 'limited') END")
     };
 }
 
@@ -233,33 +245,43 @@ pub(crate) const COMMIT_UPDATE_EXECUTIONS: &str = "UPDATE executions e SET
         $7::bigint[], $8::bigint[], $9::text[], $10::text[])
         AS u(id, run, last_seq, proj, status, updated_at, closed_at, delete_after, version, hash)
     WHERE e.execution_id = u.id";
-/// Results the owner applied without an inbox entry (see `CommitBatch::tasks_done`).
+/// Results the owner applied without an inbox entry (see `CommitBatch::tasks_done`); a
+/// row holding a concurrency key wakes the flow claims (`notify_freed!`).
 pub(crate) const COMMIT_TASKS_DONE: &str = concat!(
     "UPDATE task_queue t SET state = 'done', updated_at = ",
     now_ms!(),
     " FROM UNNEST($1::text[], $2::text[]) AS d(token, eid)
-    WHERE t.token = d.token AND t.execution_id = d.eid AND t.state = 'claimed'"
+    WHERE t.token = d.token AND t.execution_id = d.eid AND t.state = 'claimed'
+    RETURNING ",
+    notify_freed!("t.concurrency_key IS NOT NULL")
 );
 /// The rows `COMMIT_TASKS_DONE` marks (`$3`/`$4`: its tokens and executions) are done
 /// before the units are cancelled: alone, after it, this statement finds them done already;
 /// in the one-statement commit, which sees the rows as they were, it leaves them to it.
+/// A claimed row holding a concurrency key wakes the flow claims (`notify_freed!`; only a
+/// claimed row has a claim time: claimed rows never go back to `queued`).
 pub(crate) const COMMIT_CANCEL_UNITS: &str = concat!(
     "UPDATE task_queue t SET state = 'cancelled', updated_at = ",
     now_ms!(),
     " FROM UNNEST($1::text[], $2::text[]) AS u(eid, unit)
     WHERE t.execution_id = u.eid AND t.unit_key = u.unit AND t.state IN ('queued', 'claimed')
       AND NOT EXISTS (SELECT 1 FROM UNNEST($3::text[], $4::text[]) AS d(token, eid)
-        WHERE t.state = 'claimed' AND t.token = d.token AND t.execution_id = d.eid)"
+        WHERE t.state = 'claimed' AND t.token = d.token AND t.execution_id = d.eid)
+    RETURNING ",
+    notify_freed!("t.concurrency_key IS NOT NULL AND t.claimed_at IS NOT NULL")
 );
 /// Offers already present are skipped; the inserted rows come back whole
 /// (`task_columns!`). A row with a token (`$14`, task hand-off) is inserted already claimed,
 /// as `TASK_CLAIM` would leave it (the batch's events carry its `StepDispatched`); such an
 /// offer found already queued fails the statement (the cast in `DO UPDATE`, reached only
-/// for a row with a token), so the history never names a token no row carries.
+/// for a row with a token), so the history never names a token no row carries. `$15..$24`
+/// are the flow columns (`flow::FlowColumns`): the rank is the database clock plus `$16`.
 pub(crate) const COMMIT_INSERT_TASKS: &str = concat!(
     "INSERT INTO task_queue (execution_id, run, unit_key, attempt, offer, task, task_version,
         input, idempotency_key, state, claim_count, created_at, updated_at, language,
-        claimed_by, session, worker_id, token, claimed_at)
+        claimed_by, session, worker_id, token, claimed_at, priority, dispatch_rank, limited,
+        concurrency_key, concurrency_limit, rate_key, rate_starts, rate_period_ms, rate_name,
+        flow)
     SELECT u.eid, u.run, u.unit, u.attempt, u.offer, u.task, u.tv, u.input, u.ik,
         CASE WHEN u.tok IS NULL THEN 'queued' ELSE 'claimed' END,
         CASE WHEN u.tok IS NULL THEN 0 ELSE 1 END, ",
@@ -268,11 +290,17 @@ pub(crate) const COMMIT_INSERT_TASKS: &str = concat!(
     now_ms!(),
     ", u.lang, u.claimer, u.sess, u.wid, u.tok, CASE WHEN u.tok IS NULL THEN NULL ELSE ",
     now_ms!(),
-    " END FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[],
+    " END, u.prio, ",
+    now_ms!(),
+    " + u.rank_offset, u.limited, u.ckey, u.climit, u.rkey, u.rstarts, u.rperiod, u.rname,
+        u.flow
+    FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[],
         $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
-        $13::text[], $14::text[])
+        $13::text[], $14::text[], $15::bigint[], $16::bigint[], $17::bool[], $18::text[],
+        $19::bigint[], $20::text[], $21::bigint[], $22::bigint[], $23::text[], $24::text[])
         WITH ORDINALITY AS u(eid, run, unit, attempt, offer, task, tv, input, ik, lang, claimer,
-            sess, wid, tok, ord)
+            sess, wid, tok, prio, rank_offset, limited, ckey, climit, rkey, rstarts, rperiod,
+            rname, flow, ord)
     ORDER BY u.ord
     ON CONFLICT (execution_id, run, unit_key, attempt, offer) DO UPDATE
         SET claim_count = ('orbit commit: the handed-off offer ' || excluded.unit_key
@@ -319,7 +347,8 @@ pub(crate) const OWNER_GET: &str = "SELECT execution_id, root_id, node_id, epoch
 
 // ------------------------------------------------------------------ task queue
 
-/// Oldest queued rows first; rows another claimer holds are skipped, never shared. The
+/// Queued rows without a limit (`task_queue_ready`), by rank (`flow.rs`: priority, then
+/// age); rows another claimer holds are skipped, never shared. The
 /// n-th picked row gets the n-th fresh random token of `$5` (see `model::new_task_token`)
 /// and the worker `$6` the claim is for. Each claim writes its `dispatched` inbox entry (the
 /// payload SQLite writes) in the same statement, and wakes the owners. Which rows: of the
@@ -329,11 +358,11 @@ pub(crate) const OWNER_GET: &str = "SELECT execution_id, root_id, node_id, epoch
 pub(crate) const TASK_CLAIM: &str = concat!(
     "WITH picked AS (
         SELECT id FROM task_queue
-        WHERE state = 'queued' AND task = ANY($1::text[])
+        WHERE state = 'queued' AND NOT limited AND task = ANY($1::text[])
           AND (task = ANY($8::text[]) OR (task, task_version) IN
             (SELECT * FROM UNNEST($9::text[], $10::text[])))
           AND ($11::text IS NULL OR language IS NULL OR language = $11::text)
-        ORDER BY id LIMIT $2::bigint
+        ORDER BY dispatch_rank, id LIMIT $2::bigint
         FOR UPDATE SKIP LOCKED),
     numbered AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM picked),
     claimed AS (
@@ -356,7 +385,7 @@ pub(crate) const TASK_CLAIM: &str = concat!(
     " FROM claimed c ORDER BY c.id)
     SELECT ",
     task_columns!(),
-    ", pg_notify('orbit_inbox', '') FROM claimed ORDER BY id"
+    ", pg_notify('orbit_inbox', '') FROM claimed ORDER BY dispatch_rank, id"
 );
 pub(crate) const TASK_CLAIMED_BY: &str = concat!(
     "SELECT ",
@@ -365,11 +394,22 @@ pub(crate) const TASK_CLAIMED_BY: &str = concat!(
 );
 pub(crate) const TASK_BY_TOKEN: &str =
     concat!("SELECT ", task_columns!(), " FROM task_queue WHERE token = $1::text");
+/// The row of the token `$1`, claimed for `$2` (or cancelled since), done; a row that was
+/// claimed and holds a concurrency key wakes the flow claims (`notify_freed!`). The row is
+/// locked first to read the state it leaves (a concurrent cancel is waited for).
 pub(crate) const TASK_DONE: &str = concat!(
-    "UPDATE task_queue SET state = 'done', updated_at = ",
+    "WITH old AS (
+        SELECT id, state FROM task_queue
+        WHERE token = $1::text AND worker_id = $2::text AND state IN ('claimed', 'cancelled')
+        FOR UPDATE),
+    done AS (
+        UPDATE task_queue t SET state = 'done', updated_at = ",
     now_ms!(),
-    " WHERE token = $1::text AND worker_id = $2::text AND state IN ('claimed', 'cancelled')
-    RETURNING id"
+    " FROM old WHERE t.id = old.id
+        RETURNING t.id, old.state AS was, t.concurrency_key)
+    SELECT id, ",
+    notify_freed!("was = 'claimed' AND concurrency_key IS NOT NULL"),
+    " FROM done"
 );
 /// The worker's report for the owner of the row holding the token, if the row was claimed
 /// for that worker (`$4`).
@@ -380,9 +420,15 @@ pub(crate) const TASK_REPORT: &str = concat!(
     " FROM task_queue WHERE token = $1::text AND worker_id = $4::text ORDER BY id LIMIT 1
     RETURNING seq, pg_notify('orbit_inbox', '')"
 );
+/// Over the two partial indexes of queued rows (`task_queue_ready`, `task_queue_limited`):
+/// `state = 'queued'` alone matches neither.
 pub(crate) const TASK_BACKLOG: &str =
-    "SELECT task, task_version, COUNT(*)::bigint, MIN(created_at) FROM task_queue
-    WHERE state = 'queued' GROUP BY task, task_version ORDER BY task, task_version";
+    "SELECT task, task_version, COUNT(*)::bigint, MIN(created_at) FROM (
+        SELECT task, task_version, created_at FROM task_queue
+        WHERE state = 'queued' AND NOT limited
+        UNION ALL SELECT task, task_version, created_at FROM task_queue
+        WHERE state = 'queued' AND limited) q
+    GROUP BY task, task_version ORDER BY task, task_version";
 
 // ----------------------------------------------------------------------- inbox
 
@@ -615,3 +661,7 @@ pub(crate) const ORPHANED_CLAIMERS: &str = concat!(
     " - $1::bigint)
     ORDER BY claimed_by"
 );
+
+// ---------------------------------------------------------------- flow control
+
+pub(crate) mod flow;

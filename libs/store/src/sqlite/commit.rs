@@ -2,7 +2,9 @@
 //! first, then writes.
 //!
 //! Any error returns before `commit()`, and dropping the transaction rolls it back, so a
-//! refused batch leaves nothing behind.
+//! refused batch leaves nothing behind. A commit tells its caller whether it freed a
+//! concurrency slot (a claimed row holding a key done or cancelled), which wakes the flow
+//! claims (`TaskQueue::flow_wakeups`).
 
 use super::conn::now_ms;
 use super::rows::{json_text, origin_name, to_i64, to_u32, to_u64};
@@ -11,19 +13,35 @@ use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::{Result, StoreError};
 use rusqlite::{params, Connection, OptionalExtension};
 
-/// Apply the batches atomically: all of them, or none.
+/// Apply the batches atomically: all of them, or none. Returns their outcomes and whether
+/// a concurrency slot was freed.
 pub(crate) fn commit_all(
     conn: &mut Connection,
     batches: Vec<CommitBatch>,
-) -> Result<Vec<CommitOutcome>> {
+) -> Result<(Vec<CommitOutcome>, bool)> {
     // The writer runs every job in its own savepoint (see `conn.rs`): no nested one here.
     let tx: &Connection = conn;
-    let outcomes = batches.into_iter().map(|b| apply(tx, b)).collect::<Result<Vec<_>>>()?;
-    Ok(outcomes)
+    let mut freed = false;
+    let mut outcomes = Vec::with_capacity(batches.len());
+    for batch in batches {
+        outcomes.push(apply(tx, batch, &mut freed)?);
+    }
+    Ok((outcomes, freed))
 }
 
-/// Apply one batch inside the caller's transaction.
-fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
+/// Whether any row a statement returned says a slot was freed.
+fn any_freed(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    params: impl rusqlite::Params,
+) -> Result<bool> {
+    let freed =
+        stmt.query_map(params, |r| r.get::<_, bool>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(freed.into_iter().any(|f| f))
+}
+
+/// Apply one batch inside the caller's transaction; `freed` is set when it freed a
+/// concurrency slot.
+fn apply(tx: &Connection, batch: CommitBatch, freed: &mut bool) -> Result<CommitOutcome> {
     let id = batch.execution_id.as_str();
     let now = to_i64(now_ms(), "now")?;
     let run = i64::from(batch.run);
@@ -86,15 +104,18 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
 
     // Results applied directly: their rows are done before the unit's rows are cancelled.
     for token in &batch.tasks_done {
-        tx.prepare_cached(sql::TASK_DONE_BY_OWNER)?.execute(params![token, id, now])?;
+        *freed |=
+            any_freed(&mut tx.prepare_cached(sql::TASK_DONE_BY_OWNER)?, params![token, id, now])?;
     }
     // Cancel first: a redelivery cancels the lost offer and queues a new one in one batch.
     for unit in &batch.units_to_cancel {
-        tx.prepare_cached(sql::TASK_CANCEL_UNIT)?.execute(params![id, unit, now])?;
+        *freed |=
+            any_freed(&mut tx.prepare_cached(sql::TASK_CANCEL_UNIT)?, params![id, unit, now])?;
     }
     let mut task_ids = Vec::new();
     let mut claimed = Vec::new();
     for t in &batch.tasks_to_insert {
+        let f = crate::flow::FlowColumns::of(t.flow.as_ref())?;
         let inserted: Option<i64> = tx
             .prepare_cached(sql::TASK_INSERT)?
             .query_row(
@@ -110,6 +131,16 @@ fn apply(tx: &Connection, batch: CommitBatch) -> Result<CommitOutcome> {
                     t.idempotency_key,
                     now,
                     t.language,
+                    f.priority,
+                    f.rank_offset,
+                    f.limited,
+                    f.concurrency_key,
+                    f.concurrency_limit,
+                    f.rate_key,
+                    f.rate_starts,
+                    f.rate_period_ms,
+                    f.rate_name,
+                    f.flow,
                 ],
                 |r| r.get(0),
             )

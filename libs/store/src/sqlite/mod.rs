@@ -11,6 +11,7 @@ mod commit;
 mod conn;
 mod definitions;
 mod faults;
+mod flow;
 mod migrate;
 mod queue;
 mod reads;
@@ -24,6 +25,7 @@ mod tests;
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::Result;
 use crate::fault::{FaultNote, FaultRow};
+use crate::flow::{FlowFlag, FlowWaiting, LimitedClaim, RateLimitRow, WaitReason};
 use crate::inbox::InboxMessage;
 use crate::measure::{self, Backend, Tx};
 use crate::migrations::AppliedMigration;
@@ -35,7 +37,7 @@ use crate::model::{
 use crate::retention::{DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased};
 use crate::roles::{
     Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites, Ownership,
-    Retention, Schedules, TaskQueue, Timers,
+    RateLimits, Retention, Schedules, TaskQueue, Timers,
 };
 use crate::schedule::{ScheduleFire, ScheduleRow, ScheduleUpdate};
 use conn::{Readers, Writer};
@@ -43,6 +45,8 @@ use conn::{Readers, Writer};
 const SQLITE: Backend = Backend::Sqlite;
 use orbit_engine::HistoryEvent;
 use std::path::Path;
+use std::sync::Arc;
+use tokio::sync::Notify;
 
 /// How many read-only connections a store opens.
 const READERS: usize = 4;
@@ -51,6 +55,10 @@ const READERS: usize = 4;
 pub struct SqliteStore {
     writer: Writer,
     readers: Readers,
+    /// Whether limited rows may exist (`TaskQueue::limited_possible`).
+    flow: FlowFlag,
+    /// Fired after a write that may let a flow claim take more (`TaskQueue::flow_wakeups`).
+    flow_wakeups: Arc<Notify>,
 }
 
 impl SqliteStore {
@@ -60,7 +68,12 @@ impl SqliteStore {
         // The writer creates the file and switches it to WAL before any reader opens it.
         let writer = Writer::start(path.clone()).await?;
         let readers = Readers::open(path, READERS).await?;
-        Ok(SqliteStore { writer, readers })
+        Ok(SqliteStore {
+            writer,
+            readers,
+            flow: FlowFlag::default(),
+            flow_wakeups: Arc::new(Notify::new()),
+        })
     }
 
     /// Open the file and apply pending migrations.
@@ -69,6 +82,22 @@ impl SqliteStore {
         store.migrate().await?;
         Ok(store)
     }
+
+    /// After a committed write: limited rows were queued (`limited`), or a concurrency slot
+    /// freed or a limit changed (`freed`): flow claims may take more now.
+    fn flow_changed(&self, limited: bool, freed: bool) {
+        if limited {
+            self.flow.mark();
+        }
+        if limited || freed {
+            self.flow_wakeups.notify_waiters();
+        }
+    }
+}
+
+/// Whether one of `rows` (moved out of `claimed`) held a concurrency key.
+fn held_a_key(rows: &[TaskRow]) -> bool {
+    rows.iter().any(|t| t.flow.as_ref().is_some_and(|f| f.concurrency.is_some()))
 }
 
 #[async_trait::async_trait]
@@ -171,16 +200,19 @@ impl Inbox for SqliteStore {
 #[async_trait::async_trait]
 impl OwnerWrites for SqliteStore {
     async fn commit(&self, batch: CommitBatch) -> Result<CommitOutcome> {
-        let mut outcomes =
-            measure::commit(SQLITE, self.writer.run(move |c| commit::commit_all(c, vec![batch])))
-                .await?;
+        let mut outcomes = self.commit_all(vec![batch]).await?;
         outcomes
             .pop()
             .ok_or_else(|| crate::StoreError::Storage("commit produced no outcome".into()))
     }
 
     async fn commit_all(&self, batches: Vec<CommitBatch>) -> Result<Vec<CommitOutcome>> {
-        measure::commit(SQLITE, self.writer.run(move |c| commit::commit_all(c, batches))).await
+        let limited = batches.iter().any(CommitBatch::inserts_limited);
+        let (outcomes, freed) =
+            measure::commit(SQLITE, self.writer.run(move |c| commit::commit_all(c, batches)))
+                .await?;
+        self.flow_changed(limited, freed);
+        Ok(outcomes)
     }
 
     async fn pending_inbox(
@@ -289,7 +321,12 @@ impl TaskQueue for SqliteStore {
     ) -> Result<Option<CompletedTask>> {
         let (token, worker_id) = (token.to_string(), worker_id.to_string());
         measure::count(Tx::Complete, SQLITE);
-        self.writer.run(move |c| queue::complete_task_row(c, &token, &worker_id, report)).await
+        let (completed, freed) = self
+            .writer
+            .run(move |c| queue::complete_task_row(c, &token, &worker_id, report))
+            .await?;
+        self.flow_changed(false, freed);
+        Ok(completed)
     }
 
     async fn queue_backlog(&self) -> Result<Vec<QueueBacklog>> {
@@ -298,7 +335,10 @@ impl TaskQueue for SqliteStore {
 
     async fn release_claims(&self, claimer: &str, reason: &str) -> Result<Vec<TaskRow>> {
         let (claimer, reason) = (claimer.to_string(), reason.to_string());
-        self.writer.run(move |c| cluster::release_claims(c, &claimer, &reason)).await
+        let released =
+            self.writer.run(move |c| cluster::release_claims(c, &claimer, &reason)).await?;
+        self.flow_changed(false, held_a_key(&released));
+        Ok(released)
     }
 
     async fn hand_back_claims(
@@ -311,7 +351,12 @@ impl TaskQueue for SqliteStore {
             return Ok(Vec::new());
         }
         let (claimer, tokens, reason) = (claimer.to_string(), tokens.to_vec(), reason.to_string());
-        self.writer.run(move |c| cluster::hand_back_claims(c, &claimer, &tokens, &reason)).await
+        let released = self
+            .writer
+            .run(move |c| cluster::hand_back_claims(c, &claimer, &tokens, &reason))
+            .await?;
+        self.flow_changed(false, held_a_key(&released));
+        Ok(released)
     }
 
     async fn adopt_claims(
@@ -333,6 +378,65 @@ impl TaskQueue for SqliteStore {
 
     async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>> {
         self.readers.run(move |c| cluster::orphaned_claimers(c, timeout_ms)).await
+    }
+
+    async fn claim_limited(
+        &self,
+        filter: &ClaimFilter,
+        limit: u32,
+        claimer: &str,
+        session: &str,
+        worker_id: &str,
+    ) -> Result<LimitedClaim> {
+        let filter = filter.clone();
+        let (claimer, session) = (claimer.to_string(), session.to_string());
+        let worker_id = worker_id.to_string();
+        measure::count(Tx::ClaimLimited, SQLITE);
+        self.writer
+            .run(move |c| flow::claim_limited(c, &filter, limit, &claimer, &session, &worker_id))
+            .await
+    }
+
+    async fn limited_possible(&self) -> Result<bool> {
+        if let Some(known) = self.flow.known() {
+            return Ok(known);
+        }
+        let exists = self.readers.run(flow::limited_exists).await?;
+        Ok(self.flow.settle(exists))
+    }
+
+    fn flow_wakeups(&self) -> Option<Arc<Notify>> {
+        Some(Arc::clone(&self.flow_wakeups))
+    }
+
+    async fn flow_waiting(&self) -> Result<FlowWaiting> {
+        self.readers.run(flow::flow_waiting).await
+    }
+
+    async fn waiting_on(&self, execution_id: &str) -> Result<Vec<(String, WaitReason)>> {
+        let id = execution_id.to_string();
+        self.readers.run(move |c| flow::waiting_on(c, &id)).await
+    }
+}
+
+#[async_trait::async_trait]
+impl RateLimits for SqliteStore {
+    async fn set_rate_limit(&self, name: &str, limit: u32, period_ms: u64) -> Result<RateLimitRow> {
+        let name = name.to_string();
+        let row =
+            self.writer.run(move |c| flow::set_rate_limit(c, &name, limit, period_ms)).await?;
+        // Rows waiting on this name may be claimable now.
+        self.flow_changed(false, true);
+        Ok(row)
+    }
+
+    async fn list_rate_limits(&self) -> Result<Vec<RateLimitRow>> {
+        self.readers.run(flow::list_rate_limits).await
+    }
+
+    async fn delete_rate_limit(&self, name: &str) -> Result<bool> {
+        let name = name.to_string();
+        self.writer.run(move |c| flow::delete_rate_limit(c, &name)).await
     }
 }
 

@@ -8,7 +8,7 @@ use crate::handoff::TaskClaim;
 use crate::inbox::{Dispatched, InboxMessage, Timer};
 use crate::model::{
     new_task_tokens, ClaimFilter, CompletedTask, InboxEntry, InboxStatus, OwnerRow, QueueBacklog,
-    TaskRow, TimerRow, MAX_CLAIM,
+    TaskRow, TaskState, TimerRow, MAX_CLAIM,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
@@ -52,7 +52,7 @@ pub(crate) fn claim_tasks(
 }
 
 /// The `dispatched` inbox entry of a claimed row: how its owner learns of the claim.
-fn insert_dispatched(
+pub(crate) fn insert_dispatched(
     tx: &Connection,
     t: &TaskRow,
     claimer: &str,
@@ -101,28 +101,37 @@ pub(crate) fn claim_row(
 }
 
 /// Mark the row of `token` done and record the report for its owner, in one transaction;
-/// only when the row was claimed for `worker_id` (otherwise nothing is written).
+/// only when the row was claimed for `worker_id` (otherwise nothing is written). Also says
+/// whether a concurrency slot was freed (the row was claimed and holds a key).
 pub(crate) fn complete_task_row(
     conn: &mut Connection,
     token: &str,
     worker_id: &str,
     report: Option<InboxMessage>,
-) -> Result<Option<CompletedTask>> {
+) -> Result<(Option<CompletedTask>, bool)> {
     let now = to_i64(now_ms(), "now")?;
     // The writer runs every job in its own savepoint (see `conn.rs`): no nested one here.
     let tx: &Connection = conn;
-    let newly_done =
-        tx.prepare_cached(sql::TASK_DONE)?.execute(params![token, now, worker_id])? > 0;
-    let task = {
+    // Read before the update (the single writer keeps it current): the state it leaves
+    // says whether a slot frees.
+    let mut task = {
         let mut stmt = tx.prepare_cached(sql::TASK_BY_TOKEN)?;
         let mut found = stmt.query([token])?;
         match found.next()? {
             Some(row) => rows::task(row)?,
-            None => return Ok(None),
+            None => return Ok((None, false)),
         }
     };
+    let newly_done =
+        tx.prepare_cached(sql::TASK_DONE)?.execute(params![token, now, worker_id])? > 0;
+    let freed = newly_done
+        && task.state == TaskState::Claimed
+        && task.flow.as_ref().is_some_and(|f| f.concurrency.is_some());
+    if newly_done {
+        task.state = TaskState::Done;
+    }
     if task.worker_id.as_deref() != Some(worker_id) {
-        return Ok(Some(CompletedTask { task, newly_done: false, inbox_seq: None }));
+        return Ok((Some(CompletedTask { task, newly_done: false, inbox_seq: None }), false));
     }
     let inbox_seq = match report {
         Some(r) => {
@@ -134,7 +143,7 @@ pub(crate) fn complete_task_row(
         }
         None => None,
     };
-    Ok(Some(CompletedTask { task, newly_done, inbox_seq }))
+    Ok((Some(CompletedTask { task, newly_done, inbox_seq }), freed))
 }
 
 /// Append an inbox entry; returns its seq, or the seq of the entry an earlier message of

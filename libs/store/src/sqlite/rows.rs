@@ -105,6 +105,8 @@ pub(crate) fn execution(row: &Row<'_>) -> Result<ExecutionRow> {
 /// Columns: see `sql::TASK_COLUMNS`.
 pub(crate) fn task(row: &Row<'_>) -> Result<TaskRow> {
     let state: String = row.get(10)?;
+    let flow: Option<String> = row.get(19)?;
+    let (priority, flow) = crate::flow::read_flow(row.get(18)?, flow.as_deref())?;
     Ok(TaskRow {
         id: to_u64(row.get(0)?, "task id")?,
         execution_id: row.get(1)?,
@@ -124,6 +126,8 @@ pub(crate) fn task(row: &Row<'_>) -> Result<TaskRow> {
         claimed_at_ms: opt_u64(row.get(15)?, "task claimed_at")?,
         worker_id: row.get(16)?,
         language: row.get(17)?,
+        priority,
+        flow,
     })
 }
 

@@ -116,32 +116,40 @@ macro_rules! task_columns {
     () => {
         "id, execution_id, run, unit_key, attempt, offer, task, task_version, input, \
          idempotency_key, state, claimed_by, session, token, created_at, claimed_at, worker_id, \
-         language"
+         language, priority, flow"
     };
 }
 
+/// `?12..?21`: the flow columns (`flow::FlowColumns`); the rank is the clock `?10` plus
+/// `?13`.
 pub(crate) const TASK_INSERT: &str = "INSERT INTO task_queue
     (execution_id, run, unit_key, attempt, offer, task, task_version, input, idempotency_key,
-     state, claim_count, created_at, updated_at, language)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'queued', 0, ?10, ?10, ?11)
+     state, claim_count, created_at, updated_at, language, priority, dispatch_rank, limited,
+     concurrency_key, concurrency_limit, rate_key, rate_starts, rate_period_ms, rate_name, flow)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'queued', 0, ?10, ?10, ?11, ?12, ?10 + ?13,
+        ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)
     ON CONFLICT (execution_id, run, unit_key, attempt, offer) DO NOTHING
     RETURNING id";
+/// One row per row cancelled: whether it was claimed holding a concurrency key (a slot
+/// freed; only a claimed row has a claim time, claimed rows never go back to `queued`).
 pub(crate) const TASK_CANCEL_UNIT: &str =
     "UPDATE task_queue SET state = 'cancelled', updated_at = ?3
-    WHERE execution_id = ?1 AND unit_key = ?2 AND state IN ('queued', 'claimed')";
-/// The oldest queued rows a worker may take (a [`ClaimFilter`](crate::ClaimFilter)): `?1`
-/// is a JSON array of every task name (what the `task_queue_queued` index narrows on), `?2`
+    WHERE execution_id = ?1 AND unit_key = ?2 AND state IN ('queued', 'claimed')
+    RETURNING concurrency_key IS NOT NULL AND claimed_at IS NOT NULL";
+/// The queued rows without a limit a worker may take (a [`ClaimFilter`](crate::ClaimFilter)),
+/// by rank (`flow.rs`: priority, then age): `?1` is a JSON array of every task name (what
+/// the `task_queue_ready` index narrows on), `?2`
 /// the names served at any version, `?3` `[name, version]` pairs served at that version
 /// only, `?4` the worker's language (NULL: rows of every language). The single writer
 /// makes select-then-update atomic here; PostgreSQL uses `FOR UPDATE SKIP LOCKED` for the
 /// same guarantee.
 pub(crate) const TASK_CLAIMABLE: &str = "SELECT id FROM task_queue q
-    WHERE state = 'queued' AND task IN (SELECT value FROM json_each(?1))
+    WHERE state = 'queued' AND NOT limited AND task IN (SELECT value FROM json_each(?1))
       AND (task IN (SELECT value FROM json_each(?2))
         OR EXISTS (SELECT 1 FROM json_each(?3) v
           WHERE v.value ->> 0 = q.task AND v.value ->> 1 = q.task_version))
       AND (?4 IS NULL OR language IS NULL OR language = ?4)
-    ORDER BY id LIMIT ?5";
+    ORDER BY dispatch_rank, id LIMIT ?5";
 /// One claim: a fresh random token (`?5`, see `model::new_task_token`) and the worker the
 /// claim is for, who alone may report its result.
 pub(crate) const TASK_CLAIM: &str = concat!(
@@ -158,14 +166,20 @@ pub(crate) const TASK_CLAIMED_BY: &str = concat!(
 );
 pub(crate) const TASK_BY_TOKEN: &str =
     concat!("SELECT ", task_columns!(), " FROM task_queue WHERE token = ?1");
-/// Queued rows per task name and version, with the oldest row's `created_at`.
-pub(crate) const TASK_BACKLOG: &str =
-    "SELECT task, task_version, COUNT(*), MIN(created_at) FROM task_queue
-    WHERE state = 'queued' GROUP BY task, task_version ORDER BY task, task_version";
+/// Queued rows per task name and version, with the oldest row's `created_at`; over the two
+/// partial indexes of queued rows (`task_queue_ready`, `task_queue_limited`).
+pub(crate) const TASK_BACKLOG: &str = "SELECT task, task_version, COUNT(*), MIN(created_at) FROM (
+        SELECT task, task_version, created_at FROM task_queue
+        WHERE state = 'queued' AND NOT limited
+        UNION ALL SELECT task, task_version, created_at FROM task_queue
+        WHERE state = 'queued' AND limited)
+    GROUP BY task, task_version ORDER BY task, task_version";
 /// Only the worker the row was claimed for (`?3`) finishes it.
-/// A result the owner applied without an inbox entry (see `CommitBatch::tasks_done`).
+/// A result the owner applied without an inbox entry (see `CommitBatch::tasks_done`); the
+/// row returns whether it held a concurrency key (a slot freed).
 pub(crate) const TASK_DONE_BY_OWNER: &str = "UPDATE task_queue SET state = 'done', updated_at = ?3
-    WHERE token = ?1 AND execution_id = ?2 AND state = 'claimed'";
+    WHERE token = ?1 AND execution_id = ?2 AND state = 'claimed'
+    RETURNING concurrency_key IS NOT NULL";
 pub(crate) const TASK_DONE: &str = "UPDATE task_queue SET state = 'done', updated_at = ?2
     WHERE token = ?1 AND worker_id = ?3 AND state IN ('claimed', 'cancelled')";
 

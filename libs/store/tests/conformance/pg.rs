@@ -151,4 +151,15 @@ impl crate::support::Backend for PgBackend {
         store.migrate().await.expect("migrate the test database");
         Arc::new(store)
     }
+
+    async fn execute(&self, sql: &str) {
+        self.create().await;
+        let (client, connection) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+            .await
+            .expect("connect to the test database");
+        let driver = tokio::spawn(connection);
+        client.batch_execute(sql).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+        drop(client);
+        let _ = driver.await;
+    }
 }

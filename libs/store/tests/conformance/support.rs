@@ -11,6 +11,10 @@ use std::sync::Arc;
 pub trait Backend: Send + Sync {
     /// Open a migrated store on this backend's location.
     async fn open(&self) -> Arc<dyn Store>;
+
+    /// Runs `sql` (portable to both databases) on a connection of its own, beside the
+    /// store: how a test sets what no API sets (a row queued minutes ago).
+    async fn execute(&self, sql: &str);
 }
 
 /// A history event at `seq`.
@@ -78,6 +82,11 @@ pub fn task(step: &str, task: &str) -> NewTask {
         idempotency_key: format!("idem-{step}"),
         flow: None,
     }
+}
+
+/// `task(step, name)` offered with `flow`.
+pub fn flow_task(step: &str, name: &str, flow: orbit_engine::Flow) -> NewTask {
+    NewTask { flow: Some(flow), ..task(step, name) }
 }
 
 /// A timer.

@@ -1,5 +1,5 @@
 //! `orbit.v1.AdminService`: the operator's read-only view of workers, task queues, the
-//! cluster and replay checks.
+//! cluster and replay checks, and the server-wide named rate limits (`rate_limits`).
 //!
 //! Worker views come from this frontend's session registry; queue backlogs, owned
 //! executions and histories come from the store; `ClusterStatus` reads the `nodes` table
@@ -10,6 +10,7 @@
 
 mod cluster;
 mod queues;
+mod rate_limits;
 mod replay;
 mod summary;
 mod workers;
@@ -19,9 +20,10 @@ pub(crate) use summary::report as sessions_report;
 use crate::Shared;
 use orbit_api::v1::admin_service_server::AdminService;
 use orbit_api::v1::{
-    ClusterStatusRequest, ClusterStatusResponse, DescribeTaskQueueRequest,
-    DescribeTaskQueueResponse, ListWorkersRequest, ListWorkersResponse, ReplayRequest,
-    ReplayResponse,
+    ClusterStatusRequest, ClusterStatusResponse, DeleteRateLimitRequest, DeleteRateLimitResponse,
+    DescribeTaskQueueRequest, DescribeTaskQueueResponse, ListRateLimitsRequest,
+    ListRateLimitsResponse, ListWorkersRequest, ListWorkersResponse, ReplayRequest, ReplayResponse,
+    SetRateLimitRequest, SetRateLimitResponse,
 };
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
@@ -66,6 +68,27 @@ impl AdminService for AdminApi {
         request: Request<ReplayRequest>,
     ) -> Result<Response<ReplayResponse>, Status> {
         Ok(Response::new(replay::replay(&self.shared, request.into_inner()).await?))
+    }
+
+    async fn set_rate_limit(
+        &self,
+        request: Request<SetRateLimitRequest>,
+    ) -> Result<Response<SetRateLimitResponse>, Status> {
+        Ok(Response::new(rate_limits::set(&self.shared, request.into_inner()).await?))
+    }
+
+    async fn list_rate_limits(
+        &self,
+        request: Request<ListRateLimitsRequest>,
+    ) -> Result<Response<ListRateLimitsResponse>, Status> {
+        Ok(Response::new(rate_limits::list(&self.shared, request.into_inner()).await?))
+    }
+
+    async fn delete_rate_limit(
+        &self,
+        request: Request<DeleteRateLimitRequest>,
+    ) -> Result<Response<DeleteRateLimitResponse>, Status> {
+        Ok(Response::new(rate_limits::delete(&self.shared, request.into_inner()).await?))
     }
 }
 

@@ -290,6 +290,9 @@ fn task_row(t: HandedTask) -> TaskRow {
         language: t.language,
         created_at_ms: t.created_at.as_ref().and_then(|ts| timestamp_to_ms(ts).ok()).unwrap_or(0),
         claimed_at_ms: t.claimed_at.as_ref().and_then(|ts| timestamp_to_ms(ts).ok()),
+        // Not carried by `HandedTask`; nothing downstream of a hand-off reads them.
+        priority: orbit_engine::flow::DEFAULT_PRIORITY,
+        flow: None,
     }
 }
 

@@ -303,6 +303,7 @@ async fn one(
         version: String::new(),
         input: Some(json_to_proto(json!({ "n": n }))),
         execution_id: id.into(),
+        priority: 0,
     };
     if client.start_execution(start).await.is_err() {
         return false;

@@ -70,6 +70,7 @@ pub async fn run(args: &BenchArgs, setup: Setup) -> anyhow::Result<()> {
                 version: String::new(),
                 input: Some(json_to_proto(json!({ "n": i, "at": at }))),
                 execution_id: format!("sleep-{run_id}-{i}"),
+                priority: 0,
             };
             match WorkflowServiceClient::new(channel).start_execution(request).await {
                 Ok(_) => started.fetch_add(1, Ordering::Relaxed),

@@ -178,6 +178,7 @@ pub async fn start(
             version: String::new(),
             input: Some(json_to_proto(input)),
             execution_id: id.into(),
+            priority: 0,
         })
         .await
         .map(tonic::Response::into_inner)

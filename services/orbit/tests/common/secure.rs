@@ -117,6 +117,7 @@ pub async fn start_as(
         version: String::new(),
         input: Some(json_to_proto(input)),
         execution_id: id.into(),
+        priority: 0,
     };
     c.start_execution(bearer(request, token)).await.expect("start");
 }

@@ -1,0 +1,201 @@
+//! The flow-control statements (issue 27, see `crate::flow`): the flow claim, the reads
+//! of why limited rows wait, named rate limits. A child of `sql.rs`, whose column lists
+//! and clock it uses.
+
+/// The advisory lock every flow claim of every process takes first (its key:
+/// `FLOW_LOCK_KEY`): one flow claim at a time, so each counts the claims committed before
+/// it (READ COMMITTED: the claim statement's snapshot is taken after the lock is granted).
+pub(crate) const FLOW_LOCK: &str = "SELECT pg_advisory_xact_lock($1::bigint)";
+
+/// The current window of a bucket whose period is `$period`, aligned to the epoch.
+macro_rules! window_start {
+    ($period:literal) => {
+        concat!("(", now_ms!(), " - ", now_ms!(), " % ", $period, ")")
+    };
+}
+
+/// The flow claim, run under [`FLOW_LOCK`]. Parameters as `TASK_CLAIM`'s: `$1` every task
+/// name, `$2` the limit, `$3` claimer, `$4` session, `$5` the fresh tokens, `$6` the worker,
+/// `$7` the `dispatched` kind, `$8`..`$11` the rest of the `ClaimFilter`.
+///
+/// * `cand`: the queued limited rows the filter admits (`task_queue_limited`), each with
+///   its key's claimed rows (`task_queue_running_key`) and its bucket's limit (inline, or
+///   the named limit; none: unknown).
+/// * `bucket_use`: per bucket its limit (the smallest its rows declare, over the longest
+///   window), the current window and the starts taken in it (a stored older window: 0).
+/// * `judged`/`ranked`: a row whose key is full or whose bucket is empty is out, so rows
+///   behind it of other keys are not held back; the others are numbered per key and per
+///   bucket in rank order, and a row passes while its number fits what its key and bucket
+///   have left. Every limit holds for the rows that pass together.
+/// * `claimed`/`dispatched`: the first `$2` passing rows, claimed as `TASK_CLAIM` claims
+///   (a row the owner cancelled meanwhile no longer matches); `taken`: their starts
+///   added to the buckets (counted from the rows actually claimed).
+/// * the result: the claimed rows (`task_columns!`, one all-NULL row when none), each with
+///   `blocked` (a row stayed queued by a limit) and `retry_at` (the next window of a bucket
+///   that held a row back).
+pub(crate) const TASK_CLAIM_LIMITED: &str = concat!(
+    "WITH running AS MATERIALIZED (
+        SELECT concurrency_key AS k, count(*) AS n FROM task_queue
+        WHERE state = 'claimed' AND concurrency_key IS NOT NULL GROUP BY concurrency_key),
+    cand AS MATERIALIZED (
+        SELECT q.id, q.dispatch_rank, q.concurrency_key AS ckey, q.concurrency_limit AS climit,
+            COALESCE(r.n, 0) AS running, q.rate_key AS bucket,
+            COALESCE(q.rate_starts, l.max_starts) AS starts,
+            GREATEST(COALESCE(q.rate_period_ms, l.period_ms), 1) AS period
+        FROM task_queue q
+        LEFT JOIN running r ON r.k = q.concurrency_key
+        LEFT JOIN rate_limits l ON l.name = q.rate_name
+        WHERE q.state = 'queued' AND q.limited AND q.task = ANY($1::text[])
+          AND (q.task = ANY($8::text[]) OR (q.task, q.task_version) IN
+            (SELECT * FROM UNNEST($9::text[], $10::text[])))
+          AND ($11::text IS NULL OR q.language IS NULL OR q.language = $11::text)),
+    bucket_use AS MATERIALIZED (
+        SELECT b.bucket, b.starts, b.period, b.ws,
+            CASE WHEN rb.window_start = b.ws THEN rb.used ELSE 0 END AS used
+        FROM (SELECT bucket, min(starts) AS starts, max(period) AS period, ",
+    window_start!("max(period)"),
+    " AS ws
+            FROM cand WHERE bucket IS NOT NULL AND starts IS NOT NULL GROUP BY bucket) b
+        LEFT JOIN rate_buckets rb ON rb.bucket = b.bucket),
+    judged AS (
+        SELECT c.id, c.dispatch_rank, c.ckey, c.climit, c.running, c.bucket, u.starts, u.used,
+            u.ws, u.period,
+            (c.ckey IS NULL OR c.running < c.climit) AS key_free,
+            (c.bucket IS NULL OR COALESCE(u.used < u.starts, false)) AS bucket_free
+        FROM cand c LEFT JOIN bucket_use u ON u.bucket = c.bucket),
+    ranked AS (
+        SELECT j.*,
+            row_number() OVER (PARTITION BY j.key_free AND j.bucket_free, j.ckey
+                ORDER BY j.dispatch_rank, j.id) AS kn,
+            row_number() OVER (PARTITION BY j.key_free AND j.bucket_free, j.bucket
+                ORDER BY j.dispatch_rank, j.id) AS bn
+        FROM judged j),
+    verdict AS MATERIALIZED (
+        SELECT r.id, r.dispatch_rank,
+            COALESCE(r.key_free AND r.bucket_free
+                AND (r.ckey IS NULL OR r.running + r.kn <= r.climit)
+                AND (r.bucket IS NULL OR r.used + r.bn <= r.starts), false) AS passes,
+            CASE WHEN r.starts IS NOT NULL
+                AND (NOT r.bucket_free OR (r.key_free AND r.used + r.bn > r.starts))
+                THEN r.ws + r.period END AS retry_at
+        FROM ranked r),
+    picked AS (
+        SELECT p.id, row_number() OVER (ORDER BY p.dispatch_rank, p.id) AS n
+        FROM (SELECT id, dispatch_rank FROM verdict WHERE passes
+            ORDER BY dispatch_rank, id LIMIT $2::bigint) p),
+    claimed AS (
+        UPDATE task_queue t SET state = 'claimed', claimed_by = $3::text, session = $4::text,
+            worker_id = $6::text, token = ($5::text[])[picked.n::int],
+            claim_count = t.claim_count + 1,
+            claimed_at = ",
+    now_ms!(),
+    ", updated_at = ",
+    now_ms!(),
+    " FROM picked WHERE t.id = picked.id AND t.state = 'queued'
+        RETURNING t.*),
+    dispatched AS (
+        INSERT INTO inbox (execution_id, kind, token, payload, created_at)
+        SELECT c.execution_id, $7::text, c.token,
+            json_build_object('task_id', c.id, 'step', c.unit_key, 'attempt', c.attempt,
+                'offer', c.offer, 'token', c.token, 'claimed_by', $3::text,
+                'session', $4::text, 'worker_id', $6::text)::text, ",
+    now_ms!(),
+    " FROM claimed c ORDER BY c.id),
+    taken AS (
+        INSERT INTO rate_buckets (bucket, window_start, used)
+        SELECT c.rate_key, u.ws, count(*) FROM claimed c JOIN bucket_use u ON u.bucket = c.rate_key
+        GROUP BY c.rate_key, u.ws
+        ON CONFLICT (bucket) DO UPDATE SET
+            used = CASE WHEN rate_buckets.window_start = excluded.window_start
+                THEN rate_buckets.used + excluded.used ELSE excluded.used END,
+            window_start = excluded.window_start),
+    summary AS (
+        SELECT COALESCE(bool_or(NOT passes), false) AS blocked, min(retry_at) AS retry_at
+        FROM verdict)
+    SELECT ",
+    task_columns!(),
+    ", CASE WHEN id IS NOT NULL THEN pg_notify('orbit_inbox', '') END, blocked, retry_at
+    FROM summary LEFT JOIN claimed ON true ORDER BY dispatch_rank, id"
+);
+
+/// Whether limited rows are queued or hold a concurrency key (the two partial indexes).
+pub(crate) const LIMITED_EXISTS: &str =
+    "SELECT EXISTS (SELECT 1 FROM task_queue WHERE state = 'queued' AND limited)
+        OR EXISTS (SELECT 1 FROM task_queue
+            WHERE state = 'claimed' AND concurrency_key IS NOT NULL)";
+
+/// Why a queued limited row `q` waits (see `TaskQueue::flow_waiting`), given `running` (its
+/// key's claimed rows), the named limit `l` and its bucket `b`.
+macro_rules! wait_reason {
+    ($running:literal) => {
+        concat!(
+            "CASE WHEN q.concurrency_key IS NOT NULL AND ",
+            $running,
+            " >= q.concurrency_limit THEN 'concurrency'
+            WHEN q.rate_key IS NOT NULL AND (COALESCE(q.rate_starts, l.max_starts) IS NULL
+                OR COALESCE(CASE WHEN b.window_start = ",
+            window_start!("GREATEST(COALESCE(q.rate_period_ms, l.period_ms), 1)"),
+            " THEN b.used END, 0) >= COALESCE(q.rate_starts, l.max_starts))
+                THEN 'rate_limit'
+            ELSE 'ready' END"
+        )
+    };
+}
+
+/// The queued limited rows counted by reason (`reason` rows), and the busiest concurrency
+/// keys (`key` rows: running, queued, limit), at most `$1` of them. Reads the queued limited
+/// rows (`task_queue_limited`) and the claimed ones holding a key
+/// (`task_queue_running_key`) once each.
+pub(crate) const FLOW_WAITING: &str = concat!(
+    "WITH running AS MATERIALIZED (
+        SELECT concurrency_key AS k, count(*) AS n, max(concurrency_limit) AS lim
+        FROM task_queue WHERE state = 'claimed' AND concurrency_key IS NOT NULL
+        GROUP BY concurrency_key),
+    judged AS MATERIALIZED (
+        SELECT q.concurrency_key AS k, q.concurrency_limit AS lim, ",
+    wait_reason!("COALESCE(r.n, 0)"),
+    " AS reason
+        FROM task_queue q
+        LEFT JOIN running r ON r.k = q.concurrency_key
+        LEFT JOIN rate_limits l ON l.name = q.rate_name
+        LEFT JOIN rate_buckets b ON b.bucket = q.rate_key
+        WHERE q.state = 'queued' AND q.limited),
+    keys AS (
+        SELECT k, sum(n)::bigint AS running, sum(queued)::bigint AS queued,
+            max(lim)::bigint AS lim
+        FROM (SELECT k, n, 0 AS queued, lim FROM running
+            UNION ALL SELECT k, 0, count(*), max(lim) FROM judged
+                WHERE k IS NOT NULL GROUP BY k) x
+        GROUP BY k ORDER BY 2 DESC, 3 DESC, k LIMIT $1::bigint)
+    SELECT 'reason', reason, count(*)::bigint, 0::bigint, 0::bigint FROM judged GROUP BY reason
+    UNION ALL SELECT 'key', k, running, queued, lim FROM keys"
+);
+
+/// The queued limited rows of the execution `$1` (`task_queue_by_execution`) with why
+/// they wait, by id; each key counted by its own lookup (`task_queue_running_key`).
+pub(crate) const WAITING_ON: &str = concat!(
+    "SELECT q.unit_key, ",
+    wait_reason!(
+        "(SELECT count(*) FROM task_queue c
+            WHERE c.state = 'claimed' AND c.concurrency_key = q.concurrency_key)"
+    ),
+    " FROM task_queue q
+    LEFT JOIN rate_limits l ON l.name = q.rate_name
+    LEFT JOIN rate_buckets b ON b.bucket = q.rate_key
+    WHERE q.execution_id = $1::text AND q.state = 'queued' AND q.limited
+    ORDER BY q.id"
+);
+
+/// Creates or replaces a named limit, and wakes the flow claims (rows may wait on it).
+pub(crate) const RATE_LIMIT_SET: &str = concat!(
+    "INSERT INTO rate_limits (name, max_starts, period_ms, updated_at)
+    VALUES ($1::text, $2::bigint, $3::bigint, ",
+    now_ms!(),
+    ") ON CONFLICT (name) DO UPDATE SET max_starts = excluded.max_starts,
+        period_ms = excluded.period_ms, updated_at = excluded.updated_at
+    RETURNING name, max_starts, period_ms, updated_at, pg_notify('orbit_tasks', 'limited')"
+);
+pub(crate) const RATE_LIMIT_LIST: &str =
+    "SELECT name, max_starts, period_ms, updated_at FROM rate_limits ORDER BY name";
+pub(crate) const RATE_LIMIT_DELETE: &str =
+    "DELETE FROM rate_limits WHERE name = $1::text RETURNING name";
