@@ -76,9 +76,7 @@ pub struct Metrics {
     /// `orbit_flow_keys_full`: concurrency keys with as many attempts running as their
     /// limit, sampled with `flow_waiting`.
     pub flow_keys_full: IntGauge,
-    /// `orbit_rate_limit_starts_left{name}`: starts left in the current window of each
-    /// server-wide named limit's unkeyed bucket, sampled with `flow_waiting`.
-    pub rate_limit_left: IntGaugeVec,
+
     /// `orbit_task_backlog{task}`: queued rows, sampled periodically.
     pub task_backlog: IntGaugeVec,
     /// `orbit_task_oldest_queued_age_seconds{task}`: age of the oldest queued row.
@@ -157,7 +155,6 @@ pub const NAMES: &[&str] = &[
     "orbit_task_wait_by_priority_seconds",
     "orbit_flow_waiting_tasks",
     "orbit_flow_keys_full",
-    "orbit_rate_limit_starts_left",
     "orbit_task_backlog",
     "orbit_task_oldest_queued_age_seconds",
     "orbit_timer_lag_seconds",
@@ -353,12 +350,6 @@ impl Metrics {
                 "orbit_flow_keys_full",
                 "Concurrency keys with as many attempts running as their limit.",
             ),
-            rate_limit_left: gauge_vec(
-                &r,
-                "orbit_rate_limit_starts_left",
-                "Starts left in the current window of each server-wide named rate limit.",
-                &["name"],
-            ),
             task_backlog: gauge_vec(
                 &r,
                 "orbit_task_backlog",
@@ -502,7 +493,6 @@ mod tests {
         m.wait_by_priority.with_label_values(&["3"]).observe(0.1);
         m.flow_waiting.with_label_values(&["concurrency"]).set(1);
         m.flow_keys_full.set(1);
-        m.rate_limit_left.with_label_values(&["n"]).set(1);
         m.task_backlog.with_label_values(&["t"]).set(1);
         m.task_oldest_age.with_label_values(&["t"]).set(1.0);
         m.store_commit.with_label_values(&["sqlite"]).observe(0.1);

@@ -134,5 +134,30 @@ async fn backlog(shared: &Shared, seen: &mut BTreeSet<String>) -> bool {
         m.task_oldest_age.with_label_values(&[gone.as_str()]).set(0.0);
     }
     *seen = current;
+    flow(shared, any).await;
     any
+}
+
+/// The flow-control gauges (issue 27): one more read, only while rows are queued and the
+/// store may hold limited ones; zero otherwise.
+async fn flow(shared: &Shared, queued: bool) {
+    let m = orbit_metrics::get();
+    let limited = queued && shared.store.limited_possible().await.unwrap_or(false);
+    let waiting = if limited { shared.store.flow_waiting().await.ok() } else { None };
+    let count = |reason| {
+        waiting.as_ref().map_or(0, |w| {
+            w.by_reason.iter().filter(|(r, _)| *r == reason).map(|(_, n)| *n).sum::<u64>()
+        })
+    };
+    for (label, reason) in [
+        ("concurrency", orbit_store::WaitReason::Concurrency),
+        ("rate_limit", orbit_store::WaitReason::RateLimit),
+    ] {
+        m.flow_waiting
+            .with_label_values(&[label])
+            .set(i64::try_from(count(reason)).unwrap_or(i64::MAX));
+    }
+    let full =
+        waiting.as_ref().map_or(0, |w| w.keys.iter().filter(|k| k.running >= k.limit).count());
+    m.flow_keys_full.set(i64::try_from(full).unwrap_or(i64::MAX));
 }

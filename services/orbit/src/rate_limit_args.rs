@@ -63,7 +63,10 @@ fn parse_rate_limit(text: &str) -> Result<RateLimitFlag, String> {
     }
     let period = duration(period).map_err(|e| format!("period `{period}`: {e}"))?;
     if period.is_zero() || period > MAX_PERIOD {
-        return Err(format!("period `{}`: from 1ms to 366d", rest.split_once('/').map_or("", |p| p.1)));
+        return Err(format!(
+            "period `{}`: from 1ms to 366d",
+            rest.split_once('/').map_or("", |p| p.1)
+        ));
     }
     let period_ms = u64::try_from(period.as_millis()).unwrap_or(u64::MAX);
     Ok(RateLimitFlag { name: name.to_string(), limit, period_ms })
@@ -76,7 +79,10 @@ mod tests {
     #[test]
     fn a_flag_reads_name_limit_and_period() {
         let flag = parse_rate_limit("partner-api=100/1m").expect("valid");
-        assert_eq!(flag, RateLimitFlag { name: "partner-api".into(), limit: 100, period_ms: 60_000 });
+        assert_eq!(
+            flag,
+            RateLimitFlag { name: "partner-api".into(), limit: 100, period_ms: 60_000 }
+        );
         assert_eq!(parse_rate_limit("a.b_c=1/500ms").expect("valid").period_ms, 500);
     }
 

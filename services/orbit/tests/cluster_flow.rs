@@ -82,35 +82,36 @@ fn worker_process() {
         .enable_all()
         .build()
         .expect("runtime");
-    runtime.block_on(async move {
-        let worker = orbit_worker::Worker::builder(text("endpoints"))
-            .tls(tls)
-            .bearer_token(text("token"))
-            .worker_id(text("worker_id"))
-            .max_concurrency(16)
-            .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(500))
-            .task("work", "1", move |ctx: orbit_worker::TaskContext| {
-                let log = log.clone();
-                async move {
-                    let account = ctx.input()["account"].as_str().unwrap_or("-").to_string();
-                    let line = |what: &str| {
-                        format!("{what} {account} {} {}\n", ctx.execution_id(), now_ns())
-                    };
-                    if let Ok(mut f) = log.lock() {
-                        let _ = f.write_all(line("start").as_bytes());
+    runtime
+        .block_on(async move {
+            let worker = orbit_worker::Worker::builder(text("endpoints"))
+                .tls(tls)
+                .bearer_token(text("token"))
+                .worker_id(text("worker_id"))
+                .max_concurrency(16)
+                .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(500))
+                .task("work", "1", move |ctx: orbit_worker::TaskContext| {
+                    let log = log.clone();
+                    async move {
+                        let account = ctx.input()["account"].as_str().unwrap_or("-").to_string();
+                        let line = |what: &str| {
+                            format!("{what} {account} {} {}\n", ctx.execution_id(), now_ns())
+                        };
+                        if let Ok(mut f) = log.lock() {
+                            let _ = f.write_all(line("start").as_bytes());
+                        }
+                        tokio::time::sleep(delay).await;
+                        if let Ok(mut f) = log.lock() {
+                            let _ = f.write_all(line("end").as_bytes());
+                        }
+                        Ok::<Value, orbit_worker::TaskFailure>(ctx.input().clone())
                     }
-                    tokio::time::sleep(delay).await;
-                    if let Ok(mut f) = log.lock() {
-                        let _ = f.write_all(line("end").as_bytes());
-                    }
-                    Ok::<Value, orbit_worker::TaskFailure>(ctx.input().clone())
-                }
-            })
-            .build()
-            .expect("worker");
-        worker.run(tokio_util::sync::CancellationToken::new()).await
-    })
-    .expect("worker run");
+                })
+                .build()
+                .expect("worker");
+            worker.run(tokio_util::sync::CancellationToken::new()).await
+        })
+        .expect("worker run");
 }
 
 /// A worker process (this binary, [`worker_process`]) for `endpoints`, logging to `log`.
@@ -188,7 +189,12 @@ fn overlaps(mut runs: Vec<(String, String, u128, u128)>) -> Vec<String> {
     runs.sort_by(|a, b| (&a.0, a.2).cmp(&(&b.0, b.2)));
     runs.windows(2)
         .filter(|w| w[0].0 == w[1].0 && w[1].2 < w[0].3)
-        .map(|w| format!("{}: {} [{}, {}] and {} from {}", w[0].0, w[0].1, w[0].2, w[0].3, w[1].1, w[1].2))
+        .map(|w| {
+            format!(
+                "{}: {} [{}, {}] and {} from {}",
+                w[0].0, w[0].1, w[0].2, w[0].3, w[1].1, w[1].2
+            )
+        })
         .collect()
 }
 
@@ -196,7 +202,13 @@ fn count(topo: &Topology, sql: &str) -> u64 {
     psql(topo, sql).first().and_then(|v| v.trim().parse().ok()).unwrap_or(0)
 }
 
-async fn start_all(topo: &Topology, workflow: &str, prefix: &str, n: usize, keys: usize) -> Vec<String> {
+async fn start_all(
+    topo: &Topology,
+    workflow: &str,
+    prefix: &str,
+    n: usize,
+    keys: usize,
+) -> Vec<String> {
     let mut starters = tokio::task::JoinSet::new();
     const STARTERS: usize = 16;
     for s in 0..STARTERS {
@@ -237,8 +249,9 @@ async fn a_per_key_limit_holds_through_an_owner_and_a_worker_kill() {
     let sampler = {
         let stop = stop.clone();
         tokio::spawn(async move {
-            let (client, conn) =
-                tokio_postgres::connect(&sampler_topo_url, tokio_postgres::NoTls).await.expect("sampler connect");
+            let (client, conn) = tokio_postgres::connect(&sampler_topo_url, tokio_postgres::NoTls)
+                .await
+                .expect("sampler connect");
             tokio::spawn(conn);
             let mut samples = 0u64;
             let mut seen = Vec::new();

@@ -134,7 +134,10 @@ async fn pending_until(
 }
 
 fn input_of(task: &pb::server_message::Task) -> Value {
-    task.input.clone().and_then(|v| orbit_server_kit::payload::proto_to_json(v).ok()).unwrap_or(Value::Null)
+    task.input
+        .clone()
+        .and_then(|v| orbit_server_kit::payload::proto_to_json(v).ok())
+        .unwrap_or(Value::Null)
 }
 
 #[tokio::test]
@@ -143,18 +146,22 @@ async fn a_concurrency_key_runs_one_attempt_per_key_and_says_why_the_others_wait
     let server = Server::start(&dir.0.join("db"), &[]).await;
     let mut c = server.client().await;
     register(&mut c, SERIAL).await;
-    for (id, account) in [("acme-1", "acme"), ("acme-2", "acme"), ("acme-3", "acme"), ("zen-1", "zen")] {
+    for (id, account) in
+        [("acme-1", "acme"), ("acme-2", "acme"), ("acme-3", "acme"), ("zen-1", "zen")]
+    {
         start(&mut c, "serial", id, json!({"account": account, "id": id})).await.expect("start");
     }
     let mut w = RawSession::start(&server.address(), "w", &[("work", "")], 10).await;
     let first = w.next_task(WAIT).await;
     let second = w.next_task(WAIT).await;
-    let mut got: Vec<String> = [&first, &second].iter().map(|t| input_of(t)["id"].to_string()).collect();
+    let mut got: Vec<String> =
+        [&first, &second].iter().map(|t| input_of(t)["id"].to_string()).collect();
     got.sort();
     assert_eq!(got, ["\"acme-1\"", "\"zen-1\""], "one attempt per key, in queue order");
     // The other two wait for the key, and say so.
     for id in ["acme-2", "acme-3"] {
-        let t = pending_until(&mut c, id, |t| t.waiting_on == pb::FlowWait::Concurrency as i32).await;
+        let t =
+            pending_until(&mut c, id, |t| t.waiting_on == pb::FlowWait::Concurrency as i32).await;
         assert_eq!(t.concurrency_key, "serial.a/acme");
         assert_eq!(t.state, pb::PendingTaskState::Queued as i32);
     }
@@ -244,7 +251,8 @@ async fn a_named_limit_is_set_listed_and_deleted_and_holds_attempts_until_define
         cmd.args(["--address", &server.address()]).args(args);
         run_bounded(&mut cmd, Duration::from_secs(30))
     };
-    let (ok, out, err) = cli(&["admin", "rate-limit", "set", "partner-api", "--limit", "2", "--per", "1m"]);
+    let (ok, out, err) =
+        cli(&["admin", "rate-limit", "set", "partner-api", "--limit", "2", "--per", "1m"]);
     assert!(ok, "rate-limit set: {out}\n{err}");
     let task = w.next_task(WAIT).await;
     assert_eq!(input_of(&task)["id"], "p-1");
@@ -288,7 +296,8 @@ async fn a_higher_priority_is_dispatched_first() {
     start_p(&mut c, "ranked", "urgent", json!({"id": "urgent"}), 1).await.expect("start");
     // The step's own priority (2) beats its start's 5.
     start_p(&mut c, "urgent-step", "step", json!({"id": "step", "p": 2}), 5).await.expect("start");
-    let t = pending_until(&mut c, "urgent", |t| t.state == pb::PendingTaskState::Queued as i32).await;
+    let t =
+        pending_until(&mut c, "urgent", |t| t.state == pb::PendingTaskState::Queued as i32).await;
     assert_eq!(t.priority, 1);
     pending_until(&mut c, "step", |t| t.priority == 2).await;
 

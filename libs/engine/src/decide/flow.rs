@@ -130,9 +130,7 @@ fn key_text(value: &Value) -> Result<String, String> {
     let text = match value {
         Value::String(s) => s.clone(),
         Value::Number(_) | Value::Bool(_) => value.to_string(),
-        other => {
-            return Err(format!("expected a string, number or boolean, got {}", shown(other)))
-        }
+        other => return Err(format!("expected a string, number or boolean, got {}", shown(other))),
     };
     if text.len() > MAX_KEY_BYTES {
         return Err(format!("{} bytes, more than the {MAX_KEY_BYTES} a key may have", text.len()));

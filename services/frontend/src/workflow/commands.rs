@@ -57,7 +57,9 @@ pub(crate) async fn start_with(
     };
     let input = validate::payload("input", req.input, shared.config.max_payload_bytes)?;
     if req.priority > 5 {
-        return Err(rules::invalid("priority", "must be 1 (first) to 5 (last), or 0 for unset").into());
+        return Err(
+            rules::invalid("priority", "must be 1 (first) to 5 (last), or 0 for unset").into()
+        );
     }
     // Versions and hashes only (no documents): the owner reads the definition it pins.
     let versions = shared.store.definition_versions(workflow).await?;

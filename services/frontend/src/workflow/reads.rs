@@ -171,7 +171,38 @@ pub(crate) async fn describe(
             suspended_at: f.parked_at_ms.map(orbit_server_kit::payload::ms_to_timestamp),
         });
     }
+    if loaded.is_now() {
+        waiting_on(shared, id, &mut execution.pending_tasks).await?;
+    }
     Ok(DescribeExecutionResponse { execution: Some(execution) })
+}
+
+/// Says why each queued attempt under a concurrency key or a rate limit waits (issue 27):
+/// one read, and only when such an attempt is pending.
+async fn waiting_on(
+    shared: &Shared,
+    id: &str,
+    tasks: &mut [orbit_api::v1::PendingTask],
+) -> ApiResult<()> {
+    use orbit_api::v1::{FlowWait, PendingTaskState};
+    let limited = |t: &orbit_api::v1::PendingTask| {
+        t.state == PendingTaskState::Queued as i32
+            && (!t.concurrency_key.is_empty() || !t.rate_limit_key.is_empty())
+    };
+    if !tasks.iter().any(limited) {
+        return Ok(());
+    }
+    let reasons = shared.store.waiting_on(id).await?;
+    for t in tasks.iter_mut().filter(|t| limited(t)) {
+        let reason = reasons.iter().rev().find(|(unit, _)| *unit == t.unit).map(|r| r.1);
+        t.waiting_on = match reason {
+            Some(orbit_store::WaitReason::Concurrency) => FlowWait::Concurrency,
+            Some(orbit_store::WaitReason::RateLimit) => FlowWait::RateLimit,
+            Some(orbit_store::WaitReason::Ready) | None => FlowWait::Unspecified,
+        }
+        .into();
+    }
+    Ok(())
 }
 
 /// Evaluates a declared query on the run's state now, or as of `at_seq` (`as_of_seq` then
