@@ -133,6 +133,19 @@ async fn pending_until(
     }
 }
 
+/// The next task delivered to `w`, skipping the acks of results sent before (bounded).
+async fn next_task(w: &mut RawSession, within: Duration) -> pb::server_message::Task {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match w.next(left.max(Duration::from_millis(1))).await {
+            Some(pb::server_message::Kind::Task(t)) => return t,
+            Some(pb::server_message::Kind::Ack(_)) => {}
+            other => panic!("expected a task, got {other:?}"),
+        }
+    }
+}
+
 fn input_of(task: &pb::server_message::Task) -> Value {
     task.input
         .clone()
@@ -152,8 +165,8 @@ async fn a_concurrency_key_runs_one_attempt_per_key_and_says_why_the_others_wait
         start(&mut c, "serial", id, json!({"account": account, "id": id})).await.expect("start");
     }
     let mut w = RawSession::start(&server.address(), "w", &[("work", "")], 10).await;
-    let first = w.next_task(WAIT).await;
-    let second = w.next_task(WAIT).await;
+    let first = next_task(&mut w, WAIT).await;
+    let second = next_task(&mut w, WAIT).await;
     let mut got: Vec<String> =
         [&first, &second].iter().map(|t| input_of(t)["id"].to_string()).collect();
     got.sort();
@@ -174,10 +187,10 @@ async fn a_concurrency_key_runs_one_attempt_per_key_and_says_why_the_others_wait
     // Its result frees the key: acme-2 comes next, then acme-3.
     let acme1 = if input_of(&first)["id"] == "acme-1" { &first } else { &second };
     w.complete(&acme1.token, json!("done")).await;
-    let next = w.next_task(WAIT).await;
+    let next = next_task(&mut w, WAIT).await;
     assert_eq!(input_of(&next)["id"], "acme-2");
     w.complete(&next.token, json!("done")).await;
-    let last = w.next_task(WAIT).await;
+    let last = next_task(&mut w, WAIT).await;
     assert_eq!(input_of(&last)["id"], "acme-3");
     w.complete(&last.token, json!("done")).await;
     let zen = if input_of(&first)["id"] == "zen-1" { &first } else { &second };
@@ -202,7 +215,7 @@ async fn an_inline_rate_limit_starts_at_most_its_limit_per_window() {
     let mut w = RawSession::start(&server.address(), "w", &[("work", "")], 10).await;
     // Every task is completed as it arrives; the limit alone spaces them.
     for _ in &ids {
-        let t = w.next_task(Duration::from_secs(30)).await;
+        let t = next_task(&mut w, Duration::from_secs(30)).await;
         w.complete(&t.token, json!("ok")).await;
     }
     for id in &ids {
@@ -248,13 +261,13 @@ async fn a_named_limit_is_set_listed_and_deleted_and_holds_attempts_until_define
     // Defined through the CLI: the attempt is delivered.
     let cli = |args: &[&str]| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_orbit"));
-        cmd.args(["--address", &server.address()]).args(args);
+        cmd.args(args).args(["--address", &server.address()]);
         run_bounded(&mut cmd, Duration::from_secs(30))
     };
     let (ok, out, err) =
         cli(&["admin", "rate-limit", "set", "partner-api", "--limit", "2", "--per", "1m"]);
     assert!(ok, "rate-limit set: {out}\n{err}");
-    let task = w.next_task(WAIT).await;
+    let task = next_task(&mut w, WAIT).await;
     assert_eq!(input_of(&task)["id"], "p-1");
     w.complete(&task.token, json!("ok")).await;
     assert_eq!(result(&mut c, "p-1", WAIT).await.0, pb::ExecutionStatus::Completed);
@@ -305,7 +318,7 @@ async fn a_higher_priority_is_dispatched_first() {
     let mut w = RawSession::start(&server.address(), "w", &[("work", "")], 1).await;
     let mut order = Vec::new();
     for _ in 0..4 {
-        let t = w.next_task(WAIT).await;
+        let t = next_task(&mut w, WAIT).await;
         order.push(input_of(&t)["id"].as_str().unwrap_or_default().to_string());
         w.complete(&t.token, json!("ok")).await;
         w.tx.send(credits(1)).await.expect("credit");
