@@ -352,6 +352,7 @@ async fn the_pages_work_in_headless_chromium() {
     fixed.store(true, Ordering::SeqCst);
     // Executions waiting for a signal on v1, and a safe v2, for the page's batch.
     batch_scenario(&mut c).await;
+    flow_scenario(&mut c).await;
     let shots = shots(&dir);
     // Blocking (a child process with its own bound): off the runtime's threads.
     let at = admin.clone();
@@ -410,7 +411,11 @@ async fn the_pages_work_in_headless_chromium() {
     assert_eq!(common::result(&mut c, BATCH_IDS[0], WAIT).await.0, pb::ExecutionStatus::Completed);
     let events = common::history(&mut c, BATCH_IDS[0]).await;
     assert!(events.iter().any(|e| e.event_type == "StepSucceeded" && e.step == "done"));
+    // The rate limit the page set let the waiting step run.
+    assert_eq!(common::result(&mut c, METERED_ID, WAIT).await.0, pb::ExecutionStatus::Completed);
     for name in [
+        "console-flow-waiting",
+        "console-rate-limits",
         "console-batch",
         "console-list",
         "console-timeline",

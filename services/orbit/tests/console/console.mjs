@@ -353,6 +353,25 @@ try {
     await page.waitForURL(/\/ui\/batches$/);
     await page.locator('#batches tbody tr', { hasText: batchId }).waitFor();
     console.log('batch: ok');
+    // Flow control (issue 27): a step that names a rate limit the server does not define
+    // waits on it, and says so; the Rate limits page (key 8) defines it.
+    await page.goto(`${base}/ui/executions/demo-metered`);
+    const waiting = page.locator('#pending-tasks tr[data-unit=meter][data-waiting=RATE_LIMIT]');
+    await waiting.waitFor();
+    const waitText = await waiting.innerText();
+    check(waitText.includes('rate limit') && waitText.includes('console-api') && waitText.includes('console-metered.meter/acme'), `the waiting task: ${waitText}`);
+    await shot('console-flow-waiting');
+    await page.locator('body').click({ position: { x: 5, y: 5 } });
+    await page.keyboard.press('8');
+    await page.waitForURL(/\/ui\/rate-limits$/);
+    await page.fill('#rl-name', 'console-api');
+    await page.fill('#rl-limit', '5');
+    await page.fill('#rl-per', '1m');
+    await page.click('#rl-set');
+    await page.locator('#rl-verdict', { hasText: 'console-api' }).waitFor();
+    await page.locator('#rate-limits tr[data-name="console-api"]').waitFor();
+    await shot('console-rate-limits');
+    console.log('rate limits: ok');
     // Trigger the schedule from its page: an execution of it appears.
     await page.goto(`${base}/ui/schedules`);
     await page.click('button[data-act=TriggerSchedule]');
