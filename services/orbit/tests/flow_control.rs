@@ -326,3 +326,74 @@ async fn a_higher_priority_is_dispatched_first() {
     assert_eq!(order[..3], ["urgent", "step", "default"], "{order:?}");
     assert_eq!(order[3], "bulk-0", "{order:?}");
 }
+
+/// The Python client's half of [`the_clients_set_rate_limits_and_start_with_a_priority`]:
+/// sets, lists and deletes a named limit, starts with a priority and describes it.
+const PY_CLIENT: &str = r#"
+import json, sys
+from orbit_worker import Client
+
+address = sys.argv[1]
+out = {}
+with Client(address) as c:
+    out["set"] = c.set_rate_limit("py-api", 7, 30)
+    out["listed"] = [r["name"] for r in c.list_rate_limits()]
+    c.delete_rate_limit("py-api")
+    try:
+        c.delete_rate_limit("py-api")
+        out["again"] = "deleted twice"
+    except Exception as e:  # the client raises the grpc error as it came
+        out["again"] = e.code().name
+    c.start("ranked", {"id": "py"}, execution_id="py-prio", priority=1)
+    tasks = c.describe("py-prio").get("pendingTasks", [])
+    out["priority"] = [t.get("priority") for t in tasks]
+    try:
+        c.start("ranked", {}, execution_id="py-bad", priority=9)
+        out["bad"] = "accepted"
+    except ValueError:
+        out["bad"] = "ValueError"
+print(json.dumps(out))
+"#;
+
+#[tokio::test]
+async fn the_clients_set_rate_limits_and_start_with_a_priority() {
+    let dir = TempDir::new("flow-clients");
+    let server = Server::start(&dir.0.join("db"), &[]).await;
+    let mut c = server.client().await;
+    register(&mut c, RANKED).await;
+
+    // The Rust client.
+    let client = orbit_worker::client::Client::connect(&server.address()).await.expect("connect");
+    let set = client
+        .set_rate_limit("rust-api", 3, Duration::from_secs(10))
+        .await
+        .expect("set a rate limit");
+    assert_eq!((set.name.as_str(), set.limit), ("rust-api", 3));
+    let names: Vec<String> =
+        client.list_rate_limits().await.expect("list").into_iter().map(|r| r.name).collect();
+    assert_eq!(names, ["rust-api"]);
+    client.delete_rate_limit("rust-api").await.expect("delete");
+    assert!(client.delete_rate_limit("rust-api").await.is_err(), "deleted twice");
+    let start = orbit_worker::client::Start::new("ranked", &json!({"id": "rust"}))
+        .execution_id("rust-prio")
+        .priority(1);
+    client.start_with(start).await.expect("start with a priority");
+    let d = client.describe("rust-prio").await.expect("describe");
+    let priorities: Vec<u32> = d.pending_tasks.iter().map(|t| t.priority).collect();
+    assert_eq!(priorities, [1], "{d:?}");
+
+    // The Python client.
+    python::check_sdk("");
+    let mut script = Command::new(python::python());
+    script.args(["-c", PY_CLIENT, &server.address()]);
+    let (ok, stdout, stderr) = run_bounded(&mut script, Duration::from_secs(120));
+    assert!(ok, "the Python client script failed:\n{stderr}");
+    let out: Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("json line");
+    assert_eq!(out["set"]["name"], "py-api", "{out}");
+    assert_eq!(out["set"]["limit"], 7, "{out}");
+    assert_eq!(out["listed"], json!(["py-api"]), "{out}");
+    assert_eq!(out["again"], "NOT_FOUND", "{out}");
+    assert_eq!(out["priority"], json!([1]), "{out}");
+    assert_eq!(out["bad"], "ValueError", "{out}");
+}
