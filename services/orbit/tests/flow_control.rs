@@ -12,7 +12,9 @@
 //!   `--rate-limit` at start), and a delete of an unknown name is `RATE_LIMIT_NOT_FOUND`;
 //! - priorities: with 20 priority-5 attempts queued, a priority-1 execution's attempt is
 //!   the first a worker gets, a step's own `priority:` beats the start's, and a start
-//!   priority of 7 is `INVALID_ARGUMENT`.
+//!   priority of 7 is `INVALID_ARGUMENT`;
+//! - the Rust, Python and TypeScript clients set, list and delete named limits and start
+//!   with a priority.
 
 // Tests read their environment and the wall clock (the database's claim times) directly.
 #![allow(clippy::disallowed_methods)]
@@ -396,4 +398,42 @@ async fn the_clients_set_rate_limits_and_start_with_a_priority() {
     assert_eq!(out["again"], "NOT_FOUND", "{out}");
     assert_eq!(out["priority"], json!([1]), "{out}");
     assert_eq!(out["bad"], "ValueError", "{out}");
+
+    // The TypeScript client (the package scripts/test.sh builds).
+    let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdks/typescript");
+    let dist = sdk.join("dist/index.js");
+    assert!(
+        dist.exists(),
+        "the TypeScript SDK is not built: cd sdks/typescript && npm ci && npm run build"
+    );
+    let script = TS_CLIENT.replace("DIST", &dist.display().to_string());
+    let mut node = Command::new(std::env::var("NODE").unwrap_or_else(|_| "node".into()));
+    node.args(["--input-type=module", "-e", &script, &server.address()]);
+    let (ok, stdout, stderr) = run_bounded(&mut node, Duration::from_secs(120));
+    assert!(ok, "the TypeScript client script failed:\n{stderr}");
+    let out: Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("json line");
+    assert_eq!(out["set"], json!(["ts-api", 4]), "{out}");
+    assert_eq!(out["listed"], json!(["ts-api"]), "{out}");
+    assert_eq!(out["again"], 5, "NOT_FOUND: {out}");
+    assert_eq!(out["priority"], json!([1]), "{out}");
+    assert_eq!(out["bad"], "RangeError", "{out}");
 }
+
+/// The TypeScript client's half (DIST: the built package): as [`PY_CLIENT`].
+const TS_CLIENT: &str = r#"
+import { OrbitClient } from 'DIST';
+const c = new OrbitClient({ address: process.argv[1] });
+const out = {};
+const set = await c.setRateLimit('ts-api', 4, 60000);
+out.set = [set.name, set.limit];
+out.listed = (await c.listRateLimits()).map((r) => r.name);
+await c.deleteRateLimit('ts-api');
+try { await c.deleteRateLimit('ts-api'); out.again = 'deleted twice'; } catch (e) { out.again = e.code; }
+await c.start('ranked', { id: 'ts' }, { executionId: 'ts-prio', priority: 1 });
+const d = await c.describe('ts-prio');
+out.priority = d.pendingTasks.map((t) => t.priority);
+try { await c.start('ranked', {}, { executionId: 'ts-bad', priority: 9 }); out.bad = 'accepted'; } catch (e) { out.bad = e.constructor.name; }
+c.close();
+console.log(JSON.stringify(out));
+"#;
