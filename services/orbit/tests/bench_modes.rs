@@ -1,7 +1,9 @@
 //! `orbit bench` presets and database figures, with the real binary: `--mode latency`
 //! runs its executions one at a time and prints the end-to-end percentiles; against the
 //! split on PostgreSQL, `--database-url` prints transactions per task (writes and reads)
-//! and `--idle-seconds` the cluster's idle transactions per second.
+//! and `--idle-seconds` the cluster's idle transactions per second. `--mode priority`
+//! measures priority-1 executions behind a queued priority-5 backlog, in process and
+//! against the split.
 
 mod common;
 
@@ -74,4 +76,94 @@ fn idle_seconds_prints_the_split_clusters_idle_transactions_per_second() {
     let idle = figures(&out, "idle", &["idle", " in "]);
     assert!(idle[0] > 0.0, "a numeric idle transactions/s above zero: {out}");
     assert!(idle[1] >= 3.0, "the window lasted the seconds asked for: {out}");
+}
+
+/// `--mode priority` shrunk: 300 priority-5 executions on 2 workers x 1 slot whose tasks take
+/// 20 ms (about 3 s of backlog), 5 priority-1 executions per phase, measured while at least
+/// 50 tasks wait. Only the shape is asserted, never a timing ratio.
+const PRIORITY_SMALL: [&str; 14] = [
+    "--mode",
+    "priority",
+    "--executions",
+    "300",
+    "--worker-concurrency",
+    "1",
+    "--task-delay-ms",
+    "20",
+    "--probes",
+    "5",
+    "--min-backlog",
+    "50",
+    "--output",
+    "json",
+];
+
+/// The JSON report of a `PRIORITY_SMALL` run: every key, and loaded measurements taken
+/// behind a backlog.
+fn assert_priority_report(out: &str) {
+    let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("{out}"));
+    let report: serde_json::Value = serde_json::from_str(line).expect("one JSON object");
+    for key in [
+        "ratio_p50",
+        "measured",
+        "backlog_first",
+        "backlog_last",
+        "bulk_p50_ms",
+        "bulk_p95_ms",
+        "start_failures",
+    ] {
+        assert!(report.get(key).is_some(), "no {key} in {report}");
+    }
+    for phase in ["unloaded", "loaded"] {
+        for key in ["measured", "p50_ms", "p95_ms", "start_to_task_p50_ms"] {
+            assert!(report[phase].get(key).is_some(), "no {phase}.{key} in {report}");
+        }
+    }
+    assert_eq!(report["mode"], "priority");
+    assert_eq!(
+        (report["executions"].as_u64(), report["start_failures"].as_u64()),
+        (Some(300), Some(0))
+    );
+    assert_eq!(report["unloaded"]["measured"], 5, "every unloaded probe measured: {report}");
+    let measured = report["measured"].as_u64().expect("a count");
+    assert!((1..=5).contains(&measured), "loaded measurements taken: {report}");
+    assert_eq!(report["loaded"]["measured"], measured);
+    let first = report["backlog_first"].as_u64().expect("a backlog at the first measurement");
+    let last = report["backlog_last"].as_u64().expect("a backlog at the last measurement");
+    assert!(
+        (50..=300).contains(&last) && last <= first && first <= 300,
+        "every loaded measurement behind at least --min-backlog queued tasks: {report}"
+    );
+    // The backlog waited for the gate and for one another: far longer than a probe.
+    assert!(report["bulk_p50_ms"].as_f64() > Some(0.0), "{report}");
+}
+
+#[test]
+fn priority_mode_measures_priority_one_behind_a_queued_backlog() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_orbit"));
+    cmd.arg("bench").args(PRIORITY_SMALL);
+    let (ok, out, err) = run_bounded(&mut cmd, WITHIN);
+    assert!(ok, "orbit bench --mode priority failed:\n{out}{err}");
+    assert_priority_report(&out);
+}
+
+#[test]
+fn priority_mode_runs_against_the_split() {
+    let topo = Topology::start("bench-priority", 1, 1, 1, FAST);
+    let tls = shared_tls();
+    let path = |p: Option<std::path::PathBuf>| p.expect("the topology's certificates");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_orbit"));
+    cmd.arg("bench")
+        .args(PRIORITY_SMALL)
+        .args(["--address", &topo.frontends().join(","), "--token", &topo.token])
+        .arg("--tls-ca")
+        .arg(path(tls.ca))
+        .arg("--tls-client-cert")
+        .arg(path(tls.cert))
+        .arg("--tls-client-key")
+        .arg(path(tls.key))
+        .env_remove("ORBIT_TOKEN");
+    let (ok, out, err) = run_bounded(&mut cmd, WITHIN);
+    assert!(ok, "orbit bench --mode priority --address failed:\n{out}{err}");
+    assert_priority_report(&out);
 }

@@ -14,6 +14,9 @@ pub enum Mode {
     /// a time: the owner's RSS while they sleep and the time to wake them all
     /// (`bench::sleepers`).
     Sleepers,
+    /// Priority-1 schedule-to-start, unloaded and behind a backlog of 5,000 priority-5
+    /// tasks on workers of bounded capacity (issue 27; `bench::priority`).
+    Priority,
 }
 
 /// What a run does once the preset and the flags are combined.
@@ -31,6 +34,7 @@ impl Mode {
             Mode::Throughput => Shape { executions: 2000, steps: 3, concurrency: 64 },
             Mode::Latency => Shape { executions: 200, steps: 3, concurrency: 1 },
             Mode::Sleepers => Shape { executions: 10_000, steps: 0, concurrency: 64 },
+            Mode::Priority => Shape { executions: 5000, steps: 1, concurrency: 64 },
         }
     }
 }
@@ -38,11 +42,12 @@ impl Mode {
 /// Options of `orbit bench`.
 #[derive(clap::Args, Debug, Clone)]
 #[command(
-    after_help = "Presets (--mode; an explicit --executions/--steps/--concurrency overrides):\n  throughput  2000 executions x 3 steps, 64 in flight (the default)\n  latency     200 executions x 3 steps, one at a time: unloaded end-to-end latency\n  sleepers    10000 executions sleeping until one instant, no worker: owner RSS while\n              they sleep, time to wake them all (--sleep-seconds, --owner-pid)\n\nExample:\n  orbit bench --mode throughput\n  orbit bench --mode latency --executions 1000\n  orbit bench --address http://127.0.0.1:7233   # against a running server\n  orbit bench --address \"$ORBIT_FRONTENDS\" --database-url \"$ORBIT_DATABASE_URL\" --idle-seconds 30\n  orbit bench --address 127.0.0.1:7233 --workers 0   # external workers serve bench.step (per-SDK figures)\n  orbit bench --address localhost:7233 --tls-ca ca.pem --token \"$ADMIN_TOKEN\"   # with TLS and identities\n  orbit bench --mode sleepers --executions 100000 --address 127.0.0.1:7233 --metrics 127.0.0.1:9233 --owner-pid \"$(pgrep -n orbit)\""
+    after_help = "Presets (--mode; an explicit --executions/--steps/--concurrency overrides):\n  throughput  2000 executions x 3 steps, 64 in flight (the default)\n  latency     200 executions x 3 steps, one at a time: unloaded end-to-end latency\n  sleepers    10000 executions sleeping until one instant, no worker: owner RSS while\n              they sleep, time to wake them all (--sleep-seconds, --owner-pid)\n  priority    p50/p95 schedule-to-start of priority-1 executions run one at a time, first\n              with idle workers, then behind a backlog of 5000 priority-5 tasks (the\n              executions) on 2 workers x 4 slots whose tasks take --task-delay-ms;\n              the loaded/unloaded p50 ratio is issue 27's figure (--probes, --min-backlog)\n\nExample:\n  orbit bench --mode throughput\n  orbit bench --mode latency --executions 1000\n  orbit bench --address http://127.0.0.1:7233   # against a running server\n  orbit bench --address \"$ORBIT_FRONTENDS\" --database-url \"$ORBIT_DATABASE_URL\" --idle-seconds 30\n  orbit bench --address 127.0.0.1:7233 --workers 0   # external workers serve bench.step (per-SDK figures)\n  orbit bench --address localhost:7233 --tls-ca ca.pem --token \"$ADMIN_TOKEN\"   # with TLS and identities\n  orbit bench --mode priority\n  orbit bench --mode priority --address 127.0.0.1:7233 --output json\n  orbit bench --mode sleepers --executions 100000 --address 127.0.0.1:7233 --metrics 127.0.0.1:9233 --owner-pid \"$(pgrep -n orbit)\""
 )]
 pub struct BenchArgs {
-    /// Workload preset: `throughput` (2000 executions x 3 steps, 64 in flight) or `latency`
-    /// (200 executions x 3 steps, one at a time). Flags given explicitly override it.
+    /// Workload preset: `throughput` (2000 executions x 3 steps, 64 in flight), `latency`
+    /// (200 executions x 3 steps, one at a time), `sleepers` or `priority` (see below).
+    /// Flags given explicitly override it.
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
     /// Executions to run [default: the preset's; 2000].
@@ -65,9 +70,10 @@ pub struct BenchArgs {
     /// completed executions and the dispatch latency is not measured.
     #[arg(long, default_value_t = 2)]
     pub workers: u32,
-    /// Tasks each worker runs at once.
-    #[arg(long, default_value_t = 64)]
-    pub worker_concurrency: u32,
+    /// Tasks each worker runs at once [default: 64; 4 with `--mode priority`, whose workers
+    /// must stay busy while a backlog waits].
+    #[arg(long)]
+    pub worker_concurrency: Option<u32>,
     /// Benchmark a running server instead of starting an embedded one. Several frontends
     /// (comma-separated) share the load: worker `w` and execution `i` use frontend `w % n`
     /// and `i % n`.
@@ -91,6 +97,17 @@ pub struct BenchArgs {
     /// (`orbit dev`'s own, or one `orbit owner`'s). The embedded server is this process.
     #[arg(long, value_name = "PID")]
     pub owner_pid: Option<u32>,
+    /// `--mode priority`: priority-1 executions measured in each phase (unloaded, loaded).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub probes: u64,
+    /// `--mode priority`: how long each task's handler sleeps, so that the workers' bounded
+    /// capacity drains the backlog slowly enough to measure behind it.
+    #[arg(long, default_value_t = 2, value_name = "MS")]
+    pub task_delay_ms: u64,
+    /// `--mode priority`: loaded measurements stop once fewer priority-5 tasks than this wait
+    /// (not yet started): every loaded figure is taken behind at least this backlog.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub min_backlog: u64,
     /// SQLite file of the embedded server (a fresh temporary file by default).
     #[arg(long)]
     pub db: Option<std::path::PathBuf>,
@@ -127,6 +144,13 @@ impl BenchArgs {
             concurrency: self.concurrency.unwrap_or(preset.concurrency),
         }
     }
+
+    /// Tasks each in-process worker runs at once: the flag, else 4 for `--mode priority`
+    /// (2 workers x 4: a backlog builds and lasts) and 64 otherwise.
+    pub fn worker_concurrency(&self) -> u32 {
+        let preset = if self.mode == Some(Mode::Priority) { 4 } else { 64 };
+        self.worker_concurrency.unwrap_or(preset)
+    }
 }
 
 #[cfg(test)]
@@ -140,11 +164,14 @@ mod tests {
         bench: BenchArgs,
     }
 
-    fn shape(argv: &[&str]) -> Shape {
+    fn parse(argv: &[&str]) -> BenchArgs {
         Cli::try_parse_from(std::iter::once("orbit-bench").chain(argv.iter().copied()))
             .expect("parses")
             .bench
-            .shape()
+    }
+
+    fn shape(argv: &[&str]) -> Shape {
+        parse(argv).shape()
     }
 
     #[test]
@@ -179,5 +206,33 @@ mod tests {
         assert!(Cli::try_parse_from(["orbit-bench", "--mode", "fast"]).is_err());
         let idle = Cli::try_parse_from(["orbit-bench", "--idle-seconds", "7"]).expect("parses");
         assert_eq!(idle.bench.idle_seconds, 7);
+    }
+
+    #[test]
+    fn the_priority_preset_queues_5000_one_step_executions_on_8_slots() {
+        let args = parse(&["--mode", "priority"]);
+        assert_eq!(args.shape(), Shape { executions: 5000, steps: 1, concurrency: 64 });
+        assert_eq!((args.workers, args.worker_concurrency()), (2, 4), "8 slots in all");
+        assert_eq!((args.probes, args.task_delay_ms, args.min_backlog), (100, 2, 1000));
+        // Other modes keep their wide workers; an explicit flag wins in every mode.
+        assert_eq!(parse(&[]).worker_concurrency(), 64);
+        assert_eq!(parse(&["--mode", "latency"]).worker_concurrency(), 64);
+        let small = parse(&[
+            "--mode",
+            "priority",
+            "--executions",
+            "300",
+            "--worker-concurrency",
+            "1",
+            "--probes",
+            "5",
+            "--min-backlog",
+            "50",
+            "--task-delay-ms",
+            "10",
+        ]);
+        assert_eq!(small.shape().executions, 300);
+        assert_eq!(small.worker_concurrency(), 1);
+        assert_eq!((small.probes, small.task_delay_ms, small.min_backlog), (5, 10, 50));
     }
 }

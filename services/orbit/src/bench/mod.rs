@@ -3,9 +3,12 @@
 //! percentiles (end-to-end: start call → result seen by the client; dispatch: start call →
 //! first task in a worker's hands). `--mode` names the workload of the issue 14 table
 //! ([`args`]); `--database-url` adds the database's own transaction counts ([`db`]).
+//! `--mode sleepers` and `--mode priority` run flows of their own ([`sleepers`],
+//! [`priority`]).
 
 mod args;
 mod db;
+mod priority;
 mod report;
 mod sleepers;
 
@@ -128,6 +131,21 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         }
         return outcome;
     }
+    if args.mode == Some(args::Mode::Priority) {
+        anyhow::ensure!(
+            args.workers > 0,
+            "--mode priority needs in-process workers (--workers 1 or more): it times each \
+             task in its handler"
+        );
+        let setup = priority::Setup { channels, addresses, stop: stop.clone() };
+        let outcome = priority::run(&args, setup).await;
+        stop.cancel();
+        if let Some(s) = server {
+            s.await??;
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        return outcome;
+    }
     let mut client = WorkflowServiceClient::new(channels[0].clone());
     client
         .register_workflow(pb::RegisterWorkflowRequest {
@@ -176,16 +194,8 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
                 Ok::<Value, TaskFailure>(ctx.input().clone())
             }
         };
-        let mut builder = Worker::builder(addresses[w as usize % addresses.len()].clone())
-            .tls(args.tls.options());
-        if let Some(token) = &args.token {
-            builder = builder.bearer_token(token.clone());
-        }
-        let worker = builder
-            .worker_id(format!("bench-{w}"))
-            .max_concurrency(args.worker_concurrency)
-            .task("bench.step", "1", handler)
-            .build()?;
+        let worker =
+            worker_builder(&args, &addresses, w).task("bench.step", "1", handler).build()?;
         let s = stop.clone();
         tokio::spawn(async move { worker.run(s).await });
     }
@@ -291,6 +301,17 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// In-process worker `w`: its frontend (`w % n`), TLS, token, id and capacity; the caller
+/// adds its `bench.step` handler.
+fn worker_builder(args: &BenchArgs, addresses: &[String], w: u32) -> orbit_worker::WorkerBuilder {
+    let mut builder =
+        Worker::builder(addresses[w as usize % addresses.len()].clone()).tls(args.tls.options());
+    if let Some(token) = &args.token {
+        builder = builder.bearer_token(token.clone());
+    }
+    builder.worker_id(format!("bench-{w}")).max_concurrency(args.worker_concurrency())
+}
+
 /// Starts one execution and waits for its result; true when it completed.
 async fn one(
     client: &mut WorkflowServiceClient<Transport>,
@@ -308,6 +329,11 @@ async fn one(
     if client.start_execution(start).await.is_err() {
         return false;
     }
+    completed(client, id).await
+}
+
+/// Waits for execution `id`'s result; true when it completed.
+async fn completed(client: &mut WorkflowServiceClient<Transport>, id: &str) -> bool {
     let watch = pb::WatchExecutionRequest {
         execution_id: id.into(),
         result_only: true,

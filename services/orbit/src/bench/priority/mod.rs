@@ -1,0 +1,320 @@
+//! `orbit bench --mode priority`: does a priority-1 execution keep its schedule-to-start
+//! behind a backlog of priority-5 work? Issue 27: "with a backlog of 5,000 priority-5
+//! tasks, a priority-1 execution's p50 schedule-to-start stays within 2x of the unloaded
+//! value".
+//!
+//! The run, in-process (`orbit dev` started by the bench) or against `--address`:
+//! 1. registers `bench-priority` (one `bench.step` task that returns its input) and starts
+//!    `--workers` in-process workers of `--worker-concurrency` slots (2 x 4 by default)
+//!    whose handler sleeps `--task-delay-ms` (2 ms): a bounded capacity, so work queues;
+//! 2. **unloaded**: runs `--probes` priority-1 executions one at a time (each once the
+//!    previous one completed) on the idle workers;
+//! 3. **loaded**: starts `--executions` priority-5 executions (5,000; `--concurrency` start
+//!    calls in flight) while their handlers wait at a gate, so their first tasks fill every
+//!    slot and the rest queue: the whole backlog is queued before the first measurement, on
+//!    a fast machine or a slow one. It then opens the gate and runs priority-1 executions
+//!    one at a time again while at least `--min-backlog` priority-5 tasks (1,000) have not
+//!    reached a handler, up to `--probes`;
+//! 4. waits for the backlog to drain and reports.
+//!
+//! **Schedule-to-start** of a priority-1 execution: from its `StepScheduled` event (the
+//! owner's clock when it recorded the event, from the history) to its handler starting
+//! (this process's wall clock). Both are milliseconds, so one figure is a whole number of
+//! milliseconds; the two clocks are one for the embedded server and for a cluster on this
+//! host (across hosts, their skew adds in). Beside it, **start-to-task**: from the start
+//! call to the handler, on one monotonic clock in microseconds (it includes the start
+//! call). The priority-5 tasks' figure is from their start call to their handler (it
+//! includes their wait at the gate: it is the backlog's wait, given for context).
+//!
+//! `--output json` prints one object (times in milliseconds):
+//! - `mode` (`"priority"`), `executions` (priority-5 executions started),
+//!   `start_failures`, `workers`, `worker_concurrency`, `task_delay_ms`, `min_backlog`;
+//! - `unloaded` and `loaded`: `{measured, p50_ms, p95_ms, max_ms, start_to_task_p50_ms,
+//!   start_to_task_p95_ms}`, the priority-1 executions of each phase;
+//! - `ratio_p50`: `loaded.p50_ms / unloaded.p50_ms` (null when the unloaded p50 is 0), and
+//!   `start_to_task_ratio_p50` the same for start-to-task;
+//! - `measured` (= `loaded.measured`), `backlog_first` and `backlog_last`: priority-5 tasks
+//!   not yet started when the first and the last loaded measurement began (null when none);
+//! - `bulk_p50_ms`, `bulk_p95_ms`: the priority-5 tasks, start call to handler.
+
+mod report;
+
+use super::args::BenchArgs;
+use hdrhistogram::Histogram;
+use orbit_api::v1 as pb;
+use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
+use orbit_cli::client::Transport;
+use orbit_server_kit::payload::json_to_proto;
+use orbit_worker::{TaskContext, TaskFailure};
+use report::{Phase, Report, Sample};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+const WORKFLOW: &str = "name: bench-priority\nversion: \"1\"\ntasks:\n  bench.step: {}\nsteps:\n  - { id: s1, task: bench.step, input: \"${{ input }}\" }\noutput: \"${{ steps.s1.output }}\"\n";
+
+/// The longest one priority-1 execution may take: far beyond any figure worth reporting,
+/// short enough that workers that never connect end the run with an error.
+const PROBE_WITHIN: Duration = Duration::from_secs(120);
+
+/// The longest the backlog may go without a task starting before the run gives up.
+const DRAIN_STALL: Duration = Duration::from_secs(60);
+
+/// What the priority run needs from `bench`.
+pub struct Setup {
+    pub channels: Vec<Transport>,
+    /// The frontends the workers connect to.
+    pub addresses: Vec<String>,
+    /// Cancelled when the bench ends: stops the workers.
+    pub stop: CancellationToken,
+}
+
+/// What the handlers saw.
+struct Seen {
+    /// Priority-1 tasks: execution id → (monotonic, wall-clock ms) at the handler's start.
+    probes: Mutex<HashMap<String, (Instant, u64)>>,
+    /// Priority-5 executions whose task has not started: id → before their start call.
+    bulk_calls: Mutex<HashMap<String, Instant>>,
+    /// Priority-5 tasks, start call to handler (µs).
+    bulk_wait: Mutex<Histogram<u64>>,
+    bulk_started: AtomicU64,
+    bulk_finished: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Runs the priority mode (see the module docs).
+pub async fn run(args: &BenchArgs, setup: Setup) -> anyhow::Result<()> {
+    let Setup { channels, addresses, stop } = setup;
+    let mut client = WorkflowServiceClient::new(channels[0].clone());
+    client
+        .register_workflow(pb::RegisterWorkflowRequest { document: WORKFLOW.into(), format: 0 })
+        .await?;
+    let seen = Arc::new(Seen {
+        probes: Mutex::default(),
+        bulk_calls: Mutex::default(),
+        bulk_wait: Mutex::new(Histogram::new(3)?),
+        bulk_started: AtomicU64::new(0),
+        bulk_finished: AtomicU64::new(0),
+    });
+    // Opened once the backlog is queued; a child of `stop`, so stopping opens it too.
+    let gate = stop.child_token();
+    let _open_on_error = gate.clone().drop_guard();
+    start_workers(args, &addresses, &seen, &gate, &stop)?;
+
+    // Unique per run, also against a cluster that keeps earlier runs' executions.
+    let run_id = format!("{}-{}", std::process::id(), orbit_owner::system_clock());
+    // Unmeasured: waits for the workers' sessions.
+    probe(&mut client, &seen, &format!("prio-{run_id}-warm")).await?;
+    let mut unloaded = Phase::new()?;
+    for i in 0..args.probes {
+        unloaded.record(probe(&mut client, &seen, &format!("prio-{run_id}-u{i}")).await?);
+    }
+    eprintln!("unloaded: {} priority-1 executions measured", unloaded.measured);
+
+    let (accepted, failed) = start_backlog(args, &channels, &seen, &run_id).await?;
+    gate.cancel();
+    let mut loaded = Phase::new()?;
+    let (mut backlog_first, mut backlog_last) = (None, None);
+    for i in 0..args.probes {
+        let backlog = accepted.saturating_sub(seen.bulk_started.load(Ordering::Relaxed));
+        if backlog < args.min_backlog.max(1) {
+            break;
+        }
+        backlog_first.get_or_insert(backlog);
+        backlog_last = Some(backlog);
+        loaded.record(probe(&mut client, &seen, &format!("prio-{run_id}-l{i}")).await?);
+    }
+    eprintln!(
+        "loaded: {} priority-1 executions measured behind {} to {} queued priority-5 tasks",
+        loaded.measured,
+        backlog_first.unwrap_or(0),
+        backlog_last.unwrap_or(0)
+    );
+    drain(&seen, accepted).await?;
+    let bulk = lock(&seen.bulk_wait).clone();
+    let report = Report {
+        executions: accepted,
+        start_failures: failed,
+        unloaded,
+        loaded,
+        backlog: [backlog_first, backlog_last],
+        bulk,
+    };
+    report::print(args, &report);
+    anyhow::ensure!(
+        report.loaded.measured > 0,
+        "the backlog fell below --min-backlog {} before the first loaded measurement: lower \
+         --worker-concurrency or raise --task-delay-ms so that it lasts",
+        args.min_backlog
+    );
+    Ok(())
+}
+
+fn start_workers(
+    args: &BenchArgs,
+    addresses: &[String],
+    seen: &Arc<Seen>,
+    gate: &CancellationToken,
+    stop: &CancellationToken,
+) -> anyhow::Result<()> {
+    let delay = Duration::from_millis(args.task_delay_ms);
+    for w in 0..args.workers {
+        let (seen, gate) = (seen.clone(), gate.clone());
+        let handler = move |ctx: TaskContext| {
+            let (seen, gate) = (seen.clone(), gate.clone());
+            async move {
+                let (at, wall) = (Instant::now(), orbit_owner::system_clock());
+                let id = ctx.execution_id();
+                if ctx.input().get("bulk").and_then(Value::as_bool) == Some(true) {
+                    // Only a first delivery finds its entry: a redelivery counts once.
+                    if let Some(t0) = lock(&seen.bulk_calls).remove(id) {
+                        let _ = lock(&seen.bulk_wait).record(micros(at - t0));
+                        seen.bulk_started.fetch_add(1, Ordering::Relaxed);
+                    }
+                    gate.cancelled().await;
+                    tokio::time::sleep(delay).await;
+                    seen.bulk_finished.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    lock(&seen.probes).insert(id.to_string(), (at, wall));
+                    tokio::time::sleep(delay).await;
+                }
+                Ok::<Value, TaskFailure>(ctx.input().clone())
+            }
+        };
+        let worker =
+            super::worker_builder(args, addresses, w).task("bench.step", "1", handler).build()?;
+        let s = stop.clone();
+        tokio::spawn(async move { worker.run(s).await });
+    }
+    Ok(())
+}
+
+/// Runs one priority-1 execution to completion and measures its task's wait.
+async fn probe(
+    client: &mut WorkflowServiceClient<Transport>,
+    seen: &Seen,
+    id: &str,
+) -> anyhow::Result<Sample> {
+    let t0 = Instant::now();
+    let start = pb::StartExecutionRequest {
+        workflow: "bench-priority".into(),
+        version: String::new(),
+        input: Some(json_to_proto(json!({ "bulk": false }))),
+        execution_id: id.into(),
+        priority: 1,
+    };
+    client.start_execution(start).await?;
+    let done = tokio::time::timeout(PROBE_WITHIN, super::completed(client, id)).await;
+    anyhow::ensure!(
+        matches!(done, Ok(true)),
+        "priority-1 execution {id} did not complete within {PROBE_WITHIN:?}: are the workers \
+         connected?"
+    );
+    let (at, wall) = lock(&seen.probes)
+        .remove(id)
+        .ok_or_else(|| anyhow::anyhow!("{id} completed without its task reaching a handler"))?;
+    let scheduled = step_scheduled_ms(client, id).await?;
+    Ok(Sample { schedule_to_start_ms: wall.saturating_sub(scheduled), start_to_task: at - t0 })
+}
+
+/// The owner's timestamp of execution `id`'s `StepScheduled`, in Unix milliseconds.
+async fn step_scheduled_ms(
+    client: &mut WorkflowServiceClient<Transport>,
+    id: &str,
+) -> anyhow::Result<u64> {
+    let history = client
+        .get_history(pb::GetHistoryRequest { execution_id: id.into(), ..Default::default() })
+        .await?
+        .into_inner();
+    let at = history
+        .events
+        .iter()
+        .find(|e| e.event_type == "StepScheduled")
+        .and_then(|e| e.timestamp.as_ref())
+        .ok_or_else(|| anyhow::anyhow!("{id} has no StepScheduled with a timestamp"))?;
+    Ok(u64::try_from(at.seconds)? * 1000 + u64::try_from(at.nanos)? / 1_000_000)
+}
+
+/// Starts the priority-5 executions, `--concurrency` calls in flight; (started, failed).
+async fn start_backlog(
+    args: &BenchArgs,
+    channels: &[Transport],
+    seen: &Arc<Seen>,
+    run_id: &str,
+) -> anyhow::Result<(u64, u64)> {
+    let shape = args.shape();
+    let n = shape.executions;
+    eprintln!("starting {n} priority-5 executions");
+    let gate = Arc::new(Semaphore::new(shape.concurrency.max(1)));
+    let (started, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let began = Instant::now();
+    let mut handles = Vec::new();
+    for i in 0..n {
+        let permit = gate.clone().acquire_owned().await?;
+        let channel = channels[usize::try_from(i).unwrap_or(0) % channels.len()].clone();
+        let (seen, started, failed) = (seen.clone(), started.clone(), failed.clone());
+        let id = format!("prio-{run_id}-b{i}");
+        handles.push(tokio::spawn(async move {
+            let request = pb::StartExecutionRequest {
+                workflow: "bench-priority".into(),
+                version: String::new(),
+                input: Some(json_to_proto(json!({ "bulk": true, "n": i }))),
+                execution_id: id.clone(),
+                priority: 5,
+            };
+            // Before the call: its task may reach a handler before the call returns.
+            lock(&seen.bulk_calls).insert(id.clone(), Instant::now());
+            match WorkflowServiceClient::new(channel).start_execution(request).await {
+                Ok(_) => started.fetch_add(1, Ordering::Relaxed),
+                Err(_) => {
+                    lock(&seen.bulk_calls).remove(&id);
+                    failed.fetch_add(1, Ordering::Relaxed)
+                }
+            };
+            drop(permit);
+        }));
+        if i % 1000 == 999 {
+            eprint!("\r  {}/{n} started", i + 1);
+        }
+        if handles.len() >= 4 * shape.concurrency.max(1) {
+            handles.retain(|h: &tokio::task::JoinHandle<()>| !h.is_finished());
+        }
+    }
+    for h in handles {
+        h.await?;
+    }
+    let (ok, failed) = (started.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    eprintln!("\r  {ok}/{n} started in {:.1} s ({failed} failed)", began.elapsed().as_secs_f64());
+    Ok((ok, failed))
+}
+
+/// Waits until every priority-5 task has run.
+async fn drain(seen: &Seen, accepted: u64) -> anyhow::Result<()> {
+    let (mut last, mut moved) = (u64::MAX, Instant::now());
+    loop {
+        let finished = seen.bulk_finished.load(Ordering::Relaxed);
+        if finished >= accepted {
+            return Ok(());
+        }
+        if finished != last {
+            (last, moved) = (finished, Instant::now());
+        }
+        anyhow::ensure!(
+            moved.elapsed() < DRAIN_STALL,
+            "the backlog stopped draining: {finished} of {accepted} priority-5 tasks ran"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
