@@ -11,7 +11,7 @@
 //! does not depend on key order, YAML vs JSON, or how a number was spelt.
 
 use crate::duration::format_duration;
-use crate::flow::{Priority, RateLimitKind, StepFlow};
+use crate::flow::{Fairness, Priority, RateLimitKind, StepFlow, Weight};
 use crate::model::{Definition, ForEach, MigrationHint, RetryPolicy, Step, StepKind, TaskCall};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
@@ -33,6 +33,7 @@ pub fn to_document(d: &Definition) -> Value {
     put(&mut limits, "max_timers", d.limits.max_timers.map(Value::from));
     put_map(&mut doc, "limits", limits);
     put(&mut doc, "priority", d.priority.map(Value::from));
+    put(&mut doc, "fairness", d.fairness.as_ref().map(fairness));
     put(&mut doc, "input", d.input.as_ref().map(|c| c.schema().clone()));
     let tasks = d.tasks.iter().map(|(name, t)| {
         let mut task = Map::new();
@@ -188,9 +189,9 @@ fn step(s: &Step) -> Value {
     Value::Object(m)
 }
 
-/// `priority`, `concurrency` (always the one object, never a list) and `rate_limit`, each
-/// only when declared: the canonical form of a step without them is what it was before
-/// they existed.
+/// `priority`, `concurrency` (always the one object, never a list), `rate_limit` and
+/// `fairness`, each only when declared: the canonical form of a step without them is what
+/// it was before they existed.
 fn flow(f: &StepFlow, m: &mut Map<String, Value>) {
     let priority = f.priority.as_ref().map(|p| match p {
         Priority::Fixed(n) => json!(n),
@@ -221,6 +222,20 @@ fn flow(f: &StepFlow, m: &mut Map<String, Value>) {
         Value::Object(o)
     });
     put(m, "rate_limit", rate);
+    put(m, "fairness", f.fairness.as_ref().map(fairness));
+}
+
+/// `{key, weight, group?}`: the weight always written (1 when the document left it out).
+fn fairness(f: &Fairness) -> Value {
+    let mut o = Map::new();
+    o.insert("key".into(), f.key.to_json());
+    let weight = match &f.weight {
+        Weight::Fixed(n) => json!(n),
+        Weight::Expr(e) => expr(e.source()),
+    };
+    o.insert("weight".into(), weight);
+    put(&mut o, "group", f.group.as_ref().map(|g| json!(g)));
+    Value::Object(o)
 }
 
 fn kind(k: &StepKind) -> (&'static str, Value) {

@@ -1,6 +1,6 @@
 //! Flow control a task step declares (issue 27; docs/flow-control.md): the priority of its
-//! attempts, the concurrency key they hold while a worker runs them and the rate-limit
-//! bucket each start takes from.
+//! attempts, the concurrency key they hold while a worker runs them, the rate-limit
+//! bucket each start takes from and the fair queue whose share of the workers they use.
 //!
 //! This is the declaration as written, validated: expressions compiled, limits checked,
 //! group and limit names well-formed. The engine evaluates it when it schedules an attempt
@@ -16,6 +16,15 @@ pub const MAX_PRIORITY: u8 = 5;
 
 /// Longest `group` or named-limit `name`.
 pub const MAX_FLOW_NAME_LEN: usize = 128;
+
+/// The largest fairness `weight`; the smallest is 1, the default.
+pub const MAX_FAIR_WEIGHT: u32 = 1000;
+
+/// Whether `n` is a fairness weight (`1..=1000`).
+#[must_use]
+pub fn is_fair_weight(n: u64) -> bool {
+    (1..=u64::from(MAX_FAIR_WEIGHT)).contains(&n)
+}
 
 /// Whether `n` is a priority (`1..=5`).
 #[must_use]
@@ -40,13 +49,18 @@ pub struct StepFlow {
     pub concurrency: Option<Concurrency>,
     /// `rate_limit:`: each start of an attempt takes one from the bucket.
     pub rate_limit: Option<RateLimit>,
+    /// `fairness:`: the fair queue the attempts wait in (the workflow's when `None`).
+    pub fairness: Option<Fairness>,
 }
 
 impl StepFlow {
     /// Whether nothing is declared.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.priority.is_none() && self.concurrency.is_none() && self.rate_limit.is_none()
+        self.priority.is_none()
+            && self.concurrency.is_none()
+            && self.rate_limit.is_none()
+            && self.fairness.is_none()
     }
 
     /// The templates evaluated when an attempt is scheduled (what the scope must bind).
@@ -61,6 +75,9 @@ impl StepFlow {
         }
         if let Some(key) = self.rate_limit.as_ref().and_then(|r| r.key.as_ref()) {
             out.push(key.clone());
+        }
+        if let Some(f) = &self.fairness {
+            out.extend(f.templates());
         }
         out
     }
@@ -99,6 +116,40 @@ pub struct RateLimit {
     pub group: Option<String>,
 }
 
+/// `fairness: {key, weight?, group?}`: dispatch shares the workers among the keys of a
+/// group in proportion to their weights (docs/flow-control.md, "Fair queues").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fairness {
+    /// A string template, evaluated to the key's value as a concurrency key is.
+    pub key: Template,
+    /// The key's weight; `weight: 1` when not written.
+    pub weight: Weight,
+    /// The scope of the keys; `None`: `<workflow name>.<step id>` on a step,
+    /// `<workflow name>` for the workflow's default.
+    pub group: Option<String>,
+}
+
+impl Fairness {
+    /// The templates evaluated when an attempt is scheduled.
+    #[must_use]
+    pub fn templates(&self) -> Vec<Template> {
+        let mut out = vec![self.key.clone()];
+        if let Weight::Expr(e) = &self.weight {
+            out.push(Template::Expr(e.clone()));
+        }
+        out
+    }
+}
+
+/// A fairness weight: a number, or an expression evaluated per attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Weight {
+    /// `weight: 2`, within `1..=1000`.
+    Fixed(u32),
+    /// `weight: ${{ ... }}`: must evaluate to an integer within `1..=1000`.
+    Expr(Expr),
+}
+
 /// The limit of a [`RateLimit`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RateLimitKind {
@@ -124,6 +175,8 @@ mod tests {
         assert!(!is_flow_name("a b"));
         assert!((1..=5).all(is_priority));
         assert!(!is_priority(0) && !is_priority(6));
+        assert!(is_fair_weight(1) && is_fair_weight(1000));
+        assert!(!is_fair_weight(0) && !is_fair_weight(1001));
     }
 
     #[test]
@@ -137,8 +190,13 @@ mod tests {
                 limit: RateLimitKind::Named("stripe".into()),
                 group: None,
             }),
+            fairness: Some(Fairness {
+                key: key.clone(),
+                weight: Weight::Expr(Expr::compile("input.w").unwrap()),
+                group: None,
+            }),
         };
-        assert_eq!(flow.templates().len(), 2);
+        assert_eq!(flow.templates().len(), 4);
         assert!(!flow.is_empty() && StepFlow::default().is_empty());
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::contract::Contract;
 use crate::expr::{Expr, Template};
-use crate::flow::StepFlow;
+use crate::flow::{Fairness, StepFlow};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A validated workflow definition, pinned by its `hash`.
@@ -29,6 +29,9 @@ pub struct Definition {
     /// The default priority (1..=5) of the workflow's task attempts (`priority:`): below a
     /// step's own `priority` and the priority a start request gives the run.
     pub priority: Option<u8>,
+    /// The default fair queue of the workflow's task steps (`fairness:`): a step's own
+    /// `fairness` comes first. Its key reads only `input` and `execution`.
+    pub fairness: Option<Fairness>,
     /// Contract of the execution input (defaults applied before validation).
     pub input: Option<Contract>,
     /// Contracts of the worker tasks this workflow calls, by task name.
@@ -209,7 +212,7 @@ pub struct Step {
     /// migration of a running execution carries the old step's units over to this id
     /// instead of treating the step as removed and another one added.
     pub renamed_from: Option<String>,
-    /// Flow control (`priority`, `concurrency`, `rate_limit`; task steps only).
+    /// Flow control (`priority`, `concurrency`, `rate_limit`, `fairness`; task steps only).
     pub flow: StepFlow,
 }
 

@@ -191,6 +191,7 @@ fn shape_errors_of_the_invalid_corpus_are_caught_by_the_schema_too() {
         "for-each-bad.yaml",
         "flow-bad.yaml",
         "flow-on-non-task.yaml",
+        "fairness-bad.yaml",
     ] {
         let doc = yaml(&root().join("tests/invalid").join(name));
         assert!(!v.is_valid(&doc), "the schema accepts tests/invalid/{name}");
@@ -267,6 +268,52 @@ fn flow_control_validates_as_written_and_normalised_and_refuses_what_the_parser_
         ("priority on a compute step", {
             let mut d = doc.clone();
             d["steps"][1] = json!({"id": "b", "compute": 1, "priority": 1});
+            d
+        }),
+    ];
+    for (what, doc) in bad {
+        assert!(!v.is_valid(&doc), "the schema accepts {what}: {doc}");
+        assert!(parse(&doc.to_string()).is_err(), "the parser accepts {what}: {doc}");
+    }
+}
+
+#[test]
+fn fairness_validates_as_written_and_normalised_and_refuses_what_the_parser_refuses() {
+    let v = validator();
+    let doc = json!({
+        "name": "t", "version": "1", "tasks": {"work": null},
+        "fairness": {"key": "${{ input.tenant }}", "weight": "${{ input.w }}"},
+        "steps": [
+            {"id": "a", "task": "work", "fairness": {"key": "k"}},
+            {"id": "b", "task": "work", "for_each": "${{ input.xs }}",
+             "fairness": {"key": "t-${{ item.t }}", "weight": 1000, "group": "tenants"}}
+        ]
+    });
+    assert_eq!(problems(&v, &doc), Vec::<String>::new());
+    let normalised = to_document(&parse(&doc.to_string()).unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(problems(&v, &normalised), Vec::<String>::new());
+
+    let with = |value: Value| {
+        let mut d = doc.clone();
+        d["steps"][0]["fairness"] = value;
+        d
+    };
+    let bad = [
+        ("no key", with(json!({"weight": 2}))),
+        ("empty key", with(json!({"key": ""}))),
+        ("weight 0", with(json!({"key": "k", "weight": 0}))),
+        ("weight 1001", with(json!({"key": "k", "weight": 1001}))),
+        ("weight text", with(json!({"key": "k", "weight": "heavy"}))),
+        ("bad group", with(json!({"key": "k", "group": "a/b"}))),
+        ("unknown field", with(json!({"key": "k", "limit": 1}))),
+        ("fairness on a sleep step", {
+            let mut d = doc.clone();
+            d["steps"][1] = json!({"id": "b", "sleep": "1s", "fairness": {"key": "k"}});
+            d
+        }),
+        ("workflow fairness without key", {
+            let mut d = doc.clone();
+            d["fairness"] = json!({"weight": 2});
             d
         }),
     ];

@@ -117,7 +117,7 @@ fn a_definition_without_flow_control_keeps_its_normal_form() {
     assert_eq!(d.priority, None);
     assert!(d.steps.iter().all(|s| s.flow == StepFlow::default()));
     let normal = to_document(&d);
-    for field in ["priority", "concurrency", "rate_limit"] {
+    for field in ["priority", "concurrency", "rate_limit", "fairness"] {
         assert!(normal.get(field).is_none(), "{normal}");
         assert!(normal["steps"][0].get(field).is_none(), "{normal}");
     }

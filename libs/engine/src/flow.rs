@@ -1,6 +1,6 @@
 //! Flow control of one task attempt (issue 27; docs/flow-control.md): its priority, the
-//! concurrency key it holds while a worker runs it and the rate-limit bucket its start
-//! takes from. Evaluated once, when the attempt is scheduled, from the step's declaration
+//! concurrency key it holds while a worker runs it, the rate-limit bucket its start takes
+//! from and the fair queue it waits in. Evaluated once, when the attempt is scheduled, from the step's declaration
 //! and the run's start request, and recorded in its `StepScheduled`, so a replay, a retry
 //! and a redelivery carry exactly the keys the first attempt had. Dispatch (the task
 //! queue's claim) is what enforces it; the decider only records it.
@@ -22,6 +22,9 @@ pub struct Flow {
     /// Each start of an attempt takes one from `key`'s window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<RateKey>,
+    /// Dispatch shares the workers among the keys of a group by their weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fairness: Option<FairKey>,
 }
 
 impl Flow {
@@ -31,11 +34,12 @@ impl Flow {
         self.priority.unwrap_or(DEFAULT_PRIORITY)
     }
 
-    /// Whether the claim must count or take something for it (a concurrency key or a rate
-    /// limit); a priority alone only orders the queue.
+    /// Whether only the flow claim may take it: it must count or take something for it (a
+    /// concurrency key, a rate limit) or order it by its key's share (a fair key); a
+    /// priority alone only orders the ordinary queue.
     #[must_use]
     pub fn is_limited(&self) -> bool {
-        self.concurrency.is_some() || self.rate.is_some()
+        self.concurrency.is_some() || self.rate.is_some() || self.fairness.is_some()
     }
 }
 
@@ -47,6 +51,16 @@ pub struct ConcurrencyKey {
     pub key: String,
     /// Most attempts holding the key that may run at once (≥ 1).
     pub limit: u32,
+}
+
+/// A fair key as evaluated (docs/flow-control.md, "Fair queues").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FairKey {
+    /// The scoped key: the group (the declared `group`, else `<workflow>.<step>` for a
+    /// step's `fairness`, `<workflow>` for the workflow's), `/`, the evaluated value.
+    pub key: String,
+    /// The key's share of the workers relative to the other keys: 1..=1000.
+    pub weight: u32,
 }
 
 /// A rate-limit bucket as evaluated.

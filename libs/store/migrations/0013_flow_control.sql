@@ -10,6 +10,9 @@
 --   rate_starts,       the bucket's limit when declared inline (starts per window, window
 --   rate_period_ms     in ms); NULL for a named limit, read from rate_limits at the claim;
 --   rate_name          the named limit (`rate_limit: {name}`), NULL for an inline one;
+--   fair_key,          the scoped fair key (`fairness:`) and its weight (1..=1000): the
+--   fair_weight        flow claim takes the rows of the key with the least running per
+--                      weight first (docs/flow-control.md, "Fair queues");
 --   flow               the whole Flow as JSON (NULL: none declared).
 ALTER TABLE task_queue ADD COLUMN priority BIGINT NOT NULL DEFAULT 3;
 ALTER TABLE task_queue ADD COLUMN dispatch_rank BIGINT NOT NULL DEFAULT 0;
@@ -20,6 +23,8 @@ ALTER TABLE task_queue ADD COLUMN rate_key TEXT;
 ALTER TABLE task_queue ADD COLUMN rate_starts BIGINT;
 ALTER TABLE task_queue ADD COLUMN rate_period_ms BIGINT;
 ALTER TABLE task_queue ADD COLUMN rate_name TEXT;
+ALTER TABLE task_queue ADD COLUMN fair_key TEXT;
+ALTER TABLE task_queue ADD COLUMN fair_weight BIGINT;
 ALTER TABLE task_queue ADD COLUMN flow TEXT;
 -- Rows queued before: priority 3, ranked as `libs/store/src/flow.rs` ranks them
 -- (PRIORITY_STEP_MS = 60000).
@@ -33,6 +38,9 @@ CREATE INDEX task_queue_limited ON task_queue (task, dispatch_rank, id)
 -- How many attempts hold a concurrency key now.
 CREATE INDEX task_queue_running_key ON task_queue (concurrency_key)
     WHERE state = 'claimed' AND concurrency_key IS NOT NULL;
+-- How many attempts of a fair key run now (the flow claim's share of each key).
+CREATE INDEX task_queue_running_fair ON task_queue (fair_key)
+    WHERE state = 'claimed' AND fair_key IS NOT NULL;
 -- Server-wide named rate limits (`--rate-limit`, AdminService.SetRateLimit).
 CREATE TABLE rate_limits (
     name TEXT PRIMARY KEY,

@@ -8,10 +8,22 @@
 //! fresher, more urgent one: a priority-5 row queued more than 4 minutes before a priority-1
 //! row is claimed before it. That is the anti-starvation ageing; nothing updates a rank.
 //!
-//! **Limited rows.** A row with a concurrency key or a rate limit ([`Flow::is_limited`]) is
-//! claimed only by [`TaskQueue::claim_limited`](crate::TaskQueue::claim_limited), which counts
-//! the key's claimed rows and takes starts from the bucket, serialized across processes. The
-//! ordinary claim never reads such rows, so a deployment without flow control pays nothing.
+//! **Limited rows.** A row with a concurrency key, a rate limit or a fair key
+//! ([`Flow::is_limited`]) is claimed only by
+//! [`TaskQueue::claim_limited`](crate::TaskQueue::claim_limited), which counts the key's
+//! claimed rows, takes starts from the bucket and orders by share, serialized across
+//! processes. The ordinary claim never reads such rows, so a deployment without flow
+//! control pays nothing.
+//!
+//! **Fair order.** Among the limited rows that pass their limits, the flow claim takes
+//! first the row of least *share*: for a row with a fair key, (the key's claimed rows + the
+//! row's number among the key's passing rows, by rank) / the row's weight; for a row
+//! without one, 0. Ties go by rank, then id. So a key with
+//! fewer attempts running per weight is served first, a key's own rows go by rank (priority
+//! and age), and limited rows without a fair key go ahead of every fair row, by rank, as
+//! they did before fair keys existed. The numbers within a concurrency key and a rate
+//! bucket (which rows fit the limit) follow the same order, so a limit shared by several
+//! fair keys is shared by share too.
 //! A row queued already claimed by a commit (a hand-off, [`crate::handoff`]) is counted by
 //! later flow claims but checked by none: limited offers must not be handed off.
 
@@ -28,7 +40,8 @@ pub const FLOW_TOP_KEYS: usize = 20;
 /// What [`TaskQueue::claim_limited`](crate::TaskQueue::claim_limited) did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LimitedClaim {
-    /// The rows claimed, in rank order, each left exactly as an ordinary claim leaves it.
+    /// The rows claimed, in the order they were picked (share, then rank: see the module
+    /// docs), each left exactly as an ordinary claim leaves it.
     pub rows: Vec<crate::TaskRow>,
     /// Whether rows the filter admits stayed queued because of a limit (a full concurrency
     /// key, a bucket with no start left, an unknown named limit); not because the claim
@@ -137,6 +150,8 @@ pub(crate) struct FlowColumns {
     pub(crate) rate_starts: Option<i64>,
     pub(crate) rate_period_ms: Option<i64>,
     pub(crate) rate_name: Option<String>,
+    pub(crate) fair_key: Option<String>,
+    pub(crate) fair_weight: Option<i64>,
     /// The flow as JSON, `None` without one.
     pub(crate) flow: Option<String>,
 }
@@ -172,6 +187,8 @@ impl FlowColumns {
             rate_starts,
             rate_period_ms,
             rate_name,
+            fair_key: flow.and_then(|f| f.fairness.as_ref()).map(|f| f.key.clone()),
+            fair_weight: flow.and_then(|f| f.fairness.as_ref()).map(|f| i64::from(f.weight)),
             flow: json,
         })
     }
@@ -235,7 +252,7 @@ impl FlowFlag {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use orbit_engine::{ConcurrencyKey, RateKey};
+    use orbit_engine::{ConcurrencyKey, FairKey, RateKey};
 
     #[test]
     fn columns_follow_the_flow() {
@@ -250,9 +267,11 @@ mod tests {
             priority: Some(5),
             concurrency: Some(ConcurrencyKey { key: "g/a".into(), limit: 2 }),
             rate: Some(RateKey { key: "r/a".into(), limit: RateSource::Named("api".into()) }),
+            fairness: Some(FairKey { key: "f/t".into(), weight: 7 }),
         };
         let c = FlowColumns::of(Some(&limited)).unwrap();
         assert_eq!((c.rank_offset, c.limited), (4 * 60_000, true));
+        assert_eq!((c.fair_key.as_deref(), c.fair_weight), (Some("f/t"), Some(7)));
         assert_eq!((c.concurrency_key.as_deref(), c.concurrency_limit), (Some("g/a"), Some(2)));
         assert_eq!((c.rate_key.as_deref(), c.rate_name.as_deref()), (Some("r/a"), Some("api")));
         assert_eq!((c.rate_starts, c.rate_period_ms), (None, None));
@@ -265,6 +284,11 @@ mod tests {
         };
         let c = FlowColumns::of(Some(&inline)).unwrap();
         assert_eq!((c.rate_starts, c.rate_period_ms, c.limited), (Some(2), Some(1), true));
+        assert_eq!((c.fair_key, c.fair_weight), (None, None));
+        let fair =
+            Flow { fairness: Some(FairKey { key: "f/a".into(), weight: 1 }), ..Flow::default() };
+        let c = FlowColumns::of(Some(&fair)).unwrap();
+        assert!(c.limited, "a fair row goes through the flow claim");
         assert!(read_flow(300, None).is_err());
         assert!(read_flow(3, Some("{")).is_err());
     }

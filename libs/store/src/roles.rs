@@ -299,8 +299,9 @@ pub trait TaskQueue: Send + Sync {
     async fn orphaned_claimers(&self, timeout_ms: u64) -> Result<Vec<String>>;
 
     /// Claims up to `limit` (at most [`MAX_CLAIM`](crate::MAX_CLAIM)) queued LIMITED rows
-    /// (a concurrency key or a rate limit, see [`crate::flow`]) that `filter` admits, in
-    /// rank order, leaving each exactly as [`TaskQueue::claim_matching`] leaves a row (a
+    /// (a concurrency key, a rate limit or a fair key, see [`crate::flow`]) that `filter`
+    /// admits, in the flow claim's order (least share of a fair key first, then rank; see
+    /// [`crate::flow`]), leaving each exactly as [`TaskQueue::claim_matching`] leaves a row (a
     /// fresh token, `worker_id`, its `dispatched` entry). A row is taken only while its
     /// concurrency key is held by fewer claimed rows than the row's limit, counting the
     /// rows this claim takes, and while its rate bucket has a start left in the current

@@ -150,6 +150,11 @@ macro_rules! every_case {
             concurrency_keys_hold_rows_until_a_slot_frees,
             rate_limits_take_starts_per_window,
             rate_limits_are_managed_by_name,
+            fair_keys_take_turns_by_running_attempts,
+            fair_keys_share_by_weight,
+            rows_without_a_fair_key_are_still_claimed,
+            a_limit_shared_by_fair_keys_is_shared_by_share,
+            priority_orders_a_key_s_rows_not_its_share,
         );
     };
 }

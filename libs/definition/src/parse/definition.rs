@@ -15,7 +15,7 @@ use crate::parse::steps::{read_body, Known, Parsed};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-const FIELDS: [&str; 18] = [
+const FIELDS: [&str; 19] = [
     "$schema",
     "name",
     "version",
@@ -24,6 +24,7 @@ const FIELDS: [&str; 18] = [
     "retention",
     "limits",
     "priority",
+    "fairness",
     "input",
     "tasks",
     "signals",
@@ -67,6 +68,7 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
     let limits =
         obj.object("limits", "limits", errors).map(|l| limits(l, errors)).unwrap_or_default();
     let priority = crate::parse::flow::workflow_priority(&mut obj, errors);
+    let fairness = crate::parse::flow::workflow_fairness(&mut obj, errors);
     let input = obj.get("input").and_then(|s| contract(s, "input", errors));
     let tasks = obj.get("tasks").map(|t| tasks(t, "tasks", errors)).unwrap_or_default();
     let signals = obj.get("signals").map(|s| signals(s, "signals", errors)).unwrap_or_default();
@@ -150,6 +152,7 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
         retention_ms,
         limits,
         priority,
+        fairness,
         input,
         tasks,
         signals,

@@ -1,16 +1,18 @@
-//! Flow control fields (issue 27): a task step's `priority`, `concurrency` and `rate_limit`,
-//! and the workflow's default `priority`.
+//! Flow control fields (issue 27): a task step's `priority`, `concurrency`, `rate_limit` and
+//! `fairness`, and the workflow's default `priority` and `fairness`.
 //!
-//! Keys and step priorities may be expressions; they are compiled in the scope of the
-//! step's per-element fields (the `for_each` element and `index` are visible) and, like
+//! Keys, weights and step priorities may be expressions; they are compiled in the scope of
+//! the step's per-element fields (the `for_each` element and `index` are visible) and, like
 //! `input`, order the step after the steps they read. The workflow's `priority` is a number
-//! only: it is a default, known before anything runs.
+//! only: it is a default, known before anything runs. The workflow's `fairness` may hold
+//! expressions, but they read only `input` and `execution`: it is evaluated for every task
+//! step, and a step may run before any other has.
 
 use crate::error::ErrorCode;
 use crate::expr::Template;
 use crate::flow::{
-    is_flow_name, is_priority, Concurrency, Priority, RateLimit, RateLimitKind, StepFlow,
-    MAX_PRIORITY, MIN_PRIORITY,
+    is_fair_weight, is_flow_name, is_priority, Concurrency, Fairness, Priority, RateLimit,
+    RateLimitKind, StepFlow, Weight, MAX_FAIR_WEIGHT, MAX_PRIORITY, MIN_PRIORITY,
 };
 use crate::parse::exprs::{Compiler, Vars};
 use crate::parse::fields::duration;
@@ -18,10 +20,11 @@ use crate::parse::reader::{index_path, wrong_type, Errors, Obj};
 use serde_json::Value;
 
 /// The step fields this module reads.
-pub(crate) const FIELDS: [&str; 3] = ["priority", "concurrency", "rate_limit"];
+pub(crate) const FIELDS: [&str; 4] = ["priority", "concurrency", "rate_limit", "fairness"];
 
 const CONCURRENCY_FIELDS: [&str; 3] = ["key", "limit", "group"];
 const RATE_FIELDS: [&str; 5] = ["key", "limit", "per", "name", "group"];
+const FAIRNESS_FIELDS: [&str; 3] = ["key", "weight", "group"];
 
 /// The refusal of a second concurrency key on one step.
 const ONE_KEY: &str = "one concurrency key per step for now";
@@ -32,7 +35,25 @@ pub(crate) fn step(obj: &mut Obj, vars: &Vars, c: &mut Compiler) -> StepFlow {
         priority: step_priority(obj, vars, c),
         concurrency: concurrency(obj, vars, c),
         rate_limit: rate_limit(obj, vars, c),
+        fairness: fairness(obj, vars, c),
     }
+}
+
+/// The workflow's `fairness`: a step's shape, its expressions reading only `input` and
+/// `execution` (a `steps.<id>` reference is `INVALID_EXPRESSION` at the field).
+pub(crate) fn workflow_fairness(obj: &mut Obj, errors: &mut Errors) -> Option<Fairness> {
+    let mut refs = Vec::new();
+    let fairness = fairness(obj, &Vars::default(), &mut Compiler { errors, refs: &mut refs });
+    for r in refs {
+        let message = format!(
+            "the workflow's `fairness` is evaluated for every task step, before any step has \
+             run: it may read `input` and `execution`, not `steps.{}` (a step's own \
+             `fairness` may)",
+            r.id
+        );
+        errors.push(&r.path, ErrorCode::InvalidExpression, message);
+    }
+    fairness
 }
 
 /// The workflow's `priority`: an integer from 1 to 5.
@@ -161,6 +182,48 @@ fn rate_limit(obj: &mut Obj, vars: &Vars, c: &mut Compiler) -> Option<RateLimit>
         key => key.flatten(),
     };
     Some(RateLimit { key, limit: limit?, group })
+}
+
+/// `fairness: {key, weight?, group?}`.
+fn fairness(obj: &mut Obj, vars: &Vars, c: &mut Compiler) -> Option<Fairness> {
+    let mut o = obj.object("fairness", "a fair queue `{key, weight?, group?}`", c.errors)?;
+    let key = match o.required("key", c.errors) {
+        Some(v) => key(v, &o.at("key"), vars, c),
+        None => None,
+    };
+    let weight = weight(&mut o, vars, c);
+    let group = group(&mut o, c.errors);
+    o.finish(c.errors, &FAIRNESS_FIELDS);
+    Some(Fairness { key: key?, weight: weight?, group })
+}
+
+/// The optional `weight`: an integer from 1 to 1000 or one expression; 1 when absent.
+fn weight(o: &mut Obj, vars: &Vars, c: &mut Compiler) -> Option<Weight> {
+    let Some(value) = o.get("weight") else {
+        return Some(Weight::Fixed(1));
+    };
+    let path = o.at("weight");
+    let expected = format!("an integer from 1 to {MAX_FAIR_WEIGHT}");
+    match value {
+        Value::String(_) => c.single(value, &path, vars, true, "`weight`").map(Weight::Expr),
+        Value::Number(n) => match n.as_u64().filter(|n| is_fair_weight(*n)) {
+            Some(w) => u32::try_from(w).ok().map(Weight::Fixed),
+            None => {
+                let message = format!("{n} is not a weight; expected {expected}");
+                c.errors.push(&path, ErrorCode::InvalidValue, message);
+                None
+            }
+        },
+        other => {
+            wrong_type(
+                c.errors,
+                &path,
+                &format!("{expected} or a `${{{{ ... }}}}` expression"),
+                other,
+            );
+            None
+        }
+    }
 }
 
 /// A key: a string, with or without expressions; a literal must not be empty.

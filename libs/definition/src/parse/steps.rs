@@ -15,7 +15,7 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// Every field a step may have, for "did you mean" hints.
-const STEP_FIELDS: [&str; 24] = [
+const STEP_FIELDS: [&str; 25] = [
     "id",
     "renamed_from",
     "needs",
@@ -32,6 +32,7 @@ const STEP_FIELDS: [&str; 24] = [
     "priority",
     "concurrency",
     "rate_limit",
+    "fairness",
     "task",
     "compute",
     "sleep",
@@ -94,9 +95,8 @@ fn applies(field: &str, kind: &str, body: &Body, fan_out: bool) -> Result<(), St
             matches!(kind, "task" | "await" | "workflow" | "http"),
             "task, await, workflow and http steps",
         ),
-        "queue_timeout" | "heartbeat_timeout" | "priority" | "concurrency" | "rate_limit" => {
-            (kind == "task", "task steps")
-        }
+        "queue_timeout" | "heartbeat_timeout" | "priority" | "concurrency" | "rate_limit"
+        | "fairness" => (kind == "task", "task steps"),
         "retry" => (matches!(kind, "task" | "http"), "task and http steps"),
         "for_each" => (
             matches!(kind, "task" | "compute" | "workflow" | "http"),
@@ -248,7 +248,7 @@ fn read_step(
         if ok("retry") { fields::retry(&mut obj, c.errors) } else { RetryPolicy::default() };
     let compensate =
         if ok("compensate") { fields::compensate(&mut obj, known, &inner, &mut c) } else { None };
-    // Checked together: `applies` gives the three fields the same kinds.
+    // Checked together: `applies` gives the flow fields the same kinds.
     let flow = if flow::FIELDS.iter().all(|f| ok(f)) {
         flow::step(&mut obj, &inner, &mut c)
     } else {

@@ -4,18 +4,21 @@
 //! redeliveries record the unit's flow again as it is (`units::reschedule`), so an attempt
 //! never changes keys midway.
 //!
-//! Keys are scoped: a concurrency key is `<group>/<value>`, a rate bucket `<name or
-//! group>/<value>` (or just `<name or group>` without a `key`), the group being the
-//! declared `group` or `<workflow name>.<step id>`. Priority: the step's own, else the
-//! run's (its start request), else the workflow's; the default (3) is not recorded, so a
-//! definition without flow control records exactly what it did before.
+//! Keys are scoped: a concurrency key and a fair key are `<group>/<value>`, a rate bucket
+//! `<name or group>/<value>` (or just `<name or group>` without a `key`), the group being
+//! the declared `group` or `<workflow name>.<step id>` (`<workflow name>` for the
+//! workflow's `fairness`). Priority: the step's own, else the run's (its start request),
+//! else the workflow's; fairness: the step's own, else the workflow's. The default
+//! priority (3) is not recorded, so a definition without flow control records exactly
+//! what it did before.
 
 use super::Ctx;
 use crate::event::Event;
-use crate::flow::{ConcurrencyKey, Flow, RateKey, RateSource, DEFAULT_PRIORITY};
+use crate::flow::{ConcurrencyKey, FairKey, Flow, RateKey, RateSource, DEFAULT_PRIORITY};
 use crate::scope::{self, Site};
 use crate::task_code::TaskCode;
-use orbit_definition::{Priority, RateLimitKind, Step, Template};
+use orbit_definition::flow::MAX_FAIR_WEIGHT;
+use orbit_definition::{Priority, RateLimitKind, Step, Template, Weight};
 use serde_json::Value;
 
 /// Why a field could not be evaluated: the `StepFailed` of the unit, ready to record.
@@ -29,10 +32,19 @@ pub(crate) fn of_step(
     site: &Site<'_>,
 ) -> Result<Option<Flow>, Failed> {
     let declared = &step.flow;
-    if declared.is_empty() {
+    // The step's own fair queue, else the workflow's, with its default group.
+    let fair = match (&declared.fairness, &ctx.def.fairness) {
+        (Some(f), _) => Some((f, format!("{}.{}", ctx.def.name, step.id))),
+        (None, Some(f)) => Some((f, ctx.def.name.clone())),
+        (None, None) => None,
+    };
+    if declared.is_empty() && fair.is_none() {
         return Ok(of_run(ctx));
     }
-    let templates = declared.templates();
+    let mut templates = declared.templates();
+    if declared.fairness.is_none() {
+        templates.extend(fair.iter().flat_map(|(f, _)| f.templates()));
+    }
     let refs: Vec<&Template> = templates.iter().collect();
     let scope = scope::build(ctx.def, ctx.state, site, &refs);
     let eval = |t: &Template, field: &str| -> Result<Value, Failed> {
@@ -87,7 +99,30 @@ pub(crate) fn of_step(
         }
         None => None,
     };
-    Ok(normalise(Flow { priority, concurrency, rate }))
+    let fairness = match fair {
+        Some((f, default_group)) => {
+            let value = key_text(&eval(&f.key, "fairness.key")?)
+                .map_err(|m| failed(k, "fairness.key", &m))?;
+            let group = f.group.clone().unwrap_or(default_group);
+            let weight = match &f.weight {
+                Weight::Fixed(w) => *w,
+                Weight::Expr(e) => {
+                    let value = eval(&Template::Expr(e.clone()), "fairness.weight")?;
+                    weight_of(&value).ok_or_else(|| {
+                        let expected = format!("an integer from 1 to {MAX_FAIR_WEIGHT}");
+                        failed(
+                            k,
+                            "fairness.weight",
+                            &format!("expected {expected}, got {}", shown(&value)),
+                        )
+                    })?
+                }
+            };
+            Some(FairKey { key: format!("{group}/{value}"), weight })
+        }
+        None => None,
+    };
+    Ok(normalise(Flow { priority, concurrency, rate, fairness }))
 }
 
 /// The flow of an attempt nothing declares flow control for (a compensation task): the
@@ -118,6 +153,19 @@ fn priority_of(value: &Value) -> Option<u8> {
         value.as_f64().filter(|f| f.fract() == 0.0 && (0.0..=255.0).contains(f)).map(|f| f as u64)
     })?;
     orbit_definition::flow::is_priority(n).then(|| u8::try_from(n).ok()).flatten()
+}
+
+/// An evaluated weight: an integer within 1..=1000.
+fn weight_of(value: &Value) -> Option<u32> {
+    // A whole double within 0..=2^32 converts exactly.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let n = value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(f))
+            .map(|f| f as u64)
+    })?;
+    orbit_definition::flow::is_fair_weight(n).then(|| u32::try_from(n).ok()).flatten()
 }
 
 /// The longest evaluated key, in bytes: keys are recorded in the history and in every
@@ -165,6 +213,11 @@ mod tests {
         assert_eq!(priority_of(&json!(5.0)), Some(5));
         for bad in [json!(0), json!(6), json!(2.5), json!(-1), json!("2"), json!(null)] {
             assert_eq!(priority_of(&bad), None, "{bad}");
+        }
+        assert_eq!(weight_of(&json!(1)), Some(1));
+        assert_eq!(weight_of(&json!(1000.0)), Some(1000));
+        for bad in [json!(0), json!(1001), json!(1.5), json!(-2), json!("2"), json!(null)] {
+            assert_eq!(weight_of(&bad), None, "{bad}");
         }
         assert_eq!(key_text(&json!("eu")), Ok("eu".into()));
         assert!(key_text(&json!("k".repeat(MAX_KEY_BYTES))).is_ok());

@@ -311,6 +311,7 @@ fn policy(cx: &Cx<'_>, old: &Step, new: &Step, s: &Judge<'_>, out: &mut Out) {
         ("priority", old.flow.priority != new.flow.priority),
         ("concurrency", old.flow.concurrency != new.flow.concurrency),
         ("rate_limit", old.flow.rate_limit != new.flow.rate_limit),
+        ("fairness", old.flow.fairness != new.flow.fairness),
     ];
     let changed: Vec<&str> = flow.iter().filter(|(_, c)| *c).map(|(f, _)| *f).collect();
     if !changed.is_empty() {

@@ -11,7 +11,7 @@ use crate::state::Wait;
 use orbit_definition::Template;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// `description`, `timeout`, `retention`, `priority`, `limits`.
+/// `description`, `timeout`, `retention`, `priority`, `fairness`, `limits`.
 pub(crate) fn settings(cx: &Cx<'_>, out: &mut Out) {
     let (a, b) = (cx.from, cx.to);
     let mut push = |detail: String, reason: &str| {
@@ -37,6 +37,17 @@ pub(crate) fn settings(cx: &Cx<'_>, out: &mut Out) {
         push(
             format!("priority {} -> {}", show(a.priority), show(b.priority)),
             "applies to attempts scheduled from now on",
+        );
+    }
+    if a.fairness != b.fairness {
+        let detail = match (&a.fairness, &b.fairness) {
+            (None, Some(_)) => "fairness added",
+            (Some(_), None) => "fairness removed",
+            _ => "fairness changed",
+        };
+        push(
+            detail.into(),
+            "applies to units scheduled from now on; attempts already scheduled keep their key",
         );
     }
     let limits = [

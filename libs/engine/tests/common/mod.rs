@@ -1,6 +1,7 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code, missing_docs)]
 
+pub mod flow_exec;
 pub mod migrating;
 
 use orbit_definition::Definition;

@@ -172,7 +172,7 @@ columns!(Tasks {
     session: Option<String>,
     worker: Option<String>,
     token: Option<String>,
-    // The flow columns (`flow::FlowColumns`), `$15..$24` of `sql::COMMIT_INSERT_TASKS`.
+    // The flow columns (`flow::FlowColumns`), `$15..$26` of `sql::COMMIT_INSERT_TASKS`.
     priority: i64,
     rank_offset: i64,
     limited: bool,
@@ -183,6 +183,8 @@ columns!(Tasks {
     rate_period_ms: Option<i64>,
     rate_name: Option<String>,
     flow: Option<String>,
+    fair_key: Option<String>,
+    fair_weight: Option<i64>,
 });
 columns!(Inbox { execution: String, kind: String, payload: String });
 columns!(Timers { execution: String, key: String, run: i64, fire_at: i64, payload: String });
@@ -433,6 +435,8 @@ fn plan_one(
         s.rate_period_ms.push(f.rate_period_ms);
         s.rate_name.push(f.rate_name);
         s.flow.push(f.flow);
+        s.fair_key.push(f.fair_key);
+        s.fair_weight.push(f.fair_weight);
         keys.push((id.to_string(), run, t.unit.clone(), attempt, offer));
     }
     for entry in &batch.inbox_to_insert {

@@ -309,7 +309,7 @@ fn step_commit(pending_seq: i64) -> Case {
     let no_i64 = || Box::new(vec![None::<i64>]) as Param;
     params.extend([Box::new(vec![3i64]) as Param, Box::new(vec![120_000i64]) as Param]);
     params.extend([Box::new(vec![false]) as Param, none(), no_i64(), none(), no_i64()]);
-    params.extend([no_i64(), none(), none()]);
+    params.extend([no_i64(), none(), none(), none(), no_i64()]);
     params.extend([strs(&["claimed-1"]), open()]);
     params.extend([Box::new(vec![pending_seq]) as Param, strs(&["{}"])]);
     params.extend([strs(&["orbit_changes"]), strs(&[""])]);

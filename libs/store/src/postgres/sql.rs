@@ -274,14 +274,14 @@ pub(crate) const COMMIT_CANCEL_UNITS: &str = concat!(
 /// (`task_columns!`). A row with a token (`$14`, task hand-off) is inserted already claimed,
 /// as `TASK_CLAIM` would leave it (the batch's events carry its `StepDispatched`); such an
 /// offer found already queued fails the statement (the cast in `DO UPDATE`, reached only
-/// for a row with a token), so the history never names a token no row carries. `$15..$24`
+/// for a row with a token), so the history never names a token no row carries. `$15..$26`
 /// are the flow columns (`flow::FlowColumns`): the rank is the database clock plus `$16`.
 pub(crate) const COMMIT_INSERT_TASKS: &str = concat!(
     "INSERT INTO task_queue (execution_id, run, unit_key, attempt, offer, task, task_version,
         input, idempotency_key, state, claim_count, created_at, updated_at, language,
         claimed_by, session, worker_id, token, claimed_at, priority, dispatch_rank, limited,
         concurrency_key, concurrency_limit, rate_key, rate_starts, rate_period_ms, rate_name,
-        flow)
+        flow, fair_key, fair_weight)
     SELECT u.eid, u.run, u.unit, u.attempt, u.offer, u.task, u.tv, u.input, u.ik,
         CASE WHEN u.tok IS NULL THEN 'queued' ELSE 'claimed' END,
         CASE WHEN u.tok IS NULL THEN 0 ELSE 1 END, ",
@@ -293,14 +293,15 @@ pub(crate) const COMMIT_INSERT_TASKS: &str = concat!(
     " END, u.prio, ",
     now_ms!(),
     " + u.rank_offset, u.limited, u.ckey, u.climit, u.rkey, u.rstarts, u.rperiod, u.rname,
-        u.flow
+        u.flow, u.fkey, u.fweight
     FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[],
         $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
         $13::text[], $14::text[], $15::bigint[], $16::bigint[], $17::bool[], $18::text[],
-        $19::bigint[], $20::text[], $21::bigint[], $22::bigint[], $23::text[], $24::text[])
+        $19::bigint[], $20::text[], $21::bigint[], $22::bigint[], $23::text[], $24::text[],
+        $25::text[], $26::bigint[])
         WITH ORDINALITY AS u(eid, run, unit, attempt, offer, task, tv, input, ik, lang, claimer,
             sess, wid, tok, prio, rank_offset, limited, ckey, climit, rkey, rstarts, rperiod,
-            rname, flow, ord)
+            rname, flow, fkey, fweight, ord)
     ORDER BY u.ord
     ON CONFLICT (execution_id, run, unit_key, attempt, offer) DO UPDATE
         SET claim_count = ('orbit commit: the handed-off offer ' || excluded.unit_key

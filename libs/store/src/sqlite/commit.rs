@@ -141,6 +141,8 @@ fn apply(tx: &Connection, batch: CommitBatch, freed: &mut bool) -> Result<Commit
                     f.rate_period_ms,
                     f.rate_name,
                     f.flow,
+                    f.fair_key,
+                    f.fair_weight,
                 ],
                 |r| r.get(0),
             )

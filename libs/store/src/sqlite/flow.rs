@@ -3,9 +3,9 @@
 //!
 //! The flow claim runs on the single writer, in one transaction, so nothing else claims or
 //! moves a row meanwhile: [`JUDGE`] says of every queued limited row the session may take
-//! whether it passes its limits (the same rules as PostgreSQL's `TASK_CLAIM_LIMITED`), then
-//! the first passing rows are claimed as an ordinary claim claims and their starts taken
-//! from the buckets.
+//! whether it passes its limits and orders them by share (the same rules as PostgreSQL's
+//! `TASK_CLAIM_LIMITED`), then the first passing rows are claimed as an ordinary claim
+//! claims and their starts taken from the buckets.
 
 use super::conn::now_ms;
 use super::rows::{self, json_text, to_i64, to_u32, to_u64};
@@ -17,20 +17,38 @@ use rusqlite::{params, Connection};
 use serde_json::json;
 use std::collections::BTreeMap;
 
+/// The share of each queued row `x` of a fair key among its key's claimed rows
+/// (`x.queued = 0`, numbered first) and queued rows (then by `$then` rank, id): its number
+/// over its weight. As PostgreSQL's `fair_share!`.
+macro_rules! fair_share {
+    ($then:literal) => {
+        concat!(
+            "CAST(row_number() OVER (PARTITION BY x.fkey ORDER BY x.queued, ",
+            $then,
+            "x.dispatch_rank, x.id) AS REAL) / MAX(x.fweight, 1)"
+        )
+    };
+}
+
 /// Every queued limited row the filter admits (parameters as `sql::TASK_CLAIMABLE`'s
-/// `?1..?4`, `?5` the clock), in rank order: `id`, its bucket and the bucket's current
+/// `?1..?4`, `?5` the clock), in pick order: `id`, its bucket and the bucket's current
 /// window, whether it passes its limits together with the rows before it, and the next
-/// window of a bucket that holds it back. A row whose key is full or whose bucket is empty
-/// is out (it never holds back the rows of other keys behind it); the others are numbered
-/// per key and per bucket and pass while their number fits what is left.
-const JUDGE: &str = "WITH running AS (
+/// window of a bucket that holds it back. The rules of PostgreSQL's `TASK_CLAIM_LIMITED`,
+/// step by step: a row whose key is full or whose bucket is empty is out (it never holds
+/// back the rows of other keys behind it); the rows under a key or bucket are numbered per
+/// key and per bucket by their first share, then rank, and pass while their number fits
+/// what is left; a row with only a fair key passes; the passing rows come by share (0
+/// without a fair key), then rank, the others first (the caller skips them).
+const JUDGE: &str = concat!(
+    "WITH running AS (
         SELECT concurrency_key AS k, COUNT(*) AS n FROM task_queue
         WHERE state = 'claimed' AND concurrency_key IS NOT NULL GROUP BY concurrency_key),
     cand AS (
         SELECT q.id, q.dispatch_rank, q.concurrency_key AS ckey, q.concurrency_limit AS climit,
             COALESCE(r.n, 0) AS running, q.rate_key AS bucket,
             COALESCE(q.rate_starts, l.max_starts) AS starts,
-            MAX(COALESCE(q.rate_period_ms, l.period_ms, 1), 1) AS period
+            MAX(COALESCE(q.rate_period_ms, l.period_ms, 1), 1) AS period,
+            q.fair_key AS fkey, q.fair_weight AS fweight
         FROM task_queue q
         LEFT JOIN running r ON r.k = q.concurrency_key
         LEFT JOIN rate_limits l ON l.name = q.rate_name
@@ -46,27 +64,62 @@ const JUDGE: &str = "WITH running AS (
                 ?5 - ?5 % MAX(period) AS ws
             FROM cand WHERE bucket IS NOT NULL AND starts IS NOT NULL GROUP BY bucket) b
         LEFT JOIN rate_buckets rb ON rb.bucket = b.bucket),
-    judged AS (
+    judged AS MATERIALIZED (
         SELECT c.id, c.dispatch_rank, c.ckey, c.climit, c.running, c.bucket, u.starts, u.used,
-            u.ws, u.period,
+            u.ws, u.period, c.fkey, c.fweight,
             (c.ckey IS NULL OR c.running < c.climit) AS key_free,
             (c.bucket IS NULL OR COALESCE(u.used < u.starts, 0)) AS bucket_free
         FROM cand c LEFT JOIN bucket_use u ON u.bucket = c.bucket),
+    fair_running AS (
+        SELECT fair_key AS fkey FROM task_queue WHERE state = 'claimed' AND fair_key IS NOT NULL),
+    held AS (
+        SELECT id, dispatch_rank, ckey, climit, running, bucket, starts, used, ws, period, fkey,
+            fweight, key_free, bucket_free, share0
+        FROM (SELECT x.*, ",
+    fair_share!("x.key_free AND x.bucket_free DESC, "),
+    " AS share0
+            FROM (SELECT j.*, 1 AS queued FROM judged j
+                WHERE j.fkey IS NOT NULL AND (j.ckey IS NOT NULL OR j.bucket IS NOT NULL)
+                UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                    f.fkey, NULL, NULL, NULL, 0 FROM fair_running f) x)
+        WHERE queued = 1
+        UNION ALL
+        SELECT j.*, 0.0 FROM judged j WHERE j.fkey IS NULL),
     ranked AS (
-        SELECT j.*,
-            row_number() OVER (PARTITION BY j.key_free AND j.bucket_free, j.ckey
-                ORDER BY j.dispatch_rank, j.id) AS kn,
-            row_number() OVER (PARTITION BY j.key_free AND j.bucket_free, j.bucket
-                ORDER BY j.dispatch_rank, j.id) AS bn
-        FROM judged j)
-    SELECT id, bucket, ws,
-        COALESCE(key_free AND bucket_free
-            AND (ckey IS NULL OR running + kn <= climit)
-            AND (bucket IS NULL OR used + bn <= starts), 0) AS passes,
-        CASE WHEN starts IS NOT NULL
-            AND (NOT bucket_free OR (key_free AND used + bn > starts))
-            THEN ws + period END AS retry_at
-    FROM ranked ORDER BY dispatch_rank, id";
+        SELECT h.*,
+            row_number() OVER (PARTITION BY h.key_free AND h.bucket_free, h.ckey
+                ORDER BY h.share0, h.dispatch_rank, h.id) AS kn,
+            row_number() OVER (PARTITION BY h.key_free AND h.bucket_free, h.bucket
+                ORDER BY h.share0, h.dispatch_rank, h.id) AS bn
+        FROM held h),
+    verdict AS MATERIALIZED (
+        SELECT id, dispatch_rank, bucket, ws, fkey, fweight,
+            COALESCE(key_free AND bucket_free
+                AND (ckey IS NULL OR running + kn <= climit)
+                AND (bucket IS NULL OR used + bn <= starts), 0) AS passes,
+            CASE WHEN starts IS NOT NULL
+                AND (NOT bucket_free OR (key_free AND used + bn > starts))
+                THEN ws + period END AS retry_at
+        FROM ranked
+        UNION ALL
+        SELECT id, dispatch_rank, bucket, ws, fkey, fweight, 1, NULL FROM judged
+        WHERE fkey IS NOT NULL AND ckey IS NULL AND bucket IS NULL),
+    fair AS (
+        SELECT id, bucket, ws, passes, retry_at, dispatch_rank, share
+        FROM (SELECT x.*, ",
+    fair_share!(""),
+    " AS share
+            FROM (SELECT v.*, 1 AS queued FROM verdict v WHERE v.passes AND v.fkey IS NOT NULL
+                UNION ALL SELECT NULL, NULL, NULL, NULL, f.fkey, NULL, NULL, NULL, 0
+                FROM fair_running f) x)
+        WHERE queued = 1)
+    SELECT id, bucket, ws, passes, retry_at FROM (
+        SELECT id, bucket, ws, passes, retry_at, dispatch_rank, share FROM fair
+        UNION ALL
+        SELECT id, bucket, ws, passes, retry_at, dispatch_rank, 0.0 FROM verdict
+        WHERE NOT passes OR fkey IS NULL)
+    ORDER BY share, dispatch_rank, id"
+);
 
 /// Takes `?3` starts from the bucket `?1` in the window `?2` (a stored older window
 /// starts over).

@@ -120,14 +120,15 @@ macro_rules! task_columns {
     };
 }
 
-/// `?12..?21`: the flow columns (`flow::FlowColumns`); the rank is the clock `?10` plus
+/// `?12..?23`: the flow columns (`flow::FlowColumns`); the rank is the clock `?10` plus
 /// `?13`.
 pub(crate) const TASK_INSERT: &str = "INSERT INTO task_queue
     (execution_id, run, unit_key, attempt, offer, task, task_version, input, idempotency_key,
      state, claim_count, created_at, updated_at, language, priority, dispatch_rank, limited,
-     concurrency_key, concurrency_limit, rate_key, rate_starts, rate_period_ms, rate_name, flow)
+     concurrency_key, concurrency_limit, rate_key, rate_starts, rate_period_ms, rate_name, flow,
+     fair_key, fair_weight)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'queued', 0, ?10, ?10, ?11, ?12, ?10 + ?13,
-        ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)
+        ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)
     ON CONFLICT (execution_id, run, unit_key, attempt, offer) DO NOTHING
     RETURNING id";
 /// One row per row cancelled: whether it was claimed holding a concurrency key (a slot

@@ -14,25 +14,61 @@ macro_rules! window_start {
     };
 }
 
+/// The share of each queued row `$x` of a fair key (`$x.fkey`, `$x.fweight`) among its
+/// key's claimed rows (`$x.queued = 0`, numbered first) and queued rows (`$x.queued = 1`,
+/// then in the order `$then` rank, id): its number over its weight. One sort by key
+/// (bytewise: only equality matters) gives the key's running count and the row's number
+/// at once: no join.
+macro_rules! fair_share {
+    ($x:literal, $then:literal) => {
+        concat!(
+            "row_number() OVER (PARTITION BY ",
+            $x,
+            ".fkey COLLATE \"C\" ORDER BY ",
+            $x,
+            ".queued, ",
+            $then,
+            $x,
+            ".dispatch_rank, ",
+            $x,
+            ".id)::float8 / GREATEST(",
+            $x,
+            ".fweight, 1)"
+        )
+    };
+}
+
 /// The flow claim, run under [`FLOW_LOCK`]. Parameters as `TASK_CLAIM`'s: `$1` every task
 /// name, `$2` the limit, `$3` claimer, `$4` session, `$5` the fresh tokens, `$6` the worker,
 /// `$7` the `dispatched` kind, `$8`..`$11` the rest of the `ClaimFilter`.
 ///
 /// * `cand`: the queued limited rows the filter admits (`task_queue_limited`), each with
-///   its key's claimed rows (`task_queue_running_key`) and its bucket's limit (inline, or
-///   the named limit; none: unknown).
+///   its key's claimed rows (`running`, from `task_queue_running_key`) and its bucket's
+///   limit (inline, or the named limit; none: unknown).
 /// * `bucket_use`: per bucket its limit (the smallest its rows declare, over the longest
 ///   window), the current window and the starts taken in it (a stored older window: 0).
-/// * `judged`/`ranked`: a row whose key is full or whose bucket is empty is out, so rows
-///   behind it of other keys are not held back; the others are numbered per key and per
-///   bucket in rank order, and a row passes while its number fits what its key and bucket
-///   have left. Every limit holds for the rows that pass together.
-/// * `claimed`/`dispatched`: the first `$2` passing rows, claimed as `TASK_CLAIM` claims
-///   (a row the owner cancelled meanwhile no longer matches); `taken`: their starts
-///   added to the buckets (counted from the rows actually claimed).
-/// * the result: the claimed rows (`task_columns!`, one all-NULL row when none), each with
-///   `blocked` (a row stayed queued by a limit) and `retry_at` (the next window of a bucket
-///   that held a row back).
+/// * `judged`: a row whose key is full or whose bucket is empty is out, so rows behind it
+///   of other keys are not held back.
+/// * `held`/`ranked`/`verdict`: the rows under a concurrency key or a bucket get a first
+///   share (`fair_share!` among their fair key's claimed rows, from
+///   `task_queue_running_fair`, and its held rows; 0 without a fair key) and are numbered
+///   per key and per bucket by share, then rank; a row passes while its number fits what
+///   its key and bucket have left. Every limit holds for the rows that pass together, and a
+///   key or bucket shared by several fair keys goes to the one of least share first. A row
+///   with only a fair key always passes.
+/// * `fair`/`picked`: the passing rows get their share among their fair key's claimed and
+///   passing rows (0 without a fair key), and the first `$2` by (share, rank, id) are
+///   picked (docs/flow-control.md, "Fair queues").
+/// * `claimed`/`dispatched`: the picked rows claimed as `TASK_CLAIM` claims (a row the
+///   owner cancelled meanwhile no longer matches); `taken`: their starts added to the
+///   buckets (counted from the rows actually claimed).
+/// * the result: the claimed rows in pick order (`task_columns!`, one all-NULL row when
+///   none), each with `blocked` (a row stayed queued by a limit) and `retry_at` (the next
+///   window of a bucket that held a row back).
+///
+/// Sessions plan with hash and merge joins off (`conn.rs`): every join here has a small
+/// inner side (running keys, buckets, named limits); the fair keys' counts come from the
+/// same sort as their rows' numbers (`fair_share!`), not from a join.
 pub(crate) const TASK_CLAIM_LIMITED: &str = concat!(
     "WITH running AS MATERIALIZED (
         SELECT concurrency_key AS k, count(*) AS n FROM task_queue
@@ -41,7 +77,8 @@ pub(crate) const TASK_CLAIM_LIMITED: &str = concat!(
         SELECT q.id, q.dispatch_rank, q.concurrency_key AS ckey, q.concurrency_limit AS climit,
             COALESCE(r.n, 0) AS running, q.rate_key AS bucket,
             COALESCE(q.rate_starts, l.max_starts) AS starts,
-            GREATEST(COALESCE(q.rate_period_ms, l.period_ms), 1) AS period
+            GREATEST(COALESCE(q.rate_period_ms, l.period_ms), 1) AS period,
+            q.fair_key AS fkey, q.fair_weight AS fweight
         FROM task_queue q
         LEFT JOIN running r ON r.k = q.concurrency_key
         LEFT JOIN rate_limits l ON l.name = q.rate_name
@@ -57,32 +94,61 @@ pub(crate) const TASK_CLAIM_LIMITED: &str = concat!(
     " AS ws
             FROM cand WHERE bucket IS NOT NULL AND starts IS NOT NULL GROUP BY bucket) b
         LEFT JOIN rate_buckets rb ON rb.bucket = b.bucket),
-    judged AS (
+    judged AS NOT MATERIALIZED (
         SELECT c.id, c.dispatch_rank, c.ckey, c.climit, c.running, c.bucket, u.starts, u.used,
-            u.ws, u.period,
+            u.ws, u.period, c.fkey, c.fweight,
             (c.ckey IS NULL OR c.running < c.climit) AS key_free,
             (c.bucket IS NULL OR COALESCE(u.used < u.starts, false)) AS bucket_free
         FROM cand c LEFT JOIN bucket_use u ON u.bucket = c.bucket),
+    fair_running AS MATERIALIZED (
+        SELECT fair_key AS fkey FROM task_queue WHERE state = 'claimed' AND fair_key IS NOT NULL),
+    held AS (
+        SELECT s.id, s.dispatch_rank, s.ckey, s.climit, s.running, s.bucket, s.starts, s.used,
+            s.ws, s.period, s.fkey, s.fweight, s.key_free, s.bucket_free, s.share0
+        FROM (SELECT x.*, ",
+    fair_share!("x", "x.key_free AND x.bucket_free DESC, "),
+    " AS share0
+            FROM (SELECT j.*, 1 AS queued FROM judged j
+                WHERE j.fkey IS NOT NULL AND (j.ckey IS NOT NULL OR j.bucket IS NOT NULL)
+                UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                    f.fkey, NULL, NULL, NULL, 0 FROM fair_running f) x) s
+        WHERE s.queued = 1
+        UNION ALL
+        SELECT j.*, 0::float8 FROM judged j WHERE j.fkey IS NULL),
     ranked AS (
-        SELECT j.*,
-            row_number() OVER (PARTITION BY j.key_free AND j.bucket_free, j.ckey
-                ORDER BY j.dispatch_rank, j.id) AS kn,
-            row_number() OVER (PARTITION BY j.key_free AND j.bucket_free, j.bucket
-                ORDER BY j.dispatch_rank, j.id) AS bn
-        FROM judged j),
+        SELECT h.*,
+            row_number() OVER (PARTITION BY h.key_free AND h.bucket_free, h.ckey
+                ORDER BY h.share0, h.dispatch_rank, h.id) AS kn,
+            row_number() OVER (PARTITION BY h.key_free AND h.bucket_free, h.bucket
+                ORDER BY h.share0, h.dispatch_rank, h.id) AS bn
+        FROM held h),
     verdict AS MATERIALIZED (
-        SELECT r.id, r.dispatch_rank,
+        SELECT r.id, r.dispatch_rank, r.fkey, r.fweight,
             COALESCE(r.key_free AND r.bucket_free
                 AND (r.ckey IS NULL OR r.running + r.kn <= r.climit)
                 AND (r.bucket IS NULL OR r.used + r.bn <= r.starts), false) AS passes,
             CASE WHEN r.starts IS NOT NULL
                 AND (NOT r.bucket_free OR (r.key_free AND r.used + r.bn > r.starts))
                 THEN r.ws + r.period END AS retry_at
-        FROM ranked r),
+        FROM ranked r
+        UNION ALL
+        SELECT id, dispatch_rank, fkey, fweight, true, NULL::bigint FROM judged
+        WHERE fkey IS NOT NULL AND ckey IS NULL AND bucket IS NULL),
+    fair AS (
+        SELECT s.id, s.dispatch_rank, s.share
+        FROM (SELECT x.*, ",
+    fair_share!("x", ""),
+    " AS share
+            FROM (SELECT v.id, v.dispatch_rank, v.fkey, v.fweight, 1 AS queued FROM verdict v
+                WHERE v.passes AND v.fkey IS NOT NULL
+                UNION ALL SELECT NULL, NULL, f.fkey, NULL, 0 FROM fair_running f) x) s
+        WHERE s.queued = 1
+        UNION ALL
+        SELECT id, dispatch_rank, 0::float8 FROM verdict WHERE passes AND fkey IS NULL),
     picked AS (
-        SELECT p.id, row_number() OVER (ORDER BY p.dispatch_rank, p.id) AS n
-        FROM (SELECT id, dispatch_rank FROM verdict WHERE passes
-            ORDER BY dispatch_rank, id LIMIT $2::bigint) p),
+        SELECT p.id, row_number() OVER (ORDER BY p.share, p.dispatch_rank, p.id) AS n
+        FROM (SELECT id, dispatch_rank, share FROM fair
+            ORDER BY share, dispatch_rank, id LIMIT $2::bigint) p),
     claimed AS (
         UPDATE task_queue t SET state = 'claimed', claimed_by = $3::text, session = $4::text,
             worker_id = $6::text, token = ($5::text[])[picked.n::int],
@@ -92,7 +158,7 @@ pub(crate) const TASK_CLAIM_LIMITED: &str = concat!(
     ", updated_at = ",
     now_ms!(),
     " FROM picked WHERE t.id = picked.id AND t.state = 'queued'
-        RETURNING t.*),
+        RETURNING t.*, picked.n AS pick),
     dispatched AS (
         INSERT INTO inbox (execution_id, kind, token, payload, created_at)
         SELECT c.execution_id, $7::text, c.token,
@@ -115,7 +181,7 @@ pub(crate) const TASK_CLAIM_LIMITED: &str = concat!(
     SELECT ",
     task_columns!(),
     ", CASE WHEN id IS NOT NULL THEN pg_notify('orbit_inbox', '') END, blocked, retry_at
-    FROM summary LEFT JOIN claimed ON true ORDER BY dispatch_rank, id"
+    FROM summary LEFT JOIN claimed ON true ORDER BY pick"
 );
 
 /// Whether limited rows are queued or hold a concurrency key (the two partial indexes).

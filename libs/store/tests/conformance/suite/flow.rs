@@ -3,7 +3,7 @@
 //! what the reads say about waiting rows.
 
 use crate::support::{complete, flow_task, start_batch, task, Backend};
-use orbit_engine::{ConcurrencyKey, Flow, RateKey, RateSource};
+use orbit_engine::{ConcurrencyKey, FairKey, Flow, RateKey, RateSource};
 use orbit_store::{
     ClaimFilter, CommitBatch, LimitedClaim, NewTask, Store, StoreError, TaskClaim, TaskRow,
     TaskState, WaitReason, PRIORITY_STEP_MS,
@@ -81,6 +81,7 @@ pub async fn flow_columns_are_written_and_read_back(b: &dyn Backend) {
         priority: Some(4),
         concurrency: Some(ConcurrencyKey { key: "g/a".into(), limit: 2 }),
         rate: Some(RateKey { key: "r/a".into(), limit: inline(5) }),
+        fairness: Some(FairKey { key: "f/a".into(), weight: 3 }),
     };
     let named = rated("api/x", RateSource::Named("api".into()));
     let mut batch = start_batch("e1", "node-a");

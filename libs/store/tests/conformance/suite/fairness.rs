@@ -1,0 +1,166 @@
+//! Fair queues in the task queue (issue 27; docs/flow-control.md, "Fair queues"): the flow
+//! claim takes first the row whose fair key has the least running attempts per weight,
+//! counting the rows it takes; ties go by rank. Rows without a fair key are still claimed
+//! (ahead of the fair ones), and a concurrency key or rate bucket shared by fair keys is
+//! shared by share.
+
+use crate::support::{complete, flow_task, start_batch, Backend};
+use orbit_engine::{ConcurrencyKey, FairKey, Flow, RateKey, RateSource};
+use orbit_store::{ClaimFilter, CommitBatch, LimitedClaim, NewTask, Store, TaskRow};
+use serde_json::json;
+
+fn fair(key: &str, weight: u32) -> Flow {
+    Flow { fairness: Some(FairKey { key: key.into(), weight }), ..Flow::default() }
+}
+
+/// `n` rows `<prefix>1..=<prefix>n` of `flow`, of the task `work`.
+fn rows(prefix: &str, n: usize, flow: &Flow) -> Vec<NewTask> {
+    rows_of("work", prefix, n, flow)
+}
+
+fn rows_of(task: &str, prefix: &str, n: usize, flow: &Flow) -> Vec<NewTask> {
+    (1..=n).map(|i| flow_task(&format!("{prefix}{i}"), task, flow.clone())).collect()
+}
+
+fn steps(rows: &[TaskRow]) -> Vec<&str> {
+    rows.iter().map(|r| r.unit_key.as_str()).collect()
+}
+
+/// Starts `e1` with `first` queued, then queues `then` in a later commit.
+async fn queue(store: &dyn Store, first: Vec<NewTask>, then: Vec<NewTask>) {
+    let mut batch = start_batch("e1", "node-a");
+    batch.tasks_to_insert = first;
+    store.commit(batch).await.expect("start with tasks");
+    queue_more(store, then).await;
+}
+
+/// Queues `tasks` for the running `e1`.
+async fn queue_more(store: &dyn Store, tasks: Vec<NewTask>) {
+    let batch = CommitBatch {
+        execution_id: "e1".into(),
+        run: 1,
+        expected_epoch: Some(1),
+        tasks_to_insert: tasks,
+        ..CommitBatch::default()
+    };
+    store.commit(batch).await.expect("queue more");
+}
+
+async fn claim_flow(store: &dyn Store, limit: u32) -> LimitedClaim {
+    claim_of(store, "work", limit).await
+}
+
+async fn claim_of(store: &dyn Store, task: &str, limit: u32) -> LimitedClaim {
+    let filter = ClaimFilter::names(&[task.into()]);
+    store.claim_limited(&filter, limit, "fe", "s1", "w").await.expect("flow claim")
+}
+
+/// `n` flow claims of one row each, completing nothing: the rows in claim order.
+async fn one_by_one(store: &dyn Store, n: usize) -> Vec<TaskRow> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let claim = claim_flow(store, 1).await;
+        assert!(!claim.blocked, "a fair key never holds a row back: {claim:?}");
+        out.extend(claim.rows);
+    }
+    out
+}
+
+pub async fn fair_keys_take_turns_by_running_attempts(b: &dyn Backend) {
+    let store = b.open().await;
+    // A's backlog first, then B's few.
+    queue(&*store, rows("a", 50, &fair("g/A", 1)), rows("b", 5, &fair("g/B", 1))).await;
+    // Equal running: the older (A's) goes; B is served as soon as it has fewer running
+    // than A, so they alternate while B has rows, then A's backlog goes on.
+    let got = one_by_one(&*store, 13).await;
+    assert_eq!(
+        steps(&got),
+        ["a1", "b1", "a2", "b2", "a3", "b3", "a4", "b4", "a5", "b5", "a6", "a7", "a8"]
+    );
+    // Running, not claimed so far, is what counts: with a1..a8 done, A has none running
+    // and B five, so A goes until it has five again (a tie goes to A's older rows).
+    for row in got.iter().filter(|r| r.unit_key.starts_with('a')) {
+        let token = row.token.as_deref().expect("a claimed row has a token");
+        store.complete_task_row(token, "w", Some(complete(json!(1)))).await.unwrap().unwrap();
+    }
+    queue_more(&*store, rows("c", 2, &fair("g/B", 1))).await;
+    let got = one_by_one(&*store, 8).await;
+    assert_eq!(steps(&got), ["a9", "a10", "a11", "a12", "a13", "a14", "c1", "a15"]);
+}
+
+pub async fn fair_keys_share_by_weight(b: &dyn Backend) {
+    let store = b.open().await;
+    queue(&*store, rows("a", 20, &fair("g/A", 2)), rows("b", 20, &fair("g/B", 1))).await;
+    // Weight 2 against 1: two of A's for one of B's.
+    let expected = ["a1", "a2", "b1", "a3", "a4", "b2", "a5", "a6", "b3"];
+    assert_eq!(steps(&one_by_one(&*store, 9).await), expected);
+
+    // One claim with credits for several takes the same rows, in the same order (other
+    // keys, of another task, none running).
+    queue_more(&*store, rows_of("batch", "c", 20, &fair("g/C", 2))).await;
+    queue_more(&*store, rows_of("batch", "d", 20, &fair("g/D", 1))).await;
+    let claim = claim_of(&*store, "batch", 9).await;
+    let renamed: Vec<String> =
+        expected.iter().map(|s| s.replace('a', "c").replace('b', "d")).collect();
+    assert_eq!(steps(&claim.rows), renamed);
+    assert!(!claim.blocked);
+}
+
+pub async fn rows_without_a_fair_key_are_still_claimed(b: &dyn Backend) {
+    let store = b.open().await;
+    let keyed = Flow {
+        concurrency: Some(ConcurrencyKey { key: "g/K".into(), limit: 10 }),
+        ..Flow::default()
+    };
+    queue(&*store, rows("a", 3, &fair("g/A", 1)), rows("k", 2, &keyed)).await;
+    // No fair key: a share of 0, ahead of every fair row, by rank among themselves.
+    assert_eq!(steps(&one_by_one(&*store, 5).await), ["k1", "k2", "a1", "a2", "a3"]);
+    assert!(claim_flow(&*store, 5).await.rows.is_empty(), "every row was claimed once");
+}
+
+pub async fn a_limit_shared_by_fair_keys_is_shared_by_share(b: &dyn Backend) {
+    let store = b.open().await;
+    let both = |tenant: &str| Flow {
+        concurrency: Some(ConcurrencyKey { key: "g/api".into(), limit: 2 }),
+        ..fair(&format!("g/{tenant}"), 1)
+    };
+    queue(&*store, rows("a", 3, &both("A")), rows("b", 1, &both("B"))).await;
+    // Two slots: not A's two oldest, but one for each tenant.
+    let first = claim_flow(&*store, 10).await;
+    assert_eq!(steps(&first.rows), ["a1", "b1"]);
+    assert!(first.blocked, "A's others wait for the key");
+    // B's slot frees: A is alone, and takes it.
+    let b1 = first.rows[1].token.as_deref().unwrap();
+    store.complete_task_row(b1, "w", Some(complete(json!(1)))).await.unwrap().unwrap();
+    assert_eq!(steps(&claim_flow(&*store, 10).await.rows), ["a2"]);
+
+    // A rate bucket too: two starts, one for each tenant (A has two running already).
+    let rated = |tenant: &str| Flow {
+        rate: Some(RateKey {
+            key: "g/calls".into(),
+            limit: RateSource::Inline { limit: 2, per_ms: 366 * 86_400_000 },
+        }),
+        ..fair(&format!("g/{tenant}"), 1)
+    };
+    queue_more(&*store, rows_of("call", "ra", 3, &rated("A"))).await;
+    queue_more(&*store, rows_of("call", "rb", 2, &rated("B"))).await;
+    let calls = claim_of(&*store, "call", 10).await;
+    assert_eq!(steps(&calls.rows), ["rb1", "rb2"], "B has none running, A two");
+    assert!(calls.blocked && calls.retry_at_ms.is_some());
+}
+
+pub async fn priority_orders_a_key_s_rows_not_its_share(b: &dyn Backend) {
+    let store = b.open().await;
+    let urgent = Flow { priority: Some(1), ..fair("g/A", 1) };
+    let late = Flow { priority: Some(5), ..fair("g/A", 1) };
+    let b_late = Flow { priority: Some(5), ..fair("g/B", 1) };
+    queue(
+        &*store,
+        vec![flow_task("a-late", "work", late), flow_task("b-late", "work", b_late)],
+        rows("a-urgent", 3, &urgent),
+    )
+    .await;
+    // A's urgent rows go before its late one; B's late row still gets its turn.
+    let got = one_by_one(&*store, 5).await;
+    assert_eq!(steps(&got), ["a-urgent1", "b-late", "a-urgent2", "a-urgent3", "a-late"]);
+}
