@@ -13,6 +13,8 @@
 //! - priorities: with 20 priority-5 attempts queued, a priority-1 execution's attempt is
 //!   the first a worker gets, a step's own `priority:` beats the start's, and a start
 //!   priority of 7 is `INVALID_ARGUMENT`;
+//! - a fairness key: a tenant that queues 3 tasks behind another's 10 shares the worker's
+//!   slots with it (least running first), not after it;
 //! - the Rust, Python and TypeScript clients set, list and delete named limits and start
 //!   with a priority.
 
@@ -327,6 +329,55 @@ async fn a_higher_priority_is_dispatched_first() {
     }
     assert_eq!(order[..3], ["urgent", "step", "default"], "{order:?}");
     assert_eq!(order[3], "bulk-0", "{order:?}");
+}
+
+const FAIR: &str = r#"
+name: fair
+version: "1"
+tasks: { work: {} }
+steps:
+  - id: a
+    task: work
+    input: "${{ input }}"
+    fairness: { key: "${{ input.tenant }}" }
+output: "${{ steps.a.output }}"
+"#;
+
+#[tokio::test]
+async fn a_fairness_key_interleaves_a_late_tenant_with_an_early_backlog() {
+    let dir = TempDir::new("flow-fair");
+    let server = Server::start(&dir.0.join("db"), &[]).await;
+    let mut c = server.client().await;
+    register(&mut c, FAIR).await;
+    // Tenant A's backlog first, then tenant B's few: queued before any worker.
+    for (tenant, n) in [("A", 10), ("B", 3)] {
+        for i in 0..n {
+            let id = format!("{tenant}-{i}");
+            start(&mut c, "fair", &id, json!({"tenant": tenant, "id": id})).await.expect("start");
+        }
+    }
+    pending_until(&mut c, "B-2", |t| t.state == pb::PendingTaskState::Queued as i32).await;
+    // Four slots: the tenants share them (least running first), so B is served beside A's
+    // backlog instead of after it.
+    let mut w = RawSession::start(&server.address(), "w", &[("work", "")], 4).await;
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        got.push(next_task(&mut w, WAIT).await);
+    }
+    let id =
+        |t: &pb::server_message::Task| input_of(t)["id"].as_str().unwrap_or_default().to_string();
+    let mut first: Vec<String> = got.iter().map(id).collect();
+    first.sort();
+    assert_eq!(first, ["A-0", "A-1", "B-0", "B-1"], "two slots each");
+    // A-0 done: A runs 1, B 2, so A's next; then B-0 done: B runs 1, A 2, so B's next.
+    for (done, next) in [("A-0", "A-2"), ("B-0", "B-2"), ("A-1", "A-3")] {
+        let t = got.iter().find(|t| id(t) == done).expect("running").token.clone();
+        w.complete(&t, json!("ok")).await;
+        w.tx.send(credits(1)).await.expect("credit");
+        let n = next_task(&mut w, WAIT).await;
+        assert_eq!(id(&n), next, "after {done}");
+        got.push(n);
+    }
 }
 
 /// The Python client's half of [`the_clients_set_rate_limits_and_start_with_a_priority`]:
