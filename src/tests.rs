@@ -99,7 +99,18 @@ fn every_expected_service_and_rpc_exists() {
                 "PreviewSchedule",
             ],
         ),
-        ("orbit.v1.AdminService", &["ClusterStatus", "ListWorkers", "DescribeTaskQueue", "Replay"]),
+        (
+            "orbit.v1.AdminService",
+            &[
+                "ClusterStatus",
+                "ListWorkers",
+                "DescribeTaskQueue",
+                "Replay",
+                "SetRateLimit",
+                "ListRateLimits",
+                "DeleteRateLimit",
+            ],
+        ),
         (
             "orbit.internal.v1.OwnerService",
             &["StartExecution", "Wake", "ReportResult", "QueryExecution", "DescribeExecution"],

@@ -51,8 +51,17 @@ impl Client {
     ///
     /// The server's status.
     pub async fn list_rate_limits(&self) -> Result<Vec<pb::RateLimit>, ClientError> {
-        let request = pb::ListRateLimitsRequest {};
-        Ok(self.raw_admin().list_rate_limits(request).await?.into_inner().rate_limits)
+        let mut all = Vec::new();
+        let mut page_token = String::new();
+        loop {
+            let request = pb::ListRateLimitsRequest { page_size: 1000, page_token };
+            let page = self.raw_admin().list_rate_limits(request).await?.into_inner();
+            all.extend(page.rate_limits);
+            if page.next_page_token.is_empty() {
+                return Ok(all);
+            }
+            page_token = page.next_page_token;
+        }
     }
 
     /// Deletes the named rate limit `name`: attempts of steps that reference it stay

@@ -326,7 +326,7 @@ def test_rate_limits_are_set_listed_and_deleted_through_the_admin_service():
     stub.answer = admin_pb2.DeleteRateLimitResponse()
     assert c.delete_rate_limit("payments-api") is None
     assert [(m, r) for m, r in stub.requests[-2:]] == [
-        ("ListRateLimits", admin_pb2.ListRateLimitsRequest()),
+        ("ListRateLimits", admin_pb2.ListRateLimitsRequest(page_size=1000)),
         ("DeleteRateLimit", admin_pb2.DeleteRateLimitRequest(name="payments-api")),
     ]
     c.close()

@@ -361,8 +361,15 @@ export class OrbitClient {
 
   /** Every server-wide named rate limit, ordered by name (`AdminService.ListRateLimits`). */
   async listRateLimits(): Promise<RateLimit[]> {
-    const res = await this.unary<ListRateLimitsRequest, ListRateLimitsResponse>(this.admin.listRateLimits, this.admin, {});
-    return res.rateLimits;
+    const all: RateLimit[] = [];
+    let pageToken = "";
+    for (;;) {
+      const req: ListRateLimitsRequest = { pageSize: 1000, pageToken };
+      const res = await this.unary<ListRateLimitsRequest, ListRateLimitsResponse>(this.admin.listRateLimits, this.admin, req);
+      all.push(...res.rateLimits);
+      if (!res.nextPageToken) return all;
+      pageToken = res.nextPageToken;
+    }
   }
 
   /**

@@ -296,7 +296,7 @@ test("rate limits are set, listed and deleted through the admin service", async 
     assert.deepEqual(await client.listRateLimits(), [stored]);
     stub.answer = {};
     assert.equal(await client.deleteRateLimit("payments-api"), undefined);
-    assert.deepEqual(requests.slice(2), [["listRateLimits", {}], ["deleteRateLimit", { name: "payments-api" }]]);
+    assert.deepEqual(requests.slice(2), [["listRateLimits", { pageSize: 1000, pageToken: "" }], ["deleteRateLimit", { name: "payments-api" }]]);
   } finally {
     client.admin = real;
     client.close();

@@ -69,7 +69,13 @@ export async function render(main, params) {
   let limits = [];
   const load = async () => {
     try {
-      ({ rateLimits: limits } = await call('AdminService/ListRateLimits', {}));
+      limits = [];
+      let pageToken = '';
+      do {
+        const page = await call('AdminService/ListRateLimits', { pageSize: 1000, pageToken });
+        limits.push(...(page.rateLimits || []));
+        pageToken = page.nextPageToken || '';
+      } while (pageToken);
       list.innerHTML = table(limits, params.get('name'));
     } catch (e) { list.innerHTML = errorBox(e); }
   };

@@ -251,7 +251,7 @@ async fn a_named_limit_is_set_listed_and_deleted_and_holds_attempts_until_define
     let mut c = server.client().await;
     let mut admin = AdminServiceClient::new(channel_to(&server.address()).await);
     // From the flag.
-    let listed = admin.list_rate_limits(pb::ListRateLimitsRequest {}).await.expect("list");
+    let listed = admin.list_rate_limits(pb::ListRateLimitsRequest::default()).await.expect("list");
     let names: Vec<(String, u32)> =
         listed.into_inner().rate_limits.into_iter().map(|l| (l.name, l.limit)).collect();
     assert_eq!(names, [("batch-api".to_string(), 10)]);

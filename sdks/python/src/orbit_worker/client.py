@@ -567,11 +567,17 @@ class Client:
     def list_rate_limits(self) -> List[Dict[str, Any]]:
         """``AdminService.ListRateLimits``: every named rate limit, ordered by name (as
         :meth:`set_rate_limit` returns them)."""
-        request = admin_pb2.ListRateLimitsRequest()
-        response = self._call(
-            lambda ch: self._admin(ch).ListRateLimits(request, metadata=self._metadata, timeout=self.timeout)
-        )
-        return [_rate_limit(r) for r in response.rate_limits]
+        out: List[Dict[str, Any]] = []
+        token = ""
+        while True:
+            request = admin_pb2.ListRateLimitsRequest(page_size=1000, page_token=token)
+            response = self._call(
+                lambda ch: self._admin(ch).ListRateLimits(request, metadata=self._metadata, timeout=self.timeout)
+            )
+            out.extend(_rate_limit(r) for r in response.rate_limits)
+            token = response.next_page_token
+            if not token:
+                return out
 
     def delete_rate_limit(self, name: str) -> None:
         """``AdminService.DeleteRateLimit``: attempts of steps that reference the limit stay

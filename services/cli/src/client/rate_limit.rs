@@ -5,7 +5,8 @@
 
 use clap::{Args, Subcommand};
 use orbit_api::v1::{
-    DeleteRateLimitRequest, ListRateLimitsRequest, RateLimit, SetRateLimitRequest,
+    DeleteRateLimitRequest, ListRateLimitsRequest, ListRateLimitsResponse, RateLimit,
+    SetRateLimitRequest,
 };
 use orbit_server_kit::payload::{duration_to_ms, ms_to_duration};
 use serde_json::{json, Value as Json};
@@ -143,7 +144,17 @@ pub async fn run(args: AdminArgs) -> Result<(), Failure> {
             }
         }
         RateLimitCommand::List => {
-            let limits = client.list_rate_limits(ListRateLimitsRequest {}).await?.into_inner();
+            let mut limits = ListRateLimitsResponse::default();
+            loop {
+                let request =
+                    ListRateLimitsRequest { page_size: 1000, page_token: limits.next_page_token };
+                let page = client.list_rate_limits(request).await?.into_inner();
+                limits.rate_limits.extend(page.rate_limits);
+                limits.next_page_token = page.next_page_token;
+                if limits.next_page_token.is_empty() {
+                    break;
+                }
+            }
             match format {
                 Format::Json => print_json(&json!({
                     "rate_limits": limits.rate_limits.iter().map(rate_limit_json).collect::<Vec<_>>(),

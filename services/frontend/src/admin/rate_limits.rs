@@ -78,10 +78,14 @@ pub(super) async fn set(
 
 pub(super) async fn list(
     shared: &Shared,
-    _req: ListRateLimitsRequest,
+    req: ListRateLimitsRequest,
 ) -> ApiResult<ListRateLimitsResponse> {
     let rows = shared.store.list_rate_limits().await?;
-    Ok(ListRateLimitsResponse { rate_limits: rows.into_iter().map(wire).collect() })
+    let (rows, next_page_token) = super::page(rows, req.page_size, &req.page_token)?;
+    Ok(ListRateLimitsResponse {
+        rate_limits: rows.into_iter().map(wire).collect(),
+        next_page_token,
+    })
 }
 
 pub(super) async fn delete(
