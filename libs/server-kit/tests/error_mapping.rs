@@ -44,6 +44,7 @@ const EXPECTED: &[(&str, Code)] = &[
     ("MIGRATION_UNSAFE", Code::FailedPrecondition),
     ("RESET_POINT_INVALID", Code::FailedPrecondition),
     ("BATCH_NOT_FOUND", Code::NotFound),
+    ("RATE_LIMIT_NOT_FOUND", Code::NotFound),
 ];
 
 #[test]
