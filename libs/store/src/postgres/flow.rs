@@ -12,12 +12,12 @@
 
 use super::conn::{all_ok, command, pipeline, step, PgConn};
 use super::error::{connection_lost, PgErr, PgResult};
+use super::queue::ClaimArgs;
 use super::rows::{self, get, get_u64, to_i64};
 use super::sql::flow as sql;
 use crate::error::{Result, StoreError};
 use crate::flow::{FlowWaiting, KeyLoad, LimitedClaim, RateLimitRow, WaitReason, FLOW_TOP_KEYS};
-use crate::inbox::InboxKind;
-use crate::model::{new_task_tokens, ClaimFilter, MAX_CLAIM};
+use crate::model::ClaimFilter;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
@@ -37,31 +37,13 @@ pub(crate) async fn claim_limited(
     if filter.is_empty() || limit == 0 {
         return Ok(LimitedClaim::default());
     }
-    let limit = limit.min(MAX_CLAIM);
-    let tokens = new_task_tokens(limit).map_err(PgErr::Store)?;
-    let names = filter.task_names();
-    let (pinned, versions): (Vec<&str>, Vec<&str>) =
-        filter.versions.iter().map(|(n, v)| (n.as_str(), v.as_str())).unzip();
+    let args = ClaimArgs::new(filter, limit, [claimer, session, worker_id])?;
     let stmts = conn.prepare(&[sql::FLOW_LOCK, sql::TASK_CLAIM_LIMITED]).await?;
     let [lock, claim] = &stmts[..] else {
         return Err(PgErr::Store(StoreError::Storage("flow claim statements missing".into())));
     };
-    let limit = i64::from(limit);
-    let kind = InboxKind::Dispatched.as_str();
     let key: [&(dyn ToSql + Sync); 1] = [&FLOW_LOCK_KEY];
-    let params: [&(dyn ToSql + Sync); 11] = [
-        &names,
-        &limit,
-        &claimer,
-        &session,
-        &tokens,
-        &worker_id,
-        &kind,
-        &filter.any_version,
-        &pinned,
-        &versions,
-        &filter.language,
-    ];
+    let params = args.params();
     // Committed synchronously (unlike the ordinary claim): the starts taken from the
     // buckets must survive a crash, or a window could be used twice.
     conn.begin_marker();

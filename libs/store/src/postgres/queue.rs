@@ -33,30 +33,12 @@ pub(crate) async fn claim_tasks(
     if filter.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
-    // One fresh token per row the statement may claim; the unused ones are dropped.
-    let limit = limit.min(MAX_CLAIM);
-    let tokens = new_task_tokens(limit).map_err(PgErr::Store)?;
-    let names = filter.task_names();
-    let (pinned, versions): (Vec<&str>, Vec<&str>) =
-        filter.versions.iter().map(|(n, v)| (n.as_str(), v.as_str())).unzip();
+    let args = ClaimArgs::new(filter, limit, [claimer, session, worker_id])?;
     let stmts = conn.prepare(&[sql::TASK_CLAIM]).await?;
     let [claim] = &stmts[..] else {
         return Err(PgErr::Store(StoreError::Storage("claim statement missing".into())));
     };
-    let limit = i64::from(limit);
-    let params: [&(dyn ToSql + Sync); 11] = [
-        &names,
-        &limit,
-        &claimer,
-        &session,
-        &tokens,
-        &worker_id,
-        &DISPATCHED,
-        &filter.any_version,
-        &pinned,
-        &versions,
-        &filter.language,
-    ];
+    let params = args.params();
     // The claim commits without waiting for its WAL flush (issue 14: it is on the critical
     // path of every step). A claim lost in a crash is only a redelivery, which
     // at-least-once allows: the row is queued again, and the owner never recorded a
@@ -82,6 +64,54 @@ pub(crate) async fn claim_tasks(
     committed?;
     let found = results.pop().unwrap_or_default();
     Ok(rows::all(&found, rows::task)?)
+}
+
+/// What a claim binds, `TASK_CLAIM`'s and `TASK_CLAIM_LIMITED`'s `$1`..`$11`: the filter's
+/// task names and versions, the row limit, one fresh token per row the statement may claim
+/// (the unused ones are dropped), and who claims.
+pub(super) struct ClaimArgs<'a> {
+    names: Vec<String>,
+    limit: i64,
+    tokens: Vec<String>,
+    pinned: Vec<&'a str>,
+    versions: Vec<&'a str>,
+    filter: &'a ClaimFilter,
+    /// Claimer (frontend node), session, worker id.
+    who: [&'a str; 3],
+}
+
+impl<'a> ClaimArgs<'a> {
+    pub(super) fn new(filter: &'a ClaimFilter, limit: u32, who: [&'a str; 3]) -> PgResult<Self> {
+        let limit = limit.min(MAX_CLAIM);
+        let tokens = new_task_tokens(limit).map_err(PgErr::Store)?;
+        let (pinned, versions) =
+            filter.versions.iter().map(|(n, v)| (n.as_str(), v.as_str())).unzip();
+        Ok(ClaimArgs {
+            names: filter.task_names(),
+            limit: i64::from(limit),
+            tokens,
+            pinned,
+            versions,
+            filter,
+            who,
+        })
+    }
+
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 11] {
+        [
+            &self.names,
+            &self.limit,
+            &self.who[0],
+            &self.who[1],
+            &self.tokens,
+            &self.who[2],
+            &DISPATCHED,
+            &self.filter.any_version,
+            &self.pinned,
+            &self.versions,
+            &self.filter.language,
+        ]
+    }
 }
 
 /// Marks the row of `token` done and records the report for its owner: one pipelined

@@ -348,6 +348,24 @@ pub(crate) const OWNER_GET: &str = "SELECT execution_id, root_id, node_id, epoch
 
 // ------------------------------------------------------------------ task queue
 
+/// The `dispatched` CTE both claims end with (`TASK_CLAIM`, `TASK_CLAIM_LIMITED`): one
+/// `dispatched` inbox entry per row of `claimed`, with `$3` claimer, `$4` session, `$6`
+/// worker and `$7` the entry kind. A fragment of a `concat!` inside a `WITH`.
+macro_rules! dispatched_entries {
+    () => {
+        concat!(
+            "dispatched AS (
+        INSERT INTO inbox (execution_id, kind, token, payload, created_at)
+        SELECT c.execution_id, $7::text, c.token,
+            json_build_object('task_id', c.id, 'step', c.unit_key, 'attempt', c.attempt,
+                'offer', c.offer, 'token', c.token, 'claimed_by', $3::text,
+                'session', $4::text, 'worker_id', $6::text)::text, ",
+            now_ms!(),
+            " FROM claimed c ORDER BY c.id)"
+        )
+    };
+}
+
 /// Queued rows without a limit (`task_queue_ready`), by rank (`flow.rs`: priority, then
 /// age); rows another claimer holds are skipped, never shared. The
 /// n-th picked row gets the n-th fresh random token of `$5` (see `model::new_task_token`)
@@ -376,14 +394,9 @@ pub(crate) const TASK_CLAIM: &str = concat!(
     now_ms!(),
     " FROM numbered WHERE t.id = numbered.id
         RETURNING t.*),
-    dispatched AS (
-        INSERT INTO inbox (execution_id, kind, token, payload, created_at)
-        SELECT c.execution_id, $7::text, c.token,
-            json_build_object('task_id', c.id, 'step', c.unit_key, 'attempt', c.attempt,
-                'offer', c.offer, 'token', c.token, 'claimed_by', $3::text,
-                'session', $4::text, 'worker_id', $6::text)::text, ",
-    now_ms!(),
-    " FROM claimed c ORDER BY c.id)
+    ",
+    dispatched_entries!(),
+    "
     SELECT ",
     task_columns!(),
     ", pg_notify('orbit_inbox', '') FROM claimed ORDER BY dispatch_rank, id"

@@ -159,14 +159,9 @@ pub(crate) const TASK_CLAIM_LIMITED: &str = concat!(
     now_ms!(),
     " FROM picked WHERE t.id = picked.id AND t.state = 'queued'
         RETURNING t.*, picked.n AS pick),
-    dispatched AS (
-        INSERT INTO inbox (execution_id, kind, token, payload, created_at)
-        SELECT c.execution_id, $7::text, c.token,
-            json_build_object('task_id', c.id, 'step', c.unit_key, 'attempt', c.attempt,
-                'offer', c.offer, 'token', c.token, 'claimed_by', $3::text,
-                'session', $4::text, 'worker_id', $6::text)::text, ",
-    now_ms!(),
-    " FROM claimed c ORDER BY c.id),
+    ",
+    dispatched_entries!(),
+    ",
     taken AS (
         INSERT INTO rate_buckets (bucket, window_start, used)
         SELECT c.rate_key, u.ws, count(*) FROM claimed c JOIN bucket_use u ON u.bucket = c.rate_key
