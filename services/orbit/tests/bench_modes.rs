@@ -3,7 +3,7 @@
 //! split on PostgreSQL, `--database-url` prints transactions per task (writes and reads)
 //! and `--idle-seconds` the cluster's idle transactions per second. `--mode priority`
 //! measures priority-1 executions behind a queued priority-5 backlog, in process and
-//! against the split.
+//! against the split; `--mode fairness` a small tenant's tasks behind a large one's.
 
 mod common;
 
@@ -166,4 +166,49 @@ fn priority_mode_runs_against_the_split() {
     let (ok, out, err) = run_bounded(&mut cmd, WITHIN);
     assert!(ok, "orbit bench --mode priority --address failed:\n{out}{err}");
     assert_priority_report(&out);
+}
+
+/// `--mode fairness` shrunk: tenant A's 200 executions on 2 workers x 1 slot whose tasks
+/// take 10 ms (about 1 s of backlog), tenant B's 5 per phase. Only the shape is asserted,
+/// never a timing ratio: every B task measured in both phases, A's all run, and A kept
+/// running while B's ran (fair shares, equal weights: B never takes every slot).
+#[test]
+fn fairness_mode_measures_a_small_tenant_behind_a_large_one() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_orbit"));
+    cmd.arg("bench").args([
+        "--mode",
+        "fairness",
+        "--executions",
+        "200",
+        "--worker-concurrency",
+        "1",
+        "--task-delay-ms",
+        "10",
+        "--probes",
+        "5",
+        "--output",
+        "json",
+    ]);
+    let (ok, out, err) = run_bounded(&mut cmd, WITHIN);
+    assert!(ok, "orbit bench --mode fairness failed:\n{out}{err}");
+    let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("{out}"));
+    let report: serde_json::Value = serde_json::from_str(line).expect("one JSON object");
+    assert_eq!(report["mode"], "fairness");
+    assert_eq!(
+        (report["executions"].as_u64(), report["start_failures"].as_u64()),
+        (Some(200), Some(0))
+    );
+    for phase in ["idle", "loaded"] {
+        assert_eq!(report[phase]["measured"], 5, "every tenant-B task measured: {report}");
+        assert!(report[phase].get("p95_ms").is_some(), "{report}");
+    }
+    for key in ["ratio_p95", "ratio_p50", "a_queued_at_b", "b_window_ms"] {
+        assert!(report.get(key).is_some(), "no {key} in {report}");
+    }
+    assert!(
+        report["a_queued_at_b"].as_u64() > Some(100),
+        "B's loaded phase began behind A's queued tasks: {report}"
+    );
+    // With one running each, a slot A's task frees goes back to A: A always gets some.
+    assert!(report["a_started_during_b"].as_u64() > Some(0), "A starved while B ran: {report}");
 }

@@ -17,6 +17,9 @@ pub enum Mode {
     /// Priority-1 schedule-to-start, unloaded and behind a backlog of 5,000 priority-5
     /// tasks on workers of bounded capacity (issue 27; `bench::priority`).
     Priority,
+    /// A small tenant's queue wait behind a large one's 10,000 queued tasks, against its
+    /// wait on idle workers (issue 27; `bench::fairness`).
+    Fairness,
 }
 
 /// What a run does once the preset and the flags are combined.
@@ -35,6 +38,7 @@ impl Mode {
             Mode::Latency => Shape { executions: 200, steps: 3, concurrency: 1 },
             Mode::Sleepers => Shape { executions: 10_000, steps: 0, concurrency: 64 },
             Mode::Priority => Shape { executions: 5000, steps: 1, concurrency: 64 },
+            Mode::Fairness => Shape { executions: 10_000, steps: 1, concurrency: 64 },
         }
     }
 }
@@ -42,11 +46,12 @@ impl Mode {
 /// Options of `orbit bench`.
 #[derive(clap::Args, Debug, Clone)]
 #[command(
-    after_help = "Presets (--mode; an explicit --executions/--steps/--concurrency overrides):\n  throughput  2000 executions x 3 steps, 64 in flight (the default)\n  latency     200 executions x 3 steps, one at a time: unloaded end-to-end latency\n  sleepers    10000 executions sleeping until one instant, no worker: owner RSS while\n              they sleep, time to wake them all (--sleep-seconds, --owner-pid)\n  priority    p50/p95 schedule-to-start of priority-1 executions run one at a time, first\n              with idle workers, then behind a backlog of 5000 priority-5 tasks (the\n              executions) on 2 workers x 4 slots whose tasks take --task-delay-ms;\n              the loaded/unloaded p50 ratio is issue 27's figure (--probes, --min-backlog)\n\nExample:\n  orbit bench --mode throughput\n  orbit bench --mode latency --executions 1000\n  orbit bench --address http://127.0.0.1:7233   # against a running server\n  orbit bench --address \"$ORBIT_FRONTENDS\" --database-url \"$ORBIT_DATABASE_URL\" --idle-seconds 30\n  orbit bench --address 127.0.0.1:7233 --workers 0   # external workers serve bench.step (per-SDK figures)\n  orbit bench --address localhost:7233 --tls-ca ca.pem --token \"$ADMIN_TOKEN\"   # with TLS and identities\n  orbit bench --mode priority\n  orbit bench --mode priority --address 127.0.0.1:7233 --output json\n  orbit bench --mode sleepers --executions 100000 --address 127.0.0.1:7233 --metrics 127.0.0.1:9233 --owner-pid \"$(pgrep -n orbit)\""
+    after_help = "Presets (--mode; an explicit --executions/--steps/--concurrency overrides):\n  throughput  2000 executions x 3 steps, 64 in flight (the default)\n  latency     200 executions x 3 steps, one at a time: unloaded end-to-end latency\n  sleepers    10000 executions sleeping until one instant, no worker: owner RSS while\n              they sleep, time to wake them all (--sleep-seconds, --owner-pid)\n  priority    p50/p95 schedule-to-start of priority-1 executions run one at a time, first\n              with idle workers, then behind a backlog of 5000 priority-5 tasks (the\n              executions) on 2 workers x 4 slots whose tasks take --task-delay-ms;\n              the loaded/unloaded p50 ratio is issue 27's figure (--probes, --min-backlog)\n  fairness    p50/p95 queue wait of tenant B's --probes tasks, first on idle workers,\n              then behind tenant A's 10000 queued tasks (the executions), equal fair\n              weights, 2 workers x 4 slots; the loaded/idle p95 ratio is issue 27's\n              figure, with A's tasks started while B's ran\n\nExample:\n  orbit bench --mode throughput\n  orbit bench --mode latency --executions 1000\n  orbit bench --address http://127.0.0.1:7233   # against a running server\n  orbit bench --address \"$ORBIT_FRONTENDS\" --database-url \"$ORBIT_DATABASE_URL\" --idle-seconds 30\n  orbit bench --address 127.0.0.1:7233 --workers 0   # external workers serve bench.step (per-SDK figures)\n  orbit bench --address localhost:7233 --tls-ca ca.pem --token \"$ADMIN_TOKEN\"   # with TLS and identities\n  orbit bench --mode priority\n  orbit bench --mode priority --address 127.0.0.1:7233 --output json\n  orbit bench --mode fairness\n  orbit bench --mode sleepers --executions 100000 --address 127.0.0.1:7233 --metrics 127.0.0.1:9233 --owner-pid \"$(pgrep -n orbit)\""
 )]
 pub struct BenchArgs {
     /// Workload preset: `throughput` (2000 executions x 3 steps, 64 in flight), `latency`
-    /// (200 executions x 3 steps, one at a time), `sleepers` or `priority` (see below).
+    /// (200 executions x 3 steps, one at a time), `sleepers`, `priority` or `fairness` (see
+    /// below).
     /// Flags given explicitly override it.
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
@@ -70,7 +75,7 @@ pub struct BenchArgs {
     /// completed executions and the dispatch latency is not measured.
     #[arg(long, default_value_t = 2)]
     pub workers: u32,
-    /// Tasks each worker runs at once [default: 64; 4 with `--mode priority`, whose workers
+    /// Tasks each worker runs at once [default: 64; 4 with `--mode priority` and `fairness`, whose workers
     /// must stay busy while a backlog waits].
     #[arg(long)]
     pub worker_concurrency: Option<u32>,
@@ -97,10 +102,11 @@ pub struct BenchArgs {
     /// (`orbit dev`'s own, or one `orbit owner`'s). The embedded server is this process.
     #[arg(long, value_name = "PID")]
     pub owner_pid: Option<u32>,
-    /// `--mode priority`: priority-1 executions measured in each phase (unloaded, loaded).
+    /// `--mode priority`: priority-1 executions measured in each phase (unloaded, loaded);
+    /// `--mode fairness`: tenant B's executions in each phase (idle, loaded).
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub probes: u64,
-    /// `--mode priority`: how long each task's handler sleeps, so that the workers' bounded
+    /// `--mode priority` and `fairness`: how long each task's handler sleeps, so that the workers' bounded
     /// capacity drains the backlog slowly enough to measure behind it.
     #[arg(long, default_value_t = 2, value_name = "MS")]
     pub task_delay_ms: u64,
@@ -146,9 +152,13 @@ impl BenchArgs {
     }
 
     /// Tasks each in-process worker runs at once: the flag, else 4 for `--mode priority`
+    /// and `--mode fairness`
     /// (2 workers x 4: a backlog builds and lasts) and 64 otherwise.
     pub fn worker_concurrency(&self) -> u32 {
-        let preset = if self.mode == Some(Mode::Priority) { 4 } else { 64 };
+        let preset = match self.mode {
+            Some(Mode::Priority | Mode::Fairness) => 4,
+            _ => 64,
+        };
         self.worker_concurrency.unwrap_or(preset)
     }
 }

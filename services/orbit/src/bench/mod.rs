@@ -3,11 +3,12 @@
 //! percentiles (end-to-end: start call → result seen by the client; dispatch: start call →
 //! first task in a worker's hands). `--mode` names the workload of the issue 14 table
 //! ([`args`]); `--database-url` adds the database's own transaction counts ([`db`]).
-//! `--mode sleepers` and `--mode priority` run flows of their own ([`sleepers`],
-//! [`priority`]).
+//! `--mode sleepers`, `--mode priority` and `--mode fairness` run flows of their own
+//! ([`sleepers`], [`priority`], [`fairness`]).
 
 mod args;
 mod db;
+mod fairness;
 mod priority;
 mod report;
 mod sleepers;
@@ -139,6 +140,21 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         );
         let setup = priority::Setup { channels, addresses, stop: stop.clone() };
         let outcome = priority::run(&args, setup).await;
+        stop.cancel();
+        if let Some(s) = server {
+            s.await??;
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        return outcome;
+    }
+    if args.mode == Some(args::Mode::Fairness) {
+        anyhow::ensure!(
+            args.workers > 0,
+            "--mode fairness needs in-process workers (--workers 1 or more): it times each \
+             task in its handler"
+        );
+        let setup = fairness::Setup { channels, addresses, stop: stop.clone() };
+        let outcome = fairness::run(&args, setup).await;
         stop.cancel();
         if let Some(s) = server {
             s.await??;

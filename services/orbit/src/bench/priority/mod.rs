@@ -230,7 +230,7 @@ async fn probe(
 }
 
 /// The owner's timestamp of execution `id`'s `StepScheduled`, in Unix milliseconds.
-async fn step_scheduled_ms(
+pub(super) async fn step_scheduled_ms(
     client: &mut WorkflowServiceClient<Transport>,
     id: &str,
 ) -> anyhow::Result<u64> {
