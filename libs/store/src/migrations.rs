@@ -79,6 +79,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "flow_control",
         sql: include_str!("../migrations/0013_flow_control.sql"),
     },
+    Migration {
+        version: 14,
+        name: "fair_claim",
+        sql: include_str!("../migrations/0014_fair_claim.sql"),
+    },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).

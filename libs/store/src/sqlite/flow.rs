@@ -30,33 +30,92 @@ macro_rules! fair_share {
     };
 }
 
+/// The rows (of `task_queue`, with the prefix `$q`) that carry only a fair key: no
+/// concurrency key, no rate limit (`task_queue_fair_head`).
+macro_rules! fair_head {
+    ($q:literal) => {
+        concat!(
+            $q,
+            "state = 'queued' AND ",
+            $q,
+            "limited AND ",
+            $q,
+            "concurrency_key IS NULL AND ",
+            $q,
+            "rate_key IS NULL"
+        )
+    };
+}
+
+/// The rows `$q` the session's `ClaimFilter` admits (`?1..?4`).
+macro_rules! claim_filter {
+    ($q:literal) => {
+        concat!(
+            $q,
+            ".task IN (SELECT value FROM json_each(?1))
+                    AND (",
+            $q,
+            ".task IN (SELECT value FROM json_each(?2))
+                        OR EXISTS (SELECT 1 FROM json_each(?3) v
+                            WHERE v.value ->> 0 = ",
+            $q,
+            ".task AND v.value ->> 1 = ",
+            $q,
+            ".task_version))
+                    AND (?4 IS NULL OR ",
+            $q,
+            ".language IS NULL OR ",
+            $q,
+            ".language = ?4)"
+        )
+    };
+}
+
 /// Every queued limited row the filter admits (parameters as `sql::TASK_CLAIMABLE`'s
-/// `?1..?4`, `?5` the clock), in pick order: `id`, its bucket and the bucket's current
+/// `?1..?4`, `?5` the clock, `?6` the most rows the claim takes), in pick order: `id`, its bucket and the bucket's current
 /// window, whether it passes its limits together with the rows before it, and the next
-/// window of a bucket that holds it back. The rules of PostgreSQL's `TASK_CLAIM_LIMITED`,
+/// window of a bucket that holds it back, and its fair key. The rules of PostgreSQL's
+/// `TASK_CLAIM_LIMITED` (also which rows it reads: each fair key's first `?6` rows),
 /// step by step: a row whose key is full or whose bucket is empty is out (it never holds
 /// back the rows of other keys behind it); the rows under a key or bucket are numbered per
 /// key and per bucket by their first share, then rank, and pass while their number fits
 /// what is left; a row with only a fair key passes; the passing rows come by share (0
-/// without a fair key), then rank, the others first (the caller skips them).
+/// without a fair key), then their key's last service (`fair_served`, never served
+/// first), then rank, the others first (the caller skips them).
 const JUDGE: &str = concat!(
-    "WITH running AS (
+    "WITH RECURSIVE running AS (
         SELECT concurrency_key AS k, COUNT(*) AS n FROM task_queue
         WHERE state = 'claimed' AND concurrency_key IS NOT NULL GROUP BY concurrency_key),
+    fair_keys (fkey) AS (
+        SELECT (SELECT fair_key FROM task_queue WHERE ",
+    fair_head!(""),
+    " ORDER BY fair_key LIMIT 1)
+        UNION ALL
+        SELECT (SELECT q.fair_key FROM task_queue q WHERE ",
+    fair_head!("q."),
+    " AND q.fair_key > k.fkey ORDER BY q.fair_key LIMIT 1)
+        FROM fair_keys k WHERE k.fkey IS NOT NULL),
     cand AS (
         SELECT q.id, q.dispatch_rank, q.concurrency_key AS ckey, q.concurrency_limit AS climit,
             COALESCE(r.n, 0) AS running, q.rate_key AS bucket,
             COALESCE(q.rate_starts, l.max_starts) AS starts,
             MAX(COALESCE(q.rate_period_ms, l.period_ms, 1), 1) AS period,
             q.fair_key AS fkey, q.fair_weight AS fweight
-        FROM task_queue q
+        FROM (SELECT q.* FROM task_queue q
+                WHERE q.state = 'queued' AND q.limited
+                    AND (q.concurrency_key IS NOT NULL OR q.rate_key IS NOT NULL) AND ",
+    claim_filter!("q"),
+    "
+            UNION ALL
+            SELECT h.* FROM fair_keys k JOIN task_queue h ON h.id IN (
+                SELECT q.id FROM task_queue q WHERE ",
+    fair_head!("q."),
+    " AND q.fair_key = k.fkey AND ",
+    claim_filter!("q"),
+    "
+                ORDER BY q.dispatch_rank, q.id LIMIT ?6)) q
         LEFT JOIN running r ON r.k = q.concurrency_key
-        LEFT JOIN rate_limits l ON l.name = q.rate_name
-        WHERE q.state = 'queued' AND q.limited AND q.task IN (SELECT value FROM json_each(?1))
-          AND (q.task IN (SELECT value FROM json_each(?2))
-            OR EXISTS (SELECT 1 FROM json_each(?3) v
-              WHERE v.value ->> 0 = q.task AND v.value ->> 1 = q.task_version))
-          AND (?4 IS NULL OR q.language IS NULL OR q.language = ?4)),
+        LEFT JOIN rate_limits l ON l.name = q.rate_name),
     bucket_use AS (
         SELECT b.bucket, b.starts, b.period, b.ws,
             CASE WHEN rb.window_start = b.ws THEN rb.used ELSE 0 END AS used
@@ -105,7 +164,7 @@ const JUDGE: &str = concat!(
         SELECT id, dispatch_rank, bucket, ws, fkey, fweight, 1, NULL FROM judged
         WHERE fkey IS NOT NULL AND ckey IS NULL AND bucket IS NULL),
     fair AS (
-        SELECT id, bucket, ws, passes, retry_at, dispatch_rank, share
+        SELECT id, bucket, ws, passes, retry_at, dispatch_rank, fkey, share
         FROM (SELECT x.*, ",
     fair_share!(""),
     " AS share
@@ -113,13 +172,19 @@ const JUDGE: &str = concat!(
                 UNION ALL SELECT NULL, NULL, NULL, NULL, f.fkey, NULL, NULL, NULL, 0
                 FROM fair_running f) x)
         WHERE queued = 1)
-    SELECT id, bucket, ws, passes, retry_at FROM (
-        SELECT id, bucket, ws, passes, retry_at, dispatch_rank, share FROM fair
+    SELECT o.id, o.bucket, o.ws, o.passes, o.retry_at, o.fkey FROM (
+        SELECT id, bucket, ws, passes, retry_at, dispatch_rank, fkey, share FROM fair
         UNION ALL
-        SELECT id, bucket, ws, passes, retry_at, dispatch_rank, 0.0 FROM verdict
-        WHERE NOT passes OR fkey IS NULL)
-    ORDER BY share, dispatch_rank, id"
+        SELECT id, bucket, ws, passes, retry_at, dispatch_rank, NULL, 0.0 FROM verdict
+        WHERE NOT passes OR fkey IS NULL) o
+    LEFT JOIN fair_served s ON s.fair_key = o.fkey
+    ORDER BY o.share, s.served_at IS NOT NULL, s.served_at, o.dispatch_rank, o.id"
 );
+
+/// Records that the fair key `?1` was served now: after every earlier service.
+const SERVED: &str = "INSERT INTO fair_served (fair_key, served_at)
+    VALUES (?1, (SELECT COALESCE(MAX(served_at), 0) + 1 FROM fair_served))
+    ON CONFLICT (fair_key) DO UPDATE SET served_at = excluded.served_at";
 
 /// Takes `?3` starts from the bucket `?1` in the window `?2` (a stored older window
 /// starts over).
@@ -207,6 +272,7 @@ struct Judged {
     window: Option<i64>,
     passes: bool,
     retry_at: Option<i64>,
+    fair_key: Option<String>,
 }
 
 /// Queued limited rows → claimed, within their limits, in one transaction.
@@ -229,13 +295,14 @@ pub(crate) fn claim_limited(
     let tx: &Connection = conn;
     let judged: Vec<Judged> = tx
         .prepare_cached(JUDGE)?
-        .query_map(params![names, any_version, versions, filter.language, now], |r| {
+        .query_map(params![names, any_version, versions, filter.language, now, limit], |r| {
             Ok(Judged {
                 id: r.get(0)?,
                 bucket: r.get(1)?,
                 window: r.get(2)?,
                 passes: r.get(3)?,
                 retry_at: r.get(4)?,
+                fair_key: r.get(5)?,
             })
         })?
         .collect::<rusqlite::Result<_>>()?;
@@ -253,6 +320,7 @@ pub(crate) fn claim_limited(
         judged.iter().filter(|j| j.passes).take(limit.min(MAX_CLAIM) as usize).collect();
     let tokens = new_task_tokens(u32::try_from(picked.len()).unwrap_or(MAX_CLAIM))?;
     let mut taken: BTreeMap<(&str, i64), i64> = BTreeMap::new();
+    let mut served = std::collections::BTreeSet::new();
     for (j, token) in picked.iter().zip(&tokens) {
         let mut stmt = tx.prepare_cached(sql::TASK_CLAIM)?;
         let mut found = stmt.query(params![j.id, claimer, session, worker_id, token, now])?;
@@ -260,6 +328,10 @@ pub(crate) fn claim_limited(
             out.rows.push(rows::task(row)?);
             if let (Some(bucket), Some(window)) = (&j.bucket, j.window) {
                 *taken.entry((bucket.as_str(), window)).or_default() += 1;
+            }
+            // As PostgreSQL's `served`: each key once, at its first row in pick order.
+            if let Some(key) = j.fair_key.as_deref().filter(|k| served.insert(*k)) {
+                tx.prepare_cached(SERVED)?.execute(params![key])?;
             }
         }
     }

@@ -38,13 +38,48 @@ macro_rules! fair_share {
     };
 }
 
+/// The rows (of `task_queue`, with the prefix `$q`) that carry only a fair key: no
+/// concurrency key, no rate limit (`task_queue_fair_head`).
+macro_rules! fair_head {
+    () => {
+        fair_head!("")
+    };
+    ($q:literal) => {
+        concat!(
+            $q,
+            "state = 'queued' AND ",
+            $q,
+            "limited AND ",
+            $q,
+            "concurrency_key IS NULL AND ",
+            $q,
+            "rate_key IS NULL"
+        )
+    };
+}
+
+/// The rows `q` the session's `ClaimFilter` admits (`$1`, `$8`..`$11`).
+macro_rules! claim_filter {
+    () => {
+        "q.task = ANY($1::text[])
+                    AND (q.task = ANY($8::text[]) OR (q.task, q.task_version) IN
+                        (SELECT * FROM UNNEST($9::text[], $10::text[])))
+                    AND ($11::text IS NULL OR q.language IS NULL OR q.language = $11::text)"
+    };
+}
+
 /// The flow claim, run under [`FLOW_LOCK`]. Parameters as `TASK_CLAIM`'s: `$1` every task
 /// name, `$2` the limit, `$3` claimer, `$4` session, `$5` the fresh tokens, `$6` the worker,
 /// `$7` the `dispatched` kind, `$8`..`$11` the rest of the `ClaimFilter`.
 ///
-/// * `cand`: the queued limited rows the filter admits (`task_queue_limited`), each with
-///   its key's claimed rows (`running`, from `task_queue_running_key`) and its bucket's
-///   limit (inline, or the named limit; none: unknown).
+/// * `fair_keys`/`cand`: the queued limited rows the filter admits: every row under a
+///   concurrency key or a rate limit (`task_queue_limited_keyed`), and of the rows with
+///   only a fair key, each key's first `$2` by rank (a loose scan of the keys, then each
+///   key's head, on `task_queue_fair_head`: a claim of `$2` rows never picks a key's
+///   later rows, which come after its earlier ones by share), so a claim behind a fair
+///   queue of 100,000 rows reads a few rows per key, not the queue. Each row with its key's
+///   claimed rows (`running`, from `task_queue_running_key`) and its bucket's limit
+///   (inline, or the named limit; none: unknown).
 /// * `bucket_use`: per bucket its limit (the smallest its rows declare, over the longest
 ///   window), the current window and the starts taken in it (a stored older window: 0).
 /// * `judged`: a row whose key is full or whose bucket is empty is out, so rows behind it
@@ -57,11 +92,14 @@ macro_rules! fair_share {
 ///   key or bucket shared by several fair keys goes to the one of least share first. A row
 ///   with only a fair key always passes.
 /// * `fair`/`picked`: the passing rows get their share among their fair key's claimed and
-///   passing rows (0 without a fair key), and the first `$2` by (share, rank, id) are
-///   picked (docs/flow-control.md, "Fair queues").
+///   passing rows (0 without a fair key), and the first `$2` by (share, the key's last
+///   service in `fair_served`, never served first, rank, id) are picked
+///   (docs/flow-control.md, "Fair queues"): of keys with equal shares, the one served
+///   longest ago goes first, so two keys on one worker slot alternate.
 /// * `claimed`/`dispatched`: the picked rows claimed as `TASK_CLAIM` claims (a row the
-///   owner cancelled meanwhile no longer matches); `taken`: their starts added to the
-///   buckets (counted from the rows actually claimed).
+///   owner cancelled meanwhile no longer matches); `served`: each claimed fair key's last
+///   service, numbered after every earlier one in pick order; `taken`: their starts added
+///   to the buckets (counted from the rows actually claimed).
 /// * the result: the claimed rows in pick order (`task_columns!`, one all-NULL row when
 ///   none), each with `blocked` (a row stayed queued by a limit) and `retry_at` (the next
 ///   window of a bucket that held a row back).
@@ -70,22 +108,39 @@ macro_rules! fair_share {
 /// inner side (running keys, buckets, named limits); the fair keys' counts come from the
 /// same sort as their rows' numbers (`fair_share!`), not from a join.
 pub(crate) const TASK_CLAIM_LIMITED: &str = concat!(
-    "WITH running AS MATERIALIZED (
+    "WITH RECURSIVE running AS MATERIALIZED (
         SELECT concurrency_key AS k, count(*) AS n FROM task_queue
         WHERE state = 'claimed' AND concurrency_key IS NOT NULL GROUP BY concurrency_key),
+    fair_keys (fkey) AS (
+        (SELECT fair_key FROM task_queue WHERE ",
+    fair_head!(),
+    " ORDER BY fair_key LIMIT 1)
+        UNION ALL
+        SELECT (SELECT q.fair_key FROM task_queue q WHERE ",
+    fair_head!("q."),
+    " AND q.fair_key > k.fkey ORDER BY q.fair_key LIMIT 1)
+        FROM fair_keys k WHERE k.fkey IS NOT NULL),
     cand AS MATERIALIZED (
         SELECT q.id, q.dispatch_rank, q.concurrency_key AS ckey, q.concurrency_limit AS climit,
             COALESCE(r.n, 0) AS running, q.rate_key AS bucket,
             COALESCE(q.rate_starts, l.max_starts) AS starts,
             GREATEST(COALESCE(q.rate_period_ms, l.period_ms), 1) AS period,
             q.fair_key AS fkey, q.fair_weight AS fweight
-        FROM task_queue q
+        FROM (SELECT q.* FROM task_queue q
+                WHERE q.state = 'queued' AND q.limited
+                    AND (q.concurrency_key IS NOT NULL OR q.rate_key IS NOT NULL) AND ",
+    claim_filter!(),
+    "
+            UNION ALL
+            SELECT h.* FROM fair_keys k CROSS JOIN LATERAL (
+                SELECT q.* FROM task_queue q WHERE ",
+    fair_head!("q."),
+    " AND q.fair_key = k.fkey AND ",
+    claim_filter!(),
+    "
+                ORDER BY q.dispatch_rank, q.id LIMIT $2::bigint) h) q
         LEFT JOIN running r ON r.k = q.concurrency_key
-        LEFT JOIN rate_limits l ON l.name = q.rate_name
-        WHERE q.state = 'queued' AND q.limited AND q.task = ANY($1::text[])
-          AND (q.task = ANY($8::text[]) OR (q.task, q.task_version) IN
-            (SELECT * FROM UNNEST($9::text[], $10::text[])))
-          AND ($11::text IS NULL OR q.language IS NULL OR q.language = $11::text)),
+        LEFT JOIN rate_limits l ON l.name = q.rate_name),
     bucket_use AS MATERIALIZED (
         SELECT b.bucket, b.starts, b.period, b.ws,
             CASE WHEN rb.window_start = b.ws THEN rb.used ELSE 0 END AS used
@@ -135,7 +190,7 @@ pub(crate) const TASK_CLAIM_LIMITED: &str = concat!(
         SELECT id, dispatch_rank, fkey, fweight, true, NULL::bigint FROM judged
         WHERE fkey IS NOT NULL AND ckey IS NULL AND bucket IS NULL),
     fair AS (
-        SELECT s.id, s.dispatch_rank, s.share
+        SELECT s.id, s.dispatch_rank, s.fkey, s.share
         FROM (SELECT x.*, ",
     fair_share!("x", ""),
     " AS share
@@ -144,11 +199,13 @@ pub(crate) const TASK_CLAIM_LIMITED: &str = concat!(
                 UNION ALL SELECT NULL, NULL, f.fkey, NULL, 0 FROM fair_running f) x) s
         WHERE s.queued = 1
         UNION ALL
-        SELECT id, dispatch_rank, 0::float8 FROM verdict WHERE passes AND fkey IS NULL),
+        SELECT id, dispatch_rank, NULL, 0::float8 FROM verdict WHERE passes AND fkey IS NULL),
     picked AS (
-        SELECT p.id, row_number() OVER (ORDER BY p.share, p.dispatch_rank, p.id) AS n
-        FROM (SELECT id, dispatch_rank, share FROM fair
-            ORDER BY share, dispatch_rank, id LIMIT $2::bigint) p),
+        SELECT p.id, row_number() OVER (ORDER BY p.share, p.served NULLS FIRST, p.dispatch_rank,
+            p.id) AS n
+        FROM (SELECT f.id, f.dispatch_rank, f.share, s.served_at AS served FROM fair f
+            LEFT JOIN fair_served s ON s.fair_key = f.fkey
+            ORDER BY f.share, served NULLS FIRST, f.dispatch_rank, f.id LIMIT $2::bigint) p),
     claimed AS (
         UPDATE task_queue t SET state = 'claimed', claimed_by = $3::text, session = $4::text,
             worker_id = $6::text, token = ($5::text[])[picked.n::int],
@@ -162,6 +219,11 @@ pub(crate) const TASK_CLAIM_LIMITED: &str = concat!(
     ",
     dispatched_entries!(),
     ",
+    served AS (
+        INSERT INTO fair_served (fair_key, served_at)
+        SELECT c.fair_key, (SELECT COALESCE(max(served_at), 0) FROM fair_served) + min(c.pick)
+        FROM claimed c WHERE c.fair_key IS NOT NULL GROUP BY c.fair_key
+        ON CONFLICT (fair_key) DO UPDATE SET served_at = excluded.served_at),
     taken AS (
         INSERT INTO rate_buckets (bucket, window_start, used)
         SELECT c.rate_key, u.ws, count(*) FROM claimed c JOIN bucket_use u ON u.bucket = c.rate_key
