@@ -11,7 +11,7 @@
 //! does not depend on key order, YAML vs JSON, or how a number was spelt.
 
 use crate::duration::format_duration;
-use crate::flow::{Fairness, Priority, RateLimitKind, StepFlow, Weight};
+use crate::flow::{Fairness, Labels, Priority, RateLimitKind, StepFlow, Sticky, Weight};
 use crate::model::{Definition, ForEach, MigrationHint, RetryPolicy, Step, StepKind, TaskCall};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
@@ -34,6 +34,8 @@ pub fn to_document(d: &Definition) -> Value {
     put_map(&mut doc, "limits", limits);
     put(&mut doc, "priority", d.priority.map(Value::from));
     put(&mut doc, "fairness", d.fairness.as_ref().map(fairness));
+    put(&mut doc, "worker_labels", d.worker_labels.as_ref().map(labels));
+    put(&mut doc, "sticky", d.sticky.map(sticky));
     put(&mut doc, "input", d.input.as_ref().map(|c| c.schema().clone()));
     let tasks = d.tasks.iter().map(|(name, t)| {
         let mut task = Map::new();
@@ -223,6 +225,21 @@ fn flow(f: &StepFlow, m: &mut Map<String, Value>) {
     });
     put(m, "rate_limit", rate);
     put(m, "fairness", f.fairness.as_ref().map(fairness));
+    put(m, "on", f.labels.as_ref().map(labels));
+    put(m, "sticky", f.sticky.map(sticky));
+}
+
+/// `{name: value}`, values as their templates.
+fn labels(l: &Labels) -> Value {
+    Value::Object(l.iter().map(|(k, t)| (k.clone(), t.to_json())).collect())
+}
+
+/// `false`, or `{timeout}` (also for `sticky: true`, which is the default timeout).
+fn sticky(s: Sticky) -> Value {
+    match s {
+        Sticky::Off => json!(false),
+        Sticky::On { timeout_ms } => json!({ "timeout": duration(timeout_ms) }),
+    }
 }
 
 /// `{key, weight, group?}`: the weight always written (1 when the document left it out).

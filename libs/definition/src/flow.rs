@@ -1,12 +1,15 @@
 //! Flow control a task step declares (issue 27; docs/flow-control.md): the priority of its
 //! attempts, the concurrency key they hold while a worker runs them, the rate-limit
-//! bucket each start takes from and the fair queue whose share of the workers they use.
+//! bucket each start takes from, the fair queue whose share of the workers they use, the
+//! worker labels they require (`on:`) and whether they prefer the execution's previous
+//! worker (`sticky:`).
 //!
 //! This is the declaration as written, validated: expressions compiled, limits checked,
 //! group and limit names well-formed. The engine evaluates it when it schedules an attempt
 //! (the `for_each` element in scope) and records the result; dispatch enforces it.
 
 use crate::expr::{Expr, Template};
+use std::collections::BTreeMap;
 
 /// The first priority: attempts of priority 1 are taken first.
 pub const MIN_PRIORITY: u8 = 1;
@@ -19,6 +22,19 @@ pub const MAX_FLOW_NAME_LEN: usize = 128;
 
 /// The largest fairness `weight`; the smallest is 1, the default.
 pub const MAX_FAIR_WEIGHT: u32 = 1000;
+
+/// The most labels one `on:` may require.
+pub const MAX_LABELS: usize = 16;
+
+/// Longest label value, in bytes (literal or evaluated).
+pub const MAX_LABEL_VALUE_BYTES: usize = 256;
+
+/// The fallback timeout of `sticky: true`: how long an attempt waits for the execution's
+/// previous worker before any eligible worker may take it.
+pub const DEFAULT_STICKY_TIMEOUT_MS: u64 = 5_000;
+
+/// The longest `sticky: {timeout}`: one hour.
+pub const MAX_STICKY_TIMEOUT_MS: u64 = 3_600_000;
 
 /// Whether `n` is a fairness weight (`1..=1000`).
 #[must_use]
@@ -51,6 +67,11 @@ pub struct StepFlow {
     pub rate_limit: Option<RateLimit>,
     /// `fairness:`: the fair queue the attempts wait in (the workflow's when `None`).
     pub fairness: Option<Fairness>,
+    /// `on:`: the worker labels an attempt requires (the workflow's `worker_labels` when
+    /// `None`; the step's map replaces it, it is not merged).
+    pub labels: Option<Labels>,
+    /// `sticky:`: prefer the execution's previous worker (the workflow's when `None`).
+    pub sticky: Option<Sticky>,
 }
 
 impl StepFlow {
@@ -61,6 +82,8 @@ impl StepFlow {
             && self.concurrency.is_none()
             && self.rate_limit.is_none()
             && self.fairness.is_none()
+            && self.labels.is_none()
+            && self.sticky.is_none()
     }
 
     /// The templates evaluated when an attempt is scheduled (what the scope must bind).
@@ -79,8 +102,36 @@ impl StepFlow {
         if let Some(f) = &self.fairness {
             out.extend(f.templates());
         }
+        if let Some(l) = &self.labels {
+            out.extend(l.values().cloned());
+        }
         out
     }
+}
+
+/// `on: {label: value, ...}`: a worker takes the attempt only if its `Hello.labels` hold
+/// every pair. Values are string templates, evaluated when the attempt is scheduled.
+pub type Labels = BTreeMap<String, Template>;
+
+/// `sticky:` as declared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sticky {
+    /// `sticky: false`: not sticky (a step turning the workflow's default off).
+    Off,
+    /// `sticky: true` or `sticky: {timeout}`: only the execution's previous worker may take
+    /// the attempt until `timeout_ms` after it was queued; any eligible worker after that.
+    On {
+        /// The fallback timeout, 1 ms ..= [`MAX_STICKY_TIMEOUT_MS`].
+        timeout_ms: u64,
+    },
+}
+
+/// Whether `s` is a label name: `[A-Za-z0-9_.-/]{1,128}`.
+#[must_use]
+pub fn is_label_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_FLOW_NAME_LEN
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'/'))
 }
 
 /// A step's priority: a number, or an expression evaluated per attempt.
@@ -177,6 +228,9 @@ mod tests {
         assert!(!is_priority(0) && !is_priority(6));
         assert!(is_fair_weight(1) && is_fair_weight(1000));
         assert!(!is_fair_weight(0) && !is_fair_weight(1001));
+        assert!(is_label_name("pool") && is_label_name("orbit.dev/zone-1_a"));
+        assert!(!is_label_name("") && !is_label_name("a b") && !is_label_name("a=b"));
+        assert!(!is_label_name(&"a".repeat(129)));
     }
 
     #[test]
@@ -195,8 +249,10 @@ mod tests {
                 weight: Weight::Expr(Expr::compile("input.w").unwrap()),
                 group: None,
             }),
+            labels: Some(Labels::from([("pool".to_string(), key.clone())])),
+            sticky: Some(Sticky::On { timeout_ms: DEFAULT_STICKY_TIMEOUT_MS }),
         };
-        assert_eq!(flow.templates().len(), 4);
+        assert_eq!(flow.templates().len(), 5);
         assert!(!flow.is_empty() && StepFlow::default().is_empty());
     }
 }

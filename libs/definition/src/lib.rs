@@ -23,6 +23,8 @@ pub use document::{canonical_json, definition_hash, to_document};
 pub use duration::{format_duration, parse_duration};
 pub use error::{DefinitionError, DefinitionErrors, ErrorCode};
 pub use expr::{Expr, ExprError, ExprErrorKind, Scope, Template};
-pub use flow::{Concurrency, Fairness, Priority, RateLimit, RateLimitKind, StepFlow, Weight};
+pub use flow::{
+    Concurrency, Fairness, Labels, Priority, RateLimit, RateLimitKind, StepFlow, Sticky, Weight,
+};
 pub use model::*;
 pub use parse::{parse, parse_as, parse_stored, parse_value, strict_json, Format};

@@ -32,6 +32,11 @@ pub struct Definition {
     /// The default fair queue of the workflow's task steps (`fairness:`): a step's own
     /// `fairness` comes first. Its key reads only `input` and `execution`.
     pub fairness: Option<Fairness>,
+    /// The default worker labels of the workflow's task steps (`worker_labels:`, the shape
+    /// of a step's `on:`, which replaces it). Its values read only `input` and `execution`.
+    pub worker_labels: Option<crate::flow::Labels>,
+    /// The default `sticky:` of the workflow's task steps (a step's own comes first).
+    pub sticky: Option<crate::flow::Sticky>,
     /// Contract of the execution input (defaults applied before validation).
     pub input: Option<Contract>,
     /// Contracts of the worker tasks this workflow calls, by task name.
@@ -212,7 +217,8 @@ pub struct Step {
     /// migration of a running execution carries the old step's units over to this id
     /// instead of treating the step as removed and another one added.
     pub renamed_from: Option<String>,
-    /// Flow control (`priority`, `concurrency`, `rate_limit`, `fairness`; task steps only).
+    /// Flow control (`priority`, `concurrency`, `rate_limit`, `fairness`, `on`, `sticky`;
+    /// task steps only).
     pub flow: StepFlow,
 }
 

@@ -192,6 +192,7 @@ fn shape_errors_of_the_invalid_corpus_are_caught_by_the_schema_too() {
         "flow-bad.yaml",
         "flow-on-non-task.yaml",
         "fairness-bad.yaml",
+        "worker-pools-bad.yaml",
     ] {
         let doc = yaml(&root().join("tests/invalid").join(name));
         assert!(!v.is_valid(&doc), "the schema accepts tests/invalid/{name}");
@@ -314,6 +315,47 @@ fn fairness_validates_as_written_and_normalised_and_refuses_what_the_parser_refu
         ("workflow fairness without key", {
             let mut d = doc.clone();
             d["fairness"] = json!({"weight": 2});
+            d
+        }),
+    ];
+    for (what, doc) in bad {
+        assert!(!v.is_valid(&doc), "the schema accepts {what}: {doc}");
+        assert!(parse(&doc.to_string()).is_err(), "the parser accepts {what}: {doc}");
+    }
+}
+
+#[test]
+fn worker_pools_validate_as_written_and_normalised_and_refuse_what_the_parser_refuses() {
+    let v = validator();
+    let doc = json!({
+        "name": "t", "version": "1", "tasks": {"work": null},
+        "worker_labels": {"pool": "${{ input.pool }}"},
+        "sticky": true,
+        "steps": [
+            {"id": "a", "task": "work", "on": {"pool": "gpu", "region": "eu"}},
+            {"id": "b", "task": "work", "needs": ["a"], "sticky": {"timeout": "2s"}},
+            {"id": "c", "task": "work", "needs": ["b"], "sticky": false}
+        ]
+    });
+    assert_eq!(problems(&v, &doc), Vec::<String>::new());
+    let normalised = to_document(&parse(&doc.to_string()).unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(problems(&v, &normalised), Vec::<String>::new());
+
+    let step = |field: &str, value: Value| {
+        let mut d = doc.clone();
+        d["steps"][0][field] = value;
+        d
+    };
+    let bad = [
+        ("label name with a space", step("on", json!({"a b": "x"}))),
+        ("empty label value", step("on", json!({"pool": ""}))),
+        ("label value not a string", step("on", json!({"pool": 1}))),
+        ("labels not a mapping", step("on", json!("gpu"))),
+        ("sticky text", step("sticky", json!("yes"))),
+        ("sticky unknown field", step("sticky", json!({"after": "1s"}))),
+        ("on on a sleep step", {
+            let mut d = doc.clone();
+            d["steps"][2] = json!({"id": "c", "sleep": "1s", "on": {"pool": "gpu"}});
             d
         }),
     ];

@@ -113,9 +113,9 @@ pub enum Event {
         input: Value,
         idempotency_key: String,
         redelivery: bool,
-        /// Flow control evaluated for the attempt (issue 27); a retry and a redelivery
-        /// record the unit's flow again unchanged. Absent when nothing was declared and no
-        /// priority other than the default applies.
+        /// Flow control evaluated for the attempt (issue 27); a retry records the unit's
+        /// flow again unchanged, a redelivery too but for its sticky worker (dropped).
+        /// Absent when nothing was declared and no priority other than the default applies.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         flow: Option<Flow>,
     },

@@ -1,11 +1,13 @@
 //! Flow control of one task attempt (issue 27; docs/flow-control.md): its priority, the
 //! concurrency key it holds while a worker runs it, the rate-limit bucket its start takes
-//! from and the fair queue it waits in. Evaluated once, when the attempt is scheduled, from the step's declaration
+//! from, the fair queue it waits in, the worker labels it requires and the worker it sticks
+//! to. Evaluated once, when the attempt is scheduled, from the step's declaration
 //! and the run's start request, and recorded in its `StepScheduled`, so a replay, a retry
 //! and a redelivery carry exactly the keys the first attempt had. Dispatch (the task
 //! queue's claim) is what enforces it; the decider only records it.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The priority of a task nobody gave one: the middle of 1 (first) ..= 5 (last).
 pub const DEFAULT_PRIORITY: u8 = 3;
@@ -25,6 +27,14 @@ pub struct Flow {
     /// Dispatch shares the workers among the keys of a group by their weights.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fairness: Option<FairKey>,
+    /// Worker labels the attempt requires (`on:`, evaluated): only a worker whose
+    /// `Hello.labels` hold every pair may take it. Empty: any worker.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// The worker that ran the execution's previous task attempt (`sticky:`): only it may
+    /// take the attempt until `timeout_ms` after it was queued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sticky: Option<StickyWorker>,
 }
 
 impl Flow {
@@ -41,6 +51,28 @@ impl Flow {
     pub fn is_limited(&self) -> bool {
         self.concurrency.is_some() || self.rate.is_some() || self.fairness.is_some()
     }
+
+    /// Whether a worker announcing `labels` has every label the attempt requires.
+    #[must_use]
+    pub fn labels_within<'a>(&self, mut has: impl FnMut(&str) -> Option<&'a str>) -> bool {
+        self.labels.iter().all(|(k, v)| has(k) == Some(v.as_str()))
+    }
+
+    /// Whether `worker_id` may take the attempt before its sticky timeout has passed (a
+    /// hand-off happens when the attempt is queued, so only the sticky worker may).
+    #[must_use]
+    pub fn sticks_to(&self, worker_id: &str) -> bool {
+        self.sticky.as_ref().is_none_or(|s| s.worker == worker_id)
+    }
+}
+
+/// The worker a sticky attempt prefers, as evaluated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StickyWorker {
+    /// The `worker_id` of the `StepDispatched` of the execution's previous task attempt.
+    pub worker: String,
+    /// How long after the attempt is queued only that worker may take it, milliseconds.
+    pub timeout_ms: u64,
 }
 
 /// A concurrency key as evaluated: `key` is the full, scoped key (`<group>/<value>`).

@@ -29,7 +29,7 @@ pub use command::{accept, start, Command, CommandError};
 pub use decide::{advance, decide, decide_with, effective_limits, next_timer};
 pub use effects::{Capabilities, Effect, TaskOffer, HTTP_TASK};
 pub use event::{CompensationOutcome, Event, HistoryEvent, Origin, ParentRef, TaskError};
-pub use flow::{ConcurrencyKey, FairKey, Flow, RateKey, RateSource};
+pub use flow::{ConcurrencyKey, FairKey, Flow, RateKey, RateSource, StickyWorker};
 pub use migrate::{Change, ChangeKind, Plan};
 pub use orbit_codes::ErrorCode;
 pub use run::{hand_off, settle, HandedOff, Pass, Run};

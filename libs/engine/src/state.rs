@@ -91,6 +91,10 @@ pub struct State {
     /// Per fan-out unit key: how its elements stand (kept by [`State::apply`]).
     #[serde(skip)]
     pub elements: BTreeMap<String, Elements>,
+    /// The worker of the latest `StepDispatched` applied (this run): the worker a `sticky:`
+    /// attempt prefers (issue 27).
+    #[serde(skip)]
+    pub last_worker: Option<String>,
 }
 
 /// How the elements of one fan-out stand, counted as their units change: the decider reads
@@ -257,6 +261,7 @@ impl State {
                     }
                     u.tokens.push((token.clone(), *attempt));
                     self.tokens.insert(token.clone(), step.clone());
+                    self.last_worker = Some(worker_id.clone());
                 }
             }
             Event::StepSucceeded { step, output, .. } => {

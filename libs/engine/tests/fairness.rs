@@ -41,6 +41,7 @@ steps:
             concurrency: Some(ConcurrencyKey { key: "w.both/all".into(), limit: 4 }),
             rate: None,
             fairness: fair("w.both/t-acme", 10),
+            ..Flow::default()
         })
     );
     assert!(e.flow("plain").unwrap().is_limited(), "a fair row goes through the flow claim");

@@ -48,6 +48,7 @@ fn literal_keys_and_priorities_are_recorded_scoped_by_workflow_and_step() {
                 limit: RateSource::Inline { limit: 100, per_ms: 60_000 },
             }),
             fairness: None,
+            ..Flow::default()
         }
     );
     e.assert_offers_carry_the_recorded_flow();
@@ -83,6 +84,7 @@ steps:
                 limit: RateSource::Named("stripe".into())
             }),
             fairness: None,
+            ..Flow::default()
         })
     );
     assert_eq!(
@@ -91,7 +93,8 @@ steps:
             priority: Some(5),
             concurrency: concurrency("w.b/true", 1),
             rate: None,
-            fairness: None
+            fairness: None,
+            ..Flow::default()
         })
     );
     e.assert_offers_carry_the_recorded_flow();
@@ -127,6 +130,7 @@ steps:
                     limit: RateSource::Inline { limit: 1, per_ms: 1_000 },
                 }),
                 fairness: None,
+                ..Flow::default()
             })
         );
     }
@@ -195,7 +199,8 @@ fn the_step_priority_beats_the_start_request_which_beats_the_workflow() {
             priority: None,
             concurrency: concurrency("w.keyed/k", 1),
             rate: None,
-            fairness: None
+            fairness: None,
+            ..Flow::default()
         })
     );
     e.assert_offers_carry_the_recorded_flow();

@@ -154,6 +154,11 @@ pub(crate) struct FlowColumns {
     pub(crate) fair_weight: Option<i64>,
     /// The flow as JSON, `None` without one.
     pub(crate) flow: Option<String>,
+    /// The required worker labels as a JSON object, `None` without any.
+    pub(crate) labels: Option<String>,
+    /// The sticky worker and its timeout (ms; `sticky_until` is the queue time plus it).
+    pub(crate) sticky_worker: Option<String>,
+    pub(crate) sticky_ms: Option<i64>,
 }
 
 impl FlowColumns {
@@ -190,8 +195,21 @@ impl FlowColumns {
             fair_key: flow.and_then(|f| f.fairness.as_ref()).map(|f| f.key.clone()),
             fair_weight: flow.and_then(|f| f.fairness.as_ref()).map(|f| i64::from(f.weight)),
             flow: json,
+            labels: flow.filter(|f| !f.labels.is_empty()).map(|f| labels_json(&f.labels)),
+            sticky_worker: flow.and_then(|f| f.sticky.as_ref()).map(|s| s.worker.clone()),
+            sticky_ms: flow
+                .and_then(|f| f.sticky.as_ref())
+                .map(|s| i64::try_from(s.timeout_ms).unwrap_or(i64::MAX)),
         })
     }
+}
+
+/// Labels as the queue stores and compares them: a JSON object, keys sorted.
+pub(crate) fn labels_json(labels: &std::collections::BTreeMap<String, String>) -> String {
+    serde_json::Value::Object(
+        labels.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect(),
+    )
+    .to_string()
 }
 
 /// A stored `priority` and `flow` read back.
@@ -268,6 +286,7 @@ mod tests {
             concurrency: Some(ConcurrencyKey { key: "g/a".into(), limit: 2 }),
             rate: Some(RateKey { key: "r/a".into(), limit: RateSource::Named("api".into()) }),
             fairness: Some(FairKey { key: "f/t".into(), weight: 7 }),
+            ..Flow::default()
         };
         let c = FlowColumns::of(Some(&limited)).unwrap();
         assert_eq!((c.rank_offset, c.limited), (4 * 60_000, true));
@@ -290,6 +309,21 @@ mod tests {
         let c = FlowColumns::of(Some(&fair)).unwrap();
         assert!(c.limited, "a fair row goes through the flow claim");
         assert!(read_flow(300, None).is_err());
+        assert_eq!((none.labels, none.sticky_worker, none.sticky_ms), (None, None, None));
+        let pooled = Flow {
+            labels: [("region", "eu"), ("pool", "gpu")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            sticky: Some(orbit_engine::StickyWorker { worker: "w1".into(), timeout_ms: 5_000 }),
+            ..Flow::default()
+        };
+        let c = FlowColumns::of(Some(&pooled)).unwrap();
+        assert_eq!(c.labels.as_deref(), Some(r#"{"pool":"gpu","region":"eu"}"#));
+        assert_eq!(
+            (c.sticky_worker.as_deref(), c.sticky_ms, c.limited),
+            (Some("w1"), Some(5_000), false)
+        );
         assert!(read_flow(3, Some("{")).is_err());
     }
 

@@ -84,6 +84,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "fair_claim",
         sql: include_str!("../migrations/0014_fair_claim.sql"),
     },
+    Migration {
+        version: 15,
+        name: "worker_pools",
+        sql: include_str!("../migrations/0015_worker_pools.sql"),
+    },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).

@@ -7,6 +7,7 @@
 
 use orbit_engine::Status;
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// Whether [`Definitions::put_definition`](crate::Definitions::put_definition) wrote a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -431,7 +432,9 @@ pub struct DbStats {
 }
 
 /// Which queued rows a worker session may claim: its tasks, by version where it announced
-/// one, and rows routed to its language (or to none).
+/// one, rows routed to its language (or to none), rows whose required labels its own
+/// labels hold (or that require none), and rows sticky to it (or to nobody, or whose
+/// sticky timeout has passed: the worker id is the claim's own).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClaimFilter {
     /// Task names served at every version (announced without a version).
@@ -442,6 +445,9 @@ pub struct ClaimFilter {
     /// language are skipped, rows routed to none are taken. `None` skips nothing (no
     /// routing: tests and callers that serve every language).
     pub language: Option<String>,
+    /// The worker's `Hello.labels`: a row requiring labels (`on:`) is taken only when these
+    /// hold every pair; none: only rows that require none.
+    pub labels: BTreeMap<String, String>,
 }
 
 impl ClaimFilter {
@@ -467,6 +473,33 @@ impl ClaimFilter {
             }
         }
         filter
+    }
+
+    /// The same filter for a worker announcing `labels`.
+    #[must_use]
+    pub fn with_labels(
+        mut self,
+        labels: impl IntoIterator<Item = (String, String)>,
+    ) -> ClaimFilter {
+        self.labels = labels.into_iter().collect();
+        self
+    }
+
+    /// The labels as the claim statements bind them: a JSON object, `None` without any
+    /// (then no labelled row matches).
+    #[must_use]
+    pub fn labels_json(&self) -> Option<String> {
+        (!self.labels.is_empty()).then(|| crate::flow::labels_json(&self.labels))
+    }
+
+    /// Whether a hand-off of an offer with `flow` to the worker `worker_id` (whose session
+    /// this filter is) respects its worker labels and its sticky worker: the claim
+    /// statements' rule at the moment the offer is queued (its sticky timeout not passed).
+    #[must_use]
+    pub fn admits_flow(&self, flow: Option<&orbit_engine::Flow>, worker_id: &str) -> bool {
+        flow.is_none_or(|f| {
+            f.labels_within(|k| self.labels.get(k).map(String::as_str)) && f.sticks_to(worker_id)
+        })
     }
 
     /// Every task name the filter serves, once each.
@@ -577,5 +610,29 @@ mod claim_filter_tests {
             ClaimFilter::names(&["any".into()]).admits("any", "1", Some("rust")),
             "no language: all"
         );
+    }
+
+    #[test]
+    fn admits_flow_checks_labels_and_the_sticky_worker() {
+        let pool = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(k, v)| ((*k).to_string(), (*v).to_string())).collect()
+        };
+        let gpu =
+            ClaimFilter::names(&["t".into()]).with_labels(pool(&[("pool", "gpu"), ("zone", "a")]));
+        let plain = ClaimFilter::names(&["t".into()]);
+        assert_eq!(plain.labels_json(), None);
+        assert_eq!(gpu.labels_json().as_deref(), Some(r#"{"pool":"gpu","zone":"a"}"#));
+        let wants = orbit_engine::Flow { labels: pool(&[("pool", "gpu")]), ..Default::default() };
+        assert!(gpu.admits_flow(Some(&wants), "w1"), "a subset");
+        assert!(!plain.admits_flow(Some(&wants), "w1"), "no labels");
+        let other = orbit_engine::Flow { labels: pool(&[("pool", "cpu")]), ..Default::default() };
+        assert!(!gpu.admits_flow(Some(&other), "w1"), "another value");
+        assert!(plain.admits_flow(None, "w1") && gpu.admits_flow(None, "w1"));
+        let sticky = orbit_engine::Flow {
+            sticky: Some(orbit_engine::StickyWorker { worker: "w1".into(), timeout_ms: 5 }),
+            ..Default::default()
+        };
+        assert!(plain.admits_flow(Some(&sticky), "w1"));
+        assert!(!plain.admits_flow(Some(&sticky), "w2"), "not the sticky worker");
     }
 }

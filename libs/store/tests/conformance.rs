@@ -157,6 +157,8 @@ macro_rules! every_case {
             rows_without_a_fair_key_are_still_claimed,
             a_limit_shared_by_fair_keys_is_shared_by_share,
             priority_orders_a_key_s_rows_not_its_share,
+            labelled_rows_go_only_to_workers_with_the_labels,
+            sticky_rows_wait_for_their_worker_until_the_timeout,
         );
     };
 }

@@ -186,6 +186,17 @@ pub fn pending_work(def: &Definition, state: &State) -> PendingWork {
                         .map(|r| r.key.clone())
                         .unwrap_or_default(),
                     waiting_on: wire::FlowWait::Unspecified.into(),
+                    labels: u
+                        .flow
+                        .as_ref()
+                        .map(|f| f.labels.clone().into_iter().collect())
+                        .unwrap_or_default(),
+                    sticky_worker: u
+                        .flow
+                        .as_ref()
+                        .and_then(|f| f.sticky.as_ref())
+                        .map(|s| s.worker.clone())
+                        .unwrap_or_default(),
                 });
             }
             UnitStatus::RetryWait => {

@@ -193,6 +193,25 @@ def test_hello_lists_tasks():
     }
 
 
+def test_hello_carries_the_labels_steps_route_on():
+    w = Worker(worker_id="w-gpu", labels={"pool": "gpu", "region": "eu"})
+    assert dict(w.hello().hello.labels) == {"pool": "gpu", "region": "eu"}
+    assert dict(Worker(worker_id="w").hello().hello.labels) == {}
+    for bad in ({"pool": 1}, {2: "gpu"}):
+        try:
+            Worker(worker_id="w", labels=bad)
+        except TypeError as e:
+            assert "strings" in str(e)
+        else:
+            raise AssertionError(f"{bad} accepted")
+    try:
+        Worker(worker_id="w", labels={"": "x"})
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("an empty label name accepted")
+
+
 def test_task_completes_and_credit_is_regranted():
     async def scenario():
         w = make_worker()

@@ -109,7 +109,9 @@ async fn backlog(shared: &Shared, seen: &mut BTreeSet<String>) -> bool {
         if session.wanted() > 0
             && backlog.iter().any(|r| session.claim.admits(&r.task, &r.task_version, None))
         {
-            session.changed.notify_waiters();
+            // A claim, drained or not: the row may be one no notification announces (an
+            // attempt whose sticky timeout passed, issue 27).
+            session.ask_to_claim();
         }
     }
     let now = shared.config.clock.now();

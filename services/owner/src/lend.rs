@@ -174,6 +174,7 @@ impl Handoff for Lenders {
             .filter(|(_, _, l)| !l.tokens.is_empty())
             .filter(|(_, _, l)| {
                 l.filter.admits(&task.task, &task.task_version, task.language.as_deref())
+                    && l.filter.admits_flow(task.flow.as_ref(), &l.worker_id)
             })
             .max_by_key(|(_, _, l)| l.tokens.len())?;
         let token = lent.tokens.pop()?;

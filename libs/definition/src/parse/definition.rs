@@ -15,7 +15,7 @@ use crate::parse::steps::{read_body, Known, Parsed};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-const FIELDS: [&str; 19] = [
+const FIELDS: [&str; 21] = [
     "$schema",
     "name",
     "version",
@@ -25,6 +25,8 @@ const FIELDS: [&str; 19] = [
     "limits",
     "priority",
     "fairness",
+    "worker_labels",
+    "sticky",
     "input",
     "tasks",
     "signals",
@@ -69,6 +71,7 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
         obj.object("limits", "limits", errors).map(|l| limits(l, errors)).unwrap_or_default();
     let priority = crate::parse::flow::workflow_priority(&mut obj, errors);
     let fairness = crate::parse::flow::workflow_fairness(&mut obj, errors);
+    let (worker_labels, sticky) = crate::parse::flow::workflow_workers(&mut obj, errors);
     let input = obj.get("input").and_then(|s| contract(s, "input", errors));
     let tasks = obj.get("tasks").map(|t| tasks(t, "tasks", errors)).unwrap_or_default();
     let signals = obj.get("signals").map(|s| signals(s, "signals", errors)).unwrap_or_default();
@@ -153,6 +156,8 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
         limits,
         priority,
         fairness,
+        worker_labels,
+        sticky,
         input,
         tasks,
         signals,

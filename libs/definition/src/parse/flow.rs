@@ -1,18 +1,22 @@
-//! Flow control fields (issue 27): a task step's `priority`, `concurrency`, `rate_limit` and
-//! `fairness`, and the workflow's default `priority` and `fairness`.
+//! Flow control fields (issue 27): a task step's `priority`, `concurrency`, `rate_limit`,
+//! `fairness`, `on` (worker labels) and `sticky`, and the workflow's default `priority`,
+//! `fairness`, `worker_labels` and `sticky`.
 //!
 //! Keys, weights and step priorities may be expressions; they are compiled in the scope of
 //! the step's per-element fields (the `for_each` element and `index` are visible) and, like
 //! `input`, order the step after the steps they read. The workflow's `priority` is a number
 //! only: it is a default, known before anything runs. The workflow's `fairness` may hold
 //! expressions, but they read only `input` and `execution`: it is evaluated for every task
-//! step, and a step may run before any other has.
+//! step, and a step may run before any other has; so may the values of its
+//! `worker_labels` (the workflow's `on:` is taken by its outcome handlers).
 
 use crate::error::ErrorCode;
 use crate::expr::Template;
 use crate::flow::{
-    is_fair_weight, is_flow_name, is_priority, Concurrency, Fairness, Priority, RateLimit,
-    RateLimitKind, StepFlow, Weight, MAX_FAIR_WEIGHT, MAX_PRIORITY, MIN_PRIORITY,
+    is_fair_weight, is_flow_name, is_label_name, is_priority, Concurrency, Fairness, Labels,
+    Priority, RateLimit, RateLimitKind, StepFlow, Sticky, Weight, DEFAULT_STICKY_TIMEOUT_MS,
+    MAX_FAIR_WEIGHT, MAX_LABELS, MAX_LABEL_VALUE_BYTES, MAX_PRIORITY, MAX_STICKY_TIMEOUT_MS,
+    MIN_PRIORITY,
 };
 use crate::parse::exprs::{Compiler, Vars};
 use crate::parse::fields::duration;
@@ -20,7 +24,8 @@ use crate::parse::reader::{index_path, wrong_type, Errors, Obj};
 use serde_json::Value;
 
 /// The step fields this module reads.
-pub(crate) const FIELDS: [&str; 4] = ["priority", "concurrency", "rate_limit", "fairness"];
+pub(crate) const FIELDS: [&str; 6] =
+    ["priority", "concurrency", "rate_limit", "fairness", "on", "sticky"];
 
 const CONCURRENCY_FIELDS: [&str; 3] = ["key", "limit", "group"];
 const RATE_FIELDS: [&str; 5] = ["key", "limit", "per", "name", "group"];
@@ -36,6 +41,114 @@ pub(crate) fn step(obj: &mut Obj, vars: &Vars, c: &mut Compiler) -> StepFlow {
         concurrency: concurrency(obj, vars, c),
         rate_limit: rate_limit(obj, vars, c),
         fairness: fairness(obj, vars, c),
+        labels: labels(obj, "on", vars, c),
+        sticky: sticky(obj, c.errors),
+    }
+}
+
+/// The workflow's `worker_labels` (a step's `on:` shape) and `sticky`; the labels' values
+/// read only `input` and `execution`, as the workflow's `fairness` does.
+pub(crate) fn workflow_workers(
+    obj: &mut Obj,
+    errors: &mut Errors,
+) -> (Option<Labels>, Option<Sticky>) {
+    let mut refs = Vec::new();
+    let labels =
+        labels(obj, "worker_labels", &Vars::default(), &mut Compiler { errors, refs: &mut refs });
+    for r in refs {
+        let message = format!(
+            "the workflow's `worker_labels` are evaluated for every task step, before any \
+             step has run: they may read `input` and `execution`, not `steps.{}` (a step's \
+             own `on` may)",
+            r.id
+        );
+        errors.push(&r.path, ErrorCode::InvalidExpression, message);
+    }
+    (labels, sticky(obj, errors))
+}
+
+/// `on` (or `worker_labels`): a mapping of label name to a string value or template, at
+/// most [`MAX_LABELS`] of them.
+fn labels(obj: &mut Obj, field: &str, vars: &Vars, c: &mut Compiler) -> Option<Labels> {
+    let o = obj.object(field, "worker labels `{name: value}`", c.errors)?;
+    let names = o.keys();
+    if names.len() > MAX_LABELS {
+        let message = format!("{} labels; at most {MAX_LABELS} may be required", names.len());
+        c.errors.push(o.path(), ErrorCode::InvalidValue, message);
+        return None;
+    }
+    let mut out = Labels::new();
+    let mut ok = true;
+    for name in names {
+        let at = o.at(&name);
+        if !is_label_name(&name) {
+            let message =
+                format!("label name `{name}` must match [A-Za-z0-9_.-/] (1 to 128 characters)");
+            c.errors.push(&at, ErrorCode::InvalidValue, message);
+            ok = false;
+            continue;
+        }
+        let value = o.peek(&name).unwrap_or(&Value::Null);
+        match value {
+            Value::String(s) if s.is_empty() => {
+                c.errors.push(&at, ErrorCode::InvalidValue, "a label value must not be empty");
+                ok = false;
+            }
+            Value::String(s) if s.len() > MAX_LABEL_VALUE_BYTES => {
+                let message = format!(
+                    "{} bytes, more than the {MAX_LABEL_VALUE_BYTES} a label value may have",
+                    s.len()
+                );
+                c.errors.push(&at, ErrorCode::InvalidValue, message);
+                ok = false;
+            }
+            Value::String(_) => match c.template(value, &at, vars, true) {
+                Some(t) => {
+                    out.insert(name, t);
+                }
+                None => ok = false,
+            },
+            other => {
+                wrong_type(c.errors, &at, "a string or a `${{ ... }}` expression", other);
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(out)
+}
+
+/// `sticky`: `true` (the default timeout), `false`, or `{timeout}`.
+fn sticky(obj: &mut Obj, errors: &mut Errors) -> Option<Sticky> {
+    let value = obj.get("sticky")?;
+    let path = obj.at("sticky");
+    match value {
+        Value::Bool(true) => Some(Sticky::On { timeout_ms: DEFAULT_STICKY_TIMEOUT_MS }),
+        Value::Bool(false) => Some(Sticky::Off),
+        Value::Object(_) => {
+            let mut o = Obj::new(value, &path, "`sticky: {timeout}`", errors)?;
+            let timeout = if o.peek("timeout").is_some() {
+                duration(&mut o, "timeout", true, errors)
+            } else {
+                Some(DEFAULT_STICKY_TIMEOUT_MS)
+            };
+            let at = o.at("timeout");
+            o.finish(errors, &["timeout"]);
+            let timeout_ms = timeout?;
+            if timeout_ms > MAX_STICKY_TIMEOUT_MS {
+                let message = format!(
+                    "{} is longer than the longest sticky timeout, {}",
+                    crate::duration::format_duration(timeout_ms),
+                    crate::duration::format_duration(MAX_STICKY_TIMEOUT_MS)
+                );
+                errors.push(&at, ErrorCode::InvalidValue, message);
+                return None;
+            }
+            Some(Sticky::On { timeout_ms })
+        }
+        other => {
+            wrong_type(errors, &path, "`true`, `false` or `{timeout}`", other);
+            None
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// Every field a step may have, for "did you mean" hints.
-const STEP_FIELDS: [&str; 25] = [
+const STEP_FIELDS: [&str; 27] = [
     "id",
     "renamed_from",
     "needs",
@@ -33,6 +33,8 @@ const STEP_FIELDS: [&str; 25] = [
     "concurrency",
     "rate_limit",
     "fairness",
+    "on",
+    "sticky",
     "task",
     "compute",
     "sleep",
@@ -96,7 +98,7 @@ fn applies(field: &str, kind: &str, body: &Body, fan_out: bool) -> Result<(), St
             "task, await, workflow and http steps",
         ),
         "queue_timeout" | "heartbeat_timeout" | "priority" | "concurrency" | "rate_limit"
-        | "fairness" => (kind == "task", "task steps"),
+        | "fairness" | "on" | "sticky" => (kind == "task", "task steps"),
         "retry" => (matches!(kind, "task" | "http"), "task and http steps"),
         "for_each" => (
             matches!(kind, "task" | "compute" | "workflow" | "http"),

@@ -2,7 +2,7 @@
 //! first attempt is scheduled, in the scope its `input` is rendered in (a `for_each`
 //! element sees its element), and recorded in that `StepScheduled`. Retries and
 //! redeliveries record the unit's flow again as it is (`units::reschedule`), so an attempt
-//! never changes keys midway.
+//! never changes keys midway; a redelivery drops only the sticky worker (it was lost).
 //!
 //! Keys are scoped: a concurrency key and a fair key are `<group>/<value>`, a rate bucket
 //! `<name or group>/<value>` (or just `<name or group>` without a `key`), the group being
@@ -11,14 +11,21 @@
 //! else the workflow's; fairness: the step's own, else the workflow's. The default
 //! priority (3) is not recorded, so a definition without flow control records exactly
 //! what it did before.
+//!
+//! Worker labels (`on:`, else the workflow's `worker_labels`) are evaluated like keys, each
+//! value a string of at most [`MAX_KEY_BYTES`]. `sticky:` (the step's, else the
+//! workflow's) records the worker of the run's latest `StepDispatched` with the timeout;
+//! with no such worker yet nothing is sticky.
 
 use super::Ctx;
 use crate::event::Event;
-use crate::flow::{ConcurrencyKey, FairKey, Flow, RateKey, RateSource, DEFAULT_PRIORITY};
+use crate::flow::{
+    ConcurrencyKey, FairKey, Flow, RateKey, RateSource, StickyWorker, DEFAULT_PRIORITY,
+};
 use crate::scope::{self, Site};
 use crate::task_code::TaskCode;
 use orbit_definition::flow::MAX_FAIR_WEIGHT;
-use orbit_definition::{Priority, RateLimitKind, Step, Template, Weight};
+use orbit_definition::{Priority, RateLimitKind, Step, Sticky, Template, Weight};
 use serde_json::Value;
 
 /// Why a field could not be evaluated: the `StepFailed` of the unit, ready to record.
@@ -38,12 +45,25 @@ pub(crate) fn of_step(
         (None, Some(f)) => Some((f, ctx.def.name.clone())),
         (None, None) => None,
     };
-    if declared.is_empty() && fair.is_none() {
+    // The step's own labels, else the workflow's (replaced, never merged).
+    let labels = declared.labels.as_ref().or(ctx.def.worker_labels.as_ref());
+    let sticky = match declared.sticky.or(ctx.def.sticky) {
+        Some(Sticky::On { timeout_ms }) => ctx
+            .state
+            .last_worker
+            .as_ref()
+            .map(|worker| StickyWorker { worker: worker.clone(), timeout_ms }),
+        Some(Sticky::Off) | None => None,
+    };
+    if declared.is_empty() && fair.is_none() && labels.is_none() && sticky.is_none() {
         return Ok(of_run(ctx));
     }
     let mut templates = declared.templates();
     if declared.fairness.is_none() {
         templates.extend(fair.iter().flat_map(|(f, _)| f.templates()));
+    }
+    if declared.labels.is_none() {
+        templates.extend(labels.iter().flat_map(|l| l.values().cloned()));
     }
     let refs: Vec<&Template> = templates.iter().collect();
     let scope = scope::build(ctx.def, ctx.state, site, &refs);
@@ -122,7 +142,19 @@ pub(crate) fn of_step(
         }
         None => None,
     };
-    Ok(normalise(Flow { priority, concurrency, rate, fairness }))
+    let mut evaluated = std::collections::BTreeMap::new();
+    for (name, template) in labels.into_iter().flatten() {
+        let field = format!("on.{name}");
+        let value = key_text(&eval(template, &field)?).map_err(|m| failed(k, &field, &m))?;
+        evaluated.insert(name.clone(), value);
+    }
+    Ok(normalise(Flow { priority, concurrency, rate, fairness, labels: evaluated, sticky }))
+}
+
+/// A redelivery's flow: the unit's, without its sticky worker (the attempt is redelivered
+/// because that worker was lost).
+pub(crate) fn unstuck(flow: Option<&Flow>) -> Option<Flow> {
+    normalise(Flow { sticky: None, ..flow?.clone() })
 }
 
 /// The flow of an attempt nothing declares flow control for (a compensation task): the

@@ -147,8 +147,13 @@ fn reschedule(key: &str, u: &Unit, attempt: u32, redelivery: bool) -> Event {
         input: u.input.clone().unwrap_or(Value::Null),
         idempotency_key: u.idempotency_key.clone().unwrap_or_default(),
         redelivery,
-        // Evaluated once, at the first attempt: the keys stay those the attempt held.
-        flow: u.flow.clone(),
+        // Evaluated once, at the first attempt: the keys stay those the attempt held. A
+        // redelivery (its worker was lost) no longer waits for the sticky worker.
+        flow: if redelivery {
+            crate::decide::flow::unstuck(u.flow.as_ref())
+        } else {
+            u.flow.clone()
+        },
     }
 }
 

@@ -172,7 +172,7 @@ columns!(Tasks {
     session: Option<String>,
     worker: Option<String>,
     token: Option<String>,
-    // The flow columns (`flow::FlowColumns`), `$15..$26` of `sql::COMMIT_INSERT_TASKS`.
+    // The flow columns (`flow::FlowColumns`), `$15..$29` of `sql::COMMIT_INSERT_TASKS`.
     priority: i64,
     rank_offset: i64,
     limited: bool,
@@ -185,6 +185,9 @@ columns!(Tasks {
     flow: Option<String>,
     fair_key: Option<String>,
     fair_weight: Option<i64>,
+    labels: Option<String>,
+    sticky_worker: Option<String>,
+    sticky_ms: Option<i64>,
 });
 columns!(Inbox { execution: String, kind: String, payload: String });
 columns!(Timers { execution: String, key: String, run: i64, fire_at: i64, payload: String });
@@ -437,6 +440,9 @@ fn plan_one(
         s.flow.push(f.flow);
         s.fair_key.push(f.fair_key);
         s.fair_weight.push(f.fair_weight);
+        s.labels.push(f.labels);
+        s.sticky_worker.push(f.sticky_worker);
+        s.sticky_ms.push(f.sticky_ms);
         keys.push((id.to_string(), run, t.unit.clone(), attempt, offer));
     }
     for entry in &batch.inbox_to_insert {

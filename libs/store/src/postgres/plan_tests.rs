@@ -81,6 +81,8 @@ fn cases(pending_seq: i64) -> Vec<Case> {
             strs(&[]),
             strs(&[]),
             Box::new(None::<String>),
+            // A worker without labels (`ClaimFilter::labels_json`).
+            Box::new(None::<String>),
         ],
     };
     vec![
@@ -310,6 +312,7 @@ fn step_commit(pending_seq: i64) -> Case {
     params.extend([Box::new(vec![3i64]) as Param, Box::new(vec![120_000i64]) as Param]);
     params.extend([Box::new(vec![false]) as Param, none(), no_i64(), none(), no_i64()]);
     params.extend([no_i64(), none(), none(), none(), no_i64()]);
+    params.extend([none(), none(), no_i64()]);
     params.extend([strs(&["claimed-1"]), open()]);
     params.extend([Box::new(vec![pending_seq]) as Param, strs(&["{}"])]);
     params.extend([strs(&["orbit_changes"]), strs(&[""])]);

@@ -66,15 +66,16 @@ pub(crate) async fn claim_tasks(
     Ok(rows::all(&found, rows::task)?)
 }
 
-/// What a claim binds, `TASK_CLAIM`'s and `TASK_CLAIM_LIMITED`'s `$1`..`$11`: the filter's
+/// What a claim binds, `TASK_CLAIM`'s and `TASK_CLAIM_LIMITED`'s `$1`..`$12`: the filter's
 /// task names and versions, the row limit, one fresh token per row the statement may claim
-/// (the unused ones are dropped), and who claims.
+/// (the unused ones are dropped), who claims, and the worker's labels.
 pub(super) struct ClaimArgs<'a> {
     names: Vec<String>,
     limit: i64,
     tokens: Vec<String>,
     pinned: Vec<&'a str>,
     versions: Vec<&'a str>,
+    labels: Option<String>,
     filter: &'a ClaimFilter,
     /// Claimer (frontend node), session, worker id.
     who: [&'a str; 3],
@@ -92,12 +93,13 @@ impl<'a> ClaimArgs<'a> {
             tokens,
             pinned,
             versions,
+            labels: filter.labels_json(),
             filter,
             who,
         })
     }
 
-    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 11] {
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 12] {
         [
             &self.names,
             &self.limit,
@@ -110,6 +112,7 @@ impl<'a> ClaimArgs<'a> {
             &self.pinned,
             &self.versions,
             &self.filter.language,
+            &self.labels,
         ]
     }
 }

@@ -49,6 +49,31 @@ macro_rules! task_columns {
     };
 }
 
+/// Worker pools and sticky workers (issue 27; migration 0014), a condition on the row
+/// `$q` (a prefix: `""` or `"q."`): it requires no labels, or the worker's labels `$12` (a
+/// JSON object; NULL: none) hold them all; and it sticks to no worker, or to the claiming
+/// worker `$6`, or its sticky timeout has passed. Rows that declare neither pass on two
+/// NULL tests, so the claims' plans over `task_queue_ready` do not change.
+macro_rules! worker_routing {
+    ($q:literal) => {
+        concat!(
+            "(",
+            $q,
+            "labels IS NULL OR ",
+            $q,
+            "labels::jsonb <@ $12::text::jsonb) AND (",
+            $q,
+            "sticky_worker IS NULL OR ",
+            $q,
+            "sticky_worker = $6::text OR ",
+            $q,
+            "sticky_until <= ",
+            now_ms!(),
+            ")"
+        )
+    };
+}
+
 /// The wake-up of flow claims (`orbit_tasks`, payload `limited`, see `listen.rs`) when the
 /// row `$row` moved out of `claimed` held a concurrency key: a slot freed. Evaluated per
 /// row written (in a `RETURNING` or a select list), so a statement that moves no such row
@@ -274,14 +299,15 @@ pub(crate) const COMMIT_CANCEL_UNITS: &str = concat!(
 /// (`task_columns!`). A row with a token (`$14`, task hand-off) is inserted already claimed,
 /// as `TASK_CLAIM` would leave it (the batch's events carry its `StepDispatched`); such an
 /// offer found already queued fails the statement (the cast in `DO UPDATE`, reached only
-/// for a row with a token), so the history never names a token no row carries. `$15..$26`
-/// are the flow columns (`flow::FlowColumns`): the rank is the database clock plus `$16`.
+/// for a row with a token), so the history never names a token no row carries. `$15..$29`
+/// are the flow columns (`flow::FlowColumns`): the rank is the database clock plus `$16`,
+/// `sticky_until` the clock plus `$29`.
 pub(crate) const COMMIT_INSERT_TASKS: &str = concat!(
     "INSERT INTO task_queue (execution_id, run, unit_key, attempt, offer, task, task_version,
         input, idempotency_key, state, claim_count, created_at, updated_at, language,
         claimed_by, session, worker_id, token, claimed_at, priority, dispatch_rank, limited,
         concurrency_key, concurrency_limit, rate_key, rate_starts, rate_period_ms, rate_name,
-        flow, fair_key, fair_weight)
+        flow, fair_key, fair_weight, labels, sticky_worker, sticky_until)
     SELECT u.eid, u.run, u.unit, u.attempt, u.offer, u.task, u.tv, u.input, u.ik,
         CASE WHEN u.tok IS NULL THEN 'queued' ELSE 'claimed' END,
         CASE WHEN u.tok IS NULL THEN 0 ELSE 1 END, ",
@@ -293,15 +319,17 @@ pub(crate) const COMMIT_INSERT_TASKS: &str = concat!(
     " END, u.prio, ",
     now_ms!(),
     " + u.rank_offset, u.limited, u.ckey, u.climit, u.rkey, u.rstarts, u.rperiod, u.rname,
-        u.flow, u.fkey, u.fweight
+        u.flow, u.fkey, u.fweight, u.labels, u.sticky, ",
+    now_ms!(),
+    " + u.sticky_ms
     FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[],
         $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
         $13::text[], $14::text[], $15::bigint[], $16::bigint[], $17::bool[], $18::text[],
         $19::bigint[], $20::text[], $21::bigint[], $22::bigint[], $23::text[], $24::text[],
-        $25::text[], $26::bigint[])
+        $25::text[], $26::bigint[], $27::text[], $28::text[], $29::bigint[])
         WITH ORDINALITY AS u(eid, run, unit, attempt, offer, task, tv, input, ik, lang, claimer,
             sess, wid, tok, prio, rank_offset, limited, ckey, climit, rkey, rstarts, rperiod,
-            rname, flow, fkey, fweight, ord)
+            rname, flow, fkey, fweight, labels, sticky, sticky_ms, ord)
     ORDER BY u.ord
     ON CONFLICT (execution_id, run, unit_key, attempt, offer) DO UPDATE
         SET claim_count = ('orbit commit: the handed-off offer ' || excluded.unit_key
@@ -373,7 +401,8 @@ macro_rules! dispatched_entries {
 /// payload SQLite writes) in the same statement, and wakes the owners. Which rows: of the
 /// task names `$1` (the index narrows on them), at any version for the names `$8` or at the
 /// version `$10[i]` for the name `$9[i]`, routed to the language `$11` or to none (`$11`
-/// NULL: every language); see [`ClaimFilter`](crate::ClaimFilter).
+/// NULL: every language), whose required labels the worker's `$12` hold and which stick to
+/// no other worker (`worker_routing!`); see [`ClaimFilter`](crate::ClaimFilter).
 pub(crate) const TASK_CLAIM: &str = concat!(
     "WITH picked AS (
         SELECT id FROM task_queue
@@ -381,6 +410,9 @@ pub(crate) const TASK_CLAIM: &str = concat!(
           AND (task = ANY($8::text[]) OR (task, task_version) IN
             (SELECT * FROM UNNEST($9::text[], $10::text[])))
           AND ($11::text IS NULL OR language IS NULL OR language = $11::text)
+          AND ",
+    worker_routing!(""),
+    "
         ORDER BY dispatch_rank, id LIMIT $2::bigint
         FOR UPDATE SKIP LOCKED),
     numbered AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM picked),

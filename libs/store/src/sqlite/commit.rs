@@ -143,6 +143,9 @@ fn apply(tx: &Connection, batch: CommitBatch, freed: &mut bool) -> Result<Commit
                     f.flow,
                     f.fair_key,
                     f.fair_weight,
+                    f.labels,
+                    f.sticky_worker,
+                    f.sticky_ms,
                 ],
                 |r| r.get(0),
             )

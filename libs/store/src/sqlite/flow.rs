@@ -47,7 +47,8 @@ macro_rules! fair_head {
     };
 }
 
-/// The rows `$q` the session's `ClaimFilter` admits (`?1..?4`).
+/// The rows `$q` the session's `ClaimFilter` admits (`?1..?4`, the worker's labels `?7`
+/// and id `?8`, the clock `?5`).
 macro_rules! claim_filter {
     ($q:literal) => {
         concat!(
@@ -66,15 +67,18 @@ macro_rules! claim_filter {
             $q,
             ".language IS NULL OR ",
             $q,
-            ".language = ?4)"
+            ".language = ?4) AND ",
+            // Every caller names the row `q`.
+            worker_routing!("q.", "?7", "?8", "?5")
         )
     };
 }
 
 /// Every queued limited row the filter admits (parameters as `sql::TASK_CLAIMABLE`'s
-/// `?1..?4`, `?5` the clock, `?6` the most rows the claim takes), in pick order: `id`, its bucket and the bucket's current
-/// window, whether it passes its limits together with the rows before it, and the next
-/// window of a bucket that holds it back, and its fair key. The rules of PostgreSQL's
+/// `?1..?4`, `?5` the clock, `?6` the most rows the claim takes, `?7` the worker's labels,
+/// `?8` its id), in pick order: `id`, its bucket and the bucket's current window, whether
+/// it passes its limits together with the rows before it, the next window of a bucket that
+/// holds it back, and its fair key. The rules of PostgreSQL's
 /// `TASK_CLAIM_LIMITED` (also which rows it reads: each fair key's first `?6` rows),
 /// step by step: a row whose key is full or whose bucket is empty is out (it never holds
 /// back the rows of other keys behind it); the rows under a key or bucket are numbered per
@@ -295,16 +299,28 @@ pub(crate) fn claim_limited(
     let tx: &Connection = conn;
     let judged: Vec<Judged> = tx
         .prepare_cached(JUDGE)?
-        .query_map(params![names, any_version, versions, filter.language, now, limit], |r| {
-            Ok(Judged {
-                id: r.get(0)?,
-                bucket: r.get(1)?,
-                window: r.get(2)?,
-                passes: r.get(3)?,
-                retry_at: r.get(4)?,
-                fair_key: r.get(5)?,
-            })
-        })?
+        .query_map(
+            params![
+                names,
+                any_version,
+                versions,
+                filter.language,
+                now,
+                limit,
+                filter.labels_json(),
+                worker_id
+            ],
+            |r| {
+                Ok(Judged {
+                    id: r.get(0)?,
+                    bucket: r.get(1)?,
+                    window: r.get(2)?,
+                    passes: r.get(3)?,
+                    retry_at: r.get(4)?,
+                    fair_key: r.get(5)?,
+                })
+            },
+        )?
         .collect::<rusqlite::Result<_>>()?;
     let mut out = LimitedClaim {
         blocked: judged.iter().any(|j| !j.passes),

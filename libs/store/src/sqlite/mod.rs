@@ -5,6 +5,10 @@
 //! blocking pool. The per-area modules hold plain synchronous functions over a
 //! `rusqlite::Connection`; this module only routes each trait method to the right side.
 
+// The statement fragments the modules below use (macros): declared first.
+#[macro_use]
+mod routing;
+
 mod batch_jobs;
 mod cluster;
 mod commit;

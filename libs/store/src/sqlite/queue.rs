@@ -34,7 +34,19 @@ pub(crate) fn claim_tasks(
     let limit = i64::from(limit.min(MAX_CLAIM));
     let ids: Vec<i64> = tx
         .prepare_cached(sql::TASK_CLAIMABLE)?
-        .query_map(params![names, any_version, versions, filter.language, limit], |r| r.get(0))?
+        .query_map(
+            params![
+                names,
+                any_version,
+                versions,
+                filter.language,
+                limit,
+                filter.labels_json(),
+                worker_id,
+                now
+            ],
+            |r| r.get(0),
+        )?
         .collect::<rusqlite::Result<_>>()?;
     let tokens = new_task_tokens(u32::try_from(ids.len()).unwrap_or(MAX_CLAIM))?;
     let mut claimed = Vec::with_capacity(ids.len());

@@ -120,15 +120,15 @@ macro_rules! task_columns {
     };
 }
 
-/// `?12..?23`: the flow columns (`flow::FlowColumns`); the rank is the clock `?10` plus
-/// `?13`.
+/// `?12..?26`: the flow columns (`flow::FlowColumns`); the rank is the clock `?10` plus
+/// `?13`, `sticky_until` the clock plus `?26`.
 pub(crate) const TASK_INSERT: &str = "INSERT INTO task_queue
     (execution_id, run, unit_key, attempt, offer, task, task_version, input, idempotency_key,
      state, claim_count, created_at, updated_at, language, priority, dispatch_rank, limited,
      concurrency_key, concurrency_limit, rate_key, rate_starts, rate_period_ms, rate_name, flow,
-     fair_key, fair_weight)
+     fair_key, fair_weight, labels, sticky_worker, sticky_until)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'queued', 0, ?10, ?10, ?11, ?12, ?10 + ?13,
-        ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)
+        ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?10 + ?26)
     ON CONFLICT (execution_id, run, unit_key, attempt, offer) DO NOTHING
     RETURNING id";
 /// One row per row cancelled: whether it was claimed holding a concurrency key (a slot
@@ -141,16 +141,21 @@ pub(crate) const TASK_CANCEL_UNIT: &str =
 /// by rank (`flow.rs`: priority, then age): `?1` is a JSON array of every task name (what
 /// the `task_queue_ready` index narrows on), `?2`
 /// the names served at any version, `?3` `[name, version]` pairs served at that version
-/// only, `?4` the worker's language (NULL: rows of every language). The single writer
-/// makes select-then-update atomic here; PostgreSQL uses `FOR UPDATE SKIP LOCKED` for the
-/// same guarantee.
-pub(crate) const TASK_CLAIMABLE: &str = "SELECT id FROM task_queue q
+/// only, `?4` the worker's language (NULL: rows of every language), `?6..?8` the worker's
+/// labels, id and the clock (`worker_routing!`). The single writer makes select-then-update
+/// atomic here; PostgreSQL uses `FOR UPDATE SKIP LOCKED` for the same guarantee.
+pub(crate) const TASK_CLAIMABLE: &str = concat!(
+    "SELECT id FROM task_queue q
     WHERE state = 'queued' AND NOT limited AND task IN (SELECT value FROM json_each(?1))
       AND (task IN (SELECT value FROM json_each(?2))
         OR EXISTS (SELECT 1 FROM json_each(?3) v
           WHERE v.value ->> 0 = q.task AND v.value ->> 1 = q.task_version))
       AND (?4 IS NULL OR language IS NULL OR language = ?4)
-    ORDER BY dispatch_rank, id LIMIT ?5";
+      AND ",
+    worker_routing!("q.", "?6", "?7", "?8"),
+    "
+    ORDER BY dispatch_rank, id LIMIT ?5"
+);
 /// One claim: a fresh random token (`?5`, see `model::new_task_token`) and the worker the
 /// claim is for, who alone may report its result.
 pub(crate) const TASK_CLAIM: &str = concat!(

@@ -95,6 +95,19 @@ class _Running:
         self.is_async = is_async
 
 
+def _labels(labels: Optional[Dict[str, str]]) -> Dict[str, str]:
+    """``Hello.labels``: what this worker announces. A workflow step's ``on:`` routes its
+    attempts only to workers whose labels hold every pair it names (worker pools; see the
+    repository's docs/flow-control.md), so both names and values must be strings."""
+    out = dict(labels or {})
+    for k, v in out.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise TypeError(f"labels must map strings to strings, got {k!r}: {v!r}")
+        if not k:
+            raise ValueError("a label name must not be empty")
+    return out
+
+
 def _default_worker_id() -> str:
     return f"{socket.gethostname() or 'python-worker'}-{os.getpid()}"
 
@@ -175,7 +188,7 @@ class Worker(Registry):
         if not 1 <= len(self.worker_id.encode()) <= 256:
             raise ValueError("worker_id must be 1 to 256 bytes")
         self.max_concurrency = max_concurrency
-        self.labels = dict(labels or {})
+        self.labels = _labels(labels)
         self.drain_timeout = drain_timeout
         self.handshake_timeout = handshake_timeout
         self.default_heartbeat_interval = default_heartbeat_interval

@@ -48,6 +48,8 @@ pub fn description_json(d: &ExecutionDescription) -> Json {
                 "concurrency_key": t.concurrency_key,
                 "rate_limit_key": t.rate_limit_key,
                 "waiting_on": waiting_on(t).map_or(Json::Null, Json::from),
+                "labels": labels_json(t),
+                "sticky_worker": t.sticky_worker,
             })
         })
         .collect();
@@ -206,8 +208,15 @@ fn waiting_on(t: &PendingTask) -> Option<String> {
     }
 }
 
+/// The required worker labels, keys sorted.
+fn labels_json(t: &PendingTask) -> Json {
+    let sorted: std::collections::BTreeMap<&String, &String> = t.labels.iter().collect();
+    json!(sorted)
+}
+
 /// What flow control says of a pending task, in words: what it waits on, the concurrency
-/// key it holds and the rate limit it takes from; `-` when none applies.
+/// key it holds, the rate limit it takes from, the worker labels it requires and the
+/// worker it sticks to; `-` when none applies.
 fn flow_text(t: &PendingTask) -> String {
     let mut parts = Vec::new();
     match t.waiting_on() {
@@ -220,6 +229,14 @@ fn flow_text(t: &PendingTask) -> String {
     }
     if !t.rate_limit_key.is_empty() {
         parts.push(format!("rate limit {}", t.rate_limit_key));
+    }
+    if !t.labels.is_empty() {
+        let mut pairs: Vec<String> = t.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        pairs.sort();
+        parts.push(format!("on {}", pairs.join(",")));
+    }
+    if !t.sticky_worker.is_empty() {
+        parts.push(format!("sticky to {}", t.sticky_worker));
     }
     if parts.is_empty() {
         "-".to_owned()
@@ -336,6 +353,11 @@ mod tests {
                     ..queued("refund")
                 },
                 queued("ship"),
+                PendingTask {
+                    labels: [("pool".to_string(), "gpu".to_string())].into(),
+                    sticky_worker: "w-1".into(),
+                    ..queued("render")
+                },
             ],
             ..failed()
         };
@@ -358,6 +380,9 @@ mod tests {
         assert_eq!(tasks[1]["waiting_on"], "CONCURRENCY");
         assert_eq!(tasks[1]["concurrency_key"], "tenant-7");
         assert_eq!(tasks[2]["waiting_on"], Json::Null);
+        assert!(text.contains("on pool=gpu; sticky to w-1"), "{text}");
+        assert_eq!(tasks[3]["labels"], json!({"pool": "gpu"}));
+        assert_eq!(tasks[3]["sticky_worker"], "w-1");
         assert_eq!(tasks[2]["concurrency_key"], "");
     }
 

@@ -113,7 +113,8 @@ pub(super) async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx)
                 ready = Box::pin(shared.tasks_ready.clone().notified_owned());
                 ready.as_mut().enable();
             }
-            () = &mut changed => {}
+            // The queue watch saw rows for it queued (see `Session::ask_to_claim`).
+            () = &mut changed => must_claim |= session.take_claim_ask(),
             () = &mut freed => must_claim = true,
             () = timer => must_claim = true,
         }

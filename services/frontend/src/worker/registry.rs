@@ -74,9 +74,10 @@ impl Registry {
         lock(&self.sessions).get(id).cloned()
     }
 
-    /// Task hand-off: an open session that serves `task` (the claim statements' rule), has
-    /// nothing queued left to claim and a free credit, with the credit taken for `token`;
-    /// the one with the most free credits, so hand-offs spread over the workers.
+    /// Task hand-off: an open session that serves `task` (the claim statements' rule: its
+    /// name, version and language, its worker labels, its sticky worker), has nothing queued
+    /// left to claim and a free credit, with the credit taken for `token`; the one with the
+    /// most free credits, so hand-offs spread over the workers.
     pub(crate) fn take_for(
         &self,
         task: &orbit_store::NewTask,
@@ -87,6 +88,7 @@ impl Registry {
             .values()
             .filter(|s| s.drained.load(Ordering::SeqCst))
             .filter(|s| s.claim.admits(&task.task, &task.task_version, task.language.as_deref()))
+            .filter(|s| s.claim.admits_flow(task.flow.as_ref(), &s.worker_id))
             .map(|s| (s.wanted(), s.clone()))
             .filter(|(n, _)| *n > 0)
             .collect();
@@ -196,6 +198,57 @@ mod tests {
         assert!(registry.take_for(&offer("t"), "e2", "b").is_some());
         assert!(registry.take_for(&offer("t"), "e3", "c").is_none(), "max_concurrency");
         assert_eq!(s.hold(10), 0);
+    }
+
+    #[test]
+    fn a_hand_off_respects_worker_labels_and_the_sticky_worker() {
+        let offer = |flow: orbit_engine::Flow| orbit_store::NewTask {
+            unit: "u".into(),
+            attempt: 1,
+            offer: 1,
+            task: "t".into(),
+            task_version: "1".into(),
+            language: None,
+            input: serde_json::Value::Null,
+            idempotency_key: "k".into(),
+            flow: Some(flow),
+        };
+        let registry = Registry::default();
+        let open = |id: &str, worker: &str, labels: &[(&str, &str)]| {
+            let mut s = Session::new(id.into(), worker.into(), vec!["t".into()], 4);
+            s.claim = s
+                .claim
+                .clone()
+                .with_labels(labels.iter().map(|(k, v)| ((*k).to_string(), (*v).to_string())));
+            let s = Arc::new(s);
+            s.add_credits(4);
+            s.drained.store(true, Ordering::SeqCst);
+            registry.insert(s.clone());
+            s
+        };
+        let _cpu = open("s-cpu", "w-cpu", &[("pool", "cpu")]);
+        let _gpu = open("s-gpu", "w-gpu", &[("pool", "gpu"), ("zone", "a")]);
+        let gpu = orbit_engine::Flow {
+            labels: [("pool".to_string(), "gpu".to_string())].into(),
+            ..Default::default()
+        };
+        for n in 0..3 {
+            let got = registry.take_for(&offer(gpu.clone()), "e", &format!("g{n}")).unwrap();
+            assert_eq!(got.worker_id, "w-gpu", "only the gpu worker");
+        }
+        let tpu = orbit_engine::Flow {
+            labels: [("pool".to_string(), "tpu".to_string())].into(),
+            ..Default::default()
+        };
+        assert!(registry.take_for(&offer(tpu), "e", "x").is_none(), "nobody: it is queued");
+        // The cpu session has more free credits now, but the attempt sticks to the gpu one.
+        let sticky = orbit_engine::Flow {
+            sticky: Some(orbit_engine::StickyWorker { worker: "w-gpu".into(), timeout_ms: 5 }),
+            ..Default::default()
+        };
+        let got = registry.take_for(&offer(sticky.clone()), "e", "s1").unwrap();
+        assert_eq!(got.worker_id, "w-gpu");
+        assert!(registry.take_for(&offer(sticky), "e", "s2").is_none(), "its worker is full");
     }
 
     #[test]

@@ -39,6 +39,10 @@ pub(crate) struct Session {
     pub(crate) drained: AtomicBool,
     /// Notified when credits arrive, a task finishes or the session stops.
     pub(crate) changed: Notify,
+    /// Set (with `changed` notified) by the frontend's queue watch when rows this session
+    /// may serve are queued: the dispatcher then claims even when drained (a missed "tasks
+    /// ready", an attempt whose sticky timeout has passed, see [`Session::ask_to_claim`]).
+    claim_asked: AtomicBool,
     /// The owner that last handed this session a task (see `lend`): its next free credits
     /// go there first, since a step's next task comes from its execution's owner.
     pub(crate) last_owner: Mutex<Option<String>>,
@@ -79,9 +83,23 @@ impl Session {
             tx: Mutex::new(None),
             drained: AtomicBool::new(false),
             changed: Notify::new(),
+            claim_asked: AtomicBool::new(false),
             last_owner: Mutex::new(None),
             clock,
         }
+    }
+
+    /// Asks the dispatcher to claim at its next wake-up, drained or not, and wakes it:
+    /// rows it may serve are queued that no "tasks ready" announced to it (one lost, or a
+    /// sticky attempt whose timeout passed: issue 27).
+    pub(crate) fn ask_to_claim(&self) {
+        self.claim_asked.store(true, Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
+    /// Whether a claim was asked for since the last call (see [`Session::ask_to_claim`]).
+    pub(crate) fn take_claim_ask(&self) -> bool {
+        self.claim_asked.swap(false, Ordering::SeqCst)
     }
 
     /// Reads `now` from `clock` (the frontend's) from here on: the session's opening and
@@ -99,10 +117,11 @@ impl Session {
         self.clock.now()
     }
 
-    /// Attaches what the worker said about itself; its tasks' versions and its runtime's
-    /// language then decide what it claims.
+    /// Attaches what the worker said about itself; its tasks' versions, its runtime's
+    /// language and its labels then decide what it claims.
     pub(crate) fn with_meta(mut self, meta: WorkerMeta) -> Session {
-        self.claim = orbit_store::ClaimFilter::worker(&meta.tasks, &meta.runtime);
+        self.claim = orbit_store::ClaimFilter::worker(&meta.tasks, &meta.runtime)
+            .with_labels(meta.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         self.meta = meta;
         self
     }

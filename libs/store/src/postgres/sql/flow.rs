@@ -58,19 +58,23 @@ macro_rules! fair_head {
     };
 }
 
-/// The rows `q` the session's `ClaimFilter` admits (`$1`, `$8`..`$11`).
+/// The rows `q` the session's `ClaimFilter` admits (`$1`, `$8`..`$12`, the worker `$6`).
 macro_rules! claim_filter {
     () => {
-        "q.task = ANY($1::text[])
+        concat!(
+            "q.task = ANY($1::text[])
                     AND (q.task = ANY($8::text[]) OR (q.task, q.task_version) IN
                         (SELECT * FROM UNNEST($9::text[], $10::text[])))
-                    AND ($11::text IS NULL OR q.language IS NULL OR q.language = $11::text)"
+                    AND ($11::text IS NULL OR q.language IS NULL OR q.language = $11::text)
+                    AND ",
+            worker_routing!("q.")
+        )
     };
 }
 
 /// The flow claim, run under [`FLOW_LOCK`]. Parameters as `TASK_CLAIM`'s: `$1` every task
 /// name, `$2` the limit, `$3` claimer, `$4` session, `$5` the fresh tokens, `$6` the worker,
-/// `$7` the `dispatched` kind, `$8`..`$11` the rest of the `ClaimFilter`.
+/// `$7` the `dispatched` kind, `$8`..`$12` the rest of the `ClaimFilter`.
 ///
 /// * `fair_keys`/`cand`: the queued limited rows the filter admits: every row under a
 ///   concurrency key or a rate limit (`task_queue_limited_keyed`), and of the rows with

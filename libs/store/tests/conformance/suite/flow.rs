@@ -82,6 +82,7 @@ pub async fn flow_columns_are_written_and_read_back(b: &dyn Backend) {
         concurrency: Some(ConcurrencyKey { key: "g/a".into(), limit: 2 }),
         rate: Some(RateKey { key: "r/a".into(), limit: inline(5) }),
         fairness: Some(FairKey { key: "f/a".into(), weight: 3 }),
+        ..Flow::default()
     };
     let named = rated("api/x", RateSource::Named("api".into()));
     let mut batch = start_batch("e1", "node-a");
