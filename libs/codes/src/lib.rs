@@ -130,6 +130,9 @@ error_codes! {
     BatchNotFound => "BATCH_NOT_FOUND",
     /// No server-wide rate limit with that name exists (`DeleteRateLimit`).
     RateLimitNotFound => "RATE_LIMIT_NOT_FOUND",
+    /// The execution id is reserved by a debounced start (`dedupe: {keep: last}`) that has
+    /// not fired yet: the execution is created at the fire time the message names.
+    ExecutionPendingStart => "EXECUTION_PENDING_START",
 }
 
 impl fmt::Display for ErrorCode {

@@ -36,6 +36,7 @@ pub fn to_document(d: &Definition) -> Value {
     put(&mut doc, "fairness", d.fairness.as_ref().map(fairness));
     put(&mut doc, "worker_labels", d.worker_labels.as_ref().map(labels));
     put(&mut doc, "sticky", d.sticky.map(sticky));
+    put(&mut doc, "dedupe", d.dedupe.as_ref().map(dedupe));
     put(&mut doc, "input", d.input.as_ref().map(|c| c.schema().clone()));
     let tasks = d.tasks.iter().map(|(name, t)| {
         let mut task = Map::new();
@@ -240,6 +241,11 @@ fn sticky(s: Sticky) -> Value {
         Sticky::Off => json!(false),
         Sticky::On { timeout_ms } => json!({ "timeout": duration(timeout_ms) }),
     }
+}
+
+/// `{key, window, keep}`: `keep` always written (`first` when the document left it out).
+fn dedupe(d: &crate::dedupe::Dedupe) -> Value {
+    json!({"key": d.key.to_json(), "window": duration(d.window_ms), "keep": d.keep.as_str()})
 }
 
 /// `{key, weight, group?}`: the weight always written (1 when the document left it out).

@@ -8,6 +8,7 @@
 
 pub mod contract;
 pub mod cost;
+pub mod dedupe;
 mod document;
 mod duration;
 mod error;
@@ -19,6 +20,7 @@ mod parse;
 pub mod version;
 
 pub use contract::{Contract, Violation};
+pub use dedupe::{Dedupe, Keep};
 pub use document::{canonical_json, definition_hash, to_document};
 pub use duration::{format_duration, parse_duration};
 pub use error::{DefinitionError, DefinitionErrors, ErrorCode};

@@ -37,6 +37,9 @@ pub struct Definition {
     pub worker_labels: Option<crate::flow::Labels>,
     /// The default `sticky:` of the workflow's task steps (a step's own comes first).
     pub sticky: Option<crate::flow::Sticky>,
+    /// Debounce or singleton starts (`dedupe:`): starts of one key within a window collapse
+    /// into one execution.
+    pub dedupe: Option<crate::dedupe::Dedupe>,
     /// Contract of the execution input (defaults applied before validation).
     pub input: Option<Contract>,
     /// Contracts of the worker tasks this workflow calls, by task name.

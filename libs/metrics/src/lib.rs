@@ -44,6 +44,9 @@ pub struct Metrics {
     pub executions_reset: IntCounterVec,
     /// `orbit_executions_forked_total{workflow}`: executions created by `ForkExecution`.
     pub executions_forked: IntCounterVec,
+    /// `orbit_starts_collapsed_total{workflow,keep}`: starts a workflow's `dedupe:` collapsed
+    /// into an existing or reserved execution (`keep`: `first`, `last`).
+    pub starts_collapsed: IntCounterVec,
     /// `orbit_batch_items_total{action,outcome}`: executions a batch job recorded an outcome
     /// for (`StartBatch`), by action (`migrate`) and outcome (`succeeded`, `failed`,
     /// `skipped`).
@@ -143,6 +146,7 @@ pub const NAMES: &[&str] = &[
     "orbit_executions_migrated_total",
     "orbit_executions_reset_total",
     "orbit_executions_forked_total",
+    "orbit_starts_collapsed_total",
     "orbit_batch_items_total",
     "orbit_tasks_dispatched_total",
     "orbit_tasks_handed_off_total",
@@ -273,6 +277,13 @@ impl Metrics {
                 "orbit_executions_forked_total",
                 "Executions forked from another execution's state, by workflow.",
                 &["workflow"],
+            ),
+            starts_collapsed: counter(
+                &r,
+                "orbit_starts_collapsed_total",
+                "Starts a workflow's dedupe collapsed into an existing or reserved execution, \
+                 by workflow and keep.",
+                &["workflow", "keep"],
             ),
             batch_items: counter(
                 &r,
@@ -487,6 +498,7 @@ mod tests {
         m.executions_migrated.with_label_values(&["w"]).inc();
         m.executions_reset.with_label_values(&["w"]).inc();
         m.executions_forked.with_label_values(&["w"]).inc();
+        m.starts_collapsed.with_label_values(&["w", "first"]).inc();
         m.batch_items.with_label_values(&["migrate", "succeeded"]).inc();
         m.schedule_to_start.with_label_values(&["t"]).observe(0.1);
         m.task_run.with_label_values(&["t"]).observe(0.1);

@@ -138,6 +138,7 @@ impl GrpcCode for ErrorCode {
             | ErrorCode::ExecutionNotSuspended
             | ErrorCode::MigrationUnsafe
             | ErrorCode::ResetPointInvalid
+            | ErrorCode::ExecutionPendingStart
             | ErrorCode::ExecutionNotFinished => Code::FailedPrecondition,
             ErrorCode::PayloadTooLarge | ErrorCode::ResourceExhausted => Code::ResourceExhausted,
             ErrorCode::Unauthenticated => Code::Unauthenticated,

@@ -43,6 +43,7 @@ const EXPECTED: &[(&str, Code)] = &[
     ("REQUEST_ID_REUSED", Code::AlreadyExists),
     ("MIGRATION_UNSAFE", Code::FailedPrecondition),
     ("RESET_POINT_INVALID", Code::FailedPrecondition),
+    ("EXECUTION_PENDING_START", Code::FailedPrecondition),
     ("BATCH_NOT_FOUND", Code::NotFound),
     ("RATE_LIMIT_NOT_FOUND", Code::NotFound),
 ];

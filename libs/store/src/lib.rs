@@ -17,6 +17,7 @@ mod batch;
 pub mod batch_job;
 mod change;
 mod changes;
+pub mod dedupe;
 mod error;
 mod fault;
 mod flow;
@@ -41,6 +42,7 @@ pub use batch_job::{
 };
 pub use change::{Change, ChangeDetail, Completed, MAX_PAYLOAD_BYTES};
 pub use changes::{ChangeHub, Seen, Subscription};
+pub use dedupe::{DebounceFire, DedupeClaim, DedupeRow, DedupeStart, StartDedupe};
 pub use error::{Result, StoreError};
 pub use fault::{FaultNote, FaultRow, SUSPENDED};
 pub use flow::{

@@ -89,6 +89,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "worker_pools",
         sql: include_str!("../migrations/0015_worker_pools.sql"),
     },
+    Migration {
+        version: 16,
+        name: "start_dedupe",
+        sql: include_str!("../migrations/0016_start_dedupe.sql"),
+    },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).

@@ -10,6 +10,8 @@
 //! * a method either fully applies or changes nothing;
 //! * no method blocks the async runtime.
 
+pub use crate::dedupe::StartDedupe;
+
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::batch_job::{BatchItem, BatchRow, BatchSelector, BatchState, ItemOutcome};
 use crate::error::Result;

@@ -8,9 +8,9 @@
 //!
 //! | view | roles | held by |
 //! |---|---|---|
-//! | [`FrontendStore`] | definitions, reads, inbox, task queue, nodes, ownership, deletion, schedules, batch jobs (create, read, cancel), rate limits | `orbit-frontend` |
+//! | [`FrontendStore`] | definitions, reads, inbox, task queue, nodes, ownership, deletion, schedules, batch jobs (create, read, cancel), rate limits, start dedupe (claim keys) | `orbit-frontend` |
 //! | [`OwnerStore`] | definitions, reads, inbox, owner writes, nodes, ownership | `orbit-owner` |
-//! | [`SchedulerStore`] | timers, retention, schedules (claim and fire; execution reads, inbox writes for overlap policies), batch jobs (lease and run) | `orbit-scheduler` (timer loop and sweeper) |
+//! | [`SchedulerStore`] | timers, retention, schedules (claim and fire; execution reads, inbox writes for overlap policies), batch jobs (lease and run), start dedupe (fire debounces, sweep) | `orbit-scheduler` (timer loop and sweeper) |
 //! | [`MembershipStore`] | nodes, ownership | `orbit-cluster` (`Membership`, `RemoteOwners`) |
 //! | [`Store`] | every role, migrations included | the process wiring (`orbit dev`, split), tests |
 //!
@@ -58,6 +58,7 @@
 //! [`SqliteStore`]: crate::SqliteStore
 //! [`PgStore`]: crate::PgStore
 
+use crate::roles::StartDedupe;
 use crate::roles::{
     BatchJobs, Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites,
     Ownership, RateLimits, Retention, Schedules, TaskQueue, Timers,
@@ -77,6 +78,7 @@ pub trait FrontendStore:
     + Schedules
     + BatchJobs
     + RateLimits
+    + StartDedupe
 {
 }
 
@@ -91,6 +93,7 @@ impl<T> FrontendStore for T where
         + Schedules
         + BatchJobs
         + RateLimits
+        + StartDedupe
         + ?Sized
 {
 }
@@ -111,12 +114,12 @@ impl<T> OwnerStore for T where
 /// schedules: claim them, read whether their last execution still runs, write the cancel or
 /// terminate of an overlap policy into the inbox.
 pub trait SchedulerStore:
-    Timers + Retention + Schedules + ExecutionReads + Inbox + BatchJobs
+    Timers + Retention + Schedules + ExecutionReads + Inbox + BatchJobs + StartDedupe
 {
 }
 
-impl<T: Timers + Retention + Schedules + ExecutionReads + Inbox + BatchJobs + ?Sized> SchedulerStore
-    for T
+impl<T> SchedulerStore for T where
+    T: Timers + Retention + Schedules + ExecutionReads + Inbox + BatchJobs + StartDedupe + ?Sized
 {
 }
 

@@ -159,6 +159,11 @@ macro_rules! every_case {
             priority_orders_a_key_s_rows_not_its_share,
             labelled_rows_go_only_to_workers_with_the_labels,
             sticky_rows_wait_for_their_worker_until_the_timeout,
+            dedupe_first_collapses_within_the_window,
+            dedupe_last_keeps_the_latest_input_and_bounds_the_delay,
+            due_debounces_are_fired_under_a_lease,
+            ended_dedupe_windows_are_swept,
+            concurrent_dedupe_claims_have_one_winner,
         );
     };
 }

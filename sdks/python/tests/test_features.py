@@ -303,6 +303,17 @@ def test_a_start_sends_its_priority_and_refuses_one_out_of_range():
     c.close()
 
 
+def test_start_execution_says_whether_the_start_created_the_execution():
+    c = Client("127.0.0.1:1")
+    answer = workflow_pb2.StartExecutionResponse(execution_id="e-1", run=1, created=False, version="2")
+    c._workflows = lambda ch: _Recorder(answer)
+    started = c.start_execution("orders", {"account": "a"})
+    assert started == {"execution_id": "e-1", "run": 1, "created": False, "version": "2", "definition_hash": ""}
+    answer.created = True
+    assert c.start_execution("orders")["created"] is True
+    c.close()
+
+
 def test_rate_limits_are_set_listed_and_deleted_through_the_admin_service():
     stored = admin_pb2.RateLimit(name="payments-api", limit=10)
     stored.period.FromTimedelta(datetime.timedelta(seconds=1))

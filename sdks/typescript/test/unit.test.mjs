@@ -262,7 +262,9 @@ test("a start sends its priority and refuses one out of range before anything is
   const { stub, requests } = recorder({ executionId: "e-1", run: 1, created: true });
   client.workflows = stub;
   try {
-    assert.equal((await client.start("orders", { n: 1 }, { executionId: "e-1", priority: 1 })).executionId, "e-1");
+    const started = await client.start("orders", { n: 1 }, { executionId: "e-1", priority: 1 });
+    // `created`: false when the id existed or the workflow's `dedupe:` collapsed the start.
+    assert.deepEqual([started.executionId, started.created], ["e-1", true]);
     await client.start("orders", null);
     assert.deepEqual(requests.map(([m, r]) => [m, r.workflow, r.priority]), [["startExecution", "orders", 1], ["startExecution", "orders", 0]]);
     for (const bad of [0, 6, 2.5, "1", Number.NaN]) {

@@ -72,6 +72,10 @@ pub struct FrontendConfig {
     /// Where the frontend reads `now` (sessions' last-seen and heartbeat times, schedule
     /// edits, queue ages). Default: the system clock; tests move one by hand.
     pub clock: orbit_clock::Clock,
+    /// Notified when a start reserves a debounced execution (`dedupe: {keep: last}`), so
+    /// an in-process scheduler (`orbit dev`) computes its next wake-up again; `None` in
+    /// split mode, where the store's `orbit_timers` notification does it.
+    pub scheduler_wake: Option<Arc<Notify>>,
 }
 
 impl Default for FrontendConfig {
@@ -86,6 +90,7 @@ impl Default for FrontendConfig {
             dispatch_fallback_ms: DISPATCH_SAFETY_NET_MS,
             node_timeout_ms: 10_000,
             clock: orbit_clock::Clock::system(),
+            scheduler_wake: None,
         }
     }
 }

@@ -324,7 +324,11 @@ pub async fn serve_with(
         },
     );
     let frontend = Frontend::new(
-        FrontendConfig { node_id: "dev".into(), ..frontend },
+        FrontendConfig {
+            node_id: "dev".into(),
+            scheduler_wake: Some(schedules_changed.clone()),
+            ..frontend
+        },
         store,
         owner_api,
         tasks_ready,

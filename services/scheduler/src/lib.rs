@@ -21,9 +21,14 @@
 //! schedules and fires them, and the sleep ends at the earlier of the next timer and the
 //! next schedule due time. Writes of schedules wake it like timer writes do (`orbit_timers`
 //! in split mode, the same `Notify` in `orbit dev`).
+//!
+//! Debounced starts (`dedupe: {keep: last}`) ride it too (see `debounces`): each wake-up
+//! fires the due ones, and the sleep also ends at the next one due. A start that reserves
+//! a new debounce wakes the scheduler the same way.
 
 mod batch_item;
 mod batches;
+mod debounces;
 mod schedules;
 mod sweeper;
 
@@ -31,6 +36,7 @@ pub use batches::{
     window as batch_window, BatchRunner, BatchRunnerConfig, BATCH_POLL, LEASE_MS as BATCH_LEASE_MS,
 };
 
+pub use debounces::LEASE_MS as DEBOUNCE_LEASE_MS;
 pub use schedules::LEASE_MS as SCHEDULE_LEASE_MS;
 
 pub use sweeper::{Sweeper, SweeperConfig, Swept};
@@ -76,6 +82,7 @@ struct Inner {
     clock: Clock,
     last_scan_ms: AtomicU64,
     schedules: schedules::Firing,
+    debounces: debounces::Firing,
 }
 
 impl Scheduler {
@@ -97,6 +104,7 @@ impl Scheduler {
                     store: store.clone(),
                     owner: owner.clone(),
                 },
+                debounces: debounces::Firing { store: store.clone(), owner: owner.clone() },
                 store,
                 owner,
                 wake,
@@ -113,13 +121,19 @@ impl Scheduler {
         while !shutdown.is_cancelled() {
             let now = inner.clock.now();
             inner.last_scan_ms.store(now, Ordering::Relaxed);
-            let claimed = match inner.schedules.pass(now).await {
+            let mut claimed = match inner.schedules.pass(now).await {
                 Ok(n) => n,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot fire schedules");
                     0
                 }
             };
+            match inner.debounces.pass(now).await {
+                // A full batch goes on at once, as a full batch of schedules does.
+                Ok(n) if n == debounces::BATCH as usize => claimed = schedules::BATCH as usize,
+                Ok(n) => claimed += n,
+                Err(e) => tracing::warn!(error = %e, "cannot fire debounced starts"),
+            }
             let sleep_for = match self.fire(now).await {
                 Ok(n) if n == FIRE_BATCH as usize || claimed == schedules::BATCH as usize => {
                     continue
@@ -152,14 +166,13 @@ impl Scheduler {
         }
     }
 
-    /// The earlier of the next timer and the next schedule due time.
+    /// The earliest of the next timer, the next schedule due time and the next debounced
+    /// start due (or fire whose lease runs out).
     async fn next_due(&self) -> Result<Option<u64>, orbit_store::StoreError> {
         let timer = self.inner.store.next_timer_at().await?;
         let schedule = self.inner.store.next_schedule_due_at().await?;
-        Ok(match (timer, schedule) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        })
+        let debounce = self.inner.store.next_debounce_at().await?;
+        Ok([timer, schedule, debounce].into_iter().flatten().min())
     }
 
     /// Fires what is due at `now`; returns how many timers fired.

@@ -1,6 +1,6 @@
 //! The retention sweeper: keeps the tables bounded without touching the hot path.
 //!
-//! Every `interval` it runs three sweeps (the rules are in `orbit_store`'s retention
+//! Every `interval` it runs four sweeps (the rules are in `orbit_store`'s retention
 //! methods), each as a series of small transactions with a pause between them, until a
 //! sweep finds less than a full batch:
 //! 1. applied inbox entries and `done` task rows older than `done_grace` are deleted — the
@@ -10,7 +10,9 @@
 //!    deleted, so the owners' takeover scan only sees live work; entries that still arrive
 //!    for them are answered `EXECUTION_FINISHED`;
 //! 3. trees whose root's `delete_after` (recorded by the owner at close from the workflow's
-//!    `retention` or the owner's `--retention`) has passed are deleted with every row.
+//!    `retention` or the owner's `--retention`) has passed are deleted with every row;
+//! 4. `dedupe: {keep: first}` windows that ended are deleted (`start_dedupe` rows; a
+//!    debounce's row goes when it fires).
 //!
 //! Any number of sweepers may run (one per scheduler): PostgreSQL hands them disjoint rows
 //! (`SKIP LOCKED`); on SQLite each batch is one short job of the single writer. Errors are
@@ -65,6 +67,8 @@ pub struct Swept {
     pub answered: u64,
     /// Rows of expired executions.
     pub expired: ExecutionsDeleted,
+    /// Ended `dedupe: {keep: first}` windows.
+    pub dedupe_windows: u64,
 }
 
 /// The sweeper. Cheap to clone.
@@ -101,6 +105,7 @@ impl Sweeper {
                     answered = s.answered,
                     executions = s.expired.executions,
                     events = s.expired.events,
+                    dedupe_windows = s.dedupe_windows,
                     "retention sweep"
                 ),
                 Ok(_) => {}
@@ -109,7 +114,7 @@ impl Sweeper {
         }
     }
 
-    /// One round of the three sweeps (see the module docs).
+    /// One round of the four sweeps (see the module docs).
     ///
     /// # Errors
     /// The store failed; what earlier batches deleted stays deleted.
@@ -141,6 +146,13 @@ impl Sweeper {
             let roots = e.executions;
             s.expired.add(e);
             if !self.again(roots, trees, shutdown).await {
+                break;
+            }
+        }
+        loop {
+            let n = self.store.sweep_start_dedupe(self.clock.now(), rows).await?;
+            s.dedupe_windows += n;
+            if !self.again(n, rows, shutdown).await {
                 break;
             }
         }

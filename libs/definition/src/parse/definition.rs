@@ -15,7 +15,7 @@ use crate::parse::steps::{read_body, Known, Parsed};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-const FIELDS: [&str; 21] = [
+const FIELDS: [&str; 22] = [
     "$schema",
     "name",
     "version",
@@ -27,6 +27,7 @@ const FIELDS: [&str; 21] = [
     "fairness",
     "worker_labels",
     "sticky",
+    "dedupe",
     "input",
     "tasks",
     "signals",
@@ -72,6 +73,7 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
     let priority = crate::parse::flow::workflow_priority(&mut obj, errors);
     let fairness = crate::parse::flow::workflow_fairness(&mut obj, errors);
     let (worker_labels, sticky) = crate::parse::flow::workflow_workers(&mut obj, errors);
+    let dedupe = crate::parse::dedupe::workflow_dedupe(&mut obj, errors);
     let input = obj.get("input").and_then(|s| contract(s, "input", errors));
     let tasks = obj.get("tasks").map(|t| tasks(t, "tasks", errors)).unwrap_or_default();
     let signals = obj.get("signals").map(|s| signals(s, "signals", errors)).unwrap_or_default();
@@ -158,6 +160,7 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
         fairness,
         worker_labels,
         sticky,
+        dedupe,
         input,
         tasks,
         signals,

@@ -8,6 +8,7 @@
 //! definition is returned only if nothing was recorded.
 
 mod contracts;
+mod dedupe;
 mod definition;
 mod exprs;
 mod fields;

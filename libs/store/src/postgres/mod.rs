@@ -149,6 +149,7 @@ macro_rules! run {
 
 // Declared after `run!`, which its role implementation uses.
 mod batch_jobs;
+mod dedupe;
 
 impl PgStore {
     /// How many commits this store did again in two round trips because their

@@ -13,6 +13,7 @@ mod batch_jobs;
 mod cluster;
 mod commit;
 mod conn;
+mod dedupe;
 mod definitions;
 mod faults;
 mod flow;

@@ -204,7 +204,26 @@ class Client:
         Idempotent per ``execution_id``: starting the same id again returns the same run.
         ``priority`` (1 to 5) orders the execution's tasks among those queued for a worker:
         1 is dispatched first, 5 last; None leaves it to the workflow's ``priority:``, else
-        3 (a step that declares its own ``priority:`` keeps it)."""
+        3 (a step that declares its own ``priority:`` keeps it). :meth:`start_execution`
+        also says whether the start created the execution."""
+        started = self.start_execution(
+            workflow, input, execution_id=execution_id, version=version, priority=priority
+        )
+        return started["execution_id"]
+
+    def start_execution(
+        self,
+        workflow: str,
+        input: Json = None,
+        *,
+        execution_id: str = "",
+        version: str = "",
+        priority: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        """As :meth:`start`, answering ``{"execution_id", "run", "created", "version",
+        "definition_hash"}``. ``created`` is false when the id existed, or when the
+        workflow's ``dedupe:`` collapsed the start into the execution of its key's window
+        (docs/flow-control.md, "Debounce and singleton starts")."""
         if priority is not None and (
             isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= 5
         ):
@@ -217,7 +236,13 @@ class Client:
         response = self._call(
             lambda ch: self._workflows(ch).StartExecution(request, metadata=self._metadata, timeout=self.timeout)
         )
-        return str(response.execution_id)
+        return {
+            "execution_id": str(response.execution_id),
+            "run": int(response.run),
+            "created": bool(response.created),
+            "version": str(response.version),
+            "definition_hash": str(response.definition_hash),
+        }
 
     def signal(self, execution_id: str, name: str, payload: Json = None, *, request_id: str = "") -> None:
         """Sends signal ``name`` with ``payload``; ``request_id`` (a fresh one when empty)

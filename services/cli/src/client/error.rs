@@ -82,6 +82,7 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 | ErrorCode::MigrationUnsafe
                 | ErrorCode::ResetPointInvalid
                 | ErrorCode::ExecutionNotFinished
+                | ErrorCode::ExecutionPendingStart
                 | ErrorCode::QueryFailed
                 | ErrorCode::ExpressionLimit
                 | ErrorCode::ResourceExhausted

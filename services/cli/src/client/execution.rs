@@ -549,6 +549,11 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
     }
 }
 
+/// Whether the request names its execution id (then `created: false` means it existed).
+fn names_its_id(request: &StartExecutionRequest) -> bool {
+    !request.execution_id.is_empty()
+}
+
 /// `execution start`, and with `wait` the result of the execution.
 async fn start(
     mut client: Client,
@@ -557,11 +562,16 @@ async fn start(
     request: StartExecutionRequest,
     wait: bool,
 ) -> Result<(), Failure> {
+    // Without a caller's id, an answer that created nothing is a start the workflow's
+    // `dedupe:` collapsed into the execution of its key's window.
+    let collapsed = !names_its_id(&request);
     let started = client.start_execution(request).await?.into_inner();
+    let collapsed = collapsed && !started.created;
     let mut document = json!({
         "execution_id": started.execution_id,
         "run": started.run,
         "created": started.created,
+        "collapsed": collapsed,
         "version": started.version,
         "definition_hash": started.definition_hash,
     });
@@ -569,7 +579,14 @@ async fn start(
     fields
         .add("execution", &started.execution_id)
         .add("run", started.run)
-        .add("started", if started.created { "now" } else { "earlier (already existed)" })
+        .add(
+            "started",
+            match (started.created, collapsed) {
+                (true, _) => "now",
+                (false, true) => "collapsed into an existing execution (the workflow's dedupe)",
+                (false, false) => "earlier (already existed)",
+            },
+        )
         .add("workflow", format!("{}@{}", workflow.name, started.version))
         .add("hash", &started.definition_hash);
     if !wait {

@@ -5,6 +5,7 @@
 //! typed inbox entry, wake the owner, wait for its [`InboxReply`]); [`send`] turns the
 //! reply into the caller's answer.
 
+use super::dedupe;
 use super::definitions::not_found;
 use super::reads::scoped;
 use crate::error::{err, ApiResult, FrontendError};
@@ -55,7 +56,7 @@ pub(crate) async fn start_with(
         "" => validate::random_hex(16)?,
         given => rules::new_execution_id("execution_id", given)?.to_string(),
     };
-    let input = validate::payload("input", req.input, shared.config.max_payload_bytes)?;
+    let mut input = validate::payload("input", req.input, shared.config.max_payload_bytes)?;
     if req.priority > 5 {
         return Err(
             rules::invalid("priority", "must be 1 (first) to 5 (last), or 0 for unset").into()
@@ -70,6 +71,21 @@ pub(crate) async fn start_with(
     let Some(def) = def else {
         return Err(not_found(workflow, version));
     };
+    // Debounce and singleton starts; a caller's execution id bypasses them. The parsed
+    // definition is cached by hash: a workflow without `dedupe:` pays no statement.
+    if req.execution_id.is_empty() && update.is_none() {
+        let pinned =
+            shared.defs.pinned(&*shared.store, workflow, &def.version, &def.definition_hash);
+        let pinned = pinned.await?;
+        if let Some(d) = &pinned.dedupe {
+            match dedupe::start(shared, &pinned, d, &def, &execution_id, input, req.priority)
+                .await?
+            {
+                dedupe::Deduped::Create(applied) => input = applied,
+                dedupe::Deduped::Answered(answer) => return Ok(answer),
+            }
+        }
+    }
     let request = internal::StartExecutionRequest {
         execution_id,
         workflow: workflow.to_string(),

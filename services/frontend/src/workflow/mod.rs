@@ -14,6 +14,7 @@
 mod batch;
 mod batch_wire;
 mod commands;
+mod dedupe;
 mod definitions;
 mod delete;
 mod migrate;

@@ -9,7 +9,7 @@
 //! fold alone: the projection (a `SUSPENDED` status, its suspension, `updated_at` moved by
 //! parking) only says how the run stands now.
 
-use crate::error::{err, no_execution, ApiResult};
+use crate::error::{err, no_execution, ApiResult, FrontendError};
 use crate::scope::Scope;
 use crate::validate;
 use crate::Shared;
@@ -158,7 +158,13 @@ pub(crate) async fn describe(
     req: DescribeExecutionRequest,
 ) -> ApiResult<DescribeExecutionResponse> {
     let id = rules::id("execution_id", &req.execution_id)?;
-    let loaded = load_run_at(shared, scope, Action::Read, id, req.run, req.at_seq).await?;
+    let loaded = match load_run_at(shared, scope, Action::Read, id, req.run, req.at_seq).await {
+        // An id a debounced start reserved is not missing: it says when it will exist.
+        Err(FrontendError::Api(e)) if e.code == ErrorCode::ExecutionNotFound => {
+            return Err(super::dedupe::pending(shared, id).await?.unwrap_or(FrontendError::Api(e)));
+        }
+        other => other?,
+    };
     let info = loaded.info();
     let mut execution = orbit_wire::describe(&loaded.def, &loaded.state, info);
     // Parking is projection-level and only says how the run stands now.

@@ -11,13 +11,14 @@
 //! the history back.
 
 use super::reads::{resolve_run, scoped};
-use crate::error::ApiResult;
+use crate::error::{ApiResult, FrontendError};
 use crate::scope::Scope;
 use crate::Shared;
 use orbit_api::v1::watch_execution_response::Kind;
 use orbit_api::v1::{WatchExecutionRequest, WatchExecutionResponse};
 use orbit_auth::Action;
 use orbit_engine::{State, Status};
+use orbit_server_kit::ErrorCode;
 use orbit_store::{ExecutionRow, Subscription};
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +39,15 @@ pub(crate) async fn watch(
     // authorisation's read is that first read (a result-only watch looks at the row it got).
     let changes = shared.changes.subscribe(&id);
     // Checked once: every later run of the execution runs the same workflow.
-    let row = scoped(&shared, scope, Action::Read, &id).await?;
+    let row = match scoped(&shared, scope, Action::Read, &id).await {
+        // A debounced start's reserved id says when it will exist.
+        Err(FrontendError::Api(e)) if e.code == ErrorCode::ExecutionNotFound => {
+            return Err(super::dedupe::pending(&shared, &id)
+                .await?
+                .unwrap_or(FrontendError::Api(e)));
+        }
+        other => other?,
+    };
     let run = resolve_run(&row, req.run)?;
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
