@@ -37,6 +37,12 @@ pub fn to_document(d: &Definition) -> Value {
     put(&mut doc, "worker_labels", d.worker_labels.as_ref().map(labels));
     put(&mut doc, "sticky", d.sticky.map(sticky));
     put(&mut doc, "dedupe", d.dedupe.as_ref().map(dedupe));
+    let keys: Vec<Value> = d
+        .concurrency
+        .iter()
+        .map(|c| json!({"key": c.key.to_json(), "limit": c.limit, "on_limit": c.on_limit.as_str()}))
+        .collect();
+    put(&mut doc, "concurrency", (!keys.is_empty()).then_some(Value::Array(keys)));
     put(&mut doc, "input", d.input.as_ref().map(|c| c.schema().clone()));
     let tasks = d.tasks.iter().map(|(name, t)| {
         let mut task = Map::new();

@@ -201,6 +201,53 @@ pub enum Weight {
     Expr(Expr),
 }
 
+/// What happens to a new execution whose workflow-level concurrency key is full
+/// (`on_limit:`; docs/flow-control.md, "Workflow concurrency").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnLimit {
+    /// It is created and waits, in start order, until it holds a slot (the default).
+    #[default]
+    Queue,
+    /// It is cancelled at once and never runs a step.
+    CancelNewest,
+    /// It takes a slot; the oldest holders beyond the limit are cancelled.
+    CancelInProgress,
+}
+
+impl OnLimit {
+    /// Every value, as written in a definition.
+    pub const ALL: [OnLimit; 3] =
+        [OnLimit::Queue, OnLimit::CancelNewest, OnLimit::CancelInProgress];
+
+    /// The name written in a definition (and stored with a slot request).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnLimit::Queue => "queue",
+            OnLimit::CancelNewest => "cancel_newest",
+            OnLimit::CancelInProgress => "cancel_in_progress",
+        }
+    }
+
+    /// Parses a written name.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<OnLimit> {
+        OnLimit::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+}
+
+/// One workflow-level `concurrency:` key: a whole execution holds a slot of it from before
+/// its first step until it closes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowConcurrency {
+    /// A string template over `input` and `execution`, evaluated once per run.
+    pub key: Template,
+    /// Most executions holding one key at once (≥ 1).
+    pub limit: u32,
+    /// What a new execution does when the key is full.
+    pub on_limit: OnLimit,
+}
+
 /// The limit of a [`RateLimit`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RateLimitKind {
@@ -218,6 +265,15 @@ pub enum RateLimitKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn on_limit_names_round_trip() {
+        for o in OnLimit::ALL {
+            assert_eq!(OnLimit::parse(o.as_str()), Some(o));
+        }
+        assert_eq!(OnLimit::parse("drop"), None);
+        assert_eq!(OnLimit::default(), OnLimit::Queue);
+    }
 
     #[test]
     fn names_and_priorities() {

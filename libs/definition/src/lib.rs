@@ -26,7 +26,8 @@ pub use duration::{format_duration, parse_duration};
 pub use error::{DefinitionError, DefinitionErrors, ErrorCode};
 pub use expr::{Expr, ExprError, ExprErrorKind, Scope, Template};
 pub use flow::{
-    Concurrency, Fairness, Labels, Priority, RateLimit, RateLimitKind, StepFlow, Sticky, Weight,
+    Concurrency, Fairness, Labels, OnLimit, Priority, RateLimit, RateLimitKind, StepFlow, Sticky,
+    Weight, WorkflowConcurrency,
 };
 pub use model::*;
 pub use parse::{parse, parse_as, parse_stored, parse_value, strict_json, Format};

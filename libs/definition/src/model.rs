@@ -7,7 +7,7 @@
 
 use crate::contract::Contract;
 use crate::expr::{Expr, Template};
-use crate::flow::{Fairness, StepFlow};
+use crate::flow::{Fairness, StepFlow, WorkflowConcurrency};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A validated workflow definition, pinned by its `hash`.
@@ -40,6 +40,9 @@ pub struct Definition {
     /// Debounce or singleton starts (`dedupe:`): starts of one key within a window collapse
     /// into one execution.
     pub dedupe: Option<crate::dedupe::Dedupe>,
+    /// Workflow-level concurrency keys (`concurrency:`): an execution holds a slot of each
+    /// from before its first step until it closes. Keys read only `input` and `execution`.
+    pub concurrency: Vec<WorkflowConcurrency>,
     /// Contract of the execution input (defaults applied before validation).
     pub input: Option<Contract>,
     /// Contracts of the worker tasks this workflow calls, by task name.

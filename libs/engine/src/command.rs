@@ -113,6 +113,12 @@ pub enum Command {
         /// The caller's idempotency id, recorded in `UpdateAccepted`.
         update_id: Option<String>,
     },
+    /// The store granted the run a slot of a workflow-level concurrency key it asked for
+    /// (`ConcurrencySlotRequested`).
+    SlotGranted {
+        /// The scoped key.
+        key: String,
+    },
     /// A child execution closed.
     ChildClosed {
         /// The parent's unit.
@@ -358,6 +364,13 @@ pub fn accept(
                 vec![Event::CancelRequested { reason }]
             })
         }
+        // A grant for a key the run does not wait for (a repeated entry, a closed run) changes
+        // nothing.
+        Command::SlotGranted { key } => Ok(if open && state.slots.get(&key) == Some(&false) {
+            vec![Event::ConcurrencySlotGranted { key }]
+        } else {
+            vec![]
+        }),
         Command::ChildClosed { step, status, output, error } => {
             let waiting = state.unit(&step).is_some_and(|u| !u.status.is_resolved());
             if !waiting || !open {

@@ -114,6 +114,23 @@ pub enum Effect {
         /// Its error.
         error: Option<TaskError>,
     },
+    /// Ask the store for a slot of a workflow-level concurrency key (issue 27): it grants it
+    /// (an inbox entry `slot_granted` for this execution), queues the request, or cancels
+    /// as `on_limit` says, under the key's lock.
+    AcquireSlot {
+        /// The scoped key.
+        key: String,
+        /// Most executions holding it at once.
+        limit: u32,
+        /// `queue`, `cancel_newest` or `cancel_in_progress`.
+        on_limit: String,
+    },
+    /// The run closed: give up its slots (held or waited for) of these keys; the store
+    /// grants each freed slot to the key's oldest waiter.
+    ReleaseSlots {
+        /// The scoped keys, sorted.
+        keys: Vec<String>,
+    },
     /// The execution's next wake-up moved to `at`.
     SetTimer {
         /// Epoch milliseconds.
@@ -234,6 +251,13 @@ pub fn derive(
                     },
                 });
             }
+            Event::ConcurrencySlotRequested { key, limit, on_limit } => {
+                fx.push(Effect::AcquireSlot {
+                    key: key.clone(),
+                    limit: *limit,
+                    on_limit: on_limit.clone(),
+                });
+            }
             Event::WorkflowCompleted { .. }
             | Event::WorkflowFailed { .. }
             | Event::WorkflowCancelled { .. }
@@ -248,6 +272,10 @@ pub fn derive(
     // Only the pass that records the close tells the parent: touching a closed child again
     // (a late result) must not resolve, or stale-mark, the parent's unit a second time.
     let status = state.status();
+    // A continued (or reset) run keeps its slots: the next run asks again and holds them.
+    if closed && status.is_closed() && status != Status::ContinuedAsNew && !state.slots.is_empty() {
+        fx.push(Effect::ReleaseSlots { keys: state.slots.keys().cloned().collect() });
+    }
     if closed && status.is_closed() && status != Status::ContinuedAsNew {
         if let Some(parent) = &state.parent {
             fx.push(Effect::NotifyParent {

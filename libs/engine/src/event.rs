@@ -106,6 +106,13 @@ pub enum Event {
     },
     /// The decider took the execution up.
     WorkflowStarted {},
+    /// The run asks for a slot of a workflow-level concurrency key (`concurrency:`, issue
+    /// 27), before `WorkflowStarted`; keys are asked one at a time, in key order. `key` is
+    /// scoped (`<workflow>/<value>`); `on_limit` is `queue`, `cancel_newest` or
+    /// `cancel_in_progress`.
+    ConcurrencySlotRequested { key: String, limit: u32, on_limit: String },
+    /// The run holds a slot of `key` (recorded from the store's grant, an inbox entry).
+    ConcurrencySlotGranted { key: String },
     /// A task attempt was offered to workers.
     StepScheduled {
         step: String,
@@ -295,6 +302,8 @@ impl Event {
         names!(
             WorkflowCreated,
             WorkflowStarted,
+            ConcurrencySlotRequested,
+            ConcurrencySlotGranted,
             StepScheduled,
             StepDispatched,
             StepSucceeded,

@@ -441,8 +441,16 @@ impl Sim {
                 self.timers.insert(id.to_string(), None);
                 false
             }
+            // One process, no other holder: every slot is granted at once.
+            Effect::AcquireSlot { key, .. } => {
+                let command = Command::SlotGranted { key };
+                self.mail.push(Mail { to: id.to_string(), from_child: None, command });
+                true
+            }
             // The history was archived by `drive`; nothing is queued per unit here.
-            Effect::ContinueAsNew { .. } | Effect::CancelUnit { .. } => false,
+            Effect::ContinueAsNew { .. }
+            | Effect::CancelUnit { .. }
+            | Effect::ReleaseSlots { .. } => false,
         }
     }
 

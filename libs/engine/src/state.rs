@@ -46,6 +46,10 @@ pub struct State {
     pub created_at: u64,
     /// When `WorkflowStarted` was committed.
     pub started_at: Option<u64>,
+    /// Workflow-level concurrency keys this run asked for, and whether it holds each
+    /// (`ConcurrencySlotRequested` / `ConcurrencySlotGranted`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub slots: BTreeMap<String, bool>,
     /// Units by key.
     pub units: BTreeMap<String, Unit>,
     /// Frozen `for_each` lists by fan-out unit key.
@@ -231,6 +235,12 @@ impl State {
             }
             Event::WorkflowStarted {} => {
                 self.started_at.get_or_insert(ts);
+            }
+            Event::ConcurrencySlotRequested { key, .. } => {
+                self.slots.entry(key.clone()).or_insert(false);
+            }
+            Event::ConcurrencySlotGranted { key } => {
+                self.slots.insert(key.clone(), true);
             }
             Event::StepScheduled { step, attempt, input, idempotency_key, redelivery, flow } => {
                 let u = self

@@ -79,6 +79,10 @@ pub struct Metrics {
     /// `orbit_flow_keys_full`: concurrency keys with as many attempts running as their
     /// limit, sampled with `flow_waiting`.
     pub flow_keys_full: IntGauge,
+    /// `orbit_executions_waiting_for_slot_total`: executions that had to wait for a slot of
+    /// a workflow-level concurrency key (`concurrency:` with `on_limit: queue` or
+    /// `cancel_in_progress`), counted by the commit that queued them.
+    pub executions_waiting_for_slot: IntCounter,
 
     /// `orbit_task_backlog{task}`: queued rows, sampled periodically.
     pub task_backlog: IntGaugeVec,
@@ -159,6 +163,7 @@ pub const NAMES: &[&str] = &[
     "orbit_task_wait_by_priority_seconds",
     "orbit_flow_waiting_tasks",
     "orbit_flow_keys_full",
+    "orbit_executions_waiting_for_slot_total",
     "orbit_task_backlog",
     "orbit_task_oldest_queued_age_seconds",
     "orbit_timer_lag_seconds",
@@ -361,6 +366,11 @@ impl Metrics {
                 "orbit_flow_keys_full",
                 "Concurrency keys with as many attempts running as their limit.",
             ),
+            executions_waiting_for_slot: plain_counter(
+                &r,
+                "orbit_executions_waiting_for_slot_total",
+                "Executions that waited for a slot of a workflow-level concurrency key.",
+            ),
             task_backlog: gauge_vec(
                 &r,
                 "orbit_task_backlog",
@@ -505,6 +515,7 @@ mod tests {
         m.wait_by_priority.with_label_values(&["3"]).observe(0.1);
         m.flow_waiting.with_label_values(&["concurrency"]).set(1);
         m.flow_keys_full.set(1);
+        m.executions_waiting_for_slot.inc();
         m.task_backlog.with_label_values(&["t"]).set(1);
         m.task_oldest_age.with_label_values(&["t"]).set(1.0);
         m.store_commit.with_label_values(&["sqlite"]).observe(0.1);

@@ -105,6 +105,10 @@ pub struct CommitBatch {
     /// The execution's definition changes (a migration): its projection row names the new
     /// version and hash. `None` for every other commit.
     pub definition: Option<DefinitionChange>,
+    /// Workflow-level concurrency slots to take or give up (issue 27, [`crate::slots`]);
+    /// empty for every workflow that declares none, which then reads and writes nothing
+    /// more.
+    pub slots: Vec<crate::slots::SlotOp>,
 }
 
 /// What a successful commit produced.

@@ -129,6 +129,16 @@ inbox_kinds! {
     /// An operator resets the execution to an earlier point of its current run
     /// (`ResetExecution`, see `orbit_engine::restore`).
     Reset(Reset) => "reset",
+    /// The store granted a workflow-level concurrency slot the execution asked for
+    /// (written by the commit that freed or gave it, see `crate::slots`).
+    SlotGranted(SlotGranted) => "slot_granted",
+}
+
+/// A granted workflow-level concurrency slot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotGranted {
+    /// The scoped key.
+    pub key: String,
 }
 
 /// A reset: the current run ends and the next goes on from its state at a point.

@@ -59,6 +59,7 @@ fn every_message() -> Vec<InboxMessage> {
             reason: "worker fixed".into(),
             request_id: Some("r1".into()),
         }),
+        InboxMessage::SlotGranted(SlotGranted { key: "billing/acme".into() }),
     ]
 }
 

@@ -31,6 +31,7 @@ mod reply;
 mod retention;
 pub mod roles;
 mod schedule;
+pub mod slots;
 mod sqlite;
 mod store;
 

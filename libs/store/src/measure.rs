@@ -90,3 +90,10 @@ pub(crate) async fn commit<T>(backend: Backend, work: impl Future<Output = T>) -
     timer.observe_duration();
     out
 }
+
+/// Counts requests for a workflow-level concurrency slot that a commit queued.
+pub(crate) fn slots_queued(n: u64) {
+    if n > 0 {
+        orbit_metrics::get().executions_waiting_for_slot.inc_by(n);
+    }
+}

@@ -94,6 +94,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "start_dedupe",
         sql: include_str!("../migrations/0016_start_dedupe.sql"),
     },
+    Migration {
+        version: 17,
+        name: "execution_slots",
+        sql: include_str!("../migrations/0017_execution_slots.sql"),
+    },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).

@@ -164,6 +164,9 @@ macro_rules! every_case {
             due_debounces_are_fired_under_a_lease,
             ended_dedupe_windows_are_swept,
             concurrent_dedupe_claims_have_one_winner,
+            slots_are_granted_in_start_order_and_released_to_the_next,
+            cancel_modes_cancel_the_newest_or_the_oldest,
+            racing_commits_never_both_take_the_last_slot,
         );
     };
 }

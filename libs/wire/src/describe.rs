@@ -44,9 +44,19 @@ pub fn describe(
         error: run_error(state).as_ref().map(task_error),
         // Parking is projection-level: the caller that read the fault row fills it in.
         suspension: None,
+        waiting_for_slot: waiting_for_slot(state),
     };
     fit_message(&mut description);
     description
+}
+
+/// The workflow-level concurrency key an open run that has not started waits for (the one
+/// it asked for last without its grant); empty otherwise.
+fn waiting_for_slot(state: &State) -> String {
+    if state.started_at.is_some() || state.status().is_closed() {
+        return String::new();
+    }
+    state.slots.iter().find(|(_, held)| !**held).map(|(k, _)| k.clone()).unwrap_or_default()
 }
 
 /// Leaves room for the response around the description and its status trailers.

@@ -111,7 +111,8 @@ export async function render(main, id, params) {
         </dl></div>
         <div class="card"><h2>Input</h2>${json(created?.payload?.input ?? null)}</div>
         <div class="card" id="state"><h2>${d.error?.code ? 'Error' : 'Output'}</h2>${d.error?.code ? `<p class="error" id="execution-error">${esc(d.error.code)}: ${esc(d.error.message)}</p>${d.error.details ? json(d.error.details) : ''}` : json(d.output ?? null)}
-          ${d.suspension?.reason ? `<p class="error">Suspended: ${esc(d.suspension.reason)} (${esc(d.suspension.failures)} failures)</p>` : ''}</div>
+          ${d.suspension?.reason ? `<p class="error">Suspended: ${esc(d.suspension.reason)} (${esc(d.suspension.failures)} failures)</p>` : ''}
+          ${d.waitingForSlot ? `<p class="waiting" id="waiting-for-slot">Waiting for a slot of concurrency key <span class="mono">${esc(d.waitingForSlot)}</span>: another execution holds it; this one starts when it closes.</p>` : ''}</div>
       </div>
       <h2>Timeline</h2>${LEGEND}${chart.html}<div id="bar-detail" class="card result" aria-live="polite"></div>
       <h2>Steps</h2>${steps(def, d, ran)}

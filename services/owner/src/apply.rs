@@ -61,8 +61,10 @@ pub(crate) async fn apply_set(
     // What the commit does, for the readers waiting on these executions (issue 14).
     let changes = inner.changes.changes_of(work.keys().map(String::as_str), &batches);
     let lost = lost_attempts(&batches);
-    // Entries for executions this owner may hold (a child's end for its parent): read next.
-    let wrote_inbox = batches.iter().any(|b| !b.inbox_to_insert.is_empty());
+    // Entries for executions this owner may hold (a child's end for its parent; a slot's
+    // grant or cancel, which the store adds to the commit of a batch with slot operations):
+    // read next.
+    let wrote_inbox = batches.iter().any(|b| !b.inbox_to_insert.is_empty() || !b.slots.is_empty());
     match commit(inner, batches, reserved, handed_replies, &recorded).await {
         Ok(()) => {
             if wrote_inbox {

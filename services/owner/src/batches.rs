@@ -53,6 +53,7 @@ pub(crate) fn batches_for(
             inbox_done: if i == 0 { std::mem::take(&mut w.inbox_done) } else { Vec::new() },
             tasks_done: if i == 0 { std::mem::take(&mut w.tasks_done) } else { Vec::new() },
             definition: None,
+            slots: rows.slots,
         });
     }
     (batches, children, tasks, timers)

@@ -1,13 +1,16 @@
 //! The engine's [`Effect`]s of one run, mapped onto the tables beside the history: task
 //! offers to queue or cancel, the execution's timer row, inbox entries for other executions
-//! (a child's end for its parent, a cancel for a child), and children to start after the
-//! commit. What an event causes is decided by `orbit_engine::effects`, not here.
+//! (a child's end for its parent, a cancel for a child), workflow-level concurrency slots
+//! to take or give up, and children to start after the commit. What an event causes is
+//! decided by `orbit_engine::effects`, not here.
 
 use orbit_definition::Definition;
+use orbit_definition::OnLimit;
 use orbit_engine::effects::Effect;
 use orbit_engine::event::ParentRef;
 use orbit_engine::{Status, TaskError};
 use orbit_store::inbox::{Cancel, ChildClosed};
+use orbit_store::slots::SlotOp;
 use orbit_store::{InboxMessage, NewInbox, NewTask, NewTimer};
 use serde_json::{json, Value};
 
@@ -54,6 +57,7 @@ pub(crate) struct Rows {
     pub children: Vec<ChildStart>,
     pub timers_to_upsert: Vec<NewTimer>,
     pub timers_to_delete: Vec<String>,
+    pub slots: Vec<SlotOp>,
 }
 
 /// Maps one run's effects onto rows; children inherit the execution's `root_id`.
@@ -87,6 +91,12 @@ pub(crate) fn rows(effects: Vec<Effect>, root_id: &str) -> Rows {
                 payload: json!({}),
             }),
             Effect::ClearTimer => rows.timers_to_delete.push(TIMER_KEY.into()),
+            Effect::AcquireSlot { key, limit, on_limit } => {
+                // The decider records only names it knows; an unknown one queues.
+                let on_limit = OnLimit::parse(&on_limit).unwrap_or_default();
+                rows.slots.push(SlotOp::Acquire { key, limit, on_limit });
+            }
+            Effect::ReleaseSlots { keys } => rows.slots.push(SlotOp::Release { keys }),
             // Each run is its own batch already (see `apply::batches_for`).
             Effect::ContinueAsNew { .. } => {}
         }

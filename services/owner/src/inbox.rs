@@ -59,6 +59,7 @@ pub(crate) fn request(entry: &InboxEntry) -> Result<Request, CommandError> {
         InboxMessage::Uncertain(u) => Command::Uncertain { token: u.token, reason: u.reason },
         InboxMessage::Signal(s) => Command::Signal { name: s.name, payload: s.payload },
         InboxMessage::Cancel(c) => Command::Cancel { reason: c.reason },
+        InboxMessage::SlotGranted(g) => Command::SlotGranted { key: g.key },
         InboxMessage::Update(u) => {
             Command::Update { name: u.name, args: u.args, update_id: u.request_id }
         }

@@ -15,7 +15,7 @@ use crate::parse::steps::{read_body, Known, Parsed};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-const FIELDS: [&str; 22] = [
+const FIELDS: [&str; 23] = [
     "$schema",
     "name",
     "version",
@@ -28,6 +28,7 @@ const FIELDS: [&str; 22] = [
     "worker_labels",
     "sticky",
     "dedupe",
+    "concurrency",
     "input",
     "tasks",
     "signals",
@@ -74,6 +75,7 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
     let fairness = crate::parse::flow::workflow_fairness(&mut obj, errors);
     let (worker_labels, sticky) = crate::parse::flow::workflow_workers(&mut obj, errors);
     let dedupe = crate::parse::dedupe::workflow_dedupe(&mut obj, errors);
+    let concurrency = crate::parse::flow::workflow_concurrency(&mut obj, errors);
     let input = obj.get("input").and_then(|s| contract(s, "input", errors));
     let tasks = obj.get("tasks").map(|t| tasks(t, "tasks", errors)).unwrap_or_default();
     let signals = obj.get("signals").map(|s| signals(s, "signals", errors)).unwrap_or_default();
@@ -161,6 +163,7 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
         worker_labels,
         sticky,
         dedupe,
+        concurrency,
         input,
         tasks,
         signals,

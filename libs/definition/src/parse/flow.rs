@@ -14,9 +14,9 @@ use crate::error::ErrorCode;
 use crate::expr::Template;
 use crate::flow::{
     is_fair_weight, is_flow_name, is_label_name, is_priority, Concurrency, Fairness, Labels,
-    Priority, RateLimit, RateLimitKind, StepFlow, Sticky, Weight, DEFAULT_STICKY_TIMEOUT_MS,
-    MAX_FAIR_WEIGHT, MAX_LABELS, MAX_LABEL_VALUE_BYTES, MAX_PRIORITY, MAX_STICKY_TIMEOUT_MS,
-    MIN_PRIORITY,
+    OnLimit, Priority, RateLimit, RateLimitKind, StepFlow, Sticky, Weight, WorkflowConcurrency,
+    DEFAULT_STICKY_TIMEOUT_MS, MAX_FAIR_WEIGHT, MAX_LABELS, MAX_LABEL_VALUE_BYTES, MAX_PRIORITY,
+    MAX_STICKY_TIMEOUT_MS, MIN_PRIORITY,
 };
 use crate::parse::exprs::{Compiler, Vars};
 use crate::parse::fields::duration;
@@ -30,6 +30,10 @@ pub(crate) const FIELDS: [&str; 6] =
 const CONCURRENCY_FIELDS: [&str; 3] = ["key", "limit", "group"];
 const RATE_FIELDS: [&str; 5] = ["key", "limit", "per", "name", "group"];
 const FAIRNESS_FIELDS: [&str; 3] = ["key", "weight", "group"];
+const WORKFLOW_CONCURRENCY_FIELDS: [&str; 3] = ["key", "limit", "on_limit"];
+
+/// Most workflow-level concurrency keys one definition declares.
+pub(crate) const MAX_WORKFLOW_KEYS: usize = 8;
 
 /// The refusal of a second concurrency key on one step.
 const ONE_KEY: &str = "one concurrency key per step for now";
@@ -167,6 +171,70 @@ pub(crate) fn workflow_fairness(obj: &mut Obj, errors: &mut Errors) -> Option<Fa
         errors.push(&r.path, ErrorCode::InvalidExpression, message);
     }
     fairness
+}
+
+/// The workflow's `concurrency`: a list of `{key, limit, on_limit?}` (one object is a list
+/// of one), keys reading only `input` and `execution`.
+pub(crate) fn workflow_concurrency(obj: &mut Obj, errors: &mut Errors) -> Vec<WorkflowConcurrency> {
+    let Some(value) = obj.get("concurrency") else { return Vec::new() };
+    let path = obj.at("concurrency");
+    let items: Vec<(&Value, String)> = match value {
+        Value::Array(items) => {
+            items.iter().enumerate().map(|(i, v)| (v, index_path(&path, i))).collect()
+        }
+        other => vec![(other, path.clone())],
+    };
+    if items.is_empty() {
+        let message = "expected at least one concurrency key `{key, limit, on_limit?}`";
+        errors.push(&path, ErrorCode::InvalidValue, message);
+    }
+    if items.len() > MAX_WORKFLOW_KEYS {
+        let message =
+            format!("{} workflow concurrency keys; at most {MAX_WORKFLOW_KEYS}", items.len());
+        errors.push(&path, ErrorCode::InvalidValue, message);
+    }
+    let mut out = Vec::new();
+    for (item, at) in items {
+        let mut refs = Vec::new();
+        let mut c = Compiler { errors: &mut *errors, refs: &mut refs };
+        let expected = "a workflow concurrency key `{key, limit, on_limit?}`";
+        let Some(mut o) = Obj::new(item, &at, expected, c.errors) else { continue };
+        let key = match o.required("key", c.errors) {
+            Some(v) => key(v, &o.at("key"), &Vars::default(), &mut c),
+            None => None,
+        };
+        let limit = limit(&mut o, c.errors);
+        let on_limit = on_limit(&mut o, c.errors);
+        o.finish(c.errors, &WORKFLOW_CONCURRENCY_FIELDS);
+        for r in refs {
+            let message = format!(
+                "a workflow concurrency key is evaluated before any step runs: it may read \
+                 `input` and `execution`, not `steps.{}`",
+                r.id
+            );
+            errors.push(&r.path, ErrorCode::InvalidExpression, message);
+        }
+        if let (Some(key), Some(limit), Some(on_limit)) = (key, limit, on_limit) {
+            out.push(WorkflowConcurrency { key, limit, on_limit });
+        }
+    }
+    out
+}
+
+/// The optional `on_limit`: `queue` (default), `cancel_newest` or `cancel_in_progress`.
+fn on_limit(o: &mut Obj, errors: &mut Errors) -> Option<OnLimit> {
+    if o.peek("on_limit").is_none() {
+        return Some(OnLimit::Queue);
+    }
+    let name = o.string("on_limit", errors)?;
+    let parsed = OnLimit::parse(name);
+    if parsed.is_none() {
+        let message = format!(
+            "unknown on_limit `{name}`; expected `queue`, `cancel_newest` or `cancel_in_progress`"
+        );
+        errors.push(&o.at("on_limit"), ErrorCode::InvalidValue, message);
+    }
+    parsed
 }
 
 /// The workflow's `priority`: an integer from 1 to 5.

@@ -206,7 +206,7 @@ pub const MAX_KEY_BYTES: usize = 256;
 
 /// An evaluated key as text: a string as is, a number or boolean as its JSON text; at most
 /// [`MAX_KEY_BYTES`].
-fn key_text(value: &Value) -> Result<String, String> {
+pub(crate) fn key_text(value: &Value) -> Result<String, String> {
     let text = match value {
         Value::String(s) => s.clone(),
         Value::Number(_) | Value::Bool(_) => value.to_string(),

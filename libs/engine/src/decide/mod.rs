@@ -10,6 +10,7 @@
 mod body;
 mod body_memo;
 mod flow;
+pub(crate) mod slots;
 mod units;
 
 use body_memo::BodyMemo;
@@ -120,6 +121,9 @@ pub(crate) fn round(
     }
     let ctx = Ctx { def, state, now, limits: effective_limits(server, def), memo };
     if state.started_at.is_none() {
+        if let Some(first) = slots::gate(&ctx) {
+            return first;
+        }
         return vec![Event::WorkflowStarted {}];
     }
     if state.winding.is_none() {

@@ -37,6 +37,7 @@ use super::rows::get;
 use super::sql;
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::error::StoreError;
+use crate::slots;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -111,7 +112,9 @@ pub(crate) async fn commit_all(
         return Ok(Vec::new());
     }
     let locked = Locked::of(batches);
-    if let Some((read, guard)) = predict(batches).filter(|_| one_round_trip_allowed()) {
+    // Slot operations read under their keys' locks first: the careful path.
+    let predicted = predict(batches).filter(|_| one_round_trip_allowed() && !slots::any(batches));
+    if let Some((read, guard)) = predicted {
         if let Some((planned, sql)) =
             plan(batches, read).ok().and_then(|p| composed(&p.writes).map(|sql| (p, sql)))
         {
@@ -237,6 +240,23 @@ async fn two_round_trips(
             return Err(e);
         }
     };
+    // Workflow-level slots (issue 27): locked, read, decided and written in this
+    // transaction; their inbox entries ride with the batches' own.
+    let with_slots;
+    let batches = if slots::any(batches) {
+        match slot_writes(conn, batches).await {
+            Ok(b) => {
+                with_slots = b;
+                &with_slots[..]
+            }
+            Err(e) => {
+                conn.rollback().await;
+                return Err(e);
+            }
+        }
+    } else {
+        batches
+    };
 
     // The contract, checked in memory.
     let Plan { writes, outcomes: result, task_keys } = match plan(batches, read) {
@@ -264,6 +284,76 @@ async fn two_round_trips(
     committed?;
     let tasks = rows.iter().zip(&writes).filter(|(_, w)| w.kind == WriteKind::InsertTasks);
     finish(tasks.flat_map(|(rows, _)| rows), result, task_keys, batches)
+}
+
+/// Takes the advisory lock of every key the batches touch (in key order), reads their rows,
+/// plans (`crate::slots::plan`) and writes the slot rows; returns the batches with the
+/// grants' and cancels' inbox entries. Runs inside the commit's transaction: a commit that
+/// fails afterwards rolls all of it back.
+async fn slot_writes(conn: &mut PgConn, batches: &[CommitBatch]) -> PgResult<Vec<CommitBatch>> {
+    let keys = slots::keys_of(batches);
+    let client = conn.client();
+    for key in &keys {
+        client
+            .execute("SELECT pg_advisory_xact_lock(hashtext('orbit.slot/' || $1))", &[key])
+            .await?;
+    }
+    let rows = client
+        .query(
+            "SELECT ticket, slot_key, execution_id, held, slot_limit FROM execution_slots \
+             WHERE slot_key = ANY($1) ORDER BY ticket",
+            &[&keys],
+        )
+        .await?;
+    let mut read = Vec::with_capacity(rows.len());
+    for r in &rows {
+        read.push(slots::SlotRow {
+            ticket: get(r, 0, "slot ticket")?,
+            key: get(r, 1, "slot key")?,
+            execution_id: get(r, 2, "slot execution")?,
+            held: get(r, 3, "slot held")?,
+            limit: u32::try_from(get::<i64>(r, 4, "slot limit")?).unwrap_or(u32::MAX),
+        });
+    }
+    let writes = slots::plan(batches, read);
+    if !writes.delete.is_empty() {
+        let (keys, ids): (Vec<String>, Vec<String>) = writes.delete.iter().cloned().unzip();
+        client
+            .execute(
+                "DELETE FROM execution_slots s USING UNNEST($1::text[], $2::text[]) AS d(k, e) \
+                 WHERE s.slot_key = d.k AND s.execution_id = d.e",
+                &[&keys, &ids],
+            )
+            .await?;
+    }
+    if !writes.grant.is_empty() {
+        let (keys, ids): (Vec<String>, Vec<String>) = writes.grant.iter().cloned().unzip();
+        client
+            .execute(
+                "UPDATE execution_slots s SET held = TRUE FROM UNNEST($1::text[], $2::text[]) \
+                 AS g(k, e) WHERE s.slot_key = g.k AND s.execution_id = g.e",
+                &[&keys, &ids],
+            )
+            .await?;
+    }
+    if !writes.insert.is_empty() {
+        let keys: Vec<&str> = writes.insert.iter().map(|r| r.key.as_str()).collect();
+        let ids: Vec<&str> = writes.insert.iter().map(|r| r.execution_id.as_str()).collect();
+        let held: Vec<bool> = writes.insert.iter().map(|r| r.held).collect();
+        let limits: Vec<i64> = writes.insert.iter().map(|r| i64::from(r.limit)).collect();
+        // WITH ORDINALITY keeps the plan's order, so tickets follow the start order.
+        client
+            .execute(
+                "INSERT INTO execution_slots (slot_key, execution_id, held, slot_limit, created_at) \
+                 SELECT k, e, h, l, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT \
+                 FROM UNNEST($1::text[], $2::text[], $3::bool[], $4::bigint[]) \
+                 WITH ORDINALITY AS i(k, e, h, l, n) ORDER BY n",
+                &[&keys, &ids, &held, &limits],
+            )
+            .await?;
+    }
+    crate::measure::slots_queued(writes.queued);
+    Ok(slots::with_entries(batches, &writes))
 }
 
 /// Adds every write, then `COMMIT`, to a pipeline.

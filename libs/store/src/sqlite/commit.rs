@@ -21,12 +21,57 @@ pub(crate) fn commit_all(
 ) -> Result<(Vec<CommitOutcome>, bool)> {
     // The writer runs every job in its own savepoint (see `conn.rs`): no nested one here.
     let tx: &Connection = conn;
+    let batches = if crate::slots::any(&batches) { slots(tx, &batches)? } else { batches };
     let mut freed = false;
     let mut outcomes = Vec::with_capacity(batches.len());
     for batch in batches {
         outcomes.push(apply(tx, batch, &mut freed)?);
     }
     Ok((outcomes, freed))
+}
+
+/// The workflow-level slot operations of the batches (`crate::slots`): the single writer
+/// reads the keys' rows, the plan decides, the rows are written here; the batches come back
+/// with the grants' and cancels' inbox entries to write with them.
+fn slots(tx: &Connection, batches: &[CommitBatch]) -> Result<Vec<CommitBatch>> {
+    let mut rows = Vec::new();
+    for key in crate::slots::keys_of(batches) {
+        let mut stmt = tx.prepare_cached(
+            "SELECT ticket, execution_id, held, slot_limit FROM execution_slots \
+             WHERE slot_key = ?1 ORDER BY ticket",
+        )?;
+        let read = stmt.query_map(params![key], |r| {
+            Ok(crate::slots::SlotRow {
+                ticket: r.get(0)?,
+                key: key.clone(),
+                execution_id: r.get(1)?,
+                held: r.get(2)?,
+                limit: u32::try_from(r.get::<_, i64>(3)?).unwrap_or(u32::MAX),
+            })
+        })?;
+        rows.extend(read.collect::<rusqlite::Result<Vec<_>>>()?);
+    }
+    let writes = crate::slots::plan(batches, rows);
+    let now = to_i64(now_ms(), "now")?;
+    for (key, id) in &writes.delete {
+        tx.prepare_cached("DELETE FROM execution_slots WHERE slot_key = ?1 AND execution_id = ?2")?
+            .execute(params![key, id])?;
+    }
+    for (key, id) in &writes.grant {
+        tx.prepare_cached(
+            "UPDATE execution_slots SET held = TRUE WHERE slot_key = ?1 AND execution_id = ?2",
+        )?
+        .execute(params![key, id])?;
+    }
+    for r in &writes.insert {
+        tx.prepare_cached(
+            "INSERT INTO execution_slots (slot_key, execution_id, held, slot_limit, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![r.key, r.execution_id, r.held, i64::from(r.limit), now])?;
+    }
+    crate::measure::slots_queued(writes.queued);
+    Ok(crate::slots::with_entries(batches, &writes))
 }
 
 /// Whether any row a statement returned says a slot was freed.

@@ -153,3 +153,26 @@ steps:
     let work = pending_work(&def, &state);
     assert_eq!(work.tasks[0].priority, u32::from(DEFAULT_PRIORITY));
 }
+
+#[test]
+fn a_run_waiting_for_a_workflow_slot_names_the_key_until_granted() {
+    let doc = "name: billing\nversion: \"1\"\nconcurrency: [{key: \"${{ input.a }}\", limit: 1}]\ntasks: { t: {} }\nsteps:\n  - { id: a, task: t }\n";
+    let def = orbit_definition::parse(doc).unwrap();
+    let created =
+        start(&def, "e1", json!({"a": "acme"}), None, None, 1, &Limits::default(), None).unwrap();
+    let mut state = State::default();
+    state.apply(&HistoryEvent {
+        seq: 1,
+        timestamp_ms: 1,
+        origin: Origin::Recorded,
+        event: created,
+    });
+    advance(&def, &mut state, 1, &Limits::default());
+    let d = describe(&def, &state, wire::ExecutionInfo::default());
+    assert_eq!(d.waiting_for_slot, "billing/acme");
+    assert!(d.pending_tasks.is_empty());
+    record(&def, &mut state, Command::SlotGranted { key: "billing/acme".into() }, 2);
+    let d = describe(&def, &state, wire::ExecutionInfo::default());
+    assert_eq!(d.waiting_for_slot, "");
+    assert_eq!(d.pending_tasks.len(), 1, "started: its first step is queued");
+}

@@ -98,6 +98,11 @@ pub fn description_json(d: &ExecutionDescription) -> Json {
             "entry_seq": s.entry_seq,
             "failures": s.failures,
         })),
+        "waiting_for_slot": if d.waiting_for_slot.is_empty() {
+            Json::Null
+        } else {
+            Json::from(d.waiting_for_slot.clone())
+        },
     })
 }
 
@@ -123,6 +128,13 @@ pub fn description_text(d: &ExecutionDescription) -> String {
                 s.entry_seq, s.failures, s.reason
             ),
         );
+    }
+    if !d.waiting_for_slot.is_empty() {
+        let waiting = format!(
+            "a slot of concurrency key {} (held by another execution; starts when it closes)",
+            d.waiting_for_slot
+        );
+        fields.add("waiting", waiting);
     }
     let mut out = fields.render();
 
@@ -384,6 +396,15 @@ mod tests {
         assert_eq!(tasks[3]["labels"], json!({"pool": "gpu"}));
         assert_eq!(tasks[3]["sticky_worker"], "w-1");
         assert_eq!(tasks[2]["concurrency_key"], "");
+    }
+
+    #[test]
+    fn a_run_waiting_for_a_workflow_slot_says_which_key() {
+        let d = ExecutionDescription { waiting_for_slot: "billing/acme".into(), ..failed() };
+        let text = description_text(&d);
+        assert!(text.contains("waiting:   a slot of concurrency key billing/acme"), "{text}");
+        assert_eq!(description_json(&d)["waiting_for_slot"], "billing/acme");
+        assert_eq!(description_json(&failed())["waiting_for_slot"], Json::Null);
     }
 
     #[test]

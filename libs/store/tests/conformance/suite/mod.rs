@@ -17,6 +17,7 @@ mod retention;
 mod routing;
 mod schedules;
 mod schema;
+mod slots;
 
 pub use batches::*;
 pub use batching::*;
@@ -33,3 +34,4 @@ pub use retention::*;
 pub use routing::*;
 pub use schedules::*;
 pub use schema::*;
+pub use slots::*;
