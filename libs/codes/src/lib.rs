@@ -81,6 +81,9 @@ error_codes! {
     SignalPayloadInvalid => "SIGNAL_PAYLOAD_INVALID",
     /// A query expression failed to evaluate.
     QueryFailed => "QUERY_FAILED",
+    /// A list query (`ListExecutionsRequest.query`) does not parse or type-check; the
+    /// error details carry its position (offset, line, column).
+    InvalidQuery => "INVALID_QUERY",
     /// An expression's evaluation is over its budget of steps or bytes (see
     /// `docs/definitions.md`, "Limits").
     ExpressionLimit => "EXPRESSION_LIMIT",

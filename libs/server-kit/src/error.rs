@@ -11,7 +11,7 @@
 //!
 //! Field violations additionally travel as a `google.rpc.BadRequest` detail.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 pub use orbit_codes::{ErrorCode, UnknownErrorCode};
 
@@ -27,6 +27,10 @@ pub const ERROR_DOMAIN: &str = "orbit.dev";
 
 /// The `google.rpc.ErrorInfo.metadata` key holding the path of the first field violation.
 pub const ERROR_INFO_PATH_KEY: &str = "path";
+
+/// The `google.rpc.ErrorInfo.metadata` keys of an `INVALID_QUERY` error: the byte offset
+/// in the query, and the 1-based line and column (in characters) it points at.
+pub const ERROR_INFO_QUERY_KEYS: [&str; 3] = ["position", "line", "column"];
 
 /// The longest status message sent, in bytes; longer ones are cut with "…".
 ///
@@ -116,6 +120,7 @@ impl GrpcCode for ErrorCode {
             | ErrorCode::InvalidInput
             | ErrorCode::SignalPayloadInvalid
             | ErrorCode::QueryFailed
+            | ErrorCode::InvalidQuery
             | ErrorCode::ExpressionLimit
             | ErrorCode::PayloadTooDeep => Code::InvalidArgument,
             ErrorCode::WorkflowNotFound
@@ -182,12 +187,36 @@ pub struct OrbitError {
     pub message: String,
     /// The offending fields, if the error concerns specific ones.
     pub details: Vec<FieldViolation>,
+    /// Extra `google.rpc.ErrorInfo.metadata` entries (an `INVALID_QUERY` error carries
+    /// [`ERROR_INFO_QUERY_KEYS`]).
+    pub info: BTreeMap<String, String>,
 }
 
 impl OrbitError {
     /// Creates an error without field violations.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), details: Vec::new() }
+        Self { code, message: message.into(), details: Vec::new(), info: BTreeMap::new() }
+    }
+
+    /// An `INVALID_QUERY` error at a place of the request's `query` field: the position
+    /// travels as [`ERROR_INFO_QUERY_KEYS`] and in the message, and the field violation
+    /// names the field.
+    pub fn invalid_query(message: &str, position: usize, line: usize, column: usize) -> Self {
+        let text = format!("invalid query at line {line}, column {column}: {message}");
+        let mut error = Self::new(ErrorCode::InvalidQuery, text).with_violation(
+            FieldViolation::new("query", ErrorCode::InvalidQuery.as_str(), message),
+        );
+        for (key, value) in ERROR_INFO_QUERY_KEYS.iter().zip([position, line, column]) {
+            error.info.insert((*key).to_owned(), value.to_string());
+        }
+        error
+    }
+
+    /// The (position, line, column) of an `INVALID_QUERY` error read back from a status.
+    #[must_use]
+    pub fn query_position(&self) -> Option<(usize, usize, usize)> {
+        let get = |k: &str| self.info.get(k).and_then(|v| v.parse::<usize>().ok());
+        Some((get("position")?, get("line")?, get("column")?))
     }
 
     /// Adds a field violation.
@@ -213,6 +242,9 @@ impl OrbitError {
         if let Some(first) = self.details.iter().find(|v| !v.path.is_empty()) {
             let path = truncated(&first.path, MAX_VIOLATION_TEXT_BYTES);
             info_metadata.insert(ERROR_INFO_PATH_KEY.to_owned(), path);
+        }
+        for (key, value) in &self.info {
+            info_metadata.insert(key.clone(), truncated(value, MAX_VIOLATION_TEXT_BYTES));
         }
         let mut details =
             ErrorDetails::with_error_info(self.code.as_str(), ERROR_DOMAIN, info_metadata);
@@ -258,7 +290,18 @@ impl OrbitError {
                     .collect()
             })
             .unwrap_or_default();
-        Some(Self { code, message: status.message().to_owned(), details: violations })
+        let info = details
+            .error_info()
+            .filter(|info| info.domain == ERROR_DOMAIN)
+            .map(|info| {
+                info.metadata
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != ERROR_INFO_PATH_KEY)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(Self { code, message: status.message().to_owned(), details: violations, info })
     }
 }
 

@@ -46,6 +46,7 @@ const EXPECTED: &[(&str, Code)] = &[
     ("EXECUTION_PENDING_START", Code::FailedPrecondition),
     ("BATCH_NOT_FOUND", Code::NotFound),
     ("RATE_LIMIT_NOT_FOUND", Code::NotFound),
+    ("INVALID_QUERY", Code::InvalidArgument),
 ];
 
 #[test]
@@ -95,6 +96,23 @@ fn violations_travel_as_bad_request_and_path() {
     assert_eq!(bad.field_violations[0].reason, "UNKNOWN_TASK");
     assert_eq!(bad.field_violations[0].description, "no task `pay`");
     assert_eq!(OrbitError::from_status(&status), Some(error));
+}
+
+#[test]
+fn invalid_query_carries_its_position() {
+    let error = OrbitError::invalid_query("expected a value", 12, 2, 5);
+    let status = error.to_status();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().contains("line 2, column 5"), "{}", status.message());
+    let info = status.get_details_error_info().unwrap();
+    assert_eq!(info.reason, "INVALID_QUERY");
+    assert_eq!(info.metadata.get("position").map(String::as_str), Some("12"));
+    assert_eq!(info.metadata.get("line").map(String::as_str), Some("2"));
+    assert_eq!(info.metadata.get("column").map(String::as_str), Some("5"));
+    assert_eq!(info.metadata.get("path").map(String::as_str), Some("query"));
+    let back = OrbitError::from_status(&status).unwrap();
+    assert_eq!(back.query_position(), Some((12, 2, 5)));
+    assert_eq!(back, error);
 }
 
 #[test]

@@ -92,8 +92,9 @@ pub(crate) fn parse_status(name: &str) -> crate::Result<Status> {
 }
 
 /// Filter and page for [`ExecutionReads::list_executions`](crate::ExecutionReads::list_executions).
-/// Executions are listed newest first.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Executions are listed newest first, or oldest first when the query says
+/// `ORDER BY created ASC`.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExecutionFilter {
     /// Only this status.
     pub status: Option<Status>,
@@ -107,6 +108,10 @@ pub struct ExecutionFilter {
     pub page_size: u32,
     /// The `next_page_token` of the previous page.
     pub page_token: Option<String>,
+    /// A checked list query (`orbit-query`), ANDed with the filters above; each backend
+    /// compiles it for its dialect. Its `ORDER BY` may only be `created` (see
+    /// [`ExecutionFilter::ascending`]).
+    pub query: Option<orbit_query::Checked>,
 }
 
 /// One page of executions.
@@ -150,6 +155,22 @@ impl ExecutionFilter {
             None => (None, None),
         };
         Ok(PageWindow { size, limit: i64::from(size) + 1, after_created, after_id })
+    }
+
+    /// Whether the page runs oldest first (`ORDER BY created ASC`). The keyset paging is
+    /// on (`created_at`, `execution_id`), so a query ordering by anything else is refused.
+    pub(crate) fn ascending(&self) -> crate::Result<bool> {
+        let Some(order) = self.query.as_ref().and_then(|q| q.order.as_ref()) else {
+            return Ok(false);
+        };
+        match &order.target {
+            orbit_query::Target::System(a) if a.name == "created" => {
+                Ok(order.direction == orbit_query::Direction::Asc)
+            }
+            _ => Err(crate::StoreError::InvalidArgument(
+                "a list pages by creation time: ORDER BY takes only `created`".into(),
+            )),
+        }
     }
 }
 

@@ -101,6 +101,8 @@ macro_rules! every_case {
             inbox_replies_reach_waiting_callers,
             request_ids_make_inbox_commands_idempotent,
             executions_list_with_filters_and_pages,
+            executions_list_with_a_query,
+            query_status_names_are_the_engines,
             continue_as_new_starts_a_new_run,
             a_migration_moves_the_projection_to_the_new_definition,
             definitions_latest_is_the_highest_version,

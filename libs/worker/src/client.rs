@@ -440,6 +440,27 @@ impl Client {
         Ok(response.batch.unwrap_or_default())
     }
 
+    /// One page of executions (their latest run each) matching `query` in the list query
+    /// language (docs/queries.md), newest first unless the query orders (`page_token`:
+    /// the previous page's `next_page_token`, empty for the first).
+    ///
+    /// # Errors
+    ///
+    /// The server's status: `INVALID_QUERY` (INVALID_ARGUMENT) for a query that does not
+    /// parse or type-check, its `ErrorInfo` metadata holding `position`, `line`, `column`.
+    pub async fn list_executions(
+        &self,
+        query: &str,
+        page_token: &str,
+    ) -> Result<pb::ListExecutionsResponse, ClientError> {
+        let request = pb::ListExecutionsRequest {
+            query: query.into(),
+            page_token: page_token.into(),
+            ..pb::ListExecutionsRequest::default()
+        };
+        Ok(self.inner.clone().list_executions(request).await?.into_inner())
+    }
+
     /// One page of batches, newest first (`page_token`: the previous page's
     /// `next_page_token`, empty for the first).
     ///

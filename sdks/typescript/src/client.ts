@@ -37,6 +37,8 @@ import {
   type DescribeExecutionResponse,
   type GetHistoryRequest,
   type GetHistoryResponse,
+  type ListExecutionsRequest,
+  type ListExecutionsResponse,
 } from "./gen/orbit/v1/workflow.js";
 import {
   AdminServiceClient,
@@ -240,6 +242,29 @@ export class OrbitClient {
     const res = await this.unary<DescribeBatchRequest, DescribeBatchResponse>(this.workflows.describeBatch, this.workflows, { batchId });
     if (res.batch === undefined) throw new Error(`no batch ${batchId}`);
     return res.batch;
+  }
+
+  /**
+   * One page of executions (their latest run each) matching `query` in the list query
+   * language (docs/queries.md), e.g. `workflow = 'billing' AND status = 'FAILED' ORDER BY
+   * created ASC`; newest first unless the query orders. `pageToken`: the previous page's
+   * `nextPageToken`. A query that does not parse or type-check is refused with
+   * `INVALID_QUERY`, its `ErrorInfo` metadata holding `position`, `line` and `column`.
+   */
+  listExecutions(query = "", opts: { pageSize?: number; pageToken?: string } = {}): Promise<ListExecutionsResponse> {
+    return this.unary<ListExecutionsRequest, ListExecutionsResponse>(this.workflows.listExecutions, this.workflows, {
+      statuses: [],
+      workflow: "",
+      version: "",
+      createdAfter: undefined,
+      createdBefore: undefined,
+      parentId: "",
+      rootId: "",
+      scheduleId: "",
+      pageSize: opts.pageSize ?? 0,
+      pageToken: opts.pageToken ?? "",
+      query,
+    });
   }
 
   /** One page of batches, newest first (`pageToken`: the previous page's `nextPageToken`). */

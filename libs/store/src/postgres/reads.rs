@@ -113,22 +113,39 @@ pub(crate) async fn list_executions(
     filter: &ExecutionFilter,
 ) -> PgResult<ExecutionPage> {
     let w = filter.window()?;
+    let ascending = filter.ascending()?;
     let status = filter.status.map(orbit_engine::Status::as_str);
-    let found = conn
-        .query(
-            sql::EXECUTION_LIST,
-            &[
-                &status,
-                &filter.workflow,
-                &filter.parent_id,
-                &w.after_created,
-                &w.after_id,
-                &w.limit,
-                &filter.schedule_id,
-            ],
-        )
-        .await?;
+    let fixed: [&(dyn ToSql + Sync); 7] = [
+        &status,
+        &filter.workflow,
+        &filter.parent_id,
+        &w.after_created,
+        &w.after_id,
+        &w.limit,
+        &filter.schedule_id,
+    ];
+    let found = match &filter.query {
+        None => conn.query(sql::EXECUTION_LIST, &fixed).await?,
+        Some(query) => {
+            let first = sql::EXECUTION_LIST_QUERY_FIRST_PARAM;
+            let compiled = orbit_query::compile(query, orbit_query::Dialect::Postgres, first);
+            let text = sql::execution_list_query(&compiled.where_sql, ascending);
+            let mut params: Vec<&(dyn ToSql + Sync)> = fixed.to_vec();
+            params.extend(compiled.params.iter().map(query_param));
+            conn.client().query(text.as_str(), &params).await?
+        }
+    };
     Ok(ExecutionPage::from_rows(rows::all(&found, rows::execution)?, &w))
+}
+
+/// A list query's value as a parameter (the SQL casts each placeholder to its type).
+fn query_param(value: &orbit_query::SqlValue) -> &(dyn ToSql + Sync) {
+    match value {
+        orbit_query::SqlValue::Text(s) => s,
+        orbit_query::SqlValue::Int(n) => n,
+        orbit_query::SqlValue::Double(x) => x,
+        orbit_query::SqlValue::Bool(b) => b,
+    }
 }
 
 /// The database's transaction counters (see [`crate::DbStats`]). `pg_current_xact_id()`

@@ -154,6 +154,27 @@ pub(crate) const EXECUTION_LIST: &str = concat!(
     ORDER BY created_at DESC, execution_id DESC
     LIMIT $6::bigint"
 );
+/// [`EXECUTION_LIST`] with a compiled list query (`orbit-query`, placeholders from `$8`)
+/// ANDed in, newest or (`ascending`) oldest first; the keyset continues in that direction.
+/// A text made per query: run unprepared, never cached.
+pub(crate) fn execution_list_query(where_sql: &str, ascending: bool) -> String {
+    let (after, dir) = if ascending { (">", "ASC") } else { ("<", "DESC") };
+    format!(
+        "SELECT {} FROM executions
+    WHERE ($1::text IS NULL OR status = $1::text)
+      AND ($2::text IS NULL OR workflow = $2::text)
+      AND ($3::text IS NULL OR parent_id = $3::text)
+      AND ($7::text IS NULL OR schedule_id = $7::text)
+      AND ($4::bigint IS NULL OR created_at {after} $4::bigint
+           OR (created_at = $4::bigint AND execution_id {after} $5::text))
+      AND ({where_sql})
+    ORDER BY created_at {dir}, execution_id {dir}
+    LIMIT $6::bigint",
+        execution_columns!()
+    )
+}
+/// The first placeholder of the list query in [`execution_list_query`].
+pub(crate) const EXECUTION_LIST_QUERY_FIRST_PARAM: usize = 8;
 pub(crate) const EVENT_LOAD_AFTER: &str = "SELECT seq, origin, payload, timestamp
     FROM history_events WHERE execution_id = $1::text AND run = $2::bigint AND seq > $3::bigint
     ORDER BY seq";

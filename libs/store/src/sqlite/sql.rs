@@ -46,6 +46,9 @@ pub(crate) const EXECUTION_INSERT: &str = concat!(
 );
 pub(crate) const EXECUTION_GET: &str =
     concat!("SELECT ", execution_columns!(), " FROM executions WHERE execution_id = ?1");
+/// The first placeholder of a list query (`orbit-query`) in [`execution_list_query`].
+pub(crate) const EXECUTION_LIST_QUERY_FIRST_PARAM: usize = 8;
+
 /// The list of executions, newest first, continuing strictly after the keyset
 /// (`created_at`, `execution_id`) of the previous page's last row.
 ///
@@ -56,30 +59,50 @@ pub(crate) const EXECUTION_GET: &str =
 /// present filters lets it pick `executions_by_status` / `_by_workflow` / `_by_schedule`.
 /// Parameters: ?1 status, ?2 workflow, ?3 parent, ?4/?5 the page token's (created_at,
 /// execution_id), ?6 the limit, ?7 schedule id.
-pub(crate) fn execution_list(
+///
+/// A compiled list query (`orbit-query`, placeholders from `?8`) is ANDed in when given;
+/// the page is newest or (`ascending`) oldest first, and the keyset continues in that
+/// direction.
+pub(crate) fn execution_list_query(
     status: bool,
     workflow: bool,
     parent: bool,
     schedule: bool,
     after: bool,
+    query: Option<&str>,
+    ascending: bool,
 ) -> String {
     let mut sql =
         String::from(concat!("SELECT ", execution_columns!(), " FROM executions WHERE 1 = 1"));
+    let keyset = if ascending {
+        " AND (created_at > ?4 OR (created_at = ?4 AND execution_id > ?5))"
+    } else {
+        " AND (created_at < ?4 OR (created_at = ?4 AND execution_id < ?5))"
+    };
     for (present, condition) in [
         (status, " AND status = ?1"),
         (workflow, " AND workflow = ?2"),
         (parent, " AND parent_id = ?3"),
         (schedule, " AND schedule_id = ?7"),
-        (after, " AND (created_at < ?4 OR (created_at = ?4 AND execution_id < ?5))"),
+        (after, keyset),
     ] {
         if present {
             sql.push_str(condition);
         }
     }
+    if let Some(query) = query {
+        sql.push_str(" AND (");
+        sql.push_str(query);
+        sql.push(')');
+    }
     // Every numbered parameter is always bound (rusqlite checks the count against the
     // highest number used); these always-true terms keep each one in the statement.
     sql.push_str(" AND (?1 IS NULL OR 1) AND (?2 IS NULL OR 1) AND (?3 IS NULL OR 1) AND (?4 IS NULL OR 1) AND (?5 IS NULL OR 1) AND (?7 IS NULL OR 1)");
-    sql.push_str(" ORDER BY created_at DESC, execution_id DESC LIMIT ?6");
+    if ascending {
+        sql.push_str(" ORDER BY created_at ASC, execution_id ASC LIMIT ?6");
+    } else {
+        sql.push_str(" ORDER BY created_at DESC, execution_id DESC LIMIT ?6");
+    }
     sql
 }
 pub(crate) const EXECUTION_RUN_AND_SEQ: &str =

@@ -520,6 +520,28 @@ class Client:
         )
         return json_format.MessageToDict(response.execution)
 
+    def list_executions(self, query: str = "", *, limit: int = 1000) -> List[Dict[str, Any]]:
+        """Executions (their latest run each) matching ``query`` in the list query language
+        (docs/queries.md), newest first unless it says ``ORDER BY created ASC``, following
+        the pages up to ``limit``: ``ExecutionInfo`` dicts with the proto's JSON field names
+        (``executionId``, ``workflow``, ``status`` e.g. ``"EXECUTION_STATUS_FAILED"``, ...).
+        A query that does not parse or type-check raises ``INVALID_QUERY``; the error's
+        details carry ``position``, ``line`` and ``column``."""
+        executions: List[Dict[str, Any]] = []
+        token = ""
+        while len(executions) < limit:
+            request = workflow_pb2.ListExecutionsRequest(
+                query=query, page_size=min(1000, limit - len(executions)), page_token=token
+            )
+            r = self._call(
+                lambda ch: self._workflows(ch).ListExecutions(request, metadata=self._metadata, timeout=self.timeout)
+            )
+            executions.extend(json_format.MessageToDict(e) for e in r.executions)
+            if not r.next_page_token:
+                break
+            token = r.next_page_token
+        return executions[:limit]
+
     def history(self, execution_id: str) -> List[Event]:
         """Every event of the latest run, oldest first (all pages)."""
         events: List[Event] = []

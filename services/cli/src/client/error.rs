@@ -54,6 +54,7 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 ErrorCode::InvalidArgument
                 | ErrorCode::InvalidDefinition
                 | ErrorCode::InvalidInput
+                | ErrorCode::InvalidQuery
                 | ErrorCode::SignalPayloadInvalid
                 | ErrorCode::PayloadTooLarge
                 | ErrorCode::PayloadTooDeep,

@@ -19,7 +19,7 @@ use super::describe::{description_json, description_text};
 use super::error::Failure;
 use super::follow::{event_line, follow_run, result_text};
 use super::input::{parse_json_arg, parse_priority, parse_workflow_ref, WorkflowRef};
-use super::listing::{history, list, StatusFilter};
+use super::listing::{history, list, ListFilters, StatusFilter};
 use super::output::{pretty, print_json, print_json_line, print_text, Fields, Format};
 use super::{ConnectArgs, Transport};
 
@@ -326,6 +326,7 @@ enum ExecutionCommand {
         "orbit execution list",
         "orbit execution list --status running --status compensating --workflow orders@2",
         "orbit execution list --status failed --limit 10 --output json",
+        "orbit execution list --query \"workflow = 'billing' AND status = 'FAILED' AND created > '2026-11-24'\"",
     ))]
     List {
         /// Only these statuses (repeatable).
@@ -337,6 +338,10 @@ enum ExecutionCommand {
         /// At most this many executions.
         #[arg(long, value_name = "N", default_value_t = 100)]
         limit: u32,
+        /// A list query, ANDed with the filters above (docs/queries.md):
+        /// "workflow = 'billing' AND status IN ('FAILED', 'TIMED_OUT') ORDER BY created ASC".
+        #[arg(long, value_name = "QUERY")]
+        query: Option<String>,
     },
 }
 
@@ -543,8 +548,9 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
         ExecutionCommand::Fork(args) => {
             super::restore::fork(connect.workflow_client().await?, format, args).await
         }
-        ExecutionCommand::List { status, workflow, limit } => {
-            list(connect.workflow_client().await?, format, status, workflow, limit).await
+        ExecutionCommand::List { status, workflow, limit, query } => {
+            let filters = ListFilters { statuses: status, workflow, query };
+            list(connect.workflow_client().await?, format, filters, limit).await
         }
     }
 }

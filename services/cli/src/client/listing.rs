@@ -3,6 +3,7 @@
 
 use clap::ValueEnum;
 use orbit_api::v1::{ExecutionStatus, GetHistoryRequest, ListExecutionsRequest};
+use orbit_server_kit::error::OrbitError;
 use serde_json::json;
 
 use super::convert::{event_json, event_row, info_json, status_name};
@@ -83,14 +84,26 @@ pub async fn history(
     Ok(())
 }
 
-/// `execution list`: pages until `limit` executions or the last page.
+/// What `execution list` filters on.
+pub struct ListFilters {
+    /// `--status` (any of these).
+    pub statuses: Vec<StatusFilter>,
+    /// `--workflow NAME[@VERSION]`.
+    pub workflow: Option<WorkflowRef>,
+    /// `--query`.
+    pub query: Option<String>,
+}
+
+/// `execution list`: pages until `limit` executions or the last page. A refused `--query`
+/// is shown with a caret under the place the server points at.
 pub async fn list(
     mut client: Client,
     format: Format,
-    statuses: Vec<StatusFilter>,
-    workflow: Option<WorkflowRef>,
+    filters: ListFilters,
     limit: u32,
 ) -> Result<(), Failure> {
+    let ListFilters { statuses, workflow, query } = filters;
+    let query = query.unwrap_or_default();
     let statuses: Vec<i32> =
         statuses.into_iter().map(|s| ExecutionStatus::from(s).into()).collect();
     let (workflow, version) =
@@ -104,9 +117,20 @@ pub async fn list(
             version: version.clone(),
             page_size: (limit - u32::try_from(executions.len()).unwrap_or(limit)).min(1000),
             page_token,
+            query: query.clone(),
             ..ListExecutionsRequest::default()
         };
-        let page = client.list_executions(request).await?.into_inner();
+        let page = match client.list_executions(request).await {
+            Ok(page) => page.into_inner(),
+            Err(status) => {
+                if let Some((_, line, column)) =
+                    OrbitError::from_status(&status).and_then(|e| e.query_position())
+                {
+                    eprint!("{}", caret(&query, line, column));
+                }
+                return Err(status.into());
+            }
+        };
         executions.extend(page.executions);
         if page.next_page_token.is_empty() {
             break;
@@ -137,6 +161,18 @@ pub async fn list(
     Ok(())
 }
 
+/// The query's `line` (1-based) and a caret under its `column` (1-based, in characters),
+/// each indented two spaces.
+fn caret(query: &str, line: usize, column: usize) -> String {
+    let text = query.lines().nth(line.saturating_sub(1)).unwrap_or("");
+    let pad: String = text
+        .chars()
+        .take(column.saturating_sub(1))
+        .map(|c| if c == '\t' { '\t' } else { ' ' })
+        .collect();
+    format!("  {text}\n  {pad}^\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,5 +198,14 @@ mod tests {
         );
         assert_eq!(StatusFilter::from_str("TIMED_OUT", true), Ok(StatusFilter::TimedOut));
         assert_eq!(StatusFilter::from_str("timed-out", true), Ok(StatusFilter::TimedOut));
+    }
+
+    #[test]
+    fn the_caret_stands_under_the_column() {
+        assert_eq!(caret("created > 5", 1, 11), "  created > 5\n            ^\n");
+        assert_eq!(caret("a = 1 AND\nb == 2", 2, 4), "  b == 2\n     ^\n");
+        // Columns count characters, not bytes.
+        assert_eq!(caret("é = 'x' AND ü", 1, 13), "  é = 'x' AND ü\n              ^\n");
+        assert_eq!(caret("", 1, 1), "  \n  ^\n");
     }
 }

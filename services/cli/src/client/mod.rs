@@ -17,7 +17,7 @@ Exit codes:
      execution ended FAILED, CANCELLED or TIMED_OUT; `replay` found a divergence;
      `batch start --wait`: the batch did not complete, or an execution refused
   2  usage error or invalid input: bad arguments, unreadable file, malformed JSON, or a
-     server error INVALID_ARGUMENT, INVALID_DEFINITION, INVALID_INPUT,
+     server error INVALID_ARGUMENT, INVALID_DEFINITION, INVALID_INPUT, INVALID_QUERY,
      SIGNAL_PAYLOAD_INVALID, PAYLOAD_TOO_LARGE, PAYLOAD_TOO_DEEP
   3  not found: WORKFLOW_NOT_FOUND, EXECUTION_NOT_FOUND, SCHEDULE_NOT_FOUND,
      BATCH_NOT_FOUND, RATE_LIMIT_NOT_FOUND, UNKNOWN_SIGNAL, UNKNOWN_QUERY, UNKNOWN_UPDATE,

@@ -17,6 +17,7 @@ mod commands;
 mod dedupe;
 mod definitions;
 mod delete;
+mod list_query;
 mod migrate;
 mod quarantine;
 pub(crate) mod reads;

@@ -274,6 +274,8 @@ pub(crate) async fn history(
     Ok(GetHistoryResponse { events, next_page_token, run })
 }
 
+/// The `query` (`list_query.rs`) is ANDed with the other filters in the store's SQL.
+///
 /// Filters the store cannot apply (several statuses, version, time range, root, schedule)
 /// are applied to each store page, so a page may hold fewer than `page_size` results; the
 /// token is the store's and stays valid.
@@ -304,6 +306,7 @@ pub(crate) async fn list_executions(
     let created_after = created_after.map_err(|e| invalid("created_after", e.to_string()))?;
     let created_before = req.created_before.as_ref().map(timestamp_to_ms).transpose();
     let created_before = created_before.map_err(|e| invalid("created_before", e.to_string()))?;
+    let query = super::list_query::list_query(&req.query)?;
     let single_status = match statuses.as_slice() {
         [Some(one)] => Some(*one),
         _ => None,
@@ -315,6 +318,7 @@ pub(crate) async fn list_executions(
         schedule_id: rules::optional("schedule_id", &req.schedule_id)?.map(str::to_string),
         page_size: u32::try_from(validate::page_size(req.page_size, 100, 1000)).unwrap_or(1000),
         page_token: (!req.page_token.is_empty()).then(|| req.page_token.clone()),
+        query,
     };
     let page = shared.store.list_executions(filter).await?;
     let keep = |row: &ExecutionRow| {
