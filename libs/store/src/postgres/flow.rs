@@ -44,8 +44,10 @@ pub(crate) async fn claim_limited(
     };
     let key: [&(dyn ToSql + Sync); 1] = [&FLOW_LOCK_KEY];
     let params = args.params();
-    // Committed synchronously (unlike the ordinary claim): the starts taken from the
-    // buckets must survive a crash, or a window could be used twice.
+    // Committed synchronously when it claimed a row under a concurrency key or a rate limit
+    // (the statement sets `synchronous_commit` for its transaction, `durability`): the
+    // starts taken from the buckets and the slots taken must survive a crash, or a window
+    // could be used twice and a key run twice. Fair rows alone commit as the ordinary claim.
     conn.begin_marker();
     let mut outcomes = {
         let client = conn.client();

@@ -101,7 +101,11 @@ macro_rules! claim_filter {
 ///   (docs/flow-control.md, "Fair queues"): of keys with equal shares, the one served
 ///   longest ago goes first, so two keys on one worker slot alternate.
 /// * `claimed`/`dispatched`: the picked rows claimed as `TASK_CLAIM` claims (a row the
-///   owner cancelled meanwhile no longer matches); `served`: each claimed fair key's last
+///   owner cancelled meanwhile no longer matches); `durability`: the transaction commits
+///   synchronously only when it claimed a row under a concurrency key or a rate limit (a
+///   claim of those lost in a crash could let a key run twice or a window be used twice);
+///   a claim of fair rows alone commits as the ordinary claim does, without waiting for its
+///   WAL flush (a lost one is a redelivery); `served`: each claimed fair key's last
 ///   service, numbered after every earlier one in pick order; `taken`: their starts added
 ///   to the buckets (counted from the rows actually claimed).
 /// * the result: the claimed rows in pick order (`task_columns!`, one all-NULL row when
@@ -238,11 +242,15 @@ pub(crate) const TASK_CLAIM_LIMITED: &str = concat!(
             window_start = excluded.window_start),
     summary AS (
         SELECT COALESCE(bool_or(NOT passes), false) AS blocked, min(retry_at) AS retry_at
-        FROM verdict)
+        FROM verdict),
+    durability AS (
+        SELECT set_config('synchronous_commit', CASE WHEN EXISTS (SELECT 1 FROM claimed
+            WHERE concurrency_key IS NOT NULL OR rate_key IS NOT NULL) THEN 'on' ELSE 'off' END,
+            true) AS mode)
     SELECT ",
     task_columns!(),
     ", CASE WHEN id IS NOT NULL THEN pg_notify('orbit_inbox', '') END, blocked, retry_at
-    FROM summary LEFT JOIN claimed ON true ORDER BY pick"
+    FROM summary CROSS JOIN durability LEFT JOIN claimed ON true ORDER BY pick"
 );
 
 /// Whether limited rows are queued or hold a concurrency key (the two partial indexes).
