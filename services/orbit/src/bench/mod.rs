@@ -7,6 +7,7 @@
 //! ([`sleepers`], [`priority`], [`fairness`]).
 
 mod args;
+mod backlog;
 mod db;
 mod fairness;
 mod priority;

@@ -30,6 +30,7 @@
 mod report;
 
 use super::args::BenchArgs;
+use super::backlog;
 use super::priority::step_scheduled_ms;
 use orbit_api::v1 as pb;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
@@ -50,9 +51,6 @@ const WORKFLOW: &str = "name: bench-fair\nversion: \"1\"\nfairness:\n  key: \"${
 
 /// The longest one phase of tenant B may take: far beyond any figure worth reporting.
 const PHASE_WITHIN: Duration = Duration::from_secs(300);
-
-/// The longest tenant A may go without a task starting before the run gives up.
-const DRAIN_STALL: Duration = Duration::from_secs(60);
 
 /// What the fairness run needs from `bench`.
 pub struct Setup {
@@ -110,7 +108,7 @@ pub async fn run(args: &BenchArgs, setup: Setup) -> anyhow::Result<()> {
         loaded.measured,
         accepted.saturating_sub(a_before)
     );
-    drain(&seen, accepted).await?;
+    backlog::drain(&seen.a_finished, accepted, "tenant-A tasks").await?;
     let report = Report {
         executions: accepted,
         start_failures: failed,
@@ -214,59 +212,13 @@ async fn start_tenant_a(
     run_id: &str,
 ) -> anyhow::Result<(u64, u64)> {
     let shape = args.shape();
-    let n = shape.executions;
-    eprintln!("starting {n} tenant-A executions");
-    let gate = Arc::new(Semaphore::new(shape.concurrency.max(1)));
-    let (started, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let began = Instant::now();
-    let mut handles = Vec::new();
-    for i in 0..n {
-        let permit = gate.clone().acquire_owned().await?;
-        let channel = channels[usize::try_from(i).unwrap_or(0) % channels.len()].clone();
-        let (started, failed) = (started.clone(), failed.clone());
-        let request = pb::StartExecutionRequest {
-            workflow: "bench-fair".into(),
-            input: Some(json_to_proto(json!({ "tenant": "a", "n": i }))),
-            execution_id: format!("fair-{run_id}-a{i}"),
-            ..Default::default()
-        };
-        handles.push(tokio::spawn(async move {
-            match WorkflowServiceClient::new(channel).start_execution(request).await {
-                Ok(_) => started.fetch_add(1, Ordering::Relaxed),
-                Err(_) => failed.fetch_add(1, Ordering::Relaxed),
-            };
-            drop(permit);
-        }));
-        if i % 1000 == 999 {
-            eprint!("\r  {}/{n} started", i + 1);
-        }
-        if handles.len() >= 4 * shape.concurrency.max(1) {
-            handles.retain(|h: &tokio::task::JoinHandle<()>| !h.is_finished());
-        }
-    }
-    for h in handles {
-        h.await?;
-    }
-    let (ok, failed) = (started.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
-    eprintln!("\r  {ok}/{n} started in {:.1} s ({failed} failed)", began.elapsed().as_secs_f64());
-    Ok((ok, failed))
-}
-
-/// Waits until every tenant-A task has run.
-async fn drain(seen: &Seen, accepted: u64) -> anyhow::Result<()> {
-    let (mut last, mut moved) = (u64::MAX, Instant::now());
-    loop {
-        let finished = seen.a_finished.load(Ordering::Relaxed);
-        if finished >= accepted {
-            return Ok(());
-        }
-        if finished != last {
-            (last, moved) = (finished, Instant::now());
-        }
-        anyhow::ensure!(
-            moved.elapsed() < DRAIN_STALL,
-            "tenant A stopped draining: {finished} of {accepted} tasks ran"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let request = |i: u64| pb::StartExecutionRequest {
+        workflow: "bench-fair".into(),
+        input: Some(json_to_proto(json!({ "tenant": "a", "n": i }))),
+        execution_id: format!("fair-{run_id}-a{i}"),
+        ..Default::default()
+    };
+    let hooks = Arc::new(backlog::NoHooks);
+    let what = "tenant-A executions";
+    backlog::start(channels, shape.executions, shape.concurrency, what, request, hooks).await
 }

@@ -40,6 +40,7 @@
 mod report;
 
 use super::args::BenchArgs;
+use super::backlog::{self, StartHooks};
 use hdrhistogram::Histogram;
 use orbit_api::v1 as pb;
 use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
@@ -52,7 +53,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -61,9 +61,6 @@ const WORKFLOW: &str = "name: bench-priority\nversion: \"1\"\ntasks:\n  bench.st
 /// The longest one priority-1 execution may take: far beyond any figure worth reporting,
 /// short enough that workers that never connect end the run with an error.
 const PROBE_WITHIN: Duration = Duration::from_secs(120);
-
-/// The longest the backlog may go without a task starting before the run gives up.
-const DRAIN_STALL: Duration = Duration::from_secs(60);
 
 /// What the priority run needs from `bench`.
 pub struct Setup {
@@ -142,7 +139,7 @@ pub async fn run(args: &BenchArgs, setup: Setup) -> anyhow::Result<()> {
         backlog_first.unwrap_or(0),
         backlog_last.unwrap_or(0)
     );
-    drain(&seen, accepted).await?;
+    backlog::drain(&seen.bulk_finished, accepted, "priority-5 tasks").await?;
     let bulk = lock(&seen.bulk_wait).clone();
     let report = Report {
         executions: accepted,
@@ -255,66 +252,26 @@ async fn start_backlog(
     run_id: &str,
 ) -> anyhow::Result<(u64, u64)> {
     let shape = args.shape();
-    let n = shape.executions;
-    eprintln!("starting {n} priority-5 executions");
-    let gate = Arc::new(Semaphore::new(shape.concurrency.max(1)));
-    let (started, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let began = Instant::now();
-    let mut handles = Vec::new();
-    for i in 0..n {
-        let permit = gate.clone().acquire_owned().await?;
-        let channel = channels[usize::try_from(i).unwrap_or(0) % channels.len()].clone();
-        let (seen, started, failed) = (seen.clone(), started.clone(), failed.clone());
-        let id = format!("prio-{run_id}-b{i}");
-        handles.push(tokio::spawn(async move {
-            let request = pb::StartExecutionRequest {
-                workflow: "bench-priority".into(),
-                version: String::new(),
-                input: Some(json_to_proto(json!({ "bulk": true, "n": i }))),
-                execution_id: id.clone(),
-                priority: 5,
-            };
-            // Before the call: its task may reach a handler before the call returns.
-            lock(&seen.bulk_calls).insert(id.clone(), Instant::now());
-            match WorkflowServiceClient::new(channel).start_execution(request).await {
-                Ok(_) => started.fetch_add(1, Ordering::Relaxed),
-                Err(_) => {
-                    lock(&seen.bulk_calls).remove(&id);
-                    failed.fetch_add(1, Ordering::Relaxed)
-                }
-            };
-            drop(permit);
-        }));
-        if i % 1000 == 999 {
-            eprint!("\r  {}/{n} started", i + 1);
-        }
-        if handles.len() >= 4 * shape.concurrency.max(1) {
-            handles.retain(|h: &tokio::task::JoinHandle<()>| !h.is_finished());
-        }
-    }
-    for h in handles {
-        h.await?;
-    }
-    let (ok, failed) = (started.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
-    eprintln!("\r  {ok}/{n} started in {:.1} s ({failed} failed)", began.elapsed().as_secs_f64());
-    Ok((ok, failed))
+    let request = |i: u64| pb::StartExecutionRequest {
+        workflow: "bench-priority".into(),
+        version: String::new(),
+        input: Some(json_to_proto(json!({ "bulk": true, "n": i }))),
+        execution_id: format!("prio-{run_id}-b{i}"),
+        priority: 5,
+    };
+    let hooks: Arc<dyn StartHooks> = Arc::new(BulkCalls(seen.clone()));
+    let what = "priority-5 executions";
+    backlog::start(channels, shape.executions, shape.concurrency, what, request, hooks).await
 }
 
-/// Waits until every priority-5 task has run.
-async fn drain(seen: &Seen, accepted: u64) -> anyhow::Result<()> {
-    let (mut last, mut moved) = (u64::MAX, Instant::now());
-    loop {
-        let finished = seen.bulk_finished.load(Ordering::Relaxed);
-        if finished >= accepted {
-            return Ok(());
-        }
-        if finished != last {
-            (last, moved) = (finished, Instant::now());
-        }
-        anyhow::ensure!(
-            moved.elapsed() < DRAIN_STALL,
-            "the backlog stopped draining: {finished} of {accepted} priority-5 tasks ran"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+/// Notes each priority-5 start call's time, for its task's wait.
+struct BulkCalls(Arc<Seen>);
+
+impl StartHooks for BulkCalls {
+    fn before(&self, id: &str) {
+        lock(&self.0.bulk_calls).insert(id.to_string(), Instant::now());
+    }
+    fn failed(&self, id: &str) {
+        lock(&self.0.bulk_calls).remove(id);
     }
 }
