@@ -97,7 +97,9 @@ impl WorkerBuilder {
         self
     }
 
-    /// Adds a label shown in `ListWorkers` (`Hello.labels`).
+    /// Adds a label (`Hello.labels`), shown in `ListWorkers`: a step's `on: {key: value}`
+    /// sends its attempts only to workers holding every pair it names
+    /// (docs/flow-control.md, "Worker pools and sticky workers").
     pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.labels.insert(key.into(), value.into());
         self

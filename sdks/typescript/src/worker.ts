@@ -63,7 +63,7 @@ export interface WorkerOptions extends ConnectionConfig {
   workerId?: string;
   /** The most tasks run at once, mapped to stream credits (default 10). */
   maxConcurrency?: number;
-  /** Labels shown in `ListWorkers`. */
+  /** Labels shown in `ListWorkers`; a step's `on: {key: value}` runs only on workers holding every pair. */
   labels?: Record<string, string>;
   /** How long a drain may take before `run` fails with {@link DrainTimeout} (default 30 s). */
   drainTimeoutMs?: number;
