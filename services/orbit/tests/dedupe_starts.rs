@@ -76,16 +76,22 @@ async fn executions_of(c: &mut WorkflowServiceClient<Channel>, workflow: &str) -
 
 /// Describes `id` until it exists (a debounce fired), bounded by `within`.
 async fn wait_created(c: &mut WorkflowServiceClient<Channel>, id: &str, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let request = pb::DescribeExecutionRequest { execution_id: id.into(), run: 0, at_seq: 0 };
-        match c.describe_execution(request).await {
-            Ok(_) => return,
-            Err(s) => assert_eq!(code(&s), "EXECUTION_PENDING_START", "{s:?}"),
-        }
-        assert!(Instant::now() < deadline, "{id} was not created within {within:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    poll_until(
+        within,
+        || format!("{id} was not created"),
+        async || {
+            let request =
+                pb::DescribeExecutionRequest { execution_id: id.into(), run: 0, at_seq: 0 };
+            match c.describe_execution(request).await {
+                Ok(_) => Some(()),
+                Err(s) => {
+                    assert_eq!(code(&s), "EXECUTION_PENDING_START", "{s:?}");
+                    None
+                }
+            }
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

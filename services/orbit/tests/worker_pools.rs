@@ -136,23 +136,22 @@ async fn pending_until(
     id: &str,
     check: impl Fn(&pb::PendingTask) -> bool,
 ) -> pb::PendingTask {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let d = c
-            .describe_execution(pb::DescribeExecutionRequest {
-                execution_id: id.into(),
-                ..Default::default()
-            })
-            .await
-            .expect("describe")
-            .into_inner();
-        let task = d.execution.and_then(|e| e.pending_tasks.into_iter().next());
-        if let Some(t) = task.filter(|t| check(t)) {
-            return t;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{id}: the pending task never matched");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll_until(
+        WAIT,
+        || format!("{id}: the pending task never matched"),
+        async || {
+            let d = c
+                .describe_execution(pb::DescribeExecutionRequest {
+                    execution_id: id.into(),
+                    ..Default::default()
+                })
+                .await
+                .expect("describe")
+                .into_inner();
+            d.execution.and_then(|e| e.pending_tasks.into_iter().next()).filter(|t| check(t))
+        },
+    )
+    .await
 }
 
 #[tokio::test]
@@ -255,20 +254,20 @@ async fn a_sticky_workflow_stays_on_one_worker_and_falls_back_when_it_is_gone() 
     drop(leaving);
     let mut admin =
         pb::admin_service_client::AdminServiceClient::new(channel_to(&server.address()).await);
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let workers = admin
-            .list_workers(pb::ListWorkersRequest::default())
-            .await
-            .expect("list workers")
-            .into_inner()
-            .workers;
-        if !workers.iter().any(|w| w.worker_id == gone_worker && w.online) {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{gone_worker} never went offline");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll_until(
+        WAIT,
+        || format!("{gone_worker} never went offline"),
+        async || {
+            let workers = admin
+                .list_workers(pb::ListWorkersRequest::default())
+                .await
+                .expect("list workers")
+                .into_inner()
+                .workers;
+            (!workers.iter().any(|w| w.worker_id == gone_worker && w.online)).then_some(())
+        },
+    )
+    .await;
     worker_client(&server.address())
         .await
         .complete_task(pb::CompleteTaskRequest {

@@ -308,30 +308,29 @@ async fn split_keeps_one_holder_per_key_through_an_owner_kill() {
         ids.push(id);
     }
     let completed = || count(&topo, "SELECT count(*) FROM executions WHERE status = 'COMPLETED'");
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    while completed() < (EXECUTIONS / 4) as u64 {
-        assert!(std::time::Instant::now() < deadline, "a quarter did not complete");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let within = Duration::from_secs(300);
+    let quarter = (EXECUTIONS / 4) as u64;
+    poll_until(
+        within,
+        || "a quarter did not complete".into(),
+        async || (completed() >= quarter).then_some(()),
+    )
+    .await;
     // The kill must catch owner-1 with open executions (holding or waiting for a slot).
     let held_open = "SELECT count(*) FROM owners o JOIN executions e USING (execution_id) \
                      WHERE o.node_id = 'owner-1' AND e.status = 'RUNNING'";
-    while count(&topo, held_open) == 0 {
-        assert!(std::time::Instant::now() < deadline, "owner-1 holds no open execution");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    poll_until(
+        within,
+        || "owner-1 holds no open execution".into(),
+        async || (count(&topo, held_open) > 0).then_some(()),
+    )
+    .await;
     topo.signal("owner-1", "KILL");
     let open_on_dead = "SELECT count(*) FROM owners o JOIN executions e USING (execution_id) \
                         WHERE o.node_id = 'owner-1' AND e.status <> 'COMPLETED'";
-    while completed() < EXECUTIONS as u64 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} of {EXECUTIONS} completed; by status: {:?}",
-            completed(),
-            psql(&topo, "SELECT status, count(*) FROM executions GROUP BY 1")
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let by_status = || psql(&topo, "SELECT status, count(*) FROM executions GROUP BY 1");
+    let not_all = || format!("not all {EXECUTIONS} completed; by status: {:?}", by_status());
+    poll_until(within, not_all, async || (completed() >= EXECUTIONS as u64).then_some(())).await;
     assert_eq!(count(&topo, open_on_dead), 0, "owner-1's open executions were taken over");
     sampling.cancel();
     let (samples, doubled) = sampler.await.expect("sampler");

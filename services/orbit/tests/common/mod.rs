@@ -381,6 +381,27 @@ pub async fn history(
     }
 }
 
+/// How often [`poll_until`] and [`history_until`] look again at a real process's state.
+pub const POLL: Duration = Duration::from_millis(50);
+
+/// Calls `probe` every [`POLL`] until it returns `Some` (its value is returned), failing
+/// with `what()` once `within` has passed: the one wait-until loop for state of another
+/// process, which paused time cannot reach.
+pub async fn poll_until<T>(
+    within: Duration,
+    what: impl FnOnce() -> String,
+    mut probe: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{} (waited {within:?})", what());
+        tokio::time::sleep(POLL).await;
+    }
+}
+
 /// Polls the history until `pred` holds (bounded); returns the last history read.
 pub async fn history_until(
     client: &mut WorkflowServiceClient<Channel>,
@@ -398,7 +419,7 @@ pub async fn history_until(
             let types: Vec<_> = h.iter().map(|e| format!("{}({})", e.event_type, e.step)).collect();
             panic!("history of {id} did not reach the expected state within {within:?}: {types:?}");
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(POLL).await;
     }
 }
 
