@@ -118,23 +118,7 @@ async fn pending_until(
     id: &str,
     check: impl Fn(&pb::PendingTask) -> bool,
 ) -> pb::PendingTask {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let d = c
-            .describe_execution(pb::DescribeExecutionRequest {
-                execution_id: id.into(),
-                ..Default::default()
-            })
-            .await
-            .expect("describe")
-            .into_inner();
-        let task = d.execution.and_then(|e| e.pending_tasks.into_iter().find(|t| t.unit == "a"));
-        if let Some(t) = task.filter(|t| check(t)) {
-            return t;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{id}: the pending task never matched");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    pending_task_until(c, id, WAIT, |t| t.unit == "a" && check(t)).await
 }
 
 /// The next task delivered to `w`, skipping the acks of results sent before (bounded).

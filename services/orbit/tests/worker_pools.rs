@@ -136,22 +136,7 @@ async fn pending_until(
     id: &str,
     check: impl Fn(&pb::PendingTask) -> bool,
 ) -> pb::PendingTask {
-    poll_until(
-        WAIT,
-        || format!("{id}: the pending task never matched"),
-        async || {
-            let d = c
-                .describe_execution(pb::DescribeExecutionRequest {
-                    execution_id: id.into(),
-                    ..Default::default()
-                })
-                .await
-                .expect("describe")
-                .into_inner();
-            d.execution.and_then(|e| e.pending_tasks.into_iter().next()).filter(|t| check(t))
-        },
-    )
-    .await
+    pending_task_until(c, id, WAIT, check).await
 }
 
 #[tokio::test]

@@ -402,6 +402,27 @@ pub async fn poll_until<T>(
     }
 }
 
+/// The first of `id`'s pending tasks (`DescribeExecution`) for which `pick` holds, once one
+/// does (bounded by `within`).
+pub async fn pending_task_until(
+    client: &mut WorkflowServiceClient<Channel>,
+    id: &str,
+    within: Duration,
+    pick: impl Fn(&pb::PendingTask) -> bool,
+) -> pb::PendingTask {
+    let request = pb::DescribeExecutionRequest { execution_id: id.into(), ..Default::default() };
+    poll_until(
+        within,
+        || format!("{id}: no pending task matched"),
+        async || {
+            let d =
+                client.describe_execution(request.clone()).await.expect("describe").into_inner();
+            d.execution.and_then(|e| e.pending_tasks.into_iter().find(|t| pick(t)))
+        },
+    )
+    .await
+}
+
 /// Polls the history until `pred` holds (bounded); returns the last history read.
 pub async fn history_until(
     client: &mut WorkflowServiceClient<Channel>,
