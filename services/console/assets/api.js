@@ -9,6 +9,8 @@ export class ApiError extends Error {
     super(body.message || `HTTP ${status}`);
     this.status = status;
     this.code = body.code || 'UNKNOWN';
+    // Extra facts of the refusal (`INVALID_QUERY`: position, line, column).
+    this.info = body.info || {};
   }
 }
 

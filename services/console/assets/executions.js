@@ -1,9 +1,10 @@
-// The executions page: filters (workflow, status, created after/before, schedule id,
-// parent) in the URL, one page of ListExecutions at a time with its page token (the
+// The executions page: a query in the list language (querybar.js, `q=`) and filters
+// (workflow, status, created after/before, schedule id, parent) in the URL, one page of ListExecutions at a time with its page token (the
 // previous pages' tokens ride in the URL too, so Back and shared links work), and a live
 // refresh every few seconds while the page is open.
 
 import { call, esc, badge, when, errorBox, pager } from './api.js';
+import * as querybar from './querybar.js';
 
 const STATUSES = ['RUNNING', 'COMPENSATING', 'COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT', 'CONTINUED_AS_NEW', 'SUSPENDED'];
 const REFRESH_MS = 3000;
@@ -17,6 +18,7 @@ export function request(params) {
   if (params.get('parent')) body.parentId = params.get('parent');
   if (params.get('after')) body.createdAfter = new Date(params.get('after')).toISOString();
   if (params.get('before')) body.createdBefore = new Date(params.get('before')).toISOString();
+  if (params.get('q')) body.query = params.get('q');
   return body;
 }
 
@@ -25,6 +27,7 @@ export async function render(main, params) {
   main.innerHTML = `
     <h1>Executions</h1>
     <form class="filters" id="filters">
+      ${querybar.html(params.get('q') || '')}
       <label>Workflow <input name="workflow" value="${v('workflow')}" placeholder="any"></label>
       <label>Status <select name="status"><option value="">any</option>${STATUSES.map((s) => `<option ${params.get('status') === s ? 'selected' : ''}>${s}</option>`).join('')}</select></label>
       <label>Created after <input type="datetime-local" name="after" value="${v('after')}"></label>
@@ -42,6 +45,7 @@ export async function render(main, params) {
     for (const [k, val] of new FormData(e.target)) if (val) q.set(k, val);
     window.orbitGo(`/ui/executions?${q}`);
   };
+  querybar.attach(main.querySelector('#filters'), await searchNames());
   const list = main.querySelector('#list');
   const load = async () => {
     try {
@@ -53,12 +57,17 @@ export async function render(main, params) {
       list.innerHTML = (empty || table(answer.executions)) + pager('/ui/executions', params, answer.nextPageToken);
       if (selected) list.querySelector(`tr[data-href="${CSS.escape(selected)}"]`)?.classList.add('sel');
     } catch (e) {
-      list.innerHTML = errorBox(e);
+      list.innerHTML = e.code === 'INVALID_QUERY' ? querybar.errorHtml(e, params.get('q') || '') : errorBox(e);
     }
   };
   await load();
   const timer = setInterval(() => { if (main.querySelector('#live')?.checked && !document.hidden) load(); }, REFRESH_MS);
   return () => clearInterval(timer);
+}
+
+/** The declared search attributes' names, for completion (none when they cannot be read). */
+async function searchNames() {
+  return [];
 }
 
 function table(rows) {

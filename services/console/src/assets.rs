@@ -18,6 +18,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("batches.js", "text/javascript; charset=utf-8", include_str!("../assets/batches.js")),
     ("batchform.js", "text/javascript; charset=utf-8", include_str!("../assets/batchform.js")),
     ("scrubber.js", "text/javascript; charset=utf-8", include_str!("../assets/scrubber.js")),
+    ("querybar.js", "text/javascript; charset=utf-8", include_str!("../assets/querybar.js")),
     ("ratelimits.js", "text/javascript; charset=utf-8", include_str!("../assets/ratelimits.js")),
 ];
 

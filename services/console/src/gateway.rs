@@ -72,11 +72,13 @@ impl Refusal {
                 "details": e.details.iter().map(|d| serde_json::json!({
                     "path": d.path, "code": d.code, "message": d.message,
                 })).collect::<Vec<_>>(),
+                "info": e.info,
             }),
             None => serde_json::json!({
                 "code": format!("{:?}", status.code()).to_uppercase(),
                 "message": status.message(),
                 "details": [],
+                "info": {},
             }),
         };
         Refusal { http, body }
@@ -281,6 +283,12 @@ mod tests {
             assert_eq!(refusal.body["code"], code.as_str());
             assert_eq!(refusal.body["message"], "why");
         }
+        // An INVALID_QUERY refusal keeps its position for the query bar's caret.
+        let query = OrbitError::invalid_query("expected a datetime", 29, 1, 30).to_status();
+        let refusal = Refusal::from_status(&query);
+        assert_eq!(refusal.http, 400);
+        assert_eq!(refusal.body["info"]["column"], "30");
+        assert_eq!(refusal.body["info"]["line"], "1");
         let bare = Refusal::from_status(&tonic::Status::unimplemented("no"));
         assert_eq!((bare.http, bare.body["code"].as_str()), (501, Some("UNIMPLEMENTED")));
     }

@@ -57,6 +57,37 @@ try {
     await page.locator('#executions tbody tr', { hasText: 'demo-fail' }).waitFor();
     const failedIds = await page.locator('#executions tbody a[href^="/ui/executions/"]').allInnerTexts();
     check(JSON.stringify(failedIds.sort()) === '["demo-fail","demo-repair"]', `the failed executions only: ${failedIds}`);
+    // The query bar: completion of an attribute name (Tab) and of a status name inside
+    // the quotes (Enter), the query in the URL, its matches only; then a refused query
+    // drawn with a caret under the column the server names.
+    await page.goto(`${base}/ui/executions`);
+    await page.locator('#executions tbody tr').first().waitFor();
+    await page.click('#query');
+    await page.keyboard.type('stat');
+    await page.locator('#query-complete li', { hasText: 'status' }).waitFor();
+    await page.keyboard.press('Tab');
+    check(await page.inputValue('#query') === 'status ', `Tab takes the attribute: ${await page.inputValue('#query')}`);
+    await page.keyboard.type("= 'FA");
+    await page.locator('#query-complete li', { hasText: 'FAILED' }).waitFor();
+    await page.keyboard.press('Enter');
+    check(await page.inputValue('#query') === "status = 'FAILED'", `Enter takes the status: ${await page.inputValue('#query')}`);
+    check(await page.locator('#query-complete').isHidden(), 'the suggestions close once one is taken');
+    await page.keyboard.type(" AND execution_id STARTS_WITH 'demo-f'");
+    await page.keyboard.press('Enter');
+    await page.waitForURL(/[?&]q=/);
+    await page.locator('#executions tbody tr', { hasText: 'demo-fail' }).waitFor();
+    const queried = await page.locator('#executions tbody a[href^="/ui/executions/"]').allInnerTexts();
+    check(JSON.stringify(queried) === '["demo-fail"]', `the query's match only: ${queried}`);
+    await shot('console-query');
+    await page.fill('#query', "status = 'FAILED' AND created > 5");
+    await page.keyboard.press('Enter');
+    await page.locator('#query-error', { hasText: 'INVALID_QUERY' }).waitFor();
+    const caret = (await page.locator('#query-caret').innerText()).split('\n');
+    check(caret[1].indexOf('^') === caret[0].indexOf('5'), `the caret is under the refused value: ${JSON.stringify(caret)}`);
+    await shot('console-query-error');
+    console.log('query bar: ok');
+    await page.goto(`${base}/ui/executions?status=FAILED`);
+    await page.locator('#executions tbody tr', { hasText: 'demo-fail' }).waitFor();
     // Click through to it and its failed attempt on the timeline.
     await page.click('#executions a:has-text("demo-fail")');
     await page.waitForURL(/\/ui\/executions\/demo-fail/);
