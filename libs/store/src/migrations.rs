@@ -99,6 +99,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "execution_slots",
         sql: include_str!("../migrations/0017_execution_slots.sql"),
     },
+    Migration {
+        version: 18,
+        name: "flow_sweep",
+        sql: include_str!("../migrations/0018_flow_sweep.sql"),
+    },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).

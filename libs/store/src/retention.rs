@@ -12,6 +12,9 @@
 //! * expired trees: a root execution whose `delete_after` passed, with every execution of its
 //!   tree closed, is deleted with its children and every row of theirs (history of every run,
 //!   inbox, task, timer and owners rows).
+//! * idle flow-control rows: a rate bucket whose window ended counts nothing (the next
+//!   claim starts it over) and a fair key with no queued or running task has no tie to
+//!   break (a key without a row counts as served longest ago), so both rows go.
 
 /// Rows deleted by [`Retention::delete_done_rows`](crate::Retention::delete_done_rows).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -20,6 +23,15 @@ pub struct DoneRowsDeleted {
     pub inbox: u64,
     /// `done` task rows deleted.
     pub tasks: u64,
+}
+
+/// Rows deleted by [`Retention::delete_idle_flow_rows`](crate::Retention::delete_idle_flow_rows).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowRowsDeleted {
+    /// `rate_buckets` rows whose window ended.
+    pub buckets: u64,
+    /// `fair_served` rows of fair keys with no queued or running task.
+    pub fair_keys: u64,
 }
 
 /// What [`Retention::release_closed_owners`](crate::Retention::release_closed_owners) did.

@@ -445,6 +445,12 @@ pub trait Retention: Send + Sync {
     /// whose executions are all closed: every execution of the tree and all their rows.
     /// Concurrent callers (PostgreSQL) take disjoint trees (`SKIP LOCKED`).
     async fn delete_expired(&self, now_ms: u64, limit: u32) -> Result<ExecutionsDeleted>;
+
+    /// Deletes up to `limit` rate buckets whose window ended (store clock) and up to
+    /// `limit` `fair_served` rows of fair keys with no queued fair row and no claimed row.
+    /// Neither changes what a claim admits: an ended window starts over at the next claim,
+    /// and a missing served row only orders a returning key first among its ties.
+    async fn delete_idle_flow_rows(&self, limit: u32) -> Result<crate::FlowRowsDeleted>;
 }
 
 /// An operator's delete of one closed execution tree (`DeleteExecution`).

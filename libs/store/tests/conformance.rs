@@ -154,6 +154,7 @@ macro_rules! every_case {
             rate_limits_are_managed_by_name,
             fair_keys_take_turns_by_running_attempts,
             fair_keys_alternate_on_one_slot,
+            idle_flow_rows_are_swept,
             a_claim_behind_a_long_fair_queue_reads_each_key_s_head,
             fair_keys_share_by_weight,
             rows_without_a_fair_key_are_still_claimed,

@@ -1,6 +1,6 @@
 //! The retention sweeper: keeps the tables bounded without touching the hot path.
 //!
-//! Every `interval` it runs four sweeps (the rules are in `orbit_store`'s retention
+//! Every `interval` it runs five sweeps (the rules are in `orbit_store`'s retention
 //! methods), each as a series of small transactions with a pause between them, until a
 //! sweep finds less than a full batch:
 //! 1. applied inbox entries and `done` task rows older than `done_grace` are deleted — the
@@ -12,7 +12,9 @@
 //! 3. trees whose root's `delete_after` (recorded by the owner at close from the workflow's
 //!    `retention` or the owner's `--retention`) has passed are deleted with every row;
 //! 4. `dedupe: {keep: first}` windows that ended are deleted (`start_dedupe` rows; a
-//!    debounce's row goes when it fires).
+//!    debounce's row goes when it fires);
+//! 5. idle flow-control rows: rate buckets whose window ended and the `fair_served` rows of
+//!    fair keys with nothing queued or running (neither changes what a claim admits).
 //!
 //! Any number of sweepers may run (one per scheduler): PostgreSQL hands them disjoint rows
 //! (`SKIP LOCKED`); on SQLite each batch is one short job of the single writer. Errors are
@@ -69,6 +71,8 @@ pub struct Swept {
     pub expired: ExecutionsDeleted,
     /// Ended `dedupe: {keep: first}` windows.
     pub dedupe_windows: u64,
+    /// Idle flow-control rows (ended rate windows, idle fair keys).
+    pub flow: orbit_store::FlowRowsDeleted,
 }
 
 /// The sweeper. Cheap to clone.
@@ -106,6 +110,8 @@ impl Sweeper {
                     executions = s.expired.executions,
                     events = s.expired.events,
                     dedupe_windows = s.dedupe_windows,
+                    rate_buckets = s.flow.buckets,
+                    fair_keys = s.flow.fair_keys,
                     "retention sweep"
                 ),
                 Ok(_) => {}
@@ -114,7 +120,7 @@ impl Sweeper {
         }
     }
 
-    /// One round of the four sweeps (see the module docs).
+    /// One round of the five sweeps (see the module docs).
     ///
     /// # Errors
     /// The store failed; what earlier batches deleted stays deleted.
@@ -153,6 +159,14 @@ impl Sweeper {
             let n = self.store.sweep_start_dedupe(self.clock.now(), rows).await?;
             s.dedupe_windows += n;
             if !self.again(n, rows, shutdown).await {
+                break;
+            }
+        }
+        loop {
+            let f = self.store.delete_idle_flow_rows(rows).await?;
+            s.flow.buckets += f.buckets;
+            s.flow.fair_keys += f.fair_keys;
+            if !self.again(f.buckets.max(f.fair_keys), rows, shutdown).await {
                 break;
             }
         }

@@ -593,6 +593,10 @@ impl Retention for PgStore {
     async fn delete_expired(&self, now_ms: u64, limit: u32) -> Result<ExecutionsDeleted> {
         run!(self, Kind::Write, |c| retention::delete_expired(c, now_ms, limit))
     }
+
+    async fn delete_idle_flow_rows(&self, limit: u32) -> Result<crate::FlowRowsDeleted> {
+        run!(self, Kind::Write, |c| retention::delete_idle_flow_rows(c, limit))
+    }
 }
 
 #[async_trait::async_trait]

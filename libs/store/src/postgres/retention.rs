@@ -9,7 +9,8 @@ use super::conn::PgConn;
 use super::error::PgResult;
 use super::rows::{get, get_u64, to_i64};
 use crate::retention::{
-    finished_reply, DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased,
+    finished_reply, DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, FlowRowsDeleted,
+    OwnersReleased,
 };
 use tokio_postgres::types::ToSql;
 
@@ -37,6 +38,26 @@ pub(super) const DELETE_DONE: &str = concat!(
     now_ms!(),
     " - $1::bigint ORDER BY updated_at LIMIT $2::bigint FOR UPDATE SKIP LOCKED) RETURNING 1)
     SELECT (SELECT count(*) FROM i), (SELECT count(*) FROM t)"
+);
+
+/// Rate buckets whose window ended and served rows of idle fair keys (the rules of
+/// `sqlite/retention.rs`'s statements), each batch locked with `SKIP LOCKED`.
+pub(super) const DELETE_IDLE_FLOW: &str = concat!(
+    "WITH b AS (DELETE FROM rate_buckets WHERE bucket IN (
+            SELECT bucket FROM rate_buckets WHERE expires_at <= ",
+    now_ms!(),
+    " OR (expires_at IS NULL AND window_start + 31622400000 <= ",
+    now_ms!(),
+    ") LIMIT $1::bigint FOR UPDATE SKIP LOCKED) RETURNING 1),
+    f AS (DELETE FROM fair_served WHERE fair_key IN (
+            SELECT s.fair_key FROM fair_served s
+            WHERE NOT EXISTS (SELECT 1 FROM task_queue q
+                    WHERE q.state = 'claimed' AND q.fair_key = s.fair_key)
+                AND NOT EXISTS (SELECT 1 FROM task_queue q WHERE q.state = 'queued'
+                    AND q.limited AND q.concurrency_key IS NULL AND q.rate_key IS NULL
+                    AND q.fair_key = s.fair_key)
+            ORDER BY s.served_at LIMIT $1::bigint FOR UPDATE SKIP LOCKED) RETURNING 1)
+    SELECT (SELECT count(*) FROM b), (SELECT count(*) FROM f)"
 );
 
 /// Owners rows of closed, quiet trees (roots closed before now - `$1`), in one statement:
@@ -132,6 +153,14 @@ pub(crate) async fn delete_done_rows(
     let params: [&(dyn ToSql + Sync); 2] = [&to_i64(grace_ms, "grace")?, &i64::from(limit)];
     let c = counts(&conn.query(DELETE_DONE, &params).await?, 2)?;
     Ok(DoneRowsDeleted { inbox: c[0], tasks: c[1] })
+}
+
+pub(crate) async fn delete_idle_flow_rows(
+    conn: &mut PgConn,
+    limit: u32,
+) -> PgResult<FlowRowsDeleted> {
+    let c = counts(&conn.query(DELETE_IDLE_FLOW, &[&i64::from(limit)]).await?, 2)?;
+    Ok(FlowRowsDeleted { buckets: c[0], fair_keys: c[1] })
 }
 
 pub(crate) async fn release_closed_owners(

@@ -191,13 +191,15 @@ const SERVED: &str = "INSERT INTO fair_served (fair_key, served_at)
     ON CONFLICT (fair_key) DO UPDATE SET served_at = excluded.served_at";
 
 /// Takes `?3` starts from the bucket `?1` in the window `?2` (a stored older window
-/// starts over).
-const TAKE_STARTS: &str = "INSERT INTO rate_buckets (bucket, window_start, used)
-    VALUES (?1, ?2, ?3)
+/// starts over). The window ends one period of the claimed row `?4` later (the row's own
+/// period or its named limit's, as the judge read it): the sweeper's `expires_at`.
+const TAKE_STARTS: &str = "INSERT INTO rate_buckets (bucket, window_start, used, expires_at)
+    VALUES (?1, ?2, ?3, ?2 + (SELECT MAX(COALESCE(q.rate_period_ms, l.period_ms, 1), 1)
+        FROM task_queue q LEFT JOIN rate_limits l ON l.name = q.rate_name WHERE q.id = ?4))
     ON CONFLICT (bucket) DO UPDATE SET
         used = CASE WHEN window_start = excluded.window_start
             THEN used + excluded.used ELSE excluded.used END,
-        window_start = excluded.window_start";
+        window_start = excluded.window_start, expires_at = excluded.expires_at";
 
 const LIMITED_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM task_queue
         WHERE state = 'queued' AND limited)
@@ -335,7 +337,8 @@ pub(crate) fn claim_limited(
     let picked: Vec<&Judged> =
         judged.iter().filter(|j| j.passes).take(limit.min(MAX_CLAIM) as usize).collect();
     let tokens = new_task_tokens(u32::try_from(picked.len()).unwrap_or(MAX_CLAIM))?;
-    let mut taken: BTreeMap<(&str, i64), i64> = BTreeMap::new();
+    // Per (bucket, window): the starts taken and one claimed row of it (its period).
+    let mut taken: BTreeMap<(&str, i64), (i64, i64)> = BTreeMap::new();
     let mut served = std::collections::BTreeSet::new();
     for (j, token) in picked.iter().zip(&tokens) {
         let mut stmt = tx.prepare_cached(sql::TASK_CLAIM)?;
@@ -343,7 +346,7 @@ pub(crate) fn claim_limited(
         if let Some(row) = found.next()? {
             out.rows.push(rows::task(row)?);
             if let (Some(bucket), Some(window)) = (&j.bucket, j.window) {
-                *taken.entry((bucket.as_str(), window)).or_default() += 1;
+                taken.entry((bucket.as_str(), window)).or_insert((0, j.id)).0 += 1;
             }
             // As PostgreSQL's `served`: each key once, at its first row in pick order.
             if let Some(key) = j.fair_key.as_deref().filter(|k| served.insert(*k)) {
@@ -354,8 +357,8 @@ pub(crate) fn claim_limited(
     for t in &out.rows {
         super::queue::insert_dispatched(tx, t, claimer, session, worker_id, now)?;
     }
-    for ((bucket, window), used) in taken {
-        tx.prepare_cached(TAKE_STARTS)?.execute(params![bucket, window, used])?;
+    for ((bucket, window), (used, row)) in taken {
+        tx.prepare_cached(TAKE_STARTS)?.execute(params![bucket, window, used, row])?;
     }
     Ok(out)
 }

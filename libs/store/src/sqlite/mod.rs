@@ -514,6 +514,10 @@ impl Retention for SqliteStore {
     async fn delete_expired(&self, now_ms: u64, limit: u32) -> Result<ExecutionsDeleted> {
         self.writer.run(move |c| retention::delete_expired(c, now_ms, limit)).await
     }
+
+    async fn delete_idle_flow_rows(&self, limit: u32) -> Result<crate::FlowRowsDeleted> {
+        self.writer.run(move |c| retention::delete_idle_flow_rows(c, limit)).await
+    }
 }
 
 #[async_trait::async_trait]

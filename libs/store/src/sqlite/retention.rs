@@ -6,7 +6,8 @@ use super::conn::now_ms;
 use super::rows::{json_text, to_i64};
 use crate::error::Result;
 use crate::retention::{
-    finished_reply, DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, OwnersReleased,
+    finished_reply, DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, FlowRowsDeleted,
+    OwnersReleased,
 };
 use rusqlite::{params, Connection};
 use serde_json::json;
@@ -83,6 +84,32 @@ const DELETE_ROWS: [&str; 7] = [
     "DELETE FROM owners WHERE execution_id IN (SELECT value FROM json_each(?1))",
     "DELETE FROM executions WHERE execution_id IN (SELECT value FROM json_each(?1))",
 ];
+
+/// Buckets whose window ended by `?1` (rows from before migration 0018 have no
+/// `expires_at`: a year, the longest period, after their window started).
+const DELETE_ENDED_BUCKETS: &str = "DELETE FROM rate_buckets WHERE bucket IN (
+    SELECT bucket FROM rate_buckets WHERE expires_at <= ?1
+    UNION ALL SELECT bucket FROM rate_buckets
+        WHERE expires_at IS NULL AND window_start + 31622400000 <= ?1
+    LIMIT ?2)";
+/// Served rows of fair keys with no running row and no queued row at a fair head. A key
+/// whose queued rows also hold a concurrency key or a rate limit may lose its row too:
+/// that only changes which of two equal shares goes first.
+const DELETE_IDLE_FAIR: &str = "DELETE FROM fair_served WHERE fair_key IN (
+    SELECT s.fair_key FROM fair_served s
+    WHERE NOT EXISTS (SELECT 1 FROM task_queue q
+            WHERE q.state = 'claimed' AND q.fair_key = s.fair_key)
+        AND NOT EXISTS (SELECT 1 FROM task_queue q WHERE q.state = 'queued' AND q.limited
+            AND q.concurrency_key IS NULL AND q.rate_key IS NULL AND q.fair_key = s.fair_key)
+    ORDER BY s.served_at LIMIT ?1)";
+
+pub(crate) fn delete_idle_flow_rows(conn: &mut Connection, limit: u32) -> Result<FlowRowsDeleted> {
+    let now = to_i64(now_ms(), "now")?;
+    let buckets =
+        conn.prepare_cached(DELETE_ENDED_BUCKETS)?.execute(params![now, i64::from(limit)])?;
+    let fair = conn.prepare_cached(DELETE_IDLE_FAIR)?.execute(params![i64::from(limit)])?;
+    Ok(FlowRowsDeleted { buckets: count(buckets), fair_keys: count(fair) })
+}
 
 fn cutoff(grace_ms: u64) -> Result<i64> {
     to_i64(now_ms().saturating_sub(grace_ms), "cutoff")

@@ -233,13 +233,14 @@ pub(crate) const TASK_CLAIM_LIMITED: &str = concat!(
         FROM claimed c WHERE c.fair_key IS NOT NULL GROUP BY c.fair_key
         ON CONFLICT (fair_key) DO UPDATE SET served_at = excluded.served_at),
     taken AS (
-        INSERT INTO rate_buckets (bucket, window_start, used)
-        SELECT c.rate_key, u.ws, count(*) FROM claimed c JOIN bucket_use u ON u.bucket = c.rate_key
-        GROUP BY c.rate_key, u.ws
+        INSERT INTO rate_buckets (bucket, window_start, used, expires_at)
+        SELECT c.rate_key, u.ws, count(*), u.ws + u.period
+        FROM claimed c JOIN bucket_use u ON u.bucket = c.rate_key
+        GROUP BY c.rate_key, u.ws, u.period
         ON CONFLICT (bucket) DO UPDATE SET
             used = CASE WHEN rate_buckets.window_start = excluded.window_start
                 THEN rate_buckets.used + excluded.used ELSE excluded.used END,
-            window_start = excluded.window_start),
+            window_start = excluded.window_start, expires_at = excluded.expires_at),
     summary AS (
         SELECT COALESCE(bool_or(NOT passes), false) AS blocked, min(retry_at) AS retry_at
         FROM verdict),

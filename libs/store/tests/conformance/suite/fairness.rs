@@ -6,7 +6,9 @@
 
 use crate::support::{complete, flow_task, start_batch, Backend};
 use orbit_engine::{ConcurrencyKey, FairKey, Flow, RateKey, RateSource};
-use orbit_store::{ClaimFilter, CommitBatch, LimitedClaim, NewTask, Store, TaskRow};
+use orbit_store::{
+    ClaimFilter, CommitBatch, FlowRowsDeleted, LimitedClaim, NewTask, Store, TaskRow,
+};
 use serde_json::json;
 
 fn fair(key: &str, weight: u32) -> Flow {
@@ -192,4 +194,44 @@ pub async fn priority_orders_a_key_s_rows_not_its_share(b: &dyn Backend) {
     // A's urgent rows go before its late one; B's late row still gets its turn.
     let got = one_by_one(&*store, 5).await;
     assert_eq!(steps(&got), ["a-urgent1", "b-late", "a-urgent2", "a-urgent3", "a-late"]);
+}
+
+/// The sweeper's flow rows: an idle fair key's served row and a rate bucket whose window
+/// ended go; a key with work left and a bucket in its window stay. And a claim after the
+/// sweep still admits what it did before.
+pub async fn idle_flow_rows_are_swept(b: &dyn Backend) {
+    let store = b.open().await;
+    const YEAR: u64 = 366 * 86_400_000;
+    let rated = Flow {
+        rate: Some(RateKey {
+            key: "api".into(),
+            limit: RateSource::Inline { limit: 5, per_ms: YEAR },
+        }),
+        ..Flow::default()
+    };
+    queue(&*store, rows("a", 1, &fair("g/A", 1)), rows("b", 2, &fair("g/B", 1))).await;
+    queue_more(&*store, rows("r", 2, &rated)).await;
+    let claimed = claim_flow(&*store, 4).await;
+    assert_eq!(steps(&claimed.rows), ["r1", "r2", "a1", "b1"], "{claimed:?}");
+    // Everything is in use: nothing goes.
+    assert_eq!(store.delete_idle_flow_rows(10).await.unwrap(), FlowRowsDeleted::default());
+    // A's only row is done: A is idle. B still runs b1 and has b2 queued.
+    let a1 = claimed.rows.iter().find(|r| r.unit_key == "a1").expect("a1");
+    let token = a1.token.as_deref().expect("a claimed row has a token");
+    store.complete_task_row(token, "w", Some(complete(json!(1)))).await.unwrap().unwrap();
+    let swept = store.delete_idle_flow_rows(10).await.unwrap();
+    assert_eq!(swept, FlowRowsDeleted { buckets: 0, fair_keys: 1 });
+    assert_eq!(store.delete_idle_flow_rows(10).await.unwrap(), FlowRowsDeleted::default());
+    // The bucket's window ends (as if a year passed): it goes, and the next window starts
+    // over with the full limit.
+    b.execute(&format!(
+        "UPDATE rate_buckets SET window_start = window_start - {YEAR}, expires_at = expires_at - {YEAR}"
+    ))
+    .await;
+    let swept = store.delete_idle_flow_rows(10).await.unwrap();
+    assert_eq!(swept, FlowRowsDeleted { buckets: 1, fair_keys: 0 });
+    queue_more(&*store, rows("s", 6, &rated)).await;
+    let next = claim_flow(&*store, 10).await;
+    assert_eq!(steps(&next.rows), ["s1", "s2", "s3", "s4", "s5", "b2"], "{next:?}");
+    assert!(next.blocked, "s6 waits for the next window");
 }
