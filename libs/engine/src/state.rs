@@ -50,6 +50,11 @@ pub struct State {
     /// (`ConcurrencySlotRequested` / `ConcurrencySlotGranted`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub slots: BTreeMap<String, bool>,
+    /// A restored run (reset, fork) asks for its slots again before it goes on: the
+    /// grants in its copied prefix were the source run's (released when it closed, or held
+    /// by another execution for a fork).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub slots_again: bool,
     /// Units by key.
     pub units: BTreeMap<String, Unit>,
     /// Frozen `for_each` lists by fan-out unit key.

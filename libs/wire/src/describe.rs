@@ -50,10 +50,11 @@ pub fn describe(
     description
 }
 
-/// The workflow-level concurrency key an open run that has not started waits for (the one
-/// it asked for last without its grant); empty otherwise.
+/// The workflow-level concurrency key an open run that has not started (or a restored run
+/// that has not its slots again) waits for (the one it asked for last without its grant);
+/// empty otherwise.
 fn waiting_for_slot(state: &State) -> String {
-    if state.started_at.is_some() || state.status().is_closed() {
+    if (state.started_at.is_some() && !state.slots_again) || state.status().is_closed() {
         return String::new();
     }
     state.slots.iter().find(|(_, held)| !**held).map(|(k, _)| k.clone()).unwrap_or_default()

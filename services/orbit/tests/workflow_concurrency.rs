@@ -9,6 +9,8 @@
 //! - `on_limit: cancel_newest`: a start while the key is full is cancelled at once, with a
 //!   reason naming the key, and never schedules a step;
 //! - `on_limit: cancel_in_progress`: a new start cancels the holder, then takes the slot;
+//! - a fork of the holder, and a reset of a closed execution, ask for the slot again and
+//!   wait for it like a new start (their copied grants were the source run's);
 //! - on the split (PostgreSQL, 2 frontends, 2 owners), 40 executions over 4 keys with
 //!   `limit: 1`, one owner SIGKILLed midway: never two holders of a key (from the
 //!   histories, and a sampler of the slot table), all complete and replay, and the slot
@@ -185,6 +187,99 @@ async fn queue_runs_one_execution_per_key_at_a_time_in_start_order() {
     }
     let (_, zen_started, _) = &spans[acme.len()];
     assert!(zen_started < &spans[0].2, "another key runs beside the first");
+}
+
+/// The seq of the first `event_type` event of `h`.
+fn seq_of(h: &[pb::HistoryEvent], event_type: &str) -> u64 {
+    h.iter().find(|e| e.event_type == event_type).map(|e| e.seq).expect(event_type)
+}
+
+/// Whether a restored run asked for its slot again and does not hold it yet.
+fn waiting_again(h: &[pb::HistoryEvent]) -> bool {
+    let restored = h.iter().position(|e| e.event_type == "RunRestored");
+    restored.is_some_and(|r| {
+        let after = &h[r..];
+        after.iter().any(|e| e.event_type == "ConcurrencySlotRequested")
+            && !after.iter().any(|e| e.event_type == "ConcurrencySlotGranted")
+    })
+}
+
+#[tokio::test]
+async fn a_fork_and_a_reset_wait_for_the_slot_like_a_new_start() {
+    let dir = TempDir::new("wf-conc-restore");
+    let server = Server::start(&dir.0.join("db"), &[]).await;
+    let mut c = server.client().await;
+    register(&mut c, BILLING).await;
+    start(&mut c, "billing", "r-1", json!({"account": "acme", "id": "r-1"})).await.expect("start");
+    let mut w = RawSession::start(&server.address(), "w", &[("work", "")], 10).await;
+    let held = next_task(&mut w).await;
+    assert_eq!(id_of(&held), "r-1");
+    // A fork of the holder, from just after it started: it must not run beside it.
+    let h = history(&mut c, "r-1").await;
+    let fork = c
+        .fork_execution(pb::ForkExecutionRequest {
+            execution_id: "r-1".into(),
+            at_seq: seq_of(&h, "WorkflowStarted"),
+            new_execution_id: "r-1-fork".into(),
+            reason: "try again beside it".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("fork")
+        .into_inner();
+    assert!(fork.created);
+    let h = history_until(&mut c, "r-1-fork", WAIT, waiting_again).await;
+    assert!(
+        !h.iter()
+            .skip_while(|e| e.event_type != "RunRestored")
+            .any(|e| e.event_type == "StepScheduled"),
+        "the fork scheduled a step while r-1 held the key: {:?}",
+        h.iter().map(|e| &e.event_type).collect::<Vec<_>>()
+    );
+    let d = c
+        .describe_execution(pb::DescribeExecutionRequest {
+            execution_id: "r-1-fork".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("describe")
+        .into_inner();
+    assert_eq!(d.execution.expect("described").waiting_for_slot, "billing/acme");
+    // r-1 closes: the fork gets the slot and runs its step.
+    w.complete(&held.token, json!("done")).await;
+    let forked = next_task(&mut w).await;
+    assert_eq!(id_of(&forked), "r-1", "the fork's step (its input is r-1's)");
+    // While the fork holds the key, a reset of the closed r-1 waits too.
+    assert_eq!(result(&mut c, "r-1", WAIT).await.0, pb::ExecutionStatus::Completed);
+    c.reset_execution(pb::ResetExecutionRequest {
+        execution_id: "r-1".into(),
+        to: Some(pb::reset_execution_request::To::Step("a".into())),
+        reason: "again".into(),
+        ..Default::default()
+    })
+    .await
+    .expect("reset");
+    let h = history_until(&mut c, "r-1", WAIT, waiting_again).await;
+    assert!(
+        !h.iter()
+            .skip_while(|e| e.event_type != "RunRestored")
+            .any(|e| e.event_type == "StepScheduled"),
+        "the reset run scheduled a step while the fork held the key"
+    );
+    w.complete(&forked.token, json!("done")).await;
+    assert_eq!(result(&mut c, "r-1-fork", WAIT).await.0, pb::ExecutionStatus::Completed);
+    let again = next_task(&mut w).await;
+    assert_eq!(id_of(&again), "r-1");
+    w.complete(&again.token, json!("done")).await;
+    assert_eq!(result(&mut c, "r-1", WAIT).await.0, pb::ExecutionStatus::Completed);
+    for id in ["r-1", "r-1-fork"] {
+        let h = history(&mut c, id).await;
+        let kinds: Vec<&str> = h.iter().map(|e| e.event_type.as_str()).collect();
+        let restored = kinds.iter().position(|k| *k == "RunRestored").expect("restored");
+        let granted = kinds.iter().rposition(|k| *k == "ConcurrencySlotGranted").expect("granted");
+        let step = kinds.iter().rposition(|k| *k == "StepScheduled").expect("step");
+        assert!(restored < granted && granted < step, "{id}: {kinds:?}");
+    }
 }
 
 #[tokio::test]

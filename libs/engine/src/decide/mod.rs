@@ -130,6 +130,12 @@ pub(crate) fn round(
         if let Some(e) = workflow_checks(&ctx) {
             return vec![e];
         }
+        // A restored run holds its slots again before anything else goes on.
+        if state.slots_again {
+            if let Some(first) = slots::gate(&ctx) {
+                return first;
+            }
+        }
     }
     let mut out = units::timers_and_retries(&ctx);
     if !out.is_empty() {

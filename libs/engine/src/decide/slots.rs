@@ -2,7 +2,11 @@
 //! concurrency"): before `WorkflowStarted`, a run whose definition declares `concurrency:`
 //! asks for a slot of each key with `ConcurrencySlotRequested`, one key at a time in key
 //! order (so two runs never each hold a key the other waits for), and waits until the
-//! store's grant is recorded as `ConcurrencySlotGranted`. The store decides grants (the
+//! store's grant is recorded as `ConcurrencySlotGranted`. A restored run (reset, fork)
+//! asks again in the same way before it goes on, since its copied grants were the source
+//! run's; a reset of an execution that still holds its slots is granted them at once
+//! (`orbit_store::slots`), a fork or a reset of a closed one waits like a new start. The
+//! store decides grants (the
 //! slot table is shared by every owner); the decider only asks and waits. A run cancelled
 //! while it waits closes at once: it never ran a step, so there is nothing to compensate
 //! and no handler runs.
@@ -157,6 +161,47 @@ mod tests {
         let closed = advance(&def, &mut state, 12, &Limits::default());
         assert_eq!(types(&closed), ["WorkflowCancelled"]);
         assert!(state.units.is_empty());
+    }
+
+    #[test]
+    fn a_restored_run_asks_for_its_slots_again_before_it_goes_on() {
+        let (def, mut state) = (def(), created());
+        let _ = advance(&def, &mut state, 10, &Limits::default());
+        grant(&mut state, "billing/acme");
+        let _ = advance(&def, &mut state, 20, &Limits::default());
+        grant(&mut state, "billing/all");
+        let started = advance(&def, &mut state, 30, &Limits::default());
+        assert_eq!(types(&started), ["WorkflowStarted", "StepScheduled"]);
+        // Reset (or fork) back before `a`: the copied grants were the source run's.
+        let event = Event::RunRestored {
+            source_execution_id: "e1".into(),
+            source_run: 1,
+            through_seq: state.last_seq - 1,
+            forgotten: vec!["a".into()],
+            redeliver: vec![],
+            reason: "reset".into(),
+        };
+        let seq = state.last_seq + 1;
+        state.apply(&HistoryEvent { seq, timestamp_ms: 40, origin: Origin::Recorded, event });
+        let asked = advance(&def, &mut state, 50, &Limits::default());
+        assert_eq!(
+            asked.iter().map(|e| e.event.clone()).collect::<Vec<_>>(),
+            vec![Event::ConcurrencySlotRequested {
+                key: "billing/acme".into(),
+                limit: 1,
+                on_limit: "queue".into()
+            }],
+            "nothing runs again before the slot is held"
+        );
+        assert!(advance(&def, &mut state, 60, &Limits::default()).is_empty(), "waits");
+        grant(&mut state, "billing/acme");
+        assert_eq!(
+            types(&advance(&def, &mut state, 70, &Limits::default())),
+            ["ConcurrencySlotRequested"]
+        );
+        grant(&mut state, "billing/all");
+        let again = advance(&def, &mut state, 80, &Limits::default());
+        assert_eq!(types(&again), ["StepScheduled"], "the forgotten step runs again");
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! in the success order and tokens — so the decider finds their steps pending and runs them
 //! again from their first attempt (with this run's idempotency keys). The signals at the
 //! `redeliver` seqs (delivered to a forgotten unit) become undelivered again. The
-//! workflow's timeout counts from the restoration (`started_at`). Total like the rest of
+//! workflow's timeout counts from the restoration (`started_at`). The copied slot grants
+//! are dropped: the run asks for its workflow concurrency slots again (`slots_again`) and
+//! goes on once they are granted. Total like the rest of
 //! the fold: a key that names no unit, or a seq that names no signal, changes nothing.
 
 use super::State;
@@ -24,6 +26,8 @@ impl State {
             }
         }
         self.started_at = Some(ts);
+        self.slots.clear();
+        self.slots_again = true;
         self.open.clear();
         self.elements.clear();
         let statuses: Vec<_> = self.units.iter().map(|(k, u)| (k.clone(), u.status)).collect();
