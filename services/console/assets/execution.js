@@ -209,18 +209,26 @@ const WAITS = {
 
 // One pending task: its attempt, its place in the queue (priority 1 first … 5 last) and
 // what flow control says of it (the keys it holds or takes from, what it waits on).
+// The workers an attempt may go to (`on:` labels, `sticky:` worker), as `pool=gpu`.
+function needs(t) {
+  const labels = Object.entries(t.labels || {}).map(([k, v]) => `${esc(k)}=${esc(v)}`).join(' ');
+  const sticky = t.stickyWorker ? `<span title="the worker of the previous attempt, until the sticky timeout">prefers ${esc(t.stickyWorker)}</span>` : '';
+  return [labels, sticky].filter(Boolean).join('<br>');
+}
+
 function taskRow(t) {
   const wait = WAITS[short(t.waitingOn)];
   const rateLimit = t.rateLimitKey ? `<a href="/ui/rate-limits" title="the named rate limits">${esc(t.rateLimitKey)}</a>` : '';
   return `<tr data-unit="${esc(t.unit)}"${wait ? ` data-waiting="${esc(short(t.waitingOn))}"` : ''}><td class="mono">${esc(t.unit)}</td><td>${esc(t.task?.name)}</td><td>${esc(t.attempt)}</td><td>${esc(short(t.state))}</td>
     <td class="priority">${Number(t.priority) ? esc(t.priority) : ''}</td><td class="mono">${esc(t.concurrencyKey)}</td><td class="mono">${rateLimit}</td>
     <td class="waiting">${wait ? `<span class="badge s-WAITING" title="${esc(wait[1])}">${esc(wait[0])}</span>` : ''}</td>
+    <td class="mono needs">${needs(t)}</td>
     <td>${esc(t.workerId)}</td><td>${esc(when(t.deadline))}</td><td>${esc(when(t.lastHeartbeatAt))}</td></tr>`;
 }
 
 function pending(d) {
   const parts = [];
-  if (d.pendingTasks?.length) parts.push(`<h3>Tasks</h3><table id="pending-tasks"><thead><tr><th>Unit</th><th>Task</th><th>Attempt</th><th>State</th><th title="1 is dispatched first, 5 last">Priority</th><th>Concurrency key</th><th>Rate limit</th><th>Waiting on</th><th>Worker</th><th>Deadline</th><th>Last heartbeat</th></tr></thead><tbody>${d.pendingTasks.map(taskRow).join('')}</tbody></table>`);
+  if (d.pendingTasks?.length) parts.push(`<h3>Tasks</h3><table id="pending-tasks"><thead><tr><th>Unit</th><th>Task</th><th>Attempt</th><th>State</th><th title="1 is dispatched first, 5 last">Priority</th><th>Concurrency key</th><th>Rate limit</th><th>Waiting on</th><th title="the worker labels it needs (on:) and the worker it prefers (sticky:)">Workers</th><th>Worker</th><th>Deadline</th><th>Last heartbeat</th></tr></thead><tbody>${d.pendingTasks.map(taskRow).join('')}</tbody></table>`);
   if (d.pendingTimers?.length) parts.push(`<h3>Timers</h3><ul>${d.pendingTimers.map((t) => `<li>${esc(t.unit)}: ${esc(short(t.kind))} at ${esc(when(t.fireAt))}</li>`).join('')}</ul>`);
   if (d.pendingAwaits?.length) parts.push(`<h3>Waiting for signals</h3><ul id="awaits">${d.pendingAwaits.map((a) => `<li>${esc(a.unit)} waits for <b>${esc(a.signal)}</b>${when(a.timeoutAt) ? ` until ${esc(when(a.timeoutAt))}` : ''}</li>`).join('')}</ul>`);
   return parts.length ? `<h2>Pending</h2>${parts.join('')}` : '';

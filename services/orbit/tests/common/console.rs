@@ -176,6 +176,7 @@ steps:
     rate_limit: { name: console-api }
     concurrency: { key: "${{ input.account }}", limit: 1 }
     priority: 2
+    on: { pool: console }
 output: ${{ steps.meter.output }}
 "#;
 
@@ -203,7 +204,10 @@ pub async fn batch_scenario(c: &mut WorkflowServiceClient<Channel>) {
 /// A worker serving `demo.work`: `fail` fails every attempt (retryable, so the retry shows),
 /// `flaky` fails the first attempt only, anything else succeeds.
 pub fn worker(address: &str, token: Option<&str>, stop: &CancellationToken) {
-    let mut builder = Worker::builder(address.to_string()).worker_id(WORKER_ID).max_concurrency(8);
+    let mut builder = Worker::builder(address.to_string())
+        .worker_id(WORKER_ID)
+        .max_concurrency(8)
+        .label("pool", "console");
     if let Some(t) = token {
         builder = builder.bearer_token(t);
     }

@@ -391,6 +391,7 @@ try {
     await waiting.waitFor();
     const waitText = await waiting.innerText();
     check(waitText.includes('rate limit') && waitText.includes('console-api') && waitText.includes('console-metered.meter/acme'), `the waiting task: ${waitText}`);
+    check(waitText.includes('pool=console'), `the worker labels it needs: ${waitText}`);
     await shot('console-flow-waiting');
     await page.locator('body').click({ position: { x: 5, y: 5 } });
     await page.keyboard.press('8');
