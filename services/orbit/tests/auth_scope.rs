@@ -6,7 +6,8 @@
 //!   PERMISSION_DENIED naming the identity, the action and the workflow;
 //! - an execution of such a workflow, addressed by id, answers exactly like a missing one
 //!   (EXECUTION_NOT_FOUND), and nothing happens to it;
-//! - ListExecutions shows only the allowed workflows' executions, page by page;
+//! - ListExecutions shows only the allowed workflows' executions, page by page, and a query
+//!   (the list language) only narrows that: it never reaches another workflow's execution;
 //! - a worker's result for a task outside its patterns (unary, or on a session that did not
 //!   claim it) is refused and not recorded: the real claimer's result still counts.
 
@@ -274,6 +275,19 @@ async fn a_billing_client_acts_only_on_billing_workflows() {
     let mut all = list_all(&mut ops, 100).await;
     all.sort();
     assert_eq!(all, ["b-1", "b-2", "s-1", "s-2"], "the admin sees everything");
+    // A query is ANDed with the caller's patterns: it can narrow, never widen.
+    for (query, expected) in [
+        ("workflow = 'shipping.pack'", vec![]),
+        ("execution_id IN ('s-1', 's-2', 'b-1')", vec!["b-1"]),
+        ("workflow STARTS_WITH 'ship' OR status != 'PENDING'", vec!["b-1", "b-2"]),
+        ("NOT workflow = 'billing.invoice'", vec![]),
+    ] {
+        let request = pb::ListExecutionsRequest { query: query.into(), ..Default::default() };
+        let page = billing.list_executions(request).await.expect("list").into_inner();
+        let mut ids: Vec<String> = page.executions.into_iter().map(|e| e.execution_id).collect();
+        ids.sort();
+        assert_eq!(ids, expected, "billing-app's list of `{query}`");
+    }
     let filtered =
         pb::ListExecutionsRequest { workflow: "shipping.pack".into(), ..Default::default() };
     let refused = billing.list_executions(filtered).await.unwrap_err();
