@@ -1,5 +1,5 @@
 //! The rows of the `batches` and `batch_items` tables: server-side jobs that apply one
-//! operator action (migrate, reset) to many executions (the
+//! operator action (migrate, reset, cancel, terminate, signal, delete) to many executions (the
 //! [`BatchJobs`](crate::roles::BatchJobs) role).
 //!
 //! A batch is created `RUNNING` by the frontend with its [`BatchSpec`] (JSON, kept whole so
@@ -37,6 +37,29 @@ pub enum BatchAction {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         to_version: Option<String>,
     },
+    /// Request the cancellation (`CancelExecution`'s inbox entry).
+    Cancel {
+        /// Recorded in `CancelRequested` (the batch's reason when empty).
+        #[serde(default)]
+        reason: String,
+    },
+    /// Terminate (`TerminateExecution`'s inbox entry).
+    Terminate {
+        /// Recorded in the execution's error (the batch's reason when empty).
+        #[serde(default)]
+        reason: String,
+    },
+    /// Signal (`SignalExecution`'s inbox entry).
+    Signal {
+        /// The signal name.
+        name: String,
+        /// Its payload.
+        #[serde(default)]
+        payload: serde_json::Value,
+    },
+    /// Delete a finished execution and its descendants (`DeleteExecution`, straight on the
+    /// store: no owner is involved).
+    Delete {},
 }
 
 impl BatchAction {
@@ -46,21 +69,36 @@ impl BatchAction {
         match self {
             BatchAction::Migrate { .. } => "migrate",
             BatchAction::Reset { .. } => "reset",
+            BatchAction::Cancel { .. } => "cancel",
+            BatchAction::Terminate { .. } => "terminate",
+            BatchAction::Signal { .. } => "signal",
+            BatchAction::Delete {} => "delete",
         }
     }
 }
 
-/// Which executions a batch acts on.
+/// Which executions a batch acts on: those matching every part that is set (see
+/// [`crate::batch_select`] for the SQL).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct BatchSelector {
-    /// The workflow name (required).
+    /// The workflow name; empty only when `query` is set.
+    #[serde(default)]
     pub workflow: String,
     /// Only executions pinned to this version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    /// Only executions in one of these statuses (`Status::as_str`); never empty in a stored
-    /// spec (the frontend fills in `RUNNING`).
+    /// Only executions in one of these statuses (`Status::as_str`); empty only when `query`
+    /// is set (the query alone decides then).
+    #[serde(default)]
     pub statuses: Vec<String>,
+    /// A list query (`orbit-query`, checked against the system attributes when the batch
+    /// was started, without `ORDER BY`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// The starting caller's workflow patterns (`billing.*`) when it was restricted to
+    /// some: only executions of workflows one of them matches are selected. `None`: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflows: Option<Vec<String>>,
 }
 
 /// A batch's definition, stored as JSON in `batches.spec`.
@@ -170,7 +208,8 @@ impl ItemOutcome {
 pub struct BatchRow {
     /// The batch id.
     pub batch_id: String,
-    /// The selector's workflow (for listing and permission checks without parsing the spec).
+    /// The selector's workflow (for listing and permission checks without parsing the spec);
+    /// empty for a batch selected by a query alone.
     pub workflow: String,
     /// Its [`BatchSpec`], JSON.
     pub spec: String,

@@ -334,6 +334,10 @@ pub struct Terminate {
     /// The operator's reason.
     #[serde(default)]
     pub reason: String,
+    /// The caller's idempotency id (a batch's `batch:<id>`): a second entry with it answers
+    /// with the first one's reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 /// The kinds an operator sends, which a parked execution's owner still applies (it skips
@@ -358,7 +362,7 @@ impl InboxMessage {
         }
     }
 
-    /// The caller's idempotency id of a signal or cancel, kept in the row's `request_id`
+    /// The caller's idempotency id of a signal, cancel, update, migrate, reset or terminate, kept in the row's `request_id`
     /// column as well as the payload: the store answers a second entry with the same
     /// `(execution, kind, request_id)` with the first one's seq (see
     /// [`Inbox::enqueue_inbox`](crate::roles::Inbox::enqueue_inbox)).
@@ -369,7 +373,8 @@ impl InboxMessage {
             | InboxMessage::Update(Update { request_id, .. })
             | InboxMessage::Migrate(Migrate { request_id, .. })
             | InboxMessage::Reset(Reset { request_id, .. })
-            | InboxMessage::Cancel(Cancel { request_id, .. }) => request_id.as_deref(),
+            | InboxMessage::Cancel(Cancel { request_id, .. })
+            | InboxMessage::Terminate(Terminate { request_id, .. }) => request_id.as_deref(),
             _ => None,
         }
     }

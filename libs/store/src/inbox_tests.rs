@@ -40,7 +40,7 @@ fn every_message() -> Vec<InboxMessage> {
             error: Some(TaskError::fatal("X", "y")),
         }),
         InboxMessage::Resume(Resume {}),
-        InboxMessage::Terminate(Terminate { reason: "ops".into() }),
+        InboxMessage::Terminate(Terminate { reason: "ops".into(), request_id: None }),
         InboxMessage::Update(Update {
             name: "add".into(),
             args: json!({"n": 1}),

@@ -15,6 +15,7 @@
 
 mod batch;
 pub mod batch_job;
+mod batch_select;
 mod change;
 mod changes;
 pub mod dedupe;

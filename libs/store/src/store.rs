@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | [`FrontendStore`] | definitions, reads, inbox, task queue, nodes, ownership, deletion, schedules, batch jobs (create, read, cancel), rate limits, start dedupe (claim keys) | `orbit-frontend` |
 //! | [`OwnerStore`] | definitions, reads, inbox, owner writes, nodes, ownership | `orbit-owner` |
-//! | [`SchedulerStore`] | timers, retention, schedules (claim and fire; execution reads, inbox writes for overlap policies), batch jobs (lease and run), start dedupe (fire debounces, sweep) | `orbit-scheduler` (timer loop and sweeper) |
+//! | [`SchedulerStore`] | timers, retention, schedules (claim and fire; execution reads, inbox writes for overlap policies), batch jobs (lease and run; a batch's deletes), start dedupe (fire debounces, sweep) | `orbit-scheduler` (timer loop and sweeper) |
 //! | [`MembershipStore`] | nodes, ownership | `orbit-cluster` (`Membership`, `RemoteOwners`) |
 //! | [`Store`] | every role, migrations included | the process wiring (`orbit dev`, split), tests |
 //!
@@ -112,14 +112,23 @@ impl<T> OwnerStore for T where
 
 /// What the scheduler may do: fire timers (into inbox entries), sweep retention, and fire
 /// schedules: claim them, read whether their last execution still runs, write the cancel or
-/// terminate of an overlap policy into the inbox.
+/// terminate of an overlap policy into the inbox; run batches (whose `delete` action is an
+/// operator's [`Deletion`]).
 pub trait SchedulerStore:
-    Timers + Retention + Schedules + ExecutionReads + Inbox + BatchJobs + StartDedupe
+    Timers + Retention + Schedules + ExecutionReads + Inbox + BatchJobs + StartDedupe + Deletion
 {
 }
 
 impl<T> SchedulerStore for T where
-    T: Timers + Retention + Schedules + ExecutionReads + Inbox + BatchJobs + StartDedupe + ?Sized
+    T: Timers
+        + Retention
+        + Schedules
+        + ExecutionReads
+        + Inbox
+        + BatchJobs
+        + StartDedupe
+        + Deletion
+        + ?Sized
 {
 }
 

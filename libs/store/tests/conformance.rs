@@ -147,6 +147,7 @@ macro_rules! every_case {
             a_batch_is_leased_by_one_scheduler_at_a_time,
             batch_items_are_begun_and_recorded_once,
             batch_targets_page_by_execution_id,
+            batch_targets_walk_a_query_within_the_patterns,
             flow_columns_are_written_and_read_back,
             unlimited_rows_are_claimed_by_priority_then_age,
             concurrency_keys_hold_rows_until_a_slot_frees,

@@ -429,6 +429,36 @@ impl Client {
         Ok(self.inner.clone().start_batch(request).await?.into_inner())
     }
 
+    /// Starts a batch job that applies `action` (cancel, terminate, signal, delete, or
+    /// migrate and reset) to every execution a list `query` (docs/queries.md) matches,
+    /// ANDed with `workflow` when not empty; the query alone decides the statuses. At most
+    /// `rate_per_second` a second (0: 50); `reason` is recorded with each command; with
+    /// `dry_run` nothing is started and each item says what would happen.
+    ///
+    /// For example `start_query_batch("workflow = 'billing' AND status = 'RUNNING'", "",
+    /// Action::Cancel(BatchCancel::default()), 100, "outage", false)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::start_batch`], and `INVALID_ARGUMENT` (`INVALID_QUERY`, with the
+    /// position) for a malformed query.
+    pub async fn start_query_batch(
+        &self,
+        query: &str,
+        workflow: &str,
+        action: pb::batch_action::Action,
+        rate_per_second: u32,
+        reason: &str,
+        dry_run: bool,
+    ) -> Result<pb::StartBatchResponse, ClientError> {
+        let mut request = batch_request(workflow, None, &[], action, rate_per_second, dry_run);
+        if let Some(selector) = request.selector.as_mut() {
+            selector.query = query.into();
+        }
+        request.reason = reason.into();
+        Ok(self.inner.clone().start_batch(request).await?.into_inner())
+    }
+
     /// A batch with its progress.
     ///
     /// # Errors
@@ -622,6 +652,7 @@ fn batch_request(
             workflow: workflow.into(),
             version: version.unwrap_or_default().into(),
             statuses: statuses.iter().map(|s| *s as i32).collect(),
+            query: String::new(),
         }),
         action: Some(pb::BatchAction { action: Some(action) }),
         rate_per_second,

@@ -216,19 +216,45 @@ export class OrbitClient {
    * given; in `opts.statuses`, RUNNING by default) to `migrateTo`, at most
    * `opts.ratePerSecond` a second (0: 50, at most 1000). With `dryRun` nothing starts and
    * the response lists what would happen to each execution. See docs/evolving.md, "Batches".
+   *
+   * `opts.query` selects by the list query language (docs/queries.md), ANDed with
+   * `workflow` (may be "" then), `opts.version` and `opts.statuses` (without statuses the
+   * query alone decides). Instead of migrating, `opts.cancel`, `opts.terminate`,
+   * `opts.signal` (with `opts.payload`) or `opts.delete` apply that single-execution call
+   * to each: `startBatch("", "", { query: "workflow = 'billing'", cancel: true })`.
    */
   startBatch(
     workflow: string,
     migrateTo: string,
-    opts: { version?: string; statuses?: ExecutionStatus[]; ratePerSecond?: number; reason?: string; requestId?: string; dryRun?: boolean; resetToStep?: string; dropSignals?: boolean } = {},
+    opts: {
+      version?: string;
+      statuses?: ExecutionStatus[];
+      ratePerSecond?: number;
+      reason?: string;
+      requestId?: string;
+      dryRun?: boolean;
+      resetToStep?: string;
+      dropSignals?: boolean;
+      query?: string;
+      cancel?: boolean;
+      terminate?: boolean;
+      signal?: string;
+      payload?: unknown;
+      delete?: boolean;
+    } = {},
   ): Promise<StartBatchResponse> {
     // With `resetToStep` each execution is reset to just before that step (`reset`);
     // `migrateTo` (may be "") then migrates each new run.
-    const action: BatchAction["action"] = opts.resetToStep
-      ? { $case: "reset", reset: { step: opts.resetToStep, dropSignals: opts.dropSignals ?? false, toVersion: migrateTo } }
-      : { $case: "migrate", migrate: { toVersion: migrateTo } };
+    let action: BatchAction["action"];
+    if (opts.cancel) action = { $case: "cancel", cancel: { reason: "" } };
+    else if (opts.terminate) action = { $case: "terminate", terminate: { reason: "" } };
+    else if (opts.signal) action = { $case: "signal", signal: { name: opts.signal, payload: opts.payload } };
+    else if (opts.delete) action = { $case: "delete", delete: {} };
+    else if (opts.resetToStep)
+      action = { $case: "reset", reset: { step: opts.resetToStep, dropSignals: opts.dropSignals ?? false, toVersion: migrateTo } };
+    else action = { $case: "migrate", migrate: { toVersion: migrateTo } };
     return this.unary<StartBatchRequest, StartBatchResponse>(this.workflows.startBatch, this.workflows, {
-      selector: { workflow, version: opts.version ?? "", statuses: opts.statuses ?? [] },
+      selector: { workflow, version: opts.version ?? "", statuses: opts.statuses ?? [], query: opts.query ?? "" },
       action: { action },
       ratePerSecond: opts.ratePerSecond ?? 0,
       reason: opts.reason ?? "",

@@ -14,10 +14,21 @@ const PAGE_SIZE = 50;
 const n = (v) => Number(v || 0);
 const stateOf = (b) => short(b.state);
 
-/** A selector in words: the workflow, its version and the statuses (RUNNING when none). */
+/** A selector in words: the workflow, its version, the statuses (RUNNING when none, or
+ * any when a query decides) and the query. */
 function selectorText(s) {
   const statuses = (s.statuses || []).map(short);
-  return `${s.workflow}${s.version ? ` v${s.version}` : ' (any version)'}, ${(statuses.length ? statuses : ['RUNNING']).join(' or ')}`;
+  const parts = [];
+  if (s.workflow) parts.push(`${s.workflow}${s.version ? ` v${s.version}` : ' (any version)'}`);
+  if (statuses.length || !s.query) parts.push((statuses.length ? statuses : ['RUNNING']).join(' or '));
+  if (s.query) parts.push(`query: ${s.query}`);
+  return parts.join(', ');
+}
+
+/** The workflow cell or field: a link to the workflow, or "by query" when it names none. */
+function workflowText(s, href) {
+  if (!s.workflow) return '<span class="muted">by query</span>';
+  return `<a href="${href}${encodeURIComponent(s.workflow)}">${esc(s.workflow)}</a>`;
 }
 
 /** The progress bar: succeeded, failed and skipped stacked over the total (SVG: the
@@ -69,7 +80,7 @@ function table(batches) {
   if (!batches.length) return '<p class="muted">No batches yet. Start one above, or with <code>orbit batch start</code>.</p>';
   const rows = batches.map((b) => `<tr data-href="${esc(href(b.batchId))}" data-state="${esc(stateOf(b))}" tabindex="-1">
     <td class="mono"><a href="${esc(href(b.batchId))}">${esc(b.batchId)}</a></td>
-    <td><a href="/ui/executions?workflow=${encodeURIComponent(b.selector.workflow)}">${esc(b.selector.workflow)}</a>${b.selector.version ? ` <span class="muted">v${esc(b.selector.version)}</span>` : ''}</td>
+    <td>${workflowText(b.selector, '/ui/executions?workflow=')}${b.selector.version ? ` <span class="muted">v${esc(b.selector.version)}</span>` : ''}</td>
     <td>${esc(actionText(b.action))}</td>
     <td>${badge(b.state)}</td>
     <td class="progress-cell">${progressBar(b)}<span class="count">${counts(b)}</span></td>
@@ -134,8 +145,9 @@ function batchHead(b) {
   return `<h1>Batch <span class="mono">${esc(b.batchId)}</span> <span id="batch-state">${badge(b.state)}</span></h1>
     <div class="grid" id="batch" data-state="${esc(state)}" data-done="${esc(n(b.done))}" data-total="${esc(n(b.total))}">
       <div class="card"><dl class="kv">
-        <dt>Workflow</dt><dd><a href="/ui/workflows?name=${encodeURIComponent(s.workflow)}">${esc(s.workflow)}</a></dd>
-        <dt>Selector</dt><dd id="batch-selector">${esc(selectorText(s))} · <a href="/ui/executions?workflow=${encodeURIComponent(s.workflow)}">executions</a></dd>
+        <dt>Workflow</dt><dd>${workflowText(s, '/ui/workflows?name=')}</dd>
+        <dt>Selector</dt><dd id="batch-selector">${esc(selectorText(s))}${s.workflow ? ` · <a href="/ui/executions?workflow=${encodeURIComponent(s.workflow)}">executions</a>` : ''}</dd>
+        ${s.query ? `<dt>Query</dt><dd class="mono" id="batch-query">${esc(s.query)}</dd>` : ''}
         <dt>Action</dt><dd id="batch-action">${esc(actionText(b.action))}</dd>
         <dt>Rate</dt><dd>at most ${esc(b.ratePerSecond)} executions a second</dd>
         <dt>Reason</dt><dd id="batch-reason">${esc(b.reason) || '<span class="muted">none given</span>'}</dd>

@@ -16,6 +16,13 @@ export function actionText(a) {
     const r = a.reset;
     return `reset to before ${r.step}${r.dropSignals ? ', signals after dropped' : ''}${r.toVersion ? `, then v${r.toVersion}` : ''}`;
   }
+  if (a?.cancel) return `cancel${a.cancel.reason ? ` (${a.cancel.reason})` : ''}`;
+  if (a?.terminate) return `terminate${a.terminate.reason ? ` (${a.terminate.reason})` : ''}`;
+  if (a?.signal) {
+    const payload = a.signal.payload === undefined || a.signal.payload === null ? '' : ` ${JSON.stringify(a.signal.payload)}`;
+    return `signal ${a.signal.name}${payload}`;
+  }
+  if (a?.delete) return 'delete (finished executions)';
   return 'unknown action';
 }
 

@@ -79,6 +79,17 @@ impl Scope {
         self.0.as_ref().is_none_or(|r| r.identity.may_act_on(workflow))
     }
 
+    /// The workflow patterns bounding what this caller may act on, as written (`None`:
+    /// nothing bounds it). A restricted identity that is not a client acts on no workflow:
+    /// no pattern.
+    pub(crate) fn workflow_patterns(&self) -> Option<Vec<String>> {
+        let r = self.0.as_ref()?;
+        Some(match r.identity.kind {
+            Kind::Client => r.identity.workflows.iter().map(|p| p.as_str().to_owned()).collect(),
+            Kind::Admin | Kind::Worker | Kind::Service => Vec::new(),
+        })
+    }
+
     /// Whether the caller may claim (and so report) the task `name` (no log).
     pub(crate) fn claims(&self, task: &str) -> bool {
         self.0.as_ref().is_none_or(|r| r.identity.may_claim(task))

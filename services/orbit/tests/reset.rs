@@ -278,6 +278,7 @@ async fn a_batch_resets_every_failed_execution_in_orbit_dev() {
             workflow: "resettable".into(),
             version: String::new(),
             statuses: vec![pb::ExecutionStatus::Failed as i32],
+            query: String::new(),
         }),
         action: Some(pb::BatchAction {
             action: Some(pb::batch_action::Action::Reset(pb::BatchReset {

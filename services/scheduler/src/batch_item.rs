@@ -1,5 +1,6 @@
 //! One execution of a batch: send its command to the owner through the inbox, wait for the
-//! reply, and say what became of it.
+//! reply, and say what became of it (a `delete` is the store's alone: one
+//! `delete_execution`, which refuses an open tree and finds a deleted one gone).
 //!
 //! The command carries the request id `batch:<batch id>`, so the inbox keeps one entry per
 //! execution and batch: sending it again (after a reply that did not come in time, after a
@@ -12,10 +13,10 @@
 use orbit_api::internal::v1 as pb;
 use orbit_api::internal::v1::owner_service_server::OwnerService;
 use orbit_server_kit::ErrorCode;
-use orbit_store::inbox::{Migrate, Reset};
+use orbit_store::inbox::{Cancel, Migrate, Reset, Signal, Terminate};
 use orbit_store::{
-    wait_reply, BatchAction, BatchItem, BatchSpec, ChangeHub, Fallback, InboxMessage, InboxReply,
-    ItemOutcome, SchedulerStore, StoreError, Waited,
+    wait_reply, BatchAction, BatchItem, BatchSpec, ChangeHub, DeleteOutcome, Fallback,
+    InboxMessage, InboxReply, ItemOutcome, SchedulerStore, StoreError, Waited,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,13 +44,17 @@ pub(crate) fn request_id(batch_id: &str) -> String {
     format!("batch:{batch_id}")
 }
 
-/// The command `spec` sends to each execution.
-fn message(batch_id: &str, spec: &BatchSpec) -> InboxMessage {
-    match &spec.action {
+/// The inbox command `spec` sends to each execution; `None` for `delete`, which is the
+/// store's alone.
+fn message(batch_id: &str, spec: &BatchSpec) -> Option<InboxMessage> {
+    let request_id = Some(request_id(batch_id));
+    // An action's own reason, else the batch's.
+    let reason = |own: &str| if own.is_empty() { spec.reason.clone() } else { own.to_string() };
+    Some(match &spec.action {
         BatchAction::Migrate { to_version } => InboxMessage::Migrate(Migrate {
             to_version: to_version.clone(),
             reason: spec.reason.clone(),
-            request_id: Some(request_id(batch_id)),
+            request_id,
         }),
         BatchAction::Reset { step, drop_signals, to_version } => InboxMessage::Reset(Reset {
             to_step: Some(step.clone()),
@@ -57,9 +62,21 @@ fn message(batch_id: &str, spec: &BatchSpec) -> InboxMessage {
             drop_signals: *drop_signals,
             to_version: to_version.clone(),
             reason: spec.reason.clone(),
-            request_id: Some(request_id(batch_id)),
+            request_id,
         }),
-    }
+        BatchAction::Cancel { reason: own } => {
+            InboxMessage::Cancel(Cancel { reason: reason(own), request_id })
+        }
+        BatchAction::Terminate { reason: own } => {
+            InboxMessage::Terminate(Terminate { reason: reason(own), request_id })
+        }
+        BatchAction::Signal { name, payload } => InboxMessage::Signal(Signal {
+            name: name.clone(),
+            payload: payload.clone(),
+            request_id,
+        }),
+        BatchAction::Delete {} => return None,
+    })
 }
 
 impl Sender {
@@ -82,7 +99,23 @@ impl Sender {
             seq,
         };
         while !stopped() {
-            match self.send(execution_id, &message).await {
+            let Some(message) = &message else {
+                match self.store.delete_execution(execution_id).await {
+                    Ok(deleted) => {
+                        let (outcome, code, text) = deleted_outcome(execution_id, deleted);
+                        return Some(item(outcome, &code, text, 0));
+                    }
+                    Err(e) if transient(&e) => {
+                        tracing::warn!(batch_id, execution_id, error = %e, "cannot delete a batch's execution; retrying");
+                        tokio::time::sleep(STORE_RETRY).await;
+                        continue;
+                    }
+                    Err(e) => {
+                        return Some(item(ItemOutcome::Failed, e.code().as_str(), e.message(), 0))
+                    }
+                }
+            };
+            match self.send(execution_id, message).await {
                 Ok(Some(reply)) => {
                     let (outcome, code, text, seq) = outcome(reply);
                     return Some(item(outcome, &code, text, seq));
@@ -135,9 +168,47 @@ fn transient(e: &StoreError) -> bool {
     matches!(e.code(), ErrorCode::Unavailable | ErrorCode::StorageError)
 }
 
+/// What a delete means for the item: outcome, code, message. A tree already gone (deleted
+/// with its parent, or by this batch before a crash) is skipped; an open one is refused as
+/// `DeleteExecution` refuses it.
+fn deleted_outcome(id: &str, deleted: DeleteOutcome) -> (ItemOutcome, String, String) {
+    match deleted {
+        DeleteOutcome::Deleted(rows) => (
+            ItemOutcome::Succeeded,
+            String::new(),
+            format!("deleted {} executions, {} events", rows.executions, rows.events),
+        ),
+        DeleteOutcome::NotFound => (
+            ItemOutcome::Skipped,
+            ErrorCode::ExecutionNotFound.as_str().to_string(),
+            format!("execution `{id}` is gone already"),
+        ),
+        DeleteOutcome::NotFinished(open) => (
+            ItemOutcome::Failed,
+            ErrorCode::ExecutionNotFinished.as_str().to_string(),
+            format!(
+                "execution `{id}` cannot be deleted while it or a descendant runs ({} open)",
+                open.len()
+            ),
+        ),
+    }
+}
+
 /// What a reply means for the item: outcome, code, message, seq.
 fn outcome(reply: Option<InboxReply>) -> (ItemOutcome, String, String, u64) {
     match reply {
+        Some(InboxReply::Applied { seq, .. }) => {
+            (ItemOutcome::Succeeded, String::new(), "applied".to_string(), seq)
+        }
+        Some(InboxReply::Terminated { seq, terminated: true }) => {
+            (ItemOutcome::Succeeded, String::new(), "terminated".to_string(), seq)
+        }
+        Some(InboxReply::Terminated { seq, terminated: false }) => (
+            ItemOutcome::Skipped,
+            ErrorCode::ExecutionFinished.as_str().to_string(),
+            "terminated already".to_string(),
+            seq,
+        ),
         Some(InboxReply::Migrated { seq: 0, to_version, .. }) => (
             ItemOutcome::Skipped,
             String::new(),
@@ -191,6 +262,31 @@ mod tests {
         let done = outcome(Some(refused(ErrorCode::ExecutionFinished)));
         assert_eq!((done.0, done.1.as_str()), (ItemOutcome::Skipped, "EXECUTION_FINISHED"));
         assert_eq!(outcome(None).0, ItemOutcome::Failed);
+        let applied = outcome(Some(InboxReply::Applied { seq: 4, run: 1, applied: true }));
+        assert_eq!((applied.0, applied.3), (ItemOutcome::Succeeded, 4));
+        let term = |terminated| outcome(Some(InboxReply::Terminated { seq: 7, terminated }));
+        assert_eq!(term(true).0, ItemOutcome::Succeeded);
+        assert_eq!(term(false).0, ItemOutcome::Skipped);
+        assert_eq!(deleted_outcome("e", DeleteOutcome::NotFound).0, ItemOutcome::Skipped);
+        let open = deleted_outcome("e", DeleteOutcome::NotFinished(vec!["e".into()]));
+        assert_eq!((open.0, open.1.as_str()), (ItemOutcome::Failed, "EXECUTION_NOT_FINISHED"));
+        let spec = |action| BatchSpec {
+            selector: orbit_store::BatchSelector::default(),
+            action,
+            rate_per_second: 1,
+            reason: "ops".into(),
+        };
+        let cancel = message("b", &spec(BatchAction::Cancel { reason: String::new() }));
+        assert_eq!(
+            cancel,
+            Some(InboxMessage::Cancel(Cancel {
+                reason: "ops".into(),
+                request_id: Some("batch:b".into())
+            }))
+        );
+        let term = message("b", &spec(BatchAction::Terminate { reason: "own".into() })).unwrap();
+        assert_eq!(term.request_id(), Some("batch:b"));
+        assert_eq!(message("b", &spec(BatchAction::Delete {})), None);
         assert_eq!(request_id("b-1"), "batch:b-1");
     }
 }

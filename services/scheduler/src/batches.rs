@@ -39,11 +39,17 @@ pub const BATCH_POLL: Duration = Duration::from_secs(1);
 /// Executions read per page of the selection (and of pending items).
 const PAGE: u32 = 100;
 
+/// The most executions of one batch in flight at once, whatever its rate: a cancel stops a
+/// batch after at most these. Each waits for its owner's reply (a few hundred ms on the
+/// split, whose scheduler re-reads the inbox), so this bounds a batch to a few hundred
+/// executions a second there.
+pub const MAX_IN_FLIGHT: u32 = 64;
+
 /// The most executions in flight at once for `rate` per second: a tenth of a second's
-/// worth, at least one, at most 32 (a cancel stops a batch after at most these).
+/// worth, at least one, at most [`MAX_IN_FLIGHT`].
 #[must_use]
 pub fn window(rate: u32) -> usize {
-    (rate / 10).clamp(1, 32) as usize
+    (rate / 10).clamp(1, MAX_IN_FLIGHT) as usize
 }
 
 /// How a runner behaves.

@@ -34,6 +34,7 @@ mod sweeper;
 
 pub use batches::{
     window as batch_window, BatchRunner, BatchRunnerConfig, BATCH_POLL, LEASE_MS as BATCH_LEASE_MS,
+    MAX_IN_FLIGHT as BATCH_MAX_IN_FLIGHT,
 };
 
 pub use debounces::LEASE_MS as DEBOUNCE_LEASE_MS;

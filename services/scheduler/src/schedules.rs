@@ -235,6 +235,7 @@ impl Firing {
             }),
             Prior::Terminate => InboxMessage::Terminate(Terminate {
                 reason: format!("replaced by schedule {schedule_id} (TERMINATE_PREVIOUS)"),
+                request_id: None,
             }),
             Prior::Keep => return,
         };

@@ -7,7 +7,10 @@ use super::conn::PgConn;
 use super::error::PgResult;
 use super::rows::{get, get_u64, to_i64};
 use crate::batch_job::{BatchItem, BatchRow, BatchSelector, BatchState, ItemOutcome};
+use crate::batch_select::selection;
 use crate::error::{Result, StoreError};
+use orbit_query::{Dialect, SqlValue};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 macro_rules! columns {
@@ -73,12 +76,6 @@ const FINISH: &str = "UPDATE batches SET \
 const ITEMS: &str = "SELECT execution_id, outcome, code, message, seq FROM batch_items \
     WHERE batch_id = $1 AND ($2::TEXT IS NULL OR execution_id > $2) \
     AND ($3::TEXT IS NULL OR outcome = $3) ORDER BY execution_id LIMIT $4";
-const TARGETS: &str = "SELECT execution_id FROM executions WHERE workflow = $1 \
-    AND ($2::TEXT IS NULL OR version = $2) AND status = ANY($3::TEXT[]) \
-    AND ($4::TEXT IS NULL OR execution_id > $4) ORDER BY execution_id LIMIT $5";
-const COUNT_TARGETS: &str = "SELECT COUNT(*) FROM executions WHERE workflow = $1 \
-    AND ($2::TEXT IS NULL OR version = $2) AND status = ANY($3::TEXT[])";
-
 fn batch(r: &Row) -> Result<BatchRow> {
     let state: String = get(r, 3, "batch state")?;
     let lease_until: Option<i64> = get(r, 13, "batch lease_until")?;
@@ -276,17 +273,29 @@ pub(crate) async fn targets(
     after: Option<&str>,
     limit: u32,
 ) -> PgResult<Vec<String>> {
-    let found = conn
-        .query(TARGETS, &[&s.workflow, &s.version, &s.statuses, &after, &i64::from(limit)])
-        .await?;
+    let sel = selection(s, after, Dialect::Postgres)?;
+    let params: Vec<&(dyn ToSql + Sync)> = sel.params.iter().map(param).collect();
+    let found = conn.client().query(sel.page_sql(limit).as_str(), &params).await?;
     Ok(found.iter().map(|r| get(r, 0, "execution_id")).collect::<Result<_>>()?)
 }
 
 /// How many executions the selector matches.
 pub(crate) async fn count_targets(conn: &mut PgConn, s: &BatchSelector) -> PgResult<u64> {
-    let found = conn.query(COUNT_TARGETS, &[&s.workflow, &s.version, &s.statuses]).await?;
+    let sel = selection(s, None, Dialect::Postgres)?;
+    let params: Vec<&(dyn ToSql + Sync)> = sel.params.iter().map(param).collect();
+    let found = conn.client().query(sel.count_sql().as_str(), &params).await?;
     let Some(row) = found.first() else { return Ok(0) };
     Ok(get_u64(row, 0, "count")?)
+}
+
+/// A selection's value as a parameter (the SQL casts each placeholder to its type).
+fn param(value: &SqlValue) -> &(dyn ToSql + Sync) {
+    match value {
+        SqlValue::Text(s) => s,
+        SqlValue::Int(n) => n,
+        SqlValue::Double(x) => x,
+        SqlValue::Bool(b) => b,
+    }
 }
 
 use super::{conn, error, Kind, PgStore};

@@ -4,7 +4,10 @@
 
 use super::rows::{to_i64, to_u64};
 use crate::batch_job::{BatchItem, BatchRow, BatchSelector, BatchState, ItemOutcome};
+use crate::batch_select::selection;
 use crate::error::Result;
+use orbit_query::{Dialect, SqlValue};
+use rusqlite::types::ToSql;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 const COLUMNS: &str = "batch_id, workflow, spec, state, request_id, cursor_id, total, done, \
@@ -300,10 +303,6 @@ pub(crate) fn items(
         .collect()
 }
 
-fn statuses(selector: &BatchSelector) -> String {
-    serde_json::to_string(&selector.statuses).unwrap_or_else(|_| "[]".into())
-}
-
 /// The selected execution ids after `after`.
 pub(crate) fn targets(
     conn: &Connection,
@@ -311,35 +310,31 @@ pub(crate) fn targets(
     after: Option<&str>,
     limit: u32,
 ) -> Result<Vec<String>> {
-    let sql = "SELECT execution_id FROM executions WHERE workflow = ?1 \
-        AND (?2 IS NULL OR version = ?2) AND status IN (SELECT value FROM json_each(?3)) \
-        AND (?4 IS NULL OR execution_id > ?4) ORDER BY execution_id LIMIT ?5";
-    let mut stmt = conn.prepare_cached(sql)?;
-    let ids = stmt
-        .query_map(
-            params![
-                selector.workflow,
-                selector.version,
-                statuses(selector),
-                after,
-                i64::from(limit)
-            ],
-            |r| r.get(0),
-        )?
-        .collect::<rusqlite::Result<_>>()?;
+    let sel = selection(selector, after, Dialect::Sqlite)?;
+    // The text varies with the selector: prepared for this call only, so it never evicts
+    // the hot path's statements from the connection's cache.
+    let mut stmt = conn.prepare(&sel.page_sql(limit))?;
+    let values: Vec<&dyn ToSql> = sel.params.iter().map(param).collect();
+    let ids = stmt.query_map(values.as_slice(), |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
     Ok(ids)
 }
 
 /// How many executions the selector matches.
 pub(crate) fn count_targets(conn: &Connection, selector: &BatchSelector) -> Result<u64> {
-    let sql = "SELECT COUNT(*) FROM executions WHERE workflow = ?1 \
-        AND (?2 IS NULL OR version = ?2) AND status IN (SELECT value FROM json_each(?3))";
-    let n: i64 = conn
-        .prepare_cached(sql)?
-        .query_row(params![selector.workflow, selector.version, statuses(selector)], |r| {
-            r.get(0)
-        })?;
+    let sel = selection(selector, None, Dialect::Sqlite)?;
+    let values: Vec<&dyn ToSql> = sel.params.iter().map(param).collect();
+    let n: i64 = conn.prepare(&sel.count_sql())?.query_row(values.as_slice(), |r| r.get(0))?;
     to_u64(n, "count")
+}
+
+/// A selection's value as a parameter.
+fn param(value: &SqlValue) -> &dyn ToSql {
+    match value {
+        SqlValue::Text(s) => s,
+        SqlValue::Int(n) => n,
+        SqlValue::Double(x) => x,
+        SqlValue::Bool(b) => b,
+    }
 }
 
 #[async_trait::async_trait]

@@ -388,11 +388,17 @@ class Client:
 
     def start_batch(
         self,
-        workflow: str,
+        workflow: str = "",
         migrate_to: str = "",
         *,
         reset_to_step: str = "",
         drop_signals: bool = False,
+        query: str = "",
+        cancel: bool = False,
+        terminate: bool = False,
+        signal: str = "",
+        payload: Any = None,
+        delete: bool = False,
         version: str = "",
         statuses: Optional[List[int]] = None,
         rate_per_second: int = 0,
@@ -409,15 +415,40 @@ class Client:
 
         With ``reset_to_step`` instead, each execution is reset to just before that step
         (:meth:`reset`; ``migrate_to`` then migrates each new run, ``drop_signals`` leaves
-        out the signals after the point); a dry run's items then carry ``plan`` too."""
-        if reset_to_step:
+        out the signals after the point); a dry run's items then carry ``plan`` too.
+
+        ``query`` selects by the list query language (docs/queries.md), ANDed with
+        ``workflow``, ``version`` and ``statuses`` when given (``workflow`` is optional then,
+        and without ``statuses`` the query alone decides). The action may instead be
+        ``cancel=True``, ``terminate=True``, ``signal=NAME`` (with ``payload``) or
+        ``delete=True``: each execution as the single-execution call does it; a finished one
+        is skipped (``EXECUTION_FINISHED``), an open one is refused by ``delete``."""
+        chosen = [bool(migrate_to) and not reset_to_step, bool(reset_to_step), cancel, terminate, bool(signal), delete]
+        if sum(chosen) != 1:
+            raise ValueError(
+                "start_batch takes exactly one action: migrate_to, reset_to_step, cancel, terminate, signal or delete"
+            )
+        if cancel:
+            action = workflow_pb2.BatchAction(cancel=workflow_pb2.BatchCancel())
+        elif terminate:
+            action = workflow_pb2.BatchAction(terminate=workflow_pb2.BatchTerminate())
+        elif signal:
+            batch_signal = workflow_pb2.BatchSignal(name=signal)
+            if payload is not None:
+                batch_signal.payload.CopyFrom(to_proto_value(payload))
+            action = workflow_pb2.BatchAction(signal=batch_signal)
+        elif delete:
+            action = workflow_pb2.BatchAction(delete=workflow_pb2.BatchDelete())
+        elif reset_to_step:
             action = workflow_pb2.BatchAction(
                 reset=workflow_pb2.BatchReset(step=reset_to_step, drop_signals=drop_signals, to_version=migrate_to)
             )
         else:
             action = workflow_pb2.BatchAction(migrate=workflow_pb2.BatchMigrate(to_version=migrate_to))
         request = workflow_pb2.StartBatchRequest(
-            selector=workflow_pb2.BatchSelector(workflow=workflow, version=version, statuses=statuses or []),
+            selector=workflow_pb2.BatchSelector(
+                workflow=workflow, version=version, statuses=statuses or [], query=query
+            ),
             action=action,
             rate_per_second=rate_per_second,
             reason=reason,
@@ -641,6 +672,8 @@ def _batch(b: Any) -> Dict[str, Any]:
         "workflow": b.selector.workflow,
         "version": b.selector.version,
         "to_version": b.action.migrate.to_version,
+        "query": b.selector.query,
+        "action": b.action.WhichOneof("action") or "",
         "total": b.total,
         "done": b.done,
         "succeeded": b.succeeded,

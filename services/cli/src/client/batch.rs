@@ -1,15 +1,19 @@
-//! `orbit batch start|list|describe|cancel`: server-side jobs that apply one action (today
-//! `--migrate-to`) to every execution a selector matches (`WorkflowService.StartBatch` and
+//! `orbit batch start|list|describe|cancel`: server-side jobs that apply one action
+//! (`--migrate-to`, `--reset-to-step`, `--cancel`, `--terminate`, `--signal`, `--delete`) to
+//! every execution a selector (workflow, version, statuses, `--query`) matches (`WorkflowService.StartBatch` and
 //! friends). The job runs in the server's scheduler; `--wait` follows it with a progress
 //! line on stderr until it ends.
 
 use clap::{Args, Subcommand};
 use orbit_api::v1::{
-    batch_action, BatchAction, BatchMigrate, BatchReset, BatchSelector, BatchState,
-    CancelBatchRequest, DescribeBatchRequest, ExecutionStatus, ListBatchItemsRequest,
-    ListBatchesRequest, StartBatchRequest,
+    batch_action, BatchAction, BatchCancel, BatchDelete, BatchMigrate, BatchReset, BatchSelector,
+    BatchSignal, BatchState, BatchTerminate, CancelBatchRequest, DescribeBatchRequest,
+    ExecutionStatus, ListBatchItemsRequest, ListBatchesRequest, StartBatchRequest,
 };
+use orbit_server_kit::payload::json_to_proto;
 use std::time::Duration;
+
+use super::input::parse_json_arg;
 
 use super::batch_view::{batch_json, dry_run_json, dry_run_text, item_json, print_batch, progress};
 use super::error::Failure;
@@ -30,14 +34,18 @@ pub struct BatchArgs {
     command: BatchCommand,
 }
 
+// Parsed once per process from the command line: the size of `Start` costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum BatchCommand {
     /// Start a batch: apply an action to every execution of a workflow (and version) in
-    /// the given statuses.
+    /// the given statuses, or matching a --query.
     ///
-    /// The action: --migrate-to VERSION (`orbit execution migrate`) or --reset-to-step STEP
+    /// The action: --migrate-to VERSION (`orbit execution migrate`), --reset-to-step STEP
     /// (`orbit execution reset`; a repair of many executions that failed in one step, e.g.
-    /// with --status failed once the worker is fixed).
+    /// with --status failed once the worker is fixed), --cancel, --terminate, --signal NAME
+    /// [--payload JSON] or --delete (finished executions only). A caller restricted to some
+    /// workflows acts only on executions of those, whatever the query says.
     ///
     /// The server's scheduler walks the selected executions in id order, at most --rate per
     /// second, and records each one's outcome: SUCCEEDED, FAILED (the execution refused:
@@ -53,35 +61,29 @@ enum BatchCommand {
         "orbit batch start --workflow orders --version 1 --migrate-to 2 --rate 100 --wait",
         "orbit batch start --workflow orders --status running --status suspended --migrate-to 3",
         "orbit batch start --workflow orders --status failed --reset-to-step charge --dry-run",
+        "orbit batch start --query \"workflow STARTS_WITH 'billing.' AND status = 'RUNNING'\" --cancel --reason outage --rate 200",
+        "orbit batch start --workflow orders --signal approve --payload '{\"by\": \"ops\"}'",
+        "orbit batch start --query \"status = 'FAILED' AND created < '2026-11-01'\" --delete",
     ))]
     Start {
-        /// The workflow whose executions to act on.
-        #[arg(long, value_name = "NAME")]
-        workflow: String,
-        /// Only executions pinned to this version.
-        #[arg(long, value_name = "VERSION")]
+        /// The workflow whose executions to act on (required unless --query).
+        #[arg(long, value_name = "NAME", required_unless_present = "query")]
+        workflow: Option<String>,
+        /// A list query (docs/queries.md), ANDed with the other selectors; without
+        /// --status the query alone decides the statuses.
+        #[arg(long, value_name = "QUERY")]
+        query: Option<String>,
+        /// Only executions pinned to this version (requires --workflow).
+        #[arg(long, value_name = "VERSION", requires = "workflow")]
         version: Option<String>,
-        /// Only executions in these statuses (repeatable; default running).
+        /// Only executions in these statuses (repeatable; default running, or with --delete
+        /// every closed status; with --query: any).
         #[arg(long, value_enum)]
         status: Vec<StatusFilter>,
-        /// Migrate each execution to this version (`orbit execution migrate`).
-        #[arg(
-            long,
-            value_name = "VERSION",
-            required_unless_present = "reset_to_step",
-            conflicts_with = "reset_to_step"
-        )]
-        migrate_to: Option<String>,
-        /// Reset each execution to just before this step first started in its current run
-        /// (`orbit execution reset --to-step`): it goes on in its next run from there.
-        #[arg(long, value_name = "STEP")]
-        reset_to_step: Option<String>,
-        /// With --reset-to-step: leave out the signals received after the point.
-        #[arg(long, requires = "reset_to_step")]
-        drop_signals: bool,
-        /// With --reset-to-step: migrate each new run to this version right away.
-        #[arg(long, value_name = "VERSION", requires = "reset_to_step")]
-        to_version: Option<String>,
+        #[command(flatten)]
+        action: ActionArgs,
+        #[command(flatten)]
+        options: ActionOptions,
         /// At most this many executions per second (default 50, at most 1000).
         #[arg(long, value_name = "N", default_value_t = 0)]
         rate: u32,
@@ -129,6 +131,72 @@ enum BatchCommand {
     },
 }
 
+/// The action of `orbit batch start`: exactly one.
+#[derive(Args, Debug)]
+#[group(required = true, multiple = false, id = "batch_action")]
+struct ActionArgs {
+    /// Migrate each execution to this version (`orbit execution migrate`).
+    #[arg(long, value_name = "VERSION")]
+    migrate_to: Option<String>,
+    /// Reset each execution to just before this step first started in its current run
+    /// (`orbit execution reset --to-step`): it goes on in its next run from there.
+    #[arg(long, value_name = "STEP")]
+    reset_to_step: Option<String>,
+    /// Request each execution's cancellation (`orbit execution cancel`); a finished one
+    /// is skipped.
+    #[arg(long)]
+    cancel: bool,
+    /// Terminate each execution (`orbit execution terminate`); a finished one is skipped.
+    #[arg(long)]
+    terminate: bool,
+    /// Send this signal to each execution (`orbit execution signal`), with --payload.
+    #[arg(long, value_name = "NAME")]
+    signal: Option<String>,
+    /// Delete each finished execution and its descendants (`orbit execution delete`).
+    #[arg(long)]
+    delete: bool,
+}
+
+/// The options that go with some actions (outside the group, which takes one action).
+#[derive(Args, Debug)]
+struct ActionOptions {
+    /// With --reset-to-step: leave out the signals received after the point.
+    #[arg(long, requires = "reset_to_step")]
+    drop_signals: bool,
+    /// With --reset-to-step: migrate each new run to this version right away.
+    #[arg(long, value_name = "VERSION", requires = "reset_to_step")]
+    to_version: Option<String>,
+    /// With --signal: the payload as JSON, or `@PATH` to read it from a file. Default: null.
+    #[arg(long, value_name = "JSON", requires = "signal")]
+    payload: Option<String>,
+}
+
+impl ActionArgs {
+    /// The wire action (`reason` goes to cancel and terminate as the batch's reason does).
+    fn wire(self, options: ActionOptions) -> Result<batch_action::Action, Failure> {
+        let ActionOptions { drop_signals, to_version, payload } = options;
+        Ok(if let Some(step) = self.reset_to_step {
+            batch_action::Action::Reset(BatchReset {
+                step,
+                drop_signals,
+                to_version: to_version.unwrap_or_default(),
+            })
+        } else if let Some(to_version) = self.migrate_to {
+            batch_action::Action::Migrate(BatchMigrate { to_version })
+        } else if self.cancel {
+            batch_action::Action::Cancel(BatchCancel::default())
+        } else if self.terminate {
+            batch_action::Action::Terminate(BatchTerminate::default())
+        } else if let Some(name) = self.signal {
+            let payload =
+                payload.as_deref().map(|text| parse_json_arg("--payload", text)).transpose()?;
+            batch_action::Action::Signal(BatchSignal { name, payload: payload.map(json_to_proto) })
+        } else {
+            batch_action::Action::Delete(BatchDelete {})
+        })
+    }
+}
+
 /// Runs one `orbit batch` command.
 pub async fn run(args: BatchArgs) -> Result<(), Failure> {
     let format = args.connect.output;
@@ -136,12 +204,11 @@ pub async fn run(args: BatchArgs) -> Result<(), Failure> {
     match args.command {
         BatchCommand::Start {
             workflow,
+            query,
             version,
             status,
-            migrate_to,
-            reset_to_step,
-            drop_signals,
-            to_version,
+            action,
+            options,
             rate,
             reason,
             request_id,
@@ -150,22 +217,12 @@ pub async fn run(args: BatchArgs) -> Result<(), Failure> {
         } => {
             let request = StartBatchRequest {
                 selector: Some(BatchSelector {
-                    workflow,
+                    workflow: workflow.unwrap_or_default(),
                     version: version.unwrap_or_default(),
                     statuses: status.into_iter().map(|s| ExecutionStatus::from(s) as i32).collect(),
+                    query: query.unwrap_or_default(),
                 }),
-                action: Some(BatchAction {
-                    action: Some(match (migrate_to, reset_to_step) {
-                        (_, Some(step)) => batch_action::Action::Reset(BatchReset {
-                            step,
-                            drop_signals,
-                            to_version: to_version.unwrap_or_default(),
-                        }),
-                        (to_version, None) => batch_action::Action::Migrate(BatchMigrate {
-                            to_version: to_version.unwrap_or_default(),
-                        }),
-                    }),
-                }),
+                action: Some(BatchAction { action: Some(action.wire(options)?) }),
                 rate_per_second: rate,
                 reason,
                 request_id: request_id.unwrap_or_default(),

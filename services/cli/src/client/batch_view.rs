@@ -2,6 +2,7 @@
 //! progress line of `orbit batch start --wait`, and a dry run's per-execution answers.
 
 use orbit_api::v1::{batch_action, Batch, BatchItem, StartBatchResponse};
+use orbit_server_kit::payload::proto_to_json;
 use serde_json::{json, Value as Json};
 use std::fmt::Write as _;
 
@@ -17,6 +18,13 @@ fn action_json(b: &Batch) -> Json {
         Some(batch_action::Action::Reset(r)) => json!({"reset": {
             "step": r.step, "drop_signals": r.drop_signals, "to_version": r.to_version
         }}),
+        Some(batch_action::Action::Cancel(c)) => json!({"cancel": {"reason": c.reason}}),
+        Some(batch_action::Action::Terminate(t)) => json!({"terminate": {"reason": t.reason}}),
+        Some(batch_action::Action::Signal(sig)) => json!({"signal": {
+            "name": sig.name,
+            "payload": sig.payload.clone().map(proto_to_json).transpose().ok().flatten(),
+        }}),
+        Some(batch_action::Action::Delete(_)) => json!({"delete": {}}),
         None => Json::Null,
     }
 }
@@ -29,7 +37,12 @@ pub(super) fn batch_json(b: &Batch) -> Json {
     json!({
         "batch_id": b.batch_id,
         "state": state(b),
-        "selector": {"workflow": selector.workflow, "version": selector.version, "statuses": statuses},
+        "selector": {
+            "workflow": selector.workflow,
+            "version": selector.version,
+            "statuses": statuses,
+            "query": selector.query,
+        },
         "action": action_json(b),
         "rate_per_second": b.rate_per_second,
         "total": b.total,
@@ -63,6 +76,7 @@ pub(super) fn print_batch(format: Format, b: &Batch, extra: Option<(&str, Json)>
             }
             f.add("workflow", j["selector"]["workflow"].as_str().unwrap_or_default());
             f.add_nonempty("version", j["selector"]["version"].as_str().unwrap_or_default());
+            f.add_nonempty("query", j["selector"]["query"].as_str().unwrap_or_default());
             f.add("statuses", j["selector"]["statuses"].to_string());
             f.add("action", j["action"].to_string());
             f.add("rate", format!("{}/s", b.rate_per_second));

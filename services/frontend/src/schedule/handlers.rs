@@ -288,6 +288,7 @@ impl ScheduleApi {
                                 prev,
                                 InboxMessage::Terminate(Terminate {
                                     reason: format!("replaced by backfill of schedule {id}"),
+                                    request_id: None,
                                 }),
                             )
                             .await?

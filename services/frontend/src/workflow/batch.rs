@@ -2,15 +2,19 @@
 //!
 //! The frontend only writes and reads the `batches` rows; a scheduler runs them
 //! (`orbit_scheduler`'s batch runner). A start checks what it can before anything is
-//! written — the caller's `update` permission on the workflow, the workflow and the target
-//! version registered — and the job then runs with what was checked here. A dry run writes
+//! written — the query, the caller's permission on a named workflow, the target version
+//! registered — and records a restricted caller's workflow patterns in the spec: the job
+//! then runs with what was checked here, and its selection (and the dry run's) never
+//! reaches an execution of a workflow the caller may not act on. A dry run writes
 //! nothing: it answers, for the first [`DRY_RUN_LIMIT`] selected executions, what
-//! `MigrateExecution`'s (or `ResetExecution`'s) dry run answers for each. A batch of a workflow outside a
-//! restricted caller's patterns is answered as missing, like an execution.
+//! `MigrateExecution`'s (or `ResetExecution`'s) dry run answers for each, and for the
+//! other actions whether the execution is open (closed, for `delete`). A batch of a
+//! workflow outside a restricted caller's patterns is answered as missing, like an
+//! execution; so is one selected by a query alone that was started under other patterns.
 
 use super::batch_wire::{batch, item, spec_of};
 use super::{migrate, reset};
-use crate::error::{err, ApiResult, FrontendError};
+use crate::error::{err, no_execution, ApiResult, FrontendError};
 use crate::scope::Scope;
 use crate::validate::{page_size, random_hex};
 use crate::Shared;
@@ -39,16 +43,24 @@ pub(crate) async fn start(
     scope: &Scope,
     req: StartBatchRequest,
 ) -> ApiResult<StartBatchResponse> {
-    let spec = spec_of(&req)?;
+    let mut spec = spec_of(&req, shared.config.max_payload_bytes)?;
     let request_id = rules::optional("request_id", &req.request_id)?;
     check_limits("reason", &json!(req.reason), shared.config.max_payload_bytes)?;
+    if let BatchAction::Cancel { reason } | BatchAction::Terminate { reason } = &spec.action {
+        check_limits("action.reason", &json!(reason), shared.config.max_payload_bytes)?;
+    }
+    // The job acts with the caller's patterns: recorded, and ANDed into every selection.
+    spec.selector.workflows = scope.workflow_patterns();
     let workflow = &spec.selector.workflow;
-    scope.workflow(Action::Update, workflow)?;
+    if !workflow.is_empty() {
+        scope.workflow(permission(&spec.action), workflow)?;
+    }
     let to_version = match &spec.action {
         BatchAction::Migrate { to_version } => Some(to_version),
         BatchAction::Reset { to_version, .. } => to_version.as_ref(),
+        _ => None,
     };
-    if let Some(to_version) = to_version {
+    if let (Some(to_version), false) = (to_version, workflow.is_empty()) {
         if shared.store.get_definition(workflow, Some(to_version)).await?.is_none() {
             return Err(err(
                 ErrorCode::WorkflowNotFound,
@@ -73,6 +85,46 @@ pub(crate) async fn start(
         batch: Some(batch(&row)),
         created,
         ..StartBatchResponse::default()
+    })
+}
+
+/// The permission an action needs on each execution's workflow (as the single-execution
+/// RPC asks it).
+fn permission(action: &BatchAction) -> Action {
+    match action {
+        BatchAction::Migrate { .. } | BatchAction::Reset { .. } => Action::Update,
+        BatchAction::Cancel { .. } | BatchAction::Terminate { .. } | BatchAction::Delete {} => {
+            Action::Cancel
+        }
+        BatchAction::Signal { .. } => Action::Signal,
+    }
+}
+
+/// A dry run's answer for a cancel, terminate, signal or delete: applied to an open
+/// execution (a closed one for delete), or the code the batch would record.
+async fn closed_dry_run(
+    shared: &Shared,
+    id: &str,
+    action: &BatchAction,
+) -> ApiResult<BatchDryRunItem> {
+    let Some(row) = shared.store.get_execution(id).await? else {
+        return Err(no_execution(id));
+    };
+    let closed = row.status.is_closed();
+    let refusal = match (action, closed) {
+        (BatchAction::Delete {}, false) => {
+            Some((ErrorCode::ExecutionNotFinished, "the execution has not finished"))
+        }
+        (BatchAction::Delete {}, true) | (_, false) => None,
+        (_, true) => Some((ErrorCode::ExecutionFinished, "the execution has finished")),
+    };
+    Ok(BatchDryRunItem {
+        execution_id: id.to_string(),
+        safe: refusal.is_none(),
+        from_version: row.version,
+        code: refusal.map(|(c, _)| c.as_str().to_string()).unwrap_or_default(),
+        message: refusal.map(|(_, m)| m.to_string()).unwrap_or_default(),
+        ..BatchDryRunItem::default()
     })
 }
 
@@ -117,6 +169,7 @@ async fn dry_run(
                     }
                 })
             }
+            other => closed_dry_run(shared, &id, other).await,
         };
         let item = match answer {
             Ok(item) => item,
@@ -138,10 +191,21 @@ async fn dry_run(
     Ok(StartBatchResponse { dry_run_items: items, dry_run_total: total, ..Default::default() })
 }
 
+/// Whether the caller may see a batch: one of a named workflow when it sees the workflow;
+/// one selected by a query alone when nothing restricts the caller, or when the batch was
+/// started under exactly the caller's patterns (so it acts on nothing the caller may not).
+fn sees(scope: &Scope, row: &BatchRow) -> bool {
+    if !row.workflow.is_empty() {
+        return scope.sees(&row.workflow);
+    }
+    let Some(mine) = scope.workflow_patterns() else { return true };
+    BatchSpec::from_json(&row.spec).is_ok_and(|s| s.selector.workflows.as_ref() == Some(&mine))
+}
+
 /// A batch the caller may see, or `BATCH_NOT_FOUND`.
 async fn visible(shared: &Shared, scope: &Scope, id: &str) -> ApiResult<BatchRow> {
     match shared.store.get_batch(id).await? {
-        Some(row) if scope.sees(&row.workflow) => Ok(row),
+        Some(row) if sees(scope, &row) => Ok(row),
         _ => Err(err(ErrorCode::BatchNotFound, format!("no batch `{id}`"))),
     }
 }
@@ -169,7 +233,7 @@ pub(crate) async fn list(
     let rows = shared.store.list_batches(before, limit).await?;
     let next =
         if rows.len() > size { rows.get(size - 1).map(|r| r.batch_id.clone()) } else { None };
-    let batches = rows.iter().take(size).filter(|r| scope.sees(&r.workflow)).map(batch).collect();
+    let batches = rows.iter().take(size).filter(|r| sees(scope, r)).map(batch).collect();
     Ok(ListBatchesResponse { batches, next_page_token: next.unwrap_or_default() })
 }
 
@@ -205,7 +269,9 @@ pub(crate) async fn cancel(
     let id = rules::id("batch_id", &req.batch_id)?;
     check_limits("reason", &json!(req.reason), shared.config.max_payload_bytes)?;
     let before = visible(shared, scope, id).await?;
-    scope.workflow(Action::Update, &before.workflow)?;
+    if !before.workflow.is_empty() {
+        scope.workflow(Action::Update, &before.workflow)?;
+    }
     let now = shared.config.clock.now();
     let Some(row) = shared.store.cancel_batch(id, &req.reason, now).await? else {
         return Err(err(ErrorCode::BatchNotFound, format!("no batch `{id}`")));

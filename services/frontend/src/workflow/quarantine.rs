@@ -86,7 +86,7 @@ pub(crate) async fn terminate(
         }
         return Err(finished(id, row.status));
     }
-    let message = InboxMessage::Terminate(Terminate { reason: req.reason });
+    let message = InboxMessage::Terminate(Terminate { reason: req.reason, request_id: None });
     match send(shared, id, &message).await? {
         Some(InboxReply::Terminated { seq, terminated }) => {
             Ok(TerminateExecutionResponse { seq, terminated })

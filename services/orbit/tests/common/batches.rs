@@ -22,6 +22,7 @@ pub fn migrate_request(
             workflow: workflow.into(),
             version: version.into(),
             statuses: vec![],
+            query: String::new(),
         }),
         action: Some(pb::BatchAction {
             action: Some(pb::batch_action::Action::Migrate(pb::BatchMigrate {

@@ -2,7 +2,8 @@
 //! a time and another takes it over when the lease ends, an item is begun (pending + cursor)
 //! and recorded (outcome + counters) in one transaction each and counted once, a lost lease
 //! writes nothing, cancel stops new items but lets the holder record those in flight, and
-//! the targets page by execution id over workflow, version and status.
+//! the targets page by execution id over workflow, version and status, and over a list
+//! query ANDed with the caller's workflow patterns.
 
 use crate::support::{created, ev, execution_row, Backend};
 use orbit_store::{
@@ -16,6 +17,8 @@ fn spec(workflow: &str) -> BatchSpec {
             workflow: workflow.into(),
             version: Some("v1".into()),
             statuses: vec!["RUNNING".into()],
+            query: None,
+            workflows: None,
         },
         action: BatchAction::Migrate { to_version: "v2".into() },
         rate_per_second: 50,
@@ -206,4 +209,51 @@ pub async fn batch_targets_page_by_execution_id(b: &dyn Backend) {
         ["e1", "e2", "e3", "e4", "e6"]
     );
     assert_eq!(store.count_batch_targets(&any_version).await.unwrap(), 5);
+}
+
+/// A query selects alone (no workflow, no statuses) or ANDed with the other parts, the
+/// caller's patterns bound it (`*` any run; `_`, `%`, `?` match themselves), and the walk
+/// pages after the cursor in execution-id order.
+pub async fn batch_targets_walk_a_query_within_the_patterns(b: &dyn Backend) {
+    let store = b.open().await;
+    add(store.as_ref(), "q3", "billing.charge", "v1", false).await;
+    add(store.as_ref(), "q1", "billing.refund", "v1", false).await;
+    add(store.as_ref(), "q2", "shipping.pack", "v1", false).await;
+    add(store.as_ref(), "q4", "billing.charge", "v2", true).await;
+    add(store.as_ref(), "q5", "billingXcharge", "v1", false).await;
+    add(store.as_ref(), "q6", "billing_charge", "v1", false).await;
+    let by_query = |q: &str| BatchSelector { query: Some(q.into()), ..BatchSelector::default() };
+    let running = by_query("status = 'RUNNING'");
+    assert_eq!(
+        store.batch_targets(&running, None, 10).await.unwrap(),
+        ["q1", "q2", "q3", "q5", "q6"]
+    );
+    assert_eq!(store.batch_targets(&running, Some("q2"), 2).await.unwrap(), ["q3", "q5"]);
+    assert_eq!(store.count_batch_targets(&running).await.unwrap(), 5);
+    let billing = by_query("workflow STARTS_WITH 'billing.' AND NOT status = 'RUNNING'");
+    assert_eq!(store.batch_targets(&billing, None, 10).await.unwrap(), ["q4"]);
+    // ANDed with the statuses and the workflow.
+    let anded = BatchSelector {
+        workflow: "billing.charge".into(),
+        statuses: vec!["RUNNING".into()],
+        ..by_query("version = 'v1' OR version = 'v2'")
+    };
+    assert_eq!(store.batch_targets(&anded, None, 10).await.unwrap(), ["q3"]);
+    // The caller's patterns: `billing.*` never reaches `shipping.pack`, nor the ids whose
+    // workflow only matches the pattern if `.` or `_` were wildcards.
+    let restricted = BatchSelector { workflows: Some(vec!["billing.*".into()]), ..running.clone() };
+    assert_eq!(store.batch_targets(&restricted, None, 10).await.unwrap(), ["q1", "q3"]);
+    assert_eq!(store.count_batch_targets(&restricted).await.unwrap(), 2);
+    let literal = BatchSelector { workflows: Some(vec!["billing_c*".into()]), ..running.clone() };
+    assert_eq!(store.batch_targets(&literal, None, 10).await.unwrap(), ["q6"]);
+    let two = BatchSelector {
+        workflows: Some(vec!["shipping.pack".into(), "*.refund".into()]),
+        ..running.clone()
+    };
+    assert_eq!(store.batch_targets(&two, None, 10).await.unwrap(), ["q1", "q2"]);
+    let nothing = BatchSelector { workflows: Some(vec![]), ..running.clone() };
+    assert_eq!(store.count_batch_targets(&nothing).await.unwrap(), 0);
+    // Case matters on both backends (SQLite's LIKE would ignore it).
+    let upper = BatchSelector { workflows: Some(vec!["BILLING.*".into()]), ..running };
+    assert_eq!(store.count_batch_targets(&upper).await.unwrap(), 0);
 }
