@@ -66,6 +66,7 @@ fn every_expected_service_and_rpc_exists() {
                 "GetHistory",
                 "WatchExecution",
                 "ListExecutions",
+                "CountExecutions",
                 "SignalExecution",
                 "QueryExecution",
                 "CancelExecution",

@@ -343,6 +343,9 @@ impl State {
                     && !step.ends_with(']');
                 if counts && self.winding.is_none() && !self.status().is_closed() {
                     self.begin_winding(Outcome::Failure, error.clone());
+                    if let Some(w) = &mut self.winding {
+                        w.step = Some(step.clone());
+                    }
                 }
             }
             Event::StepSkipped { step, .. } => {
@@ -489,6 +492,7 @@ impl State {
         self.winding = Some(Winding {
             outcome,
             error,
+            step: None,
             compensation: None,
             compensation_outcome: None,
             handlers_started: false,

@@ -1,7 +1,8 @@
 //! The attributes a query may name: the system attributes of the executions table, each
 //! mapped to its real column, and the search attributes a caller declares with a type.
-//! Attributes the store cannot answer yet (`task_queue`, `failed_step`, `error_code`: no
-//! column holds them) are not in the catalog, so naming one is refused as unknown.
+//! There is no `task_queue`: Orbit routes each step's task by its task name (and labels),
+//! not by a queue per execution, so no column holds one and naming it is refused as
+//! unknown (docs/queries.md).
 
 use std::collections::BTreeMap;
 
@@ -126,6 +127,8 @@ pub const SYSTEM_ATTRIBUTES: &[SystemAttr] = &[
     sys("schedule", "schedule_id", KEYWORD, true),
     sys("parent", "parent_id", KEYWORD, true),
     sys("root", "root_id", KEYWORD, false),
+    sys("failed_step", "failed_step", KEYWORD, true),
+    sys("error_code", "error_code", KEYWORD, true),
 ];
 
 /// The attributes one query may name: the system ones and the caller's declared search

@@ -11,7 +11,10 @@
 //!   the `executions` table and the caller's declared search attributes, each with a type
 //!   that decides its operators and literals; values become [`SqlValue`]s;
 //! - [`compile`] (`compile.rs`): a `WHERE` condition, an `ORDER BY` term and the ordered
-//!   parameter values, for PostgreSQL or SQLite. Values only ever travel as parameters.
+//!   parameter values, for PostgreSQL or SQLite. Values only ever travel as parameters;
+//!   [`compile_page`] (`page.rs`) adds the keyset of a page in any order.
+//!
+//! [`group_by`] (`group.rs`) checks the attributes a count groups by.
 //!
 //! Every refusal is a [`QueryError`] with the code `INVALID_QUERY` and the position (byte
 //! offset, line, column) it points at. Limits: [`MAX_QUERY_BYTES`], [`MAX_DEPTH`],
@@ -52,7 +55,9 @@ mod catalog;
 mod check;
 mod compile;
 mod error;
+mod group;
 mod literal;
+mod page;
 mod parse;
 
 pub use ast::{
@@ -66,7 +71,9 @@ pub use check::{
 };
 pub use compile::{compile, search_column, Dialect, Sql};
 pub use error::{QueryError, Span};
+pub use group::{group_by, groupable, groupable_names, MAX_GROUP_BY};
 pub use literal::{datetime_ms, duration_ms};
+pub use page::{compile_page, Keyset, SortValue};
 pub use parse::parse;
 
 /// The longest query, in bytes.

@@ -102,10 +102,10 @@ fn type_errors_are_refused_at_the_place() {
     refused("customer = 1");
     refused("ORDER BY tags");
     refused("ORDER BY nope");
-    // task_queue, failed_step and error_code have no column yet.
-    refused("failed_step = 'charge'");
-    refused("error_code = 'TIMEOUT'");
+    // Orbit has no per-execution task queue.
     refused("task_queue = 'q'");
+    refused("failed_step > 1");
+    refused("error_code IS NULL OR error_code = TRUE");
     let (pos, msg) = refused("customer = 'a\0b'");
     assert_eq!(pos, 11);
     assert!(msg.contains("NUL"), "{msg}");

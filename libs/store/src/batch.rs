@@ -27,6 +27,12 @@ pub struct ProjectionUpdate {
     /// When a terminal execution may be deleted (its retention after closing); `None` while
     /// it is open. Written with every projection change.
     pub delete_after_ms: Option<u64>,
+    /// The step whose failure failed the run (status `FAILED` or `TIMED_OUT` only; the
+    /// column is cleared by a projection of any other status, kept when a later commit of
+    /// the closed run passes `None`).
+    pub failed_step: Option<String>,
+    /// The code of the error the run ended with; as `failed_step`.
+    pub error_code: Option<String>,
 }
 
 /// The definition an execution runs from this commit on (a migration, see

@@ -266,6 +266,8 @@ mod tests {
                 updated_at_ms: 0,
                 closed_at_ms: Some(0),
                 delete_after_ms: None,
+                failed_step: None,
+                error_code: None,
             }),
             inbox_done: vec![InboxDone { seq: 9, result: None }],
             units_to_cancel: vec!["u".into()],

@@ -18,6 +18,7 @@ pub mod batch_job;
 mod batch_select;
 mod change;
 mod changes;
+mod count;
 pub mod dedupe;
 mod error;
 mod fault;
@@ -44,6 +45,7 @@ pub use batch_job::{
 };
 pub use change::{Change, ChangeDetail, Completed, MAX_PAYLOAD_BYTES};
 pub use changes::{ChangeHub, Seen, Subscription};
+pub use count::{CountFilter, CountGroup, ExecutionCounts};
 pub use dedupe::{DebounceFire, DedupeClaim, DedupeRow, DedupeStart, StartDedupe};
 pub use error::{Result, StoreError};
 pub use fault::{FaultNote, FaultRow, SUSPENDED};

@@ -104,6 +104,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "flow_sweep",
         sql: include_str!("../migrations/0018_flow_sweep.sql"),
     },
+    Migration {
+        version: 19,
+        name: "execution_failure",
+        sql: include_str!("../migrations/0019_execution_failure.sql"),
+    },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).

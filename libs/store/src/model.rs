@@ -83,6 +83,10 @@ pub struct ExecutionRow {
     pub closed_at_ms: Option<u64>,
     /// Seq of the last event of the current run (0 before the first).
     pub last_seq: u64,
+    /// The step whose failure failed the run (FAILED or TIMED_OUT runs only).
+    pub failed_step: Option<String>,
+    /// The code of the error a FAILED or TIMED_OUT run ended with.
+    pub error_code: Option<String>,
 }
 
 /// A stored status name read back: the engine's names only (an unknown one is a corrupt
@@ -92,8 +96,8 @@ pub(crate) fn parse_status(name: &str) -> crate::Result<Status> {
 }
 
 /// Filter and page for [`ExecutionReads::list_executions`](crate::ExecutionReads::list_executions).
-/// Executions are listed newest first, or oldest first when the query says
-/// `ORDER BY created ASC`.
+/// Executions are listed newest first, or in the query's `ORDER BY` (any system
+/// attribute, then `execution_id`; NULLs last in both directions).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExecutionFilter {
     /// Only this status.
@@ -109,8 +113,8 @@ pub struct ExecutionFilter {
     /// The `next_page_token` of the previous page.
     pub page_token: Option<String>,
     /// A checked list query (`orbit-query`), ANDed with the filters above; each backend
-    /// compiles it for its dialect. Its `ORDER BY` may only be `created` (see
-    /// [`ExecutionFilter::ascending`]).
+    /// compiles it for its dialect. Its `ORDER BY` may name any system attribute (a search
+    /// attribute is refused with `InvalidArgument`).
     pub query: Option<orbit_query::Checked>,
 }
 
@@ -123,19 +127,39 @@ pub struct ExecutionPage {
     pub next_page_token: Option<String>,
 }
 
-/// Keyset paging of [`ExecutionFilter`], the same on every backend: the page token is the
-/// last row's `<created_at>:<execution_id>`, and one extra row is fetched to learn whether
-/// another page follows.
+/// Keyset paging of [`ExecutionFilter`], the same on every backend: one extra row is
+/// fetched to learn whether another page follows, and the page token names the last row.
+/// In creation order (the default, or `ORDER BY created`) the token is
+/// `<created_at>:<execution_id>`; in another order ([`ListOrder::Keyset`]) it is
+/// `<attribute>:<value>:<execution_id>`, the value `n` (NULL), `i<integer>` or
+/// `t<hex of the text>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PageWindow {
     /// Rows in the page.
     pub size: u32,
     /// Rows to fetch (`size + 1`).
     pub limit: i64,
-    /// The keyset to continue after, if any.
+    /// The keyset to continue after, if any (creation order).
     pub after_created: Option<i64>,
     /// See `after_created`.
     pub after_id: Option<String>,
+    /// The keyset to continue after in another order.
+    pub after: Option<orbit_query::Keyset>,
+    /// The order the page runs in.
+    pub order: ListOrder,
+}
+
+/// The order of a list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListOrder {
+    /// By (`created_at`, `execution_id`), newest first unless `ascending`.
+    Created {
+        /// Oldest first.
+        ascending: bool,
+    },
+    /// By a system attribute other than `created`, then `execution_id`
+    /// (`orbit_query::compile_page`).
+    Keyset(&'static orbit_query::SystemAttr),
 }
 
 impl ExecutionFilter {
@@ -145,33 +169,139 @@ impl ExecutionFilter {
             0 => 100,
             n => n.min(1000),
         };
-        let (after_created, after_id) = match self.page_token.as_deref() {
-            Some(token) => {
-                let bad =
-                    || crate::StoreError::InvalidArgument(format!("bad page token {token:?}"));
-                let (created, id) = token.split_once(':').ok_or_else(bad)?;
-                (Some(created.parse().map_err(|_| bad())?), Some(id.to_string()))
-            }
-            None => (None, None),
+        let order = self.order()?;
+        let mut window = PageWindow {
+            size,
+            limit: i64::from(size) + 1,
+            after_created: None,
+            after_id: None,
+            after: None,
+            order,
         };
-        Ok(PageWindow { size, limit: i64::from(size) + 1, after_created, after_id })
+        let Some(token) = self.page_token.as_deref() else { return Ok(window) };
+        let bad = || crate::StoreError::InvalidArgument(format!("bad page token {token:?}"));
+        match order {
+            ListOrder::Created { .. } => {
+                let (created, id) = token.split_once(':').ok_or_else(bad)?;
+                window.after_created = Some(created.parse().map_err(|_| bad())?);
+                window.after_id = Some(id.to_string());
+            }
+            ListOrder::Keyset(attr) => {
+                let mut parts = token.splitn(3, ':');
+                let (Some(name), Some(value), Some(id)) =
+                    (parts.next(), parts.next(), parts.next())
+                else {
+                    return Err(bad());
+                };
+                if name != attr.name {
+                    return Err(bad());
+                }
+                let value = decode_sort_value(value).ok_or_else(bad)?;
+                window.after = Some(orbit_query::Keyset { value, execution_id: id.to_string() });
+            }
+        }
+        Ok(window)
     }
 
-    /// Whether the page runs oldest first (`ORDER BY created ASC`). The keyset paging is
-    /// on (`created_at`, `execution_id`), so a query ordering by anything else is refused.
-    pub(crate) fn ascending(&self) -> crate::Result<bool> {
+    /// The order of the page: creation time unless the query orders by another system
+    /// attribute. An order by a search attribute is refused (the page token would need its
+    /// value, which the projection does not hold).
+    fn order(&self) -> crate::Result<ListOrder> {
         let Some(order) = self.query.as_ref().and_then(|q| q.order.as_ref()) else {
-            return Ok(false);
+            return Ok(ListOrder::Created { ascending: false });
         };
         match &order.target {
             orbit_query::Target::System(a) if a.name == "created" => {
-                Ok(order.direction == orbit_query::Direction::Asc)
+                Ok(ListOrder::Created { ascending: order.direction == orbit_query::Direction::Asc })
+            }
+            orbit_query::Target::System(a) if SORTABLE.contains(&a.name) => {
+                Ok(ListOrder::Keyset(a))
             }
             _ => Err(crate::StoreError::InvalidArgument(
-                "a list pages by creation time: ORDER BY takes only `created`".into(),
+                "a list orders by a system attribute only".into(),
             )),
         }
     }
+}
+
+/// The system attributes [`sort_value`] reads from the projection.
+const SORTABLE: &[&str] = &[
+    "execution_id",
+    "workflow",
+    "version",
+    "status",
+    "created",
+    "updated",
+    "closed",
+    "duration",
+    "schedule",
+    "parent",
+    "root",
+    "failed_step",
+    "error_code",
+];
+
+/// The value `attr` sorts `row` by; `None` for an attribute the projection does not hold.
+fn sort_value(
+    row: &ExecutionRow,
+    attr: &orbit_query::SystemAttr,
+) -> Option<orbit_query::SortValue> {
+    use orbit_query::SortValue::{Int, Null, Text};
+    let ms = |t: u64| Int(i64::try_from(t).unwrap_or(i64::MAX));
+    let text = |s: &Option<String>| s.as_ref().map_or(Null, |s| Text(s.clone()));
+    Some(match attr.name {
+        "execution_id" => Text(row.execution_id.clone()),
+        "workflow" => Text(row.workflow.clone()),
+        "version" => Text(row.version.clone()),
+        "status" => Text(row.status.as_str().to_string()),
+        "created" => ms(row.created_at_ms),
+        "updated" => ms(row.updated_at_ms),
+        "closed" => row.closed_at_ms.map_or(Null, ms),
+        "duration" => row.closed_at_ms.map_or(Null, |c| {
+            let (c, s) = (i128::from(c), i128::from(row.created_at_ms));
+            Int(i64::try_from(c - s).unwrap_or(i64::MAX))
+        }),
+        "schedule" => text(&row.schedule_id),
+        "parent" => text(&row.parent_id),
+        "root" => Text(row.root_id.clone()),
+        "failed_step" => text(&row.failed_step),
+        "error_code" => text(&row.error_code),
+        _ => return None,
+    })
+}
+
+fn encode_sort_value(value: &orbit_query::SortValue) -> String {
+    use std::fmt::Write as _;
+    match value {
+        orbit_query::SortValue::Null => "n".into(),
+        orbit_query::SortValue::Int(n) => format!("i{n}"),
+        orbit_query::SortValue::Text(s) => {
+            let mut out = String::with_capacity(1 + 2 * s.len());
+            out.push('t');
+            for b in s.bytes() {
+                let _ = write!(out, "{b:02x}");
+            }
+            out
+        }
+    }
+}
+
+fn decode_sort_value(value: &str) -> Option<orbit_query::SortValue> {
+    if value == "n" {
+        return Some(orbit_query::SortValue::Null);
+    }
+    if let Some(n) = value.strip_prefix('i') {
+        return n.parse().ok().map(orbit_query::SortValue::Int);
+    }
+    let hex = value.strip_prefix('t')?;
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect();
+    String::from_utf8(bytes?).ok().map(orbit_query::SortValue::Text)
 }
 
 impl ExecutionPage {
@@ -182,11 +312,33 @@ impl ExecutionPage {
         let more = executions.len() > size;
         executions.truncate(size);
         let next_page_token = if more {
-            executions.last().map(|r| format!("{}:{}", r.created_at_ms, r.execution_id))
+            executions.last().map(|r| match window.order {
+                ListOrder::Created { .. } => format!("{}:{}", r.created_at_ms, r.execution_id),
+                ListOrder::Keyset(attr) => {
+                    let value = sort_value(r, attr).unwrap_or(orbit_query::SortValue::Null);
+                    format!("{}:{}:{}", attr.name, encode_sort_value(&value), r.execution_id)
+                }
+            })
         } else {
             None
         };
         ExecutionPage { executions, next_page_token }
+    }
+}
+
+#[cfg(test)]
+mod sort_value_tests {
+    use super::*;
+
+    #[test]
+    fn sort_values_round_trip_through_the_token_encoding() {
+        use orbit_query::SortValue::{Int, Null, Text};
+        for v in [Null, Int(-5), Int(i64::MAX), Text(String::new()), Text("a:b ü".into())] {
+            assert_eq!(decode_sort_value(&encode_sort_value(&v)), Some(v));
+        }
+        for bad in ["", "x", "iz", "t0", "tzz", "tff"] {
+            assert_eq!(decode_sort_value(bad), None, "{bad}");
+        }
     }
 }
 

@@ -14,6 +14,7 @@ pub use crate::dedupe::StartDedupe;
 
 use crate::batch::{CommitBatch, CommitOutcome};
 use crate::batch_job::{BatchItem, BatchRow, BatchSelector, BatchState, ItemOutcome};
+use crate::count::{CountFilter, ExecutionCounts};
 use crate::error::Result;
 use crate::fault::{FaultNote, FaultRow};
 use crate::flow::{FlowWaiting, LimitedClaim, RateLimitRow, WaitReason};
@@ -94,6 +95,9 @@ pub trait ExecutionReads: Send + Sync {
 
     /// A page of executions matching `filter`, newest first.
     async fn list_executions(&self, filter: ExecutionFilter) -> Result<ExecutionPage>;
+
+    /// How many executions `filter` matches, in total and by its groups.
+    async fn count_executions(&self, filter: CountFilter) -> Result<ExecutionCounts>;
 
     /// The fault rows of `ids` that exist, by execution id.
     async fn faults(&self, ids: &[String]) -> Result<Vec<FaultRow>>;

@@ -123,6 +123,8 @@ async fn a_step_commit_is_one_statement() {
                 updated_at_ms: 3_000,
                 closed_at_ms: None,
                 delete_after_ms: None,
+                failed_step: None,
+                error_code: None,
             }),
             ..step(id, 3)
         };

@@ -26,6 +26,8 @@ pub fn execution_info(row: &ExecutionRow) -> wire::ExecutionInfo {
         updated_at: Some(ms_to_timestamp(row.updated_at_ms)),
         closed_at: opt_ms_to_timestamp(row.closed_at_ms),
         last_seq: row.last_seq,
+        failed_step: row.failed_step.clone().unwrap_or_default(),
+        error_code: row.error_code.clone().unwrap_or_default(),
     }
 }
 
@@ -49,7 +51,21 @@ pub fn info_from_state(state: &State, root_id: &str, last_event_ms: u64) -> wire
         updated_at: Some(ms_to_timestamp(last_event_ms)),
         closed_at: closed.then(|| ms_to_timestamp(last_event_ms)),
         last_seq: state.last_seq,
+        failed_step: failed(state)
+            .then(|| state.winding.as_ref().and_then(|w| w.step.clone()))
+            .flatten()
+            .unwrap_or_default(),
+        error_code: failed(state)
+            .then(|| run_error(state))
+            .flatten()
+            .map(|e| e.code)
+            .unwrap_or_default(),
     }
+}
+
+/// Whether the run ended FAILED or TIMED_OUT (the runs with a failed step and code).
+fn failed(state: &State) -> bool {
+    matches!(state.status(), Status::Failed | Status::TimedOut)
 }
 
 /// The error a closed run reports: the recorded failure, or `CANCELLED` / `TIMEOUT` for a
@@ -173,6 +189,8 @@ mod tests {
             updated_at_ms: 2_500,
             closed_at_ms: Some(2_500),
             last_seq: 9,
+            failed_step: None,
+            error_code: None,
         };
         let info = execution_info(&row);
         assert_eq!(info.status(), ExecutionStatus::ContinuedAsNew);

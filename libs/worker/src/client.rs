@@ -491,6 +491,28 @@ impl Client {
         Ok(self.inner.clone().list_executions(request).await?.into_inner())
     }
 
+    /// How many executions `query` (the list query language; empty counts all) matches, in
+    /// total and grouped by `group_by` (at most 3 of `workflow`, `version`, `status`,
+    /// `schedule`, `parent`, `root`), the groups largest first, each group's values in
+    /// `group_by`'s order (an absent value is empty). A restricted identity counts only
+    /// the workflows it may read.
+    ///
+    /// # Errors
+    ///
+    /// The server's status: `INVALID_QUERY` (INVALID_ARGUMENT) for a bad query,
+    /// `INVALID_ARGUMENT` (field `group_by`) for an attribute that cannot be grouped by.
+    pub async fn count_executions(
+        &self,
+        query: &str,
+        group_by: &[&str],
+    ) -> Result<pb::CountExecutionsResponse, ClientError> {
+        let request = pb::CountExecutionsRequest {
+            query: query.into(),
+            group_by: group_by.iter().map(|g| (*g).to_string()).collect(),
+        };
+        Ok(self.inner.clone().count_executions(request).await?.into_inner())
+    }
+
     /// One page of batches, newest first (`page_token`: the previous page's
     /// `next_page_token`, empty for the first).
     ///

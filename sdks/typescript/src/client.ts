@@ -38,6 +38,8 @@ import {
   type GetHistoryRequest,
   type GetHistoryResponse,
   type ListExecutionsRequest,
+  type CountExecutionsRequest,
+  type CountExecutionsResponse,
   type ListExecutionsResponse,
 } from "./gen/orbit/v1/workflow.js";
 import {
@@ -290,6 +292,21 @@ export class OrbitClient {
       pageSize: opts.pageSize ?? 0,
       pageToken: opts.pageToken ?? "",
       query,
+    });
+  }
+
+  /**
+   * How many executions `query` (the list query language; empty counts all) matches, in
+   * total and, with `groupBy` (at most 3 of `workflow`, `version`, `status`, `schedule`,
+   * `parent`, `root`), per group, largest first; each group's `values` follow `groupBy`'s
+   * order (an absent value is `""`). A restricted identity counts only the workflows it may
+   * read. A bad query is refused with `INVALID_QUERY`, a bad `groupBy` with
+   * `INVALID_ARGUMENT`.
+   */
+  countExecutions(query = "", groupBy: string[] = []): Promise<CountExecutionsResponse> {
+    return this.unary<CountExecutionsRequest, CountExecutionsResponse>(this.workflows.countExecutions, this.workflows, {
+      query,
+      groupBy,
     });
   }
 

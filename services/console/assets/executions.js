@@ -1,7 +1,9 @@
 // The executions page: a query in the list language (querybar.js, `q=`) and filters
 // (workflow, status, created after/before, schedule id, parent) in the URL, one page of ListExecutions at a time with its page token (the
 // previous pages' tokens ride in the URL too, so Back and shared links work), and a live
-// refresh every few seconds while the page is open.
+// refresh every few seconds while the page is open. Above the list, the counts by status of
+// every execution the filters match (CountExecutions, the filters written as a query), each
+// a link to the list filtered to that status.
 
 import { call, esc, badge, when, errorBox, pager } from './api.js';
 import * as querybar from './querybar.js';
@@ -22,6 +24,47 @@ export function request(params) {
   return body;
 }
 
+/** A string literal of the list query language ('' for a quote). */
+const literal = (s) => `'${String(s).replaceAll("'", "''")}'`;
+
+/** The list query of the URL's filters, for CountExecutions. */
+export function countQuery(params) {
+  const terms = [];
+  if (params.get('workflow')) terms.push(`workflow = ${literal(params.get('workflow'))}`);
+  if (params.get('status')) terms.push(`status = ${literal(params.get('status'))}`);
+  if (params.get('schedule')) terms.push(`schedule = ${literal(params.get('schedule'))}`);
+  if (params.get('parent')) terms.push(`parent = ${literal(params.get('parent'))}`);
+  if (params.get('after')) terms.push(`created >= ${literal(new Date(params.get('after')).toISOString())}`);
+  if (params.get('before')) terms.push(`created < ${literal(new Date(params.get('before')).toISOString())}`);
+  const q = withoutOrder(params.get('q') || '').trim();
+  if (q) terms.push(`(${q})`);
+  return terms.join(' AND ');
+}
+
+/** The query bar's query without its `ORDER BY` (a count has no order): the last one
+ * outside a string literal. */
+export function withoutOrder(q) {
+  const re = /\border\s+by\b/gi;
+  let cut = -1;
+  for (let m = re.exec(q); m; m = re.exec(q)) {
+    if ((q.slice(0, m.index).match(/'/g) || []).length % 2 === 0) cut = m.index;
+  }
+  return cut < 0 ? q : q.slice(0, cut);
+}
+
+/** The counts strip: each status with its count (a link to it), then the total. */
+function counts(answer, params) {
+  const link = (status) => {
+    const q = new URLSearchParams(params);
+    q.set('status', status);
+    q.delete('page');
+    q.delete('prev');
+    return `/ui/executions?${q}`;
+  };
+  const groups = (answer.groups || []).map((g) => `<a class="count" data-status="${esc(g.values[0])}" href="${esc(link(g.values[0]))}">${badge(`EXECUTION_STATUS_${g.values[0]}`)} <b>${esc(g.count)}</b></a>`);
+  return `${groups.join(' ')} <span class="muted">total</span> <b id="count-total">${esc(answer.count || 0)}</b>`;
+}
+
 export async function render(main, params) {
   const v = (k) => esc(params.get(k) || '');
   main.innerHTML = `
@@ -38,6 +81,7 @@ export async function render(main, params) {
       <a href="/ui/executions">Clear</a>
       <label class="live"><span><input type="checkbox" id="live" ${params.get('live') === '0' ? '' : 'checked'}> live</span></label>
     </form>
+    <p id="counts" class="muted"></p>
     <div id="list"><p class="muted">Loading…</p></div>`;
   main.querySelector('#filters').onsubmit = (e) => {
     e.preventDefault();
@@ -47,7 +91,11 @@ export async function render(main, params) {
   };
   querybar.attach(main.querySelector('#filters'), await searchNames());
   const list = main.querySelector('#list');
+  const strip = main.querySelector('#counts');
   const load = async () => {
+    call('WorkflowService/CountExecutions', { query: countQuery(params), groupBy: ['status'] })
+      .then((answer) => { strip.innerHTML = counts(answer, params); })
+      .catch((e) => { strip.textContent = `counts: ${e.message || e}`; });
     try {
       const answer = await call('WorkflowService/ListExecutions', request(params));
       const empty = !answer.executions.length && answer.nextPageToken

@@ -197,6 +197,8 @@ mod tests {
             updated_at_ms: 0,
             closed_at_ms: None,
             last_seq: 0,
+            failed_step: None,
+            error_code: None,
         }
     }
 

@@ -44,6 +44,11 @@ fn shots(dir: &common::TempDir) -> std::path::PathBuf {
     std::env::var("ORBIT_CONSOLE_SHOTS").map_or_else(|_| dir.0.join("shots"), Into::into)
 }
 
+/// A proto JSON `uint64` (a string, or a number).
+fn uint(v: &Value) -> u64 {
+    v.as_str().map_or_else(|| v.as_u64().expect("a count"), |s| s.parse().expect("a count"))
+}
+
 fn ids(list: &Value) -> Vec<String> {
     list["executions"]
         .as_array()
@@ -90,6 +95,26 @@ async fn the_json_gateway_answers_like_the_api() {
     .await;
     let running: BTreeSet<_> = ids(&running).into_iter().collect();
     assert_eq!(running, [WAITING, SLEEPING, QUEUED].iter().map(ToString::to_string).collect());
+
+    // Counts by status through the gateway, and a bad group refused with its field.
+    let (status, counted) = api(
+        &admin,
+        "WorkflowService/CountExecutions",
+        &json!({"query": "workflow = 'console-demo'", "groupBy": ["status"]}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{counted}");
+    let groups = counted["groups"].as_array().expect("groups");
+    let failed_count = groups.iter().find(|g| g["values"] == json!(["FAILED"]));
+    assert!(failed_count.is_some(), "{counted}");
+    let sum: u64 = groups.iter().map(|g| uint(&g["count"])).sum();
+    assert_eq!(sum, uint(&counted["count"]), "{counted}");
+    assert!(sum >= 1, "{counted}");
+    let (status, refused) =
+        api(&admin, "WorkflowService/CountExecutions", &json!({"groupBy": ["execution_id"]}), None)
+            .await;
+    assert_eq!(status, 400, "{refused}");
 
     // Paging with the list's own token: pages of 2 cover every execution once.
     let mut seen = Vec::new();

@@ -114,7 +114,7 @@ async fn list_executions_answers_the_query_language() {
     let error = OrbitError::from_status(&status).expect("an Orbit error");
     assert_eq!(error.query_position(), Some((33, 1, 34)), "{error:?}");
     assert!(error.message.contains("datetime"), "{}", error.message);
-    let status = list(&mut c, query("ORDER BY workflow")).await.expect_err("an order");
+    let status = list(&mut c, query("ORDER BY nothing")).await.expect_err("an unknown order");
     assert_eq!(code(&status), "INVALID_QUERY");
 
     // The CLI: rows for a valid query; a caret under the column for a refused one.

@@ -30,6 +30,7 @@ pub(crate) fn batches_for(
         timers |= !rows.timers_to_upsert.is_empty() || !rows.timers_to_delete.is_empty();
         children.append(&mut rows.children);
         let closed = run.status.is_closed();
+        let (failed_step, error_code) = failure(run.status, &run.events, &w.hot.state);
         batches.push(CommitBatch {
             execution_id: id.to_string(),
             run: run.run,
@@ -43,6 +44,8 @@ pub(crate) fn batches_for(
                 updated_at_ms: now,
                 closed_at_ms: closed.then_some(now),
                 delete_after_ms: effects::delete_after(&w.hot.def, run.status, now, retention_ms),
+                failed_step,
+                error_code,
             }),
             tasks_to_insert: rows.tasks,
             task_claims: Vec::new(),
@@ -57,6 +60,27 @@ pub(crate) fn batches_for(
         });
     }
     (batches, children, tasks, timers)
+}
+
+/// The projection's `failed_step` and `error_code` of a run that ends FAILED or TIMED_OUT
+/// (`None` for any other status, which clears them): the step whose failure began the
+/// wind-down (`state.winding`, the pass's state: a failed run is the pass's last), and the
+/// code of the error it ended with — its `WorkflowFailed` in this pass, else the winding's.
+fn failure(
+    status: orbit_engine::Status,
+    events: &[orbit_engine::HistoryEvent],
+    state: &orbit_engine::State,
+) -> (Option<String>, Option<String>) {
+    use orbit_engine::Status;
+    if !matches!(status, Status::Failed | Status::TimedOut) {
+        return (None, None);
+    }
+    let ended = events.iter().rev().find_map(|e| match &e.event {
+        Event::WorkflowFailed { error, .. } => Some(error.code.clone()),
+        _ => None,
+    });
+    let winding = state.winding.as_ref();
+    (winding.and_then(|w| w.step.clone()), ended.or_else(|| winding.map(|w| w.error.code.clone())))
 }
 
 /// The attempts whose worker went silent in these batches, by execution and reason (for

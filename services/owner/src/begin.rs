@@ -108,6 +108,8 @@ pub(crate) async fn begin(
         updated_at_ms: now,
         closed_at_ms: None,
         last_seq: 0,
+        failed_step: None,
+        error_code: None,
     };
     let hot = Hot { def, state: State::default(), root_id, epoch: Some(1), timer_at: Some(None) };
     Ok(Begin::New(Box::new((hot, created, row))))

@@ -26,6 +26,8 @@ fn closed(id: &str) -> CommitBatch {
             updated_at_ms: 1_000,
             closed_at_ms: None,
             last_seq: 0,
+            failed_step: None,
+            error_code: None,
         }),
         new_owner: Some(NewOwner { root_id: id.into(), node_id: "owner-1".into() }),
         projection: Some(ProjectionUpdate {
@@ -33,6 +35,8 @@ fn closed(id: &str) -> CommitBatch {
             updated_at_ms: 2_000,
             closed_at_ms: Some(2_000),
             delete_after_ms: Some(3_000),
+            failed_step: None,
+            error_code: None,
         }),
         ..CommitBatch::default()
     }

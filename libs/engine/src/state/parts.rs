@@ -240,6 +240,10 @@ pub struct Winding {
     pub outcome: Outcome,
     /// What caused it (for failure: the step's error; `failure` in handler scope).
     pub error: TaskError,
+    /// The step whose failure began it (a failure by a step only; the projection's
+    /// `failed_step`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
     /// Units to compensate, in order, once `CompensationStarted` is recorded.
     pub compensation: Option<Vec<String>>,
     /// The compensation result once known.

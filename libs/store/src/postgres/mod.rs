@@ -295,6 +295,10 @@ impl ExecutionReads for PgStore {
         run!(self, Kind::Read, |c| reads::list_executions(c, &filter))
     }
 
+    async fn count_executions(&self, filter: crate::CountFilter) -> Result<crate::ExecutionCounts> {
+        run!(self, Kind::Read, |c| reads::count_executions(c, &filter))
+    }
+
     async fn faults(&self, ids: &[String]) -> Result<Vec<FaultRow>> {
         run!(self, Kind::Read, |c| faults::get_many(c, ids))
     }

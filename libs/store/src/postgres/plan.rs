@@ -143,7 +143,8 @@ macro_rules! columns {
 columns!(NewExecutions {
     id: String, run: i64, root: String, parent: Option<String>, workflow: String,
     version: String, hash: String, status: String, schedule: Option<String>, created: i64,
-    updated: i64, closed: Option<i64>, last_seq: i64, delete_after: Option<i64>,
+    updated: i64, closed: Option<i64>, last_seq: i64, failed_step: Option<String>,
+    error_code: Option<String>, delete_after: Option<i64>,
 });
 columns!(NewOwners { id: String, root: String, node: String });
 columns!(Events {
@@ -153,7 +154,8 @@ columns!(Events {
 columns!(ExecutionUpdates {
     id: String, run: i64, last_seq: i64, proj: bool, status: Option<String>,
     updated: Option<i64>, closed: Option<i64>, delete_after: Option<i64>,
-    version: Option<String>, hash: Option<String>,
+    version: Option<String>, hash: Option<String>, failed_step: Option<String>,
+    error_code: Option<String>,
 });
 columns!(TasksDone { token: String, execution: String });
 columns!(CancelUnits { execution: String, unit: String });
@@ -374,6 +376,8 @@ fn plan_one(
         e.updated.push(to_i64(p.map_or(row.updated_at_ms, |p| p.updated_at_ms), "updated_at")?);
         e.closed.push(opt_i64(p.map_or(row.closed_at_ms, |p| p.closed_at_ms), "closed_at")?);
         e.delete_after.push(opt_i64(p.and_then(|p| p.delete_after_ms), "delete_after")?);
+        e.failed_step.push(p.map_or(row.failed_step.clone(), |p| p.failed_step.clone()));
+        e.error_code.push(p.map_or(row.error_code.clone(), |p| p.error_code.clone()));
         e.status.push(p.map_or(&row.status, |p| &p.status).as_str().to_string());
         e.id.push(id.to_string());
         e.run.push(run);
@@ -529,6 +533,8 @@ fn plan_events(batch: &CommitBatch, read: &mut Read, seg: &mut Segment) -> Resul
         let d = batch.definition.as_ref();
         u.version.push(d.map(|d| d.version.clone()));
         u.hash.push(d.map(|d| d.definition_hash.clone()));
+        u.failed_step.push(p.and_then(|p| p.failed_step.clone()));
+        u.error_code.push(p.and_then(|p| p.error_code.clone()));
     }
     read.executions.insert(id.to_string(), (batch.run, last));
     Ok(last)

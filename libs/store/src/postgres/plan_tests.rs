@@ -128,6 +128,8 @@ fn cases(pending_seq: i64) -> Vec<Case> {
                 Box::new(vec![None::<i64>]),
                 Box::new(vec![None::<String>]),
                 Box::new(vec![None::<String>]),
+                Box::new(vec![None::<String>]),
+                Box::new(vec![None::<String>]),
             ],
         },
         Case {
@@ -303,7 +305,7 @@ fn step_commit(pending_seq: i64) -> Case {
     params.extend([strs(&["s2"]), strs(&["decided"]), strs(&["{}"]), Box::new(vec![5i64])]);
     params.extend([open(), Box::new(vec![1i64]), Box::new(vec![4i64]), Box::new(vec![true])]);
     params.extend([strs(&["RUNNING"]), Box::new(vec![5i64]), Box::new(vec![None::<i64>])]);
-    params.extend([Box::new(vec![None::<i64>]) as Param, none(), none()]);
+    params.extend([Box::new(vec![None::<i64>]) as Param, none(), none(), none(), none()]);
     params.extend([open(), Box::new(vec![1i64]), strs(&["s2"]), Box::new(vec![1i64])]);
     params.extend([Box::new(vec![1i64]) as Param, strs(&["step"]), strs(&["1"]), strs(&["0"])]);
     params.extend([strs(&["k"]), none(), none(), none(), none(), none()]);

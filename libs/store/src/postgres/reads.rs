@@ -8,7 +8,9 @@ use super::error::PgResult;
 use super::rows::{self, get};
 use super::sql;
 use crate::error::StoreError;
-use crate::model::{DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, PutOutcome};
+use crate::model::{
+    DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow, ListOrder, PutOutcome,
+};
 use orbit_engine::HistoryEvent;
 use tokio_postgres::types::ToSql;
 
@@ -113,7 +115,6 @@ pub(crate) async fn list_executions(
     filter: &ExecutionFilter,
 ) -> PgResult<ExecutionPage> {
     let w = filter.window()?;
-    let ascending = filter.ascending()?;
     let status = filter.status.map(orbit_engine::Status::as_str);
     let fixed: [&(dyn ToSql + Sync); 7] = [
         &status,
@@ -124,18 +125,46 @@ pub(crate) async fn list_executions(
         &w.limit,
         &filter.schedule_id,
     ];
-    let found = match &filter.query {
+    let first = sql::EXECUTION_LIST_QUERY_FIRST_PARAM;
+    let pg = orbit_query::Dialect::Postgres;
+    let compiled = match (&filter.query, w.order) {
+        (None, _) => None,
+        (Some(query), ListOrder::Created { ascending }) => {
+            let compiled = orbit_query::compile(query, pg, first);
+            Some((sql::execution_list_query(&compiled.where_sql, ascending, None), compiled))
+        }
+        (Some(query), ListOrder::Keyset(_)) => {
+            let compiled = orbit_query::compile_page(query, pg, first, w.after.as_ref());
+            let order = compiled.order_sql.as_deref();
+            Some((sql::execution_list_query(&compiled.where_sql, false, order), compiled))
+        }
+    };
+    let found = match &compiled {
         None => conn.query(sql::EXECUTION_LIST, &fixed).await?,
-        Some(query) => {
-            let first = sql::EXECUTION_LIST_QUERY_FIRST_PARAM;
-            let compiled = orbit_query::compile(query, orbit_query::Dialect::Postgres, first);
-            let text = sql::execution_list_query(&compiled.where_sql, ascending);
+        Some((text, compiled)) => {
             let mut params: Vec<&(dyn ToSql + Sync)> = fixed.to_vec();
             params.extend(compiled.params.iter().map(query_param));
             conn.client().query(text.as_str(), &params).await?
         }
     };
     Ok(ExecutionPage::from_rows(rows::all(&found, rows::execution)?, &w))
+}
+
+/// A count (`crate::count`): one statement, unprepared (its text is made per query).
+pub(crate) async fn count_executions(
+    conn: &mut PgConn,
+    filter: &crate::CountFilter,
+) -> PgResult<crate::ExecutionCounts> {
+    let (text, values) = crate::count::count_sql(filter, orbit_query::Dialect::Postgres);
+    let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(query_param).collect();
+    let found = conn.client().query(text.as_str(), &params).await?;
+    let groups = filter.group_by.len();
+    let mut rows = Vec::with_capacity(found.len());
+    for row in &found {
+        let values = (0..groups).map(|i| row.try_get(i)).collect::<Result<Vec<_>, _>>()?;
+        rows.push((values, row.try_get::<_, i64>(groups)?));
+    }
+    Ok(crate::count::from_rows(groups > 0, rows))
 }
 
 /// A list query's value as a parameter (the SQL casts each placeholder to its type).

@@ -101,6 +101,8 @@ pub(crate) fn execution(row: &Row) -> Result<ExecutionRow> {
         updated_at_ms: get_u64(row, 10, "execution updated_at")?,
         closed_at_ms: get_opt_u64(row, 11, "execution closed_at")?,
         last_seq: get_u64(row, 12, "execution last_seq")?,
+        failed_step: get(row, 13, "execution failed_step")?,
+        error_code: get(row, 14, "execution error_code")?,
     })
 }
 

@@ -17,7 +17,7 @@ macro_rules! now_ms {
 macro_rules! execution_columns {
     () => {
         "execution_id, run, root_id, parent_id, workflow, version, definition_hash, status, \
-         schedule_id, created_at, updated_at, closed_at, last_seq"
+         schedule_id, created_at, updated_at, closed_at, last_seq, failed_step, error_code"
     };
 }
 
@@ -156,9 +156,17 @@ pub(crate) const EXECUTION_LIST: &str = concat!(
 );
 /// [`EXECUTION_LIST`] with a compiled list query (`orbit-query`, placeholders from `$8`)
 /// ANDed in, newest or (`ascending`) oldest first; the keyset continues in that direction.
+/// With `order` (a query ordering by another attribute, `orbit_query::compile_page`) the
+/// page runs in that order and the query's text carries the keyset ($4/$5 are NULL).
 /// A text made per query: run unprepared, never cached.
-pub(crate) fn execution_list_query(where_sql: &str, ascending: bool) -> String {
+pub(crate) fn execution_list_query(
+    where_sql: &str,
+    ascending: bool,
+    order: Option<&str>,
+) -> String {
     let (after, dir) = if ascending { (">", "ASC") } else { ("<", "DESC") };
+    let order =
+        order.map_or_else(|| format!("created_at {dir}, execution_id {dir}"), str::to_string);
     format!(
         "SELECT {} FROM executions
     WHERE ($1::text IS NULL OR status = $1::text)
@@ -168,7 +176,7 @@ pub(crate) fn execution_list_query(where_sql: &str, ascending: bool) -> String {
       AND ($4::bigint IS NULL OR created_at {after} $4::bigint
            OR (created_at = $4::bigint AND execution_id {after} $5::text))
       AND ({where_sql})
-    ORDER BY created_at {dir}, execution_id {dir}
+    ORDER BY {order}
     LIMIT $6::bigint",
         execution_columns!()
     )
@@ -265,7 +273,8 @@ pub(crate) const COMMIT_INSERT_EXECUTIONS: &str = concat!(
     execution_columns!(),
     ", delete_after) SELECT u.* FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[],
         $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[],
-        $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[]) AS u"
+        $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], $15::text[],
+        $16::bigint[]) AS u"
 );
 /// Plain insert: an owner row created concurrently fails with `owners_pkey`.
 pub(crate) const COMMIT_INSERT_OWNERS: &str = concat!(
@@ -278,7 +287,9 @@ pub(crate) const COMMIT_INSERT_EVENTS: &str = "INSERT INTO history_events
     (execution_id, run, seq, event_type, step, origin, payload, timestamp)
     SELECT u.* FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[],
         $6::text[], $7::text[], $8::bigint[]) AS u";
-/// Run and last seq always; the projection fields where `proj` is set.
+/// Run and last seq always; the projection fields where `proj` is set. The failure
+/// columns are kept for a FAILED or TIMED_OUT projection without one (a later commit of the
+/// closed run) and cleared by any other status.
 pub(crate) const COMMIT_UPDATE_EXECUTIONS: &str = "UPDATE executions e SET
         run = u.run, last_seq = u.last_seq,
         status = CASE WHEN u.proj THEN u.status ELSE e.status END,
@@ -286,10 +297,17 @@ pub(crate) const COMMIT_UPDATE_EXECUTIONS: &str = "UPDATE executions e SET
         closed_at = CASE WHEN u.proj THEN u.closed_at ELSE e.closed_at END,
         delete_after = CASE WHEN u.proj THEN u.delete_after ELSE e.delete_after END,
         version = COALESCE(u.version, e.version),
-        definition_hash = COALESCE(u.hash, e.definition_hash)
+        definition_hash = COALESCE(u.hash, e.definition_hash),
+        failed_step = CASE WHEN NOT u.proj THEN e.failed_step
+            WHEN u.status IN ('FAILED', 'TIMED_OUT') THEN COALESCE(u.failed_step, e.failed_step)
+            END,
+        error_code = CASE WHEN NOT u.proj THEN e.error_code
+            WHEN u.status IN ('FAILED', 'TIMED_OUT') THEN COALESCE(u.error_code, e.error_code)
+            END
     FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::bool[], $5::text[], $6::bigint[],
-        $7::bigint[], $8::bigint[], $9::text[], $10::text[])
-        AS u(id, run, last_seq, proj, status, updated_at, closed_at, delete_after, version, hash)
+        $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[])
+        AS u(id, run, last_seq, proj, status, updated_at, closed_at, delete_after, version, hash,
+            failed_step, error_code)
     WHERE e.execution_id = u.id";
 /// Results the owner applied without an inbox entry (see `CommitBatch::tasks_done`); a
 /// row holding a concurrency key wakes the flow claims (`notify_freed!`).

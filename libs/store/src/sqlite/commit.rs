@@ -144,6 +144,8 @@ fn apply(tx: &Connection, batch: CommitBatch, freed: &mut bool) -> Result<Commit
             to_i64(p.updated_at_ms, "updated_at")?,
             p.closed_at_ms.map(|t| to_i64(t, "closed_at")).transpose()?,
             p.delete_after_ms.map(|t| to_i64(t, "delete_after")).transpose()?,
+            p.failed_step,
+            p.error_code,
         ])?;
     }
 

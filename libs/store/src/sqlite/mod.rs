@@ -178,6 +178,10 @@ impl ExecutionReads for SqliteStore {
         self.readers.run(move |c| reads::list_executions(c, &filter)).await
     }
 
+    async fn count_executions(&self, filter: crate::CountFilter) -> Result<crate::ExecutionCounts> {
+        self.readers.run(move |c| reads::count_executions(c, &filter)).await
+    }
+
     async fn faults(&self, ids: &[String]) -> Result<Vec<FaultRow>> {
         let ids = ids.to_vec();
         self.readers.run(move |c| faults::get(c, &ids)).await

@@ -3,7 +3,7 @@
 use super::rows;
 use super::sql;
 use crate::error::Result;
-use crate::model::{ExecutionFilter, ExecutionPage, ExecutionRow};
+use crate::model::{ExecutionFilter, ExecutionPage, ExecutionRow, ListOrder};
 use orbit_engine::HistoryEvent;
 use rusqlite::types::ToSql;
 use rusqlite::{params, Connection};
@@ -43,18 +43,32 @@ pub(crate) fn list_executions(
     filter: &ExecutionFilter,
 ) -> Result<ExecutionPage> {
     let w = filter.window()?;
-    let ascending = filter.ascending()?;
     let first = sql::EXECUTION_LIST_QUERY_FIRST_PARAM;
-    let compiled =
-        filter.query.as_ref().map(|q| orbit_query::compile(q, orbit_query::Dialect::Sqlite, first));
+    let lite = orbit_query::Dialect::Sqlite;
+    let (compiled, order) = match (&filter.query, w.order) {
+        (None, ListOrder::Created { ascending }) => (None, sql::created_order(ascending).into()),
+        (Some(q), ListOrder::Created { ascending }) => {
+            (Some(orbit_query::compile(q, lite, first)), sql::created_order(ascending).into())
+        }
+        (_, ListOrder::Keyset(_)) => {
+            let q = filter.query.as_ref();
+            let compiled = q.map(|q| orbit_query::compile_page(q, lite, first, w.after.as_ref()));
+            let order = compiled.as_ref().and_then(|c| c.order_sql.clone()).unwrap_or_default();
+            (compiled, order)
+        }
+    };
+    let keyset = match w.order {
+        ListOrder::Created { ascending } if w.after_created.is_some() => Some(ascending),
+        _ => None,
+    };
     let query = sql::execution_list_query(
         filter.status.is_some(),
         filter.workflow.is_some(),
         filter.parent_id.is_some(),
         filter.schedule_id.is_some(),
-        w.after_created.is_some(),
+        keyset,
         compiled.as_ref().map(|c| c.where_sql.as_str()),
-        ascending,
+        &order,
     );
     // A list query's text is made per query: prepared for this call only, so it never
     // evicts the hot path's statements from the connection's cache.
@@ -86,6 +100,24 @@ pub(crate) fn list_executions(
         executions.push(rows::execution(row)?);
     }
     Ok(ExecutionPage::from_rows(executions, &w))
+}
+
+/// A count (`crate::count`): one statement, prepared for this call only.
+pub(crate) fn count_executions(
+    conn: &Connection,
+    filter: &crate::CountFilter,
+) -> Result<crate::ExecutionCounts> {
+    let (text, values) = crate::count::count_sql(filter, orbit_query::Dialect::Sqlite);
+    let params: Vec<&dyn ToSql> = values.iter().map(query_param).collect();
+    let mut stmt = conn.prepare(&text)?;
+    let groups = filter.group_by.len();
+    let mut found = stmt.query(params.as_slice())?;
+    let mut rows = Vec::new();
+    while let Some(row) = found.next()? {
+        let values = (0..groups).map(|i| row.get(i)).collect::<rusqlite::Result<Vec<_>>>()?;
+        rows.push((values, row.get::<_, i64>(groups)?));
+    }
+    Ok(crate::count::from_rows(groups > 0, rows))
 }
 
 /// A list query's value as a parameter.

@@ -99,6 +99,8 @@ pub(crate) fn execution(row: &Row<'_>) -> Result<ExecutionRow> {
         updated_at_ms: to_u64(row.get(10)?, "execution updated_at")?,
         closed_at_ms: opt_u64(row.get(11)?, "execution closed_at")?,
         last_seq: to_u64(row.get(12)?, "execution last_seq")?,
+        failed_step: row.get(13)?,
+        error_code: row.get(14)?,
     })
 }
 

@@ -34,14 +34,14 @@ pub(crate) const DEFINITION_LIST: &str =
 macro_rules! execution_columns {
     () => {
         "execution_id, run, root_id, parent_id, workflow, version, definition_hash, status, \
-         schedule_id, created_at, updated_at, closed_at, last_seq"
+         schedule_id, created_at, updated_at, closed_at, last_seq, failed_step, error_code"
     };
 }
 
 pub(crate) const EXECUTION_INSERT: &str = concat!(
     "INSERT INTO executions (",
     execution_columns!(),
-    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 0)
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 0, NULL, NULL)
     ON CONFLICT (execution_id) DO NOTHING"
 );
 pub(crate) const EXECUTION_GET: &str =
@@ -60,21 +60,22 @@ pub(crate) const EXECUTION_LIST_QUERY_FIRST_PARAM: usize = 8;
 /// Parameters: ?1 status, ?2 workflow, ?3 parent, ?4/?5 the page token's (created_at,
 /// execution_id), ?6 the limit, ?7 schedule id.
 ///
-/// A compiled list query (`orbit-query`, placeholders from `?8`) is ANDed in when given;
-/// the page is newest or (`ascending`) oldest first, and the keyset continues in that
-/// direction.
+/// A compiled list query (`orbit-query`, placeholders from `?8`) is ANDed in when given.
+/// `keyset` is `Some(ascending)` when a page token continues a list in creation order (the
+/// keyset continues in that direction); `order` is the `ORDER BY` text
+/// ([`created_order`], or a query's own order whose text carries its keyset).
 pub(crate) fn execution_list_query(
     status: bool,
     workflow: bool,
     parent: bool,
     schedule: bool,
-    after: bool,
+    keyset: Option<bool>,
     query: Option<&str>,
-    ascending: bool,
+    order: &str,
 ) -> String {
     let mut sql =
         String::from(concat!("SELECT ", execution_columns!(), " FROM executions WHERE 1 = 1"));
-    let keyset = if ascending {
+    let keyset_sql = if keyset == Some(true) {
         " AND (created_at > ?4 OR (created_at = ?4 AND execution_id > ?5))"
     } else {
         " AND (created_at < ?4 OR (created_at = ?4 AND execution_id < ?5))"
@@ -84,7 +85,7 @@ pub(crate) fn execution_list_query(
         (workflow, " AND workflow = ?2"),
         (parent, " AND parent_id = ?3"),
         (schedule, " AND schedule_id = ?7"),
-        (after, keyset),
+        (keyset.is_some(), keyset_sql),
     ] {
         if present {
             sql.push_str(condition);
@@ -98,12 +99,19 @@ pub(crate) fn execution_list_query(
     // Every numbered parameter is always bound (rusqlite checks the count against the
     // highest number used); these always-true terms keep each one in the statement.
     sql.push_str(" AND (?1 IS NULL OR 1) AND (?2 IS NULL OR 1) AND (?3 IS NULL OR 1) AND (?4 IS NULL OR 1) AND (?5 IS NULL OR 1) AND (?7 IS NULL OR 1)");
-    if ascending {
-        sql.push_str(" ORDER BY created_at ASC, execution_id ASC LIMIT ?6");
-    } else {
-        sql.push_str(" ORDER BY created_at DESC, execution_id DESC LIMIT ?6");
-    }
+    sql.push_str(" ORDER BY ");
+    sql.push_str(order);
+    sql.push_str(" LIMIT ?6");
     sql
+}
+
+/// The `ORDER BY` of a list in creation order.
+pub(crate) fn created_order(ascending: bool) -> &'static str {
+    if ascending {
+        "created_at ASC, execution_id ASC"
+    } else {
+        "created_at DESC, execution_id DESC"
+    }
 }
 pub(crate) const EXECUTION_RUN_AND_SEQ: &str =
     "SELECT run, last_seq FROM executions WHERE execution_id = ?1";
@@ -112,7 +120,10 @@ pub(crate) const EXECUTION_SET_SEQ: &str =
 pub(crate) const EXECUTION_SET_DEFINITION: &str =
     "UPDATE executions SET version = ?2, definition_hash = ?3 WHERE execution_id = ?1";
 pub(crate) const EXECUTION_SET_PROJECTION: &str = "UPDATE executions
-    SET status = ?2, updated_at = ?3, closed_at = ?4, delete_after = ?5 WHERE execution_id = ?1";
+    SET status = ?2, updated_at = ?3, closed_at = ?4, delete_after = ?5,
+        failed_step = CASE WHEN ?2 IN ('FAILED', 'TIMED_OUT') THEN COALESCE(?6, failed_step) END,
+        error_code = CASE WHEN ?2 IN ('FAILED', 'TIMED_OUT') THEN COALESCE(?7, error_code) END
+    WHERE execution_id = ?1";
 
 // --------------------------------------------------------------------- history
 

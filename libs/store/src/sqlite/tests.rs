@@ -102,6 +102,8 @@ async fn damaged_rows_are_storage_errors() {
         updated_at_ms: 1,
         closed_at_ms: None,
         last_seq: 0,
+        failed_step: None,
+        error_code: None,
     };
     let batch = CommitBatch {
         execution_id: "e1".into(),

@@ -66,6 +66,8 @@ pub fn execution_row(id: &str, created_at_ms: u64) -> ExecutionRow {
         updated_at_ms: created_at_ms,
         closed_at_ms: None,
         last_seq: 0,
+        failed_step: None,
+        error_code: None,
     }
 }
 

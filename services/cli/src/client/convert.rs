@@ -79,6 +79,8 @@ pub fn info_json(info: &ExecutionInfo) -> Json {
         "updated_at": ts_json(info.updated_at.as_ref()),
         "closed_at": ts_json(info.closed_at.as_ref()),
         "last_seq": info.last_seq,
+        "failed_step": info.failed_step,
+        "error_code": info.error_code,
     })
 }
 

@@ -343,6 +343,22 @@ enum ExecutionCommand {
         #[arg(long, value_name = "QUERY")]
         query: Option<String>,
     },
+    /// Count the executions a list query matches, in total or grouped (largest group
+    /// first).
+    #[command(after_long_help = long_help!(
+        "orbit execution count",
+        "orbit execution count --group-by status",
+        "orbit execution count --query \"workflow STARTS_WITH 'billing.'\" --group-by workflow,status",
+    ))]
+    Count {
+        /// A list query (docs/queries.md); empty counts every execution.
+        #[arg(long, value_name = "QUERY")]
+        query: Option<String>,
+        /// Group by these attributes, comma-separated, at most 3: workflow, version,
+        /// status, schedule, parent, root.
+        #[arg(long, value_name = "ATTR,...", value_delimiter = ',')]
+        group_by: Vec<String>,
+    },
 }
 
 /// The client every execution command uses.
@@ -551,6 +567,9 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
         ExecutionCommand::List { status, workflow, limit, query } => {
             let filters = ListFilters { statuses: status, workflow, query };
             list(connect.workflow_client().await?, format, filters, limit).await
+        }
+        ExecutionCommand::Count { query, group_by } => {
+            super::counting::count(connect.workflow_client().await?, format, query, group_by).await
         }
     }
 }

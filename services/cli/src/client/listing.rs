@@ -143,8 +143,16 @@ pub async fn list(
             "executions": executions.iter().map(info_json).collect::<Vec<_>>()
         })),
         Format::Human => {
-            let mut table =
-                Table::new(&["EXECUTION", "WORKFLOW", "RUN", "STATUS", "CREATED", "CLOSED"]);
+            let mut table = Table::new(&[
+                "EXECUTION",
+                "WORKFLOW",
+                "RUN",
+                "STATUS",
+                "CREATED",
+                "CLOSED",
+                "FAILED STEP",
+                "ERROR",
+            ]);
             for e in &executions {
                 table.row(vec![
                     e.execution_id.clone(),
@@ -153,6 +161,8 @@ pub async fn list(
                     status_name(e.status()),
                     ts(e.created_at.as_ref()),
                     ts(e.closed_at.as_ref()),
+                    e.failed_step.clone(),
+                    e.error_code.clone(),
                 ]);
             }
             print_text(&table.render());
@@ -163,7 +173,7 @@ pub async fn list(
 
 /// The query's `line` (1-based) and a caret under its `column` (1-based, in characters),
 /// each indented two spaces.
-fn caret(query: &str, line: usize, column: usize) -> String {
+pub(super) fn caret(query: &str, line: usize, column: usize) -> String {
     let text = query.lines().nth(line.saturating_sub(1)).unwrap_or("");
     let pad: String = text
         .chars()

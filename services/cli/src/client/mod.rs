@@ -44,6 +44,7 @@ mod admin;
 mod batch;
 mod batch_view;
 mod convert;
+mod counting;
 mod describe;
 mod error;
 mod execution;

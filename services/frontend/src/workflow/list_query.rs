@@ -3,11 +3,11 @@
 //! A refusal is `INVALID_QUERY` with the position in the error details.
 
 use crate::error::ApiResult;
-use orbit_query::{parse_and_check, Catalog, Checked, QueryError, Target};
+use orbit_query::{parse_and_check, Catalog, Checked, QueryError};
 use orbit_server_kit::OrbitError;
 
 /// The checked query of a request; `None` when the field is empty or blank. Its `ORDER BY`
-/// may only be `created` (ASC or DESC): the store pages by creation time.
+/// may name any system attribute (the store pages by it, then by `execution_id`).
 pub(crate) fn list_query(text: &str) -> ApiResult<Option<Checked>> {
     if text.trim().is_empty() {
         return Ok(None);
@@ -15,13 +15,6 @@ pub(crate) fn list_query(text: &str) -> ApiResult<Option<Checked>> {
     let refuse =
         |e: QueryError| OrbitError::invalid_query(&e.message, e.position, e.line, e.column);
     let checked = parse_and_check(text, &Catalog::system()).map_err(refuse)?;
-    if let Some(order) = &checked.order {
-        if !matches!(order.target, Target::System(a) if a.name == "created") {
-            let message = "ORDER BY takes only `created` (ASC or DESC) in this version: \
-                           the list pages by creation time";
-            return Err(refuse(QueryError::at_span(text, order.span, message)).into());
-        }
-    }
     Ok(Some(checked))
 }
 
@@ -42,6 +35,7 @@ mod tests {
         assert!(list_query("").unwrap().is_none());
         assert!(list_query("  \n").unwrap().is_none());
         assert!(list_query("workflow = 'a' ORDER BY created DESC").unwrap().is_some());
+        assert!(list_query("workflow = 'a' ORDER BY closed DESC").unwrap().is_some());
     }
 
     #[test]
@@ -49,9 +43,8 @@ mod tests {
         let e = refused("workflow = 'a' AND created > 5");
         assert_eq!(e.code.as_str(), "INVALID_QUERY");
         assert_eq!(e.query_position(), Some((29, 1, 30)));
-        let e = refused("workflow = 'a' ORDER BY workflow");
+        let e = refused("workflow = 'a' ORDER BY nothing");
         assert_eq!(e.query_position(), Some((24, 1, 25)));
-        assert!(e.message.contains("ORDER BY takes only `created`"), "{}", e.message);
         // Search attributes are not declared yet: unknown.
         let e = refused("customer = 'acme'");
         assert!(e.message.contains("unknown attribute"), "{}", e.message);

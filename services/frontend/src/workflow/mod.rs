@@ -1,7 +1,7 @@
 //! `orbit.v1.WorkflowService`: definitions, starting executions, reads and commands.
 //!
 //! The trait impl only unwraps requests and delegates: definitions in [`definitions`],
-//! reads from the store in [`reads`], the event stream in [`watch`], and commands routed to
+//! reads from the store in [`reads`] (counts in [`count`]), the event stream in [`watch`], and commands routed to
 //! the owner in [`commands`] (updates in [`update`]), and the poison quarantine's operator actions in
 //! [`quarantine`], migrations to another version in [`migrate`], resets and forks in
 //! [`reset`]. Each takes the request's [`Scope`] first: the caller's workflow patterns,
@@ -14,6 +14,7 @@
 mod batch;
 mod batch_wire;
 mod commands;
+mod count;
 mod dedupe;
 mod definitions;
 mod delete;
@@ -30,10 +31,11 @@ use crate::scope::Scope;
 use crate::Shared;
 use orbit_api::v1::workflow_service_server::WorkflowService;
 use orbit_api::v1::{
-    CancelExecutionRequest, CancelExecutionResponse, DescribeExecutionRequest,
-    DescribeExecutionResponse, GetHistoryRequest, GetHistoryResponse, GetWorkflowRequest,
-    GetWorkflowResponse, ListExecutionsRequest, ListExecutionsResponse, ListWorkflowsRequest,
-    ListWorkflowsResponse, QueryExecutionRequest, QueryExecutionResponse, RegisterWorkflowRequest,
+    CancelExecutionRequest, CancelExecutionResponse, CountExecutionsRequest,
+    CountExecutionsResponse, DescribeExecutionRequest, DescribeExecutionResponse,
+    GetHistoryRequest, GetHistoryResponse, GetWorkflowRequest, GetWorkflowResponse,
+    ListExecutionsRequest, ListExecutionsResponse, ListWorkflowsRequest, ListWorkflowsResponse,
+    QueryExecutionRequest, QueryExecutionResponse, RegisterWorkflowRequest,
     RegisterWorkflowResponse, ResumeExecutionRequest, ResumeExecutionResponse,
     SignalExecutionRequest, SignalExecutionResponse, StartExecutionRequest, StartExecutionResponse,
     TerminateExecutionRequest, TerminateExecutionResponse, UpdateExecutionRequest,
@@ -133,6 +135,16 @@ impl WorkflowService for WorkflowApi {
         request: Request<ListExecutionsRequest>,
     ) -> Result<Response<ListExecutionsResponse>, Status> {
         reads::list_executions(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
+    }
+
+    async fn count_executions(
+        &self,
+        request: Request<CountExecutionsRequest>,
+    ) -> Result<Response<CountExecutionsResponse>, Status> {
+        count::count_executions(&self.shared, &Scope::of(&request), request.into_inner())
             .await
             .map(Response::new)
             .map_err(Status::from)

@@ -50,6 +50,12 @@ try {
     await page.goto(`${base}/ui/executions`);
     await page.locator('#executions tbody tr').first().waitFor();
     check(await page.locator('#executions tbody tr').count() >= 7, 'the list shows every execution');
+    // The counts by status of everything the filters match (CountExecutions).
+    await page.locator('#counts a.count[data-status="FAILED"]').waitFor();
+    const total = Number(await page.locator('#count-total').innerText());
+    check(total >= 7, `the counts cover every execution: ${total}`);
+    const failedCount = await page.locator('#counts a.count[data-status="FAILED"] b').innerText();
+    check(failedCount === '2', `two failed executions counted: ${failedCount}`);
     await shot('console-list');
     await page.selectOption('select[name=status]', 'FAILED');
     await page.click('#filters button[type=submit]');
@@ -78,6 +84,7 @@ try {
     await page.locator('#executions tbody tr', { hasText: 'demo-fail' }).waitFor();
     const queried = await page.locator('#executions tbody a[href^="/ui/executions/"]').allInnerTexts();
     check(JSON.stringify(queried) === '["demo-fail"]', `the query's match only: ${queried}`);
+    await page.locator('#count-total', { hasText: /^1$/ }).waitFor();
     await shot('console-query');
     await page.fill('#query', "status = 'FAILED' AND created > 5");
     await page.keyboard.press('Enter');
@@ -88,6 +95,9 @@ try {
     console.log('query bar: ok');
     await page.goto(`${base}/ui/executions?status=FAILED`);
     await page.locator('#executions tbody tr', { hasText: 'demo-fail' }).waitFor();
+    // The counts follow the filter: the failed ones only.
+    await page.locator('#count-total', { hasText: /^2$/ }).waitFor();
+    check(await page.locator('#counts a.count').count() === 1, 'one status counted under the FAILED filter');
     // Click through to it and its failed attempt on the timeline.
     await page.click('#executions a:has-text("demo-fail")');
     await page.waitForURL(/\/ui\/executions\/demo-fail/);

@@ -179,6 +179,8 @@ async fn add(store: &dyn Store, id: &str, workflow: &str, version: &str, closed:
             updated_at_ms: 2_000,
             closed_at_ms: Some(2_000),
             delete_after_ms: None,
+            failed_step: None,
+            error_code: None,
         }),
         ..CommitBatch::default()
     };

@@ -185,6 +185,8 @@ pub async fn owned_executions_exclude_closed_ones(b: &dyn Backend) {
             updated_at_ms: 2_000,
             closed_at_ms: Some(2_000),
             delete_after_ms: None,
+            failed_step: None,
+            error_code: None,
         }),
         ..CommitBatch::default()
     };

@@ -22,6 +22,8 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
         updated_at_ms: 1_003,
         closed_at_ms: None,
         delete_after_ms: None,
+        failed_step: None,
+        error_code: None,
     });
     let outcome = store.commit(batch).await.unwrap();
     assert_eq!(outcome.last_seq, 3);
@@ -57,6 +59,8 @@ pub async fn commit_writes_everything_in_one_transaction(b: &dyn Backend) {
             updated_at_ms: 1_004,
             closed_at_ms: Some(1_004),
             delete_after_ms: None,
+            failed_step: None,
+            error_code: None,
         }),
         ..CommitBatch::default()
     };
@@ -111,6 +115,8 @@ pub async fn refused_batches_leave_nothing_behind(b: &dyn Backend) {
             updated_at_ms: 9,
             closed_at_ms: Some(9),
             delete_after_ms: None,
+            failed_step: None,
+            error_code: None,
         }),
         tasks_to_insert: vec![task("charge", "payments.charge")],
         timers_to_upsert: vec![timer("t", 5)],

@@ -93,6 +93,8 @@ pub async fn a_new_execution_is_stored_as_its_first_commit_leaves_it(b: &dyn Bac
         updated_at_ms: 2_000,
         closed_at_ms: Some(2_000),
         delete_after_ms: Some(5_000),
+        failed_step: None,
+        error_code: None,
     });
     assert_eq!(store.commit(start).await.unwrap().last_seq, 3);
     let row = store.get_execution("e1").await.unwrap().unwrap();

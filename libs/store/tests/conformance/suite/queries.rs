@@ -4,7 +4,10 @@
 
 use crate::support::{created, ev, execution_row, Backend};
 use orbit_query::{parse_and_check, Catalog, STATUS_NAMES};
-use orbit_store::{CommitBatch, ExecutionFilter, NewOwner, ProjectionUpdate, Store, StoreError};
+use orbit_store::{
+    CommitBatch, CountFilter, ExecutionCounts, ExecutionFilter, ExecutionRow, NewOwner,
+    ProjectionUpdate, Store, StoreError,
+};
 use std::sync::Arc;
 
 fn query(q: &str) -> Option<orbit_query::Checked> {
@@ -50,6 +53,8 @@ async fn seed(store: &Arc<dyn Store>) {
                 updated_at_ms: at,
                 closed_at_ms: Some(at),
                 delete_after_ms: None,
+                failed_step: None,
+                error_code: None,
             }),
             ..CommitBatch::default()
         };
@@ -118,13 +123,203 @@ pub async fn executions_list_with_a_query(b: &dyn Backend) {
         assert_eq!(seen, want, "{q}");
     }
 
-    // Keyset paging is on creation time: another order is refused.
-    let other = ExecutionFilter { query: query("ORDER BY workflow"), ..Default::default() };
+    // A search attribute has no value in the projection to page by: refused.
+    let catalog = Catalog::with_search([("customer", orbit_query::SearchType::Keyword)]);
+    let q = parse_and_check("ORDER BY customer", &catalog).unwrap();
+    let other = ExecutionFilter { query: Some(q), ..Default::default() };
     assert!(matches!(store.list_executions(other).await, Err(StoreError::InvalidArgument(_))));
+}
+
+/// The value an attribute sorts a row by in the test's own terms: `None` is NULL.
+fn sort_key(row: &ExecutionRow, attr: &str) -> Option<(i64, String)> {
+    let n = |t: u64| (i64::try_from(t).unwrap(), String::new());
+    let t = |s: &str| (0, s.to_string());
+    match attr {
+        "execution_id" => Some(t(&row.execution_id)),
+        "workflow" => Some(t(&row.workflow)),
+        "version" => Some(t(&row.version)),
+        "status" => Some(t(row.status.as_str())),
+        "created" => Some(n(row.created_at_ms)),
+        "updated" => Some(n(row.updated_at_ms)),
+        "closed" => row.closed_at_ms.map(n),
+        "duration" => row.closed_at_ms.map(|c| n(c - row.created_at_ms)),
+        "schedule" => row.schedule_id.as_deref().map(t),
+        "parent" => row.parent_id.as_deref().map(t),
+        "root" => Some(t(&row.root_id)),
+        other => panic!("no sort key for {other}"),
+    }
+}
+
+/// Every sortable system attribute, both directions: the pages of 2 visit every row once,
+/// in the order of (value, execution_id) with NULLs last in both directions, and one
+/// page of everything agrees.
+pub async fn executions_list_in_any_order_pages_without_loss_or_repeat(b: &dyn Backend) {
+    let store = b.open().await;
+    seed(&store).await;
+    let all = store
+        .list_executions(ExecutionFilter { page_size: 1000, ..Default::default() })
+        .await
+        .unwrap()
+        .executions;
+    assert_eq!(all.len(), 7);
+    let attrs = [
+        "execution_id",
+        "workflow",
+        "version",
+        "status",
+        "created",
+        "updated",
+        "closed",
+        "duration",
+        "schedule",
+        "parent",
+        "root",
+    ];
+    for attr in attrs {
+        for desc in [false, true] {
+            let mut want = all.clone();
+            want.sort_by(|a, b| {
+                let (ka, kb) = (sort_key(a, attr), sort_key(b, attr));
+                let by_value = match (&ka, &kb) {
+                    (None, None) => std::cmp::Ordering::Equal,
+                    (None, Some(_)) => std::cmp::Ordering::Greater,
+                    (Some(_), None) => std::cmp::Ordering::Less,
+                    (Some(x), Some(y)) if desc => y.cmp(x),
+                    (Some(x), Some(y)) => x.cmp(y),
+                };
+                let by_id = if desc {
+                    b.execution_id.cmp(&a.execution_id)
+                } else {
+                    a.execution_id.cmp(&b.execution_id)
+                };
+                by_value.then(by_id)
+            });
+            let want: Vec<String> = want.into_iter().map(|r| r.execution_id).collect();
+            let q = format!("ORDER BY {attr} {}", if desc { "DESC" } else { "ASC" });
+            let whole = ExecutionFilter { page_size: 1000, query: query(&q), ..Default::default() };
+            assert_eq!(ids(&store, whole).await, want, "{q} in one page");
+            let mut filter =
+                ExecutionFilter { page_size: 2, query: query(&q), ..Default::default() };
+            let mut seen = Vec::new();
+            loop {
+                let page = store.list_executions(filter.clone()).await.unwrap();
+                assert!(page.executions.len() <= 2);
+                seen.extend(page.executions.into_iter().map(|e| e.execution_id));
+                match page.next_page_token {
+                    Some(t) => filter.page_token = Some(t),
+                    None => break,
+                }
+                assert!(seen.len() <= 7, "{q}: pages repeat: {seen:?}");
+            }
+            assert_eq!(seen, want, "{q} in pages of 2");
+        }
+    }
+    // A token of another order is refused, not misread.
+    let mut filter =
+        ExecutionFilter { page_size: 2, query: query("ORDER BY workflow"), ..Default::default() };
+    let token = store.list_executions(filter.clone()).await.unwrap().next_page_token.unwrap();
+    filter.query = query("ORDER BY version");
+    filter.page_token = Some(token);
+    assert!(matches!(store.list_executions(filter).await, Err(StoreError::InvalidArgument(_))));
+}
+
+/// Counts: the total and groups of a query, largest first, absent values as `None`.
+pub async fn executions_count_and_group(b: &dyn Backend) {
+    let store = b.open().await;
+    seed(&store).await;
+    let count = |q: &str, by: &[&str]| {
+        let filter = CountFilter {
+            query: if q.is_empty() { None } else { query(q) },
+            group_by: orbit_query::group_by(by).unwrap(),
+        };
+        let store = store.clone();
+        async move { store.count_executions(filter).await.unwrap() }
+    };
+    let s = |v: &str| Some(v.to_string());
+    assert_eq!(count("", &[]).await, ExecutionCounts { count: 7, groups: vec![] });
+    assert_eq!(count("workflow = 'refund'", &[]).await.count, 3);
+    assert_eq!(count("workflow = 'nothing'", &[]).await.count, 0);
+    assert_eq!(count("workflow = 'nothing'", &["status"]).await.groups, vec![]);
+    let by_status = count("", &["status"]).await;
+    assert_eq!(by_status.count, 7);
+    let groups: Vec<(Vec<Option<String>>, u64)> =
+        by_status.groups.into_iter().map(|g| (g.values, g.count)).collect();
+    assert_eq!(
+        groups,
+        [(vec![s("RUNNING")], 5), (vec![s("COMPLETED")], 1), (vec![s("FAILED")], 1)]
+    );
+    let by_two = count("status != 'COMPLETED'", &["workflow", "parent"]).await;
+    assert_eq!(by_two.count, 6);
+    let groups: Vec<(Vec<Option<String>>, u64)> =
+        by_two.groups.into_iter().map(|g| (g.values, g.count)).collect();
+    assert_eq!(groups, [(vec![s("order"), None], 3), (vec![s("refund"), s("e0")], 3)]);
 }
 
 /// The query language's status names are the engine's.
 pub async fn query_status_names_are_the_engines(_: &dyn Backend) {
     let engine: Vec<&str> = orbit_engine::Status::ALL.iter().map(|s| s.as_str()).collect();
     assert_eq!(engine, STATUS_NAMES);
+}
+
+/// `failed_step` and `error_code`: written with a FAILED or TIMED_OUT projection, kept by a
+/// later commit of the closed run that carries none, cleared when a new run starts (any
+/// other status), and answered by the list query and by counts.
+pub async fn failure_columns_are_set_kept_and_cleared(b: &dyn Backend) {
+    use orbit_engine::Status;
+    let store = b.open().await;
+    let id = "f1";
+    let project =
+        |seq: u64, run: u32, status: Status, step: Option<&str>, code: Option<&str>| CommitBatch {
+            execution_id: id.into(),
+            run,
+            new_execution: (seq == 1).then(|| execution_row(id, 1_000)),
+            new_owner: (seq == 1).then(|| NewOwner { root_id: id.into(), node_id: "n".into() }),
+            events: vec![ev(if run == 1 { seq } else { seq - 3 }, created(id, run))],
+            projection: Some(ProjectionUpdate {
+                status,
+                updated_at_ms: 1_000 + seq,
+                closed_at_ms: status.is_closed().then_some(1_000 + seq),
+                delete_after_ms: None,
+                failed_step: step.map(str::to_string),
+                error_code: code.map(str::to_string),
+            }),
+            ..CommitBatch::default()
+        };
+    let row = |store: Arc<dyn Store>| async move {
+        let row = store.get_execution(id).await.unwrap().unwrap();
+        (row.failed_step, row.error_code)
+    };
+    let s = |v: &str| Some(v.to_string());
+    store.commit(project(1, 1, Status::Running, None, None)).await.unwrap();
+    assert_eq!(row(store.clone()).await, (None, None));
+    store
+        .commit(project(2, 1, Status::Failed, Some("charge"), Some("CARD_DECLINED")))
+        .await
+        .unwrap();
+    assert_eq!(row(store.clone()).await, (s("charge"), s("CARD_DECLINED")));
+    assert_eq!(
+        matching(&store, "failed_step = 'charge' AND error_code = 'CARD_DECLINED'").await,
+        [id]
+    );
+    assert_eq!(matching(&store, "failed_step IS NULL").await, Vec::<String>::new());
+    let by_step = store
+        .count_executions(CountFilter {
+            query: query("error_code STARTS_WITH 'CARD'"),
+            group_by: orbit_query::group_by(&["failed_step", "error_code"]).unwrap(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_step.count, 1);
+    assert_eq!(by_step.groups[0].values, [s("charge"), s("CARD_DECLINED")]);
+    // A later commit of the closed run without a failure keeps it.
+    store.commit(project(3, 1, Status::Failed, None, None)).await.unwrap();
+    assert_eq!(row(store.clone()).await, (s("charge"), s("CARD_DECLINED")));
+    // A new run (reset, continue-as-new) clears it.
+    store.commit(project(4, 2, Status::Running, None, None)).await.unwrap();
+    assert_eq!(row(store.clone()).await, (None, None));
+    assert_eq!(matching(&store, "failed_step = 'charge'").await, Vec::<String>::new());
+    // A timeout sets the code alone.
+    store.commit(project(5, 2, Status::TimedOut, None, Some("TIMEOUT"))).await.unwrap();
+    assert_eq!(row(store.clone()).await, (None, s("TIMEOUT")));
+    assert_eq!(matching(&store, "error_code = 'TIMEOUT' AND failed_step IS NULL").await, [id]);
 }

@@ -58,6 +58,8 @@ async fn close(store: &dyn Store, id: &str, closed_at: u64, delete_after: u64) {
             updated_at_ms: closed_at,
             closed_at_ms: Some(closed_at),
             delete_after_ms: Some(delete_after),
+            failed_step: None,
+            error_code: None,
         }),
         ..CommitBatch::default()
     };
@@ -202,6 +204,8 @@ pub async fn expired_trees_are_deleted_with_every_row(b: &dyn Backend) {
             updated_at_ms: 2_000,
             closed_at_ms: Some(2_000),
             delete_after_ms: Some(5_000),
+            failed_step: None,
+            error_code: None,
         }),
         ..CommitBatch::default()
     };
@@ -216,6 +220,8 @@ pub async fn expired_trees_are_deleted_with_every_row(b: &dyn Backend) {
             updated_at_ms: 2_000,
             closed_at_ms: Some(2_000),
             delete_after_ms: Some(5_000),
+            failed_step: None,
+            error_code: None,
         }),
         ..CommitBatch::default()
     };

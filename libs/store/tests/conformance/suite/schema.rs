@@ -112,6 +112,8 @@ pub async fn executions_list_with_filters_and_pages(b: &dyn Backend) {
                 updated_at_ms: 2_000,
                 closed_at_ms: Some(2_000),
                 delete_after_ms: None,
+                failed_step: None,
+                error_code: None,
             }),
             ..CommitBatch::default()
         };
