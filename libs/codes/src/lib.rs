@@ -136,6 +136,9 @@ error_codes! {
     /// The execution id is reserved by a debounced start (`dedupe: {keep: last}`) that has
     /// not fired yet: the execution is created at the fire time the message names.
     ExecutionPendingStart => "EXECUTION_PENDING_START",
+    /// A definition declares a search attribute under a name another registered workflow
+    /// declares with another type (one type per name server-wide); the message names it.
+    SearchAttributeConflict => "SEARCH_ATTRIBUTE_CONFLICT",
 }
 
 impl fmt::Display for ErrorCode {

@@ -43,6 +43,9 @@ pub fn to_document(d: &Definition) -> Value {
         .map(|c| json!({"key": c.key.to_json(), "limit": c.limit, "on_limit": c.on_limit.as_str()}))
         .collect();
     put(&mut doc, "concurrency", (!keys.is_empty()).then_some(Value::Array(keys)));
+    let declared = d.search_attributes.iter().map(|(n, t)| (n.clone(), json!(t.as_str())));
+    put_map(&mut doc, "search_attributes", declared.collect());
+    put_map(&mut doc, "search", search(&d.search));
     put(&mut doc, "input", d.input.as_ref().map(|c| c.schema().clone()));
     let tasks = d.tasks.iter().map(|(name, t)| {
         let mut task = Map::new();
@@ -195,7 +198,14 @@ fn step(s: &Step) -> Value {
     }
     put(&mut m, "compensate", s.compensate.as_ref().map(compensate));
     flow(&s.flow, &mut m);
+    put_map(&mut m, "search", search(&s.search));
     Value::Object(m)
+}
+
+fn search(
+    values: &std::collections::BTreeMap<String, crate::expr::Template>,
+) -> Map<String, Value> {
+    values.iter().map(|(n, t)| (n.clone(), t.to_json())).collect()
 }
 
 /// `priority`, `concurrency` (always the one object, never a list), `rate_limit` and

@@ -17,6 +17,7 @@ pub mod flow;
 pub mod limits;
 pub mod model;
 mod parse;
+pub mod search;
 pub mod version;
 
 pub use contract::{Contract, Violation};
@@ -31,3 +32,4 @@ pub use flow::{
 };
 pub use model::*;
 pub use parse::{parse, parse_as, parse_stored, parse_value, strict_json, Format};
+pub use search::{coerce, SearchType, SearchValue};

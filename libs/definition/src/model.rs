@@ -43,6 +43,12 @@ pub struct Definition {
     /// Workflow-level concurrency keys (`concurrency:`): an execution holds a slot of each
     /// from before its first step until it closes. Keys read only `input` and `execution`.
     pub concurrency: Vec<WorkflowConcurrency>,
+    /// Declared search attributes (`search_attributes:`), name -> type (see
+    /// [`crate::search`]).
+    pub search_attributes: BTreeMap<String, crate::search::SearchType>,
+    /// Search attributes set at start (`search:`): declared name -> template over `input`
+    /// and `execution`.
+    pub search: BTreeMap<String, Template>,
     /// Contract of the execution input (defaults applied before validation).
     pub input: Option<Contract>,
     /// Contracts of the worker tasks this workflow calls, by task name.
@@ -226,6 +232,9 @@ pub struct Step {
     /// Flow control (`priority`, `concurrency`, `rate_limit`, `fairness`, `on`, `sticky`;
     /// task steps only).
     pub flow: StepFlow,
+    /// Search attributes set when the step succeeds (`search:`, main body only): declared
+    /// name -> template, which may read the step's own output (`steps.<id>.output`).
+    pub search: BTreeMap<String, Template>,
 }
 
 /// What a step does (exactly one per step).

@@ -177,6 +177,7 @@ pub fn start(
         run,
         update_ids: Vec::new(),
         priority,
+        memo: None,
     })
 }
 
@@ -196,6 +197,7 @@ pub fn next_run(def: &Definition, finished: &State) -> Vec<Event> {
         run: finished.run + 1,
         update_ids: crate::update::carried(finished),
         priority: finished.priority,
+        memo: finished.memo.clone(),
     }];
     events.extend(
         finished

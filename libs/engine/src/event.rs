@@ -7,6 +7,7 @@
 
 use crate::change::Change;
 use crate::flow::Flow;
+use orbit_definition::SearchValue;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -103,9 +104,26 @@ pub enum Event {
         /// next run on continue-as-new; absent when the request gave none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         priority: Option<u8>,
+        /// The start request's memo (issue 28): free JSON shown by describe, never
+        /// indexed; carried to the next run on continue-as-new. Absent when none was given.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        memo: Option<Value>,
     },
     /// The decider took the execution up.
     WorkflowStarted {},
+    /// Search attributes set (issue 28; `orbit_definition::search`): decided right after
+    /// `WorkflowStarted` from the workflow's `search:` (`step` absent), and once a main
+    /// step with `search:` succeeded (`step` names it). `values` holds what was set
+    /// (`unset` for null); a value that did not fit its declared type, or whose template
+    /// failed, is left out and named in `errors` with the reason. The store projects
+    /// `values` into `execution_search` in the same commit.
+    SearchAttributesUpserted {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<String>,
+        values: BTreeMap<String, SearchValue>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        errors: BTreeMap<String, String>,
+    },
     /// The run asks for a slot of a workflow-level concurrency key (`concurrency:`, issue
     /// 27), before `WorkflowStarted`; keys are asked one at a time, in key order. `key` is
     /// scoped (`<workflow>/<value>`); `on_limit` is `queue`, `cancel_newest` or
@@ -302,6 +320,7 @@ impl Event {
         names!(
             WorkflowCreated,
             WorkflowStarted,
+            SearchAttributesUpserted,
             ConcurrencySlotRequested,
             ConcurrencySlotGranted,
             StepScheduled,

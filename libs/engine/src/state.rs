@@ -55,6 +55,19 @@ pub struct State {
     /// by another execution for a fork).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub slots_again: bool,
+    /// The start request's memo (`WorkflowCreated.memo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memo: Option<Value>,
+    /// The run's current search attributes (`SearchAttributesUpserted`, unset ones
+    /// removed).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub search: BTreeMap<String, orbit_definition::SearchValue>,
+    /// Main steps whose `search:` was decided (their `SearchAttributesUpserted`).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub search_steps: BTreeSet<String>,
+    /// Whether the workflow's own `search:` was decided (an upsert without a step).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub search_started: bool,
     /// Units by key.
     pub units: BTreeMap<String, Unit>,
     /// Frozen `for_each` lists by fan-out unit key.
@@ -220,9 +233,11 @@ impl State {
                 run,
                 update_ids,
                 priority,
+                memo,
             } => {
                 if self.status.is_none() {
                     self.priority = *priority;
+                    self.memo.clone_from(memo);
                     for u in update_ids {
                         self.carried_update_ids.insert(u.id.clone(), (u.run, u.seq));
                     }
@@ -240,6 +255,21 @@ impl State {
             }
             Event::WorkflowStarted {} => {
                 self.started_at.get_or_insert(ts);
+            }
+            Event::SearchAttributesUpserted { step, values, .. } => {
+                match step {
+                    Some(step) => {
+                        self.search_steps.insert(step.clone());
+                    }
+                    None => self.search_started = true,
+                }
+                for (name, value) in values {
+                    if *value == orbit_definition::SearchValue::Unset {
+                        self.search.remove(name);
+                    } else {
+                        self.search.insert(name.clone(), value.clone());
+                    }
+                }
             }
             Event::ConcurrencySlotRequested { key, .. } => {
                 self.slots.entry(key.clone()).or_insert(false);

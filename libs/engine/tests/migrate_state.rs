@@ -42,6 +42,7 @@ fn history(version: &str, hash: &str, fan: &str, handler: &str) -> Vec<Event> {
             run: 1,
             update_ids: vec![],
             priority: None,
+            memo: None,
         },
         Event::WorkflowStarted {},
         Event::StepFanOut { step: fan.into(), items: vec![json!(1), json!(2)] },
@@ -209,6 +210,7 @@ fn cancelled_units_get_the_effects_of_a_decided_cancel() {
             run: 1,
             update_ids: vec![],
             priority: None,
+            memo: None,
         },
         Event::WorkflowStarted {},
         Event::ChildStarted {

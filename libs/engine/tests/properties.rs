@@ -41,6 +41,7 @@ fn event() -> impl Strategy<Value = Event> {
             run: 1,
             update_ids: vec![],
             priority: None,
+            memo: None,
         }),
         Just(Event::WorkflowStarted {}),
         (key(), 0u32..4, any::<bool>()).prop_map(|(step, attempt, redelivery)| {

@@ -144,6 +144,7 @@ impl GrpcCode for ErrorCode {
             | ErrorCode::MigrationUnsafe
             | ErrorCode::ResetPointInvalid
             | ErrorCode::ExecutionPendingStart
+            | ErrorCode::SearchAttributeConflict
             | ErrorCode::ExecutionNotFinished => Code::FailedPrecondition,
             ErrorCode::PayloadTooLarge | ErrorCode::ResourceExhausted => Code::ResourceExhausted,
             ErrorCode::Unauthenticated => Code::Unauthenticated,

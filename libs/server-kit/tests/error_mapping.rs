@@ -44,6 +44,7 @@ const EXPECTED: &[(&str, Code)] = &[
     ("MIGRATION_UNSAFE", Code::FailedPrecondition),
     ("RESET_POINT_INVALID", Code::FailedPrecondition),
     ("EXECUTION_PENDING_START", Code::FailedPrecondition),
+    ("SEARCH_ATTRIBUTE_CONFLICT", Code::FailedPrecondition),
     ("BATCH_NOT_FOUND", Code::NotFound),
     ("RATE_LIMIT_NOT_FOUND", Code::NotFound),
     ("INVALID_QUERY", Code::InvalidArgument),

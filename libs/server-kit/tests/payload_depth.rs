@@ -88,6 +88,7 @@ const WRAPPERS: &[Wrapper] = &[
                 }],
                 ..Default::default()
             }),
+            ..Default::default()
         })
     }),
     ("QueryExecutionResponse.result", |v| {

@@ -62,6 +62,7 @@ impl Writer {
 /// `s.query` no longer checks (a spec written by another version): `InvalidArgument`.
 pub(crate) fn selection(
     s: &BatchSelector,
+    catalog: &orbit_query::Catalog,
     after: Option<&str>,
     dialect: Dialect,
 ) -> Result<Selection> {
@@ -95,16 +96,29 @@ pub(crate) fn selection(
         parts.push(format!("execution_id > {}", w.text(after)));
     }
     if let Some(text) = s.query.as_deref().filter(|q| !q.trim().is_empty()) {
-        let checked =
-            orbit_query::parse_and_check(text, &orbit_query::Catalog::system()).map_err(|e| {
-                StoreError::InvalidArgument(format!("a batch's query no longer checks: {e}"))
-            })?;
+        let checked = orbit_query::parse_and_check(text, catalog).map_err(|e| {
+            StoreError::InvalidArgument(format!("a batch's query no longer checks: {e}"))
+        })?;
         let compiled = orbit_query::compile(&checked, dialect, w.params.len() + 1);
         parts.push(format!("({})", compiled.where_sql));
         w.params.extend(compiled.params);
     }
     let where_sql = if parts.is_empty() { "1 = 1".to_string() } else { parts.join(" AND ") };
     Ok(Selection { where_sql, params: w.params })
+}
+
+/// Whether `s`'s query names a search attribute (it does not check against the system
+/// attributes alone): then the store reads the declared ones for [`selection`].
+pub(crate) fn needs_search(s: &BatchSelector) -> bool {
+    s.query.as_deref().is_some_and(|text| {
+        !text.trim().is_empty()
+            && orbit_query::parse_and_check(text, &orbit_query::Catalog::system()).is_err()
+    })
+}
+
+/// The catalog of `declared` search attributes (with the system ones).
+pub(crate) fn catalog(declared: Vec<crate::SearchAttributeRow>) -> orbit_query::Catalog {
+    orbit_query::Catalog::with_search(declared.into_iter().map(|r| (r.name, r.ty)))
 }
 
 /// A pattern as a PostgreSQL `LIKE` pattern with `\` as the escape.
@@ -156,7 +170,8 @@ mod tests {
             query: Some("status = 'RUNNING' OR workflow = 'x''; DROP TABLE executions'".into()),
             workflows: Some(vec!["bill*".into()]),
         };
-        let sel = selection(&s, Some("e-5"), Dialect::Postgres).unwrap();
+        let sel =
+            selection(&s, &orbit_query::Catalog::system(), Some("e-5"), Dialect::Postgres).unwrap();
         assert!(sel.where_sql.starts_with(
             "workflow = $1::text AND version = $2::text AND status IN ($3::text, $4::text) \
              AND (workflow LIKE $5::text ESCAPE '\\') AND execution_id > $6::text AND ("
@@ -166,7 +181,7 @@ mod tests {
         assert_eq!(values[..6], ["billing", "2", "RUNNING", "FAILED", "bill%", "e-5"]);
         assert_eq!(values.len(), 8);
         assert!(sel.where_sql.contains("$7::text") && sel.where_sql.contains("$8::text"));
-        let lite = selection(&s, None, Dialect::Sqlite).unwrap();
+        let lite = selection(&s, &orbit_query::Catalog::system(), None, Dialect::Sqlite).unwrap();
         assert!(lite.where_sql.contains("workflow GLOB ?5"), "{}", lite.where_sql);
         assert!(lite.where_sql.contains("?6") && !lite.where_sql.contains("?8"));
     }
@@ -174,12 +189,22 @@ mod tests {
     #[test]
     fn empty_parts_are_left_out_and_no_pattern_matches_nothing() {
         let everything = BatchSelector::default();
-        assert_eq!(selection(&everything, None, Dialect::Sqlite).unwrap().where_sql, "1 = 1");
+        assert_eq!(
+            selection(&everything, &orbit_query::Catalog::system(), None, Dialect::Sqlite)
+                .unwrap()
+                .where_sql,
+            "1 = 1"
+        );
         let none = BatchSelector { workflows: Some(vec![]), ..BatchSelector::default() };
-        assert_eq!(selection(&none, None, Dialect::Postgres).unwrap().where_sql, "1 = 0");
+        assert_eq!(
+            selection(&none, &orbit_query::Catalog::system(), None, Dialect::Postgres)
+                .unwrap()
+                .where_sql,
+            "1 = 0"
+        );
         let bad = BatchSelector { query: Some("status = ".into()), ..BatchSelector::default() };
         assert!(matches!(
-            selection(&bad, None, Dialect::Postgres),
+            selection(&bad, &orbit_query::Catalog::system(), None, Dialect::Postgres),
             Err(StoreError::InvalidArgument(_))
         ));
     }

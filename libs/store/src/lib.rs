@@ -33,6 +33,7 @@ mod reply;
 mod retention;
 pub mod roles;
 mod schedule;
+mod search;
 pub mod slots;
 mod sqlite;
 mod store;
@@ -72,5 +73,6 @@ pub use roles::{
     Ownership, RateLimits, Retention, Schedules, TaskQueue, Timers,
 };
 pub use schedule::{ScheduleFire, ScheduleRow, ScheduleUpdate};
+pub use search::SearchAttributeRow;
 pub use sqlite::SqliteStore;
 pub use store::{FrontendStore, MembershipStore, OwnerStore, SchedulerStore, Store};

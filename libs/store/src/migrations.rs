@@ -109,6 +109,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "execution_failure",
         sql: include_str!("../migrations/0019_execution_failure.sql"),
     },
+    Migration {
+        version: 20,
+        name: "execution_search",
+        sql: include_str!("../migrations/0020_execution_search.sql"),
+    },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).

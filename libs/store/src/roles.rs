@@ -74,6 +74,20 @@ pub trait Definitions: Send + Sync {
     /// The versions of `name` with their hashes, in registration order (no documents: what
     /// a start without a version resolves the latest from).
     async fn definition_versions(&self, name: &str) -> Result<Vec<crate::VersionRow>>;
+
+    /// Declares `workflow`'s search attributes in the server-wide catalog (issue 28): the
+    /// names not declared yet are added with their type, unless one of the names is
+    /// declared with another type (then nothing is added). Returns the stored rows of the
+    /// names asked for, which the caller compares with what it declared (a name may come
+    /// back missing when a concurrent declaration of it has not committed yet: ask again).
+    async fn declare_search_attributes(
+        &self,
+        workflow: &str,
+        declared: &[(String, orbit_definition::SearchType)],
+    ) -> Result<Vec<crate::SearchAttributeRow>>;
+
+    /// Every declared search attribute, by name.
+    async fn search_attributes(&self) -> Result<Vec<crate::SearchAttributeRow>>;
 }
 
 /// Reads of executions: histories, projections, lists, fault rows. Read-only.

@@ -105,6 +105,8 @@ macro_rules! every_case {
             executions_list_in_any_order_pages_without_loss_or_repeat,
             executions_count_and_group,
             failure_columns_are_set_kept_and_cleared,
+            search_attributes_are_projected_replaced_and_deleted,
+            search_attribute_catalog_keeps_one_type_per_name,
             query_status_names_are_the_engines,
             continue_as_new_starts_a_new_run,
             a_migration_moves_the_projection_to_the_new_definition,

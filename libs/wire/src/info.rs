@@ -154,6 +154,7 @@ mod tests {
                     run: 2,
                     update_ids: vec![],
                     priority: None,
+                    memo: None,
                 },
             ),
             ev(2, 11, Event::WorkflowStarted {}),

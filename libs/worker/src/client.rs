@@ -595,6 +595,21 @@ impl Client {
         })
     }
 
+    /// The execution's current search attributes and its memo (issue 28).
+    ///
+    /// # Errors
+    ///
+    /// The server's status (`NOT_FOUND` for an unknown id).
+    pub async fn search_attributes(
+        &self,
+        execution_id: &str,
+    ) -> Result<crate::ExecutionSearch, ClientError> {
+        let request =
+            pb::DescribeExecutionRequest { execution_id: execution_id.into(), run: 0, at_seq: 0 };
+        let response = self.inner.clone().describe_execution(request).await?.into_inner();
+        Ok(crate::ExecutionSearch::of(&response))
+    }
+
     /// The full history of the execution's current run, every page.
     ///
     /// # Errors

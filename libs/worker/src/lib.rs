@@ -105,6 +105,7 @@ mod outbox;
 mod rate_limit;
 mod restore;
 mod runner;
+mod search;
 mod session;
 mod signal;
 mod start;
@@ -117,6 +118,7 @@ mod worker;
 pub use builder::{WorkerBuilder, RUNTIME, SDK};
 pub use env::{tls_from_env, token_from_env};
 pub use orbit_api::tls::ClientTls;
+pub use search::ExecutionSearch;
 pub use signal::shutdown_on_signals;
 pub use task::{
     TaskContext, TaskFailure, CANCELLED, INVALID_INPUT, TASK_NOT_REGISTERED, UNHANDLED_EXCEPTION,

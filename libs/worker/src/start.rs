@@ -52,6 +52,15 @@ impl Start {
         self
     }
 
+    /// A free memo, a JSON object, shown by describe
+    /// ([`Client::search_attributes`](crate::client::Client::search_attributes)) and never
+    /// indexed; anything but an object sends none.
+    #[must_use]
+    pub fn memo(mut self, memo: &Value) -> Self {
+        self.0.memo = crate::search::memo_struct(memo);
+        self
+    }
+
     /// The request as sent.
     #[must_use]
     pub fn into_request(self) -> pb::StartExecutionRequest {

@@ -95,9 +95,13 @@ export class OrbitClient {
    * `priority` (1 to 5) orders the execution's tasks among those queued for a worker: 1 is
    * dispatched first, 5 last; without it the workflow's `priority:` applies, else 3 (a step
    * that declares its own `priority:` keeps it). Another value is refused before anything
-   * is sent.
+   * is sent. `memo` is a free JSON object shown by `searchAttributes` and never indexed.
    */
-  start(workflow: string, input: unknown, opts: { version?: string; executionId?: string; priority?: number } = {}): Promise<StartExecutionResponse> {
+  start(
+    workflow: string,
+    input: unknown,
+    opts: { version?: string; executionId?: string; priority?: number; memo?: Record<string, unknown> } = {},
+  ): Promise<StartExecutionResponse> {
     const priority = opts.priority;
     if (priority !== undefined && !(Number.isInteger(priority) && priority >= 1 && priority <= 5)) {
       return Promise.reject(new RangeError(`start: priority must be 1 (dispatched first) to 5 (last), not ${String(priority)}`));
@@ -108,6 +112,7 @@ export class OrbitClient {
       input: input === undefined ? undefined : input,
       executionId: opts.executionId ?? "",
       priority: priority ?? 0,
+      memo: opts.memo,
     });
   }
 
@@ -344,6 +349,15 @@ export class OrbitClient {
     const res = await this.unary<DescribeExecutionRequest, DescribeExecutionResponse>(this.workflows.describeExecution, this.workflows, { executionId, run: opts.run ?? 0, atSeq: opts.atSeq ?? 0 });
     if (res.execution === undefined) throw new Error(`no description for ${executionId}`);
     return res.execution;
+  }
+
+  /**
+   * The execution's current search attributes (declared in its definition, set by
+   * `search:`; datetimes as RFC 3339 strings) and the memo its start gave (issue 28).
+   */
+  async searchAttributes(executionId: string): Promise<{ searchAttributes: Record<string, unknown>; memo?: Record<string, unknown> }> {
+    const res = await this.unary<DescribeExecutionRequest, DescribeExecutionResponse>(this.workflows.describeExecution, this.workflows, { executionId, run: 0, atSeq: 0 });
+    return { searchAttributes: { ...res.searchAttributes }, memo: res.memo };
   }
 
   /** The full history of a run (all pages). */

@@ -126,6 +126,7 @@ steps:
         bounded(
             "start bad input",
             c.start_execution(pb::StartExecutionRequest {
+                memo: None,
                 workflow: "order-saga".into(),
                 version: String::new(),
                 input: Some(json_to_proto(json!({"order_id": 7, "amount": -1}))),

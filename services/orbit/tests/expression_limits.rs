@@ -108,6 +108,7 @@ fn signal(id: &str) -> pb::SignalExecutionRequest {
 
 fn start_req(workflow: &str, id: &str, input: Value) -> pb::StartExecutionRequest {
     pb::StartExecutionRequest {
+        memo: None,
         workflow: workflow.into(),
         version: String::new(),
         input: Some(json_to_proto(input)),

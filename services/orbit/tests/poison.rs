@@ -358,6 +358,7 @@ type OwnerClient =
 
 fn internal_start(id: &str, workflow: &str) -> orbit_api::internal::v1::StartExecutionRequest {
     orbit_api::internal::v1::StartExecutionRequest {
+        memo: None,
         execution_id: id.into(),
         workflow: workflow.into(),
         ..Default::default()

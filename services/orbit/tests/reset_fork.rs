@@ -72,6 +72,7 @@ async fn failed_execution(c: &mut WorkflowServiceClient<Channel>, id: &str) -> u
     register(c, V1).await;
     register(c, V2).await;
     let v1 = pb::StartExecutionRequest {
+        memo: None,
         workflow: "resettable".into(),
         version: "1".into(),
         input: None,

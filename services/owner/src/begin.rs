@@ -83,7 +83,7 @@ pub(crate) async fn begin(
         }));
     }
     let def = def?;
-    let created = orbit_engine::start(
+    let mut created = orbit_engine::start(
         &def,
         &req.execution_id,
         req.input.clone(),
@@ -93,6 +93,9 @@ pub(crate) async fn begin(
         &inner.cfg.limits,
         req.priority,
     )?;
+    if let Event::WorkflowCreated { memo, .. } = &mut created {
+        memo.clone_from(&req.memo);
+    }
     let root_id = req.root_id.clone().unwrap_or_else(|| req.execution_id.clone());
     let row = ExecutionRow {
         execution_id: req.execution_id.clone(),

@@ -122,6 +122,12 @@ async fn validated(owner: &Owner, r: pb::StartExecutionRequest) -> Result<StartR
         fork,
         // Out of 1..=5 (the frontend refuses those first) is refused by the engine's start.
         priority: (r.priority > 0).then(|| u8::try_from(r.priority).unwrap_or(u8::MAX)),
+        memo: r
+            .memo
+            .map(orbit_server_kit::payload::struct_to_json_object)
+            .transpose()
+            .map_err(|e| rules::invalid("memo", e.to_string()).to_status())?
+            .map(serde_json::Value::Object),
     })
 }
 

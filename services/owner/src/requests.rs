@@ -60,6 +60,9 @@ pub struct StartRequest {
     /// The execution's task priority (1..5; recorded in `WorkflowCreated`), `None`: the
     /// workflow's (docs/flow-control.md).
     pub priority: Option<u8>,
+    /// The start's memo (issue 28; a JSON object, size-checked by the frontend), recorded
+    /// in `WorkflowCreated`; `None`: none.
+    pub memo: Option<serde_json::Value>,
 }
 
 /// Where a fork comes from.

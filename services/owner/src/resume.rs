@@ -194,6 +194,7 @@ pub(crate) fn queue_children(inner: &Inner, children: Vec<ChildStart>) {
                     schedule_id: None,
                     fork: None,
                     priority: None,
+                    memo: None,
                     update: None,
                 },
                 reply: None,

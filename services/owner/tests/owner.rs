@@ -78,6 +78,7 @@ fn start(id: &str, workflow: &str, input: Value) -> StartRequest {
         schedule_id: None,
         fork: None,
         priority: None,
+        memo: None,
         update: None,
     }
 }

@@ -31,6 +31,7 @@ fn with_update(id: &str, n: i64, update_id: Option<&str>) -> StartRequest {
         input: json!({"base": 10}),
         fork: None,
         priority: None,
+        memo: None,
         update: Some(InitialUpdate {
             name: "add".into(),
             args: json!({ "n": n }),

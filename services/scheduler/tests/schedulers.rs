@@ -94,6 +94,7 @@ async fn three_schedulers_fire_each_timer_once() {
                 schedule_id: None,
                 fork: None,
                 priority: None,
+                memo: None,
                 update: None,
             })
             .await

@@ -15,7 +15,7 @@ use crate::parse::steps::{read_body, Known, Parsed};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-const FIELDS: [&str; 23] = [
+const FIELDS: [&str; 25] = [
     "$schema",
     "name",
     "version",
@@ -29,6 +29,8 @@ const FIELDS: [&str; 23] = [
     "sticky",
     "dedupe",
     "concurrency",
+    "search_attributes",
+    "search",
     "input",
     "tasks",
     "signals",
@@ -79,12 +81,16 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
     let input = obj.get("input").and_then(|s| contract(s, "input", errors));
     let tasks = obj.get("tasks").map(|t| tasks(t, "tasks", errors)).unwrap_or_default();
     let signals = obj.get("signals").map(|s| signals(s, "signals", errors)).unwrap_or_default();
+    let search_attributes = crate::parse::search::declared(&mut obj, errors);
     let known = Known {
         tasks: tasks.keys().cloned().collect(),
         signals: signals.keys().cloned().collect(),
+        search: search_attributes.clone(),
     };
 
     let mut top_refs = Vec::new();
+    let search =
+        crate::parse::search::values(&mut obj, &search_attributes, None, &mut top_refs, errors);
     let queries =
         obj.object("queries", "queries by name", errors).map(|q| queries(q, &mut top_refs, errors));
     let mut updates = obj
@@ -164,6 +170,8 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
         sticky,
         dedupe,
         concurrency,
+        search_attributes,
+        search,
         input,
         tasks,
         signals,

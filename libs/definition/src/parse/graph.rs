@@ -208,6 +208,7 @@ mod tests {
                 for_each: None,
                 renamed_from: None,
                 flow: crate::flow::StepFlow::default(),
+                search: std::collections::BTreeMap::new(),
             },
             needs: needs
                 .iter()

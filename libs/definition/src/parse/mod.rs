@@ -18,6 +18,7 @@ mod kinds;
 mod migrations;
 mod names;
 pub(crate) mod reader;
+mod search;
 mod source;
 mod steps;
 

@@ -15,7 +15,7 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// Every field a step may have, for "did you mean" hints.
-const STEP_FIELDS: [&str; 27] = [
+const STEP_FIELDS: [&str; 28] = [
     "id",
     "renamed_from",
     "needs",
@@ -35,6 +35,7 @@ const STEP_FIELDS: [&str; 27] = [
     "fairness",
     "on",
     "sticky",
+    "search",
     "task",
     "compute",
     "sleep",
@@ -51,6 +52,8 @@ const STEP_FIELDS: [&str; 27] = [
 pub(crate) struct Known {
     pub tasks: BTreeSet<String>,
     pub signals: BTreeSet<String>,
+    /// The declared search attributes (a step's `search:` keys must be among them).
+    pub search: std::collections::BTreeMap<String, crate::search::SearchType>,
 }
 
 impl Known {
@@ -122,6 +125,9 @@ fn applies(field: &str, kind: &str, body: &Body, fan_out: bool) -> Result<(), St
                 .into());
         }
         "compensate" => (kind != "continue_as_new", "every step kind but continue_as_new"),
+        "search" if *body != Body::Main => {
+            return Err("`search` is only valid on steps of the main `steps`".into());
+        }
         _ => return Ok(()),
     };
     if ok {
@@ -257,6 +263,12 @@ fn read_step(
         crate::flow::StepFlow::default()
     };
 
+    let search = if ok("search") {
+        crate::parse::search::values(&mut obj, &known.search, Some(&id), &mut refs, errors)
+    } else {
+        std::collections::BTreeMap::new()
+    };
+
     obj.finish_with(errors, &STEP_FIELDS, |f| {
         let misplaced = STEP_FIELDS.contains(&f) && !kinds::KINDS.contains(&f);
         misplaced.then(|| applies(f, kind, body, fan_out).err()).flatten()
@@ -277,6 +289,7 @@ fn read_step(
     step.for_each = for_each;
     step.renamed_from = renamed_from;
     step.flow = flow;
+    step.search = search;
     Some(Parsed { step, path: path.to_string(), needs, refs })
 }
 
@@ -298,5 +311,6 @@ fn placeholder(id: String) -> Step {
         for_each: None,
         renamed_from: None,
         flow: crate::flow::StepFlow::default(),
+        search: std::collections::BTreeMap::new(),
     }
 }

@@ -10,6 +10,7 @@
 mod body;
 mod body_memo;
 mod flow;
+mod search;
 pub(crate) mod slots;
 mod units;
 
@@ -125,6 +126,10 @@ pub(crate) fn round(
             return first;
         }
         return vec![Event::WorkflowStarted {}];
+    }
+    let upserts = search::round(&ctx);
+    if !upserts.is_empty() {
+        return upserts;
     }
     if state.winding.is_none() {
         if let Some(e) = workflow_checks(&ctx) {

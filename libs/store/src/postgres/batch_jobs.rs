@@ -7,7 +7,7 @@ use super::conn::PgConn;
 use super::error::PgResult;
 use super::rows::{get, get_u64, to_i64};
 use crate::batch_job::{BatchItem, BatchRow, BatchSelector, BatchState, ItemOutcome};
-use crate::batch_select::selection;
+use crate::batch_select::{catalog, needs_search, selection};
 use crate::error::{Result, StoreError};
 use orbit_query::{Dialect, SqlValue};
 use tokio_postgres::types::ToSql;
@@ -273,15 +273,24 @@ pub(crate) async fn targets(
     after: Option<&str>,
     limit: u32,
 ) -> PgResult<Vec<String>> {
-    let sel = selection(s, after, Dialect::Postgres)?;
+    let sel = selection(s, &catalog_of(conn, s).await?, after, Dialect::Postgres)?;
     let params: Vec<&(dyn ToSql + Sync)> = sel.params.iter().map(param).collect();
     let found = conn.client().query(sel.page_sql(limit).as_str(), &params).await?;
     Ok(found.iter().map(|r| get(r, 0, "execution_id")).collect::<Result<_>>()?)
 }
 
+/// The catalog `s`'s query is compiled against (declared search attributes read only when
+/// it names one).
+async fn catalog_of(conn: &mut PgConn, s: &BatchSelector) -> PgResult<orbit_query::Catalog> {
+    if needs_search(s) {
+        return Ok(catalog(super::search::list(conn).await?));
+    }
+    Ok(orbit_query::Catalog::system())
+}
+
 /// How many executions the selector matches.
 pub(crate) async fn count_targets(conn: &mut PgConn, s: &BatchSelector) -> PgResult<u64> {
-    let sel = selection(s, None, Dialect::Postgres)?;
+    let sel = selection(s, &catalog_of(conn, s).await?, None, Dialect::Postgres)?;
     let params: Vec<&(dyn ToSql + Sync)> = sel.params.iter().map(param).collect();
     let found = conn.client().query(sel.count_sql().as_str(), &params).await?;
     let Some(row) = found.first() else { return Ok(0) };

@@ -489,6 +489,8 @@ const COMPOSED_ORDER: [WriteKind; WriteKind::ALL.len()] = {
         UpsertTimers,
         DeleteTimers,
         InboxDone,
+        DeleteSearch,
+        InsertSearch,
         Notify,
     ]
 };

@@ -28,6 +28,7 @@ mod reads;
 mod retention;
 mod rows;
 mod schedules;
+mod search;
 mod sql;
 #[cfg(test)]
 mod tests;
@@ -266,6 +267,18 @@ impl Definitions for PgStore {
 
     async fn definition_versions(&self, name: &str) -> Result<Vec<crate::VersionRow>> {
         run!(self, Kind::Read, |c| reads::definition_versions(c, name))
+    }
+
+    async fn declare_search_attributes(
+        &self,
+        workflow: &str,
+        declared: &[(String, orbit_definition::SearchType)],
+    ) -> Result<Vec<crate::SearchAttributeRow>> {
+        run!(self, Kind::Write, |c| search::declare(c, workflow, declared))
+    }
+
+    async fn search_attributes(&self) -> Result<Vec<crate::SearchAttributeRow>> {
+        run!(self, Kind::Read, |c| search::list(c))
     }
 }
 

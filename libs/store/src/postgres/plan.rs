@@ -54,13 +54,17 @@ pub(crate) enum WriteKind {
     UpsertTimers,
     DeleteTimers,
     InboxDone,
+    /// Search attribute rows replaced (`crate::search`): the old rows of the names...
+    DeleteSearch,
+    /// ...and the new values' rows.
+    InsertSearch,
     /// The NOTIFYs of every segment, last.
     Notify,
 }
 
 impl WriteKind {
     /// Every kind, in order.
-    pub(crate) const ALL: [WriteKind; 12] = [
+    pub(crate) const ALL: [WriteKind; 14] = [
         WriteKind::InsertExecutions,
         WriteKind::InsertOwners,
         WriteKind::InsertEvents,
@@ -72,6 +76,8 @@ impl WriteKind {
         WriteKind::UpsertTimers,
         WriteKind::DeleteTimers,
         WriteKind::InboxDone,
+        WriteKind::DeleteSearch,
+        WriteKind::InsertSearch,
         WriteKind::Notify,
     ];
 
@@ -89,6 +95,8 @@ impl WriteKind {
             WriteKind::UpsertTimers => (sql::COMMIT_UPSERT_TIMERS, "w_timers"),
             WriteKind::DeleteTimers => (sql::COMMIT_DELETE_TIMERS, "w_timers_gone"),
             WriteKind::InboxDone => (sql::COMMIT_INBOX_DONE, "w_applied"),
+            WriteKind::DeleteSearch => (sql::COMMIT_DELETE_SEARCH, "w_search_gone"),
+            WriteKind::InsertSearch => (sql::COMMIT_INSERT_SEARCH, "w_search"),
             WriteKind::Notify => (sql::NOTIFY_MANY, "notified"),
         }
     }
@@ -195,6 +203,11 @@ columns!(Inbox { execution: String, kind: String, payload: String });
 columns!(Timers { execution: String, key: String, run: i64, fire_at: i64, payload: String });
 columns!(TimerDeletes { execution: String, key: String });
 columns!(Done { seq: i64, result: Option<String> });
+columns!(SearchDeletes { execution: String, name: String });
+columns!(SearchRows {
+    execution: String, name: String, kw: Option<String>, ival: Option<i64>, num: Option<f64>,
+    ts: Option<i64>, flag: Option<bool>,
+});
 
 /// One segment's rows.
 #[derive(Default)]
@@ -211,6 +224,8 @@ struct Segment {
     timers: Timers,
     timer_deletes: TimerDeletes,
     done: Done,
+    search_deletes: SearchDeletes,
+    search_rows: SearchRows,
 }
 
 impl Segment {
@@ -257,6 +272,12 @@ impl Segment {
         }
         if !self.done.seq.is_empty() {
             push(WriteKind::InboxDone, self.done.params());
+        }
+        if !self.search_deletes.name.is_empty() {
+            push(WriteKind::DeleteSearch, self.search_deletes.params());
+        }
+        if !self.search_rows.name.is_empty() {
+            push(WriteKind::InsertSearch, self.search_rows.params());
         }
     }
 }
@@ -490,6 +511,22 @@ fn plan_one(
         read.pending.remove(&done.seq);
         seg.done.seq.push(to_i64(done.seq, "inbox seq")?);
         seg.done.result.push(done.result.as_ref().map(|r| r.to_json().to_string()));
+    }
+    if let Some(search) = crate::search::writes_of(batch) {
+        for name in search.names {
+            seg.search_deletes.execution.push(id.to_string());
+            seg.search_deletes.name.push(name);
+        }
+        let s = &mut seg.search_rows;
+        for r in search.rows {
+            s.execution.push(id.to_string());
+            s.name.push(r.name);
+            s.kw.push(r.kw);
+            s.ival.push(r.ival);
+            s.num.push(r.num);
+            s.ts.push(r.ts);
+            s.flag.push(r.flag);
+        }
     }
     Ok((CommitOutcome { last_seq, task_ids: Vec::new(), claimed: Vec::new() }, keys))
 }

@@ -124,6 +124,7 @@ const LOCK_SUBTREE: &str = "WITH RECURSIVE tree(id) AS (
 /// `limited`; see `listen.rs`).
 const DELETE_ROWS: &str = "WITH
     ef AS (DELETE FROM execution_faults WHERE execution_id = ANY($1::text[]) RETURNING 1),
+    es AS (DELETE FROM execution_search WHERE execution_id = ANY($1::text[]) RETURNING 1),
     ev AS (DELETE FROM history_events WHERE execution_id = ANY($1::text[]) RETURNING 1),
     ib AS (DELETE FROM inbox WHERE execution_id = ANY($1::text[]) RETURNING 1),
     tq AS (DELETE FROM task_queue WHERE execution_id = ANY($1::text[])

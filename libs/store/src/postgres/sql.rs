@@ -402,6 +402,16 @@ pub(crate) const COMMIT_INBOX_DONE: &str = concat!(
     ", result = u.result FROM UNNEST($1::bigint[], $2::text[]) AS u(seq, result)
     WHERE i.seq = u.seq"
 );
+/// The rows of the search attributes a commit upserts (`crate::search`), deleted before
+/// [`COMMIT_INSERT_SEARCH`] writes their new values (in the one-statement commit the insert's
+/// rows are not visible to this delete: CTEs see the rows as they were).
+pub(crate) const COMMIT_DELETE_SEARCH: &str = "DELETE FROM execution_search s
+    USING UNNEST($1::text[], $2::text[]) AS u(eid, name)
+    WHERE s.execution_id = u.eid AND s.name = u.name";
+pub(crate) const COMMIT_INSERT_SEARCH: &str =
+    "INSERT INTO execution_search (execution_id, name, kw, ival, num, ts, flag)
+    SELECT u.* FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[], $5::float8[],
+        $6::bigint[], $7::boolean[]) AS u";
 /// In the one-statement commit a plain `SELECT`, which runs only when read: its final select
 /// counts these rows (`commit::composed`).
 pub(crate) const NOTIFY_MANY: &str = "SELECT pg_notify(u.channel, u.payload)

@@ -4,7 +4,7 @@
 
 use super::rows::{to_i64, to_u64};
 use crate::batch_job::{BatchItem, BatchRow, BatchSelector, BatchState, ItemOutcome};
-use crate::batch_select::selection;
+use crate::batch_select::{catalog, needs_search, selection};
 use crate::error::Result;
 use orbit_query::{Dialect, SqlValue};
 use rusqlite::types::ToSql;
@@ -303,6 +303,15 @@ pub(crate) fn items(
         .collect()
 }
 
+/// The catalog `selector`'s query is compiled against (declared search attributes read
+/// only when it names one).
+fn catalog_of(conn: &Connection, selector: &BatchSelector) -> Result<orbit_query::Catalog> {
+    if needs_search(selector) {
+        return Ok(catalog(super::search::list(conn)?));
+    }
+    Ok(orbit_query::Catalog::system())
+}
+
 /// The selected execution ids after `after`.
 pub(crate) fn targets(
     conn: &Connection,
@@ -310,7 +319,7 @@ pub(crate) fn targets(
     after: Option<&str>,
     limit: u32,
 ) -> Result<Vec<String>> {
-    let sel = selection(selector, after, Dialect::Sqlite)?;
+    let sel = selection(selector, &catalog_of(conn, selector)?, after, Dialect::Sqlite)?;
     // The text varies with the selector: prepared for this call only, so it never evicts
     // the hot path's statements from the connection's cache.
     let mut stmt = conn.prepare(&sel.page_sql(limit))?;
@@ -321,7 +330,7 @@ pub(crate) fn targets(
 
 /// How many executions the selector matches.
 pub(crate) fn count_targets(conn: &Connection, selector: &BatchSelector) -> Result<u64> {
-    let sel = selection(selector, None, Dialect::Sqlite)?;
+    let sel = selection(selector, &catalog_of(conn, selector)?, None, Dialect::Sqlite)?;
     let values: Vec<&dyn ToSql> = sel.params.iter().map(param).collect();
     let n: i64 = conn.prepare(&sel.count_sql())?.query_row(values.as_slice(), |r| r.get(0))?;
     to_u64(n, "count")

@@ -251,8 +251,27 @@ fn apply(tx: &Connection, batch: CommitBatch, freed: &mut bool) -> Result<Commit
             )));
         }
     }
+    if let Some(search) = crate::search::writes_of(&batch) {
+        write_search(tx, id, &search)?;
+    }
 
     Ok(CommitOutcome { last_seq, task_ids, claimed })
+}
+
+/// Replaces the rows of the attributes the batch upserts (`crate::search`).
+fn write_search(tx: &Connection, id: &str, search: &crate::search::SearchWrites) -> Result<()> {
+    for name in &search.names {
+        tx.prepare_cached("DELETE FROM execution_search WHERE execution_id = ?1 AND name = ?2")?
+            .execute(params![id, name])?;
+    }
+    for r in &search.rows {
+        tx.prepare_cached(
+            "INSERT INTO execution_search (execution_id, name, kw, ival, num, ts, flag) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(params![id, r.name, r.kw, r.ival, r.num, r.ts, r.flag])?;
+    }
+    Ok(())
 }
 
 /// With an expected epoch, the owners row must exist and hold exactly that epoch.

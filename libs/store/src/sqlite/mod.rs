@@ -23,6 +23,7 @@ mod reads;
 mod retention;
 mod rows;
 mod schedules;
+mod search;
 mod sql;
 #[cfg(test)]
 mod tests;
@@ -146,6 +147,19 @@ impl Definitions for SqliteStore {
 
     async fn list_definitions(&self) -> Result<Vec<DefinitionRow>> {
         self.readers.run(definitions::list).await
+    }
+
+    async fn declare_search_attributes(
+        &self,
+        workflow: &str,
+        declared: &[(String, orbit_definition::SearchType)],
+    ) -> Result<Vec<crate::SearchAttributeRow>> {
+        let (workflow, declared) = (workflow.to_string(), declared.to_vec());
+        self.writer.run(move |c| search::declare(c, &workflow, &declared)).await
+    }
+
+    async fn search_attributes(&self) -> Result<Vec<crate::SearchAttributeRow>> {
+        self.readers.run(search::list).await
     }
 }
 

@@ -74,9 +74,10 @@ const SUBTREE: &str = "WITH RECURSIVE tree(id) AS (
     ORDER BY e.execution_id";
 
 /// One delete per table, each over the execution ids in the JSON array `?1` (the fault rows of
-/// the poison quarantine first); executions last.
-const DELETE_ROWS: [&str; 7] = [
+/// the poison quarantine first, then the search attribute rows); executions last.
+const DELETE_ROWS: [&str; 8] = [
     "DELETE FROM execution_faults WHERE execution_id IN (SELECT value FROM json_each(?1))",
+    "DELETE FROM execution_search WHERE execution_id IN (SELECT value FROM json_each(?1))",
     "DELETE FROM history_events WHERE execution_id IN (SELECT value FROM json_each(?1))",
     "DELETE FROM inbox WHERE execution_id IN (SELECT value FROM json_each(?1))",
     "DELETE FROM task_queue WHERE execution_id IN (SELECT value FROM json_each(?1))",
@@ -197,17 +198,18 @@ pub(crate) fn delete_execution(conn: &mut Connection, id: &str) -> Result<Delete
 
 fn delete_rows(conn: &Connection, ids: &[String]) -> Result<ExecutionsDeleted> {
     let ids = json_text(&json!(ids));
-    // The first slot counts the poison-quarantine fault rows, which are not reported.
-    let mut n = [0u64; 7];
+    // The first two slots count the poison-quarantine fault rows and the search attribute
+    // rows, which are not reported.
+    let mut n = [0u64; 8];
     for (slot, sql) in n.iter_mut().zip(DELETE_ROWS) {
         *slot = count(conn.prepare_cached(sql)?.execute([&ids])?);
     }
     Ok(ExecutionsDeleted {
-        events: n[1],
-        inbox: n[2],
-        tasks: n[3],
-        timers: n[4],
-        owners: n[5],
-        executions: n[6],
+        events: n[2],
+        inbox: n[3],
+        tasks: n[4],
+        timers: n[5],
+        owners: n[6],
+        executions: n[7],
     })
 }

@@ -35,6 +35,7 @@ pub fn created(id: &str, run: u32) -> Event {
         run,
         update_ids: vec![],
         priority: None,
+        memo: None,
     }
 }
 

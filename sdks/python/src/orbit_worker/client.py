@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TypeVar, Union
 
 import grpc
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 
 from ._proto import admin_pb2, admin_pb2_grpc, common_pb2, workflow_pb2, workflow_pb2_grpc
 from .connection import Addresses, ConnectionOptions, connection_list
@@ -199,15 +199,17 @@ class Client:
         execution_id: str = "",
         version: str = "",
         priority: Optional[int] = None,
+        memo: Optional[Dict[str, Any]] = None,
     ) -> str:
         """Starts ``workflow`` (latest version unless ``version``); returns the execution id.
         Idempotent per ``execution_id``: starting the same id again returns the same run.
         ``priority`` (1 to 5) orders the execution's tasks among those queued for a worker:
         1 is dispatched first, 5 last; None leaves it to the workflow's ``priority:``, else
-        3 (a step that declares its own ``priority:`` keeps it). :meth:`start_execution`
-        also says whether the start created the execution."""
+        3 (a step that declares its own ``priority:`` keeps it). ``memo`` is a free JSON
+        object shown by :meth:`describe` (``memo``) and never indexed.
+        :meth:`start_execution` also says whether the start created the execution."""
         started = self.start_execution(
-            workflow, input, execution_id=execution_id, version=version, priority=priority
+            workflow, input, execution_id=execution_id, version=version, priority=priority, memo=memo
         )
         return started["execution_id"]
 
@@ -219,6 +221,7 @@ class Client:
         execution_id: str = "",
         version: str = "",
         priority: Optional[int] = None,
+        memo: Optional[Dict[str, Any]] = None,
     ) -> Dict[str, Any]:
         """As :meth:`start`, answering ``{"execution_id", "run", "created", "version",
         "definition_hash"}``. ``created`` is false when the id existed, or when the
@@ -233,6 +236,10 @@ class Client:
         )
         if input is not None:
             request.input.CopyFrom(to_proto_value(input))
+        if memo is not None:
+            if not isinstance(memo, dict):
+                raise ValueError(f"start: memo must be a JSON object (a dict), not {type(memo).__name__}")
+            request.memo.CopyFrom(to_proto_value(memo).struct_value)
         response = self._call(
             lambda ch: self._workflows(ch).StartExecution(request, metadata=self._metadata, timeout=self.timeout)
         )
@@ -541,7 +548,8 @@ class Client:
         ``pendingTasks`` (each with ``priority``, and when flow control applies
         ``concurrencyKey``, ``rateLimitKey`` and ``waitingOn``, e.g.
         ``"FLOW_WAIT_RATE_LIMIT"``; fields at their default are left out), ``pendingTimers``,
-        ``pendingAwaits``, ``pendingChildren``. With
+        ``pendingAwaits``, ``pendingChildren``, and ``searchAttributes`` (the run's search
+        attributes, name -> value) and ``memo`` (the start's memo, or None). With
         ``at_seq`` the run as it stood right after that history seq (events 1..=at_seq
         folded, with the version it had then); 0 means now. A seq past the run's last event
         raises ``INVALID_ARGUMENT``."""
@@ -549,7 +557,15 @@ class Client:
         response = self._call(
             lambda ch: self._workflows(ch).DescribeExecution(request, metadata=self._metadata, timeout=self.timeout)
         )
-        return json_format.MessageToDict(response.execution)
+        described = json_format.MessageToDict(response.execution)
+        described["searchAttributes"] = {
+            name: from_proto_value(value) for name, value in response.search_attributes.items()
+        }
+        memo = None
+        if response.HasField("memo"):
+            memo = from_proto_value(struct_pb2.Value(struct_value=response.memo))
+        described["memo"] = memo
+        return described
 
     def list_executions(self, query: str = "", *, limit: int = 1000) -> List[Dict[str, Any]]:
         """Executions (their latest run each) matching ``query`` in the list query language

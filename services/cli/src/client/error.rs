@@ -84,6 +84,7 @@ pub fn exit_code(failure: &Failure) -> u8 {
                 | ErrorCode::ResetPointInvalid
                 | ErrorCode::ExecutionNotFinished
                 | ErrorCode::ExecutionPendingStart
+                | ErrorCode::SearchAttributeConflict
                 | ErrorCode::QueryFailed
                 | ErrorCode::ExpressionLimit
                 | ErrorCode::ResourceExhausted

@@ -63,6 +63,10 @@ enum ExecutionCommand {
         /// `priority:`, else 3; a step that declares its own `priority:` keeps it.
         #[arg(long, value_name = "N", value_parser = parse_priority)]
         priority: Option<u32>,
+        /// A free memo, a JSON object (or `@PATH`), shown by `execution describe`; never
+        /// indexed.
+        #[arg(long, value_name = "JSON")]
+        memo: Option<String>,
         /// Wait until the execution closes and print its result.
         #[arg(long)]
         wait: bool,
@@ -369,10 +373,12 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
     let format = args.connect.output;
     let connect = &args.connect;
     match args.command {
-        ExecutionCommand::Start { workflow, input, id, priority, wait } => {
+        ExecutionCommand::Start { workflow, input, id, priority, memo, wait } => {
             // Parse before connecting: bad JSON is a usage error whether or not a server runs.
             let input = input.as_deref().map(|text| parse_json_arg("--input", text)).transpose()?;
+            let memo = memo.as_deref().map(super::search::memo_arg).transpose()?;
             let request = StartExecutionRequest {
+                memo,
                 workflow: workflow.name.clone(),
                 version: workflow.version_or_empty(),
                 input: input.map(json_to_proto),
@@ -386,10 +392,17 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
             let request = DescribeExecutionRequest { execution_id: id, run, at_seq: at };
             let response =
                 connect.workflow_client().await?.describe_execution(request).await?.into_inner();
-            let description = response.execution.unwrap_or_default();
+            let description = response.execution.clone().unwrap_or_default();
             match format {
-                Format::Json => print_json(&description_json(&description)),
-                Format::Human => print_text(&description_text(&description)),
+                Format::Json => print_json(&super::search::with_search_json(
+                    description_json(&description),
+                    &response,
+                )),
+                Format::Human => print_text(&format!(
+                    "{}{}",
+                    description_text(&description),
+                    super::search::search_text(&response)
+                )),
             }
             Ok(())
         }
@@ -446,6 +459,7 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
             let args = args.as_deref().map(|text| parse_json_arg("--args", text)).transpose()?;
             let input = input.as_deref().map(|text| parse_json_arg("--input", text)).transpose()?;
             let start = start_workflow.map(|w| StartExecutionRequest {
+                memo: None,
                 workflow: w.name.clone(),
                 version: w.version_or_empty(),
                 input: input.map(json_to_proto),

@@ -25,7 +25,7 @@ Exit codes:
   4  any other server error (DEFINITION_CONFLICT, EXECUTION_FINISHED, QUERY_FAILED,
      EXPRESSION_LIMIT, EXECUTION_NOT_SUSPENDED, EXECUTION_NOT_FINISHED, REQUEST_ID_REUSED,
      MIGRATION_UNSAFE, RESET_POINT_INVALID, EXECUTION_PENDING_START, WORKER_MISMATCH,
-     PERMISSION_DENIED, STORAGE_ERROR, ...)
+     SEARCH_ATTRIBUTE_CONFLICT, PERMISSION_DENIED, STORAGE_ERROR, ...)
   5  cannot reach the server: connection refused, transport error, UNAVAILABLE
 
 Errors go to stderr as `error: <CODE>: <message>`, CODE being the Orbit error code (or the
@@ -57,6 +57,7 @@ mod rate_limit;
 mod readiness;
 mod restore;
 mod schedule;
+mod search;
 mod token;
 mod workflow;
 

@@ -43,7 +43,9 @@ pub(crate) async fn start(
     scope: &Scope,
     req: StartBatchRequest,
 ) -> ApiResult<StartBatchResponse> {
-    let mut spec = spec_of(&req, shared.config.max_payload_bytes)?;
+    let text = req.selector.as_ref().map_or("", |s| s.query.as_str());
+    let catalog = super::search::catalog_for(shared, text).await?;
+    let mut spec = spec_of(&req, &catalog, shared.config.max_payload_bytes)?;
     let request_id = rules::optional("request_id", &req.request_id)?;
     check_limits("reason", &json!(req.reason), shared.config.max_payload_bytes)?;
     if let BatchAction::Cancel { reason } | BatchAction::Terminate { reason } = &spec.action {

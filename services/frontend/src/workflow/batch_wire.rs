@@ -28,13 +28,17 @@ pub(crate) const MAX_RATE_PER_SECOND: u32 = 1000;
 /// The spec a `StartBatch` request asks for, validated (field paths in the refusals); the
 /// query is checked (`INVALID_QUERY` with its position) and kept as text. `max_bytes` bounds
 /// a signal's payload.
-pub(crate) fn spec_of(req: &StartBatchRequest, max_bytes: u64) -> ApiResult<BatchSpec> {
+pub(crate) fn spec_of(
+    req: &StartBatchRequest,
+    catalog: &Catalog,
+    max_bytes: u64,
+) -> ApiResult<BatchSpec> {
     let Some(selector) = &req.selector else {
         return Err(
             invalid("selector", "is required (`selector.workflow` or `selector.query`)").into()
         );
     };
-    let query = batch_query(&selector.query)?;
+    let query = batch_query(&selector.query, catalog)?;
     let workflow = if query.is_some() {
         rules::optional("selector.workflow", &selector.workflow)?.unwrap_or_default().to_string()
     } else {
@@ -93,15 +97,16 @@ fn default_statuses(action: &BatchAction) -> Vec<String> {
     statuses.iter().map(|s| s.as_str().to_string()).collect()
 }
 
-/// `selector.query` checked against the system attributes (`None` when blank). A batch
-/// walks in execution-id order, so `ORDER BY` is refused.
-pub(crate) fn batch_query(text: &str) -> ApiResult<Option<String>> {
+/// `selector.query` checked against `catalog` (the system attributes, and the declared
+/// search attributes when the query names one; `None` when blank). A batch walks in
+/// execution-id order, so `ORDER BY` is refused.
+pub(crate) fn batch_query(text: &str, catalog: &Catalog) -> ApiResult<Option<String>> {
     if text.trim().is_empty() {
         return Ok(None);
     }
     let refuse =
         |e: QueryError| OrbitError::invalid_query(&e.message, e.position, e.line, e.column);
-    let checked = parse_and_check(text, &Catalog::system()).map_err(refuse)?;
+    let checked = parse_and_check(text, catalog).map_err(refuse)?;
     if let Some(order) = &checked.order {
         let message = "a batch takes no ORDER BY: it walks its executions in execution-id order";
         return Err(refuse(QueryError::at_span(text, order.span, message)).into());
@@ -242,7 +247,7 @@ mod tests {
     }
 
     fn refused(req: &StartBatchRequest) -> OrbitError {
-        match spec_of(req, 1024) {
+        match spec_of(req, &Catalog::system(), 1024) {
             Err(FrontendError::Api(e)) => e,
             other => panic!("{other:?}"),
         }
@@ -252,7 +257,7 @@ mod tests {
     fn a_query_replaces_the_workflow_and_decides_the_statuses() {
         let cancel = batch_action::Action::Cancel(BatchCancel::default());
         let by_query = WireSelector { query: "status = 'FAILED'".into(), ..Default::default() };
-        let spec = spec_of(&start(by_query, cancel.clone()), 1024).unwrap();
+        let spec = spec_of(&start(by_query, cancel.clone()), &Catalog::system(), 1024).unwrap();
         assert_eq!(spec.selector.workflow, "");
         assert!(spec.selector.statuses.is_empty(), "the query alone decides");
         assert_eq!(spec.selector.query.as_deref(), Some("status = 'FAILED'"));
@@ -261,10 +266,10 @@ mod tests {
         let none = WireSelector::default();
         assert_eq!(refused(&start(none, cancel.clone())).code.as_str(), "INVALID_ARGUMENT");
         let named = WireSelector { workflow: "w".into(), ..Default::default() };
-        let spec = spec_of(&start(named.clone(), cancel), 1024).unwrap();
+        let spec = spec_of(&start(named.clone(), cancel), &Catalog::system(), 1024).unwrap();
         assert_eq!(spec.selector.statuses, ["RUNNING"]);
         let delete = batch_action::Action::Delete(BatchDelete {});
-        let spec = spec_of(&start(named, delete), 1024).unwrap();
+        let spec = spec_of(&start(named, delete), &Catalog::system(), 1024).unwrap();
         assert!(!spec.selector.statuses.contains(&"RUNNING".to_string()));
         assert!(spec.selector.statuses.contains(&"COMPLETED".to_string()));
     }

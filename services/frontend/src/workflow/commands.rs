@@ -57,6 +57,7 @@ pub(crate) async fn start_with(
         given => rules::new_execution_id("execution_id", given)?.to_string(),
     };
     let mut input = validate::payload("input", req.input, shared.config.max_payload_bytes)?;
+    let memo = super::search::memo(req.memo, shared.config.max_payload_bytes)?;
     if req.priority > 5 {
         return Err(
             rules::invalid("priority", "must be 1 (first) to 5 (last), or 0 for unset").into()
@@ -87,6 +88,7 @@ pub(crate) async fn start_with(
         }
     }
     let request = internal::StartExecutionRequest {
+        memo,
         execution_id,
         workflow: workflow.to_string(),
         version: def.version,

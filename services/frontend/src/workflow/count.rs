@@ -21,7 +21,7 @@ pub(crate) async fn count_executions(
     scope: &Scope,
     req: CountExecutionsRequest,
 ) -> ApiResult<CountExecutionsResponse> {
-    let mut query = super::list_query::list_query(&req.query)?;
+    let mut query = super::search::list_query(shared, &req.query).await?;
     if let Some(q) = &mut query {
         q.order = None;
     }

@@ -75,6 +75,7 @@ pub(crate) async fn register(
     })?;
     // The name is in the document: checked once it is parsed, before anything is stored.
     scope.workflow(Action::Register, &def.name)?;
+    super::search::declare(shared, &def).await?;
     let document = canonical_json(&to_document(&def));
     let outcome =
         shared.store.put_definition(&def.name, &def.version, &def.hash, &document).await.map_err(

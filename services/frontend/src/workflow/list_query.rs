@@ -1,20 +1,33 @@
 //! `ListExecutionsRequest.query`: the list query language (`orbit-query`, docs/queries.md)
-//! parsed and checked against the system attributes at the edge, before the store sees it.
+//! parsed and checked against the system attributes (or a catalog with the declared search
+//! attributes, `search.rs`) at the edge, before the store sees it.
 //! A refusal is `INVALID_QUERY` with the position in the error details.
 
 use crate::error::ApiResult;
-use orbit_query::{parse_and_check, Catalog, Checked, QueryError};
+use orbit_query::{parse_and_check, Catalog, Checked, QueryError, Target};
 use orbit_server_kit::OrbitError;
 
 /// The checked query of a request; `None` when the field is empty or blank. Its `ORDER BY`
 /// may name any system attribute (the store pages by it, then by `execution_id`).
 pub(crate) fn list_query(text: &str) -> ApiResult<Option<Checked>> {
+    list_query_in(text, &Catalog::system())
+}
+
+/// [`list_query`] against `catalog`.
+pub(crate) fn list_query_in(text: &str, catalog: &Catalog) -> ApiResult<Option<Checked>> {
     if text.trim().is_empty() {
         return Ok(None);
     }
     let refuse =
         |e: QueryError| OrbitError::invalid_query(&e.message, e.position, e.line, e.column);
-    let checked = parse_and_check(text, &Catalog::system()).map_err(refuse)?;
+    let checked = parse_and_check(text, catalog).map_err(refuse)?;
+    if let Some(order) = &checked.order {
+        if matches!(order.target, Target::Search { .. }) {
+            let message = "ORDER BY takes a system attribute: the list pages by the sort value \
+                           of the executions table, which holds no search attribute";
+            return Err(refuse(QueryError::at_span(text, order.span, message)).into());
+        }
+    }
     Ok(Some(checked))
 }
 

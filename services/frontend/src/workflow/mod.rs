@@ -23,6 +23,7 @@ mod migrate;
 mod quarantine;
 pub(crate) mod reads;
 mod reset;
+mod search;
 mod update;
 mod update_start;
 mod watch;

@@ -180,7 +180,8 @@ pub(crate) async fn describe(
     if loaded.is_now() {
         waiting_on(shared, id, &mut execution.pending_tasks).await?;
     }
-    Ok(DescribeExecutionResponse { execution: Some(execution) })
+    let (search_attributes, memo) = super::search::described(&loaded.state);
+    Ok(DescribeExecutionResponse { execution: Some(execution), search_attributes, memo })
 }
 
 /// Says why each queued attempt under a concurrency key or a rate limit waits (issue 27):
@@ -306,7 +307,7 @@ pub(crate) async fn list_executions(
     let created_after = created_after.map_err(|e| invalid("created_after", e.to_string()))?;
     let created_before = req.created_before.as_ref().map(timestamp_to_ms).transpose();
     let created_before = created_before.map_err(|e| invalid("created_before", e.to_string()))?;
-    let query = super::list_query::list_query(&req.query)?;
+    let query = super::search::list_query(shared, &req.query).await?;
     let single_status = match statuses.as_slice() {
         [Some(one)] => Some(*one),
         _ => None,

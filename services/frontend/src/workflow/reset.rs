@@ -115,6 +115,7 @@ pub(crate) async fn fork(
         });
     }
     let request = internal::StartExecutionRequest {
+        memo: None,
         execution_id: new_id.to_string(),
         workflow: loaded.row.workflow.clone(),
         version: version.unwrap_or_default().to_string(),

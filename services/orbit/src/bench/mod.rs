@@ -337,6 +337,7 @@ async fn one(
     n: u64,
 ) -> bool {
     let start = pb::StartExecutionRequest {
+        memo: None,
         workflow: workflow.into(),
         version: String::new(),
         input: Some(json_to_proto(json!({ "n": n }))),

@@ -66,6 +66,7 @@ pub async fn run(args: &BenchArgs, setup: Setup) -> anyhow::Result<()> {
         let (started, failed, at) = (started.clone(), failed.clone(), at.clone());
         handles.push(tokio::spawn(async move {
             let request = pb::StartExecutionRequest {
+                memo: None,
                 workflow: "bench-sleep".into(),
                 version: String::new(),
                 input: Some(json_to_proto(json!({ "n": i, "at": at }))),

@@ -174,6 +174,7 @@ pub async fn start(
 ) -> Result<pb::StartExecutionResponse, tonic::Status> {
     client
         .start_execution(pb::StartExecutionRequest {
+            memo: None,
             workflow: workflow.into(),
             version: String::new(),
             input: Some(json_to_proto(input)),

@@ -113,6 +113,7 @@ pub async fn start_as(
     token: &str,
 ) {
     let request = pb::StartExecutionRequest {
+        memo: None,
         workflow: workflow.into(),
         version: String::new(),
         input: Some(json_to_proto(input)),

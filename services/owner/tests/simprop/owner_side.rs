@@ -209,6 +209,7 @@ pub async fn run(
             schedule_id: None,
             fork: None,
             priority: None,
+            memo: None,
             update: None,
         };
         owner.start(request).await.map_err(|e| format!("owner start: {e}"))?;

@@ -109,6 +109,7 @@ pub fn start(id: &str, workflow: &str) -> StartRequest {
         schedule_id: None,
         fork: None,
         priority: None,
+        memo: None,
         update: None,
     }
 }

@@ -18,6 +18,7 @@ mod retention;
 mod routing;
 mod schedules;
 mod schema;
+mod search;
 mod slots;
 
 pub use batches::*;
@@ -36,4 +37,5 @@ pub use retention::*;
 pub use routing::*;
 pub use schedules::*;
 pub use schema::*;
+pub use search::*;
 pub use slots::*;

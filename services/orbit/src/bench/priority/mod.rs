@@ -206,6 +206,7 @@ async fn probe(
 ) -> anyhow::Result<Sample> {
     let t0 = Instant::now();
     let start = pb::StartExecutionRequest {
+        memo: None,
         workflow: "bench-priority".into(),
         version: String::new(),
         input: Some(json_to_proto(json!({ "bulk": false }))),
@@ -253,6 +254,7 @@ async fn start_backlog(
 ) -> anyhow::Result<(u64, u64)> {
     let shape = args.shape();
     let request = |i: u64| pb::StartExecutionRequest {
+        memo: None,
         workflow: "bench-priority".into(),
         version: String::new(),
         input: Some(json_to_proto(json!({ "bulk": true, "n": i }))),
