@@ -197,6 +197,10 @@ fn step(s: &Step) -> Value {
         m.insert("retry".into(), retry(&s.retry));
     }
     put(&mut m, "compensate", s.compensate.as_ref().map(compensate));
+    // Only when on: a step without it keeps the canonical form (and hash) it had before.
+    if s.continue_on_failure {
+        m.insert("continue_on_failure".into(), Value::Bool(true));
+    }
     flow(&s.flow, &mut m);
     put_map(&mut m, "search", search(&s.search));
     Value::Object(m)
@@ -290,6 +294,31 @@ fn kind(k: &StepKind) -> (&'static str, Value) {
         },
         StepKind::Http { request } => request.to_json(),
         StepKind::ContinueAsNew { input } => json!({ "input": input.to_json() }),
+        StepKind::Group { steps, output } => {
+            let mut g = Map::new();
+            g.insert("steps".into(), body(steps));
+            put(&mut g, "output", output.as_ref().map(crate::expr::Template::to_json));
+            Value::Object(g)
+        }
+        StepKind::Switch { branches } => Value::Array(
+            branches
+                .iter()
+                .map(|b| {
+                    let mut m = Map::new();
+                    match &b.when {
+                        Some(when) => {
+                            m.insert("when".into(), expr(when.source()));
+                            m.insert("steps".into(), body(&b.steps));
+                        }
+                        None => {
+                            m.insert("default".into(), body(&b.steps));
+                        }
+                    }
+                    put(&mut m, "output", b.output.as_ref().map(crate::expr::Template::to_json));
+                    Value::Object(m)
+                })
+                .collect(),
+        ),
     };
     (k.keyword(), payload)
 }

@@ -24,8 +24,13 @@ pub const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
 /// The deepest nesting of mappings and lists in a document.
 pub const MAX_DOCUMENT_DEPTH: usize = 64;
 
-/// The most steps a definition may have, over every body (`steps`, `on.*`, `on_signal.*`).
+/// The most steps a definition may have, over every body (`steps`, `on.*`, `on_signal.*`,
+/// `updates.*.steps`) and every group in them.
 pub const MAX_STEPS: usize = 10_000;
+
+/// How deep groups may nest (`group` in a `group` ...): a step list inside this many groups
+/// is the deepest allowed; one more is `DOCUMENT_LIMIT` at the group.
+pub const MAX_GROUP_DEPTH: usize = 8;
 
 /// The largest expression source (between `${{` and `}}`), in bytes.
 pub const MAX_EXPR_BYTES: usize = 8 * 1024;

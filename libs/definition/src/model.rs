@@ -235,6 +235,28 @@ pub struct Step {
     /// Search attributes set when the step succeeds (`search:`, main body only): declared
     /// name -> template, which may read the step's own output (`steps.<id>.output`).
     pub search: BTreeMap<String, Template>,
+    /// `continue_on_failure: true`: a unit of this step that fails for good (its last
+    /// attempt, an expression, a limit, a child) counts as completed instead, with
+    /// [`caught_output`] of the error as its output; the body goes on and the unit is never
+    /// compensated. With `for_each`, each element is caught on its own.
+    pub continue_on_failure: bool,
+}
+
+/// The output of a unit whose failure `continue_on_failure` caught:
+/// `{failed: true, error: {code, message}}`, plus `error.details` when the error had them.
+#[must_use]
+pub fn caught_output(
+    code: &str,
+    message: &str,
+    details: Option<&serde_json::Value>,
+) -> serde_json::Value {
+    let mut error = serde_json::Map::new();
+    error.insert("code".into(), code.into());
+    error.insert("message".into(), message.into());
+    if let Some(d) = details {
+        error.insert("details".into(), d.clone());
+    }
+    serde_json::json!({"failed": true, "error": error})
 }
 
 /// What a step does (exactly one per step).
@@ -282,6 +304,37 @@ pub enum StepKind {
         /// Input of the next run.
         input: Template,
     },
+    /// A nested list of steps run as one step (`group: {steps, output?}`). Its steps' ids
+    /// are unique within the group and their `needs` name steps of the group; their units
+    /// are `<group unit>.<id>` (`g.sub`, `g.h.sub`). The group completes once every one of
+    /// its steps is resolved: with `output` rendered over its steps (null without one), or
+    /// failed if one of them failed.
+    Group {
+        /// The group's steps, in document order.
+        steps: Vec<Step>,
+        /// The group's output; sees the group's steps and what its steps see.
+        output: Option<Template>,
+    },
+    /// Exactly one branch runs (`switch: [{when, steps}, ..., {default}]`): the first whose
+    /// `when` holds, else the default one, else none. A branch's steps are like a group's;
+    /// their units are `<switch unit>.<branch index>.<id>` (`route.1.ship`). The output is
+    /// `{branch: index, output: <the branch's output>}`, `{branch: null, output: null}`
+    /// when no branch ran.
+    Switch {
+        /// The branches, in document order; the default one, if any, last.
+        branches: Vec<Branch>,
+    },
+}
+
+/// One branch of a `switch` step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Branch {
+    /// Condition; `None` for the `default` branch.
+    pub when: Option<Expr>,
+    /// The branch's steps (at least one).
+    pub steps: Vec<Step>,
+    /// The branch's output over its steps; without one, its last step's output.
+    pub output: Option<Template>,
 }
 
 impl StepKind {
@@ -297,6 +350,8 @@ impl StepKind {
             StepKind::Workflow { .. } => "workflow",
             StepKind::Http { .. } => "http",
             StepKind::ContinueAsNew { .. } => "continue_as_new",
+            StepKind::Group { .. } => "group",
+            StepKind::Switch { .. } => "switch",
         }
     }
 }
@@ -360,11 +415,81 @@ impl Default for RetryPolicy {
     }
 }
 
+impl Step {
+    /// The steps of a group step.
+    #[must_use]
+    pub fn group_steps(&self) -> Option<&[Step]> {
+        match &self.kind {
+            StepKind::Group { steps, .. } => Some(steps),
+            _ => None,
+        }
+    }
+
+    /// Whether the step holds lists of steps of its own (`group`, `switch`).
+    #[must_use]
+    pub fn is_nested(&self) -> bool {
+        matches!(self.kind, StepKind::Group { .. } | StepKind::Switch { .. })
+    }
+}
+
+/// Follows a unit-key path through nested lists: `id` is a step of `list`; a group's steps
+/// follow its id (`g.sub`), a switch branch's its id and the branch index (`sw.1.sub`).
+/// Returns the step the path ends at, or — when it ends at a list (`g`, `sw.1`) — that
+/// list as `Err`.
+fn walk<'a>(mut list: &'a [Step], path: &str) -> Option<Result<&'a Step, &'a [Step]>> {
+    let mut parts = path.split('.').peekable();
+    loop {
+        let id = parts.next()?;
+        let step = list.iter().find(|s| s.id == id)?;
+        if parts.peek().is_none() {
+            return Some(Ok(step));
+        }
+        list = match &step.kind {
+            StepKind::Group { steps, .. } => steps,
+            StepKind::Switch { branches } => {
+                let i: usize = parts.next()?.parse().ok()?;
+                let steps = &branches.get(i)?.steps;
+                if parts.peek().is_none() {
+                    return Some(Err(steps));
+                }
+                steps
+            }
+            _ => return None,
+        };
+    }
+}
+
+/// The step at `path` (`id`, `group.id`, `switch.1.id`, ...) of a list.
+fn find_in<'a>(list: &'a [Step], path: &str) -> Option<&'a Step> {
+    walk(list, path)?.ok()
+}
+
 impl Definition {
-    /// A main-body step by id.
+    /// A main-body step by id, or by path (`group.id`) inside groups.
     #[must_use]
     pub fn step(&self, id: &str) -> Option<&Step> {
-        self.steps.iter().find(|s| s.id == id)
+        find_in(&self.steps, id)
+    }
+
+    /// A step of a body by id, or by path (`group.id`) inside its groups.
+    #[must_use]
+    pub fn find_step(&self, body: &Body, path: &str) -> Option<&Step> {
+        find_in(self.body(body), path)
+    }
+
+    /// The list of steps at a group prefix of a body: `""` is the body itself, `"g."` the
+    /// steps of its group `g`, `"g.h."` those of `g`'s group `h`, `"sw.1."` those of branch
+    /// 1 of its switch `sw` (empty if there is none).
+    #[must_use]
+    pub fn list_at(&self, body: &Body, prefix: &str) -> &[Step] {
+        match prefix.strip_suffix('.') {
+            None => self.body(body),
+            Some(path) => match walk(self.body(body), path) {
+                Some(Ok(step)) => step.group_steps().unwrap_or(&[]),
+                Some(Err(branch)) => branch,
+                None => &[],
+            },
+        }
     }
 
     /// The migration hint for an execution on `version`: the first of `migrations` whose

@@ -98,6 +98,47 @@ fn wrong_shapes_are_rejected() {
         ),
         ("as without for_each", with_step(json!({"id": "a", "task": "work", "as": "x"}))),
         (
+            "continue_on_failure on continue_as_new",
+            with_step(
+                json!({"id": "a", "continue_as_new": {"input": 1}, "continue_on_failure": true}),
+            ),
+        ),
+        ("group without steps", with_step(json!({"id": "a", "group": {"output": 1}}))),
+        ("group with an empty list", with_step(json!({"id": "a", "group": {"steps": []}}))),
+        (
+            "continue_as_new in a group",
+            with_step(
+                json!({"id": "a", "group": {"steps": [{"id": "b", "continue_as_new": {"input": 1}}]}}),
+            ),
+        ),
+        (
+            "compensate on a group",
+            with_step(
+                json!({"id": "a", "group": {"steps": [{"id": "b", "task": "work"}]}, "compensate": {"task": "work"}}),
+            ),
+        ),
+        (
+            "for_each on a group",
+            with_step(
+                json!({"id": "a", "group": {"steps": [{"id": "b", "task": "work"}]}, "for_each": [1]}),
+            ),
+        ),
+        ("empty switch", with_step(json!({"id": "a", "switch": []}))),
+        (
+            "switch branch without when",
+            with_step(json!({"id": "a", "switch": [{"steps": [{"id": "b", "task": "work"}]}]})),
+        ),
+        (
+            "switch branch with when and default",
+            with_step(
+                json!({"id": "a", "switch": [{"when": true, "steps": [{"id": "b", "task": "work"}], "default": [{"id": "c", "task": "work"}]}]}),
+            ),
+        ),
+        (
+            "continue_on_failure not a boolean",
+            with_step(json!({"id": "a", "task": "work", "continue_on_failure": "yes"})),
+        ),
+        (
             "backoff below 1",
             with_step(json!({"id": "a", "task": "work", "retry": {"backoff": 0.5}})),
         ),

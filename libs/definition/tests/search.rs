@@ -104,6 +104,13 @@ fn every_refusal_has_its_path_and_code() {
             ErrorCode::UnknownField,
             "on.failure[0].search",
         ),
+        (
+            json!({"steps": [{"id": "g", "group": {"steps": [
+                {"id": "q", "task": "quote", "search": {"customer": "x"}}
+            ]}}]}),
+            ErrorCode::UnknownField,
+            "steps[0].group.steps[0].search",
+        ),
     ];
     for (extra, code, path) in cases {
         let errors = errors_of(&doc(extra.clone()));

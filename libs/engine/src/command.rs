@@ -241,6 +241,19 @@ pub fn accept(
     now: u64,
     server: &Limits,
 ) -> Result<Vec<Event>, CommandError> {
+    let mut events = recorded(def, state, command, now, server)?;
+    // A child's end fails its unit here, not in the decider.
+    crate::catch::rewrite(def, &mut events);
+    Ok(events)
+}
+
+fn recorded(
+    def: &Definition,
+    state: &State,
+    command: Command,
+    now: u64,
+    server: &Limits,
+) -> Result<Vec<Event>, CommandError> {
     let limits = effective_limits(server, def);
     let open = !state.status().is_closed() && state.status.is_some();
     match command {
@@ -430,7 +443,7 @@ fn stale(state: &State, token: String, outcome: &str) -> Event {
 
 fn output_contract<'a>(def: &'a Definition, step: &str) -> Option<&'a orbit_definition::Contract> {
     let key = UnitKey::parse(step)?;
-    let s = def.body(&key.scope.body()).iter().find(|s| s.id == key.step)?;
+    let s = def.find_step(&key.scope.body(), &key.step)?;
     let task = if key.compensate {
         &s.compensate.as_ref()?.task
     } else {

@@ -163,7 +163,7 @@ pub const ANY_LANGUAGE: &str = "any";
 #[must_use]
 pub fn task_of(def: &Definition, unit: &str) -> Option<(String, String)> {
     let key = UnitKey::parse(unit)?;
-    let step = def.body(&key.scope.body()).iter().find(|s| s.id == key.step)?;
+    let step = def.find_step(&key.scope.body(), &key.step)?;
     let name = if key.compensate {
         step.compensate.as_ref()?.task.clone()
     } else {
@@ -237,6 +237,7 @@ pub fn derive(
             }
             Event::StepSucceeded { step, .. }
             | Event::StepFailed { step, .. }
+            | Event::StepFailureCaught { step, .. }
             | Event::StepAttemptFailed { step, .. }
             | Event::StepAttemptUncertain { step, .. } => cancel.push(step.clone()),
             Event::ChildStarted { step, child_id, workflow, version, input } => {

@@ -171,6 +171,10 @@ pub enum Event {
     RetryScheduled { step: String, next_attempt: u32, delay_ms: u64, fire_at: u64 },
     /// The unit failed for good.
     StepFailed { step: String, error: TaskError },
+    /// The unit failed for good, but its step has `continue_on_failure`: it counts as
+    /// completed with `output` (`{failed: true, error: {code, message}}`), the body goes on,
+    /// and it is never compensated. Recorded instead of `StepFailed`.
+    StepFailureCaught { step: String, error: TaskError, output: Value },
     /// The unit will not run (`when` was false, or a dependency failed in a handler).
     StepSkipped { step: String, reason: String },
     /// A `for_each` list was frozen.
@@ -331,6 +335,7 @@ impl Event {
             StepHeartbeat,
             RetryScheduled,
             StepFailed,
+            StepFailureCaught,
             StepSkipped,
             StepFanOut,
             StepCancelled,
@@ -374,6 +379,7 @@ impl Event {
             | Event::StepHeartbeat { step, .. }
             | Event::RetryScheduled { step, .. }
             | Event::StepFailed { step, .. }
+            | Event::StepFailureCaught { step, .. }
             | Event::StepSkipped { step, .. }
             | Event::StepFanOut { step, .. }
             | Event::StepCancelled { step }

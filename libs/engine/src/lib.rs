@@ -6,6 +6,7 @@
 //! new events cause as typed [`effects::Effect`]s; the owner service maps them onto its
 //! commit and the simulator carries them out in memory.
 
+mod catch;
 mod change;
 pub mod command;
 pub mod decide;

@@ -14,13 +14,17 @@ pub struct Site<'a> {
     pub scope: &'a UnitScope,
     /// The `for_each` element and its binding name, inside fan-out elements.
     pub element: Option<(&'a str, usize, &'a Value)>,
+    /// The group the expression is in, as a unit-key prefix (`""` outside groups, `"g."`
+    /// in group `g`, `"g.h."` in its group `h`): `steps.<id>` reads the innermost list
+    /// holding `id`.
+    pub group: &'a str,
 }
 
 impl Site<'_> {
     /// The main body, outside any element.
     #[must_use]
     pub fn main() -> Site<'static> {
-        Site { scope: &UnitScope::Main, element: None }
+        Site { scope: &UnitScope::Main, element: None, group: "" }
     }
 }
 
@@ -47,7 +51,7 @@ pub fn build(def: &Definition, state: &State, site: &Site<'_>, templates: &[&Tem
     for var in &vars {
         let value = match var.as_str() {
             "input" => state.input.clone(),
-            "steps" => steps_value(def, state, site.scope, &refs),
+            "steps" => steps_value(def, state, site, &refs),
             "execution" => json!({
                 "id": state.execution_id,
                 "workflow": state.workflow,
@@ -93,24 +97,40 @@ pub fn build(def: &Definition, state: &State, site: &Site<'_>, templates: &[&Tem
     scope
 }
 
-/// `steps.<id>` → `{output, status}` for the referenced ids (every main step if none is
-/// named statically). Ids of the site's own body shadow main-body ids.
-fn steps_value(
-    def: &Definition,
-    state: &State,
-    site: &UnitScope,
-    refs: &BTreeSet<String>,
-) -> Value {
-    let body = def.body(&site.body());
+/// The group prefixes from the site's group out to its body: `"g.h."`, `"g."`, `""`.
+fn enclosing(group: &str) -> impl Iterator<Item = &str> {
+    let mut next = Some(group);
+    std::iter::from_fn(move || {
+        let p = next?;
+        next = p.strip_suffix('.').map(crate::unit::group_prefix);
+        Some(p)
+    })
+}
+
+/// `steps.<id>` → `{output, status}` for the referenced ids (every step in sight if none
+/// is named statically). Ids of the site's groups, innermost first, then of its own body
+/// shadow main-body ids.
+fn steps_value(def: &Definition, state: &State, site: &Site<'_>, refs: &BTreeSet<String>) -> Value {
+    let body_name = site.scope.body();
+    let body = def.body(&body_name);
     let mut ids: BTreeSet<&str> = refs.iter().map(String::as_str).collect();
     if ids.is_empty() {
         ids = def.steps.iter().chain(body).map(|s| s.id.as_str()).collect();
+        for p in enclosing(site.group) {
+            ids.extend(def.list_at(&body_name, p).iter().map(|s| s.id.as_str()));
+        }
     }
     let mut map = Map::new();
     for id in ids {
-        let own = *site != UnitScope::Main && body.iter().any(|s| s.id == id);
-        let key =
-            if own { UnitKey::step(site.clone(), id) } else { UnitKey::step(UnitScope::Main, id) };
+        let level = enclosing(site.group)
+            .filter(|p| !p.is_empty())
+            .find(|p| def.list_at(&body_name, p).iter().any(|s| s.id == id));
+        let own = *site.scope != UnitScope::Main && body.iter().any(|s| s.id == id);
+        let key = match level {
+            Some(p) => UnitKey::step(site.scope.clone(), &format!("{p}{id}")),
+            None if own => UnitKey::step(site.scope.clone(), id),
+            None => UnitKey::step(UnitScope::Main, id),
+        };
         let (status, output) = match state.unit(&key.to_string()) {
             Some(u) => (u.status.as_str(), u.output.clone().unwrap_or(Value::Null)),
             None => ("pending", Value::Null),

@@ -366,16 +366,33 @@ impl State {
                 u.error = Some(error.clone());
                 u.token = None;
                 u.fire_at = None;
-                // A failed update step fails its update (`UPDATE_FAILED`), not the run.
+                // A failed update step fails its update (`UPDATE_FAILED`), not the run; a
+                // failed step of a group fails its group (decided), not the run.
                 let counts = !step.starts_with("compensate:")
                     && !step.starts_with("on:")
                     && !step.starts_with("update:")
-                    && !step.ends_with(']');
+                    && !step.ends_with(']')
+                    && !crate::unit::in_group(step);
                 if counts && self.winding.is_none() && !self.status().is_closed() {
                     self.begin_winding(Outcome::Failure, error.clone());
                     if let Some(w) = &mut self.winding {
                         w.step = Some(step.clone());
                     }
+                }
+            }
+            // Completed for what follows, but not in `success_order`: never compensated.
+            Event::StepFailureCaught { step, error, output } => {
+                let u = self
+                    .units
+                    .entry(step.clone())
+                    .or_insert_with(|| Unit::new(UnitStatus::Waiting));
+                if !u.status.is_resolved() {
+                    u.status = UnitStatus::Succeeded;
+                    u.output = Some(output.clone());
+                    u.error = Some(error.clone());
+                    u.token = None;
+                    u.fire_at = None;
+                    u.wait = None;
                 }
             }
             Event::StepSkipped { step, .. } => {

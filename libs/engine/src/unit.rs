@@ -1,6 +1,7 @@
 //! Unit keys: the names of schedulable pieces of a step, and what is derived from them.
 //!
-//! Grammar: `step`, `step[i]` (a `for_each` element), `compensate:<unit>`,
+//! Grammar: `step`, `step[i]` (a `for_each` element), `group.step` (a step inside a
+//! group, any number of groups deep: `g.h.step`, `g.step[i]`), `compensate:<unit>`,
 //! `on:<outcome>:<step>`, `on_signal:<signal>@<seq>:<step>`, `update:<update>@<seq>:<step>`
 //! (the seq of the instance's `UpdateAccepted`; handler bodies may fan out too:
 //! `on:failure:alert[2]`). The idempotency key and the retry jitter are derived from the
@@ -54,7 +55,7 @@ pub struct UnitKey {
     pub compensate: bool,
     /// The body and instance.
     pub scope: Scope,
-    /// The step id.
+    /// The step id, or its path inside groups (`group.id`).
     pub step: String,
     /// The `for_each` element.
     pub index: Option<usize>,
@@ -96,7 +97,10 @@ impl UnitKey {
             Some((step, idx)) => (step, Some(idx.parse().ok()?)),
             None => (rest, None),
         };
-        if step.is_empty() || !step.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        // `id`, or `group.id` (`g.h.id`) for a step inside groups.
+        let part =
+            |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !step.split('.').all(part) {
             return None;
         }
         Some(UnitKey { compensate: false, scope, step: step.to_string(), index })
@@ -199,9 +203,37 @@ pub fn retry_delay_ms(policy: &RetryPolicy, next_attempt: u32, idempotency_key: 
     (capped * (1.0 - 0.1 * fraction)).round() as u64
 }
 
+/// The group prefix of a step path: `""` for `id`, `"g."` for `g.id`, `"g.h."` for `g.h.id`.
+#[must_use]
+pub fn group_prefix(step: &str) -> &str {
+    step.rfind('.').map_or("", |i| &step[..=i])
+}
+
+/// Whether unit `key` is a step inside a group (its last segment holds a `.`): its failure
+/// fails its group, not the run.
+#[must_use]
+pub fn in_group(key: &str) -> bool {
+    key.rsplit(':').next().is_some_and(|last| last.contains('.'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_of_steps_inside_groups_and_switches() {
+        for key in ["g.sub", "g.h.sub[2]", "compensate:g.sub", "on:failure:sw.1.x", "sw.0.g.y"] {
+            let parsed = UnitKey::parse(key).unwrap_or_else(|| panic!("{key}"));
+            assert_eq!(parsed.to_string(), key);
+        }
+        assert_eq!(UnitKey::parse("g.sub[2]").unwrap().parent().to_string(), "g.sub");
+        for bad in ["g.", ".g", "g..h", "g.h-1"] {
+            assert!(UnitKey::parse(bad).is_none(), "{bad}");
+        }
+        assert_eq!((group_prefix("a"), group_prefix("g.h.a")), ("", "g.h."));
+        assert!(in_group("g.sub") && in_group("on_signal:a.b@3:g.x"));
+        assert!(!in_group("on_signal:a.b@3:x") && !in_group("x"));
+    }
 
     #[test]
     fn keys_round_trip() {

@@ -111,7 +111,7 @@ pub(crate) fn complete(
     let result = match handler.and_then(|h| h.reply.as_ref()) {
         Some(reply) => {
             let template = Template::Expr(reply.clone());
-            let site = Site { scope: &instance, element: None };
+            let site = Site { scope: &instance, element: None, group: "" };
             let scope = scope::build(def, state, &site, &[&template]);
             match reply.eval(&scope) {
                 Ok(v) => v,

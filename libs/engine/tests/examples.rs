@@ -132,6 +132,113 @@ fn fan_out_doubles_with_bounded_concurrency() {
 }
 
 #[test]
+fn continue_on_failure_goes_on_with_the_failures_as_outputs() {
+    let mut sim = Sim::new();
+    sim.register(example("continue-on-failure.yaml"));
+    sim.on_task("inventory.reserve", |r| {
+        ok(json!({"reservation": format!("r-{}", r.input["sku"].as_str().unwrap())}))
+    });
+    sim.on_task("inventory.release", |_| ok(json!({})));
+    sim.on_task("notify.email", |_| {
+        TaskOutcome::Fail(TaskError::retryable("SMTP_DOWN", "mail is down"))
+    });
+    sim.on_task("notify.sms", |r| {
+        if r.input["phone"] == json!("+0") {
+            TaskOutcome::Fail(TaskError::fatal("BAD_NUMBER", "no such number"))
+        } else {
+            ok(json!({"sent": r.input["phone"]}))
+        }
+    });
+    let input = json!({"sku": "a", "phones": ["+1", "+0", "+2"]});
+    sim.start("continue-on-failure", "c", input).unwrap();
+    assert!(sim.run(100));
+    let e = exec(&sim, "c");
+    assert_eq!(e.state.status(), Status::Completed, "{:?}", e.state.error);
+    assert_eq!(
+        e.state.output,
+        Some(json!({"reservation": "r-a", "email": "SMTP_DOWN", "sms_sent": 2, "sms_failed": 1}))
+    );
+    let tasks = |name: &str| sim.requests().iter().filter(|r| r.task == name).count();
+    assert_eq!((tasks("notify.email"), tasks("notify.sms"), tasks("inventory.release")), (2, 3, 0));
+    let caught: Vec<&str> =
+        events_of(&e.history, "StepFailureCaught").into_iter().filter_map(|ev| ev.step()).collect();
+    assert_eq!(caught, ["sms[1]", "email"]);
+    assert!(events_of(&e.history, "StepFailed").is_empty());
+    assert_replays(&sim);
+}
+
+fn groups_sim(send: fn(&orbit_engine::sim::TaskRequest) -> TaskOutcome) -> Sim {
+    let mut sim = Sim::new();
+    sim.register(example("groups.yaml"));
+    sim.on_task("warehouse.pack", |r| {
+        ok(json!({"box": format!("box-{}", r.input["sku"].as_str().unwrap())}))
+    });
+    sim.on_task("warehouse.label", |r| {
+        ok(json!({"label": format!("L-{}", r.input["order_id"].as_str().unwrap())}))
+    });
+    sim.on_task("warehouse.unpack", |_| ok(json!({})));
+    sim.on_task("carrier.send", send);
+    sim.start("groups", "g", json!({"order_id": "o-1", "sku": "a"})).unwrap();
+    assert!(sim.run(100));
+    sim
+}
+
+#[test]
+fn groups_ship_as_one_step_and_compensate_inside_the_group() {
+    let sim = groups_sim(|r| {
+        ok(json!({"tracking": format!("T-{}", r.input["label"].as_str().unwrap())}))
+    });
+    let e = exec(&sim, "g");
+    assert_eq!(e.state.status(), Status::Completed, "{:?}", e.state.error);
+    assert_eq!(
+        e.state.output,
+        Some(json!({"order": "o-1", "tracking": "T-L-o-1", "box": "box-a"}))
+    );
+    let order: Vec<&str> = sim.requests().iter().map(|r| r.step.as_str()).collect();
+    assert_eq!(order, ["ship.pack", "ship.label", "ship.send"]);
+    assert_replays(&sim);
+
+    let sim = groups_sim(|_| TaskOutcome::Fail(TaskError::fatal("NO_CARRIER", "none today")));
+    let e = exec(&sim, "g");
+    assert_eq!(e.state.status(), Status::Failed);
+    assert_eq!(e.state.error.as_ref().unwrap().code, "NO_CARRIER");
+    let undo: Vec<&str> = sim
+        .requests()
+        .iter()
+        .filter(|r| r.task == "warehouse.unpack")
+        .map(|r| r.step.as_str())
+        .collect();
+    assert_eq!(undo, ["compensate:ship.pack"]);
+    assert_replays(&sim);
+}
+
+#[test]
+fn switch_runs_one_branch_by_amount() {
+    for (amount, branch, by, steps) in [
+        (500, 0, "ops", vec!["route.0.review", "route.0.refund"]),
+        (50, 1, "auto", vec!["route.1.refund"]),
+        (0, 2, "nobody", vec![]),
+    ] {
+        let mut sim = Sim::new();
+        sim.register(example("switch.yaml"));
+        sim.on_task("refunds.review", |_| ok(json!({"reviewer": "ops"})));
+        sim.on_task("payments.refund", |_| ok(json!({})));
+        sim.start("switch", "s", json!({"order_id": "o-1", "amount": amount})).unwrap();
+        assert!(sim.run(100));
+        let e = exec(&sim, "s");
+        assert_eq!(
+            e.state.output,
+            Some(json!({"order": "o-1", "branch": branch, "reviewed_by": by})),
+            "{amount}: {:?}",
+            e.state.error
+        );
+        let ran: Vec<&str> = sim.requests().iter().map(|r| r.step.as_str()).collect();
+        assert_eq!(ran, steps, "{amount}");
+        assert_replays(&sim);
+    }
+}
+
+#[test]
 fn parent_runs_two_children() {
     let mut sim = Sim::new();
     sim.register(example("parent.yaml")).register(example("child.yaml"));

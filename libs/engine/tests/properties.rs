@@ -169,17 +169,26 @@ struct GenStep {
     compensate: bool,
     attempts: u32,
     fan_out: usize,
+    /// `continue_on_failure: true` (about one step in four).
+    catch: bool,
 }
 
 fn gen_steps() -> impl Strategy<Value = Vec<GenStep>> {
     prop::collection::vec(
-        (any::<bool>(), prop::collection::vec(0usize..8, 0..3), any::<bool>(), 1u32..4, 0usize..3),
+        (
+            any::<bool>(),
+            prop::collection::vec(0usize..8, 0..3),
+            any::<bool>(),
+            1u32..4,
+            0usize..3,
+            0u8..4,
+        ),
         1..7,
     )
     .prop_map(|raw| {
         raw.into_iter()
             .enumerate()
-            .map(|(i, (task, deps, compensate, attempts, fan_out))| GenStep {
+            .map(|(i, (task, deps, compensate, attempts, fan_out, catch))| GenStep {
                 task,
                 deps: if i == 0 {
                     vec![]
@@ -192,6 +201,7 @@ fn gen_steps() -> impl Strategy<Value = Vec<GenStep>> {
                 compensate,
                 attempts,
                 fan_out,
+                catch: catch == 0,
             })
             .collect()
     })
@@ -205,6 +215,9 @@ fn render(steps: &[GenStep]) -> String {
         if s.fan_out > 0 {
             let items: Vec<String> = (0..s.fan_out).map(|k| k.to_string()).collect();
             y.push_str(&format!("    for_each: \"${{{{ [{}] }}}}\"\n", items.join(", ")));
+        }
+        if s.catch {
+            y.push_str("    continue_on_failure: true\n");
         }
         if s.task {
             y.push_str(&format!("    task: t\n    input: \"s{i}\"\n    timeout: 1s\n    retry: {{ max_attempts: {}, initial_interval: 100ms }}\n", s.attempts));
@@ -224,7 +237,8 @@ proptest! {
     /// Random DAGs with random outcomes (success, retryable and fatal failures, lost
     /// workers, hung attempts, a cancel) always end in a terminal status; every history
     /// replays; at rest the decider has nothing more to say (fixpoint); compensation runs
-    /// in the reverse of success order.
+    /// in the reverse of success order (a step whose failure `continue_on_failure` caught is
+    /// never compensated).
     #[test]
     fn random_dags_terminate_replay_and_compensate_in_reverse(
         steps in gen_steps(),

@@ -262,8 +262,7 @@ pub fn pending_work(def: &Definition, state: &State) -> PendingWork {
 }
 
 fn child_workflow(def: &Definition, unit: &str) -> (String, String) {
-    let step = UnitKey::parse(unit)
-        .and_then(|k| def.body(&k.scope.body()).iter().find(|s| s.id == k.step).cloned());
+    let step = UnitKey::parse(unit).and_then(|k| def.find_step(&k.scope.body(), &k.step).cloned());
     match step.map(|s| s.kind) {
         Some(StepKind::Workflow { workflow, version }) => (workflow, version.unwrap_or_default()),
         _ => (String::new(), String::new()),

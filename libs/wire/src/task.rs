@@ -38,7 +38,7 @@ pub fn task_error_from_wire(error: wire::TaskError) -> Result<TaskError, Payload
 #[must_use]
 pub fn task_name(def: &Definition, unit: &str) -> Option<String> {
     let key = UnitKey::parse(unit)?;
-    let step = def.body(&key.scope.body()).iter().find(|s| s.id == key.step)?;
+    let step = def.find_step(&key.scope.body(), &key.step)?;
     if key.compensate {
         return step.compensate.as_ref().map(|c| c.task.clone());
     }
@@ -64,7 +64,7 @@ pub struct TaskTimeouts {
 #[must_use]
 pub fn task_timeouts(def: &Definition, unit: &str) -> TaskTimeouts {
     let Some(key) = UnitKey::parse(unit) else { return TaskTimeouts::default() };
-    let Some(step) = def.body(&key.scope.body()).iter().find(|s| s.id == key.step) else {
+    let Some(step) = def.find_step(&key.scope.body(), &key.step) else {
         return TaskTimeouts::default();
     };
     if key.compensate {

@@ -1,11 +1,12 @@
 //! The simulator and the served owner agree: every example in `examples/definitions/` and
 //! a few hundred seeded random definitions (task steps, `needs`, `when`, `for_each`,
 //! parallel branches, retries with backoff, attempt and heartbeat timeouts, sleeps,
-//! `until`, `await` with signals sent by the driver, `on_signal` and `on.failure`
-//! handlers, children, continue-as-new, compensation, workflow timeouts, cancels, `http`
-//! steps) run through `orbit_engine::sim::Sim` and through an `Owner` on SQLite driven
-//! with the same manual clock, the same scripted worker answers and the same signals, and
-//! must leave identical histories (see `simprop` for what is compared).
+//! `until`, `await` with signals sent by the driver, `continue_on_failure`, groups and
+//! switches, `on_signal` and `on.failure` handlers, children, continue-as-new,
+//! compensation, workflow timeouts, cancels, `http` steps) run through
+//! `orbit_engine::sim::Sim` and through an `Owner` on SQLite driven with the same manual
+//! clock, the same scripted worker answers and the same signals, and must leave identical
+//! histories (see `simprop` for what is compared).
 //!
 //! `ORBIT_PROP_CASES` sets how many generated cases run (default 300), `ORBIT_PROP_SEED`
 //! the first seed (default 1); `ORBIT_PROP_HTTP=0` leaves out cases with `http` steps
@@ -33,6 +34,7 @@ const EXERCISED: &[&str] = &[
     "StepAttemptFailed",
     "RetryScheduled",
     "StepFailed",
+    "StepFailureCaught",
     "TimerFired",
     "AwaitStarted",
     "SignalDelivered",
@@ -69,6 +71,14 @@ fn examples() -> Vec<Case> {
         ("parent.yaml", "parent", json!({"numbers": [3, 4]}), vec![]),
         ("fan-out.yaml", "fan-out", json!({"items": [1, 2, 3, 4, 5]}), vec![]),
         ("continue-as-new.yaml", "continue-as-new", json!({"count": 0, "limit": 3}), vec![]),
+        ("groups.yaml", "groups", json!({"order_id": "o-1", "sku": "a"}), vec![]),
+        ("switch.yaml", "switch", json!({"order_id": "o-1", "amount": 500}), vec![]),
+        (
+            "continue-on-failure.yaml",
+            "continue-on-failure",
+            json!({"sku": "a", "phones": ["+1", "+0", "+2"]}),
+            vec![],
+        ),
         (
             "order-saga.yaml",
             "order-saga",

@@ -193,7 +193,7 @@ pub(crate) fn read(document: &Value, errors: &mut Errors) -> Option<Definition> 
 /// The step count over every body, with the path of the largest body, when over
 /// [`MAX_STEPS`]. Checked before anything is read: reading a step compiles expressions.
 fn too_many_steps(document: &Value) -> Option<(&'static str, usize)> {
-    let len = |v: Option<&Value>| v.and_then(Value::as_array).map_or(0, Vec::len);
+    let len = |v: Option<&Value>| count_steps(v, 0);
     let main = len(document.get("steps"));
     let nested = |key: &str| {
         document
@@ -207,6 +207,32 @@ fn too_many_steps(document: &Value) -> Option<(&'static str, usize)> {
         .map_or(0, |m| m.values().map(|h| len(h.get("steps"))).sum());
     let count = main + nested("on") + nested("on_signal") + handlers;
     (count > MAX_STEPS).then(|| (if main * 2 >= count { "steps" } else { "" }, count))
+}
+
+/// The steps of a list and of the groups and switches in it (down to one level past the
+/// nesting limit, which is reported where the group or switch is read).
+fn count_steps(list: Option<&Value>, depth: usize) -> usize {
+    let Some(items) = list.and_then(Value::as_array) else { return 0 };
+    let nested = if depth > crate::limits::MAX_GROUP_DEPTH {
+        0
+    } else {
+        let branches = |s: &Value| -> usize {
+            let Some(bs) = s.get("switch").and_then(Value::as_array) else { return 0 };
+            bs.iter()
+                .map(|b| {
+                    count_steps(b.get("steps"), depth + 1)
+                        + count_steps(b.get("default"), depth + 1)
+                })
+                .sum()
+        };
+        items
+            .iter()
+            .map(|s| {
+                count_steps(s.get("group").and_then(|g| g.get("steps")), depth + 1) + branches(s)
+            })
+            .sum()
+    };
+    items.len() + nested
 }
 
 fn limits(mut l: Obj, errors: &mut Errors) -> Limits {

@@ -217,3 +217,15 @@ pub(crate) fn when(obj: &mut Obj, vars: &Vars, compiler: &mut Compiler) -> Optio
         _ => compiler.single(value, &path, vars, true, "`when`"),
     }
 }
+
+/// A boolean field (`continue_on_failure: true`); absent is false.
+pub(crate) fn flag(obj: &mut Obj, field: &str, errors: &mut Errors) -> bool {
+    match obj.get(field) {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            wrong_type(errors, &obj.at(field), "true or false", other);
+            false
+        }
+    }
+}

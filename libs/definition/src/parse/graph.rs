@@ -16,6 +16,21 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Checks one body and fills each step's `deps`. `main` holds the main body's ids when
 /// checking a handler body.
 pub(crate) fn resolve(body: &mut [Parsed], main: Option<&BTreeSet<String>>, errors: &mut Errors) {
+    resolve_list(body, main, None, errors);
+}
+
+/// Checks the steps of a group and fills their `deps`; the `steps.<id>` reads of ids not
+/// in the group go to `outer`, to be resolved as reads of the group step.
+pub(crate) fn resolve_group(body: &mut [Parsed], outer: &mut Vec<StepRef>, errors: &mut Errors) {
+    resolve_list(body, None, Some(outer), errors);
+}
+
+fn resolve_list(
+    body: &mut [Parsed],
+    main: Option<&BTreeSet<String>>,
+    mut outer: Option<&mut Vec<StepRef>>,
+    errors: &mut Errors,
+) {
     let mut first: BTreeMap<&str, &str> = BTreeMap::new();
     for p in body.iter() {
         if p.step.id.is_empty() {
@@ -41,6 +56,8 @@ pub(crate) fn resolve(body: &mut [Parsed], main: Option<&BTreeSet<String>>, erro
             } else {
                 let hint = if main.is_some_and(|m| m.contains(need)) {
                     "; handlers may read main steps but only need steps of their own list"
+                } else if outer.is_some() {
+                    "; a group's steps need steps of the group only (put `needs` on the group)"
                 } else {
                     ""
                 };
@@ -53,6 +70,8 @@ pub(crate) fn resolve(body: &mut [Parsed], main: Option<&BTreeSet<String>>, erro
                 if r.dep && r.id != p.step.id {
                     deps.insert(r.id.clone());
                 }
+            } else if let Some(outer) = outer.as_deref_mut() {
+                outer.push(r.clone());
             } else if !main.is_some_and(|m| m.contains(&r.id)) {
                 unknown_ref(r, &ids, main, errors);
             }
@@ -209,6 +228,7 @@ mod tests {
                 renamed_from: None,
                 flow: crate::flow::StepFlow::default(),
                 search: std::collections::BTreeMap::new(),
+                continue_on_failure: false,
             },
             needs: needs
                 .iter()

@@ -1,5 +1,5 @@
 //! The payload of each step kind: `task`, `compute`, `sleep`, `until`, `await`,
-//! `workflow`, `http`, `continue_as_new`.
+//! `workflow`, `http`, `continue_as_new` (`group` and `switch` have their own module).
 
 use crate::error::ErrorCode;
 use crate::expr::Template;
@@ -11,9 +11,20 @@ use crate::parse::reader::{a_kind, wrong_type, Obj};
 use crate::parse::steps::Known;
 use serde_json::{Map, Value};
 
-/// The kind keywords, in the order messages list them.
-pub(crate) const KINDS: [&str; 8] =
-    ["task", "compute", "sleep", "until", "await", "workflow", "http", "continue_as_new"];
+/// The kind keywords, in the order messages list them (`group` and `switch` are read by
+/// `crate::parse::group`).
+pub(crate) const KINDS: [&str; 10] = [
+    "task",
+    "compute",
+    "sleep",
+    "until",
+    "await",
+    "workflow",
+    "http",
+    "continue_as_new",
+    "group",
+    "switch",
+];
 
 const METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 

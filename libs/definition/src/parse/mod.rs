@@ -1,7 +1,7 @@
 //! Document → validated [`Definition`]: read, check everything, collect every error.
 //!
 //! The pipeline: [`source`] turns text into JSON; [`definition`] reads the workflow-level
-//! fields, [`steps`] each body (with [`kinds`], [`fields`] and [`flow`]), compiling expressions with
+//! fields, [`steps`] each body (with [`kinds`], [`group`] for groups and switches, [`fields`] and [`flow`]), compiling expressions with
 //! [`exprs`] as it goes; [`graph`] then checks ids, references and cycles per body; [`migrations`] reads the
 //! migration hints against the main body. Readers
 //! never stop at the first problem: they record it and go on with a fallback, and the
@@ -14,6 +14,7 @@ mod exprs;
 mod fields;
 mod flow;
 mod graph;
+mod group;
 mod kinds;
 mod migrations;
 mod names;

@@ -10,13 +10,14 @@ use crate::expr::Template;
 use crate::model::{Body, RetryPolicy, Step, StepKind};
 use crate::parse::exprs::{Compiler, StepRef, Vars};
 use crate::parse::reader::{index_path, is_identifier, wrong_type, Errors, Obj};
-use crate::parse::{fields, flow, kinds, names};
+use crate::parse::{fields, flow, group, kinds, names};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// Every field a step may have, for "did you mean" hints.
-const STEP_FIELDS: [&str; 28] = [
+const STEP_FIELDS: [&str; 31] = [
     "id",
+    "continue_on_failure",
     "renamed_from",
     "needs",
     "when",
@@ -44,6 +45,8 @@ const STEP_FIELDS: [&str; 28] = [
     "workflow",
     "http",
     "continue_as_new",
+    "group",
+    "switch",
 ];
 
 /// Task and signal names the document declares (from the raw keys, so a contract with an
@@ -124,7 +127,11 @@ fn applies(field: &str, kind: &str, body: &Body, fan_out: bool) -> Result<(), St
                         compensated"
                 .into());
         }
-        "compensate" => (kind != "continue_as_new", "every step kind but continue_as_new"),
+        "compensate" => (
+            !matches!(kind, "continue_as_new" | "group" | "switch"),
+            "every step kind but continue_as_new, group and switch (their own steps may have one)",
+        ),
+        "continue_on_failure" => (kind != "continue_as_new", "every step kind but continue_as_new"),
         "search" if *body != Body::Main => {
             return Err("`search` is only valid on steps of the main `steps`".into());
         }
@@ -159,21 +166,49 @@ pub(crate) fn read_body(
         Body::OnSignal(_) => Vars::default().with(&["event"]),
         Body::Update(_) => Vars::default().with(&["args"]),
     };
+    read_list(value, path, body, &vars, known, errors, 0)
+}
+
+/// Reads a list of steps of `body`, `depth` groups deep (0: the body itself), whose
+/// expressions see `vars`.
+pub(crate) fn read_list(
+    value: &Value,
+    path: &str,
+    body: &Body,
+    vars: &Vars,
+    known: &Known,
+    errors: &mut Errors,
+    depth: usize,
+) -> Vec<Parsed> {
+    let Value::Array(items) = value else {
+        wrong_type(errors, path, "a list of steps", value);
+        return Vec::new();
+    };
     items
         .iter()
         .enumerate()
-        .filter_map(|(i, v)| read_step(v, &index_path(path, i), body, &vars, known, errors))
+        .filter_map(|(i, v)| {
+            let place = Place { body, depth };
+            read_step(v, &index_path(path, i), &place, vars, known, errors)
+        })
         .collect()
+}
+
+/// Where a step is: its body, and how many groups deep.
+struct Place<'a> {
+    body: &'a Body,
+    depth: usize,
 }
 
 fn read_step(
     value: &Value,
     path: &str,
-    body: &Body,
+    place: &Place<'_>,
     outer: &Vars,
     known: &Known,
     errors: &mut Errors,
 ) -> Option<Parsed> {
+    let body = place.body;
     let mut obj = Obj::new(value, path, "a step", errors)?;
     let id = obj.required_string("id", errors).unwrap_or_default().to_string();
     if obj.get("id").is_some_and(Value::is_string) {
@@ -220,8 +255,13 @@ fn read_step(
             first
         }
     };
-    if kind == "continue_as_new" && *body != Body::Main {
-        let message = "`continue_as_new` is only valid in the main `steps`";
+    if kind == "continue_as_new" && (*body != Body::Main || place.depth > 0) {
+        let message = if place.depth > 0 {
+            "`continue_as_new` is not valid inside a group or switch; it is only valid in the \
+             main `steps`"
+        } else {
+            "`continue_as_new` is only valid in the main `steps`"
+        };
         errors.push(&obj.at(kind), ErrorCode::InvalidValue, message);
     }
 
@@ -236,7 +276,12 @@ fn read_step(
     let inner = if fan_out { outer.with(&[as_name, "index"]) } else { outer.clone() };
     let ok = |f: &str| applies(f, kind, body, fan_out).is_ok();
 
-    let kind_value = kinds::read(kind, &mut obj, known, &inner, outer, &mut c);
+    let nest = group::Nest { body, depth: place.depth, vars: outer, known };
+    let kind_value = match kind {
+        "group" => group::group(&mut obj, &nest, &mut c),
+        "switch" => group::switch(&mut obj, &nest, &mut c),
+        _ => kinds::read(kind, &mut obj, known, &inner, outer, &mut c),
+    };
     let input = if ok("input") {
         obj.get("input").and_then(|v| c.template(v, &obj.at("input"), &inner, true))
     } else {
@@ -256,6 +301,8 @@ fn read_step(
         if ok("retry") { fields::retry(&mut obj, c.errors) } else { RetryPolicy::default() };
     let compensate =
         if ok("compensate") { fields::compensate(&mut obj, known, &inner, &mut c) } else { None };
+    let continue_on_failure =
+        ok("continue_on_failure") && fields::flag(&mut obj, "continue_on_failure", c.errors);
     // Checked together: `applies` gives the flow fields the same kinds.
     let flow = if flow::FIELDS.iter().all(|f| ok(f)) {
         flow::step(&mut obj, &inner, &mut c)
@@ -263,7 +310,14 @@ fn read_step(
         crate::flow::StepFlow::default()
     };
 
-    let search = if ok("search") {
+    let search = if ok("search") && place.depth > 0 {
+        if obj.get("search").is_some() {
+            let message = "`search` is only valid on steps of the main `steps`, not inside a \
+                           group or switch (set the attributes on the group's step instead)";
+            errors.push(&obj.at("search"), ErrorCode::UnknownField, message);
+        }
+        std::collections::BTreeMap::new()
+    } else if ok("search") {
         crate::parse::search::values(&mut obj, &known.search, Some(&id), &mut refs, errors)
     } else {
         std::collections::BTreeMap::new()
@@ -290,6 +344,7 @@ fn read_step(
     step.renamed_from = renamed_from;
     step.flow = flow;
     step.search = search;
+    step.continue_on_failure = continue_on_failure;
     Some(Parsed { step, path: path.to_string(), needs, refs })
 }
 
@@ -312,5 +367,6 @@ fn placeholder(id: String) -> Step {
         renamed_from: None,
         flow: crate::flow::StepFlow::default(),
         search: std::collections::BTreeMap::new(),
+        continue_on_failure: false,
     }
 }

@@ -94,13 +94,27 @@ fn deliver_signals(ctx: &Ctx<'_>, out: &mut Vec<Event>) {
 /// Schedules what is ready in one body instance; returns whether every step is resolved.
 /// Looks only at the steps that may act (see `body_memo`), in definition order.
 pub(crate) fn schedule_body(ctx: &Ctx<'_>, scope: &UnitScope, out: &mut Vec<Event>) -> bool {
-    let steps = ctx.def.body(&scope.body());
-    ctx.memo.body(scope, steps, |memo| {
+    schedule_list(ctx, scope, "", ctx.def.body(&scope.body()), out)
+}
+
+/// [`schedule_body`] for one list of a body instance: the body's own (`prefix` `""`), a
+/// group's (`"g."`) or a switch branch's (`"sw.1."`). Groups and switches that run are
+/// driven after the list's own pass (`super::nested`: each list has a memo of its own,
+/// which the pass must not hold while asking for another).
+pub(super) fn schedule_list(
+    ctx: &Ctx<'_>,
+    scope: &UnitScope,
+    prefix: &str,
+    steps: &[Step],
+    out: &mut Vec<Event>,
+) -> bool {
+    let mut groups = Vec::new();
+    let done = ctx.memo.body(scope, prefix, steps, |memo| {
         let mut next = memo.next_active(0);
         while let Some(i) = next {
             next = memo.next_active(i + 1);
             let step = &steps[i];
-            let key = UnitKey::step(scope.clone(), &step.id);
+            let key = UnitKey::step(scope.clone(), &format!("{prefix}{}", step.id));
             let k = key.to_string();
             match ctx.state.unit(&k) {
                 Some(u) if u.status.is_resolved() => {
@@ -119,7 +133,7 @@ pub(crate) fn schedule_body(ctx: &Ctx<'_>, scope: &UnitScope, out: &mut Vec<Even
             let mut blocked = None;
             let mut ready = true;
             for dep in &step.deps {
-                let dep_key = UnitKey::step(scope.clone(), dep).to_string();
+                let dep_key = UnitKey::step(scope.clone(), &format!("{prefix}{dep}")).to_string();
                 match ctx.state.unit(&dep_key).map(|u| u.status) {
                     Some(UnitStatus::Succeeded | UnitStatus::Skipped) => {}
                     Some(UnitStatus::Failed | UnitStatus::Cancelled) => blocked = Some(dep),
@@ -131,39 +145,61 @@ pub(crate) fn schedule_body(ctx: &Ctx<'_>, scope: &UnitScope, out: &mut Vec<Even
                     step: k,
                     reason: format!("dependency `{dep}` did not succeed"),
                 });
-            } else if ready {
+            } else if !ready {
+                memo.waiting(i);
+            } else if step.is_nested() {
+                // A group or switch has no unit of its own until it resolves: it runs once
+                // one of its steps has a unit, or its `when` holds.
+                if super::nested::started(ctx, &k).is_some() || when_holds(ctx, step, &key, out) {
+                    groups.push((i, key));
+                }
+            } else {
                 start_step(ctx, step, &key, out);
                 if matches!(step.kind, StepKind::ContinueAsNew { .. })
                     && out.iter().any(|e| matches!(e, Event::WorkflowContinuedAsNew { .. }))
                 {
-                    return false;
+                    return None;
                 }
-            } else {
-                memo.waiting(i);
             }
         }
-        memo.all_resolved()
-    })
+        Some(memo.all_resolved())
+    });
+    let Some(done) = done else { return false };
+    for (i, key) in groups {
+        super::nested::round(ctx, &steps[i], &key, out);
+    }
+    done
+}
+
+/// Whether a step's `when` holds (true without one); when it does not, records why (the
+/// step skipped, or failed by the expression).
+fn when_holds(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Event>) -> bool {
+    let Some(when) = &step.when else { return true };
+    let k = key.to_string();
+    let site =
+        Site { scope: &key.scope, element: None, group: crate::unit::group_prefix(&key.step) };
+    let t = Template::Expr(when.clone());
+    let scope = scope::build(ctx.def, ctx.state, &site, &[&t]);
+    match when.eval_bool(&scope) {
+        Ok(true) => true,
+        Ok(false) => {
+            out.push(Event::StepSkipped { step: k, reason: "`when` was false".into() });
+            false
+        }
+        Err(e) => {
+            out.push(expression_error(k, "when", &e));
+            false
+        }
+    }
 }
 
 /// Rule 1: `when`, `for_each`, then the unit itself.
 fn start_step(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Event>) {
-    let site = Site { scope: &key.scope, element: None };
+    let group = crate::unit::group_prefix(&key.step);
+    let site = Site { scope: &key.scope, element: None, group };
     let k = key.to_string();
-    if let Some(when) = &step.when {
-        let t = Template::Expr(when.clone());
-        let scope = scope::build(ctx.def, ctx.state, &site, &[&t]);
-        match when.eval_bool(&scope) {
-            Ok(true) => {}
-            Ok(false) => {
-                out.push(Event::StepSkipped { step: k, reason: "`when` was false".into() });
-                return;
-            }
-            Err(e) => {
-                out.push(expression_error(k, "when", &e));
-                return;
-            }
-        }
+    if !when_holds(ctx, step, key, out) {
+        return;
     }
     let Some(each) = &step.for_each else {
         start_unit(ctx, step, key, &site, out);
@@ -200,7 +236,7 @@ fn start_step(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Event>) {
 /// `EXPRESSION_ERROR`. The message names the unit and the field holding the expression
 /// (`step `charge` input.total: ${{ ... }}: ...`): the run's error carries it as is, and
 /// a reader of `ExecutionResult.error` must find the expression without the history.
-fn expression_error(step: String, field: &str, e: &ExprError) -> Event {
+pub(super) fn expression_error(step: String, field: &str, e: &ExprError) -> Event {
     let message = format!("step `{step}` {}", e.in_field(field));
     Event::StepFailed { step, error: TaskError::fatal(e.code(), message) }
 }
@@ -247,9 +283,10 @@ fn fan_out_progress(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Eve
         return;
     }
     for i in progress.pending.into_iter().take(cap.saturating_sub(progress.in_flight)) {
-        let element = key.element(i);
-        let site = Site { scope: &key.scope, element: Some((each.as_name.as_str(), i, &items[i])) };
-        start_unit(ctx, step, &element, &site, out);
+        let unit = key.element(i);
+        let element = Some((each.as_name.as_str(), i, &items[i]));
+        let site = Site { scope: &key.scope, element, group: crate::unit::group_prefix(&key.step) };
+        start_unit(ctx, step, &unit, &site, out);
     }
 }
 
@@ -369,6 +406,8 @@ pub(crate) fn start_unit(
             }
             out.push(Event::WorkflowContinuedAsNew { next_run: ctx.state.run + 1, input: value });
         }
+        // Driven by `schedule_list`, never started as a unit.
+        StepKind::Group { .. } | StepKind::Switch { .. } => {}
     }
 }
 

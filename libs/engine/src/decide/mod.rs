@@ -10,6 +10,7 @@
 mod body;
 mod body_memo;
 mod flow;
+mod nested;
 mod search;
 pub(crate) mod slots;
 mod units;
@@ -41,19 +42,25 @@ pub(crate) struct Ctx<'a> {
 /// never becomes unresolved through decided events); a new call starts empty.
 #[derive(Default)]
 pub(crate) struct Memo {
-    bodies: RefCell<HashMap<UnitScope, BodyMemo>>,
+    /// By body instance and group prefix (`""` for the body's own list, `"g."` for the
+    /// steps of its group `g`).
+    bodies: RefCell<HashMap<(UnitScope, String), BodyMemo>>,
 }
 
 impl Memo {
-    /// The memo of one body instance, made on first use from a full look at its steps.
+    /// The memo of one list of a body instance (`prefix`: see [`Memo::bodies`]), made on
+    /// first use from a full look at its steps. `f` must not ask for another list's memo.
     pub(crate) fn body<R>(
         &self,
         scope: &UnitScope,
+        prefix: &str,
         steps: &[orbit_definition::Step],
         f: impl FnOnce(&mut BodyMemo) -> R,
     ) -> R {
         let mut bodies = self.bodies.borrow_mut();
-        let memo = bodies.entry(scope.clone()).or_insert_with(|| BodyMemo::new(steps));
+        let memo = bodies
+            .entry((scope.clone(), prefix.to_string()))
+            .or_insert_with(|| BodyMemo::new(steps));
         f(memo)
     }
 
@@ -74,8 +81,9 @@ impl Memo {
             if parsed.compensate || parsed.index.is_some() {
                 continue;
             }
-            if let Some(memo) = bodies.get_mut(&parsed.scope) {
-                memo.resolved_step(&parsed.step);
+            let prefix = crate::unit::group_prefix(&parsed.step);
+            if let Some(memo) = bodies.get_mut(&(parsed.scope, prefix.to_string())) {
+                memo.resolved_step(&parsed.step[prefix.len()..]);
             }
         }
     }
@@ -144,6 +152,7 @@ pub(crate) fn round(
     }
     let mut out = units::timers_and_retries(&ctx);
     if !out.is_empty() {
+        crate::catch::rewrite(def, &mut out);
         return out;
     }
     if state.winding.is_some() {
@@ -151,6 +160,7 @@ pub(crate) fn round(
     } else {
         body::running_round(&ctx, &mut out);
     }
+    crate::catch::rewrite(def, &mut out);
     out
 }
 

@@ -21,7 +21,7 @@ pub(crate) struct Spec<'a> {
 }
 
 pub(crate) fn spec<'a>(def: &'a Definition, key: &UnitKey) -> Option<Spec<'a>> {
-    let step = def.body(&key.scope.body()).iter().find(|s| s.id == key.step)?;
+    let step = def.find_step(&key.scope.body(), &key.step)?;
     if key.compensate {
         let c = step.compensate.as_ref()?;
         return Some(Spec { retry: &c.retry, timeout_ms: c.timeout_ms, queue_timeout_ms: None });

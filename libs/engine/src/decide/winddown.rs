@@ -115,7 +115,9 @@ fn start_compensation(ctx: &Ctx<'_>, unit: &UnitKey, ck: &str, out: &mut Vec<Eve
         }
         _ => None,
     };
-    let site = Site { scope: &UnitScope::Main, element };
+    // Inside a group, its input reads the group's steps first.
+    let group = crate::unit::group_prefix(&unit.step);
+    let site = Site { scope: &UnitScope::Main, element, group };
     let templates: Vec<&Template> = call.input.iter().collect();
     let scope = scope::build(ctx.def, ctx.state, &site, &templates);
     match call.input.as_ref().map_or(Ok(Value::Null), |t| t.render(&scope)) {

@@ -236,6 +236,12 @@ fn kind(
             let detail = format!("await `{x}` -> `{y}`");
             s.identity(ChangeKind::TaskChanged, detail, &format!("a wait for `{x}`"), out);
         }
+        // A group migrates as one step: any change inside it (its steps, their fields, its
+        // output) is safe only before the group started.
+        (StepKind::Group { .. }, StepKind::Group { .. }) if a != b => {
+            let detail = "group: its steps or output changed".to_string();
+            s.identity(ChangeKind::KindChanged, detail, "the group's old steps", out);
+        }
         (StepKind::Sleep { duration_ms: x }, StepKind::Sleep { duration_ms: y }) if x != y => {
             let detail = format!("sleep {} -> {}", duration(Some(*x)), duration(Some(*y)));
             s.input(ChangeKind::InputChanged, detail, out);

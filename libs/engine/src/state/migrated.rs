@@ -94,7 +94,7 @@ fn usable(
     let present: BTreeSet<String> = units
         .keys()
         .filter_map(|k| UnitKey::parse(k))
-        .map(|k| qualified_step(&k.scope.body(), &k.step))
+        .map(|k| qualified_step(&k.scope.body(), top_step(&k.step)))
         .collect();
     let mut targets: BTreeMap<&str, usize> = BTreeMap::new();
     for to in renames.values() {
@@ -107,15 +107,23 @@ fn usable(
         .collect()
 }
 
-/// The key `key` takes under `renames` (body-qualified step names), if its step is renamed.
+/// The step of its body a unit belongs to: the step itself, or for a step inside groups
+/// (`g.sub`) the outermost group (`g`).
+fn top_step(step: &str) -> &str {
+    step.split('.').next().unwrap_or(step)
+}
+
+/// The key `key` takes under `renames` (body-qualified step names), if its step (or, inside
+/// groups, its outermost group) is renamed.
 pub(crate) fn renamed(key: &str, renames: &BTreeMap<String, String>) -> Option<String> {
     let mut parsed = UnitKey::parse(key)?;
     let body = parsed.scope.body();
-    let to = renames.get(&qualified_step(&body, &parsed.step))?;
+    let top = top_step(&parsed.step);
+    let to = renames.get(&qualified_step(&body, top))?;
     let (to_body, id) = parse_qualified_step(to)?;
-    if to_body != body || id == parsed.step {
+    if to_body != body || id == top {
         return None;
     }
-    parsed.step = id;
+    parsed.step = format!("{id}{}", &parsed.step[top.len()..]);
     Some(parsed.to_string())
 }

@@ -199,10 +199,40 @@ fn main_def(r: &mut Rng, seed: u64, child: Option<&str>) -> (String, bool) {
     y += "signals: { go: null, note: null }\nsteps:\n";
     let n = 1 + r.below(5);
     let mut http = false;
+    // Drawn apart, so that the cases of a seed stay what they were before the field.
+    let mut catches = Rng::new(seed ^ 0x00c0_ffee_0000_0029);
     for i in 0..n {
-        let (line, h) = step(r, i, n, child);
+        let (line, h) = step(r, i, n, child, catches.pct(12));
         http |= h;
         y += &format!("  - {{ id: s{i}{line} }}\n");
+    }
+    // A group (issue 29) after the others, reading s0 (so ordered after it), sometimes
+    // catching its failure.
+    if catches.pct(25) {
+        let catch = if catches.pct(30) { ", continue_on_failure: true" } else { "" };
+        y += &format!(
+            "  - {{ id: grp{catch}, group: {{ steps: [ \
+             {{ id: a, task: t{}, input: '${{{{ steps.s0.output }}}}', retry: {{ max_attempts: 2, initial_interval: 10ms }} }}, \
+             {{ id: b, task: t{}, input: {{ x: 1 }}, retry: {{ max_attempts: 1 }} }}, \
+             {{ id: c, needs: [a, b], compute: '${{{{ [steps.a.output, steps.b.output] }}}}' }} ], \
+             output: '${{{{ steps.c.output }}}}' }} }}\n",
+            catches.below(3),
+            catches.below(3)
+        );
+    }
+    // A switch (issue 29) on the input, with or without a default branch.
+    if catches.pct(25) {
+        let default = if catches.pct(50) {
+            ", { default: [ { id: d, compute: '${{ input.n }}' } ] }"
+        } else {
+            ""
+        };
+        y += &format!(
+            "  - {{ id: sw, switch: [ \
+             {{ when: '${{{{ input.x > 2.0 }}}}', steps: [ {{ id: a, task: t{}, input: {{ x: 2 }}, retry: {{ max_attempts: 2, initial_interval: 10ms }} }} ] }}, \
+             {{ when: '${{{{ input.x > 0.0 }}}}', steps: [ {{ id: b, sleep: 20ms }}, {{ id: c, needs: [b], compute: 1 }} ], output: '${{{{ steps.c.output }}}}' }}{default} ] }}\n",
+            catches.below(3)
+        );
     }
     if r.pct(60) {
         y += &format!("output: '${{{{ steps.s{}.output }}}}'\n", r.below(n));
@@ -217,8 +247,9 @@ fn main_def(r: &mut Rng, seed: u64, child: Option<&str>) -> (String, bool) {
     (y, http)
 }
 
-/// The text after `id: sI` of step `i` of `n`, and whether it is an `http` step.
-fn step(r: &mut Rng, i: u64, n: u64, child: Option<&str>) -> (String, bool) {
+/// The text after `id: sI` of step `i` of `n` (with `continue_on_failure` if `catch`, unless
+/// it is the closing `continue_as_new`), and whether it is an `http` step.
+fn step(r: &mut Rng, i: u64, n: u64, child: Option<&str>, catch: bool) -> (String, bool) {
     let mut s = String::new();
     let needs: Vec<String> = (0..i).filter(|_| r.pct(35)).map(|j| format!("s{j}")).collect();
     if !needs.is_empty() {
@@ -228,6 +259,10 @@ fn step(r: &mut Rng, i: u64, n: u64, child: Option<&str>) -> (String, bool) {
     if i + 1 == n && r.pct(12) {
         s += ", when: '${{ input.n < 2.0 }}', continue_as_new: { input: { n: '${{ input.n + 1.0 }}', x: '${{ input.x }}', items: '${{ input.items }}' } }";
         return (s, false);
+    }
+    // Any kind but continue_as_new may catch its failures (issue 29).
+    if catch {
+        s += ", continue_on_failure: true";
     }
     if r.pct(20) {
         let when = match (r.below(4), earlier(r)) {
