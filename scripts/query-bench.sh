@@ -15,15 +15,21 @@
 #    failed runs with one of 5 `failed_step`s and 4 `error_code`s, every 20th from one of
 #    1,000 schedules, every 10th a child of one of 10,000 parents, and the selective key:
 #    46 FAILED executions whose failed step is `refund` and error code `REFUND_DECLINED`
-#    (no other row has either); then ANALYZE;
+#    (no other row has either); and their search attributes (`execution_search`): three on
+#    every execution — `customer` (keyword, 50,000 values, 20 executions each), `amount`
+#    (double), `tier` (int 0..4) — and on every 100th also `note` (text), `vip` (bool),
+#    `due` (datetime) and `tags` (keyword_list, two elements), the seven declared in
+#    `search_attributes` as a registration would; then ANALYZE;
 # 3. the server: `orbit dev --db FILE` or `orbit frontend --database-url URL --insecure`;
 # 4. through its API (Python grpcio from $ORBIT_PYTHON, requests encoded by hand so the
 #    installed SDK's generated code does not matter), each timed on the client:
 #    (a) ListExecutions `failed_step = 'refund' AND workflow STARTS_WITH 'wf-'` (46 matches)
-#        R times (default 200): p50, p99, max;
+#        `customer = 'c-4242' AND amount > 10` (20 matches, two search attributes) and
+#        `amount BETWEEN 10.0 AND 10.02` (30 matches, a range on a double) R times each
+#        (default 200): p50, p99, max;
 #    (b) CountExecutions grouped by status (every row) 5 times: each time;
-# 5. EXPLAIN of one selective condition per system attribute, straight on the database: the
-#    index each one uses (search attributes: see the hook below).
+# 5. EXPLAIN of one selective condition per system attribute and per search-attribute type
+#    (the condition the server compiles), straight on the database: the index each uses.
 #
 # Stops by itself: every server and psql/sqlite3 call is bounded, servers are killed on
 # exit. --keep keeps the SQLite file and the PostgreSQL database. Needs target/debug/orbit
@@ -92,6 +98,38 @@ FROM (
 SQL
 }
 
+# The search attributes of clones $from..$to (see the header), and the catalog rows.
+fill_search_sql() {
+  local series="$1" g="$2" t0=1764547200000
+  cat <<SQL
+INSERT INTO execution_search (execution_id, name, kw, ival, num, ts, flag)
+SELECT 'q-' || n, a.name,
+    CASE a.name WHEN 'customer' THEN 'c-' || (n % 50000)
+                WHEN 'note' THEN 'note ' || (n % 1000)
+                WHEN 'tags' THEN 'tag-' || (n % 7)
+                WHEN 'tags2' THEN 'tag-' || (n % 11 + 7) END,
+    CASE a.name WHEN 'tier' THEN n % 5 END,
+    CASE a.name WHEN 'amount' THEN (n * 37 % 100000) / 100.0 END,
+    CASE a.name WHEN 'due' THEN $t0 + (n * 7919) % 2592000000 END,
+    CASE a.name WHEN 'vip' THEN n % 200 = 0 END
+FROM (SELECT $g AS n FROM $series) s
+CROSS JOIN (SELECT 'customer' AS name, 0 AS every UNION ALL SELECT 'amount', 0
+    UNION ALL SELECT 'tier', 0 UNION ALL SELECT 'note', 1 UNION ALL SELECT 'vip', 1
+    UNION ALL SELECT 'due', 1 UNION ALL SELECT 'tags', 1 UNION ALL SELECT 'tags2', 1) a
+WHERE a.every = 0 OR n % 100 = 0;
+SQL
+}
+
+catalog_sql() {
+  cat <<'SQL'
+UPDATE execution_search SET name = 'tags' WHERE name = 'tags2';
+INSERT INTO search_attributes (name, attr_type, workflow, created_at) VALUES
+  ('customer', 'keyword', 'wf-0', 0), ('amount', 'double', 'wf-0', 0), ('tier', 'int', 'wf-0', 0),
+  ('note', 'text', 'wf-0', 0), ('vip', 'bool', 'wf-0', 0), ('due', 'datetime', 'wf-0', 0),
+  ('tags', 'keyword_list', 'wf-0', 0);
+SQL
+}
+
 # One query per system attribute, each selective (few matches), for EXPLAIN.
 explain_queries() {
   cat <<'SQL'
@@ -109,11 +147,20 @@ root|root_id = 'q-777'
 failed_step|failed_step = 'refund'
 error_code|error_code = 'REFUND_DECLINED'
 SQL
-  # Hook for search attributes (issue 28 item 1, `execution_search` of migration 0018):
-  # once that table is filled, add one line per declared type here, e.g.
-  #   search keyword|EXISTS (SELECT 1 FROM execution_search s WHERE s.execution_id =
-  #     executions.execution_id AND s.name = 'customer' AND s.kw = 'acme')
-  # and fill it in fill_sql; the loop below prints each plan the same way.
+  # Search attributes: the condition libs/query compiles for one predicate of each type —
+  # on SQLite the query's driver as an `IN` list (libs/query/src/compile.rs), else EXISTS.
+  local e="FROM execution_search s WHERE s.execution_id = executions.execution_id AND s.name"
+  local d="execution_id IN (SELECT s.execution_id FROM execution_search s WHERE s.name"
+  [ "$1" = sqlite ] || d="EXISTS (SELECT 1 $e"
+  cat <<SQL
+keyword|$d = 'customer' AND s.kw = 'c-4242')
+text|$d = 'note' AND s.kw = 'note 42')
+int|$d = 'tier' AND s.ival = 3) AND created_at > 1767139200000
+double|$d = 'amount' AND s.num BETWEEN 10.0 AND 10.02)
+bool|EXISTS (SELECT 1 $e = 'vip' AND s.flag = true) AND workflow = 'wf-7'
+datetime|$d = 'due' AND s.ts BETWEEN 1765000000000 AND 1765000600000)
+keyword_list|$d = 'tags' AND s.kw = 'tag-17') AND created_at > 1767139200000
+SQL
 }
 
 # The client: N list calls and 5 grouped counts through gRPC; prints the figures.
@@ -153,14 +200,17 @@ ch = grpc.insecure_channel(target)
 ident = lambda b: b
 lst = ch.unary_unary("/orbit.v1.WorkflowService/ListExecutions", request_serializer=ident, response_deserializer=ident)
 cnt = ch.unary_unary("/orbit.v1.WorkflowService/CountExecutions", request_serializer=ident, response_deserializer=ident)
-q = enc(11, "failed_step = \x27refund\x27 AND workflow STARTS_WITH \x27wf-\x27") + bytes([9 << 3, 100])
-found = sum(1 for f, _ in fields(lst(q, timeout=60)) if f == 1)
-times = []
-for _ in range(runs):
-    t = time.perf_counter(); lst(q, timeout=60); times.append((time.perf_counter() - t) * 1000)
-times.sort()
-pct = lambda p: times[min(len(times) - 1, int(round(p / 100 * len(times) + 0.5)) - 1)]
-print("  list (%d matches) x%d: p50 %.1f ms, p99 %.1f ms, max %.1f ms" % (found, runs, pct(50), pct(99), times[-1]))
+for text in ["failed_step = \x27refund\x27 AND workflow STARTS_WITH \x27wf-\x27",
+             "customer = \x27c-4242\x27 AND amount > 10",
+             "amount BETWEEN 10.0 AND 10.02"]:
+    q = enc(11, text) + bytes([9 << 3, 100])
+    found = sum(1 for f, _ in fields(lst(q, timeout=60)) if f == 1)
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter(); lst(q, timeout=60); times.append((time.perf_counter() - t) * 1000)
+    times.sort()
+    pct = lambda p: times[min(len(times) - 1, int(round(p / 100 * len(times) + 0.5)) - 1)]
+    print("  list `%s` (%d matches) x%d: p50 %.1f ms, p99 %.1f ms, max %.1f ms" % (text, found, runs, pct(50), pct(99), times[-1]))
 counts = []
 for _ in range(5):
     t = time.perf_counter(); r = cnt(enc(2, "status"), timeout=120); counts.append((time.perf_counter() - t) * 1000)
@@ -191,21 +241,24 @@ fill() { # q-function-name series-template column
     [ "$to" -le "$total" ] || to="$total"
     if [ "$run_sql" = sq ]; then
       fill_sql "generate_series($from, $to)" value | sq
+      fill_search_sql "generate_series($from, $to)" value | sq
     else
       fill_sql "generate_series($from::bigint, $to::bigint) AS value" value | pq
+      fill_search_sql "generate_series($from::bigint, $to::bigint) AS value" value | pq
     fi
     from=$((to + 1))
   done
-  echo "  filled $total executions in $(( $(date +%s) - started )) s"
+  catalog_sql | "$run_sql"
+  echo "  filled $total executions and their search attributes in $(( $(date +%s) - started )) s"
 }
 
-explain() { # q-function-name prefix
+explain() { # q-function-name prefix dialect
   while IFS='|' read -r attr cond; do
     [ -n "$attr" ] || continue
     local plan
     plan=$(echo "$2 SELECT execution_id FROM executions WHERE $cond;" | "$1" | tr '\n' ' ' | sed 's/  */ /g')
     printf '  %-12s %s\n' "$attr" "$(echo "$plan" | grep -oE '(USING (COVERING )?INDEX [a-z_0-9]+|SEARCH [a-z_0-9]+ USING INTEGER PRIMARY KEY|Index (Only )?Scan( Backward)? using [a-z_0-9]+|Bitmap Index Scan on [a-z_0-9]+|Seq Scan on [a-z_0-9]+|SCAN [a-z_0-9]+)' | sort -u | tr '\n' ';')"
-  done < <(explain_queries)
+  done < <(explain_queries "$3")
 }
 
 if [ "$backend" = both ] || [ "$backend" = sqlite ]; then
@@ -221,7 +274,7 @@ if [ "$backend" = both ] || [ "$backend" = sqlite ]; then
   wait_ready "127.0.0.1:$port"
   timeout 900 "$python" -c "$CLIENT" "127.0.0.1:$port" "$runs"
   echo "  EXPLAIN QUERY PLAN (per attribute):"
-  explain sq "EXPLAIN QUERY PLAN"
+  explain sq "EXPLAIN QUERY PLAN" sqlite
   kill "${pids[-1]}" 2>/dev/null || true
 fi
 
@@ -234,14 +287,14 @@ if [ "$backend" = both ] || [ "$backend" = postgres ]; then
   pq() { timeout 900 psql "$url" -X -q -tA -v ON_ERROR_STOP=1; }
   timeout 120 "$orbit" migrate up --database-url "$url" >/dev/null
   fill pq
-  echo "VACUUM ANALYZE executions;" | pq
+  echo "VACUUM ANALYZE executions; VACUUM ANALYZE execution_search;" | pq
   port=$(free_port)
   timeout 1800 "$orbit" frontend --database-url "$url" --listen "127.0.0.1:$port" --insecure --admin-listen off --log warn >/dev/null 2>&1 &
   pids+=($!)
   wait_ready "127.0.0.1:$port"
   timeout 900 "$python" -c "$CLIENT" "127.0.0.1:$port" "$runs"
   echo "  EXPLAIN (per attribute):"
-  explain pq "EXPLAIN"
+  explain pq "EXPLAIN" postgres
   kill "${pids[-1]}" 2>/dev/null || true
   if [ "$keep" = 0 ]; then
     timeout 120 psql "$admin" -X -q -c "DROP DATABASE IF EXISTS query_bench" || true

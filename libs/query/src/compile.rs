@@ -10,6 +10,19 @@
 //!
 //! Search attributes read `execution_search` (see the crate docs) through one `EXISTS`
 //! per predicate; the negative form is `NOT EXISTS` (no value matches, or none is set).
+//!
+//! On SQLite one predicate is written `execution_id IN (SELECT s.execution_id FROM
+//! execution_search s WHERE ...)` instead: the *driver*, a test that every match must pass
+//! (reached from the top through `AND`s only) and that is selective by its form — the first
+//! `=`, `IN` or `STARTS_WITH` on a keyword, text or keyword-list attribute, else the first
+//! `=`, `IN` or `BETWEEN` on an int, double or datetime one (never a bool, nor an open range
+//! like `amount > 10`, which usually matches most executions). SQLite never turns a correlated
+//! `EXISTS` into a join, so without it a query whose only selective part is a search
+//! attribute scans every execution; with it the planner starts from the attribute's index
+//! (`execution_search_kw`) and looks each execution up by id. Only one predicate is written
+//! so: SQLite materializes an `IN` list it does not drive from, and a second, unselective
+//! one (`amount > 10`) would be read whole. PostgreSQL plans `EXISTS` as a semi-join from
+//! either side by its statistics, so it keeps `EXISTS` everywhere.
 
 use crate::ast::{CmpOp, Direction};
 use crate::catalog::SearchType;
@@ -40,7 +53,11 @@ pub struct Sql {
 /// parameters come before).
 #[must_use]
 pub fn compile(checked: &Checked, dialect: Dialect, first_param: usize) -> Sql {
-    let mut w = Writer { dialect, first_param, params: Vec::new() };
+    let driver = match dialect {
+        Dialect::Sqlite => checked.filter.as_ref().and_then(driver),
+        Dialect::Postgres => None,
+    };
+    let mut w = Writer { dialect, first_param, params: Vec::new(), driver };
     let where_sql = match &checked.filter {
         Some(cond) => w.cond(cond, false),
         None => "1 = 1".to_string(),
@@ -78,13 +95,54 @@ pub fn search_column(ty: SearchType) -> &'static str {
     }
 }
 
-struct Writer {
+/// The SQLite driver of `cond` (see the module docs): a predicate every match passes,
+/// selective by its form — an equality-like test on a keyword, text or keyword-list
+/// attribute first, else an equality, `IN` or `BETWEEN` on an int, double or datetime one.
+fn driver(cond: &Cond) -> Option<&CheckedPredicate> {
+    candidates(cond, true).or_else(|| candidates(cond, false))
+}
+
+/// The first predicate of `cond`'s top-level `AND`s that may drive, of the keyword tier
+/// (`kw`) or of the scalar tier.
+fn candidates(cond: &Cond, kw: bool) -> Option<&CheckedPredicate> {
+    match cond {
+        Cond::Predicate(p) => {
+            let Target::Search { ty, .. } = &p.target else { return None };
+            let drives = match ty {
+                SearchType::Keyword | SearchType::Text | SearchType::KeywordList => {
+                    kw && matches!(
+                        p.test,
+                        CheckedTest::Compare(CmpOp::Eq, _)
+                            | CheckedTest::In { negated: false, .. }
+                            | CheckedTest::StartsWith(_)
+                    )
+                }
+                SearchType::Int | SearchType::Double | SearchType::Datetime => {
+                    !kw && matches!(
+                        p.test,
+                        CheckedTest::Compare(CmpOp::Eq, _)
+                            | CheckedTest::In { negated: false, .. }
+                            | CheckedTest::Between(..)
+                    )
+                }
+                SearchType::Bool => false,
+            };
+            drives.then_some(p)
+        }
+        Cond::And(parts) => parts.iter().find_map(|c| candidates(c, kw)),
+        Cond::Or(_) | Cond::Not(_) => None,
+    }
+}
+
+struct Writer<'q> {
     dialect: Dialect,
     first_param: usize,
     params: Vec<SqlValue>,
+    /// The predicate written as an `IN` list (SQLite only).
+    driver: Option<&'q CheckedPredicate>,
 }
 
-impl Writer {
+impl Writer<'_> {
     /// Binds a value and returns its placeholder.
     fn param(&mut self, value: SqlValue) -> String {
         let n = self.first_param + self.params.len();
@@ -134,6 +192,17 @@ impl Writer {
                 } else {
                     test
                 }
+            }
+            Target::Search { name, ty }
+                if !neg && self.driver.is_some_and(|d| std::ptr::eq(d, p)) =>
+            {
+                let name = self.param(SqlValue::Text(name.clone()));
+                let column = format!("s.{}", search_column(*ty));
+                let test = self.test(&column, &p.test, false);
+                format!(
+                    "executions.execution_id IN (SELECT s.execution_id FROM execution_search s \
+                     WHERE s.name = {name} AND {test})"
+                )
             }
             Target::Search { name, ty } => {
                 let name = self.param(SqlValue::Text(name.clone()));

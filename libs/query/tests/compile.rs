@@ -92,6 +92,50 @@ fn search_attributes_are_exists_subqueries() {
 }
 
 #[test]
+fn sqlite_drives_from_one_equality_on_a_keyword_attribute() {
+    let head = "SELECT 1 FROM execution_search s WHERE s.execution_id = executions.execution_id";
+    let lite = sql("amount >= 10 AND customer = 'acme' AND tags = 'x'", Dialect::Sqlite);
+    assert_eq!(
+        lite.where_sql,
+        format!(
+            "(EXISTS ({head} AND s.name = ?3 AND s.num >= ?4) AND executions.execution_id IN \
+             (SELECT s.execution_id FROM execution_search s WHERE s.name = ?5 AND s.kw = ?6) \
+             AND EXISTS ({head} AND s.name = ?7 AND s.kw = ?8))"
+        ),
+        "the first keyword equality drives; the others stay EXISTS"
+    );
+    assert_eq!(
+        lite.params,
+        vec![t("amount"), SqlValue::Double(10.0), t("customer"), t("acme"), t("tags"), t("x")]
+    );
+    // Without a keyword equality, a bounded test on a scalar attribute drives.
+    let scalar = sql("vip = TRUE AND amount > 5 AND amount BETWEEN 1 AND 2", Dialect::Sqlite);
+    assert_eq!(
+        scalar.where_sql,
+        format!(
+            "(EXISTS ({head} AND s.name = ?3 AND s.flag = ?4) AND EXISTS ({head} AND s.name = \
+             ?5 AND s.num > ?6) AND executions.execution_id IN (SELECT s.execution_id FROM \
+             execution_search s WHERE s.name = ?7 AND s.num BETWEEN ?8 AND ?9))"
+        )
+    );
+    // Not every match passes it (OR, NOT), or it is not selective by its form: no driver.
+    for q in [
+        "customer = 'a' OR status = 'FAILED'",
+        "NOT customer = 'a'",
+        "customer != 'a'",
+        "amount > 1",
+        "customer IS NOT NULL",
+        "vip = TRUE",
+    ] {
+        let where_sql = sql(q, Dialect::Sqlite).where_sql;
+        assert!(!where_sql.contains(" IN (SELECT"), "{q}: {where_sql}");
+    }
+    // PostgreSQL plans EXISTS as a semi-join itself.
+    let pg = sql("customer = 'acme'", Dialect::Postgres).where_sql;
+    assert!(pg.starts_with("EXISTS ("), "{pg}");
+}
+
+#[test]
 fn order_by() {
     let pg = sql("ORDER BY created DESC", Dialect::Postgres);
     assert_eq!(
