@@ -67,6 +67,7 @@ fn every_expected_service_and_rpc_exists() {
                 "WatchExecution",
                 "ListExecutions",
                 "CountExecutions",
+                "ListSearchAttributes",
                 "SignalExecution",
                 "QueryExecution",
                 "CancelExecution",

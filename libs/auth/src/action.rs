@@ -111,6 +111,7 @@ pub const METHOD_TABLE: &[(&str, Access)] = &[
     ("/orbit.v1.WorkflowService/ListExecutions", Access::Client(Action::Read)),
     // The handler counts only the workflows the caller may read.
     ("/orbit.v1.WorkflowService/CountExecutions", Access::Client(Action::Read)),
+    ("/orbit.v1.WorkflowService/ListSearchAttributes", Access::Client(Action::Read)),
     ("/orbit.v1.WorkflowService/SignalExecution", Access::Client(Action::Signal)),
     ("/orbit.v1.WorkflowService/QueryExecution", Access::Client(Action::Query)),
     ("/orbit.v1.WorkflowService/CancelExecution", Access::Client(Action::Cancel)),

@@ -513,6 +513,27 @@ impl Client {
         Ok(self.inner.clone().count_executions(request).await?.into_inner())
     }
 
+    /// Every attribute a list query may name: the system attributes, then the declared
+    /// search attributes by name (those of workflows a restricted identity may read), with
+    /// their types (every page).
+    ///
+    /// # Errors
+    ///
+    /// The server's status.
+    pub async fn search_attribute_catalog(&self) -> Result<Vec<pb::SearchAttribute>, ClientError> {
+        let mut all = Vec::new();
+        let mut page_token = String::new();
+        loop {
+            let request = pb::ListSearchAttributesRequest { page_size: 1000, page_token };
+            let page = self.inner.clone().list_search_attributes(request).await?.into_inner();
+            all.extend(page.attributes);
+            if page.next_page_token.is_empty() {
+                return Ok(all);
+            }
+            page_token = page.next_page_token;
+        }
+    }
+
     /// One page of batches, newest first (`page_token`: the previous page's
     /// `next_page_token`, empty for the first).
     ///

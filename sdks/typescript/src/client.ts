@@ -40,6 +40,9 @@ import {
   type ListExecutionsRequest,
   type CountExecutionsRequest,
   type CountExecutionsResponse,
+  type ListSearchAttributesRequest,
+  type ListSearchAttributesResponse,
+  type SearchAttribute,
   type ListExecutionsResponse,
 } from "./gen/orbit/v1/workflow.js";
 import {
@@ -313,6 +316,25 @@ export class OrbitClient {
       query,
       groupBy,
     });
+  }
+
+  /**
+   * Every attribute a list query may name (all pages): the system attributes, then the
+   * declared search attributes by name (those of workflows a restricted identity may read).
+   */
+  async searchAttributeCatalog(): Promise<SearchAttribute[]> {
+    const all: SearchAttribute[] = [];
+    let pageToken = "";
+    do {
+      const page = await this.unary<ListSearchAttributesRequest, ListSearchAttributesResponse>(
+        this.workflows.listSearchAttributes,
+        this.workflows,
+        { pageSize: 1000, pageToken },
+      );
+      all.push(...page.attributes);
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+    return all;
   }
 
   /** One page of batches, newest first (`pageToken`: the previous page's `nextPageToken`). */

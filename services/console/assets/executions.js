@@ -89,9 +89,13 @@ export async function render(main, params) {
     for (const [k, val] of new FormData(e.target)) if (val) q.set(k, val);
     window.orbitGo(`/ui/executions?${q}`);
   };
-  querybar.attach(main.querySelector('#filters'), await searchNames());
   const list = main.querySelector('#list');
   const strip = main.querySelector('#counts');
+  // Completion offers the system attributes at once and the declared ones when they come
+  // (the page never waits for them).
+  const names = [];
+  querybar.attach(main.querySelector('#filters'), names);
+  searchNames().then((declared) => names.push(...declared));
   const load = async () => {
     call('WorkflowService/CountExecutions', { query: countQuery(params), groupBy: ['status'] })
       .then((answer) => { strip.innerHTML = counts(answer, params); })
@@ -113,9 +117,21 @@ export async function render(main, params) {
   return () => clearInterval(timer);
 }
 
-/** The declared search attributes' names, for completion (none when they cannot be read). */
+/** The declared search attributes' names, for completion (none when they cannot be read:
+ * completion then offers the system attributes only). */
 async function searchNames() {
-  return [];
+  const names = [];
+  let pageToken = '';
+  try {
+    do {
+      const page = await call('WorkflowService/ListSearchAttributes', { pageSize: 1000, pageToken });
+      names.push(...page.attributes.filter((a) => !a.system).map((a) => a.name));
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+  } catch {
+    return names;
+  }
+  return names;
 }
 
 function table(rows) {

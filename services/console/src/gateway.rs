@@ -229,6 +229,7 @@ macro_rules! route {
 async fn dispatch(g: &Gateway, method: &str, call: Call<'_>) -> Result<serde_json::Value, Refusal> {
     route!(method, call,
         "orbit.v1.WorkflowService/ListExecutions" => g.workflows, WorkflowService::list_executions,
+        "orbit.v1.WorkflowService/ListSearchAttributes" => g.workflows, WorkflowService::list_search_attributes,
         "orbit.v1.WorkflowService/CountExecutions" => g.workflows, WorkflowService::count_executions,
         "orbit.v1.WorkflowService/DescribeExecution" => g.workflows, WorkflowService::describe_execution,
         "orbit.v1.WorkflowService/GetHistory" => g.workflows, WorkflowService::get_history,

@@ -66,7 +66,8 @@ c.start("billing", {"customer": "initech", "vip": True, "due": "2026-12-01", "ta
 c.result("p1", timeout=60)
 ids = [e["executionId"] for e in c.list_executions("customer = 'initech' AND amount > 10 AND tags = 'py'")]
 d = c.describe("p1")
-print(json.dumps({"ids": ids, "memo": d["memo"], "search": d["searchAttributes"]}))
+catalog = {a["name"]: a["type"] for a in c.search_attribute_catalog() if not a["system"]}
+print(json.dumps({"ids": ids, "memo": d["memo"], "search": d["searchAttributes"], "catalog": catalog}))
 "#;
 
 const AUDIT: &str = r#"
@@ -218,6 +219,49 @@ async fn search_attributes_are_set_queried_described_and_deleted() {
     assert_eq!(answer["memo"], json!({"from": "python"}), "{answer}");
     assert_eq!(answer["search"]["count"], json!(7), "{answer}");
     assert_eq!(answer["search"]["due"], json!("2026-12-01T00:00:00.000Z"), "{answer}");
+    assert_eq!(answer["catalog"]["tags"], "keyword_list", "{answer}");
+    assert_eq!(answer["catalog"]["amount"], "double", "{answer}");
+
+    // The catalog a query (and the console's completion) may name: the system attributes
+    // first, then the declared ones by name with their types and declaring workflow; the
+    // CLI prints the same.
+    let catalog = client.search_attribute_catalog().await.expect("catalog");
+    let system: Vec<&str> = catalog.iter().filter(|a| a.system).map(|a| a.name.as_str()).collect();
+    assert_eq!(system.first(), Some(&"execution_id"));
+    assert!(system.contains(&"failed_step") && system.contains(&"status"), "{system:?}");
+    let declared: Vec<(&str, &str, &str)> = catalog
+        .iter()
+        .filter(|a| !a.system)
+        .map(|a| (a.name.as_str(), a.r#type.as_str(), a.workflow.as_str()))
+        .collect();
+    assert_eq!(
+        declared,
+        [
+            ("amount", "double", "billing"),
+            ("count", "int", "billing"),
+            ("customer", "keyword", "billing"),
+            ("due", "datetime", "billing"),
+            ("note", "text", "billing"),
+            ("tags", "keyword_list", "billing"),
+            ("vip", "bool", "billing"),
+        ],
+        "by name, the conflicting `audit` declared nothing"
+    );
+    let address = server.address();
+    let cli = tokio::task::spawn_blocking(move || {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orbit"));
+        cmd.args(["execution", "attributes", "--address", &address, "--output", "json"]);
+        run_bounded(&mut cmd, CLI_CALL)
+    });
+    let (ok, out, err) = cli.await.expect("cli");
+    assert!(ok, "{out}{err}");
+    let listed: Value = serde_json::from_str(&out).expect("json");
+    assert!(
+        listed
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x["name"] == "vip" && x["type"] == "bool")),
+        "{listed}"
+    );
 
     // Deleting an execution deletes its rows.
     let del = pb::DeleteExecutionRequest { execution_id: "b2".into() };

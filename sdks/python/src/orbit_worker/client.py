@@ -606,6 +606,25 @@ class Client:
             "groups": [{"values": list(g.values), "count": g.count} for g in r.groups],
         }
 
+    def search_attribute_catalog(self) -> List[Dict[str, Any]]:
+        """Every attribute a list query may name (all pages): the system attributes, then the
+        declared search attributes by name (those of workflows a restricted identity may
+        read), each ``{"name", "type", "system", "workflow"}``."""
+        out: List[Dict[str, Any]] = []
+        token = ""
+        while True:
+            request = workflow_pb2.ListSearchAttributesRequest(page_size=1000, page_token=token)
+            page = self._call(
+                lambda ch: self._workflows(ch).ListSearchAttributes(request, metadata=self._metadata, timeout=self.timeout)
+            )
+            out.extend(
+                {"name": a.name, "type": a.type, "system": a.system, "workflow": a.workflow}
+                for a in page.attributes
+            )
+            if not page.next_page_token:
+                return out
+            token = page.next_page_token
+
     def history(self, execution_id: str) -> List[Event]:
         """Every event of the latest run, oldest first (all pages)."""
         events: List[Event] = []

@@ -1,8 +1,9 @@
 //! `execution count`: how many executions a list query matches, in total or grouped by
 //! up to three attributes (`CountExecutions`). A refused `--query` is shown with a caret
-//! under the place the server points at, as `execution list` does.
+//! under the place the server points at, as `execution list` does. And `execution
+//! attributes`: what a query may name (`ListSearchAttributes`, every page).
 
-use orbit_api::v1::CountExecutionsRequest;
+use orbit_api::v1::{CountExecutionsRequest, ListSearchAttributesRequest, SearchAttribute};
 use orbit_server_kit::error::OrbitError;
 use serde_json::json;
 
@@ -64,6 +65,38 @@ pub async fn count(
             }
             total.push(counts.count.to_string());
             table.row(total);
+            print_text(&table.render());
+        }
+    }
+    Ok(())
+}
+
+/// `execution attributes`: NAME, TYPE, KIND (system or the declaring workflow).
+pub async fn attributes(mut client: Client, format: Format) -> Result<(), Failure> {
+    let mut all: Vec<SearchAttribute> = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let request = ListSearchAttributesRequest { page_size: 1000, page_token };
+        let page = client.list_search_attributes(request).await?.into_inner();
+        all.extend(page.attributes);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        page_token = page.next_page_token;
+    }
+    match format {
+        Format::Json => print_json(&json!(all
+            .iter()
+            .map(|a| json!({
+                "name": a.name, "type": a.r#type, "system": a.system, "workflow": a.workflow,
+            }))
+            .collect::<Vec<_>>())),
+        Format::Human => {
+            let mut table = Table::new(&["NAME", "TYPE", "DECLARED BY"]);
+            for a in &all {
+                let by = if a.system { "(system)".to_string() } else { a.workflow.clone() };
+                table.row(vec![a.name.clone(), a.r#type.clone(), by]);
+            }
             print_text(&table.render());
         }
     }

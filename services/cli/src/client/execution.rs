@@ -363,6 +363,13 @@ enum ExecutionCommand {
         #[arg(long, value_name = "ATTR,...", value_delimiter = ',')]
         group_by: Vec<String>,
     },
+    /// List the attributes a query may name: the system attributes and the search
+    /// attributes registered workflows declare, with their types.
+    #[command(after_long_help = long_help!(
+        "orbit execution attributes",
+        "orbit execution attributes --output json",
+    ))]
+    Attributes,
 }
 
 /// The client every execution command uses.
@@ -584,6 +591,9 @@ pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {
         }
         ExecutionCommand::Count { query, group_by } => {
             super::counting::count(connect.workflow_client().await?, format, query, group_by).await
+        }
+        ExecutionCommand::Attributes => {
+            super::counting::attributes(connect.workflow_client().await?, format).await
         }
     }
 }

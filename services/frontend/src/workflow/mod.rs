@@ -151,6 +151,16 @@ impl WorkflowService for WorkflowApi {
             .map_err(Status::from)
     }
 
+    async fn list_search_attributes(
+        &self,
+        request: Request<orbit_api::v1::ListSearchAttributesRequest>,
+    ) -> Result<Response<orbit_api::v1::ListSearchAttributesResponse>, Status> {
+        search::list_attributes(&self.shared, &Scope::of(&request), request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
+    }
+
     async fn signal_execution(
         &self,
         request: Request<SignalExecutionRequest>,

@@ -123,3 +123,37 @@ pub(crate) fn value_json(value: &SearchValue) -> Value {
         SearchValue::Unset => Value::Null,
     }
 }
+
+/// `ListSearchAttributes`: the system attributes, then the declared ones by name (those of
+/// workflows the caller may read), paged by offset like `ListWorkflows`.
+pub(crate) async fn list_attributes(
+    shared: &Shared,
+    scope: &crate::scope::Scope,
+    req: orbit_api::v1::ListSearchAttributesRequest,
+) -> ApiResult<orbit_api::v1::ListSearchAttributesResponse> {
+    use orbit_api::v1::{ListSearchAttributesResponse, SearchAttribute};
+    let size = crate::validate::page_size(req.page_size, 100, 1000);
+    let start = usize::try_from(crate::validate::numeric_token(&req.page_token)?.unwrap_or(0))
+        .map_err(|_| orbit_server_kit::validate::invalid("page_token", "is out of range"))?;
+    let mut declared = shared.store.search_attributes().await?;
+    declared.retain(|r| scope.sees(&r.workflow));
+    declared.sort_by(|a, b| a.name.cmp(&b.name));
+    let system = orbit_query::SYSTEM_ATTRIBUTES.iter().map(|a| SearchAttribute {
+        name: a.name.to_string(),
+        r#type: a.ty.name().to_string(),
+        system: true,
+        workflow: String::new(),
+    });
+    let all: Vec<SearchAttribute> = system
+        .chain(declared.into_iter().map(|r| SearchAttribute {
+            name: r.name,
+            r#type: r.ty.as_str().to_string(),
+            system: false,
+            workflow: r.workflow,
+        }))
+        .collect();
+    let end = start.saturating_add(size).min(all.len());
+    let next_page_token = if end < all.len() { end.to_string() } else { String::new() };
+    let attributes = all.into_iter().skip(start).take(end.saturating_sub(start)).collect();
+    Ok(ListSearchAttributesResponse { attributes, next_page_token })
+}

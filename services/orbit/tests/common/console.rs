@@ -169,6 +169,8 @@ pub const METERED: &str = r#"
 name: console-metered
 version: "1"
 tasks: { demo.work: { version: "1" } }
+search_attributes: { account: keyword }
+search: { account: "${{ input.account }}" }
 steps:
   - id: meter
     task: demo.work

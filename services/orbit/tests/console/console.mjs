@@ -86,6 +86,11 @@ try {
     check(JSON.stringify(queried) === '["demo-fail"]', `the query's match only: ${queried}`);
     await page.locator('#count-total', { hasText: /^1$/ }).waitFor();
     await shot('console-query');
+    // A declared search attribute is offered too (console-metered declares `account`).
+    await page.fill('#query', '');
+    await page.keyboard.type('acc');
+    await page.locator('#query-complete li', { hasText: 'account' }).waitFor();
+    await page.keyboard.press('Escape');
     await page.fill('#query', "status = 'FAILED' AND created > 5");
     await page.keyboard.press('Enter');
     await page.locator('#query-error', { hasText: 'INVALID_QUERY' }).waitFor();
