@@ -6,6 +6,9 @@ use orbit_definition::dedupe::{MAX_DEDUPE_WINDOW_MS, MIN_DEDUPE_WINDOW_MS};
 use orbit_definition::{parse, parse_value, to_document, ErrorCode, Keep};
 use serde_json::{json, Value};
 
+mod common;
+use common::errors_of;
+
 fn doc(dedupe: Value) -> Value {
     json!({
         "name": "shop",
@@ -14,14 +17,6 @@ fn doc(dedupe: Value) -> Value {
         "tasks": {"work": null},
         "steps": [{"id": "a", "task": "work"}],
     })
-}
-
-fn errors_of(document: &Value) -> Vec<(ErrorCode, String)> {
-    parse(&document.to_string())
-        .expect_err("should be rejected")
-        .into_iter()
-        .map(|e| (e.code, e.path))
-        .collect()
 }
 
 #[test]

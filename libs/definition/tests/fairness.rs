@@ -5,6 +5,9 @@
 use orbit_definition::{parse, parse_value, to_document, ErrorCode, Fairness, Template, Weight};
 use serde_json::{json, Value};
 
+mod common;
+use common::errors_of;
+
 fn doc(steps: Value) -> Value {
     json!({
         "name": "shop",
@@ -26,14 +29,6 @@ fn round_trips(document: &Value) -> orbit_definition::Definition {
 }
 
 /// Every error of `document`, as (code, path).
-fn errors_of(document: &Value) -> Vec<(ErrorCode, String)> {
-    parse(&document.to_string())
-        .expect_err("should be rejected")
-        .into_iter()
-        .map(|e| (e.code, e.path))
-        .collect()
-}
-
 #[test]
 fn step_fairness_is_accepted_and_round_trips_with_its_weight_written() {
     let d = round_trips(&doc(json!([task(json!({"key": "${{ input.tenant }}"}))])));

@@ -5,6 +5,9 @@ use orbit_definition::limits::{MAX_GROUP_DEPTH, MAX_STEPS};
 use orbit_definition::{caught_output, parse, parse_value, to_document, ErrorCode, StepKind};
 use serde_json::{json, Value};
 
+mod common;
+use common::errors_of;
+
 fn doc(step: Value) -> Value {
     json!({
         "name": "shop",
@@ -12,14 +15,6 @@ fn doc(step: Value) -> Value {
         "tasks": {"work": null},
         "steps": [step, {"id": "z", "needs": ["a"], "compute": "${{ steps.a.output }}"}],
     })
-}
-
-fn errors_of(document: &Value) -> Vec<(ErrorCode, String)> {
-    parse(&document.to_string())
-        .expect_err("should be rejected")
-        .into_iter()
-        .map(|e| (e.code, e.path))
-        .collect()
 }
 
 #[test]

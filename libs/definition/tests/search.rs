@@ -6,6 +6,9 @@ use orbit_definition::search::MAX_SEARCH_ATTRIBUTES;
 use orbit_definition::{parse, parse_value, to_document, ErrorCode, SearchType};
 use serde_json::{json, Value};
 
+mod common;
+use common::errors_of;
+
 fn doc(extra: Value) -> Value {
     let mut d = json!({
         "name": "billing",
@@ -24,14 +27,6 @@ fn doc(extra: Value) -> Value {
     });
     d.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
     d
-}
-
-fn errors_of(document: &Value) -> Vec<(ErrorCode, String)> {
-    parse(&document.to_string())
-        .expect_err("should be rejected")
-        .into_iter()
-        .map(|e| (e.code, e.path))
-        .collect()
 }
 
 #[test]

@@ -7,6 +7,9 @@ use orbit_definition::flow::{DEFAULT_STICKY_TIMEOUT_MS, MAX_LABELS};
 use orbit_definition::{parse, parse_value, to_document, ErrorCode, Sticky, Template};
 use serde_json::{json, Value};
 
+mod common;
+use common::errors_of;
+
 fn doc(steps: Value) -> Value {
     json!({"name": "gpu", "version": "1", "tasks": {"work": null}, "steps": steps})
 }
@@ -16,14 +19,6 @@ fn round_trips(document: &Value) -> orbit_definition::Definition {
     let again = parse_value(&to_document(&d)).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(again, d, "the normalised document parses back to the same definition");
     d
-}
-
-fn errors_of(document: &Value) -> Vec<(ErrorCode, String)> {
-    parse(&document.to_string())
-        .expect_err("should be rejected")
-        .into_iter()
-        .map(|e| (e.code, e.path))
-        .collect()
 }
 
 #[test]

@@ -4,6 +4,9 @@
 use orbit_definition::{parse, parse_value, to_document, ErrorCode, OnLimit};
 use serde_json::{json, Value};
 
+mod common;
+use common::errors_of;
+
 fn doc(concurrency: Value) -> Value {
     json!({
         "name": "billing",
@@ -12,14 +15,6 @@ fn doc(concurrency: Value) -> Value {
         "tasks": {"charge": null},
         "steps": [{"id": "a", "task": "charge"}],
     })
-}
-
-fn errors_of(document: &Value) -> Vec<(ErrorCode, String)> {
-    parse(&document.to_string())
-        .expect_err("should be rejected")
-        .into_iter()
-        .map(|e| (e.code, e.path))
-        .collect()
 }
 
 #[test]
