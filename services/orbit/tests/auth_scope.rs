@@ -17,6 +17,8 @@
 
 mod common;
 
+use common::bearer::Bearer;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -30,21 +32,8 @@ use orbit_server_kit::payload::{json_to_proto, proto_to_json};
 use serde_json::json;
 use tonic::codegen::tokio_stream::wrappers::ReceiverStream;
 use tonic::service::interceptor::InterceptedService;
-use tonic::service::Interceptor;
 use tonic::transport::Channel;
-use tonic::{Code, Request, Status};
-
-/// Adds `authorization: Bearer <token>` to every call.
-#[derive(Clone)]
-struct Bearer(String);
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        let value = format!("Bearer {}", self.0).parse().expect("header value");
-        request.metadata_mut().insert("authorization", value);
-        Ok(request)
-    }
-}
+use tonic::{Code, Status};
 
 type Workflows = WorkflowServiceClient<InterceptedService<Channel, Bearer>>;
 type Workers = WorkerServiceClient<InterceptedService<Channel, Bearer>>;

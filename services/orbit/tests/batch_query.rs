@@ -18,6 +18,8 @@
 
 mod common;
 
+use common::bearer::Bearer;
+
 use common::evolving::cli;
 use common::secure::identity;
 use common::{code, free_port, Server, TempDir};
@@ -27,25 +29,12 @@ use orbit_server_kit::payload::json_to_proto;
 use serde_json::json;
 use std::time::Duration;
 use tonic::service::interceptor::InterceptedService;
-use tonic::service::Interceptor;
 use tonic::transport::Channel;
-use tonic::{Request, Status};
+use tonic::Status;
 
 /// Bounds each wait on a batch or an execution: the frontend's reply timeout (10 s) for a
 /// command the owner has not answered yet, twice, with room for a busy host.
 const WAIT: Duration = Duration::from_secs(60);
-
-/// Adds `authorization: Bearer <token>` to every call.
-#[derive(Clone)]
-struct Bearer(String);
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        let value = format!("Bearer {}", self.0).parse().expect("header value");
-        request.metadata_mut().insert("authorization", value);
-        Ok(request)
-    }
-}
 
 type Client = WorkflowServiceClient<InterceptedService<Channel, Bearer>>;
 

@@ -10,6 +10,8 @@
 
 mod common;
 
+use common::bearer::Bearer;
+
 use common::schedules::*;
 use orbit_api::v1 as pb;
 use orbit_api::v1::schedule_service_client::ScheduleServiceClient;
@@ -235,21 +237,6 @@ async fn bad_specs_name_the_field_and_preview_applies_the_dst_rules() {
     let doc: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
     assert_eq!(doc["schedule"]["state"]["fired_count"], 3, "backfilled starts count: {doc}");
     assert_eq!(doc["schedule"]["spec"]["recurrences"][0]["cron"], "@daily");
-}
-
-/// Adds `authorization: Bearer <token>` to every call.
-#[derive(Clone)]
-struct Bearer(String);
-
-impl tonic::service::Interceptor for Bearer {
-    fn call(
-        &mut self,
-        mut request: tonic::Request<()>,
-    ) -> Result<tonic::Request<()>, tonic::Status> {
-        let value = format!("Bearer {}", self.0).parse().expect("header value");
-        request.metadata_mut().insert("authorization", value);
-        Ok(request)
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod batches;
+pub mod bearer;
 pub mod buf;
 pub mod cluster;
 pub mod console;
