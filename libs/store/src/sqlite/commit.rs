@@ -138,15 +138,25 @@ fn apply(tx: &Connection, batch: CommitBatch, freed: &mut bool) -> Result<Commit
         ])?;
     }
     if let Some(p) = &batch.projection {
-        tx.prepare_cached(sql::EXECUTION_SET_PROJECTION)?.execute(params![
-            id,
-            p.status.as_str(),
-            to_i64(p.updated_at_ms, "updated_at")?,
-            p.closed_at_ms.map(|t| to_i64(t, "closed_at")).transpose()?,
-            p.delete_after_ms.map(|t| to_i64(t, "delete_after")).transpose()?,
-            p.failed_step,
-            p.error_code,
-        ])?;
+        let updated_at = to_i64(p.updated_at_ms, "updated_at")?;
+        // An open run's commit on an open row assigns only what changes (see the SQL's doc).
+        let narrow = p.closed_at_ms.is_none()
+            && tx.prepare_cached(sql::EXECUTION_SET_OPEN)?.execute(params![
+                id,
+                p.status.as_str(),
+                updated_at
+            ])? == 1;
+        if !narrow {
+            tx.prepare_cached(sql::EXECUTION_SET_PROJECTION)?.execute(params![
+                id,
+                p.status.as_str(),
+                updated_at,
+                p.closed_at_ms.map(|t| to_i64(t, "closed_at")).transpose()?,
+                p.delete_after_ms.map(|t| to_i64(t, "delete_after")).transpose()?,
+                p.failed_step,
+                p.error_code,
+            ])?;
+        }
     }
 
     // Results applied directly: their rows are done before the unit's rows are cancelled.

@@ -119,6 +119,15 @@ pub(crate) const EXECUTION_SET_SEQ: &str =
     "UPDATE executions SET run = ?2, last_seq = ?3 WHERE execution_id = ?1";
 pub(crate) const EXECUTION_SET_DEFINITION: &str =
     "UPDATE executions SET version = ?2, definition_hash = ?3 WHERE execution_id = ?1";
+/// The projection of a commit that leaves the run open, for a row that is open too: only
+/// the two columns that change. SQLite rewrites the entries of every index over a column
+/// an UPDATE assigns, whether or not its value changed, so assigning `closed_at`,
+/// `delete_after`, `failed_step` and `error_code` (NULL to NULL) on every commit of an open
+/// run cost six index rewrites per commit (docs/benchmarks.md, issue 28's unused cost).
+/// Changes no row when the stored run is closed (a reset or continue-as-new reopening it):
+/// then [`EXECUTION_SET_PROJECTION`] runs and clears the closed run's columns.
+pub(crate) const EXECUTION_SET_OPEN: &str = "UPDATE executions
+    SET status = ?2, updated_at = ?3 WHERE execution_id = ?1 AND closed_at IS NULL";
 pub(crate) const EXECUTION_SET_PROJECTION: &str = "UPDATE executions
     SET status = ?2, updated_at = ?3, closed_at = ?4, delete_after = ?5,
         failed_step = CASE WHEN ?2 IN ('FAILED', 'TIMED_OUT') THEN COALESCE(?6, failed_step) END,
