@@ -169,6 +169,14 @@ fn expr(source: &str) -> Value {
     Value::String(format!("${{{{ {source} }}}}"))
 }
 
+/// A nested list with its output (`{steps, output?}`: a failure branch, a race branch).
+fn list(steps: &[Step], output: Option<&crate::expr::Template>) -> Value {
+    let mut m = Map::new();
+    m.insert("steps".into(), body(steps));
+    put(&mut m, "output", output.map(crate::expr::Template::to_json));
+    Value::Object(m)
+}
+
 fn body(steps: &[Step]) -> Value {
     Value::Array(steps.iter().map(step).collect())
 }
@@ -201,6 +209,7 @@ fn step(s: &Step) -> Value {
     if s.continue_on_failure {
         m.insert("continue_on_failure".into(), Value::Bool(true));
     }
+    put(&mut m, "on_failure", s.on_failure.as_ref().map(|f| list(&f.steps, f.output.as_ref())));
     flow(&s.flow, &mut m);
     put_map(&mut m, "search", search(&s.search));
     Value::Object(m)
@@ -299,6 +308,9 @@ fn kind(k: &StepKind) -> (&'static str, Value) {
             g.insert("steps".into(), body(steps));
             put(&mut g, "output", output.as_ref().map(crate::expr::Template::to_json));
             Value::Object(g)
+        }
+        StepKind::Race { branches } => {
+            Value::Array(branches.iter().map(|b| list(&b.steps, b.output.as_ref())).collect())
         }
         StepKind::Switch { branches } => Value::Array(
             branches

@@ -240,6 +240,22 @@ pub struct Step {
     /// [`caught_output`] of the error as its output; the body goes on and the unit is never
     /// compensated. With `for_each`, each element is caught on its own.
     pub continue_on_failure: bool,
+    /// `on_failure: {steps, output?}`: when a unit of this step fails for good, this list
+    /// runs (units `<unit>.on_failure.<id>`, `failure` readable in its expressions) and the
+    /// step completes with the list's output, or fails with the list's error. Not on
+    /// `group`, `switch`, `race` or `continue_as_new` steps, nor with `for_each` or
+    /// `continue_on_failure`.
+    pub on_failure: Option<OnFailure>,
+}
+
+/// The failure branch of a step (`on_failure: {steps, output?}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnFailure {
+    /// The branch's steps (at least one); ids unique within it.
+    pub steps: Vec<Step>,
+    /// The step's output once the branch succeeded; without one, the branch's last step's
+    /// output.
+    pub output: Option<Template>,
 }
 
 /// The output of a unit whose failure `continue_on_failure` caught:
@@ -324,9 +340,18 @@ pub enum StepKind {
         /// The branches, in document order; the default one, if any, last.
         branches: Vec<Branch>,
     },
+    /// Every branch runs at once (`race: [{steps, output?}, ...]`, at least two); the
+    /// first whose list resolves without a failure wins and the others' open units are
+    /// cancelled. Units are `<race unit>.<branch index>.<id>` (`r.0.wait`); step ids are
+    /// unique across the branches. The output is `{winner: index, output: <the winner's
+    /// output>}`; when every branch failed, the race fails with branch 0's error.
+    Race {
+        /// The branches, in document order (their `when` is always `None`).
+        branches: Vec<Branch>,
+    },
 }
 
-/// One branch of a `switch` step.
+/// One branch of a `switch` or `race` step.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Branch {
     /// Condition; `None` for the `default` branch.
@@ -352,6 +377,7 @@ impl StepKind {
             StepKind::ContinueAsNew { .. } => "continue_as_new",
             StepKind::Group { .. } => "group",
             StepKind::Switch { .. } => "switch",
+            StepKind::Race { .. } => "race",
         }
     }
 }
@@ -425,15 +451,19 @@ impl Step {
         }
     }
 
-    /// Whether the step holds lists of steps of its own (`group`, `switch`).
+    /// Whether the step holds lists of steps of its own (`group`, `switch`, `race`).
     #[must_use]
     pub fn is_nested(&self) -> bool {
-        matches!(self.kind, StepKind::Group { .. } | StepKind::Switch { .. })
+        matches!(
+            self.kind,
+            StepKind::Group { .. } | StepKind::Switch { .. } | StepKind::Race { .. }
+        )
     }
 }
 
 /// Follows a unit-key path through nested lists: `id` is a step of `list`; a group's steps
-/// follow its id (`g.sub`), a switch branch's its id and the branch index (`sw.1.sub`).
+/// follow its id (`g.sub`), a switch or race branch's its id and the branch index
+/// (`sw.1.sub`), a failure branch's its id and `on_failure` (`charge.on_failure.sub`).
 /// Returns the step the path ends at, or — when it ends at a list (`g`, `sw.1`) — that
 /// list as `Err`.
 fn walk<'a>(mut list: &'a [Step], path: &str) -> Option<Result<&'a Step, &'a [Step]>> {
@@ -446,7 +476,7 @@ fn walk<'a>(mut list: &'a [Step], path: &str) -> Option<Result<&'a Step, &'a [St
         }
         list = match &step.kind {
             StepKind::Group { steps, .. } => steps,
-            StepKind::Switch { branches } => {
+            StepKind::Switch { branches } | StepKind::Race { branches } => {
                 let i: usize = parts.next()?.parse().ok()?;
                 let steps = &branches.get(i)?.steps;
                 if parts.peek().is_none() {
@@ -454,7 +484,15 @@ fn walk<'a>(mut list: &'a [Step], path: &str) -> Option<Result<&'a Step, &'a [St
                 }
                 steps
             }
-            _ => return None,
+            _ => {
+                let branch =
+                    step.on_failure.as_ref().filter(|_| parts.next() == Some("on_failure"));
+                let steps = &branch?.steps;
+                if parts.peek().is_none() {
+                    return Some(Err(steps));
+                }
+                steps
+            }
         };
     }
 }
@@ -479,7 +517,8 @@ impl Definition {
 
     /// The list of steps at a group prefix of a body: `""` is the body itself, `"g."` the
     /// steps of its group `g`, `"g.h."` those of `g`'s group `h`, `"sw.1."` those of branch
-    /// 1 of its switch `sw` (empty if there is none).
+    /// 1 of its switch (or race) `sw`, `"s.on_failure."` the failure branch of its step `s`
+    /// (empty if there is none).
     #[must_use]
     pub fn list_at(&self, body: &Body, prefix: &str) -> &[Step] {
         match prefix.strip_suffix('.') {

@@ -243,7 +243,7 @@ pub fn accept(
 ) -> Result<Vec<Event>, CommandError> {
     let mut events = recorded(def, state, command, now, server)?;
     // A child's end fails its unit here, not in the decider.
-    crate::catch::rewrite(def, &mut events);
+    crate::catch::rewrite(def, state, &mut events);
     Ok(events)
 }
 

@@ -238,6 +238,7 @@ pub fn derive(
             Event::StepSucceeded { step, .. }
             | Event::StepFailed { step, .. }
             | Event::StepFailureCaught { step, .. }
+            | Event::StepFailureBranched { step, .. }
             | Event::StepAttemptFailed { step, .. }
             | Event::StepAttemptUncertain { step, .. } => cancel.push(step.clone()),
             Event::ChildStarted { step, child_id, workflow, version, input } => {

@@ -175,6 +175,11 @@ pub enum Event {
     /// completed with `output` (`{failed: true, error: {code, message}}`), the body goes on,
     /// and it is never compensated. Recorded instead of `StepFailed`.
     StepFailureCaught { step: String, error: TaskError, output: Value },
+    /// The unit failed for good, but its step has `on_failure`: recorded instead of
+    /// `StepFailed`, the unit stays open while its failure branch runs (units
+    /// `<unit>.on_failure.<id>`, `failure` = this error). The branch's end resolves it:
+    /// `StepFailureCaught` with the branch's output, or `StepFailed` with the branch's error.
+    StepFailureBranched { step: String, error: TaskError },
     /// The unit will not run (`when` was false, or a dependency failed in a handler).
     StepSkipped { step: String, reason: String },
     /// A `for_each` list was frozen.
@@ -336,6 +341,7 @@ impl Event {
             RetryScheduled,
             StepFailed,
             StepFailureCaught,
+            StepFailureBranched,
             StepSkipped,
             StepFanOut,
             StepCancelled,
@@ -380,6 +386,7 @@ impl Event {
             | Event::RetryScheduled { step, .. }
             | Event::StepFailed { step, .. }
             | Event::StepFailureCaught { step, .. }
+            | Event::StepFailureBranched { step, .. }
             | Event::StepSkipped { step, .. }
             | Event::StepFanOut { step, .. }
             | Event::StepCancelled { step }

@@ -79,13 +79,16 @@ pub fn build(def: &Definition, state: &State, site: &Site<'_>, templates: &[&Tem
                 }
                 _ => continue,
             },
-            "failure" => match &state.winding {
-                Some(w) => json!({
+            // Inside a failure branch, the failure of its step's unit (innermost first);
+            // in `on` handlers, the run's.
+            "failure" => match (branch_failure(state, site), &state.winding) {
+                (Some(failure), _) => failure,
+                (None, Some(w)) => json!({
                     "reason": w.outcome.as_str(),
                     "code": w.error.code,
                     "message": w.error.message,
                 }),
-                None => continue,
+                (None, None) => continue,
             },
             name => match site.element {
                 Some((as_name, _, item)) if as_name == name => item.clone(),
@@ -95,6 +98,25 @@ pub fn build(def: &Definition, state: &State, site: &Site<'_>, templates: &[&Tem
         scope.set(var.clone(), value);
     }
     scope
+}
+
+/// Inside a failure branch (a group prefix ending `<step>.on_failure.`), the innermost
+/// branch's failure: `{reason: "failure", step, code, message}`, plus `details` when the
+/// error had them.
+fn branch_failure(state: &State, site: &Site<'_>) -> Option<Value> {
+    let step = enclosing(site.group).find_map(|p| p.strip_suffix(".on_failure."))?;
+    let unit = UnitKey::step(site.scope.clone(), step).to_string();
+    let error = state.unit(&unit)?.error.as_ref()?;
+    let mut failure = json!({
+        "reason": "failure",
+        "step": unit,
+        "code": error.code,
+        "message": error.message,
+    });
+    if let (Some(d), Some(m)) = (&error.details, failure.as_object_mut()) {
+        m.insert("details".into(), d.clone());
+    }
+    Some(failure)
 }
 
 /// The group prefixes from the site's group out to its body: `"g.h."`, `"g."`, `""`.

@@ -380,6 +380,20 @@ impl State {
                     }
                 }
             }
+            // Open while its failure branch runs; the branch's end resolves it.
+            Event::StepFailureBranched { step, error } => {
+                let u = self
+                    .units
+                    .entry(step.clone())
+                    .or_insert_with(|| Unit::new(UnitStatus::Waiting));
+                if !u.status.is_resolved() {
+                    u.status = UnitStatus::Waiting;
+                    u.wait = Some(Wait::OnFailure);
+                    u.error = Some(error.clone());
+                    u.token = None;
+                    u.fire_at = None;
+                }
+            }
             // Completed for what follows, but not in `success_order`: never compensated.
             Event::StepFailureCaught { step, error, output } => {
                 let u = self

@@ -243,7 +243,7 @@ pub fn pending_work(def: &Definition, state: &State) -> PendingWork {
                         version,
                     });
                 }
-                Some(Wait::Elements) | None => {}
+                Some(Wait::Elements | Wait::OnFailure) | None => {}
             },
             _ => {}
         }

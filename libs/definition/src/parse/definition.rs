@@ -209,7 +209,7 @@ fn too_many_steps(document: &Value) -> Option<(&'static str, usize)> {
     (count > MAX_STEPS).then(|| (if main * 2 >= count { "steps" } else { "" }, count))
 }
 
-/// The steps of a list and of the groups and switches in it (down to one level past the
+/// The steps of a list and of the groups, switches, races and failure branches in it (down to one level past the
 /// nesting limit, which is reported where the group or switch is read).
 fn count_steps(list: Option<&Value>, depth: usize) -> usize {
     let Some(items) = list.and_then(Value::as_array) else { return 0 };
@@ -225,10 +225,20 @@ fn count_steps(list: Option<&Value>, depth: usize) -> usize {
                 })
                 .sum()
         };
+        // Race branches and failure branches: `{steps}` objects.
+        let lists = |s: &Value| -> usize {
+            let races = s
+                .get("race")
+                .and_then(Value::as_array)
+                .map_or(0, |bs| bs.iter().map(|b| count_steps(b.get("steps"), depth + 1)).sum());
+            races + count_steps(s.get("on_failure").and_then(|f| f.get("steps")), depth + 1)
+        };
         items
             .iter()
             .map(|s| {
-                count_steps(s.get("group").and_then(|g| g.get("steps")), depth + 1) + branches(s)
+                count_steps(s.get("group").and_then(|g| g.get("steps")), depth + 1)
+                    + branches(s)
+                    + lists(s)
             })
             .sum()
     };

@@ -229,6 +229,7 @@ mod tests {
                 flow: crate::flow::StepFlow::default(),
                 search: std::collections::BTreeMap::new(),
                 continue_on_failure: false,
+                on_failure: None,
             },
             needs: needs
                 .iter()

@@ -19,7 +19,7 @@ use crate::parse::{fields, graph};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-const GROUP_FIELDS: [&str; 2] = ["steps", "output"];
+pub(crate) const GROUP_FIELDS: [&str; 2] = ["steps", "output"];
 const BRANCH_FIELDS: [&str; 4] = ["when", "steps", "default", "output"];
 
 /// Where nested lists are read: the body, how deep, and what their expressions see.
@@ -31,7 +31,7 @@ pub(crate) struct Nest<'a> {
 }
 
 /// Whether a nested list at `path` would be too deep (reported there).
-fn too_deep(nest: &Nest<'_>, path: &str, c: &mut Compiler) -> bool {
+pub(crate) fn too_deep(nest: &Nest<'_>, path: &str, c: &mut Compiler) -> bool {
     if nest.depth < MAX_GROUP_DEPTH {
         return false;
     }
@@ -45,7 +45,7 @@ fn too_deep(nest: &Nest<'_>, path: &str, c: &mut Compiler) -> bool {
 
 /// Reads one nested list (`field` of `obj`: `steps` or `default`) and its optional
 /// `output`; hands the reads of outer steps up to `c.refs`.
-fn list(
+pub(crate) fn list(
     obj: &mut Obj,
     field: &str,
     nest: &Nest<'_>,

@@ -12,8 +12,8 @@ use crate::parse::steps::Known;
 use serde_json::{Map, Value};
 
 /// The kind keywords, in the order messages list them (`group` and `switch` are read by
-/// `crate::parse::group`).
-pub(crate) const KINDS: [&str; 10] = [
+/// `crate::parse::group`, `race` by `crate::parse::branches`).
+pub(crate) const KINDS: [&str; 11] = [
     "task",
     "compute",
     "sleep",
@@ -24,6 +24,7 @@ pub(crate) const KINDS: [&str; 10] = [
     "continue_as_new",
     "group",
     "switch",
+    "race",
 ];
 
 const METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];

@@ -7,6 +7,7 @@
 //! never stop at the first problem: they record it and go on with a fallback, and the
 //! definition is returned only if nothing was recorded.
 
+mod branches;
 mod contracts;
 mod dedupe;
 mod definition;

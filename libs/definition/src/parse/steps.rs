@@ -10,14 +10,15 @@ use crate::expr::Template;
 use crate::model::{Body, RetryPolicy, Step, StepKind};
 use crate::parse::exprs::{Compiler, StepRef, Vars};
 use crate::parse::reader::{index_path, is_identifier, wrong_type, Errors, Obj};
-use crate::parse::{fields, flow, group, kinds, names};
+use crate::parse::{branches, fields, flow, group, kinds, names};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// Every field a step may have, for "did you mean" hints.
-const STEP_FIELDS: [&str; 31] = [
+const STEP_FIELDS: [&str; 33] = [
     "id",
     "continue_on_failure",
+    "on_failure",
     "renamed_from",
     "needs",
     "when",
@@ -47,6 +48,7 @@ const STEP_FIELDS: [&str; 31] = [
     "continue_as_new",
     "group",
     "switch",
+    "race",
 ];
 
 /// Task and signal names the document declares (from the raw keys, so a contract with an
@@ -128,8 +130,19 @@ fn applies(field: &str, kind: &str, body: &Body, fan_out: bool) -> Result<(), St
                 .into());
         }
         "compensate" => (
-            !matches!(kind, "continue_as_new" | "group" | "switch"),
-            "every step kind but continue_as_new, group and switch (their own steps may have one)",
+            !matches!(kind, "continue_as_new" | "group" | "switch" | "race"),
+            "every step kind but continue_as_new, group, switch and race (their own steps may \
+             have one)",
+        ),
+        "on_failure" if fan_out => {
+            return Err("`on_failure` is not valid with `for_each` (use `continue_on_failure`, \
+                        which catches each element on its own)"
+                .into());
+        }
+        "on_failure" => (
+            !matches!(kind, "continue_as_new" | "group" | "switch" | "race"),
+            "every step kind but continue_as_new, group, switch and race (their own steps may \
+             have one)",
         ),
         "continue_on_failure" => (kind != "continue_as_new", "every step kind but continue_as_new"),
         "search" if *body != Body::Main => {
@@ -280,6 +293,7 @@ fn read_step(
     let kind_value = match kind {
         "group" => group::group(&mut obj, &nest, &mut c),
         "switch" => group::switch(&mut obj, &nest, &mut c),
+        "race" => branches::race(&mut obj, &nest, &mut c),
         _ => kinds::read(kind, &mut obj, known, &inner, outer, &mut c),
     };
     let input = if ok("input") {
@@ -303,6 +317,13 @@ fn read_step(
         if ok("compensate") { fields::compensate(&mut obj, known, &inner, &mut c) } else { None };
     let continue_on_failure =
         ok("continue_on_failure") && fields::flag(&mut obj, "continue_on_failure", c.errors);
+    let on_failure =
+        if ok("on_failure") { branches::on_failure(&mut obj, &nest, &mut c) } else { None };
+    if continue_on_failure && on_failure.is_some() {
+        let message = "a step has `on_failure` or `continue_on_failure: true`, not both \
+                       (`continue_on_failure` is a failure branch whose output is the error)";
+        c.errors.push(&obj.at("on_failure"), ErrorCode::InvalidValue, message);
+    }
     // Checked together: `applies` gives the flow fields the same kinds.
     let flow = if flow::FIELDS.iter().all(|f| ok(f)) {
         flow::step(&mut obj, &inner, &mut c)
@@ -345,6 +366,7 @@ fn read_step(
     step.flow = flow;
     step.search = search;
     step.continue_on_failure = continue_on_failure;
+    step.on_failure = on_failure;
     Some(Parsed { step, path: path.to_string(), needs, refs })
 }
 
@@ -368,5 +390,6 @@ fn placeholder(id: String) -> Step {
         flow: crate::flow::StepFlow::default(),
         search: std::collections::BTreeMap::new(),
         continue_on_failure: false,
+        on_failure: None,
     }
 }

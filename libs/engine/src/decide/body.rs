@@ -125,6 +125,9 @@ pub(super) fn schedule_list(
                 Some(u) => {
                     if u.wait == Some(Wait::Elements) {
                         fan_out_progress(ctx, step, &key, out);
+                    } else if u.wait == Some(Wait::OnFailure) {
+                        // Its failure branch runs, driven like a group (`super::branches`).
+                        groups.push((i, key));
                     }
                     continue;
                 }
@@ -237,8 +240,13 @@ fn start_step(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Event>) {
 /// (`step `charge` input.total: ${{ ... }}: ...`): the run's error carries it as is, and
 /// a reader of `ExecutionResult.error` must find the expression without the history.
 pub(super) fn expression_error(step: String, field: &str, e: &ExprError) -> Event {
-    let message = format!("step `{step}` {}", e.in_field(field));
-    Event::StepFailed { step, error: TaskError::fatal(e.code(), message) }
+    let error = expression_failure(&step, field, e);
+    Event::StepFailed { step, error }
+}
+
+/// The error of [`expression_error`].
+pub(super) fn expression_failure(step: &str, field: &str, e: &ExprError) -> TaskError {
+    TaskError::fatal(e.code(), format!("step `{step}` {}", e.in_field(field)))
 }
 
 fn expression_failed(step: String, field: &str, message: &str) -> Event {
@@ -407,7 +415,7 @@ pub(crate) fn start_unit(
             out.push(Event::WorkflowContinuedAsNew { next_run: ctx.state.run + 1, input: value });
         }
         // Driven by `schedule_list`, never started as a unit.
-        StepKind::Group { .. } | StepKind::Switch { .. } => {}
+        StepKind::Group { .. } | StepKind::Switch { .. } | StepKind::Race { .. } => {}
     }
 }
 

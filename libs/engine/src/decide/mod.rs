@@ -9,6 +9,7 @@
 
 mod body;
 mod body_memo;
+mod branches;
 mod flow;
 mod nested;
 mod search;
@@ -152,7 +153,7 @@ pub(crate) fn round(
     }
     let mut out = units::timers_and_retries(&ctx);
     if !out.is_empty() {
-        crate::catch::rewrite(def, &mut out);
+        crate::catch::rewrite(def, state, &mut out);
         return out;
     }
     if state.winding.is_some() {
@@ -160,7 +161,7 @@ pub(crate) fn round(
     } else {
         body::running_round(&ctx, &mut out);
     }
-    crate::catch::rewrite(def, &mut out);
+    crate::catch::rewrite(def, state, &mut out);
     out
 }
 

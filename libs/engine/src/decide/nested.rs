@@ -6,9 +6,9 @@
 //! every step of the list is resolved it resolves — failed with the first failed step's
 //! error in document order, else with its output.
 
-use super::body::{expression_error, oversize, schedule_list};
+use super::body::{expression_error, expression_failure, oversize, schedule_list};
 use super::Ctx;
-use crate::event::Event;
+use crate::event::{Event, TaskError};
 use crate::scope::{self, Site};
 use crate::state::UnitStatus;
 use crate::task_code::TaskCode;
@@ -31,7 +31,9 @@ pub(super) fn round(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Eve
             }
         }
         StepKind::Switch { branches } => switch_round(ctx, branches, key, out),
-        _ => {}
+        StepKind::Race { branches } => super::branches::race_round(ctx, branches, key, out),
+        // A step of any other kind is driven here only while its failure branch runs.
+        _ => super::branches::on_failure_round(ctx, step, key, out),
     }
 }
 
@@ -45,13 +47,13 @@ pub(super) fn started<'s>(ctx: &'s Ctx<'_>, k: &str) -> Option<&'s str> {
 }
 
 /// How a nested list's output is made.
-struct ListEnd<'a> {
+pub(super) struct ListEnd<'a> {
     /// The declared output template, rendered over the list's steps.
-    output: Option<&'a Template>,
+    pub output: Option<&'a Template>,
     /// Where it is written, for errors (`group.output`, `switch[1].output`).
-    field: &'a str,
+    pub field: &'a str,
     /// Without a template: the last step's output (a switch branch), else null (a group).
-    last: bool,
+    pub last: bool,
 }
 
 /// Drives the nested list `steps` of unit `key` (its units start with `prefix`): schedules
@@ -65,6 +67,25 @@ fn run_list(
     end: &ListEnd<'_>,
     out: &mut Vec<Event>,
 ) -> Option<Value> {
+    match list_outcome(ctx, key, prefix, steps, end, out)? {
+        Ok(value) => Some(value),
+        Err(error) => {
+            out.push(Event::StepFailed { step: key.to_string(), error });
+            None
+        }
+    }
+}
+
+/// [`run_list`] without failing `key`: `None` while the list runs, then its output or the
+/// error `key` would fail with.
+pub(super) fn list_outcome(
+    ctx: &Ctx<'_>,
+    key: &UnitKey,
+    prefix: &str,
+    steps: &[Step],
+    end: &ListEnd<'_>,
+    out: &mut Vec<Event>,
+) -> Option<Result<Value, TaskError>> {
     let field = end.field;
     if !schedule_list(ctx, &key.scope, prefix, steps, out) {
         return None;
@@ -80,31 +101,24 @@ fn run_list(
     if let Some((inner, error)) = failed {
         let mut error = error.unwrap_or_else(|| TaskCode::Failed.fatal(""));
         error.message = format!("step `{inner}`: {}", error.message);
-        out.push(Event::StepFailed { step: k, error });
-        return None;
+        return Some(Err(error));
     }
     let Some(template) = end.output else {
         if !end.last {
-            return Some(Value::Null);
+            return Some(Ok(Value::Null));
         }
         let last = steps.last().and_then(|s| ctx.state.unit(&inner(s)));
-        return Some(last.and_then(|u| u.output.clone()).unwrap_or(Value::Null));
+        return Some(Ok(last.and_then(|u| u.output.clone()).unwrap_or(Value::Null)));
     };
     let site = Site { scope: &key.scope, element: None, group: prefix };
     let scope = scope::build(ctx.def, ctx.state, &site, &[template]);
-    match template.render(&scope) {
+    Some(match template.render(&scope) {
         Ok(value) => match oversize(ctx, &value, field) {
-            Some(error) => {
-                out.push(Event::StepFailed { step: k, error });
-                None
-            }
-            None => Some(value),
+            Some(error) => Err(error),
+            None => Ok(value),
         },
-        Err(e) => {
-            out.push(expression_error(k, field, &e));
-            None
-        }
-    }
+        Err(e) => Err(expression_failure(&k, field, &e)),
+    })
 }
 
 /// Drives a switch: picks its branch (the one its units already run in, else the first

@@ -237,10 +237,15 @@ fn kind(
             s.identity(ChangeKind::TaskChanged, detail, &format!("a wait for `{x}`"), out);
         }
         // A group migrates as one step: any change inside it (its steps, their fields, its
-        // output) is safe only before the group started.
-        (StepKind::Group { .. }, StepKind::Group { .. }) if a != b => {
-            let detail = "group: its steps or output changed".to_string();
-            s.identity(ChangeKind::KindChanged, detail, "the group's old steps", out);
+        // output) is safe only before the group started. So do a switch and a race.
+        (StepKind::Group { .. }, StepKind::Group { .. })
+        | (StepKind::Switch { .. }, StepKind::Switch { .. })
+        | (StepKind::Race { .. }, StepKind::Race { .. })
+            if a != b =>
+        {
+            let detail = format!("{}: its steps or output changed", a.keyword());
+            let old = format!("the {}'s old steps", a.keyword());
+            s.identity(ChangeKind::KindChanged, detail, &old, out);
         }
         (StepKind::Sleep { duration_ms: x }, StepKind::Sleep { duration_ms: y }) if x != y => {
             let detail = format!("sleep {} -> {}", duration(Some(*x)), duration(Some(*y)));
@@ -254,6 +259,11 @@ fn kind(
                 }
             }
         }
+    }
+    // Like a group: a failure branch that changed is safe only before the step started.
+    if old.on_failure != new.on_failure {
+        let detail = "on_failure: its steps or output changed".to_string();
+        s.identity(ChangeKind::KindChanged, detail, "the old failure branch", out);
     }
     true
 }

@@ -153,6 +153,8 @@ pub enum Wait {
     Child(String),
     /// Its `for_each` elements.
     Elements,
+    /// Its failure branch (`on_failure`), after its own failure (`error` holds it).
+    OnFailure,
 }
 
 /// One unit's state.
