@@ -405,3 +405,62 @@ fn worker_pools_validate_as_written_and_normalised_and_refuse_what_the_parser_re
         assert!(parse(&doc.to_string()).is_err(), "the parser accepts {what}: {doc}");
     }
 }
+
+#[test]
+fn failure_branches_and_races_validate_and_refuse_what_the_parser_refuses() {
+    let v = validator();
+    let doc = |steps: Value| json!({"name": "t", "version": "1", "tasks": {"work": null}, "signals": {"go": null}, "steps": steps});
+    let one = json!([{"id": "b", "task": "work"}]);
+    let good = doc(json!([
+        {"id": "a", "task": "work", "on_failure": {"steps": [{"id": "n", "compute": "${{ failure.code }}"}], "output": 1}},
+        {"id": "r", "race": [{"steps": [{"id": "w", "await": "go"}], "output": 2}, {"steps": [{"id": "s", "sleep": "1m"}]}]},
+    ]));
+    assert!(problems(&v, &good).is_empty(), "{:#?}", problems(&v, &good));
+    let normalised = to_document(&parse(&good.to_string()).unwrap());
+    assert!(problems(&v, &normalised).is_empty(), "{:#?}", problems(&v, &normalised));
+    let bad = [
+        ("race with one branch", doc(json!([{"id": "r", "race": [{"steps": one}]}]))),
+        (
+            "race branch without steps",
+            doc(json!([{"id": "r", "race": [{"steps": one}, {"output": 1}]}])),
+        ),
+        (
+            "race branch with when",
+            doc(json!([{"id": "r", "race": [{"steps": one}, {"when": true, "steps": one}]}])),
+        ),
+        (
+            "compensate on a race",
+            doc(
+                json!([{"id": "r", "race": [{"steps": one}, {"steps": one}], "compensate": {"task": "work"}}]),
+            ),
+        ),
+        (
+            "on_failure without steps",
+            doc(json!([{"id": "a", "task": "work", "on_failure": {"output": 1}}])),
+        ),
+        (
+            "on_failure with an empty list",
+            doc(json!([{"id": "a", "task": "work", "on_failure": {"steps": []}}])),
+        ),
+        (
+            "on_failure on a group",
+            doc(json!([{"id": "a", "group": {"steps": one}, "on_failure": {"steps": one}}])),
+        ),
+        (
+            "on_failure with for_each",
+            doc(
+                json!([{"id": "a", "task": "work", "for_each": [1], "on_failure": {"steps": one}}]),
+            ),
+        ),
+        (
+            "on_failure with continue_on_failure",
+            doc(
+                json!([{"id": "a", "task": "work", "continue_on_failure": true, "on_failure": {"steps": one}}]),
+            ),
+        ),
+    ];
+    for (what, doc) in bad {
+        assert!(!v.is_valid(&doc), "the schema accepts {what}: {doc}");
+        assert!(parse(&doc.to_string()).is_err(), "the parser accepts {what}: {doc}");
+    }
+}
