@@ -327,6 +327,65 @@ fn query_counts_progress() {
 }
 
 #[test]
+fn the_on_failure_example_invoices_a_declined_order_without_compensating() {
+    let mut sim = Sim::new();
+    sim.register(example("on-failure.yaml"));
+    sim.on_task("inventory.reserve", |_| TaskOutcome::Complete(json!({"reservation": "r-o-1"})));
+    sim.on_task("inventory.release", |_| TaskOutcome::Complete(json!({})));
+    sim.on_task("payments.charge", |_| {
+        TaskOutcome::Fail(TaskError::retryable("DECLINED", "card declined"))
+    });
+    sim.on_task("notify.email", |r| TaskOutcome::Complete(json!({"sent": r.input["reason"]})));
+    sim.on_task("billing.invoice", |_| TaskOutcome::Complete(json!({"invoice": "inv-o-1"})));
+    sim.start("on-failure", "o", json!({"order_id": "o-1", "amount": 120})).unwrap();
+    assert!(sim.run(100));
+    let e = exec(&sim, "o");
+    assert_eq!(
+        e.state.output,
+        Some(
+            json!({"order": "o-1", "paid_by": "invoice", "invoice": "inv-o-1", "declined": "DECLINED"})
+        )
+    );
+    let ran: Vec<&str> = sim.requests().iter().map(|r| r.step.as_str()).collect();
+    // DECLINED is non-retryable: one attempt, then the branch; nothing is released.
+    assert_eq!(ran, ["reserve", "charge", "charge.on_failure.tell", "charge.on_failure.invoice"]);
+    assert_eq!(sim.requests()[2].input["reason"], json!("DECLINED: card declined"));
+    assert_replays(&sim);
+}
+
+#[test]
+fn the_race_example_is_won_by_the_signal_or_by_the_deadline() {
+    for signal in [true, false] {
+        let mut sim = Sim::new();
+        sim.register(example("race.yaml"));
+        sim.on_task("approvals.request", |_| TaskOutcome::Complete(json!({"ticket": "t-q-1"})));
+        sim.on_task("approvals.escalate", |_| TaskOutcome::Complete(json!({"to": "manager"})));
+        sim.start("race", "q", json!({"request_id": "q-1"})).unwrap();
+        let start = exec(&sim, "q").state.created_at;
+        sim.run_until(start + 600_000);
+        if signal {
+            sim.signal("q", "approve", json!({"by": "ops"})).unwrap();
+        }
+        assert!(sim.run(100));
+        let e = exec(&sim, "q");
+        let (winner, decision, cancelled) = if signal {
+            (0, json!({"approved": true, "by": "ops"}), "decision.1.deadline")
+        } else {
+            (1, json!({"approved": false, "escalated_to": "manager"}), "decision.0.approval")
+        };
+        assert_eq!(
+            e.state.output,
+            Some(json!({"request": "q-1", "winner": winner, "decision": decision})),
+            "{signal}"
+        );
+        let cancels: Vec<&str> =
+            events_of(&e.history, "StepCancelled").into_iter().filter_map(|ev| ev.step()).collect();
+        assert_eq!(cancels, [cancelled]);
+        assert_replays(&sim);
+    }
+}
+
+#[test]
 fn hello_greets() {
     let mut sim = Sim::new();
     sim.register(example("hello.yaml"));
