@@ -337,6 +337,7 @@ fn the_on_failure_example_invoices_a_declined_order_without_compensating() {
     });
     sim.on_task("notify.email", |r| TaskOutcome::Complete(json!({"sent": r.input["reason"]})));
     sim.on_task("billing.invoice", |_| TaskOutcome::Complete(json!({"invoice": "inv-o-1"})));
+    sim.on_task("payments.refund", |_| TaskOutcome::Complete(json!({})));
     sim.start("on-failure", "o", json!({"order_id": "o-1", "amount": 120})).unwrap();
     assert!(sim.run(100));
     let e = exec(&sim, "o");
@@ -347,7 +348,7 @@ fn the_on_failure_example_invoices_a_declined_order_without_compensating() {
         )
     );
     let ran: Vec<&str> = sim.requests().iter().map(|r| r.step.as_str()).collect();
-    // DECLINED is non-retryable: one attempt, then the branch; nothing is released.
+    // DECLINED is non-retryable: one attempt, then the branch; nothing is released or refunded.
     assert_eq!(ran, ["reserve", "charge", "charge.on_failure.tell", "charge.on_failure.invoice"]);
     assert_eq!(sim.requests()[2].input["reason"], json!("DECLINED: card declined"));
     assert_replays(&sim);

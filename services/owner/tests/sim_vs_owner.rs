@@ -1,9 +1,9 @@
 //! The simulator and the served owner agree: every example in `examples/definitions/` and
 //! a few hundred seeded random definitions (task steps, `needs`, `when`, `for_each`,
 //! parallel branches, retries with backoff, attempt and heartbeat timeouts, sleeps,
-//! `until`, `await` with signals sent by the driver, `continue_on_failure`, groups and
-//! switches, `on_signal` and `on.failure` handlers, children, continue-as-new,
-//! compensation, workflow timeouts, cancels, `http` steps) run through
+//! `until`, `await` with signals sent by the driver, `continue_on_failure`, groups,
+//! switches, `on_failure` and races, `on_signal` and `on.failure` handlers, children,
+//! continue-as-new, compensation, workflow timeouts, cancels, `http` steps) run through
 //! `orbit_engine::sim::Sim` and through an `Owner` on SQLite driven with the same manual
 //! clock, the same scripted worker answers and the same signals, and must leave identical
 //! histories (see `simprop` for what is compared).
@@ -35,6 +35,8 @@ const EXERCISED: &[&str] = &[
     "RetryScheduled",
     "StepFailed",
     "StepFailureCaught",
+    "StepFailureBranched",
+    "StepCancelled",
     "TimerFired",
     "AwaitStarted",
     "SignalDelivered",
@@ -73,6 +75,13 @@ fn examples() -> Vec<Case> {
         ("continue-as-new.yaml", "continue-as-new", json!({"count": 0, "limit": 3}), vec![]),
         ("groups.yaml", "groups", json!({"order_id": "o-1", "sku": "a"}), vec![]),
         ("switch.yaml", "switch", json!({"order_id": "o-1", "amount": 500}), vec![]),
+        ("on-failure.yaml", "on-failure", json!({"order_id": "o-1", "amount": 120}), vec![]),
+        (
+            "race.yaml",
+            "race",
+            json!({"request_id": "q-1"}),
+            vec![signal(100, "approve", json!({"by": "ops"}))],
+        ),
         (
             "continue-on-failure.yaml",
             "continue-on-failure",

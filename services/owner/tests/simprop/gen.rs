@@ -234,6 +234,14 @@ fn main_def(r: &mut Rng, seed: u64, child: Option<&str>) -> (String, bool) {
             catches.below(3)
         );
     }
+    // A failure branch and a race (issue 29), drawn apart too.
+    let mut branches = Rng::new(seed ^ 0x00b4_a4c4_0000_0029);
+    if branches.pct(25) {
+        y += &failure_branch(&mut branches);
+    }
+    if branches.pct(25) {
+        y += &race(&mut branches);
+    }
     if r.pct(60) {
         y += &format!("output: '${{{{ steps.s{}.output }}}}'\n", r.below(n));
     }
@@ -245,6 +253,45 @@ fn main_def(r: &mut Rng, seed: u64, child: Option<&str>) -> (String, bool) {
         y += "on_signal: { note: [ { id: rec, task: t1, input: '${{ event }}' } ] }\n";
     }
     (y, http)
+}
+
+/// A task step with `on_failure` (issue 29): a branch of a task reading `failure` and a
+/// compute, with or without an `output`; the step is sometimes compensated (never once
+/// caught) and the branch's task may fail too (then the step fails with its error).
+fn failure_branch(r: &mut Rng) -> String {
+    let compensate = if r.pct(40) { ", compensate: { task: t3, input: undo }" } else { "" };
+    let output = if r.pct(50) { ", output: '${{ [failure.code, steps.g.output] }}'" } else { "" };
+    format!(
+        "  - {{ id: rec, task: t{}, input: {{ x: 3 }}, retry: {{ max_attempts: 2, initial_interval: 10ms }}{compensate}, \
+         on_failure: {{ steps: [ \
+         {{ id: f, task: t{}, input: '${{{{ failure.code }}}}', retry: {{ max_attempts: {} }} }}, \
+         {{ id: g, needs: [f], compute: '${{{{ [failure.step, steps.f.output.v] }}}}' }} ]{output} }} }}\n",
+        r.below(3),
+        r.below(3),
+        1 + r.below(2),
+    )
+}
+
+/// A race (issue 29): a wait for `go` (with a timeout) against a sleep, and sometimes two
+/// tasks in a row (which may hang, fail or lose, to be cancelled).
+fn race(r: &mut Rng) -> String {
+    let tasks = if r.pct(60) {
+        format!(
+            ", {{ steps: [ {{ id: a, task: t{}, input: {{ x: 4 }}, retry: {{ max_attempts: 2, initial_interval: 10ms }} }}, \
+             {{ id: b, needs: [a], task: t{}, input: {{ x: 5 }} }} ], output: '${{{{ steps.b.output.v }}}}' }}",
+            r.below(3),
+            r.below(3)
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "  - {{ id: rc, race: [ \
+         {{ steps: [ {{ id: w, await: go, timeout: {} }} ], output: '${{{{ steps.w.output }}}}' }}, \
+         {{ steps: [ {{ id: z, sleep: {} }} ] }}{tasks} ] }}\n",
+        r.pick(&["50ms", "300ms", "2s"]),
+        r.pick(&["20ms", "100ms", "1s"]),
+    )
 }
 
 /// The text after `id: sI` of step `i` of `n` (with `continue_on_failure` if `catch`, unless
