@@ -269,3 +269,62 @@ steps:
 fn sim_now(sim: &Sim) -> u64 {
     exec(sim, "x").state.created_at
 }
+
+#[test]
+fn a_cancel_while_the_branch_runs_cancels_the_step_and_its_branch() {
+    let mut sim = recover_sim(false);
+    sim.on_task("refund", |_| TaskOutcome::Hang);
+    sim.start("recover", "x", json!({})).unwrap();
+    assert!(sim.run(1_000));
+    assert!(exec(&sim, "x").state.unit("pay.on_failure.refund").is_some());
+    sim.cancel("x", "enough").unwrap();
+    assert!(sim.run(1_000));
+    let e = exec(&sim, "x");
+    assert_eq!(e.state.status(), Status::Cancelled);
+    let mut cancelled = steps_of(&e.history, "StepCancelled");
+    cancelled.sort();
+    assert_eq!(cancelled, ["pay", "pay.on_failure.refund"]);
+    // The branch's `note` succeeded and is compensated with `book`; `pay` never is.
+    let undone: Vec<&str> = sim
+        .requests()
+        .iter()
+        .filter(|r| r.step.starts_with("compensate:"))
+        .map(|r| r.step.as_str())
+        .collect();
+    assert_eq!(undone, ["compensate:pay.on_failure.note", "compensate:book"]);
+    assert_replays(&sim);
+}
+
+#[test]
+fn a_changed_branch_migrates_only_before_its_step_started() {
+    // `book` answering or not: `pay` failed and its branch runs, or `pay` has no unit yet.
+    let plan_for = |v2: &str, book_answers: bool| {
+        let mut sim = recover_sim(false);
+        if !book_answers {
+            sim.on_task("book", |_| TaskOutcome::Hang);
+        }
+        sim.on_task("refund", |_| TaskOutcome::Hang);
+        sim.start("recover", "x", json!({})).unwrap();
+        sim.run(100);
+        let e = exec(&sim, "x");
+        let branching = e.state.unit("pay.on_failure.refund").is_some();
+        assert_eq!(branching, book_answers);
+        orbit_engine::migrate::plan(&e.def, &def(v2), &e.state)
+    };
+    let v2 = RECOVER
+        .replace("version: \"1\"", "version: \"2\"")
+        .replace("input: \"${{ failure }}\"", "input: \"${{ failure.code }}\"");
+    assert_ne!(v2, RECOVER);
+    assert!(plan_for(&v2, false).is_safe());
+    let plan = plan_for(&v2, true);
+    assert!(!plan.is_safe(), "{plan:?}");
+    let race = RACE.replace("version: \"1\"", "version: \"2\"").replace("sleep: 10m", "sleep: 5m");
+    // A race that changed while it runs is not safe.
+    let mut sim = sim_with(RACE);
+    sim.on_task("slow", |_| TaskOutcome::Hang);
+    sim.start("racer", "x", json!({})).unwrap();
+    sim.run_until(sim_now(&sim) + 1_000);
+    let e = exec(&sim, "x");
+    let plan = orbit_engine::migrate::plan(&e.def, &def(&race), &e.state);
+    assert!(!plan.is_safe(), "{plan:?}");
+}
