@@ -171,6 +171,9 @@ struct GenStep {
     fan_out: usize,
     /// `continue_on_failure: true` (about one step in four).
     catch: bool,
+    /// `on_failure` with a task step in the branch (about one step without `for_each` in
+    /// four).
+    branch: bool,
 }
 
 fn gen_steps() -> impl Strategy<Value = Vec<GenStep>> {
@@ -202,12 +205,14 @@ fn gen_steps() -> impl Strategy<Value = Vec<GenStep>> {
                 attempts,
                 fan_out,
                 catch: catch == 0,
+                branch: catch == 1 && fan_out == 0,
             })
             .collect()
     })
 }
 
-fn render(steps: &[GenStep]) -> String {
+/// The steps, then (with `race`) a race of a task against a sleep after them.
+fn render(steps: &[GenStep], race: bool) -> String {
     let mut y = String::from("name: rnd\nversion: '1'\ntasks: { t: {}, undo: {} }\nsteps:\n");
     for (i, s) in steps.iter().enumerate() {
         let needs: Vec<String> = s.deps.iter().map(|d| format!("s{d}")).collect();
@@ -227,6 +232,12 @@ fn render(steps: &[GenStep]) -> String {
         } else {
             y.push_str(&format!("    compute: \"${{{{ 'c{i}' }}}}\"\n"));
         }
+        if s.branch {
+            y.push_str(&format!("    on_failure: {{ steps: [ {{ id: f, task: t, input: \"f{i}\", timeout: 1s, retry: {{ max_attempts: 1 }} }} ] }}\n"));
+        }
+    }
+    if race {
+        y.push_str("  - id: r\n    race:\n      - steps: [ { id: a, task: t, input: ra, timeout: 1s, retry: { max_attempts: 2, initial_interval: 100ms } } ]\n      - steps: [ { id: b, sleep: 1500ms } ]\n");
     }
     y
 }
@@ -238,15 +249,17 @@ proptest! {
     /// workers, hung attempts, a cancel) always end in a terminal status; every history
     /// replays; at rest the decider has nothing more to say (fixpoint); compensation runs
     /// in the reverse of success order (a step whose failure `continue_on_failure` caught is
-    /// never compensated).
+    /// never compensated, nor is a step whose failure branch ran; a race's losing task or
+    /// sleep is cancelled).
     #[test]
     fn random_dags_terminate_replay_and_compensate_in_reverse(
         steps in gen_steps(),
         outcomes in prop::collection::vec(0u8..5, 0..16),
         cancel_after in prop::option::of(0u64..3_000),
+        race in any::<bool>(),
     ) {
         let mut sim = Sim::new();
-        sim.register(def(&render(&steps)));
+        sim.register(def(&render(&steps, race)));
         let script = Rc::new(RefCell::new(outcomes.into_iter()));
         sim.on_task("t", move |r| match script.borrow_mut().next() {
             Some(1) => TaskOutcome::Fail(TaskError::retryable("FLAKY", "")),
