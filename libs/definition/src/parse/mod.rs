@@ -1,9 +1,10 @@
 //! Document → validated [`Definition`]: read, check everything, collect every error.
 //!
 //! The pipeline: [`source`] turns text into JSON; [`definition`] reads the workflow-level
-//! fields, [`steps`] each body (with [`kinds`], [`group`] for groups and switches, [`fields`] and [`flow`]), compiling expressions with
-//! [`exprs`] as it goes; [`graph`] then checks ids, references and cycles per body; [`migrations`] reads the
-//! migration hints against the main body. Readers
+//! fields, [`steps`] each body (with [`kinds`], [`group`] for groups and switches,
+//! [`branches`] for failure branches and races, [`fields`] and [`flow`]), compiling
+//! expressions with [`exprs`] as it goes; [`graph`] then checks ids, references and cycles
+//! per body; [`migrations`] reads the migration hints against the main body. Readers
 //! never stop at the first problem: they record it and go on with a fallback, and the
 //! definition is returned only if nothing was recorded.
 
