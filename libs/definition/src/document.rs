@@ -312,6 +312,14 @@ fn kind(k: &StepKind) -> (&'static str, Value) {
         StepKind::Race { branches } => {
             Value::Array(branches.iter().map(|b| list(&b.steps, b.output.as_ref())).collect())
         }
+        StepKind::Repeat(r) => {
+            let mut m = Map::new();
+            m.insert("steps".into(), body(&r.steps));
+            m.insert("until".into(), expr(r.until.source()));
+            m.insert("max_iterations".into(), json!(r.max_iterations));
+            put(&mut m, "output", r.output.as_ref().map(crate::expr::Template::to_json));
+            Value::Object(m)
+        }
         StepKind::Switch { branches } => Value::Array(
             branches
                 .iter()

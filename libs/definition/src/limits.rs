@@ -28,9 +28,15 @@ pub const MAX_DOCUMENT_DEPTH: usize = 64;
 /// `updates.*.steps`) and every group in them.
 pub const MAX_STEPS: usize = 10_000;
 
-/// How deep groups may nest (`group` in a `group` ...): a step list inside this many groups
-/// is the deepest allowed; one more is `DOCUMENT_LIMIT` at the group.
+/// How deep nested lists may nest (`group`, `switch`, `repeat` in one another): a step
+/// list inside this many of them is the deepest allowed; one more is `DOCUMENT_LIMIT` at
+/// the group.
 pub const MAX_GROUP_DEPTH: usize = 8;
+
+/// The most iterations a `repeat` step may declare (`max_iterations`): a loop is always
+/// bounded, and one iteration of one step already records a few events, so a run that
+/// needs more continues as new (or a `for_each` over a group holds the work instead).
+pub const MAX_REPEAT_ITERATIONS: u32 = 10_000;
 
 /// The largest expression source (between `${{` and `}}`), in bytes.
 pub const MAX_EXPR_BYTES: usize = 8 * 1024;

@@ -349,6 +349,29 @@ pub enum StepKind {
         /// The branches, in document order (their `when` is always `None`).
         branches: Vec<Branch>,
     },
+    /// A nested list run again and again (`repeat: {steps, until, max_iterations,
+    /// output?}`): iteration `n` (0-based) has units `<repeat unit>[n].<id>` (`poll[2].check`)
+    /// and, once its steps are resolved, its output (the template, else its last step's
+    /// output) is recorded as unit `<repeat unit>[n]`; then `until` is evaluated over it.
+    /// The repeat succeeds with the iteration's output once `until` holds, and fails with
+    /// `LIMIT_EXCEEDED` when `max_iterations` iterations ran without it holding. Its steps'
+    /// expressions see `iteration` (n) and `previous` (iteration n-1's output, null in
+    /// the first).
+    Repeat(Box<Repeat>),
+}
+
+/// The payload of a `repeat` step (see [`StepKind::Repeat`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Repeat {
+    /// The steps of one iteration, in document order.
+    pub steps: Vec<Step>,
+    /// Evaluated after each iteration over its steps (and `iteration`, `previous`,
+    /// `output`): true ends the loop.
+    pub until: Expr,
+    /// The most iterations (1..=[`crate::limits::MAX_REPEAT_ITERATIONS`]).
+    pub max_iterations: u32,
+    /// An iteration's output over its steps; without one, its last step's output.
+    pub output: Option<Template>,
 }
 
 /// One branch of a `switch` or `race` step.
@@ -378,6 +401,7 @@ impl StepKind {
             StepKind::Group { .. } => "group",
             StepKind::Switch { .. } => "switch",
             StepKind::Race { .. } => "race",
+            StepKind::Repeat(_) => "repeat",
         }
     }
 }
@@ -442,40 +466,48 @@ impl Default for RetryPolicy {
 }
 
 impl Step {
-    /// The steps of a group step.
+    /// The steps of a group or repeat step.
     #[must_use]
     pub fn group_steps(&self) -> Option<&[Step]> {
         match &self.kind {
             StepKind::Group { steps, .. } => Some(steps),
+            StepKind::Repeat(r) => Some(&r.steps),
             _ => None,
         }
     }
 
-    /// Whether the step holds lists of steps of its own (`group`, `switch`, `race`).
+    /// Whether the step holds lists of steps of its own (`group`, `switch`, `race`, `repeat`).
     #[must_use]
     pub fn is_nested(&self) -> bool {
         matches!(
             self.kind,
-            StepKind::Group { .. } | StepKind::Switch { .. } | StepKind::Race { .. }
+            StepKind::Group { .. }
+                | StepKind::Switch { .. }
+                | StepKind::Race { .. }
+                | StepKind::Repeat(_)
         )
     }
 }
 
 /// Follows a unit-key path through nested lists: `id` is a step of `list`; a group's steps
 /// follow its id (`g.sub`), a switch or race branch's its id and the branch index
-/// (`sw.1.sub`), a failure branch's its id and `on_failure` (`charge.on_failure.sub`).
+/// (`sw.1.sub`), a failure branch's its id and `on_failure` (`charge.on_failure.sub`), a
+/// `for_each` group element's or a repeat iteration's its id and index (`g[2].sub`,
+/// `poll[0].check`: the index is dropped, every element runs the same list).
 /// Returns the step the path ends at, or — when it ends at a list (`g`, `sw.1`) — that
 /// list as `Err`.
 fn walk<'a>(mut list: &'a [Step], path: &str) -> Option<Result<&'a Step, &'a [Step]>> {
     let mut parts = path.split('.').peekable();
     loop {
-        let id = parts.next()?;
+        let part = parts.next()?;
+        let id = part.split_once('[').map_or(part, |(id, _)| id);
         let step = list.iter().find(|s| s.id == id)?;
         if parts.peek().is_none() {
             return Some(Ok(step));
         }
         list = match &step.kind {
             StepKind::Group { steps, .. } => steps,
+            StepKind::Repeat(r) => &r.steps,
             StepKind::Switch { branches } | StepKind::Race { branches } => {
                 let i: usize = parts.next()?.parse().ok()?;
                 let steps = &branches.get(i)?.steps;

@@ -118,9 +118,33 @@ fn wrong_shapes_are_rejected() {
             ),
         ),
         (
-            "for_each on a group",
+            "for_each on a repeat",
             with_step(
-                json!({"id": "a", "group": {"steps": [{"id": "b", "task": "work"}]}, "for_each": [1]}),
+                json!({"id": "a", "repeat": {"steps": [{"id": "b", "task": "work"}], "until": "${{ true }}", "max_iterations": 2}, "for_each": [1]}),
+            ),
+        ),
+        (
+            "repeat without max_iterations",
+            with_step(
+                json!({"id": "a", "repeat": {"steps": [{"id": "b", "task": "work"}], "until": "${{ true }}"}}),
+            ),
+        ),
+        (
+            "repeat over the iteration limit",
+            with_step(
+                json!({"id": "a", "repeat": {"steps": [{"id": "b", "task": "work"}], "until": "${{ true }}", "max_iterations": 10001}}),
+            ),
+        ),
+        (
+            "repeat without until",
+            with_step(
+                json!({"id": "a", "repeat": {"steps": [{"id": "b", "task": "work"}], "max_iterations": 3}}),
+            ),
+        ),
+        (
+            "compensate on a repeat",
+            with_step(
+                json!({"id": "a", "repeat": {"steps": [{"id": "b", "task": "work"}], "until": "${{ true }}", "max_iterations": 2}, "compensate": {"task": "work"}}),
             ),
         ),
         ("empty switch", with_step(json!({"id": "a", "switch": []}))),

@@ -13,6 +13,7 @@ pub mod decide;
 pub mod effects;
 pub mod event;
 pub mod flow;
+mod loops;
 pub mod migrate;
 pub mod query;
 pub mod replay;

@@ -1,8 +1,9 @@
 //! Builds the names an expression sees (`input`, `steps`, `item`, `event`, `failure`,
-//! `execution`) from the state, binding only what the expression reads.
+//! `execution`, and inside loops `iteration` and `previous`: `crate::loops`) from the
+//! state, binding only what the expression reads.
 
 use crate::state::{State, UnitStatus};
-use crate::unit::{Scope as UnitScope, UnitKey};
+use crate::unit::{enclosing, Scope as UnitScope, UnitKey};
 use orbit_definition::{Definition, Scope, Template};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
@@ -61,7 +62,12 @@ pub fn build(def: &Definition, state: &State, site: &Site<'_>, templates: &[&Tem
             }),
             "index" => match site.element {
                 Some((_, i, _)) => json!(i),
-                None => continue,
+                None => {
+                    match crate::loops::enclosing_var(def, state, site.scope, site.group, "index") {
+                        Some(v) => v,
+                        None => continue,
+                    }
+                }
             },
             "event" => match site.scope {
                 UnitScope::OnSignal(_, seq) => state
@@ -92,7 +98,11 @@ pub fn build(def: &Definition, state: &State, site: &Site<'_>, templates: &[&Tem
             },
             name => match site.element {
                 Some((as_name, _, item)) if as_name == name => item.clone(),
-                _ => continue,
+                // A `for_each` group's element, a repeat's `iteration` and `previous`.
+                _ => match crate::loops::enclosing_var(def, state, site.scope, site.group, name) {
+                    Some(v) => v,
+                    None => continue,
+                },
             },
         };
         scope.set(var.clone(), value);
@@ -117,16 +127,6 @@ fn branch_failure(state: &State, site: &Site<'_>) -> Option<Value> {
         m.insert("details".into(), d.clone());
     }
     Some(failure)
-}
-
-/// The group prefixes from the site's group out to its body: `"g.h."`, `"g."`, `""`.
-fn enclosing(group: &str) -> impl Iterator<Item = &str> {
-    let mut next = Some(group);
-    std::iter::from_fn(move || {
-        let p = next?;
-        next = p.strip_suffix('.').map(crate::unit::group_prefix);
-        Some(p)
-    })
 }
 
 /// `steps.<id>` → `{output, status}` for the referenced ids (every step in sight if none

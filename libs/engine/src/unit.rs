@@ -1,7 +1,8 @@
 //! Unit keys: the names of schedulable pieces of a step, and what is derived from them.
 //!
 //! Grammar: `step`, `step[i]` (a `for_each` element), `group.step` (a step inside a
-//! group, any number of groups deep: `g.h.step`, `g.step[i]`), `compensate:<unit>`,
+//! group, any number of groups deep: `g.h.step`, `g.step[i]`; inside element `i` of a
+//! `for_each` group or iteration `i` of a repeat: `g[i].step`), `compensate:<unit>`,
 //! `on:<outcome>:<step>`, `on_signal:<signal>@<seq>:<step>`, `update:<update>@<seq>:<step>`
 //! (the seq of the instance's `UpdateAccepted`; handler bodies may fan out too:
 //! `on:failure:alert[2]`). The idempotency key and the retry jitter are derived from the
@@ -93,15 +94,24 @@ impl UnitKey {
         } else {
             (Scope::Main, key)
         };
-        let (step, index) = match rest.strip_suffix(']').and_then(|r| r.split_once('[')) {
-            Some((step, idx)) => (step, Some(idx.parse().ok()?)),
+        let (step, index) = match rest.strip_suffix(']').and_then(|r| r.rsplit_once('[')) {
+            Some((step, idx)) => (step, Some(index_of(idx)?)),
             None => (rest, None),
         };
-        // `id`, or `group.id` (`g.h.id`) for a step inside groups.
-        let part =
+        // `id`, or `group.id` (`g.h.id`) for a step inside groups, where a list that runs
+        // more than once names its run (`g[2].id`: an element of a `for_each` group, or an
+        // iteration of a repeat).
+        let name =
             |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !step.split('.').all(part) {
-            return None;
+        let mut parts = step.split('.').peekable();
+        while let Some(p) = parts.next() {
+            let ok = match p.strip_suffix(']').and_then(|r| r.split_once('[')) {
+                Some((id, idx)) if parts.peek().is_some() => name(id) && index_of(idx).is_some(),
+                _ => name(p),
+            };
+            if !ok {
+                return None;
+            }
         }
         Some(UnitKey { compensate: false, scope, step: step.to_string(), index })
     }
@@ -123,6 +133,14 @@ impl UnitKey {
     pub fn parent(&self) -> UnitKey {
         UnitKey { index: None, ..self.clone() }
     }
+}
+
+/// An element or iteration index: decimal digits, no sign, no leading zero but `0`.
+fn index_of(digits: &str) -> Option<usize> {
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    canonical.then(|| digits.parse().ok()).flatten()
 }
 
 impl fmt::Display for UnitKey {
@@ -209,6 +227,17 @@ pub fn group_prefix(step: &str) -> &str {
     step.rfind('.').map_or("", |i| &step[..=i])
 }
 
+/// The group prefixes from `group` out to its body: `"g.h."`, `"g."`, `""` (with the runs
+/// of loops: `"g[2].h."`, `"g[2]."`, `""`).
+pub fn enclosing(group: &str) -> impl Iterator<Item = &str> {
+    let mut next = Some(group);
+    std::iter::from_fn(move || {
+        let p = next?;
+        next = p.strip_suffix('.').map(group_prefix);
+        Some(p)
+    })
+}
+
 /// Whether unit `key` is a step inside a group (its last segment holds a `.`): its failure
 /// fails its group, not the run.
 #[must_use]
@@ -227,7 +256,15 @@ mod tests {
             assert_eq!(parsed.to_string(), key);
         }
         assert_eq!(UnitKey::parse("g.sub[2]").unwrap().parent().to_string(), "g.sub");
-        for bad in ["g.", ".g", "g..h", "g.h-1"] {
+        for key in ["g[2].sub", "g[0].h[11].sub[3]", "compensate:r[1].x", "on:failure:r[0].x"] {
+            let parsed = UnitKey::parse(key).unwrap_or_else(|| panic!("{key}"));
+            assert_eq!(parsed.to_string(), key);
+        }
+        let element = UnitKey::parse("g[1].h[2]").unwrap();
+        assert_eq!((element.step.as_str(), element.index), ("g[1].h", Some(2)));
+        assert_eq!(group_prefix("g[2].sub"), "g[2].");
+        assert!(in_group("g[2].sub") && !in_group("g[2]"));
+        for bad in ["g.", ".g", "g..h", "g.h-1", "g[x].a", "g[01].a", "g[].a", "g[1]x.a", "[1].a"] {
             assert!(UnitKey::parse(bad).is_none(), "{bad}");
         }
         assert_eq!((group_prefix("a"), group_prefix("g.h.a")), ("", "g.h."));

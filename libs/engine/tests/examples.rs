@@ -212,6 +212,84 @@ fn groups_ship_as_one_step_and_compensate_inside_the_group() {
     assert_replays(&sim);
 }
 
+fn loops_sim(ship: fn(&orbit_engine::sim::TaskRequest) -> TaskOutcome) -> Sim {
+    let mut sim = Sim::new();
+    sim.register(example("loops.yaml"));
+    sim.on_task("payments.charge", |r| {
+        ok(json!({"charge_id": format!("ch-{}", r.input["order_id"].as_str().unwrap())}))
+    });
+    sim.on_task("warehouse.ship", ship);
+    sim.on_task("payments.refund", |_| ok(json!({})));
+    sim.on_task("jobs.status", |r| {
+        let done = r.input["attempt"].as_u64().unwrap() >= 2;
+        ok(json!({"state": if done { "done" } else { "running" }}))
+    });
+    let orders = json!([{"id": "o-1"}, {"id": "o-2"}, {"id": "o-3"}]);
+    sim.start("loops", "l", json!({"orders": orders, "job": "j-1"})).unwrap();
+    assert!(sim.run(1_000));
+    sim
+}
+
+#[test]
+fn loops_ship_each_order_through_the_group_then_poll_until_done() {
+    let sim = loops_sim(|r| {
+        ok(json!({"tracking": format!("T-{}", r.input["charge_id"].as_str().unwrap())}))
+    });
+    let e = exec(&sim, "l");
+    assert_eq!(e.state.status(), Status::Completed, "{:?}", e.state.error);
+    let shipped: Vec<Value> = (1..=3)
+        .map(|i| json!({"order": format!("o-{i}"), "tracking": format!("T-ch-o-{i}")}))
+        .collect();
+    assert_eq!(e.state.output, Some(json!({"shipped": shipped, "polls": 3, "job": "done"})));
+    let polls: Vec<(&str, &Value)> = sim
+        .requests()
+        .iter()
+        .filter(|r| r.task == "jobs.status")
+        .map(|r| (r.step.as_str(), &r.input["last"]))
+        .collect();
+    assert_eq!(
+        polls,
+        [
+            ("poll[0].check", &Value::Null),
+            ("poll[1].check", &json!({"state": "running", "polls": 1})),
+            ("poll[2].check", &json!({"state": "running", "polls": 2})),
+        ]
+    );
+    assert_replays(&sim);
+
+    let sim = loops_sim(|r| {
+        if r.input["charge_id"] == json!("ch-o-2") {
+            TaskOutcome::Fail(TaskError::retryable("NO_CARRIER", "none today"))
+        } else {
+            ok(json!({"tracking": "T"}))
+        }
+    });
+    let e = exec(&sim, "l");
+    assert_eq!(e.state.status(), Status::Failed);
+    let error = e.state.error.clone().unwrap();
+    assert_eq!(error.code, "NO_CARRIER");
+    assert!(error.message.starts_with("element 1: step `orders[1].ship`"), "{}", error.message);
+    let mut undo: Vec<(&str, &Value)> = sim
+        .requests()
+        .iter()
+        .filter(|r| r.task == "payments.refund")
+        .map(|r| (r.step.as_str(), &r.input["charge_id"]))
+        .collect();
+    undo.sort_unstable_by_key(|u| u.0);
+    // Element 2 may have charged before element 1 failed: every charge made is refunded.
+    let charged = sim.requests().iter().filter(|r| r.task == "payments.charge").count();
+    assert_eq!(undo.len(), charged);
+    assert_eq!(
+        undo[..2],
+        [
+            ("compensate:orders[0].charge", &json!("ch-o-1")),
+            ("compensate:orders[1].charge", &json!("ch-o-2")),
+        ]
+    );
+    assert!(sim.requests().iter().all(|r| r.task != "jobs.status"));
+    assert_replays(&sim);
+}
+
 #[test]
 fn switch_runs_one_branch_by_amount() {
     for (amount, branch, by, steps) in [

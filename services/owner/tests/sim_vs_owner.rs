@@ -2,8 +2,9 @@
 //! a few hundred seeded random definitions (task steps, `needs`, `when`, `for_each`,
 //! parallel branches, retries with backoff, attempt and heartbeat timeouts, sleeps,
 //! `until`, `await` with signals sent by the driver, `continue_on_failure`, groups,
-//! switches, `on_failure` and races, `on_signal` and `on.failure` handlers, children,
-//! continue-as-new, compensation, workflow timeouts, cancels, `http` steps) run through
+//! switches, loops (`for_each` over a group, `repeat`), `on_failure` and races, `on_signal`
+//! and `on.failure` handlers, children, continue-as-new, compensation, workflow timeouts,
+//! cancels, `http` steps) run through
 //! `orbit_engine::sim::Sim` and through an `Owner` on SQLite driven with the same manual
 //! clock, the same scripted worker answers and the same signals, and must leave identical
 //! histories (see `simprop` for what is compared).
@@ -81,6 +82,12 @@ fn examples() -> Vec<Case> {
             "race",
             json!({"request_id": "q-1"}),
             vec![signal(100, "approve", json!({"by": "ops"}))],
+        ),
+        (
+            "loops.yaml",
+            "loops",
+            json!({"orders": [{"id": "o-1"}, {"id": "o-2"}, {"id": "o-3"}], "job": "j-1"}),
+            vec![],
         ),
         (
             "continue-on-failure.yaml",
@@ -217,5 +224,14 @@ async fn the_simulator_and_the_owner_write_the_same_histories() {
     if count >= 100 {
         let missing: Vec<_> = EXERCISED.iter().filter(|k| !seen.contains_key(*k)).collect();
         assert!(missing.is_empty(), "no generated case produced {missing:?}");
+        // Loops (issue 29) are among the generated constructs.
+        for construct in [
+            "id: each, for_each:",
+            "id: rep, repeat:",
+            "id: rep, continue_on_failure: true, repeat:",
+        ] {
+            let n = cases.iter().filter(|c| c.defs.iter().any(|d| d.contains(construct))).count();
+            assert!(n > 0, "no generated case has `{construct}`");
+        }
     }
 }

@@ -209,8 +209,8 @@ fn too_many_steps(document: &Value) -> Option<(&'static str, usize)> {
     (count > MAX_STEPS).then(|| (if main * 2 >= count { "steps" } else { "" }, count))
 }
 
-/// The steps of a list and of the groups, switches, races and failure branches in it (down
-/// to one level past the nesting limit, which is reported where the nested list is read).
+/// The steps of a list and of the groups, switches, repeats, races and failure branches in it
+/// (down to one level past the nesting limit, which is reported where the nested list is read).
 fn count_steps(list: Option<&Value>, depth: usize) -> usize {
     let Some(items) = list.and_then(Value::as_array) else { return 0 };
     let nested = if depth > crate::limits::MAX_GROUP_DEPTH {
@@ -237,6 +237,7 @@ fn count_steps(list: Option<&Value>, depth: usize) -> usize {
             .iter()
             .map(|s| {
                 count_steps(s.get("group").and_then(|g| g.get("steps")), depth + 1)
+                    + count_steps(s.get("repeat").and_then(|r| r.get("steps")), depth + 1)
                     + branches(s)
                     + lists(s)
             })

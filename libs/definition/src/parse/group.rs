@@ -36,7 +36,8 @@ pub(crate) fn too_deep(nest: &Nest<'_>, path: &str, c: &mut Compiler) -> bool {
         return false;
     }
     let message = format!(
-        "groups and switches nest at most {MAX_GROUP_DEPTH} deep; this one is inside {} others",
+        "groups, switches and repeats nest at most {MAX_GROUP_DEPTH} deep; this one is inside \
+         {} others",
         nest.depth
     );
     c.errors.push(path, ErrorCode::DocumentLimit, message);

@@ -12,8 +12,9 @@ use crate::parse::steps::Known;
 use serde_json::{Map, Value};
 
 /// The kind keywords, in the order messages list them (`group` and `switch` are read by
-/// `crate::parse::group`, `race` by `crate::parse::branches`).
-pub(crate) const KINDS: [&str; 11] = [
+/// `crate::parse::group`, `race` by `crate::parse::branches`, `repeat` by
+/// `crate::parse::repeat`).
+pub(crate) const KINDS: [&str; 12] = [
     "task",
     "compute",
     "sleep",
@@ -25,6 +26,7 @@ pub(crate) const KINDS: [&str; 11] = [
     "group",
     "switch",
     "race",
+    "repeat",
 ];
 
 const METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];

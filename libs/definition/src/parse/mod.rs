@@ -2,9 +2,10 @@
 //!
 //! The pipeline: [`source`] turns text into JSON; [`definition`] reads the workflow-level
 //! fields, [`steps`] each body (with [`kinds`], [`group`] for groups and switches,
-//! [`branches`] for failure branches and races, [`fields`] and [`flow`]), compiling
-//! expressions with [`exprs`] as it goes; [`graph`] then checks ids, references and cycles
-//! per body; [`migrations`] reads the migration hints against the main body. Readers
+//! [`branches`] for failure branches and races, [`repeat`] for loops, [`fields`] and
+//! [`flow`]), compiling expressions with [`exprs`] as it goes; [`graph`] then checks ids,
+//! references and cycles per body; [`migrations`] reads the migration hints against the
+//! main body. Readers
 //! never stop at the first problem: they record it and go on with a fallback, and the
 //! definition is returned only if nothing was recorded.
 
@@ -21,6 +22,7 @@ mod kinds;
 mod migrations;
 mod names;
 pub(crate) mod reader;
+mod repeat;
 mod search;
 mod source;
 mod steps;

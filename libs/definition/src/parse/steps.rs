@@ -10,12 +10,12 @@ use crate::expr::Template;
 use crate::model::{Body, RetryPolicy, Step, StepKind};
 use crate::parse::exprs::{Compiler, StepRef, Vars};
 use crate::parse::reader::{index_path, is_identifier, wrong_type, Errors, Obj};
-use crate::parse::{branches, fields, flow, group, kinds, names};
+use crate::parse::{branches, fields, flow, group, kinds, names, repeat};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// Every field a step may have, for "did you mean" hints.
-const STEP_FIELDS: [&str; 33] = [
+const STEP_FIELDS: [&str; 34] = [
     "id",
     "continue_on_failure",
     "on_failure",
@@ -49,6 +49,7 @@ const STEP_FIELDS: [&str; 33] = [
     "group",
     "switch",
     "race",
+    "repeat",
 ];
 
 /// Task and signal names the document declares (from the raw keys, so a contract with an
@@ -109,8 +110,8 @@ fn applies(field: &str, kind: &str, body: &Body, fan_out: bool) -> Result<(), St
         | "fairness" | "on" | "sticky" => (kind == "task", "task steps"),
         "retry" => (matches!(kind, "task" | "http"), "task and http steps"),
         "for_each" => (
-            matches!(kind, "task" | "compute" | "workflow" | "http"),
-            "task, compute, workflow and http steps",
+            matches!(kind, "task" | "compute" | "workflow" | "http" | "group"),
+            "task, compute, workflow, http and group steps",
         ),
         "as" | "max_concurrency" => {
             return if fan_out {
@@ -130,9 +131,9 @@ fn applies(field: &str, kind: &str, body: &Body, fan_out: bool) -> Result<(), St
                 .into());
         }
         "compensate" => (
-            !matches!(kind, "continue_as_new" | "group" | "switch" | "race"),
-            "every step kind but continue_as_new, group, switch and race (their own steps may \
-             have one)",
+            !matches!(kind, "continue_as_new" | "group" | "switch" | "race" | "repeat"),
+            "every step kind but continue_as_new, group, switch, race and repeat (their own \
+             steps may have one)",
         ),
         "on_failure" if fan_out => {
             return Err("`on_failure` is not valid with `for_each` (use `continue_on_failure`, \
@@ -140,9 +141,9 @@ fn applies(field: &str, kind: &str, body: &Body, fan_out: bool) -> Result<(), St
                 .into());
         }
         "on_failure" => (
-            !matches!(kind, "continue_as_new" | "group" | "switch" | "race"),
-            "every step kind but continue_as_new, group, switch and race (their own steps may \
-             have one)",
+            !matches!(kind, "continue_as_new" | "group" | "switch" | "race" | "repeat"),
+            "every step kind but continue_as_new, group, switch, race and repeat (their own \
+             steps may have one)",
         ),
         "continue_on_failure" => (kind != "continue_as_new", "every step kind but continue_as_new"),
         "search" if *body != Body::Main => {
@@ -289,11 +290,13 @@ fn read_step(
     let inner = if fan_out { outer.with(&[as_name, "index"]) } else { outer.clone() };
     let ok = |f: &str| applies(f, kind, body, fan_out).is_ok();
 
-    let nest = group::Nest { body, depth: place.depth, vars: outer, known };
+    // A `for_each` group's steps run once per element: they see it (and `index`).
+    let nest = group::Nest { body, depth: place.depth, vars: &inner, known };
     let kind_value = match kind {
         "group" => group::group(&mut obj, &nest, &mut c),
         "switch" => group::switch(&mut obj, &nest, &mut c),
         "race" => branches::race(&mut obj, &nest, &mut c),
+        "repeat" => repeat::repeat(&mut obj, &nest, &mut c),
         _ => kinds::read(kind, &mut obj, known, &inner, outer, &mut c),
     };
     let input = if ok("input") {

@@ -123,7 +123,10 @@ pub(super) fn schedule_list(
                     continue;
                 }
                 Some(u) => {
-                    if u.wait == Some(Wait::Elements) {
+                    if u.wait == Some(Wait::Elements) && step.is_nested() {
+                        // A `for_each` group's elements are nested lists (`super::loops`).
+                        groups.push((i, key));
+                    } else if u.wait == Some(Wait::Elements) {
                         fan_out_progress(ctx, step, &key, out);
                     } else if u.wait == Some(Wait::OnFailure) {
                         // Its failure branch runs, driven like a group (`super::branches`).
@@ -150,7 +153,7 @@ pub(super) fn schedule_list(
                 });
             } else if !ready {
                 memo.waiting(i);
-            } else if step.is_nested() {
+            } else if step.is_nested() && step.for_each.is_none() {
                 // A group or switch has no unit of its own until it resolves: it runs once
                 // one of its steps has a unit, or its `when` holds.
                 if super::nested::started(ctx, &k).is_some() || when_holds(ctx, step, &key, out) {
@@ -415,7 +418,10 @@ pub(crate) fn start_unit(
             out.push(Event::WorkflowContinuedAsNew { next_run: ctx.state.run + 1, input: value });
         }
         // Driven by `schedule_list`, never started as a unit.
-        StepKind::Group { .. } | StepKind::Switch { .. } | StepKind::Race { .. } => {}
+        StepKind::Group { .. }
+        | StepKind::Switch { .. }
+        | StepKind::Race { .. }
+        | StepKind::Repeat(_) => {}
     }
 }
 

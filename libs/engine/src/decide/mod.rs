@@ -11,6 +11,7 @@ mod body;
 mod body_memo;
 mod branches;
 mod flow;
+mod loops;
 mod nested;
 mod search;
 pub(crate) mod slots;

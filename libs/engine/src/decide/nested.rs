@@ -1,4 +1,5 @@
-//! Groups and switches: nested lists of steps driven as one step (issue 29).
+//! Groups and switches: nested lists of steps driven as one step (issue 29); the lists
+//! that run more than once (`for_each` groups, repeats) are driven by `super::loops`.
 //!
 //! A group or switch has no unit of its own until it resolves: it has started once one of
 //! its steps has a unit (`started`), its list is scheduled like a body's
@@ -19,6 +20,10 @@ use serde_json::{json, Value};
 /// Drives a running group or switch `step` (unit `key`) one round.
 pub(super) fn round(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Event>) {
     match &step.kind {
+        StepKind::Group { steps, output } if step.for_each.is_some() => {
+            super::loops::each_round(ctx, step, steps, output.as_ref(), key, out);
+        }
+        StepKind::Repeat(r) => super::loops::repeat_round(ctx, r, key, out),
         StepKind::Group { steps, output } => {
             let prefix = format!("{}.", key.step);
             let end = ListEnd { output: output.as_ref(), field: "group.output", last: false };
@@ -37,13 +42,14 @@ pub(super) fn round(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Eve
     }
 }
 
-/// The first unit key under nested unit `k` (`k.` + anything), if one of its steps has a
-/// unit yet (its first pass gives one to every step without dependencies in the list, at
-/// least one).
+/// The first unit key under nested unit `k` (`k.` + anything, or `k[` + anything for the
+/// runs of a repeat), if one of its steps has a unit yet (its first pass gives one to
+/// every step without dependencies in the list, at least one).
 pub(super) fn started<'s>(ctx: &'s Ctx<'_>, k: &str) -> Option<&'s str> {
-    let inner = format!("{k}.");
-    let (key, _) = ctx.state.units.range(inner.clone()..).next()?;
-    key.starts_with(&inner).then_some(key.as_str())
+    [format!("{k}."), format!("{k}[")].into_iter().find_map(|inner| {
+        let (key, _) = ctx.state.units.range(inner.clone()..).next()?;
+        key.starts_with(&inner).then_some(key.as_str())
+    })
 }
 
 /// How a nested list's output is made.
@@ -52,14 +58,15 @@ pub(super) struct ListEnd<'a> {
     pub output: Option<&'a Template>,
     /// Where it is written, for errors (`group.output`, `switch[1].output`).
     pub field: &'a str,
-    /// Without a template: the last step's output (a switch branch), else null (a group).
+    /// Without a template: the last step's output (a switch branch, a repeat's iteration),
+    /// else null (a group).
     pub last: bool,
 }
 
 /// Drives the nested list `steps` of unit `key` (its units start with `prefix`): schedules
 /// them; once all are resolved, either fails `key` (with the first failed step's error in
 /// document order) or returns the list's output (see [`ListEnd`]).
-fn run_list(
+pub(super) fn run_list(
     ctx: &Ctx<'_>,
     key: &UnitKey,
     prefix: &str,

@@ -55,8 +55,9 @@ impl<'a> Units<'a> {
                 Scope::On(o) => state.winding.as_ref().is_some_and(|w| w.outcome == *o),
                 Scope::Update(_, seq) => state.open_updates.contains_key(seq),
             };
-            // A step inside groups (`g.sub`) counts as a unit of its outermost group.
-            let top = parsed.step.split('.').next().unwrap_or_default().to_string();
+            // A step inside groups (`g.sub`, `g[2].sub`, `r[0].sub`) counts as a unit of its
+            // outermost group (or loop).
+            let top = parsed.step.split(['.', '[']).next().unwrap_or_default().to_string();
             let entry = steps.entry((parsed.scope.body(), top)).or_default();
             let open = !unit.status.is_resolved();
             entry.all.push(key.clone());

@@ -247,6 +247,10 @@ fn kind(
             let old = format!("the {}'s old steps", a.keyword());
             s.identity(ChangeKind::KindChanged, detail, &old, out);
         }
+        (StepKind::Repeat(_), StepKind::Repeat(_)) if a != b => {
+            let detail = "repeat: its steps, until, max_iterations or output changed".to_string();
+            s.identity(ChangeKind::KindChanged, detail, "the repeat's old iterations", out);
+        }
         (StepKind::Sleep { duration_ms: x }, StepKind::Sleep { duration_ms: y }) if x != y => {
             let detail = format!("sleep {} -> {}", duration(Some(*x)), duration(Some(*y)));
             s.input(ChangeKind::InputChanged, detail, out);

@@ -108,9 +108,9 @@ fn usable(
 }
 
 /// The step of its body a unit belongs to: the step itself, or for a step inside groups
-/// (`g.sub`) the outermost group (`g`).
+/// (`g.sub`) or loops (`g[2].sub`, `r[0].sub`) the outermost one (`g`, `r`).
 fn top_step(step: &str) -> &str {
-    step.split('.').next().unwrap_or(step)
+    step.split(['.', '[']).next().unwrap_or(step)
 }
 
 /// The key `key` takes under `renames` (body-qualified step names), if its step (or, inside

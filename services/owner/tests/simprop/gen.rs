@@ -242,6 +242,34 @@ fn main_def(r: &mut Rng, seed: u64, child: Option<&str>) -> (String, bool) {
     if branches.pct(25) {
         y += &race(&mut branches);
     }
+    // Loops (issue 29), drawn apart too: a `for_each` over a group on the input's items
+    // (sometimes bounded, sometimes catching each element), and a repeat whose `until`
+    // may never hold before `max_iterations`.
+    let mut loops = Rng::new(seed ^ 0x1005_0000_0029_0002);
+    if loops.pct(25) {
+        let cap = if loops.pct(50) { ", max_concurrency: 1" } else { "" };
+        let catch = if loops.pct(30) { ", continue_on_failure: true" } else { "" };
+        y += &format!(
+            "  - {{ id: each, for_each: '${{{{ input.items }}}}', as: it{cap}{catch}, group: {{ steps: [ \
+             {{ id: a, task: t{}, input: {{ it: '${{{{ it }}}}', i: '${{{{ index }}}}' }}, retry: {{ max_attempts: 2, initial_interval: 10ms }} }}, \
+             {{ id: b, needs: [a], task: t{}, input: '${{{{ steps.a.output }}}}', retry: {{ max_attempts: 1 }} }} ], \
+             output: '${{{{ [it, steps.b.output] }}}}' }} }}\n",
+            loops.below(3),
+            loops.below(3)
+        );
+    }
+    if loops.pct(25) {
+        let catch = if loops.pct(30) { ", continue_on_failure: true" } else { "" };
+        y += &format!(
+            "  - {{ id: rep{catch}, repeat: {{ steps: [ \
+             {{ id: p, task: t{}, input: {{ n: '${{{{ iteration }}}}', last: '${{{{ previous }}}}' }}, retry: {{ max_attempts: 2, initial_interval: 10ms }} }}, \
+             {{ id: w, needs: [p], sleep: 10ms }} ], \
+             until: '${{{{ iteration >= {}.0 }}}}', max_iterations: {}, output: '${{{{ steps.p.output }}}}' }} }}\n",
+            loops.below(3),
+            loops.below(3),
+            1 + loops.below(3)
+        );
+    }
     if r.pct(60) {
         y += &format!("output: '${{{{ steps.s{}.output }}}}'\n", r.below(n));
     }
