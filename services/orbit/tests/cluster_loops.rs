@@ -106,7 +106,7 @@ async fn cost<F: std::future::Future<Output = ()>>(
 async fn a_thousand_element_group_loop_survives_an_owner_kill() {
     let topo = Topology::start("loops", 2, 2, 1, FAST);
     psql(&topo, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
-    let mut clients = vec![topo.client(0).await, topo.client(1).await];
+    let mut clients = [topo.client(0).await, topo.client(1).await];
     common::register(&mut clients[0], EACH).await;
     common::register(&mut clients[0], FLAT).await;
     let stop = CancellationToken::new();
