@@ -156,7 +156,7 @@ pub(super) fn schedule_list(
             } else if step.is_nested() && step.for_each.is_none() {
                 // A group or switch has no unit of its own until it resolves: it runs once
                 // one of its steps has a unit, or its `when` holds.
-                if super::nested::started(ctx, &k).is_some() || when_holds(ctx, step, &key, out) {
+                if started(ctx, &k).is_some() || when_holds(ctx, step, &key, out) {
                     groups.push((i, key));
                 }
             } else {
@@ -172,7 +172,7 @@ pub(super) fn schedule_list(
     });
     let Some(done) = done else { return false };
     for (i, key) in groups {
-        super::nested::round(ctx, &steps[i], &key, out);
+        (ctx.nested_round)(ctx, &steps[i], &key, out);
     }
     done
 }
@@ -491,4 +491,14 @@ fn timestamp_ms(v: &Value) -> Option<u64> {
             .and_then(|t| u64::try_from(t.timestamp_millis()).ok()),
         _ => None,
     }
+}
+
+/// The first unit key under nested unit `k` (`k.` + anything, or `k[` + anything for the
+/// runs of a repeat), if one of its steps has a unit yet (its first pass gives one to
+/// every step without dependencies in the list, at least one).
+pub(super) fn started<'s>(ctx: &'s Ctx<'_>, k: &str) -> Option<&'s str> {
+    [format!("{k}."), format!("{k}[")].into_iter().find_map(|inner| {
+        let (key, _) = ctx.state.units.range(inner.clone()..).next()?;
+        key.starts_with(&inner).then_some(key.as_str())
+    })
 }

@@ -18,7 +18,8 @@
 //!   in the next round. A failed step fails the repeat at once.
 
 use super::body::expression_error;
-use super::nested::{run_list, started, ListEnd};
+use super::body::started;
+use super::nested::{run_list, ListEnd};
 use super::Ctx;
 use crate::event::Event;
 use crate::scope::{self, Site};

@@ -10,6 +10,7 @@
 mod body;
 mod body_memo;
 mod branches;
+mod drive;
 mod flow;
 mod loops;
 mod nested;
@@ -36,7 +37,14 @@ pub(crate) struct Ctx<'a> {
     pub limits: Limits,
     /// What earlier rounds of the same [`advance`] learnt (see [`Memo`]).
     pub memo: &'a Memo,
+    /// One round of a running nested step (`drive::round`): the list scheduler calls it
+    /// without importing the constructs that schedule their own lists through it.
+    pub nested_round: NestedRound,
 }
+
+/// See [`Ctx::nested_round`].
+pub(crate) type NestedRound =
+    fn(&Ctx<'_>, &orbit_definition::Step, &crate::unit::UnitKey, &mut Vec<Event>);
 
 /// What one round leaves for the next rounds of the same [`advance_within`], so a round
 /// costs the work that changed, not the size of the run (see [`body_memo::BodyMemo`]). Valid
@@ -130,7 +138,14 @@ pub(crate) fn round(
     if state.status.is_none() || state.status().is_closed() {
         return Vec::new();
     }
-    let ctx = Ctx { def, state, now, limits: effective_limits(server, def), memo };
+    let ctx = Ctx {
+        def,
+        state,
+        now,
+        limits: effective_limits(server, def),
+        memo,
+        nested_round: drive::round,
+    };
     if state.started_at.is_none() {
         if let Some(first) = slots::gate(&ctx) {
             return first;

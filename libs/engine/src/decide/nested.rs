@@ -7,49 +7,29 @@
 //! every step of the list is resolved it resolves — failed with the first failed step's
 //! error in document order, else with its output.
 
-use super::body::{expression_error, expression_failure, oversize, schedule_list};
+use super::body::{expression_error, expression_failure, oversize, schedule_list, started};
 use super::Ctx;
 use crate::event::{Event, TaskError};
 use crate::scope::{self, Site};
 use crate::state::UnitStatus;
 use crate::task_code::TaskCode;
 use crate::unit::UnitKey;
-use orbit_definition::{Branch, Step, StepKind, Template};
+use orbit_definition::{Branch, Step, Template};
 use serde_json::{json, Value};
 
-/// Drives a running group or switch `step` (unit `key`) one round.
-pub(super) fn round(ctx: &Ctx<'_>, step: &Step, key: &UnitKey, out: &mut Vec<Event>) {
-    match &step.kind {
-        StepKind::Group { steps, output } if step.for_each.is_some() => {
-            super::loops::each_round(ctx, step, steps, output.as_ref(), key, out);
-        }
-        StepKind::Repeat(r) => super::loops::repeat_round(ctx, r, key, out),
-        StepKind::Group { steps, output } => {
-            let prefix = format!("{}.", key.step);
-            let end = ListEnd { output: output.as_ref(), field: "group.output", last: false };
-            if let Some(value) = run_list(ctx, key, &prefix, steps, &end, out) {
-                out.push(Event::StepSucceeded {
-                    step: key.to_string(),
-                    attempt: None,
-                    output: value,
-                });
-            }
-        }
-        StepKind::Switch { branches } => switch_round(ctx, branches, key, out),
-        StepKind::Race { branches } => super::branches::race_round(ctx, branches, key, out),
-        // A step of any other kind is driven here only while its failure branch runs.
-        _ => super::branches::on_failure_round(ctx, step, key, out),
+/// Drives a running group (not a `for_each` one: `super::loops`) one round.
+pub(super) fn group_round(
+    ctx: &Ctx<'_>,
+    steps: &[Step],
+    output: Option<&Template>,
+    key: &UnitKey,
+    out: &mut Vec<Event>,
+) {
+    let prefix = format!("{}.", key.step);
+    let end = ListEnd { output, field: "group.output", last: false };
+    if let Some(value) = run_list(ctx, key, &prefix, steps, &end, out) {
+        out.push(Event::StepSucceeded { step: key.to_string(), attempt: None, output: value });
     }
-}
-
-/// The first unit key under nested unit `k` (`k.` + anything, or `k[` + anything for the
-/// runs of a repeat), if one of its steps has a unit yet (its first pass gives one to
-/// every step without dependencies in the list, at least one).
-pub(super) fn started<'s>(ctx: &'s Ctx<'_>, k: &str) -> Option<&'s str> {
-    [format!("{k}."), format!("{k}[")].into_iter().find_map(|inner| {
-        let (key, _) = ctx.state.units.range(inner.clone()..).next()?;
-        key.starts_with(&inner).then_some(key.as_str())
-    })
 }
 
 /// How a nested list's output is made.
@@ -131,7 +111,12 @@ pub(super) fn list_outcome(
 /// Drives a switch: picks its branch (the one its units already run in, else the first
 /// whose `when` holds, else the default one), runs it, and resolves the switch with
 /// `{branch, output}` (`{branch: null, output: null}` when no branch holds).
-fn switch_round(ctx: &Ctx<'_>, branches: &[Branch], key: &UnitKey, out: &mut Vec<Event>) {
+pub(super) fn switch_round(
+    ctx: &Ctx<'_>,
+    branches: &[Branch],
+    key: &UnitKey,
+    out: &mut Vec<Event>,
+) {
     let k = key.to_string();
     let running = started(ctx, &k).and_then(|inner| {
         let rest = &inner[k.len() + 1..];
