@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::kinds::*;
 use common::*;
 use orbit_api::v1 as pb;
 use orbit_worker::{TaskContext, TaskFailure, Worker};
@@ -67,21 +68,6 @@ steps:
     task: boom
     retry: { max_attempts: 1 }
 "#;
-
-/// (type, unit) of every event.
-fn kinds(h: &[pb::HistoryEvent]) -> Vec<(String, String)> {
-    h.iter().map(|e| (e.event_type.clone(), e.step.clone())).collect()
-}
-
-fn count(h: &[(String, String)], kind: &str, unit: &str) -> usize {
-    h.iter().filter(|(t, s)| t == kind && s == unit).count()
-}
-
-fn position(h: &[(String, String)], kind: &str, unit: &str) -> usize {
-    h.iter()
-        .position(|(t, s)| t == kind && s == unit)
-        .unwrap_or_else(|| panic!("no {kind}({unit}) in {h:?}"))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caught_failures_are_recorded_and_the_workflow_goes_on() {

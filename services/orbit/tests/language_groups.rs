@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::kinds::*;
 use common::*;
 use orbit_api::v1 as pb;
 use orbit_worker::{TaskContext, TaskFailure, Worker};
@@ -48,17 +49,6 @@ fn worker(address: &str, stop: &CancellationToken) {
             .expect("worker");
     let stop = stop.clone();
     tokio::spawn(async move { w.run(stop).await });
-}
-
-/// (type, unit) of every event.
-fn kinds(h: &[pb::HistoryEvent]) -> Vec<(String, String)> {
-    h.iter().map(|e| (e.event_type.clone(), e.step.clone())).collect()
-}
-
-fn position(h: &[(String, String)], kind: &str, unit: &str) -> usize {
-    h.iter()
-        .position(|(t, s)| t == kind && s == unit)
-        .unwrap_or_else(|| panic!("no {kind}({unit}) in {h:?}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

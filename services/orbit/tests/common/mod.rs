@@ -15,6 +15,7 @@ pub mod console;
 pub mod evolving;
 pub mod grpcurl;
 pub mod http_peer;
+pub mod kinds;
 pub mod otlp;
 pub mod python;
 pub mod scenario;
