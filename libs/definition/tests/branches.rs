@@ -6,7 +6,7 @@ use orbit_definition::{parse, parse_value, to_document, Body, ErrorCode, StepKin
 use serde_json::{json, Value};
 
 mod common;
-use common::errors_of;
+use common::{errors_of, has};
 
 fn doc(steps: Value) -> Value {
     json!({
@@ -91,10 +91,6 @@ fn a_step_without_a_branch_keeps_its_hash() {
     let (plain, with) = (parse(&plain.to_string()).unwrap(), parse(&with.to_string()).unwrap());
     assert!(to_document(&plain)["steps"][0].get("on_failure").is_none());
     assert_ne!(plain.hash, with.hash);
-}
-
-fn has(errors: &[(ErrorCode, String)], code: ErrorCode, path: &str) -> bool {
-    errors.iter().any(|(c, p)| *c == code && p == path)
 }
 
 #[test]

@@ -6,7 +6,7 @@ use orbit_definition::{caught_output, parse, parse_value, to_document, ErrorCode
 use serde_json::{json, Value};
 
 mod common;
-use common::errors_of;
+use common::{errors_of, has};
 
 fn doc(step: Value) -> Value {
     json!({
@@ -62,10 +62,7 @@ fn refusals_have_a_path_and_a_code() {
     ];
     for (step, (code, path)) in cases {
         let errors = errors_of(&doc(step.clone()));
-        assert!(
-            errors.iter().any(|(c, p)| *c == code && p == path),
-            "{step}: expected {code:?} at {path}, got {errors:?}"
-        );
+        assert!(has(&errors, code, path), "{step}: expected {code:?} at {path}, got {errors:?}");
     }
 }
 
@@ -166,10 +163,7 @@ fn group_refusals_have_a_path_and_a_code() {
     ];
     for (group, code, path) in cases {
         let errors = errors_of(&grouped(group.clone()));
-        assert!(
-            errors.iter().any(|(c, p)| *c == code && *p == path),
-            "{group}: expected {code:?} at {path}, got {errors:?}"
-        );
+        assert!(has(&errors, code, &path), "{group}: expected {code:?} at {path}, got {errors:?}");
     }
     // Fields a group does not take (`for_each` it does: `tests/loops.rs`).
     for (field, value) in
@@ -179,10 +173,7 @@ fn group_refusals_have_a_path_and_a_code() {
         doc["steps"][1][field] = value;
         let errors = errors_of(&doc);
         let path = format!("steps[1].{field}");
-        assert!(
-            errors.iter().any(|(c, p)| *c == ErrorCode::UnknownField && *p == path),
-            "{field}: {errors:?}"
-        );
+        assert!(has(&errors, ErrorCode::UnknownField, &path), "{field}: {errors:?}");
     }
 }
 
@@ -291,7 +282,7 @@ fn switch_refusals_have_a_path_and_a_code() {
     for (branches, code, path) in cases {
         let errors = errors_of(&switched(branches.clone()));
         assert!(
-            errors.iter().any(|(c, p)| *c == code && p == path),
+            has(&errors, code, path),
             "{branches}: expected {code:?} at {path}, got {errors:?}"
         );
     }

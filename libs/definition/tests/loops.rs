@@ -7,7 +7,7 @@ use orbit_definition::{parse, parse_value, to_document, ErrorCode, StepKind};
 use serde_json::{json, Value};
 
 mod common;
-use common::errors_of;
+use common::{errors_of, has};
 
 fn with(step: Value) -> Value {
     json!({
@@ -151,10 +151,7 @@ fn repeat_refusals_have_a_path_and_a_code() {
     ];
     for (body, code, path) in cases {
         let errors = errors_of(&repeat(body.clone()));
-        assert!(
-            errors.iter().any(|(c, p)| *c == code && *p == path),
-            "{body}: expected {code:?} at {path}, got {errors:?}"
-        );
+        assert!(has(&errors, code, &path), "{body}: expected {code:?} at {path}, got {errors:?}");
     }
     // The limit is named in the message.
     let doc = repeat(json!({"steps": one, "until": "${{ true }}", "max_iterations": 10_001}));
@@ -166,10 +163,7 @@ fn repeat_refusals_have_a_path_and_a_code() {
         doc["steps"][1][field] = value;
         let errors = errors_of(&doc);
         let path = format!("steps[1].{field}");
-        assert!(
-            errors.iter().any(|(c, p)| *c == ErrorCode::UnknownField && *p == path),
-            "{field}: {errors:?}"
-        );
+        assert!(has(&errors, ErrorCode::UnknownField, &path), "{field}: {errors:?}");
     }
     // `iteration` and `previous` exist inside the repeat only.
     let doc = with(json!({"id": "l", "compute": "${{ iteration }}"}));

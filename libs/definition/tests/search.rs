@@ -7,7 +7,7 @@ use orbit_definition::{parse, parse_value, to_document, ErrorCode, SearchType};
 use serde_json::{json, Value};
 
 mod common;
-use common::errors_of;
+use common::{errors_of, has};
 
 fn doc(extra: Value) -> Value {
     let mut d = json!({
@@ -109,10 +109,7 @@ fn every_refusal_has_its_path_and_code() {
     ];
     for (extra, code, path) in cases {
         let errors = errors_of(&doc(extra.clone()));
-        assert!(
-            errors.iter().any(|(c, p)| *c == code && p == path),
-            "{extra}: want {code} at {path}, got {errors:?}"
-        );
+        assert!(has(&errors, code, path), "{extra}: want {code} at {path}, got {errors:?}");
     }
     let many: serde_json::Map<String, Value> =
         (0..=MAX_SEARCH_ATTRIBUTES).map(|i| (format!("a{i}"), json!("int"))).collect();
