@@ -56,7 +56,14 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // Every runtime thread gets the engine's stack, so an owner's pass of one execution runs
+    // where it is instead of waking the engine thread (orbit_owner's isolate.rs).
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(orbit_owner::ENGINE_STACK_BYTES)
+        .on_thread_start(orbit_owner::engine_sized_thread)
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

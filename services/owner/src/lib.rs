@@ -53,6 +53,7 @@ pub use counters::QuarantineStats;
 pub use effects::DEFAULT_RETENTION_MS;
 pub use error::OwnerError;
 pub use fault_inject::FAULT_INJECT_ENV;
+pub use isolate::{engine_sized_thread, ENGINE_STACK_BYTES};
 pub use lend::{Lenders, Service as HandoffServer};
 pub use orbit_clock::{system_clock, Clock, ManualClock};
 pub use owner::{Memory, Owner, Snapshot};
