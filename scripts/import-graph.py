@@ -21,6 +21,8 @@ for m,f in mods.items():
     src=re.sub(r'//.*','',src)
     deps=set()
     pats=[r'super::(\w+)', r'super::\{([^}]*)\}'] if isdir else [r'crate::(\w+)', r'crate::\{([^}]*)\}']
+    # In a `mod.rs`, `super::x` names the parent's module `x`, not a sibling here.
+    if isdir and m=='mod': pats=[]
     if prefix: pats+= [r'crate::'+prefix+r'::(\w+)', r'crate::'+prefix+r'::\{([^}]*)\}']
     for p in pats:
         for grp in re.findall(p,src):

@@ -72,6 +72,9 @@ step "typescript sdk: npm ci, build (code generated from proto/), unit tests"
 step "cargo fmt --check"
 cargo fmt --all --check
 
+step "import cycles (scripts/check-cycles.sh, CODE_STYLE.md's layering rule)"
+scripts/check-cycles.sh
+
 step "cargo clippy -D warnings"
 CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}" cargo clippy --workspace --all-targets --locked -- -D warnings
 

@@ -14,39 +14,12 @@ use orbit_codes::ErrorCode;
 use orbit_definition::{Definition, Limits, StepKind};
 use serde_json::Value;
 
+pub(crate) use crate::refusal::{check_size, refuse};
+pub use crate::refusal::{payload_code, payload_error, CommandError};
+
 /// The reason (in `Command::Uncertain`) and then the code of an attempt whose worker sent
 /// no heartbeat within the step's `heartbeat_timeout`.
 pub const HEARTBEAT_TIMEOUT: &str = TaskCode::HeartbeatTimeout.as_str();
-
-/// Why a command was refused, with the API error code the caller receives.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{code}: {message}")]
-pub struct CommandError {
-    /// The code (`UNKNOWN_SIGNAL`, `EXECUTION_FINISHED`, ...).
-    pub code: ErrorCode,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl CommandError {
-    /// Builds a refusal.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> CommandError {
-        CommandError { code, message: message.into() }
-    }
-}
-
-pub(crate) fn refuse(code: ErrorCode, message: impl Into<String>) -> CommandError {
-    CommandError::new(code, message)
-}
-
-/// The API code of a payload over the limits.
-#[must_use]
-pub fn payload_code(v: &orbit_payload::Violation) -> ErrorCode {
-    match v {
-        orbit_payload::Violation::TooLarge { .. } => ErrorCode::PayloadTooLarge,
-        orbit_payload::Violation::TooDeep { .. } => ErrorCode::PayloadTooDeep,
-    }
-}
 
 /// A command for one execution.
 #[derive(Debug, Clone, PartialEq)]
@@ -207,24 +180,6 @@ pub fn next_run(def: &Definition, finished: &State) -> Vec<Event> {
             .map(|s| Event::SignalReceived { name: s.name.clone(), payload: s.payload.clone() }),
     );
     events
-}
-
-/// Refuses a command's payload over the limits (see [`payload_error`]).
-pub(crate) fn check_size(limits: &Limits, value: &Value, what: &str) -> Result<(), CommandError> {
-    orbit_payload::check(value, limits.max_payload_bytes)
-        .map(drop)
-        .map_err(|v| refuse(payload_code(&v), v.message(what)))
-}
-
-/// The non-retryable task error for a value about to be recorded that is over the effective
-/// `max_payload_bytes` (`PAYLOAD_TOO_LARGE`) or nested deeper than the depth limit
-/// (`PAYLOAD_TOO_DEEP`); `None` when it is within both. `what` names the value in the
-/// message, which also names the offending path.
-#[must_use]
-pub fn payload_error(limits: &Limits, value: &Value, what: &str) -> Option<TaskError> {
-    orbit_payload::check(value, limits.max_payload_bytes)
-        .err()
-        .map(|v| TaskError::fatal(v.code(), v.message(what)))
 }
 
 /// Turns a command received at `now` into recorded events (empty when it changes nothing, e.g. a repeated

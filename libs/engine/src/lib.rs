@@ -16,6 +16,7 @@ pub mod flow;
 mod loops;
 pub mod migrate;
 pub mod query;
+mod refusal;
 pub mod replay;
 pub mod restore;
 pub mod run;

@@ -11,8 +11,8 @@
 //! The handler's expressions see what a query sees (the state) plus `args`, the update's
 //! argument after its input contract applied defaults.
 
-use crate::command::{check_size, refuse, CommandError};
 use crate::event::{Event, TaskError};
+use crate::refusal::{check_size, refuse, CommandError};
 use crate::scope::{self, Site};
 use crate::state::{State, UnitStatus};
 use crate::task_code::TaskCode;

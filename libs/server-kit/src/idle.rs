@@ -34,7 +34,7 @@ use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 use tonic::body::Body;
 use tonic::codegen::http;
-use tonic::transport::server::{Connected, TcpConnectInfo};
+use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
 
 /// Open calls and idleness of one connection.
 #[derive(Debug)]
@@ -273,7 +273,7 @@ where
         let extensions = request.extensions();
         let call = extensions
             .get::<TcpConnectInfo>()
-            .or_else(|| extensions.get::<crate::tls::PeerCertificates>().map(|t| t.get_ref()))
+            .or_else(|| extensions.get::<TlsConnectInfo<TcpConnectInfo>>().map(|t| t.get_ref()))
             .and_then(TcpConnectInfo::remote_addr)
             .and_then(|peer| self.tracker.find(peer))
             .map(OpenCall::open);

@@ -18,7 +18,7 @@ use std::task::{Context, Poll};
 use rustls_pki_types::CertificateDer;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tonic::codegen::http;
-use tonic::transport::server::Connected;
+use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
 use x509_cert::der::asn1::{Ia5StringRef, PrintableStringRef, Utf8StringRef};
 use x509_cert::der::oid::{AssociatedOid, ObjectIdentifier};
 use x509_cert::der::Decode;
@@ -26,7 +26,10 @@ use x509_cert::ext::pkix::name::GeneralName;
 use x509_cert::ext::pkix::SubjectAltName;
 
 use crate::idle::IdleIo;
-use crate::tls::PeerCertificates;
+
+/// What a request's extensions hold on a TLS connection: the TCP addresses and, with
+/// mutual TLS, the client's verified certificate chain (`peer_certs()`, leaf first).
+pub type PeerCertificates = TlsConnectInfo<TcpConnectInfo>;
 
 /// Verified client-certificate names of the connection's peer: the leaf's subject CN first,
 /// then its DNS and URI subject alternative names, without duplicates. Empty without a

@@ -39,15 +39,11 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::codegen::tokio_stream::{Stream, StreamExt};
-use tonic::transport::server::{TcpConnectInfo, TcpIncoming, TlsConnectInfo};
+use tonic::transport::server::TcpIncoming;
 
 use crate::idle::Tracker;
-pub use crate::peer::PeerCertNames;
 use crate::peer::PeerStream;
-
-/// What a request's extensions hold on a TLS connection: the TCP addresses and, with
-/// mutual TLS, the client's verified certificate chain (`peer_certs()`, leaf first).
-pub type PeerCertificates = TlsConnectInfo<TcpConnectInfo>;
+pub use crate::peer::{PeerCertNames, PeerCertificates};
 
 /// How long a client may take to complete the TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

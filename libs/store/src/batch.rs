@@ -13,6 +13,7 @@
 use crate::error::{Result, StoreError};
 use crate::handoff::TaskClaim;
 use crate::model::{ExecutionRow, NewTask, NewTimer, TaskRow};
+use orbit_definition::OnLimit;
 use orbit_engine::HistoryEvent;
 
 /// Projection fields a commit changes. `last_seq` follows the appended events by itself.
@@ -114,7 +115,7 @@ pub struct CommitBatch {
     /// Workflow-level concurrency slots to take or give up (issue 27, [`crate::slots`]);
     /// empty for every workflow that declares none, which then reads and writes nothing
     /// more.
-    pub slots: Vec<crate::slots::SlotOp>,
+    pub slots: Vec<SlotOp>,
 }
 
 /// What a successful commit produced.
@@ -175,4 +176,23 @@ impl CommitBatch {
         }
         Ok((base, last))
     }
+}
+
+/// What one batch asks of the slot table for its execution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlotOp {
+    /// Take a slot of `key`, or wait for one, or cancel, as `on_limit` says.
+    Acquire {
+        /// The scoped key.
+        key: String,
+        /// Most holders at once.
+        limit: u32,
+        /// What to do when the key is full.
+        on_limit: OnLimit,
+    },
+    /// The execution closed: leave these keys (held or waited for).
+    Release {
+        /// The scoped keys.
+        keys: Vec<String>,
+    },
 }

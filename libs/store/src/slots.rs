@@ -10,30 +10,12 @@
 //!
 //! A commit without slot operations reads and writes nothing here.
 
+pub use crate::batch::SlotOp;
 use crate::batch::{CommitBatch, NewInbox};
 use crate::inbox::{Cancel, SlotGranted};
 use crate::InboxMessage;
 use orbit_definition::OnLimit;
 use std::collections::BTreeMap;
-
-/// What one batch asks of the slot table for its execution.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SlotOp {
-    /// Take a slot of `key`, or wait for one, or cancel, as `on_limit` says.
-    Acquire {
-        /// The scoped key.
-        key: String,
-        /// Most holders at once.
-        limit: u32,
-        /// What to do when the key is full.
-        on_limit: OnLimit,
-    },
-    /// The execution closed: leave these keys (held or waited for).
-    Release {
-        /// The scoped keys.
-        keys: Vec<String>,
-    },
-}
 
 /// One row of `execution_slots`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,8 +16,10 @@ use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::Endpoint;
 
 use crate::env::{default_worker_id, tls_from_env, token_from_env};
+use crate::error::WorkerError;
+use crate::options::{Options, SessionHook};
 use crate::task::{Handler, HandlerFuture, TaskContext, TaskFailure};
-use crate::worker::{Worker, WorkerError};
+use crate::worker::Worker;
 
 /// `Hello.runtime` sent by this worker: `rust <version of the compiler that built it>`,
 /// for example `rust 1.83.0` (plain `rust` if the build could not ask the compiler).
@@ -26,34 +28,6 @@ pub const RUNTIME: &str = env!("ORBIT_WORKER_RUNTIME");
 /// `Hello.sdk` sent by this worker: `orbit-rust <crate version>`, the `<sdk name> <version>`
 /// form every Orbit SDK sends (`orbit-python 0.1.0`, `orbit-typescript 0.1.0`, ...).
 pub const SDK: &str = concat!("orbit-rust ", env!("CARGO_PKG_VERSION"));
-
-/// Settings of a [`Worker`] besides its identity and tasks.
-#[derive(Debug, Clone)]
-pub(crate) struct Options {
-    pub(crate) backoff_initial: Duration,
-    pub(crate) backoff_max: Duration,
-    pub(crate) drain_timeout: Duration,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) handshake_timeout: Duration,
-    pub(crate) default_heartbeat_interval: Duration,
-    pub(crate) outbox_capacity: Option<usize>,
-    pub(crate) cancel_grace: Duration,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            backoff_initial: Duration::from_millis(100),
-            backoff_max: Duration::from_secs(10),
-            drain_timeout: Duration::from_secs(30),
-            connect_timeout: Duration::from_secs(5),
-            handshake_timeout: Duration::from_secs(10),
-            default_heartbeat_interval: Duration::from_secs(10),
-            outbox_capacity: None,
-            cancel_grace: Duration::from_secs(5),
-        }
-    }
-}
 
 /// Configures a [`Worker`]; start with [`Worker::builder`].
 pub struct WorkerBuilder {
@@ -67,9 +41,6 @@ pub struct WorkerBuilder {
     options: Options,
     on_session: Option<SessionHook>,
 }
-
-/// A callback run with the session id after each `Welcome`.
-pub(crate) type SessionHook = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl std::fmt::Debug for WorkerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -339,6 +310,36 @@ impl Worker {
             options: Options::default(),
             on_session: None,
         }
+    }
+}
+
+impl Worker {
+    /// Starts configuring a worker from the environment, the variables the SDK conformance
+    /// suite sets (sdks/conformance/README.md): `ORBIT_ADDRESSES` (comma-separated
+    /// frontends, default `127.0.0.1:7233`), `ORBIT_WORKER_ID` (default `<hostname>-<pid>`)
+    /// and `ORBIT_MAX_CONCURRENCY` (default 10), besides `ORBIT_TOKEN` and the
+    /// `ORBIT_TLS_*` variables every builder reads. Settings made on the returned builder
+    /// override the environment.
+    ///
+    /// # Errors
+    ///
+    /// `ORBIT_MAX_CONCURRENCY` that is not a number.
+    // The SDK's documented configuration is its environment.
+    #[allow(clippy::disallowed_methods)]
+    pub fn builder_from_env() -> Result<WorkerBuilder, WorkerError> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let mut builder =
+            Self::builder(var("ORBIT_ADDRESSES").unwrap_or_else(|| "127.0.0.1:7233".into()));
+        if let Some(id) = var("ORBIT_WORKER_ID") {
+            builder = builder.worker_id(id);
+        }
+        if let Some(n) = var("ORBIT_MAX_CONCURRENCY") {
+            let n = n.trim().parse().map_err(|_| {
+                WorkerError::Config(format!("ORBIT_MAX_CONCURRENCY must be a number, got {n:?}"))
+            })?;
+            builder = builder.max_concurrency(n);
+        }
+        Ok(builder)
     }
 }
 

@@ -4,9 +4,6 @@
 // The SDK's documented configuration is its environment (as the CLI's and the other SDKs').
 #![allow(clippy::disallowed_methods)]
 
-use crate::builder::WorkerBuilder;
-use crate::worker::{Worker, WorkerError};
-
 /// TLS options from `ORBIT_TLS_CA`, `ORBIT_TLS_CLIENT_CERT` and `ORBIT_TLS_CLIENT_KEY`
 /// (unset or empty: none), the same variables the `orbit` CLI reads.
 #[must_use]
@@ -35,32 +32,4 @@ pub(crate) fn default_worker_id() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "rust-worker".into());
     format!("{host}-{}", std::process::id())
-}
-
-impl Worker {
-    /// Starts configuring a worker from the environment, the variables the SDK conformance
-    /// suite sets (sdks/conformance/README.md): `ORBIT_ADDRESSES` (comma-separated
-    /// frontends, default `127.0.0.1:7233`), `ORBIT_WORKER_ID` (default `<hostname>-<pid>`)
-    /// and `ORBIT_MAX_CONCURRENCY` (default 10), besides `ORBIT_TOKEN` and the
-    /// `ORBIT_TLS_*` variables every builder reads. Settings made on the returned builder
-    /// override the environment.
-    ///
-    /// # Errors
-    ///
-    /// `ORBIT_MAX_CONCURRENCY` that is not a number.
-    pub fn builder_from_env() -> Result<WorkerBuilder, WorkerError> {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let mut builder =
-            Self::builder(var("ORBIT_ADDRESSES").unwrap_or_else(|| "127.0.0.1:7233".into()));
-        if let Some(id) = var("ORBIT_WORKER_ID") {
-            builder = builder.worker_id(id);
-        }
-        if let Some(n) = var("ORBIT_MAX_CONCURRENCY") {
-            let n = n.trim().parse().map_err(|_| {
-                WorkerError::Config(format!("ORBIT_MAX_CONCURRENCY must be a number, got {n:?}"))
-            })?;
-            builder = builder.max_concurrency(n);
-        }
-        Ok(builder)
-    }
 }

@@ -16,11 +16,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::credits::Credits;
+use crate::error::WorkerError;
 use crate::outbox::Outbox;
 use crate::runner::{fail_message, result_message, spawn_task};
-use crate::session::{send, Broken, OutTx};
-use crate::task::{Event, TaskContext, TaskFailure, TASK_NOT_REGISTERED, WORKER_OVER_CAPACITY};
-use crate::worker::{Handlers, WorkerError};
+use crate::stream::{send, Broken, OutTx};
+use crate::task::{
+    Event, Handlers, TaskContext, TaskFailure, TASK_NOT_REGISTERED, WORKER_OVER_CAPACITY,
+};
 
 /// A task running here.
 struct Running {

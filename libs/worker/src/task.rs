@@ -1,5 +1,6 @@
 //! What a task handler sees ([`TaskContext`]) and returns ([`TaskFailure`] on error).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -300,3 +301,6 @@ impl TaskContext {
         let _ = self.events.send(Event::Heartbeat { token: self.token.clone(), details });
     }
 }
+
+/// Task handlers by (name, version).
+pub(crate) type Handlers = HashMap<(String, String), Handler>;

@@ -2,7 +2,6 @@
 //! reconnect loop with backoff and endpoint rotation, and the drain on shutdown. Everything
 //! that must survive a reconnect lives in [`crate::state::State`], owned by [`Worker::run`].
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -12,41 +11,14 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::Endpoint;
-use tonic::Status;
 use tracing::{info, warn};
 
 use crate::backoff::Backoff;
-use crate::builder::Options;
-use crate::session::{sleep_until_opt, SessionEnd, SessionError};
+pub use crate::error::WorkerError;
+use crate::options::{Options, SessionHook};
 use crate::state::State;
-use crate::task::Handler;
-
-/// Why [`Worker::run`] (or [`WorkerBuilder::build`](crate::WorkerBuilder::build)) failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum WorkerError {
-    /// The builder's settings are invalid.
-    #[error("invalid worker configuration: {0}")]
-    Config(String),
-    /// The server refused the session for a reason a reconnect cannot fix
-    /// (`INVALID_ARGUMENT`, `PERMISSION_DENIED`, `UNAUTHENTICATED`, `UNIMPLEMENTED`).
-    #[error("the server refused the session: {0}")]
-    Rejected(Box<Status>),
-    /// Shutdown did not finish within the drain timeout; the remaining tasks were aborted
-    /// and their results (if any) not acknowledged.
-    #[error(
-        "drain timed out: {running} task(s) still running, {unacknowledged} result(s) not acknowledged"
-    )]
-    DrainTimeout {
-        /// Tasks still running when the worker gave up.
-        running: usize,
-        /// Results the server had not acknowledged.
-        unacknowledged: usize,
-    },
-}
-
-/// Task handlers by (name, version).
-pub(crate) type Handlers = HashMap<(String, String), Handler>;
+use crate::stream::{sleep_until_opt, SessionEnd, SessionError};
+use crate::task::Handlers;
 
 /// An Orbit worker: one `WorkerService.Session` stream at a time, reconnecting as needed.
 pub struct Worker {
@@ -59,7 +31,7 @@ pub struct Worker {
     pub(crate) max_concurrency: u32,
     pub(crate) bearer: Option<MetadataValue<Ascii>>,
     pub(crate) options: Options,
-    pub(crate) on_session: Option<crate::builder::SessionHook>,
+    pub(crate) on_session: Option<SessionHook>,
 }
 
 impl std::fmt::Debug for Worker {

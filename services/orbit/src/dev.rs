@@ -82,7 +82,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
         Ok(guard) => guard,
         Err(code) => return code,
     };
-    init_logs(&args.log);
+    crate::logs::init(&args.log);
     if let Err(e) = args.auth.check(&args.connections) {
         eprintln!("error: {e}");
         return ExitCode::from(2);
@@ -173,20 +173,6 @@ pub async fn run(args: DevArgs) -> ExitCode {
             }
         }
     }
-}
-
-/// Installs the log subscriber (once; later calls are ignored), with the OpenTelemetry
-/// layer when traces are on (`TraceArgs::init` first).
-pub fn init_logs(filter: &str) {
-    use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::registry()
-        .with(filter)
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
-        .with(orbit_telemetry::layer())
-        .try_init();
 }
 
 /// Serves every service on `listener` over the SQLite file at `db` until `shutdown`, with

@@ -12,6 +12,7 @@ mod bench_server;
 mod dev;
 mod http_step;
 mod limit_args;
+mod logs;
 mod mesh_args;
 mod migrate;
 mod rate_limit_args;

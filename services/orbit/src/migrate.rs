@@ -134,7 +134,7 @@ enum Format {
 
 /// Runs `orbit migrate`.
 pub async fn run(args: MigrateArgs) -> ExitCode {
-    crate::dev::init_logs("warn");
+    crate::logs::init("warn");
     let (up, target) = match &args.command {
         MigrateCommand::Up(t) => (true, t),
         MigrateCommand::Status(t) => (false, t),

@@ -22,7 +22,7 @@ pub struct TraceArgs {
 }
 
 impl TraceArgs {
-    /// Turns traces on when configured (call before `dev::init_logs`); keep the guard for
+    /// Turns traces on when configured (call before `logs::init`); keep the guard for
     /// the life of the process, its drop flushes the last spans.
     pub fn init(&self, service: &str) -> Result<Option<orbit_telemetry::Guard>, ExitCode> {
         let config = orbit_telemetry::TraceConfig {

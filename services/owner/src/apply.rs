@@ -315,7 +315,8 @@ fn job(
             return refused(w, e, reports.len());
         }
         let fork = w.fork.take();
-        let forked = fork.as_ref().map(|f| crate::fork::runs(&mut w, &id, f, now, &limits));
+        let forked =
+            fork.as_ref().map(|f| crate::fork::runs(&mut w.hot, w.caps, &id, f, now, &limits));
         let (runs, handed) = match forked {
             // A new execution: no entries or handed results are its yet.
             Some(Ok(runs)) => (runs, vec![false; reports.len()]),

@@ -11,16 +11,15 @@
 //! rows like any start. A refusal (`RESET_POINT_INVALID`, `MIGRATION_UNSAFE`, …) creates
 //! nothing and fails the start with its code.
 
-use crate::context::{Core, Inner};
+use crate::context::{Core, Hot, Inner};
 use crate::error::OwnerError;
 use crate::hot::definition;
 use crate::requests::StartRequest;
-use crate::work::Work;
 use orbit_definition::Definition;
 use orbit_engine::event::{Event, HistoryEvent};
 use orbit_engine::restore::{self, Restored, Source};
 use orbit_engine::run::{Pass, Run};
-use orbit_engine::ErrorCode;
+use orbit_engine::{Capabilities, ErrorCode};
 use std::sync::Arc;
 
 /// What a fork's engine job needs, read before it.
@@ -81,9 +80,11 @@ pub(crate) async fn prepare(
     }))
 }
 
-/// The fork's first run(s), recorded in `w` (whose state is replaced). In the job.
+/// The fork's first run(s), recorded in the execution's hot copy (whose state is
+/// replaced). In the job.
 pub(crate) fn runs(
-    w: &mut Work,
+    hot: &mut Hot,
+    caps: Capabilities,
     id: &str,
     f: &ForkInput,
     now: u64,
@@ -100,7 +101,7 @@ pub(crate) fn runs(
         reason: &f.reason,
         keep_signals: false,
     };
-    let pass = Pass { now, limits, caps: w.caps };
-    let timer = w.hot.timer_at;
-    Ok(restore::restored(&mut w.hot.state, &r, created, timer, &pass)?.0)
+    let pass = Pass { now, limits, caps };
+    let timer = hot.timer_at;
+    Ok(restore::restored(&mut hot.state, &r, created, timer, &pass)?.0)
 }

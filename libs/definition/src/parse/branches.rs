@@ -30,7 +30,13 @@ pub(crate) fn on_failure(obj: &mut Obj, nest: &Nest<'_>, c: &mut Compiler) -> Op
         return None;
     }
     let vars = nest.vars.with(&["failure"]);
-    let inner = Nest { body: nest.body, depth: nest.depth, vars: &vars, known: nest.known };
+    let inner = Nest {
+        body: nest.body,
+        depth: nest.depth,
+        vars: &vars,
+        known: nest.known,
+        read: nest.read,
+    };
     let (steps, output) = list(&mut f, "steps", &inner, c);
     f.finish(c.errors, &GROUP_FIELDS);
     Some(OnFailure { steps, output })

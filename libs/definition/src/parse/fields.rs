@@ -6,8 +6,8 @@ use crate::error::ErrorCode;
 use crate::expr::Expr;
 use crate::model::{ForEach, RetryPolicy, TaskCall};
 use crate::parse::exprs::{Compiler, Vars};
+use crate::parse::known::Known;
 use crate::parse::reader::{a_kind, index_path, is_identifier, wrong_type, Errors, Obj};
-use crate::parse::steps::Known;
 use serde_json::Value;
 
 /// Names a `for_each` element may not take: they would hide a name already in scope.

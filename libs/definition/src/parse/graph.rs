@@ -9,8 +9,8 @@
 
 use crate::error::ErrorCode;
 use crate::parse::exprs::StepRef;
+use crate::parse::known::Parsed;
 use crate::parse::reader::{field_path, Errors};
-use crate::parse::steps::Parsed;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Checks one body and fills each step's `deps`. `main` holds the main body's ids when

@@ -13,8 +13,9 @@ use crate::expr::Template;
 use crate::limits::MAX_GROUP_DEPTH;
 use crate::model::{Body, Branch, Step, StepKind};
 use crate::parse::exprs::{Compiler, StepRef, Vars};
+use crate::parse::known::{Known, Parsed};
+use crate::parse::reader::Errors;
 use crate::parse::reader::{index_path, wrong_type, Obj};
-use crate::parse::steps::{read_list, Known};
 use crate::parse::{fields, graph};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -28,7 +29,15 @@ pub(crate) struct Nest<'a> {
     pub depth: usize,
     pub vars: &'a Vars,
     pub known: &'a Known,
+    /// How a nested list is read: `steps::read_list`, handed down so that this file (and
+    /// the constructs that nest lists) need not import the list reader that calls them.
+    pub read: ReadList,
 }
+
+/// `steps::read_list`'s signature: a list's value, path, body, variables, declared names,
+/// errors and depth.
+pub(crate) type ReadList =
+    fn(&Value, &str, &Body, &Vars, &Known, &mut Errors, usize) -> Vec<Parsed>;
 
 /// Whether a nested list at `path` would be too deep (reported there).
 pub(crate) fn too_deep(nest: &Nest<'_>, path: &str, c: &mut Compiler) -> bool {
@@ -60,7 +69,7 @@ pub(crate) fn list(
     }
     let depth = nest.depth + 1;
     let mut inner = steps.map_or_else(Vec::new, |v| {
-        read_list(v, &path, nest.body, nest.vars, nest.known, c.errors, depth)
+        (nest.read)(v, &path, nest.body, nest.vars, nest.known, c.errors, depth)
     });
     let mut outer: Vec<StepRef> = Vec::new();
     graph::resolve_group(&mut inner, &mut outer, c.errors);

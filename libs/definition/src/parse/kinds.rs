@@ -6,9 +6,9 @@ use crate::expr::Template;
 use crate::model::StepKind;
 use crate::parse::exprs::{Compiler, Vars};
 use crate::parse::fields::duration;
+use crate::parse::known::Known;
 use crate::parse::names::workflow_ref;
 use crate::parse::reader::{a_kind, wrong_type, Obj};
-use crate::parse::steps::Known;
 use serde_json::{Map, Value};
 
 /// The kind keywords, in the order messages list them (`group` and `switch` are read by

@@ -19,6 +19,7 @@ mod flow;
 mod graph;
 mod group;
 mod kinds;
+mod known;
 mod migrations;
 mod names;
 pub(crate) mod reader;

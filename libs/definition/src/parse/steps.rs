@@ -8,7 +8,8 @@
 use crate::error::ErrorCode;
 use crate::expr::Template;
 use crate::model::{Body, RetryPolicy, Step, StepKind};
-use crate::parse::exprs::{Compiler, StepRef, Vars};
+use crate::parse::exprs::{Compiler, Vars};
+pub(crate) use crate::parse::known::{Known, Parsed};
 use crate::parse::reader::{index_path, is_identifier, wrong_type, Errors, Obj};
 use crate::parse::{branches, fields, flow, group, kinds, names, repeat};
 use serde_json::Value;
@@ -51,52 +52,6 @@ const STEP_FIELDS: [&str; 34] = [
     "race",
     "repeat",
 ];
-
-/// Task and signal names the document declares (from the raw keys, so a contract with an
-/// error does not also make every step that calls it an unknown task).
-#[derive(Debug, Default)]
-pub(crate) struct Known {
-    pub tasks: BTreeSet<String>,
-    pub signals: BTreeSet<String>,
-    /// The declared search attributes (a step's `search:` keys must be among them).
-    pub search: std::collections::BTreeMap<String, crate::search::SearchType>,
-}
-
-impl Known {
-    pub fn check_task(&self, task: &str, path: &str, errors: &mut Errors) {
-        if !self.tasks.contains(task) {
-            let message =
-                format!("task `{task}` is not declared in `tasks`{}", listing(&self.tasks));
-            errors.push(path, ErrorCode::UnknownTask, message);
-        }
-    }
-
-    pub fn check_signal(&self, signal: &str, path: &str, errors: &mut Errors) {
-        if !self.signals.contains(signal) {
-            let message =
-                format!("signal `{signal}` is not declared in `signals`{}", listing(&self.signals));
-            errors.push(path, ErrorCode::UnknownSignal, message);
-        }
-    }
-}
-
-fn listing(names: &BTreeSet<String>) -> String {
-    if names.is_empty() {
-        " (none are)".into()
-    } else {
-        format!(" (declared: {})", crate::parse::reader::short_list(names.iter()))
-    }
-}
-
-/// A step as read, with what graph checks need: where it is and what it references.
-#[derive(Debug)]
-pub(crate) struct Parsed {
-    pub step: Step,
-    pub path: String,
-    /// Each `needs` entry with its path.
-    pub needs: Vec<(String, String)>,
-    pub refs: Vec<StepRef>,
-}
 
 /// Whether `field` applies to a step of `kind` in `body` (with `for_each` or not).
 fn applies(field: &str, kind: &str, body: &Body, fan_out: bool) -> Result<(), String> {
@@ -291,7 +246,7 @@ fn read_step(
     let ok = |f: &str| applies(f, kind, body, fan_out).is_ok();
 
     // A `for_each` group's steps run once per element: they see it (and `index`).
-    let nest = group::Nest { body, depth: place.depth, vars: &inner, known };
+    let nest = group::Nest { body, depth: place.depth, vars: &inner, known, read: read_list };
     let kind_value = match kind {
         "group" => group::group(&mut obj, &nest, &mut c),
         "switch" => group::switch(&mut obj, &nest, &mut c),

@@ -8,9 +8,9 @@ use orbit_server_kit::error::OrbitError;
 use serde_json::json;
 
 use super::error::Failure;
-use super::execution::Client;
 use super::listing::caret;
 use super::output::{print_json, print_text, Format, Table};
+use super::Client;
 
 /// `execution count`: the total, or one row per group (largest first) and the total.
 pub async fn count(

@@ -5,7 +5,6 @@
 //! [`super::follow`], paged reads (`history`, `list`) in [`super::listing`].
 
 use clap::{Args, Subcommand};
-use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use orbit_api::v1::{
     CancelExecutionRequest, DescribeExecutionRequest, ExecutionStatus, QueryExecutionRequest,
     ResumeExecutionRequest, SignalExecutionRequest, StartExecutionRequest,
@@ -21,7 +20,7 @@ use super::follow::{event_line, follow_run, result_text};
 use super::input::{parse_json_arg, parse_priority, parse_workflow_ref, WorkflowRef};
 use super::listing::{history, list, ListFilters, StatusFilter};
 use super::output::{pretty, print_json, print_json_line, print_text, Fields, Format};
-use super::{ConnectArgs, Transport};
+use super::{Client, ConnectArgs};
 
 /// `orbit execution ...`
 #[derive(Args, Debug)]
@@ -371,9 +370,6 @@ enum ExecutionCommand {
     ))]
     Attributes,
 }
-
-/// The client every execution command uses.
-pub type Client = WorkflowServiceClient<Transport>;
 
 /// Runs an `execution` subcommand.
 pub async fn run(args: ExecutionArgs) -> Result<(), Failure> {

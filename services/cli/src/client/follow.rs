@@ -13,8 +13,8 @@ use tonic::{Code, Status};
 
 use super::convert::{event_json, event_row};
 use super::error::Failure;
-use super::execution::Client;
 use super::output::{or_dash, pretty, Fields};
+use super::Client;
 
 /// How often following a run reconnects after a broken stream before giving up.
 const MAX_RESUMES: u32 = 5;

@@ -8,9 +8,9 @@ use serde_json::json;
 
 use super::convert::{event_json, event_row, info_json, status_name};
 use super::error::Failure;
-use super::execution::Client;
 use super::input::WorkflowRef;
 use super::output::{print_json, print_text, ts, Format, Table};
+use super::Client;
 
 /// An execution status accepted by `execution list --status`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

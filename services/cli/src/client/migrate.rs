@@ -7,8 +7,8 @@ use serde_json::json;
 use std::fmt::Write as _;
 
 use super::error::Failure;
-use super::execution::Client;
 use super::output::{print_json, print_text, Format};
+use super::Client;
 
 /// What the command was asked.
 pub(crate) struct Migration {

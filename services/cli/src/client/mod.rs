@@ -152,6 +152,9 @@ pub struct ConnectArgs {
 /// The gRPC transport every client uses: a channel with the bearer token added to each call.
 pub type Transport = InterceptedService<Channel, Auth>;
 
+/// The client every execution command uses.
+pub type Client = WorkflowServiceClient<Transport>;
+
 /// Adds `authorization: Bearer <token>` to every request when a token is configured.
 #[derive(Clone, Debug)]
 pub struct Auth(Option<MetadataValue<Ascii>>);

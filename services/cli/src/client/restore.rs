@@ -9,7 +9,6 @@
 
 use clap::{ArgGroup, Args};
 use orbit_api::v1::reset_execution_request::To;
-use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use orbit_api::v1::{
     ForkExecutionRequest, ForkExecutionResponse, ResetExecutionRequest, ResetExecutionResponse,
     RestorePlan,
@@ -19,11 +18,7 @@ use std::fmt::Write as _;
 
 use super::error::Failure;
 use super::output::{print_json, print_text, Format};
-use super::Transport;
-
-/// The client both commands use (`execution::Client`, named here so that this file does
-/// not import the `execution` command tree that dispatches to it).
-type Client = WorkflowServiceClient<Transport>;
+use super::Client;
 
 /// `orbit execution reset`: what the command was asked.
 #[derive(Args, Debug)]

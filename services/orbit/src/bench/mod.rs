@@ -58,7 +58,7 @@ pub async fn run(args: BenchArgs) -> ExitCode {
         Ok(guard) => guard,
         Err(code) => return code,
     };
-    dev::init_logs("warn");
+    crate::logs::init("warn");
     match bench(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

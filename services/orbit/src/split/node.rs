@@ -50,7 +50,7 @@ pub async fn prepare(
     args: &CommonArgs,
 ) -> Result<Node, ExitCode> {
     let traces = args.traces.init(&format!("orbit-{service}"))?;
-    crate::dev::init_logs(&args.log);
+    crate::logs::init(&args.log);
     if let Err(e) = args.check().and_then(|()| args.auth.check(&args.connections)) {
         eprintln!("error: {e}");
         return Err(ExitCode::from(2));
