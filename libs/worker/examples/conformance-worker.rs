@@ -14,12 +14,13 @@
 // (unique names, deadlines of real processes) directly.
 #![allow(clippy::disallowed_methods)]
 
+use std::future::{ready, Ready};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Once;
 use std::time::Duration;
 
-use orbit_worker::{TaskContext, TaskFailure, Worker, WorkerError, CANCELLED};
+use orbit_worker::{TaskContext, TaskFailure, Worker, WorkerBuilder, WorkerError, CANCELLED};
 use serde_json::{json, Value};
 
 /// `greet`: `{name}` → `{greeting}`.
@@ -28,22 +29,101 @@ async fn greet(ctx: TaskContext) -> Result<Value, TaskFailure> {
     Ok(json!({ "greeting": format!("Hello, {name}!") }))
 }
 
-/// `payments.charge`: a charge id, or non-retryable `CARD_DECLINED` for amount 13.
+/// `payments.charge`: a charge id, or non-retryable `CARD_DECLINED` for amount 13 and
+/// `DECLINED` for amount 120 (the on-failure example's declined card).
 async fn charge(ctx: TaskContext) -> Result<Value, TaskFailure> {
     let input = ctx.input();
     if input["amount"].as_f64() == Some(13.0) {
         return Err(TaskFailure::fatal("CARD_DECLINED", "the card was declined"));
     }
+    if input["amount"].as_f64() == Some(120.0) {
+        return Err(TaskFailure::fatal("DECLINED", "card declined"));
+    }
     Ok(json!({ "charge_id": format!("ch-{}", text(&input["order_id"])) }))
 }
 
-/// `inventory.reserve`: a reservation, or non-retryable `OUT_OF_STOCK` for sku `none`.
+/// `inventory.reserve`: a reservation `r-<sku>` (`r-<order_id>` without a sku), or
+/// non-retryable `OUT_OF_STOCK` for sku `none`.
 async fn reserve(ctx: TaskContext) -> Result<Value, TaskFailure> {
-    let sku = text(&ctx.input()["sku"]);
+    let input = ctx.input();
+    if input["sku"].is_null() {
+        return Ok(json!({ "reservation": format!("r-{}", text(&input["order_id"])) }));
+    }
+    let sku = text(&input["sku"]);
     if sku == "none" {
         return Err(TaskFailure::fatal("OUT_OF_STOCK", "nothing left of sku none"));
     }
     Ok(json!({ "reservation": format!("r-{sku}") }))
+}
+
+/// A handler of the language examples' tasks: answers at once.
+type Answer = Ready<Result<Value, TaskFailure>>;
+
+/// A task answering `{<key>: "<prefix><input.field>"}` (`warehouse.pack`: `{sku}` →
+/// `{"box": "box-<sku>"}`).
+fn prefixed(
+    key: &'static str,
+    prefix: &'static str,
+    field: &'static str,
+) -> impl Fn(TaskContext) -> Answer + Send + Sync + 'static {
+    move |ctx| ready(Ok(json!({ key: format!("{prefix}{}", text(&ctx.input()[field])) })))
+}
+
+/// A task answering `value` whatever its input.
+fn constant(value: Value) -> impl Fn(TaskContext) -> Answer + Send + Sync + 'static {
+    move |_ctx| ready(Ok(value.clone()))
+}
+
+/// `notify.email`: `{sent: true}` for a notice with a `reason` (on-failure); otherwise the
+/// mail is down (continue-on-failure): retryable `SMTP_DOWN` on every attempt.
+fn email(ctx: TaskContext) -> Answer {
+    if ctx.input()["reason"].is_null() {
+        return ready(Err(TaskFailure::retryable("SMTP_DOWN", "mail is down")));
+    }
+    ready(Ok(json!({ "sent": true })))
+}
+
+/// `notify.sms`: `{sent: <phone>}`, non-retryable `BAD_NUMBER` for phone `+0`.
+fn sms(ctx: TaskContext) -> Answer {
+    let phone = ctx.input()["phone"].clone();
+    if phone == json!("+0") {
+        return ready(Err(TaskFailure::fatal("BAD_NUMBER", "no such number")));
+    }
+    ready(Ok(json!({ "sent": phone })))
+}
+
+/// `warehouse.ship`: `{tracking: "T-<charge_id>"}`, retryable `NO_CARRIER` for `ch-o-fail`.
+fn ship(ctx: TaskContext) -> Answer {
+    let charge = text(&ctx.input()["charge_id"]);
+    if charge == "ch-o-fail" {
+        return ready(Err(TaskFailure::retryable("NO_CARRIER", "no carrier today")));
+    }
+    ready(Ok(json!({ "tracking": format!("T-{charge}") })))
+}
+
+/// `jobs.status`: `running` on attempts 0 and 1, then `done`.
+fn job_status(ctx: TaskContext) -> Answer {
+    let attempt = ctx.input()["attempt"].as_f64().unwrap_or(0.0);
+    let state = if attempt >= 2.0 { "done" } else { "running" };
+    ready(Ok(json!({ "state": state })))
+}
+
+/// The tasks of the language examples (groups, switch, continue-on-failure, on-failure,
+/// race, loops) not in the list above, as their headers describe the workers.
+fn language_tasks(builder: WorkerBuilder) -> WorkerBuilder {
+    builder
+        .task("warehouse.pack", "1", prefixed("box", "box-", "sku"))
+        .task("warehouse.unpack", "1", constant(json!({})))
+        .task("warehouse.label", "1", prefixed("label", "L-", "order_id"))
+        .task("carrier.send", "1", prefixed("tracking", "T-", "label"))
+        .task("warehouse.ship", "1", ship)
+        .task("refunds.review", "1", constant(json!({ "reviewer": "ops" })))
+        .task("notify.email", "1", email)
+        .task("notify.sms", "1", sms)
+        .task("billing.invoice", "1", prefixed("invoice", "inv-", "order_id"))
+        .task("approvals.request", "1", prefixed("ticket", "t-", "request_id"))
+        .task("approvals.escalate", "1", constant(json!({ "to": "manager" })))
+        .task("jobs.status", "1", job_status)
 }
 
 /// `conformance.flaky` (a synchronous handler): retryable `FLAKY` on attempts
@@ -126,6 +206,7 @@ fn build() -> Result<Worker, WorkerError> {
         .task("conformance.heartbeat", "1", heartbeat)
         // Version "": whatever version `orbit bench` declares (`bench.step: {}` is "1").
         .task("bench.step", "", |ctx: TaskContext| async move { Ok(ctx.input().clone()) });
+    let builder = language_tasks(builder);
     // The contract's `worker_id` output is the configured `ORBIT_WORKER_ID`.
     let worker_id = std::env::var("ORBIT_WORKER_ID").unwrap_or_default();
     let builder =

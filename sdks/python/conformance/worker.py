@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Callable, Dict
 
 from orbit_worker import (
     CANCELLED,
@@ -52,6 +52,8 @@ def build(worker: Worker, marker_dir: Path) -> None:
         data = _input(ctx)
         if data.get("amount") == 13:
             raise NonRetryableError("CARD_DECLINED", f"card declined for order {data.get('order_id')}")
+        if data.get("amount") == 120:  # the on-failure example's declined card
+            raise NonRetryableError("DECLINED", "card declined")
         return {"charge_id": f"ch-{data.get('order_id')}"}
 
     @worker.task("payments.refund", "1")
@@ -60,7 +62,10 @@ def build(worker: Worker, marker_dir: Path) -> None:
 
     @worker.task("inventory.reserve", "1")
     def reserve(ctx: TaskContext) -> Dict[str, Any]:
-        sku = _input(ctx).get("sku")
+        data = _input(ctx)
+        sku = data.get("sku")
+        if sku is None:  # the on-failure example reserves by order
+            return {"reservation": f"r-{data.get('order_id')}"}
         if sku == "none":
             raise NonRetryableError("OUT_OF_STOCK", "sku `none` is never in stock")
         return {"reservation": f"r-{sku}"}
@@ -95,6 +100,69 @@ def build(worker: Worker, marker_dir: Path) -> None:
     @worker.task("bench.step", "1")
     async def bench_step(ctx: TaskContext) -> Any:
         return ctx.input
+
+    build_language(worker)
+
+
+def _prefixed(key: str, prefix: str, field: str) -> Callable[[TaskContext], Dict[str, Any]]:
+    """A task answering ``{key: "<prefix><input[field]>"}``."""
+
+    def handler(ctx: TaskContext) -> Dict[str, Any]:
+        return {key: f"{prefix}{_input(ctx).get(field)}"}
+
+    return handler
+
+
+def _constant(value: Dict[str, Any]) -> Callable[[TaskContext], Dict[str, Any]]:
+    """A task answering ``value`` whatever its input."""
+
+    def handler(ctx: TaskContext) -> Dict[str, Any]:
+        return dict(value)
+
+    return handler
+
+
+def build_language(worker: Worker) -> None:
+    """Registers the tasks of the language examples (groups, switch, continue-on-failure,
+    on-failure, race, loops) that the contract's first tasks do not cover."""
+
+    @worker.task("notify.email", "1")
+    def email(ctx: TaskContext) -> Dict[str, Any]:
+        # A notice with a reason (on-failure) is sent; otherwise the mail is down.
+        if _input(ctx).get("reason") is None:
+            raise RetryableError("SMTP_DOWN", "mail is down")
+        return {"sent": True}
+
+    @worker.task("notify.sms", "1")
+    def sms(ctx: TaskContext) -> Dict[str, Any]:
+        phone = _input(ctx).get("phone")
+        if phone == "+0":
+            raise NonRetryableError("BAD_NUMBER", "no such number")
+        return {"sent": phone}
+
+    @worker.task("warehouse.ship", "1")
+    def ship(ctx: TaskContext) -> Dict[str, Any]:
+        charge = _input(ctx).get("charge_id")
+        if charge == "ch-o-fail":
+            raise RetryableError("NO_CARRIER", "no carrier today")
+        return {"tracking": f"T-{charge}"}
+
+    @worker.task("jobs.status", "1")
+    async def job_status(ctx: TaskContext) -> Dict[str, Any]:
+        return {"state": "done" if _input(ctx).get("attempt", 0) >= 2 else "running"}
+
+    simple = {
+        "warehouse.pack": _prefixed("box", "box-", "sku"),
+        "warehouse.unpack": _constant({}),
+        "warehouse.label": _prefixed("label", "L-", "order_id"),
+        "carrier.send": _prefixed("tracking", "T-", "label"),
+        "refunds.review": _constant({"reviewer": "ops"}),
+        "billing.invoice": _prefixed("invoice", "inv-", "order_id"),
+        "approvals.request": _prefixed("ticket", "t-", "request_id"),
+        "approvals.escalate": _constant({"to": "manager"}),
+    }
+    for name, handler in simple.items():
+        worker.register(name, "1", handler)
 
 
 def main() -> int:

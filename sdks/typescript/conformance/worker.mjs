@@ -35,10 +35,14 @@ worker.register("greet", "1", async (ctx) => ({ greeting: `Hello, ${ctx.input.na
 
 worker.register("payments.charge", "1", async (ctx) => {
   if (ctx.input.amount === 13) throw new TaskFailure("CARD_DECLINED", "card declined", { retryable: false });
+  // The on-failure example's declined card.
+  if (ctx.input.amount === 120) throw new TaskFailure("DECLINED", "card declined", { retryable: false });
   return { charge_id: `ch-${ctx.input.order_id}` };
 });
 worker.register("payments.refund", "1", async () => ({}));
 worker.register("inventory.reserve", "1", async (ctx) => {
+  // The on-failure example reserves by order.
+  if (ctx.input.sku === undefined) return { reservation: `r-${ctx.input.order_id}` };
   if (ctx.input.sku === "none") throw new TaskFailure("OUT_OF_STOCK", `no stock for ${ctx.input.sku}`);
   return { reservation: `r-${ctx.input.sku}` };
 });
@@ -69,6 +73,32 @@ worker.register("conformance.slow", "1", async (ctx) => {
   writeFileSync(`${base}.done`, "");
   return { attempt: ctx.attempt, idempotency_key: ctx.idempotencyKey, worker_id: workerId };
 });
+
+// The tasks of the language examples (groups, switch, continue-on-failure, on-failure, race,
+// loops) the ones above do not cover, as the examples' headers describe their workers.
+const prefixed = (key, prefix, field) => async (ctx) => ({ [key]: `${prefix}${ctx.input[field]}` });
+worker.register("warehouse.pack", "1", prefixed("box", "box-", "sku"));
+worker.register("warehouse.unpack", "1", async () => ({}));
+worker.register("warehouse.label", "1", prefixed("label", "L-", "order_id"));
+worker.register("carrier.send", "1", prefixed("tracking", "T-", "label"));
+worker.register("warehouse.ship", "1", async (ctx) => {
+  if (ctx.input.charge_id === "ch-o-fail") throw new TaskFailure("NO_CARRIER", "no carrier today", { retryable: true });
+  return { tracking: `T-${ctx.input.charge_id}` };
+});
+worker.register("refunds.review", "1", async () => ({ reviewer: "ops" }));
+// A notice with a reason (on-failure) is sent; otherwise the mail is down.
+worker.register("notify.email", "1", async (ctx) => {
+  if (ctx.input.reason === undefined) throw new TaskFailure("SMTP_DOWN", "mail is down", { retryable: true });
+  return { sent: true };
+});
+worker.register("notify.sms", "1", async (ctx) => {
+  if (ctx.input.phone === "+0") throw new TaskFailure("BAD_NUMBER", "no such number", { retryable: false });
+  return { sent: ctx.input.phone };
+});
+worker.register("billing.invoice", "1", prefixed("invoice", "inv-", "order_id"));
+worker.register("approvals.request", "1", prefixed("ticket", "t-", "request_id"));
+worker.register("approvals.escalate", "1", async () => ({ to: "manager" }));
+worker.register("jobs.status", "1", async (ctx) => ({ state: ctx.input.attempt >= 2 ? "done" : "running" }));
 
 // bench.step is version "1": `orbit bench` declares it without a version (the default).
 worker.register("bench.step", "1", async (ctx) => ctx.input);

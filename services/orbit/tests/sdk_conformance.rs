@@ -1,6 +1,7 @@
 //! The shared SDK conformance suite (`sdks/conformance/README.md`) against a real
-//! `orbit dev`, one test per SDK: each runs the eight scenarios of
-//! `conformance/scenarios.rs` with that SDK's conformance worker as a child process.
+//! `orbit dev`, one test per SDK: each runs the nine scenarios of
+//! `conformance/scenarios.rs` (the ninth, the language examples, in `conformance/language.rs`)
+//! with that SDK's conformance worker as a child process.
 //!
 //! Rust: the `conformance-worker` example of `orbit-worker`, built by the test.
 //!

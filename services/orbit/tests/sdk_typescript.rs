@@ -4,8 +4,9 @@
 //! `ORBIT_TLS_*` and `ORBIT_TOKEN` variables, runs a queued task with a worker token, and a
 //! token of another identity or an unknown one makes it exit at once (code 4, the status
 //! on stderr) instead of retrying. The conformance scenarios themselves (examples, retry,
-//! heartbeat + cancel, SIGKILL, drain, reconnect, refusal, Hello) run for every SDK in
-//! `sdk_conformance.rs`; this file adds the TLS path the shared runner does not take.
+//! heartbeat + cancel, SIGKILL, drain, reconnect, refusal, Hello, the language examples)
+//! run for every SDK in `sdk_conformance.rs`; this file adds the TLS path the shared runner
+//! does not take.
 //!
 //! Needs the package built first: `cd sdks/typescript && npm ci && npm run build`
 //! (scripts/test.sh does it).

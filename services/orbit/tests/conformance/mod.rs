@@ -12,6 +12,7 @@
 // (unique names, deadlines of real processes) directly.
 #![allow(clippy::disallowed_methods)]
 
+pub mod language;
 pub mod scenarios;
 
 use crate::common::{ChildGuard, Server, TempDir};

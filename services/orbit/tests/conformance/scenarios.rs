@@ -1,4 +1,5 @@
-//! The eight scenarios of `sdks/conformance/README.md`, each against its own `orbit dev`.
+//! The scenarios of `sdks/conformance/README.md`, each against its own `orbit dev`; the ninth,
+//! "language", is in `language.rs`.
 
 // Tests read their environment (ORBIT_PYTHON, the database URL) and the wall clock
 // (unique names, deadlines of real processes) directly.
@@ -18,7 +19,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 
-type Fut<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
+pub type Fut<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
 type Scenario = for<'a> fn(&'a WorkerSpec) -> Fut<'a>;
 
 /// Every scenario, in the README's order.
@@ -31,10 +32,11 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("6 reconnect", reconnect),
     ("7 refused identity", refused),
     ("8 Hello", hello),
+    ("9 language", super::language::language),
 ];
 
 /// The result, with the worker's log on a timeout or mismatch.
-async fn finished(
+pub async fn finished(
     c: &mut WorkflowServiceClient<Channel>,
     id: &str,
     within: Duration,
