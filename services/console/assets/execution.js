@@ -12,6 +12,7 @@ import { call, esc, badge, when, span, json, errorBox, short } from './api.js';
 import { timeline, svg, LEGEND } from './gantt.js';
 import { scrubber, parseAt, withAt } from './scrubber.js';
 import { panels, stepsThatRan, wireEvolve } from './evolve.js';
+import { steps, wireTree } from './tree.js';
 
 const REFRESH_MS = 3000;
 
@@ -27,18 +28,27 @@ async function allEvents(id) {
   return { events, run };
 }
 
-/** The definition's steps in order with what each needs (the DAG's edges), from the
- * document: JSON, or YAML's `- id: name` items and their `needs: [a, b]` lines. */
+/** The definition's top-level steps in order with what each needs (the DAG's edges), from
+ * the document: JSON, or YAML's `- id: name` items at the list's own indentation (nested
+ * steps of groups, branches and loops are drawn by tree.js) and their `needs: [a, b]`. */
 export function stepIds(document) {
   try { return JSON.parse(document).steps.map((s) => ({ id: s.id, needs: s.needs || [] })); } catch { /* YAML */ }
   const steps = [];
   const body = document.split(/^steps:\s*$/m)[1] || '';
+  let dash = null; // the indentation of the list's items
+  let keys = null; // the indentation of the keys of its items
   for (const line of body.split('\n')) {
     if (/^\S/.test(line)) break; // the next top-level key
-    const id = line.match(/^\s*-\s*id:\s*["']?([\w.-]+)/);
-    if (id) { steps.push({ id: id[1], needs: [] }); continue; }
-    const needs = line.match(/^\s+needs:\s*\[([^\]]*)\]/);
-    if (needs && steps.length) steps[steps.length - 1].needs = needs[1].split(',').map((n) => n.trim().replace(/["']/g, '')).filter(Boolean);
+    const id = line.match(/^(\s*)-(\s*\{?\s*)id:\s*["']?([\w.-]+)/);
+    if (id && (dash == null || id[1].length === dash)) {
+      dash = id[1].length;
+      keys = dash + 1 + id[2].length;
+      const flow = line.match(/needs:\s*\[([^\]]*)\]/); // `- { id: b, needs: [a], ... }`
+      steps.push({ id: id[3], needs: flow ? flow[1].split(',').map((n) => n.trim().replace(/["']/g, '')).filter(Boolean) : [] });
+      continue;
+    }
+    const needs = line.match(/^(\s+)needs:\s*\[([^\]]*)\]/);
+    if (needs && steps.length && needs[1].length === keys) steps[steps.length - 1].needs = needs[2].split(',').map((n) => n.trim().replace(/["']/g, '')).filter(Boolean);
   }
   return steps;
 }
@@ -55,6 +65,8 @@ export async function render(main, id, params) {
   const defs = new Map(); // `workflow@version` → its definition (immutable once registered)
   let notice = ''; // what the last reset did, shown above the view until the page is left
   let drawnAt; // the position last drawn: a redraw there keeps what the form fields hold
+  let drawSteps = () => ''; // the steps table of the last load (drawn again on a loop's pick)
+  wireTree(body, () => { const t = body.querySelector('#steps-tree'); if (t) t.innerHTML = drawSteps(); });
   const scrub = scrubber(main.querySelector('#scrubber'), (seq) => {
     at = seq;
     window.history.replaceState(null, '', withAt(location, at));
@@ -93,8 +105,9 @@ export async function render(main, id, params) {
     const until = closed ? Date.parse(info.closedAt) : cursor ?? Date.now();
     const unfolded = new Set([...body.querySelectorAll('details[open][id]')].map((x) => x.id));
     const filled = seq === drawnAt ? [...body.querySelectorAll('input[id], select[id], textarea[id]')].map((f) => [f.id, f.type === 'checkbox' ? f.checked : f.value]) : [];
-    const ids = def ? stepIds(def.workflow.document).map((s) => s.id) : [];
-    const ran = stepsThatRan(ids, events);
+    const declared = def ? stepIds(def.workflow.document) : [];
+    const ran = stepsThatRan(declared.map((s) => s.id), events);
+    drawSteps = () => steps(def, declared, d, past, ran);
     head.innerHTML = `<h1>${esc(info.workflow)} <span class="muted">v${esc(info.version)}</span> ${badge(info.status)}</h1>`;
     body.innerHTML = `${notice}
       <div class="grid">
@@ -115,7 +128,7 @@ export async function render(main, id, params) {
           ${d.waitingForSlot ? `<p class="waiting" id="waiting-for-slot">Waiting for a slot of concurrency key <span class="mono">${esc(d.waitingForSlot)}</span>: another execution holds it; this one starts when it closes.</p>` : ''}</div>
       </div>
       <h2>Timeline</h2>${LEGEND}${chart.html}<div id="bar-detail" class="card result" aria-live="polite"></div>
-      <h2>Steps</h2>${steps(def, d, ran)}
+      <h2>Steps</h2><div id="steps-tree">${drawSteps()}</div>
       ${pending(d)}
       ${children.executions.length ? `<h2>Children</h2><ul>${children.executions.map((c) => `<li><a class="mono" href="/ui/executions/${encodeURIComponent(c.executionId)}">${esc(c.executionId)}</a> ${esc(c.workflow)} ${badge(c.status)}</li>`).join('')}</ul>` : ''}
       <h2>Actions</h2>${actions(open, seq)}${panels(open, seq, ran)}
@@ -176,28 +189,6 @@ export async function render(main, id, params) {
     try { open = await load(); } catch { /* keep the last view */ }
   }, REFRESH_MS);
   return () => { clearInterval(timer); scrub.stop(); };
-}
-
-function steps(def, d, ran) {
-  const ids = def ? stepIds(def.workflow.document) : [];
-  const units = d.units || [];
-  const seen = new Set();
-  const rows = [];
-  for (const { id, needs } of ids) {
-    const mine = units.filter((u) => u.step === id);
-    mine.forEach((u) => seen.add(u.key));
-    const after = esc(needs.join(', '));
-    // A step that ran can be reset to (its first row links to the reset panel).
-    const here = ran.includes(id) ? `<a href="#restore" class="reset-here" data-step="${esc(id)}" title="Reset to just before ${esc(id)} first started">reset here</a>` : '';
-    rows.push(mine.length ? mine.map((u, i) => unitRow(u, after, i ? '' : here)).join('') : `<tr><td>${esc(id)}</td><td>${after}</td><td></td><td><span class="badge">NOT REACHED</span></td><td></td><td></td><td></td><td>${here}</td></tr>`);
-  }
-  for (const u of units) if (!seen.has(u.key)) rows.push(unitRow(u, '', ''));
-  return `<table id="steps"><thead><tr><th>Step</th><th>Needs</th><th>Unit</th><th>State</th><th>Attempt</th><th>Task</th><th>Last error</th><th></th></tr></thead><tbody>${rows.join('')}</tbody></table>
-    ${def ? `<details id="def-source"><summary>Definition source (${esc(def.workflow.definitionHash?.slice(0, 12))})</summary><pre class="mono">${esc(def.workflow.document)}</pre></details>` : ''}`;
-}
-
-function unitRow(u, after, here) {
-  return `<tr><td>${esc(u.step)}</td><td>${after}</td><td class="mono">${esc(u.key)}</td><td>${badge(u.status)}</td><td>${esc(u.attempt || '')}${u.redelivery ? ' (redelivery)' : ''}</td><td>${esc(u.task)}</td><td class="error">${u.lastError?.code ? `${esc(u.lastError.code)}: ${esc(u.lastError.message)}` : ''}</td><td>${here}</td></tr>`;
 }
 
 // What flow control holds a queued attempt back on (`PendingTask.waiting_on`): the words

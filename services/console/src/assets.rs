@@ -20,6 +20,8 @@ const FILES: &[(&str, &str, &str)] = &[
     ("scrubber.js", "text/javascript; charset=utf-8", include_str!("../assets/scrubber.js")),
     ("querybar.js", "text/javascript; charset=utf-8", include_str!("../assets/querybar.js")),
     ("ratelimits.js", "text/javascript; charset=utf-8", include_str!("../assets/ratelimits.js")),
+    ("tree.js", "text/javascript; charset=utf-8", include_str!("../assets/tree.js")),
+    ("units.js", "text/javascript; charset=utf-8", include_str!("../assets/units.js")),
 ];
 
 /// The content type and bytes of asset `name`.

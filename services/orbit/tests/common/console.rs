@@ -379,6 +379,11 @@ pub fn browser_dir() -> PathBuf {
 /// (bounded to 5 minutes). Panics with the install commands when Chromium or the package is
 /// missing, and with the script's output when it fails.
 pub fn run_browser(admin: &str, shots: &Path, args: &[&str]) {
+    run_browser_script("console.mjs", admin, shots, args);
+}
+
+/// Runs `script` (a file of `tests/console/`) as [`run_browser`] runs `console.mjs`.
+pub fn run_browser_script(script: &str, admin: &str, shots: &Path, args: &[&str]) {
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     assert!(
         Path::new(&chromium).exists(),
@@ -392,7 +397,7 @@ pub fn run_browser(admin: &str, shots: &Path, args: &[&str]) {
     );
     let mut cmd = Command::new("node");
     cmd.current_dir(&dir)
-        .arg("console.mjs")
+        .arg(script)
         .arg(format!("http://{admin}"))
         .arg(shots)
         .args(args)

@@ -1,0 +1,113 @@
+// Headless Chromium checks of the execution page's nested steps (services/console/assets/
+// tree.js), run by services/orbit/tests/console_nested.rs against a real `orbit dev` where
+// execution ID of `console-nested` completed (a for_each group over three orders, a repeat
+// done at iteration 2, a race won by branch 1):
+// and execution MANY of `console-many` (a for_each group over 1,000 numbers) completed:
+//   node nested.mjs http://HOST:PORT SHOTS_DIR ID MANY
+// Exits non-zero (with the reason) on the first check that does not hold.
+
+import { chromium } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const [base, shots, id, many] = process.argv.slice(2);
+mkdirSync(shots, { recursive: true });
+const TIMEOUT = 30000; // one page check; the server is busy compiling on small machines
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const context = await browser.newContext({ viewport: { width: 1366, height: 860 } });
+const page = await context.newPage();
+page.setDefaultTimeout(TIMEOUT);
+const errors = [];
+page.on('pageerror', (e) => errors.push(e.message));
+const shot = (name) => page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+const check = (ok, what) => { if (!ok) throw new Error(`check failed: ${what}`); };
+const row = (key) => page.locator(`#steps tr[data-unit="${key}"]`);
+const cell = (tr, i) => tr.locator('td').nth(i).innerText();
+const statusOf = (key) => row(key).getAttribute('data-status');
+const text = async (l) => (await l.textContent()).replace(/\s+/g, ' ');
+const units = () => new URL(page.url()).searchParams.getAll('unit');
+// The units drawn under loop `loop`'s selected element (the rows after it).
+const drawn = (prefix) => page.locator('#steps tr[data-unit]').evaluateAll((rows, p) => rows.map((r) => r.dataset.unit).filter((k) => k.startsWith(p)), prefix);
+
+try {
+  await page.goto(`${base}/ui/executions/${encodeURIComponent(id)}`);
+  await page.locator('h1 .badge', { hasText: 'COMPLETED' }).waitFor();
+  await row('orders').waitFor();
+  // The tree: each top-level step once, in order, the loops and the race marked.
+  const tops = await page.locator('#steps tbody tr.d0').evaluateAll((rows) => rows.map((r) => [r.dataset.unit, r.dataset.kind, r.dataset.status]));
+  check(JSON.stringify(tops) === JSON.stringify([['orders', 'for_each', 'SUCCEEDED'], ['poll', 'repeat', 'SUCCEEDED'], ['decision', 'race', 'SUCCEEDED']]), `the top-level steps: ${JSON.stringify(tops)}`);
+  check(await page.locator('#steps tbody tr', { hasText: 'NOT REACHED' }).count() === 0, 'no sub-step drawn as a top-level step not reached');
+  // The for_each group: three elements, all succeeded; element 0 shown by default, its two
+  // steps indented under it (and no other element's units drawn).
+  const nav = page.locator('#steps tr.loop-nav[data-loop="orders"]');
+  check((await text(nav)).includes('3 elements: 3 succeeded'), `the counts: ${await text(nav)}`);
+  check(await nav.locator('button.cell').count() === 3, 'one cell per element');
+  check(await nav.locator('button.cell[aria-pressed=true]').getAttribute('data-index') === '0', 'element 0 shown first');
+  check(JSON.stringify(await drawn('orders[')) === JSON.stringify(['orders[0]', 'orders[0].charge', 'orders[0].ship']), `element 0's units: ${await drawn('orders[')}`);
+  check(await row('orders[0].charge').getAttribute('class') === 'nested d2', 'the group\'s steps are indented under the element');
+  // Element 2 by a click: the URL names it, its units are drawn with status, attempt, output.
+  await nav.locator('button.cell[data-index="2"]').click();
+  await row('orders[2].ship').waitFor();
+  check(JSON.stringify(units()) === JSON.stringify(['orders[2]']), `the URL: ${page.url()}`);
+  check(JSON.stringify(await drawn('orders[')) === JSON.stringify(['orders[2]', 'orders[2].charge', 'orders[2].ship']), `element 2's units: ${await drawn('orders[')}`);
+  for (const key of ['orders[2]', 'orders[2].charge', 'orders[2].ship']) check(await statusOf(key) === 'SUCCEEDED', `${key} SUCCEEDED`);
+  check(await cell(row('orders[2].charge'), 0) === 'charge', 'the step column names the sub-step');
+  check(await cell(row('orders[2].charge'), 4) === '1', 'the attempt');
+  check(await cell(row('orders[2].charge'), 5) === 'nest.charge', 'the task');
+  check((await cell(row('orders[2].ship'), 7)).includes('"tracking":"T-ch-o-2"'), `ship's output: ${await cell(row('orders[2].ship'), 7)}`);
+  check((await cell(row('orders[2]'), 7)).includes('"order":"o-2"'), 'the element\'s output');
+  // The repeat: three iterations; iteration 2 by a click keeps element 2 of the other loop.
+  const polls = page.locator('#steps tr.loop-nav[data-loop="poll"]');
+  check((await text(polls)).includes('3 iterations: 3 succeeded'), `the iterations: ${await text(polls)}`);
+  await polls.locator('button.cell[data-index="2"]').click();
+  await polls.locator('button.cell[data-index="2"][aria-pressed=true]').waitFor();
+  check(JSON.stringify(units()) === JSON.stringify(['orders[2]', 'poll[2]']), `both selections in the URL: ${page.url()}`);
+  check(await statusOf('poll[2].check') === 'SUCCEEDED', 'iteration 2\'s check');
+  check((await cell(row('poll[2].check'), 7)).includes('"state":"done"'), 'iteration 2 saw done');
+  check(await row('poll[0].check').count() === 0, 'iteration 0 is not drawn');
+  // The race: branch 1 won, branch 0 lost with its sleep cancelled.
+  check(await row('decision.1').getAttribute('data-verdict') === 'won', 'branch 1 won');
+  check(await row('decision.0').getAttribute('data-verdict') === 'lost', 'branch 0 lost');
+  check(await statusOf('decision.0.deadline') === 'CANCELLED', 'the loser\'s sleep was cancelled');
+  check(await statusOf('decision.1.quick') === 'SUCCEEDED', 'the winner\'s task');
+  await row('orders').scrollIntoViewIfNeeded();
+  await shot('console-nested');
+  console.log('nested drawing: ok');
+  // A reload keeps both selections.
+  await page.reload();
+  await row('orders[2].ship').waitFor();
+  check(await page.locator('#steps tr.loop-nav[data-loop="orders"] button.cell[aria-pressed=true]').getAttribute('data-index') === '2', 'element 2 still selected');
+  check(await row('poll[2].check').count() === 1, 'iteration 2 still shown');
+  // The pager's field goes to an element too (element 1).
+  await page.fill('#steps input.loop-goto[data-loop="orders"]', '1');
+  await page.press('#steps input.loop-goto[data-loop="orders"]', 'Enter');
+  await row('orders[1].charge').waitFor();
+  check(JSON.stringify(units()) === JSON.stringify(['poll[2]', 'orders[1]']), `the field's pick in the URL: ${page.url()}`);
+  console.log('selection kept: ok');
+  // A thousand elements: counted, a strip of 40 cells, one element's units drawn; the
+  // pager's » goes to the last one.
+  await page.goto(`${base}/ui/executions/${encodeURIComponent(many)}`);
+  const big = page.locator('#steps tr.loop-nav[data-loop="many"]');
+  await big.waitFor();
+  check((await text(big)).includes('1000 elements: 1000 succeeded'), `the counts: ${await text(big)}`);
+  check(await big.locator('button.cell').count() === 40, `a strip of 40: ${await big.locator('button.cell').count()}`);
+  check(JSON.stringify(await drawn('many[')) === JSON.stringify(['many[0]', 'many[0].double']), `one element drawn: ${await drawn('many[')}`);
+  await big.locator('button.page', { hasText: '»' }).click();
+  await row('many[999].double').waitFor();
+  check(JSON.stringify(units()) === JSON.stringify(['many[999]']), `the URL: ${page.url()}`);
+  check(await big.locator('button.cell').first().getAttribute('data-index') === '960', 'the strip ends at the last element');
+  check((await cell(row('many[999].double'), 7)).includes('1998'), 'the last element\'s output');
+  console.log('a thousand elements: ok');
+  check(errors.length === 0, `no script errors: ${errors.join('; ')}`);
+} catch (e) {
+  await shot('nested-failure').catch(() => {});
+  console.error(e.message, '\nat', page.url(), '\nscript errors:', errors.join('; '));
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
