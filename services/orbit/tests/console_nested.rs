@@ -4,8 +4,9 @@
 //! worker; then headless Chromium (`tests/console/nested.mjs`) checks the sub-steps drawn
 //! under their steps, clicks element 2 and iteration 2 (the URL keeps them as
 //! `?unit=orders[2]&unit=poll[2]`), checks those units' statuses, attempts and outputs,
-//! the race's winner and its cancelled loser, and reloads to find the selection kept; then
-//! opens a 1,000-element loop, drawn as one element and a strip of 40, and pages to the last.
+//! the race's winner and its cancelled loser, and reloads to find the selection kept;
+//! navigates a repeat nested in a `for_each` group at both levels
+//! (`?unit=each[1].again[1]`); then opens a 1,000-element loop, drawn as one element and a strip of 40, and pages to the last.
 
 // Tests read their environment (CHROMIUM) and the wall clock (deadlines of real processes).
 #![allow(clippy::disallowed_methods)]
@@ -39,7 +40,8 @@ steps:
 "#;
 
 /// Each order charged then shipped (two at a time), a status polled until `done` (at
-/// iteration 2), then a race a quick task wins against an hour's sleep.
+/// iteration 2), then a race a quick task wins against an hour's sleep; beside them, a
+/// repeat of two iterations in each element of a `for_each` group (loops nested).
 const NESTED: &str = r#"
 name: console-nested
 version: "1"
@@ -79,6 +81,17 @@ steps:
           - { id: deadline, sleep: 1h }
       - steps:
           - { id: quick, task: nest.quick }
+  - id: each
+    for_each: ${{ input.orders }}
+    group:
+      steps:
+        - id: again
+          repeat:
+            steps:
+              - id: step
+                compute: ${{ iteration }}
+            until: ${{ iteration >= 1.0 }}
+            max_iterations: 3
 output:
   shipped: ${{ steps.orders.output }}
   winner: ${{ steps.decision.output.winner }}
@@ -136,7 +149,8 @@ async fn the_execution_page_draws_loops_and_branches_nested() {
     let events = common::history(&mut c, EXECUTION).await;
     let has =
         |kind: &str, step: &str| events.iter().any(|e| e.event_type == kind && e.step == step);
-    for step in ["orders[2]", "orders[2].ship", "poll[2]", "poll[2].check", "decision.1.quick"] {
+    let done = ["orders[2]", "orders[2].ship", "poll[2]", "poll[2].check", "decision.1.quick"];
+    for step in done.into_iter().chain(["each[1].again[1].step"]) {
         assert!(has("StepSucceeded", step), "StepSucceeded {step}");
     }
     assert!(!has("StepSucceeded", "poll[3]"), "the repeat stopped at iteration 2");

@@ -40,7 +40,7 @@ try {
   await row('orders').waitFor();
   // The tree: each top-level step once, in order, the loops and the race marked.
   const tops = await page.locator('#steps tbody tr.d0').evaluateAll((rows) => rows.map((r) => [r.dataset.unit, r.dataset.kind, r.dataset.status]));
-  check(JSON.stringify(tops) === JSON.stringify([['orders', 'for_each', 'SUCCEEDED'], ['poll', 'repeat', 'SUCCEEDED'], ['decision', 'race', 'SUCCEEDED']]), `the top-level steps: ${JSON.stringify(tops)}`);
+  check(JSON.stringify(tops) === JSON.stringify([['orders', 'for_each', 'SUCCEEDED'], ['poll', 'repeat', 'SUCCEEDED'], ['decision', 'race', 'SUCCEEDED'], ['each', 'for_each', 'SUCCEEDED']]), `the top-level steps: ${JSON.stringify(tops)}`);
   check(await page.locator('#steps tbody tr', { hasText: 'NOT REACHED' }).count() === 0, 'no sub-step drawn as a top-level step not reached');
   // The for_each group: three elements, all succeeded; element 0 shown by default, its two
   // steps indented under it (and no other element's units drawn).
@@ -89,6 +89,22 @@ try {
   await row('orders[1].charge').waitFor();
   check(JSON.stringify(units()) === JSON.stringify(['poll[2]', 'orders[1]']), `the field's pick in the URL: ${page.url()}`);
   console.log('selection kept: ok');
+  // Loops nested: element 1 of `each`, then iteration 1 of the repeat in it; one `unit=`
+  // names both levels, and a reload keeps them.
+  await page.locator('#steps tr.loop-nav[data-loop="each"] button.cell[data-index="1"]').click();
+  const inner = page.locator('#steps tr.loop-nav[data-loop="each[1].again"]');
+  await inner.waitFor();
+  check((await text(inner)).includes('2 iterations: 2 succeeded'), `the inner counts: ${await text(inner)}`);
+  check(await row('each[1].again').getAttribute('data-kind') === 'repeat', 'the inner loop is a repeat');
+  await inner.locator('button.cell[data-index="1"]').click();
+  await row('each[1].again[1].step').waitFor();
+  check(units().includes('each[1].again[1]') && !units().includes('each[1]'), `one value for both levels: ${page.url()}`);
+  check(await statusOf('each[1].again[1].step') === 'SUCCEEDED', 'the inner step');
+  check((await cell(row('each[1].again[1].step'), 7)) === '1', `the inner step's output: ${await cell(row('each[1].again[1].step'), 7)}`);
+  await page.reload();
+  await row('each[1].again[1].step').waitFor();
+  check(await page.locator('#steps tr.loop-nav[data-loop="each"] button.cell[aria-pressed=true]').getAttribute('data-index') === '1', 'element 1 of each still selected');
+  console.log('nested loops: ok');
   // A thousand elements: counted, a strip of 40 cells, one element's units drawn; the
   // pager's » goes to the last one.
   await page.goto(`${base}/ui/executions/${encodeURIComponent(many)}`);
