@@ -41,7 +41,9 @@ steps:
 
 /// Each order charged then shipped (two at a time), a status polled until `done` (at
 /// iteration 2), then a race a quick task wins against an hour's sleep; beside them, a
-/// repeat of two iterations in each element of a `for_each` group (loops nested).
+/// repeat of two iterations in each element of a `for_each` group (loops nested), a group,
+/// a switch whose default branch runs, and a charge whose expression fails (the input has no
+/// card) caught by its `on_failure`.
 const NESTED: &str = r#"
 name: console-nested
 version: "1"
@@ -92,12 +94,29 @@ steps:
                 compute: ${{ iteration }}
             until: ${{ iteration >= 1.0 }}
             max_iterations: 3
+  - id: ship
+    group:
+      steps:
+        - { id: pack, compute: packed }
+        - { id: label, needs: [pack], compute: labelled }
+  - id: route
+    switch:
+      - when: false
+        steps:
+          - { id: big, compute: big }
+      - default:
+          - { id: small, compute: small }
+  - id: charge
+    compute: ${{ input.card.number }}
+    on_failure:
+      steps:
+        - { id: tell, compute: told }
 output:
   shipped: ${{ steps.orders.output }}
   winner: ${{ steps.decision.output.winner }}
 "#;
 
-/// Serves the four tasks: charge `ch-<order>`, ship `T-<charge>`, the status `done` from
+/// Serves the tasks: charge `ch-<order>`, ship `T-<charge>`, the status `done` from
 /// iteration 2 on (`running` before), quick `{}`.
 fn worker(address: &str, stop: &CancellationToken) {
     let text = |ctx: &TaskContext, field: &str| {
@@ -150,7 +169,8 @@ async fn the_execution_page_draws_loops_and_branches_nested() {
     let has =
         |kind: &str, step: &str| events.iter().any(|e| e.event_type == kind && e.step == step);
     let done = ["orders[2]", "orders[2].ship", "poll[2]", "poll[2].check", "decision.1.quick"];
-    for step in done.into_iter().chain(["each[1].again[1].step"]) {
+    let more = ["each[1].again[1].step", "ship.label", "route.1.small", "charge.on_failure.tell"];
+    for step in done.into_iter().chain(more) {
         assert!(has("StepSucceeded", step), "StepSucceeded {step}");
     }
     assert!(!has("StepSucceeded", "poll[3]"), "the repeat stopped at iteration 2");

@@ -39,8 +39,17 @@ try {
   await page.locator('h1 .badge', { hasText: 'COMPLETED' }).waitFor();
   await row('orders').waitFor();
   // The tree: each top-level step once, in order, the loops and the race marked.
-  const tops = await page.locator('#steps tbody tr.d0').evaluateAll((rows) => rows.map((r) => [r.dataset.unit, r.dataset.kind, r.dataset.status]));
-  check(JSON.stringify(tops) === JSON.stringify([['orders', 'for_each', 'SUCCEEDED'], ['poll', 'repeat', 'SUCCEEDED'], ['decision', 'race', 'SUCCEEDED'], ['each', 'for_each', 'SUCCEEDED']]), `the top-level steps: ${JSON.stringify(tops)}`);
+  const tops = await page.locator('#steps tbody tr.d0').evaluateAll((rows) => rows.map((r) => [r.dataset.unit, r.dataset.kind]));
+  const kinds = [['orders', 'for_each'], ['poll', 'repeat'], ['decision', 'race'], ['each', 'for_each'], ['ship', 'group'], ['route', 'switch'], ['charge', 'step']];
+  check(JSON.stringify(tops) === JSON.stringify(kinds), `the top-level steps: ${JSON.stringify(tops)}`);
+  for (const key of ['orders', 'poll', 'decision', 'each', 'ship', 'route']) check(await statusOf(key) === 'SUCCEEDED', `${key} SUCCEEDED`);
+  // A group's steps, the switch's branch that ran, the failure branch: under their step.
+  check(await row('ship.label').getAttribute('class') === 'nested d1' && await statusOf('ship.label') === 'SUCCEEDED', 'ship.label under ship');
+  check(await row('route.1').getAttribute('data-verdict') === 'ran' && await row('route.0').count() === 0, 'the switch ran branch 1 only');
+  check(await row('route.1.small').getAttribute('class') === 'nested d2' && await statusOf('route.1.small') === 'SUCCEEDED', 'route.1.small under its branch');
+  check(await row('charge.on_failure').getAttribute('data-branch') === 'on_failure', 'the failure branch under charge');
+  check(await statusOf('charge.on_failure.tell') === 'SUCCEEDED' && (await cell(row('charge.on_failure.tell'), 7)).includes('told'), 'the failure branch ran');
+  check((await cell(row('charge'), 6)).includes('EXPRESSION_ERROR'), `charge's error: ${await cell(row('charge'), 6)}`);
   check(await page.locator('#steps tbody tr', { hasText: 'NOT REACHED' }).count() === 0, 'no sub-step drawn as a top-level step not reached');
   // The for_each group: three elements, all succeeded; element 0 shown by default, its two
   // steps indented under it (and no other element's units drawn).
