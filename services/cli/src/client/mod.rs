@@ -48,6 +48,7 @@ mod counting;
 mod describe;
 mod error;
 mod execution;
+mod execution_args;
 mod follow;
 mod input;
 mod listing;
