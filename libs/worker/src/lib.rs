@@ -99,6 +99,7 @@
 mod backoff;
 mod builder;
 pub mod client;
+mod client_batches;
 mod credits;
 mod env;
 mod error;
