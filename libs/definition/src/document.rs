@@ -318,6 +318,10 @@ fn kind(k: &StepKind) -> (&'static str, Value) {
             m.insert("until".into(), expr(r.until.source()));
             m.insert("max_iterations".into(), json!(r.max_iterations));
             put(&mut m, "output", r.output.as_ref().map(crate::expr::Template::to_json));
+            // Only the opt-out is written: a document without it keeps its hash.
+            if !r.continue_as_new {
+                m.insert("continue_as_new".into(), json!(false));
+            }
             Value::Object(m)
         }
         StepKind::Switch { branches } => Value::Array(

@@ -372,6 +372,9 @@ pub struct Repeat {
     pub max_iterations: u32,
     /// An iteration's output over its steps; without one, its last step's output.
     pub output: Option<Template>,
+    /// Whether a repeat of the main `steps` continues the run as new by itself when the
+    /// history nears its limit (`continue_as_new`, default true; docs/definitions.md).
+    pub continue_as_new: bool,
 }
 
 /// One branch of a `switch` or `race` step.

@@ -87,6 +87,23 @@ fn a_repeat_reads_iteration_previous_and_its_steps_and_round_trips() {
     assert_eq!(normal["steps"][1]["repeat"]["max_iterations"], json!(20));
     assert_eq!(parse_value(&normal).expect("normal form parses"), d);
 
+    // A repeat continues as new near the history limit unless it opts out; only the
+    // opt-out is written in the normal form (a document without it keeps its hash).
+    assert!(r.continue_as_new);
+    assert!(normal["steps"][1]["repeat"].get("continue_as_new").is_none());
+    let mut off = doc.clone();
+    off["steps"][1]["repeat"]["continue_as_new"] = json!(false);
+    let d2 = parse(&off.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let StepKind::Repeat(r2) = &d2.step("l").unwrap().kind else { panic!("a repeat") };
+    assert!(!r2.continue_as_new);
+    let normal2 = to_document(&d2);
+    assert_eq!(normal2["steps"][1]["repeat"]["continue_as_new"], json!(false));
+    assert_eq!(parse_value(&normal2).expect("normal form parses"), d2);
+    assert_ne!(d2.hash, d.hash);
+    let mut on = doc.clone();
+    on["steps"][1]["repeat"]["continue_as_new"] = json!(true);
+    assert_eq!(parse(&on.to_string()).unwrap().hash, d.hash);
+
     // `until` reading an outer step orders the repeat after it too.
     let doc = repeat(json!({
         "steps": [{"id": "p", "task": "work"}],
@@ -142,6 +159,11 @@ fn repeat_refusals_have_a_path_and_a_code() {
             json!({"steps": one, "until": "${{ true }}", "max_iterations": 3, "whilst": 1}),
             ErrorCode::UnknownField,
             format!("{at}.whilst"),
+        ),
+        (
+            json!({"steps": one, "until": "${{ true }}", "max_iterations": 3, "continue_as_new": "no"}),
+            ErrorCode::InvalidType,
+            format!("{at}.continue_as_new"),
         ),
         (
             json!({"steps": [{"id": "p", "continue_as_new": {"input": 1}}], "until": "${{ true }}", "max_iterations": 3}),

@@ -151,6 +151,7 @@ pub fn start(
         update_ids: Vec::new(),
         priority,
         memo: None,
+        resume: None,
     })
 }
 
@@ -171,6 +172,7 @@ pub fn next_run(def: &Definition, finished: &State) -> Vec<Event> {
         update_ids: crate::update::carried(finished),
         priority: finished.priority,
         memo: finished.memo.clone(),
+        resume: finished.next_resume.clone(),
     }];
     events.extend(
         finished

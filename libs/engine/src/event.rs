@@ -108,6 +108,11 @@ pub enum Event {
         /// indexed; carried to the next run on continue-as-new. Absent when none was given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         memo: Option<Value>,
+        /// The resume state a top-level repeat's continue-as-new handed this run
+        /// (`crate::resume`): the run goes on from it instead of from the first step.
+        /// Absent for every other run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resume: Option<Box<crate::resume::Resume>>,
     },
     /// The decider took the execution up.
     WorkflowStarted {},
@@ -262,8 +267,16 @@ pub enum Event {
     WorkflowCancelled { reason: String, compensation: CompensationOutcome },
     /// Terminal: the workflow timeout passed.
     WorkflowTimedOut { compensation: CompensationOutcome },
-    /// Terminal for the run: the execution goes on in `next_run` with `input`.
-    WorkflowContinuedAsNew { next_run: u32, input: Value },
+    /// Terminal for the run: the execution goes on in `next_run` with `input`. A top-level
+    /// repeat that continued the run near the history limit also hands over `resume`
+    /// (`crate::resume`; `input` is then the run's own input), which the next run's
+    /// `WorkflowCreated` carries.
+    WorkflowContinuedAsNew {
+        next_run: u32,
+        input: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resume: Option<Box<crate::resume::Resume>>,
+    },
     /// The run moved to another version of its workflow after a checked diff
     /// (`crate::migrate`). Recorded: replay applies it and goes on with the `to_hash`
     /// definition (`crate::replay::replay_defs`).

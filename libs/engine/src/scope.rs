@@ -58,7 +58,7 @@ pub fn build(def: &Definition, state: &State, site: &Site<'_>, templates: &[&Tem
                 "workflow": state.workflow,
                 "version": state.version,
                 "run": state.run,
-                "started_at": rfc3339(state.started_at.unwrap_or(state.created_at)),
+                "started_at": rfc3339(state.timeout_from().unwrap_or(state.created_at)),
             }),
             "index" => match site.element {
                 Some((_, i, _)) => json!(i),

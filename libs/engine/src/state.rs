@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 pub(crate) mod migrated;
 mod parts;
 mod restored;
+mod resumed;
 
 pub use parts::{Signal, Status, Unit, UnitStatus, Wait, Winding};
 
@@ -98,6 +99,21 @@ pub struct State {
     pub error: Option<TaskError>,
     /// Next run's input, once continued as new.
     pub next_input: Option<Value>,
+    /// The next run's resume state, once a top-level repeat continued the run as new
+    /// (`WorkflowContinuedAsNew.resume`, `crate::resume`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_resume: Option<Box<crate::resume::Resume>>,
+    /// The repeat this run continues, when it began from a resume state
+    /// (`WorkflowCreated.resume`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<crate::resume::Resumed>,
+    /// Per top-level list (`id` of units `id[n]`): how many events its runs recorded in
+    /// this run took (see `State::measure_run`), for a repeat's continue-as-new.
+    #[serde(skip)]
+    pub run_sizes: BTreeMap<String, crate::resume::RunSizes>,
+    /// `event_count` once `WorkflowStarted` was applied.
+    #[serde(skip)]
+    pub events_at_start: u64,
     /// Events applied (this run).
     pub event_count: u64,
     /// `TimerStarted` events applied (this run), against `max_timers`.
@@ -157,6 +173,16 @@ impl State {
     #[must_use]
     pub fn status(&self) -> Status {
         self.status.unwrap_or(Status::Pending)
+    }
+
+    /// When the workflow timeout counts from: the execution's first run's start for a run
+    /// a repeat continued as new (`State::resumed`), else this run's `WorkflowStarted`.
+    #[must_use]
+    pub fn timeout_from(&self) -> Option<u64> {
+        match &self.resumed {
+            Some(r) if r.started_at.is_some() && self.started_at.is_some() => r.started_at,
+            _ => self.started_at,
+        }
     }
 
     /// A unit by key.
@@ -234,8 +260,12 @@ impl State {
                 update_ids,
                 priority,
                 memo,
+                resume,
             } => {
                 if self.status.is_none() {
+                    if let Some(r) = resume {
+                        self.resume(r);
+                    }
                     self.priority = *priority;
                     self.memo.clone_from(memo);
                     for u in update_ids {
@@ -254,6 +284,9 @@ impl State {
                 }
             }
             Event::WorkflowStarted {} => {
+                if self.started_at.is_none() {
+                    self.events_at_start = self.event_count;
+                }
                 self.started_at.get_or_insert(ts);
             }
             Event::SearchAttributesUpserted { step, values, .. } => {
@@ -322,6 +355,9 @@ impl State {
                     u.wait = None;
                     if !step.contains(':') {
                         self.success_order.push(step.clone());
+                    }
+                    if step.ends_with(']') {
+                        self.measure_run(step);
                     }
                 }
             }
@@ -532,9 +568,10 @@ impl State {
             }
             Event::WorkflowCancelled { .. } => self.close(Status::Cancelled),
             Event::WorkflowTimedOut { .. } => self.close(Status::TimedOut),
-            Event::WorkflowContinuedAsNew { input, .. } => {
+            Event::WorkflowContinuedAsNew { input, resume, .. } => {
                 self.close(Status::ContinuedAsNew);
                 self.next_input = Some(input.clone());
+                self.next_resume.clone_from(resume);
             }
             Event::DefinitionMigrated {
                 to_version, to_hash, renames, cancelled, outputs, ..

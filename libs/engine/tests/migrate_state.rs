@@ -43,6 +43,7 @@ fn history(version: &str, hash: &str, fan: &str, handler: &str) -> Vec<Event> {
             update_ids: vec![],
             priority: None,
             memo: None,
+            resume: None,
         },
         Event::WorkflowStarted {},
         Event::StepFanOut { step: fan.into(), items: vec![json!(1), json!(2)] },
@@ -211,6 +212,7 @@ fn cancelled_units_get_the_effects_of_a_decided_cancel() {
             update_ids: vec![],
             priority: None,
             memo: None,
+            resume: None,
         },
         Event::WorkflowStarted {},
         Event::ChildStarted {

@@ -42,6 +42,7 @@ fn event() -> impl Strategy<Value = Event> {
             update_ids: vec![],
             priority: None,
             memo: None,
+            resume: None,
         }),
         Just(Event::WorkflowStarted {}),
         (key(), 0u32..4, any::<bool>()).prop_map(|(step, attempt, redelivery)| {
@@ -111,7 +112,7 @@ fn event() -> impl Strategy<Value = Event> {
         Just(Event::CompensationCompleted {}),
         Just(Event::HandlersStarted { outcome: "failure".into() }),
         Just(Event::WorkflowCompleted { output: json!(1) }),
-        Just(Event::WorkflowContinuedAsNew { next_run: 2, input: json!(1) }),
+        Just(Event::WorkflowContinuedAsNew { next_run: 2, input: json!(1), resume: None }),
         (
             prop::collection::vec((key(), key()), 0..3),
             prop::collection::vec(key(), 0..3),

@@ -585,7 +585,7 @@ output: "${{ {'n': steps.next.output, 'run': execution.run, 'ping': steps.take.o
     assert_eq!(e.state.status(), Status::Completed);
     assert_eq!(e.state.output, Some(json!({"n": 3, "run": 3, "ping": "carried"})));
     assert!(
-        matches!(&e.archived[0].last().unwrap().event, Event::WorkflowContinuedAsNew { next_run: 2, input } if input == &json!({"n": 1}))
+        matches!(&e.archived[0].last().unwrap().event, Event::WorkflowContinuedAsNew { next_run: 2, input, resume: None } if input == &json!({"n": 1}))
     );
     assert_replays(&sim);
 }

@@ -155,6 +155,7 @@ mod tests {
                     update_ids: vec![],
                     priority: None,
                     memo: None,
+                    resume: None,
                 },
             ),
             ev(2, 11, Event::WorkflowStarted {}),

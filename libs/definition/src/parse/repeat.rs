@@ -1,20 +1,22 @@
-//! Loops: `repeat: {steps, until, max_iterations, output?}` (issue 29).
+//! Loops: `repeat: {steps, until, max_iterations, output?, continue_as_new?}` (issue 29).
 //!
 //! The iteration's list is read like a group's (`super::group::list`), with `iteration`
 //! and `previous` in scope; `until` also sees `output` (the iteration's output) and reads
 //! the iteration's steps, whose ids shadow outer ones. `max_iterations` is required and at
 //! most [`MAX_REPEAT_ITERATIONS`]: no loop is unbounded. A repeat counts as one level of
-//! nesting (see [`super::group::too_deep`]).
+//! nesting (see [`super::group::too_deep`]). `continue_as_new` (true or false, default
+//! true) lets a repeat of the main `steps` continue the run as new near the history limit.
 
 use crate::error::ErrorCode;
 use crate::limits::MAX_REPEAT_ITERATIONS;
 use crate::model::{Repeat, StepKind};
 use crate::parse::exprs::Compiler;
+use crate::parse::fields;
 use crate::parse::group::{list, too_deep, Nest};
 use crate::parse::reader::Obj;
 use std::collections::BTreeSet;
 
-const REPEAT_FIELDS: [&str; 4] = ["steps", "until", "max_iterations", "output"];
+const REPEAT_FIELDS: [&str; 5] = ["steps", "until", "max_iterations", "output", "continue_as_new"];
 
 /// The names an iteration's expressions see besides the enclosing list's.
 pub(crate) const ITERATION_VARS: [&str; 2] = ["iteration", "previous"];
@@ -54,12 +56,16 @@ pub(crate) fn repeat(obj: &mut Obj, nest: &Nest<'_>, c: &mut Compiler) -> Option
         e
     });
     let max_iterations = max_iterations(&mut r, c);
+    // Absent is true: only `false` opts out.
+    let continue_as_new =
+        !r.has("continue_as_new") || fields::flag(&mut r, "continue_as_new", c.errors);
     r.finish(c.errors, &REPEAT_FIELDS);
     Some(StepKind::Repeat(Box::new(Repeat {
         steps,
         until: until?,
         max_iterations: max_iterations?,
         output,
+        continue_as_new,
     })))
 }
 

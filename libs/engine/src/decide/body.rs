@@ -173,6 +173,10 @@ pub(super) fn schedule_list(
     let Some(done) = done else { return false };
     for (i, key) in groups {
         (ctx.nested_round)(ctx, &steps[i], &key, out);
+        // A repeat continued the run as new (`super::autocan`): nothing follows its end.
+        if matches!(out.last(), Some(Event::WorkflowContinuedAsNew { .. })) {
+            return false;
+        }
     }
     done
 }
@@ -415,7 +419,8 @@ pub(crate) fn start_unit(
             for (uk, _) in ctx.state.open_units() {
                 out.push(Event::StepCancelled { step: uk.clone() });
             }
-            out.push(Event::WorkflowContinuedAsNew { next_run: ctx.state.run + 1, input: value });
+            let next_run = ctx.state.run + 1;
+            out.push(Event::WorkflowContinuedAsNew { next_run, input: value, resume: None });
         }
         // Driven by `schedule_list`, never started as a unit.
         StepKind::Group { .. }

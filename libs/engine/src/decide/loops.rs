@@ -15,7 +15,8 @@
 //!   steps are resolved, its output is rendered, `until` evaluated over it, and `r[n]`
 //!   recorded. `until` true: the repeat succeeds with that output; false after
 //!   `max_iterations` iterations: it fails with `LIMIT_EXCEEDED`; else iteration n+1 starts
-//!   in the next round. A failed step fails the repeat at once.
+//!   in the next round (or, near the history limit, the run continues as new with it:
+//!   `super::autocan`). A failed step fails the repeat at once.
 
 use super::body::expression_error;
 use super::body::started;
@@ -99,6 +100,10 @@ pub(super) fn repeat_round(ctx: &Ctx<'_>, r: &Repeat, key: &UnitKey, out: &mut V
     let k = key.to_string();
     // Iterations are recorded in order, one after another: the count is the current one.
     let n = ctx.state.elements.get(&k).map_or(0, |e| e.present);
+    // Near the history limit a top-level repeat continues the run as new instead.
+    if super::autocan::continue_loop(ctx, r, key, n, out) {
+        return;
+    }
     let prefix = format!("{}[{n}].", key.step);
     let end = ListEnd { output: r.output.as_ref(), field: "repeat.output", last: true };
     let Some(value) = run_list(ctx, key, &prefix, &r.steps, &end, out) else { return };

@@ -20,6 +20,7 @@ mod units;
 
 use body_memo::BodyMemo;
 pub use units::WORKER_LOST;
+mod autocan;
 mod winddown;
 
 use crate::event::{Event, HistoryEvent, Origin};
@@ -241,7 +242,7 @@ pub fn next_timer(def: &Definition, state: &State) -> Option<u64> {
     if state.status.is_none() || state.status().is_closed() {
         return None;
     }
-    let workflow = match (state.winding.is_none(), def.timeout_ms, state.started_at) {
+    let workflow = match (state.winding.is_none(), def.timeout_ms, state.timeout_from()) {
         (true, Some(t), Some(s)) => Some(s.saturating_add(t)),
         _ => None,
     };
@@ -260,7 +261,8 @@ fn workflow_checks(ctx: &Ctx<'_>) -> Option<Event> {
             });
         }
     }
-    let deadline = ctx.def.timeout_ms.zip(ctx.state.started_at).map(|(t, s)| s.saturating_add(t));
+    let deadline =
+        ctx.def.timeout_ms.zip(ctx.state.timeout_from()).map(|(t, s)| s.saturating_add(t));
     match deadline {
         Some(d) if ctx.now >= d => Some(Event::WorkflowTimeoutReached {}),
         _ => None,

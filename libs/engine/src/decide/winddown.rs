@@ -99,7 +99,7 @@ fn compensate(ctx: &Ctx<'_>, w: &Winding, out: &mut Vec<Event>) -> bool {
     false
 }
 
-fn has_compensation(ctx: &Ctx<'_>, key: &UnitKey) -> bool {
+pub(super) fn has_compensation(ctx: &Ctx<'_>, key: &UnitKey) -> bool {
     let Some(step) = ctx.def.step(&key.step) else { return false };
     // A fan-out unit is compensated through its elements, each seeing its own element.
     step.compensate.is_some() && (step.for_each.is_none() || key.index.is_some())

@@ -248,7 +248,9 @@ fn kind(
             s.identity(ChangeKind::KindChanged, detail, &old, out);
         }
         (StepKind::Repeat(_), StepKind::Repeat(_)) if a != b => {
-            let detail = "repeat: its steps, until, max_iterations or output changed".to_string();
+            let detail =
+                "repeat: its steps, until, max_iterations, output or continue_as_new changed"
+                    .to_string();
             s.identity(ChangeKind::KindChanged, detail, "the repeat's old iterations", out);
         }
         (StepKind::Sleep { duration_ms: x }, StepKind::Sleep { duration_ms: y }) if x != y => {

@@ -4,7 +4,8 @@
 //! exactly as a decided `StepCancelled` cancels it; then every unit key whose step (in its
 //! body) is renamed gets the new id, in every part of the state that holds unit keys
 //! (`units`, `fanouts`, `success_order`, `tokens`, the wind-down's compensation list), and
-//! `open` and `elements` are rebuilt from the units; last, the `outputs` a migration hint
+//! `open` and `elements` are rebuilt from the units (a resumed repeat's count from its
+//! highest iteration, `crate::resume`); last, the `outputs` a migration hint
 //! mapped replace the recorded outputs of those (succeeded) units, by their keys after the
 //! renames. Total like the rest of the fold: a rename that does not parse, moves to another
 //! body, or targets a step that has units (or that another rename targets too) is left out,
@@ -80,6 +81,19 @@ impl State {
             self.units.iter().map(|(k, u)| (k.clone(), u.status)).collect();
         for (key, status) in statuses {
             self.index(&key, None, Some(status));
+        }
+        let sizes = std::mem::take(&mut self.run_sizes);
+        self.run_sizes = sizes.into_iter().map(|(k, v)| (rename(&k).unwrap_or(k), v)).collect();
+        // A resumed repeat's iterations before this run have no units but the last one:
+        // its count is its highest iteration plus one (iterations are recorded in order).
+        if let Some(r) = &mut self.resumed {
+            if let Some(new) = rename(&r.repeat) {
+                r.repeat = new;
+            }
+            if let Some(e) = self.elements.get_mut(&r.repeat) {
+                e.resolved += e.end - e.present;
+                e.present = e.end;
+            }
         }
     }
 }

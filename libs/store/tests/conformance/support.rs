@@ -36,6 +36,7 @@ pub fn created(id: &str, run: u32) -> Event {
         update_ids: vec![],
         priority: None,
         memo: None,
+        resume: None,
     }
 }
 

@@ -212,7 +212,10 @@ pub async fn continue_as_new_starts_a_new_run(b: &dyn Backend) {
         execution_id: "e1".into(),
         run: 1,
         expected_epoch: Some(1),
-        events: vec![ev(3, Event::WorkflowContinuedAsNew { next_run: 2, input: json!({}) })],
+        events: vec![ev(
+            3,
+            Event::WorkflowContinuedAsNew { next_run: 2, input: json!({}), resume: None },
+        )],
         ..CommitBatch::default()
     };
     store.commit(end_run).await.unwrap();
