@@ -343,6 +343,27 @@ fn continue_as_new_loops_three_runs() {
     assert_replays(&sim);
 }
 
+#[test]
+fn long_loop_continues_as_new_with_the_uninterrupted_result() {
+    let mut sim = Sim::new();
+    sim.register(example("long-loop.yaml"));
+    sim.on_task("source.open", |_| ok(json!({"source": "s-1"})));
+    sim.on_task("source.page", |_| ok(json!({"rows": 1})));
+    sim.on_task("source.close", |_| ok(json!({})));
+    sim.start("long-loop", "l", json!({"pages": 60})).unwrap();
+    assert!(sim.run(10_000));
+    let e = exec(&sim, "l");
+    assert_eq!(e.state.status(), Status::Completed, "{:?}", e.state.error);
+    assert_eq!(e.state.output, Some(json!({"pages": 60, "synced": 60, "source": "s-1"})));
+    assert!(e.archived.len() >= 2, "{} runs", e.archived.len() + 1);
+    for run in e.archived.iter().chain(std::iter::once(&e.history)) {
+        assert!(run.len() <= 150, "{} events", run.len());
+    }
+    let calls = |task: &str| sim.requests().iter().filter(|r| r.task == task).count();
+    assert_eq!((calls("source.open"), calls("source.page"), calls("source.close")), (1, 60, 1));
+    assert_replays(&sim);
+}
+
 fn handlers_sim(amount: i64) -> Sim {
     let mut sim = Sim::new();
     sim.register(example("handlers.yaml"));

@@ -3,7 +3,8 @@
 //! parallel branches, retries with backoff, attempt and heartbeat timeouts, sleeps,
 //! `until`, `await` with signals sent by the driver, `continue_on_failure`, groups,
 //! switches, loops (`for_each` over a group, `repeat`), `on_failure` and races, `on_signal`
-//! and `on.failure` handlers, children, continue-as-new, compensation, workflow timeouts,
+//! and `on.failure` handlers, children, continue-as-new (a step's, and a long repeat's near
+//! the history limit), compensation, workflow timeouts,
 //! cancels, `http` steps) run through
 //! `orbit_engine::sim::Sim` and through an `Owner` on SQLite driven with the same manual
 //! clock, the same scripted worker answers and the same signals, and must leave identical
@@ -50,6 +51,8 @@ const EXERCISED: &[&str] = &[
     "WorkflowCancelled",
     "WorkflowTimedOut",
     "WorkflowContinuedAsNew",
+    // A long repeat continued the run as new near the history limit (a resume state).
+    "WorkflowContinuedAsNew.resume",
 ];
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -74,6 +77,7 @@ fn examples() -> Vec<Case> {
         ("parent.yaml", "parent", json!({"numbers": [3, 4]}), vec![]),
         ("fan-out.yaml", "fan-out", json!({"items": [1, 2, 3, 4, 5]}), vec![]),
         ("continue-as-new.yaml", "continue-as-new", json!({"count": 0, "limit": 3}), vec![]),
+        ("long-loop.yaml", "long-loop", json!({"pages": 60}), vec![]),
         ("groups.yaml", "groups", json!({"order_id": "o-1", "sku": "a"}), vec![]),
         ("switch.yaml", "switch", json!({"order_id": "o-1", "amount": 500}), vec![]),
         ("on-failure.yaml", "on-failure", json!({"order_id": "o-1", "amount": 120}), vec![]),
@@ -166,6 +170,9 @@ async fn check(
         .map_err(|e| fail("owner driver error", e))?;
     for he in owner.values().flatten().flatten() {
         *seen.entry(he.event.type_name()).or_default() += 1;
+        if matches!(&he.event, orbit_engine::Event::WorkflowContinuedAsNew { resume: Some(_), .. }) {
+            *seen.entry("WorkflowContinuedAsNew.resume").or_default() += 1;
+        }
     }
     let (sim, owner) = (render(&sim), render(&owner));
     match diff(&sim, &owner) {
@@ -229,6 +236,7 @@ async fn the_simulator_and_the_owner_write_the_same_histories() {
             "id: each, for_each:",
             "id: rep, repeat:",
             "id: rep, continue_on_failure: true, repeat:",
+            "id: lp, repeat:",
         ] {
             let n = cases.iter().filter(|c| c.defs.iter().any(|d| d.contains(construct))).count();
             assert!(n > 0, "no generated case has `{construct}`");

@@ -270,6 +270,28 @@ fn main_def(r: &mut Rng, seed: u64, child: Option<&str>) -> (String, bool) {
             1 + loops.below(3)
         );
     }
+    // A long repeat under a small history limit (issue 29): it continues the run as new
+    // near the limit, waiting for whatever else is open; drawn apart too.
+    let mut long = Rng::new(seed ^ 0x10a9_0000_0029_0003);
+    if long.pct(20) {
+        let task = if long.pct(50) {
+            format!(
+                "{{ id: t, needs: [c], task: t{}, input: {{ n: '${{{{ iteration }}}}' }}, timeout: 50ms, continue_on_failure: true }}, ",
+                long.below(3)
+            )
+        } else {
+            String::new()
+        };
+        let iterations = 20 + long.below(30);
+        y += &format!(
+            "  - {{ id: lp, repeat: {{ steps: [ \
+             {{ id: c, compute: '${{{{ [iteration, previous] }}}}' }}, {task}\
+             {{ id: w, needs: [c], sleep: 10ms }} ], \
+             until: '${{{{ iteration >= {}.0 }}}}', max_iterations: {iterations}, output: '${{{{ iteration }}}}' }} }}\n",
+            iterations - 1,
+        );
+        y += &format!("limits: {{ max_history_events: {} }}\n", 90 + 30 * long.below(3));
+    }
     if r.pct(60) {
         y += &format!("output: '${{{{ steps.s{}.output }}}}'\n", r.below(n));
     }
