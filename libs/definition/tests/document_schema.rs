@@ -488,3 +488,22 @@ fn failure_branches_and_races_validate_and_refuse_what_the_parser_refuses() {
         assert!(parse(&doc.to_string()).is_err(), "the parser accepts {what}: {doc}");
     }
 }
+
+#[test]
+fn a_repeat_opting_out_of_continue_as_new_validates_and_a_wrong_type_is_refused() {
+    let v = validator();
+    let doc = |opt: Value| {
+        json!({"name": "t", "version": "1", "tasks": {"work": null}, "steps": [
+            {"id": "r", "repeat": {"steps": [{"id": "b", "task": "work"}], "until": "${{ true }}", "max_iterations": 2, "continue_as_new": opt}},
+        ]})
+    };
+    for opt in [json!(false), json!(true)] {
+        let good = doc(opt);
+        assert!(problems(&v, &good).is_empty(), "{:#?}", problems(&v, &good));
+        let normalised = to_document(&parse(&good.to_string()).unwrap());
+        assert!(problems(&v, &normalised).is_empty(), "{:#?}", problems(&v, &normalised));
+    }
+    let bad = doc(json!("no"));
+    assert!(!problems(&v, &bad).is_empty(), "the schema accepts continue_as_new: \"no\"");
+    assert!(parse(&bad.to_string()).is_err(), "the parser accepts continue_as_new: \"no\"");
+}

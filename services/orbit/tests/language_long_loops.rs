@@ -10,6 +10,7 @@ mod common;
 use common::kinds::*;
 use common::*;
 use orbit_api::v1 as pb;
+use orbit_server_kit::payload::proto_to_json;
 use orbit_worker::{TaskContext, TaskFailure, Worker};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -106,6 +107,29 @@ async fn describe(
     response.execution.expect("a description")
 }
 
+/// The execution's result once a run ends other than CONTINUED_AS_NEW, watched across
+/// the runs (`follow_continue_as_new`: one result per run).
+async fn final_result(
+    c: &mut pb::workflow_service_client::WorkflowServiceClient<tonic::transport::Channel>,
+    id: &str,
+) -> (pb::ExecutionStatus, Value) {
+    let watch = pb::WatchExecutionRequest { follow_continue_as_new: true, ..result_watch(id) };
+    let fut = async {
+        let mut stream = c.watch_execution(watch).await.expect("watch").into_inner();
+        while let Some(msg) = stream.message().await.expect("watch stream") {
+            let Some(pb::watch_execution_response::Kind::Result(r)) = msg.kind else { continue };
+            let status = r.status();
+            if status == pb::ExecutionStatus::ContinuedAsNew {
+                continue;
+            }
+            let output = r.output.and_then(|o| proto_to_json(o).ok()).unwrap_or(Value::Null);
+            return (status, output);
+        }
+        panic!("the watch of {id} ended without a final result");
+    };
+    tokio::time::timeout(WAIT, fut).await.unwrap_or_else(|_| panic!("no result within {WAIT:?}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_loop_continues_as_new_through_the_server() {
     let dir = TempDir::new("language-long-loops");
@@ -118,7 +142,7 @@ async fn a_long_loop_continues_as_new_through_the_server() {
 
     let input = json!({"base": 7, "iterations": ITERATIONS});
     start(&mut c, "long-loop", "long-1", input.clone()).await.expect("start");
-    let (status, output) = result(&mut c, "long-1", WAIT).await;
+    let (status, output) = final_result(&mut c, "long-1").await;
     assert_eq!(status, pb::ExecutionStatus::Completed, "{output}");
     let sum = (0..ITERATIONS).sum::<u64>() as f64;
     assert_eq!(output["prepared"].as_f64(), Some(7.0), "{output}");

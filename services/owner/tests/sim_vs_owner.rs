@@ -170,7 +170,8 @@ async fn check(
         .map_err(|e| fail("owner driver error", e))?;
     for he in owner.values().flatten().flatten() {
         *seen.entry(he.event.type_name()).or_default() += 1;
-        if matches!(&he.event, orbit_engine::Event::WorkflowContinuedAsNew { resume: Some(_), .. }) {
+        if matches!(&he.event, orbit_engine::Event::WorkflowContinuedAsNew { resume: Some(_), .. })
+        {
             *seen.entry("WorkflowContinuedAsNew.resume").or_default() += 1;
         }
     }
