@@ -221,3 +221,36 @@ fn the_loop_waits_for_other_open_work_before_it_continues_as_new() {
     assert_eq!(iterations.len(), 80);
     assert_replays(&sim);
 }
+
+#[test]
+fn the_workflow_timeout_counts_from_the_first_run_over_the_chain() {
+    // 100 iterations of 50 ms each would take 5 s; the workflow times out at 2 s, though no
+    // run of the chain lasts that long by itself (about 30 iterations, 1.5 s, a run).
+    let yaml = r#"
+name: timed
+version: "1"
+timeout: 2s
+limits: { max_history_events: 150 }
+steps:
+  - id: tick
+    repeat:
+      steps:
+        - id: nap
+          sleep: 50ms
+      until: "${{ iteration >= 99.0 }}"
+      max_iterations: 100
+"#;
+    let mut sim = Sim::new();
+    sim.register(def(yaml));
+    let t0 = sim.now;
+    sim.start("timed", "x", json!({})).unwrap();
+    assert!(sim.run(100_000));
+    let e = exec(&sim, "x");
+    assert_eq!(e.state.status(), Status::TimedOut, "{:?}", e.state.error);
+    assert!(!e.archived.is_empty(), "the chain continued as new before the timeout");
+    let ran = succeeded(&sim, |s| s.starts_with("tick[") && s.ends_with(']')).len();
+    assert!((35..=40).contains(&ran), "{ran} iterations in 2 s of 50 ms naps");
+    let ended = e.history.last().unwrap().timestamp_ms - t0;
+    assert!((2_000..2_100).contains(&ended), "timed out {ended} ms after the start");
+    assert_replays(&sim);
+}
