@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+mod resume;
+
+pub use resume::{CarriedStatus, CarriedUnit, Resume};
+
 /// An error reported by a worker, or decided by the engine, for an attempt or a step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskError {
@@ -109,10 +113,10 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         memo: Option<Value>,
         /// The resume state a top-level repeat's continue-as-new handed this run
-        /// (`crate::resume`): the run goes on from it instead of from the first step.
+        /// (`resume`): the run goes on from it instead of from the first step.
         /// Absent for every other run.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        resume: Option<Box<crate::resume::Resume>>,
+        resume: Option<Box<Resume>>,
     },
     /// The decider took the execution up.
     WorkflowStarted {},
@@ -269,13 +273,13 @@ pub enum Event {
     WorkflowTimedOut { compensation: CompensationOutcome },
     /// Terminal for the run: the execution goes on in `next_run` with `input`. A top-level
     /// repeat that continued the run near the history limit also hands over `resume`
-    /// (`crate::resume`; `input` is then the run's own input), which the next run's
+    /// (see `resume`; `input` is then the run's own input), which the next run's
     /// `WorkflowCreated` carries.
     WorkflowContinuedAsNew {
         next_run: u32,
         input: Value,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        resume: Option<Box<crate::resume::Resume>>,
+        resume: Option<Box<Resume>>,
     },
     /// The run moved to another version of its workflow after a checked diff
     /// (`crate::migrate`). Recorded: replay applies it and goes on with the `to_hash`

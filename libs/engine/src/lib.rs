@@ -19,7 +19,6 @@ pub mod query;
 mod refusal;
 pub mod replay;
 pub mod restore;
-pub mod resume;
 pub mod run;
 pub mod scope;
 pub mod sim;

@@ -18,6 +18,7 @@ mod restored;
 mod resumed;
 
 pub use parts::{Signal, Status, Unit, UnitStatus, Wait, Winding};
+pub use resumed::{Resumed, RunSizes};
 
 /// The state of one run of an execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
@@ -100,17 +101,17 @@ pub struct State {
     /// Next run's input, once continued as new.
     pub next_input: Option<Value>,
     /// The next run's resume state, once a top-level repeat continued the run as new
-    /// (`WorkflowContinuedAsNew.resume`, `crate::resume`).
+    /// (`WorkflowContinuedAsNew.resume`, `crate::event::Resume`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_resume: Option<Box<crate::resume::Resume>>,
+    pub next_resume: Option<Box<crate::event::Resume>>,
     /// The repeat this run continues, when it began from a resume state
     /// (`WorkflowCreated.resume`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub resumed: Option<crate::resume::Resumed>,
+    pub resumed: Option<Resumed>,
     /// Per top-level list (`id` of units `id[n]`): how many events its runs recorded in
     /// this run took (see `State::measure_run`), for a repeat's continue-as-new.
     #[serde(skip)]
-    pub run_sizes: BTreeMap<String, crate::resume::RunSizes>,
+    pub run_sizes: BTreeMap<String, RunSizes>,
     /// `event_count` once `WorkflowStarted` was applied.
     #[serde(skip)]
     pub events_at_start: u64,

@@ -7,8 +7,8 @@
 mod common;
 
 use common::*;
+use orbit_engine::event::Resume;
 use orbit_engine::event::{Event, HistoryEvent, TaskError};
-use orbit_engine::resume::Resume;
 use orbit_engine::sim::{Sim, TaskOutcome};
 use orbit_engine::Status;
 use serde_json::{json, Value};

@@ -1,6 +1,6 @@
 //! A long loop continues as new by itself (issue 29): before a top-level repeat starts its
 //! next iteration near the history limit, the run ends with `WorkflowContinuedAsNew`
-//! carrying a resume state (`crate::resume`), and the next run goes on with that iteration.
+//! carrying a resume state (`crate::event::Resume`), and the next run goes on with that iteration.
 //!
 //! The rule (docs/definitions.md "Long loops continue as new"), decided from the state
 //! alone so replay and the simulator agree: a repeat of the main `steps` (not inside a
@@ -17,11 +17,16 @@ use super::body::started;
 use super::winddown::has_compensation;
 use super::Ctx;
 use crate::event::Event;
-use crate::resume::{CarriedStatus, CarriedUnit, Resume, RESUME_RESERVE_EVENTS};
+use crate::event::{CarriedStatus, CarriedUnit, Resume};
 use crate::state::UnitStatus;
 use crate::unit::{Scope as UnitScope, UnitKey};
 use orbit_definition::Repeat;
 use std::collections::BTreeSet;
+
+/// Events a run keeps free beyond twice its largest iteration before a top-level repeat
+/// continues it as new: room for what arrives besides the loop's own work (signals,
+/// heartbeats with details, stale results) and for the run's last events.
+pub const RESUME_RESERVE_EVENTS: u64 = 20;
 
 /// Whether repeat `r` (unit `key`, about to run iteration `n`) must not start it now: the
 /// run was continued as new (the event pushed), or it waits for other work to do so.
@@ -75,7 +80,7 @@ fn handler_done(ctx: &Ctx<'_>, name: &str, seq: u64) -> bool {
     })
 }
 
-/// The resume state of the run at repeat `k`'s iteration `n` (see `crate::resume`).
+/// The resume state of the run at repeat `k`'s iteration `n` (see `crate::event::Resume`).
 fn capture(ctx: &Ctx<'_>, k: &str, n: usize) -> Resume {
     let state = ctx.state;
     let compensate: Vec<String> = state

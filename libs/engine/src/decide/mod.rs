@@ -18,6 +18,7 @@ mod search;
 pub(crate) mod slots;
 mod units;
 
+pub use autocan::RESUME_RESERVE_EVENTS;
 use body_memo::BodyMemo;
 pub use units::WORKER_LOST;
 mod autocan;

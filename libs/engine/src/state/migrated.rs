@@ -5,7 +5,7 @@
 //! body) is renamed gets the new id, in every part of the state that holds unit keys
 //! (`units`, `fanouts`, `success_order`, `tokens`, the wind-down's compensation list), and
 //! `open` and `elements` are rebuilt from the units (a resumed repeat's count from its
-//! highest iteration, `crate::resume`); last, the `outputs` a migration hint
+//! highest iteration, `crate::event::Resume`); last, the `outputs` a migration hint
 //! mapped replace the recorded outputs of those (succeeded) units, by their keys after the
 //! renames. Total like the rest of the fold: a rename that does not parse, moves to another
 //! body, or targets a step that has units (or that another rename targets too) is left out,

@@ -1,5 +1,5 @@
 //! Folding a resumed run's `WorkflowCreated.resume` (a top-level repeat continued the run
-//! as new near the history limit, `crate::resume`), and measuring a top-level list's runs
+//! as new near the history limit, `crate::event::Resume`), and measuring a top-level list's runs
 //! for the decider's threshold (`State::run_sizes`).
 //!
 //! The carried units enter resolved, with their outputs and errors; the compensation order
@@ -9,7 +9,29 @@
 //! that iteration. Nothing carried is open, so no index but the repeat's count changes.
 
 use super::{Elements, State, Unit, UnitStatus};
-use crate::resume::{CarriedStatus, Resume, Resumed};
+use crate::event::{CarriedStatus, Resume};
+use serde::Serialize;
+
+/// The repeat a resumed run continues (from its `WorkflowCreated.resume`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Resumed {
+    /// The repeat's unit key.
+    pub repeat: String,
+    /// The iteration the run started with.
+    pub iteration: u64,
+    /// When the execution's first run started (the workflow timeout's start).
+    pub started_at: Option<u64>,
+}
+
+/// How a top-level list's runs (a repeat's iterations) have used the run's history: what
+/// the decider compares with the room left (`State::run_sizes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RunSizes {
+    /// `event_count` when the last run was recorded.
+    pub last_mark: u64,
+    /// The most events between two records (or the run's start and the first record).
+    pub largest: u64,
+}
 
 impl State {
     pub(super) fn resume(&mut self, r: &Resume) {

@@ -5,28 +5,23 @@
 //! It is recorded twice: on the `WorkflowContinuedAsNew` that ends the run (decided, so
 //! the replay check recomputes it) and on the next run's `WorkflowCreated` (recorded, as
 //! [`crate::command::next_run`] copies it), so each run's history folds on its own. The
-//! fold ([`State`] `resume`) makes the next run's state what the finished run's was for
+//! fold (`crate::state::State`) makes the next run's state what the finished run's was for
 //! everything that follows: the carried units resolved with their outputs, the compensation
 //! order, the frozen lists compensation reads, the search attributes, the workflow timeout's
 //! start, and the repeat at iteration [`Resume::iteration`] with its `previous` output.
 //!
-//! What is carried (see `crate::decide` `autocan::capture`): every resolved main-body unit
+//! What is carried (see `crate::decide`'s `autocan::capture`): every resolved main-body unit
 //! outside the runs of a list (no `[` in its key: `a`, `g`, `g.sub`, the repeat's earlier
 //! steps), and, for each unit compensation will undo, the units of the list runs around it
 //! (its iteration's or element's siblings, the run before it for `previous`) and the frozen
 //! lists its `for_each` items come from. Other units of earlier iterations are dropped, so
 //! the resume stays the size of the definition plus what compensation needs.
 
-use crate::event::TaskError;
+use super::TaskError;
 use orbit_definition::SearchValue;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Events a run keeps free beyond twice its largest iteration before a top-level repeat
-/// continues it as new: room for what arrives besides the loop's own work (signals,
-/// heartbeats with details, stale results) and for the run's last events.
-pub const RESUME_RESERVE_EVENTS: u64 = 20;
 
 /// How a carried unit ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,25 +85,4 @@ pub struct Resume {
     /// counts from here, over all runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<u64>,
-}
-
-/// The repeat a resumed run continues (from its `WorkflowCreated.resume`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Resumed {
-    /// The repeat's unit key.
-    pub repeat: String,
-    /// The iteration the run started with.
-    pub iteration: u64,
-    /// When the execution's first run started (the workflow timeout's start).
-    pub started_at: Option<u64>,
-}
-
-/// How a top-level list's runs (a repeat's iterations) have used the run's history: what
-/// the decider compares with the room left (`State::run_sizes`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RunSizes {
-    /// `event_count` when the last run was recorded.
-    pub last_mark: u64,
-    /// The most events between two records (or the run's start and the first record).
-    pub largest: u64,
 }
