@@ -100,16 +100,13 @@ pub struct State {
     pub error: Option<TaskError>,
     /// Next run's input, once continued as new.
     pub next_input: Option<Value>,
-    /// The next run's resume state, once a top-level repeat continued the run as new
-    /// (`WorkflowContinuedAsNew.resume`, `crate::event::Resume`).
+    /// The next run's resume state (`WorkflowContinuedAsNew.resume`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_resume: Option<Box<crate::event::Resume>>,
-    /// The repeat this run continues, when it began from a resume state
-    /// (`WorkflowCreated.resume`).
+    /// The repeat this run continues, from its `WorkflowCreated.resume`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resumed: Option<Resumed>,
-    /// Per top-level list (`id` of units `id[n]`): how many events its runs recorded in
-    /// this run took (see `State::measure_run`), for a repeat's continue-as-new.
+    /// Per top-level list (units `id[n]`): the events its runs took (`measure_run`).
     #[serde(skip)]
     pub run_sizes: BTreeMap<String, RunSizes>,
     /// `event_count` once `WorkflowStarted` was applied.
@@ -174,16 +171,6 @@ impl State {
     #[must_use]
     pub fn status(&self) -> Status {
         self.status.unwrap_or(Status::Pending)
-    }
-
-    /// When the workflow timeout counts from: the execution's first run's start for a run
-    /// a repeat continued as new (`State::resumed`), else this run's `WorkflowStarted`.
-    #[must_use]
-    pub fn timeout_from(&self) -> Option<u64> {
-        match &self.resumed {
-            Some(r) if r.started_at.is_some() && self.started_at.is_some() => r.started_at,
-            _ => self.started_at,
-        }
     }
 
     /// A unit by key.
@@ -284,12 +271,7 @@ impl State {
                     self.status = Some(Status::Running);
                 }
             }
-            Event::WorkflowStarted {} => {
-                if self.started_at.is_none() {
-                    self.events_at_start = self.event_count;
-                }
-                self.started_at.get_or_insert(ts);
-            }
+            Event::WorkflowStarted {} => self.started(ts),
             Event::SearchAttributesUpserted { step, values, .. } => {
                 match step {
                     Some(step) => {
@@ -357,9 +339,7 @@ impl State {
                     if !step.contains(':') {
                         self.success_order.push(step.clone());
                     }
-                    if step.ends_with(']') {
-                        self.measure_run(step);
-                    }
+                    self.measure_run(step);
                 }
             }
             Event::StepAttemptFailed { step, error, .. } => {

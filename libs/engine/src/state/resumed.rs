@@ -1,6 +1,7 @@
 //! Folding a resumed run's `WorkflowCreated.resume` (a top-level repeat continued the run
-//! as new near the history limit, `crate::event::Resume`), and measuring a top-level list's runs
-//! for the decider's threshold (`State::run_sizes`).
+//! as new near the history limit, `crate::event::Resume`), measuring a top-level list's
+//! runs for the decider's threshold (`State::run_sizes`), and when the workflow timeout
+//! counts from (the execution's first run's start, carried over the chain).
 //!
 //! The carried units enter resolved, with their outputs and errors; the compensation order
 //! is the carried one, which this run's successes extend; the repeat's iteration
@@ -68,10 +69,31 @@ impl State {
         });
     }
 
+    /// When the workflow timeout counts from: the execution's first run's start for a run
+    /// a repeat continued as new (`State::resumed`), else this run's `WorkflowStarted`.
+    #[must_use]
+    pub fn timeout_from(&self) -> Option<u64> {
+        match &self.resumed {
+            Some(r) if r.started_at.is_some() && self.started_at.is_some() => r.started_at,
+            _ => self.started_at,
+        }
+    }
+
+    /// Folds `WorkflowStarted` at `ts` (the first one counts).
+    pub(super) fn started(&mut self, ts: u64) {
+        if self.started_at.is_none() {
+            self.events_at_start = self.event_count;
+        }
+        self.started_at.get_or_insert(ts);
+    }
+
     /// Measures the run of a top-level list just recorded (`StepSucceeded` of `key`): a
     /// key `id[n]` (no group path, no scope) counts the events since the list's previous
     /// record, or since the run started for its first one in this run.
     pub(super) fn measure_run(&mut self, key: &str) {
+        if !key.ends_with(']') {
+            return;
+        }
         let Some(list) = key.strip_suffix(']').and_then(|k| k.rsplit_once('[')).map(|(l, _)| l)
         else {
             return;
