@@ -30,13 +30,7 @@ pub(crate) fn on_failure(obj: &mut Obj, nest: &Nest<'_>, c: &mut Compiler) -> Op
         return None;
     }
     let vars = nest.vars.with(&["failure"]);
-    let inner = Nest {
-        body: nest.body,
-        depth: nest.depth,
-        vars: &vars,
-        known: nest.known,
-        read: nest.read,
-    };
+    let inner = nest.with_vars(&vars);
     let (steps, output) = list(&mut f, "steps", &inner, c);
     f.finish(c.errors, &GROUP_FIELDS);
     Some(OnFailure { steps, output })

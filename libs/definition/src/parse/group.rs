@@ -34,6 +34,17 @@ pub(crate) struct Nest<'a> {
     pub read: ReadList,
 }
 
+impl<'a> Nest<'a> {
+    /// The same place, with `vars` (the enclosing list's variables and a construct's own,
+    /// such as `failure` or `iteration`) for the nested list's expressions.
+    pub fn with_vars<'b>(&self, vars: &'b Vars) -> Nest<'b>
+    where
+        'a: 'b,
+    {
+        Nest { body: self.body, depth: self.depth, vars, known: self.known, read: self.read }
+    }
+}
+
 /// `steps::read_list`'s signature: a list's value, path, body, variables, declared names,
 /// errors and depth.
 pub(crate) type ReadList =

@@ -32,13 +32,7 @@ pub(crate) fn repeat(obj: &mut Obj, nest: &Nest<'_>, c: &mut Compiler) -> Option
         return None;
     }
     let vars = nest.vars.with(&ITERATION_VARS);
-    let inner = Nest {
-        body: nest.body,
-        depth: nest.depth,
-        vars: &vars,
-        known: nest.known,
-        read: nest.read,
-    };
+    let inner = nest.with_vars(&vars);
     let (steps, output) = list(&mut r, "steps", &inner, c);
     let until = r.required("until", c.errors).and_then(|v| {
         let at = r.at("until");

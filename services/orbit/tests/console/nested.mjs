@@ -6,26 +6,10 @@
 //   node nested.mjs http://HOST:PORT SHOTS_DIR ID MANY
 // Exits non-zero (with the reason) on the first check that does not hold.
 
-import { chromium } from 'playwright-core';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { open } from './browser.mjs';
 
 const [base, shots, id, many] = process.argv.slice(2);
-mkdirSync(shots, { recursive: true });
-const TIMEOUT = 30000; // one page check; the server is busy compiling on small machines
-
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
-const context = await browser.newContext({ viewport: { width: 1366, height: 860 } });
-const page = await context.newPage();
-page.setDefaultTimeout(TIMEOUT);
-const errors = [];
-page.on('pageerror', (e) => errors.push(e.message));
-const shot = (name) => page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
-const check = (ok, what) => { if (!ok) throw new Error(`check failed: ${what}`); };
+const { browser, page, errors, shot, check } = await open(shots);
 const row = (key) => page.locator(`#steps tr[data-unit="${key}"]`);
 const cell = (tr, i) => tr.locator('td').nth(i).innerText();
 const statusOf = (key) => row(key).getAttribute('data-status');
