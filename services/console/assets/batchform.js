@@ -34,9 +34,10 @@ export async function newBatchForm(slot, params) {
   slot.innerHTML = `<details id="new-batch" ${open ? 'open' : ''}><summary class="h2">New batch</summary>
     <form class="card batch-form" id="nb-form">
       <fieldset><legend>Executions</legend><div class="actions">
-        <label>Workflow <input id="nb-workflow" list="nb-workflows" value="${p('workflow')}" required placeholder="name"></label>
+        <label>Workflow <input id="nb-workflow" list="nb-workflows" value="${p('workflow')}" placeholder="name (or a query)"></label>
         <datalist id="nb-workflows"></datalist>
         <label>Version <input id="nb-version" value="${p('version')}" placeholder="any"></label>
+        <label>Query <input id="nb-query" class="mono" value="${p('query')}" placeholder="workflow = 'billing' AND created < '2026-11-24'"></label>
         <span class="statuses" role="group" aria-label="statuses">${STATUSES.map((s) => `<label class="check"><input type="checkbox" name="nb-status" value="${s}" ${s === 'RUNNING' ? 'checked' : ''}> ${s}</label>`).join('')}</span>
       </div></fieldset>
       <fieldset><legend>Action</legend>
@@ -46,6 +47,12 @@ export async function newBatchForm(slot, params) {
           <label>Step <input id="nb-step" value="${p('step')}" placeholder="a main-body step"></label>
           <label class="check"><input type="checkbox" id="nb-drop"> drop signals after the point</label>
           <label>Then version (optional) <input id="nb-reset-version" placeholder="keep the point's"></label></div>
+        <div class="actions"><label class="check"><input type="radio" name="nb-action" value="signal" id="nb-signal"> signal</label>
+          <label>Name <input id="nb-signal-name" placeholder="a declared signal"></label>
+          <label>Payload (JSON) <input id="nb-signal-payload" class="mono" placeholder="{}"></label></div>
+        <div class="actions"><label class="check"><input type="radio" name="nb-action" value="cancel" id="nb-cancel"> cancel</label>
+          <label class="check"><input type="radio" name="nb-action" value="terminate" id="nb-terminate"> terminate</label>
+          <label class="check"><input type="radio" name="nb-action" value="delete" id="nb-delete"> delete (finished executions: pick their statuses)</label></div>
       </fieldset>
       <div class="actions">
         <label>Rate (a second) <input id="nb-rate" type="number" min="1" max="1000" placeholder="50"></label>
@@ -66,11 +73,9 @@ export async function newBatchForm(slot, params) {
 
   const request = (dryRun) => {
     const statuses = [...form.querySelectorAll('input[name=nb-status]:checked')].map((i) => `EXECUTION_STATUS_${i.value}`);
-    const action = form.querySelector('#nb-reset').checked
-      ? { reset: { step: value('#nb-step'), dropSignals: form.querySelector('#nb-drop').checked, toVersion: value('#nb-reset-version') } }
-      : { migrate: { toVersion: value('#nb-to') } };
+    const action = batchAction(form.querySelector('input[name=nb-action]:checked')?.value, value, form);
     return {
-      selector: { workflow: value('#nb-workflow'), version: value('#nb-version'), statuses },
+      selector: { workflow: value('#nb-workflow'), version: value('#nb-version'), statuses, query: value('#nb-query') },
       action,
       ratePerSecond: Number(value('#nb-rate') || 0),
       reason: value('#nb-reason') || 'from the console',
@@ -79,14 +84,16 @@ export async function newBatchForm(slot, params) {
     };
   };
   slot.querySelector('#nb-dry').onclick = async () => {
-    const req = request(true);
+    let req;
+    try { req = request(true); } catch (e) { out.innerHTML = errorBox(e); return; }
     out.innerHTML = '<p class="muted">Dry run…</p>';
     try { out.innerHTML = dryRunView(await call('WorkflowService/StartBatch', req), req); } catch (e) { out.innerHTML = errorBox(e); }
   };
   slot.querySelector('#nb-start').onclick = async () => {
-    const req = request(false);
+    let req;
+    try { req = request(false); } catch (e) { out.innerHTML = errorBox(e); return; }
     const s = req.selector;
-    const which = `${s.statuses.map((x) => x.replace('EXECUTION_STATUS_', '')).join(' or ') || 'RUNNING'} executions of ${s.workflow}${s.version ? ` v${s.version}` : ''}`;
+    const which = `${s.statuses.map((x) => x.replace('EXECUTION_STATUS_', '')).join(' or ') || 'RUNNING'} executions${s.workflow ? ` of ${s.workflow}${s.version ? ` v${s.version}` : ''}` : ''}${s.query ? ` matching ${s.query}` : ''}`;
     if (!confirm(`Start a batch: ${actionText(req.action)}, for every one of the ${which}? It runs on the server until every selected execution has an outcome (Cancel stops it).`)) return;
     out.innerHTML = '<p class="muted">Starting…</p>';
     try {
@@ -94,6 +101,27 @@ export async function newBatchForm(slot, params) {
       window.orbitGo(`/ui/batches/${encodeURIComponent(r.batchId)}`);
     } catch (e) { out.innerHTML = errorBox(e); }
   };
+}
+
+/** The `BatchAction` of the form's chosen action (`kind`); a payload that is not JSON
+ * throws, before anything is sent. */
+function batchAction(kind, value, form) {
+  switch (kind) {
+    case 'reset':
+      return { reset: { step: value('#nb-step'), dropSignals: form.querySelector('#nb-drop').checked, toVersion: value('#nb-reset-version') } };
+    case 'signal': {
+      const text = value('#nb-signal-payload');
+      let payload = null;
+      if (text) {
+        try { payload = JSON.parse(text); } catch (e) { throw new Error(`the signal's payload is not JSON: ${e.message}`); }
+      }
+      return { signal: { name: value('#nb-signal-name'), payload } };
+    }
+    case 'cancel': return { cancel: { reason: value('#nb-reason') } };
+    case 'terminate': return { terminate: { reason: value('#nb-reason') } };
+    case 'delete': return { delete: {} };
+    default: return { migrate: { toVersion: value('#nb-to') } };
+  }
 }
 
 const mono = (list) => (list?.length ? list.map((u) => `<span class="mono">${esc(u)}</span>`).join(', ') : '<span class="muted">none</span>');
@@ -109,6 +137,7 @@ function answer(item, action) {
   if (item.code) return { word: item.code, cls: 's-SUSPENDED', detail: esc(item.message) };
   const word = item.safe ? 'safe' : 'UNSAFE';
   const cls = item.safe ? 's-COMPLETED' : 's-FAILED';
+  if (!action.migrate && !action.reset) return { word, cls, detail: `would be: ${esc(actionText(action))}` };
   if (action.migrate) {
     const count = (item.changes || []).length;
     const to = action.migrate.toVersion;

@@ -5,7 +5,8 @@
 // sends a signal from the page, scrubs the signalled execution's history (time travel),
 // migrates, resets the execution that failed in `check` (its worker fixed meanwhile) and
 // forks another at a past seq, migrates three waiting executions with a batch (dry run,
-// start, its page until COMPLETED, the list), uses the keyboard, and saves screenshots
+// start, its page until COMPLETED, the list), dry-runs batches by query that signal,
+// cancel and delete them, uses the keyboard, and saves screenshots
 // into SHOTS_DIR.
 // With --token the server checks identities: the page must ask for the token first.
 // Exits non-zero (with the reason) on the first check that does not hold.
@@ -383,6 +384,36 @@ try {
     await page.waitForURL(/\/ui\/batches$/);
     await page.locator('#batches tbody tr', { hasText: batchId }).waitFor();
     console.log('batch: ok');
+    // Batches by query (issue 28): the form selects by a query alone and signals, cancels,
+    // terminates or deletes; the dry runs answer each execution without changing any.
+    await page.goto(`${base}/ui/batches?new=1`);
+    await page.locator('#new-batch[open]').waitFor();
+    await page.fill('#nb-workflow', '');
+    await page.fill('#nb-query', "workflow = 'console-batch'");
+    await page.check('#nb-signal');
+    await page.fill('#nb-signal-name', 'go');
+    await page.fill('#nb-signal-payload', '{"ok": ');
+    await page.click('#nb-dry');
+    await page.locator('#nb-result .error', { hasText: 'not JSON' }).waitFor();
+    await page.fill('#nb-signal-payload', '{"ok": true}');
+    const dryAnswers = async (what) => {
+      await page.click('#nb-dry');
+      await page.locator('#dry-verdict', { hasText: what }).waitFor();
+      return page.locator('#dry-items tbody tr').evaluateAll((rows) => rows.map((r) => [r.dataset.id, r.dataset.answer, r.cells[2].textContent.trim()]));
+    };
+    const signalled = await dryAnswers('signal go {"ok":true}');
+    check(JSON.stringify(signalled) === JSON.stringify(batchIds.map((id) => [id, 'safe', 'would be: signal go {"ok":true}'])), `each waiting execution would be signalled: ${JSON.stringify(signalled)}`);
+    await page.check('#nb-cancel');
+    await page.fill('#nb-reason', 'no longer needed');
+    const cancelled = await dryAnswers('cancel (no longer needed)');
+    check(cancelled.length === 3 && cancelled.every(([id, a], i) => id === batchIds[i] && a === 'safe'), `each would be cancelled: ${JSON.stringify(cancelled)}`);
+    await page.check('#nb-delete');
+    const deleted = await dryAnswers('delete (finished executions)');
+    check(deleted.length === 3 && deleted.every(([, a]) => a === 'EXECUTION_NOT_FINISHED'), `an open execution is not deleted: ${JSON.stringify(deleted)}`);
+    await page.fill('#nb-query', "workflow = ");
+    await page.click('#nb-dry');
+    await page.locator('#nb-result .error', { hasText: 'INVALID_QUERY' }).waitFor();
+    console.log('batch by query: ok');
     // Flow control (issue 27): a step that names a rate limit the server does not define
     // waits on it, and says so; the Rate limits page (key 8) defines it.
     await page.goto(`${base}/ui/executions/demo-metered`);
