@@ -507,3 +507,68 @@ async fn hot_path_statements_do_not_grow_with_history() {
     admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.unwrap();
     assert!(failures.is_empty(), "statements that grow with history:\n{}", failures.join("\n"));
 }
+
+/// The ordinary claim reads the head of the queue, not the queue: behind 5,000 queued rows
+/// of a lower priority it touches about the pages it touched behind 100 (a claim that sorts
+/// every queued row of its task names reads them all, ~140 pages here, 2.5 ms each time).
+#[tokio::test]
+async fn the_claim_does_not_grow_with_the_queue() {
+    let admin_url = super::tests::url();
+    let name = format!("orbit_t_claim_plan_{}", std::process::id());
+    let admin = connect(&admin_url).await;
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).await.unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    let url = format!("{}/{name}", admin_url.rsplit_once('/').unwrap().0);
+    let store =
+        PgStore::connect(&url, PgOptions { pool_size: 1, ..PgOptions::default() }).await.unwrap();
+    store.migrate().await.unwrap();
+    let client = connect(&url).await;
+    let queue = |from: i64, to: i64, rank: i64| {
+        format!(
+            "INSERT INTO task_queue (execution_id, run, unit_key, attempt, offer, task,
+                task_version, input, idempotency_key, state, claim_count, created_at,
+                updated_at, priority, dispatch_rank, limited)
+             SELECT 'q-' || g, 1, 's1', 1, 1, 'step', '1', '0', 'k', 'queued', 0, g, g, 5,
+                {rank} + g, false FROM generate_series({from}, {to}) g"
+        )
+    };
+    let claim = || Case {
+        name: "claim_tasks (TASK_CLAIM) behind a queue",
+        sql: sql::TASK_CLAIM,
+        params: vec![
+            strs(&["step", "other"]),
+            i(4),
+            s("frontend-1"),
+            s("sess-1"),
+            strs(&["t1", "t2", "t3", "t4"]),
+            s("w1"),
+            s("dispatched"),
+            strs(&["step", "other"]),
+            strs(&[]),
+            strs(&[]),
+            Box::new(None::<String>),
+            Box::new(None::<String>),
+        ],
+    };
+    let pooled = store.inner.pool.get().await.unwrap();
+    client.batch_execute(&queue(1, 100, 0)).await.unwrap();
+    client.batch_execute("VACUUM ANALYZE task_queue").await.unwrap();
+    let short = explain(pooled.client(), &claim()).await.pages;
+    client.batch_execute(&queue(101, 5_100, 240_000)).await.unwrap();
+    client.batch_execute("VACUUM ANALYZE task_queue").await.unwrap();
+    let long = explain(pooled.client(), &claim()).await;
+    println!(
+        "claim behind 100 queued: {short} pages; behind 5,100: {} ({:?})",
+        long.pages, long.scans
+    );
+    drop(client);
+    drop(pooled);
+    drop(store);
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.unwrap();
+    assert!(long.seq_scans.is_empty(), "{:?}", long.scans);
+    assert!(
+        long.pages <= short + short / 2 + SLACK,
+        "{short} pages behind 100, {} behind 5,100",
+        long.pages
+    );
+}

@@ -444,7 +444,11 @@ macro_rules! dispatched_entries {
 }
 
 /// Queued rows without a limit (`task_queue_ready`), by rank (`flow.rs`: priority, then
-/// age); rows another claimer holds are skipped, never shared. The
+/// age); rows another claimer holds are skipped, never shared. Each task name's range of
+/// the index is walked in rank order up to the limit (`LATERAL`) and the names' rows merged:
+/// `task = ANY($1)` read and sorted every queued row of those names for each claim (5,000
+/// queued: 2.5 ms against 0.3 ms). With several names the rows of one name past the limit
+/// are locked until the statement commits, so a concurrent claim skips them meanwhile. The
 /// n-th picked row gets the n-th fresh random token of `$5` (see `model::new_task_token`)
 /// and the worker `$6` the claim is for. Each claim writes its `dispatched` inbox entry (the
 /// payload SQLite writes) in the same statement, and wakes the owners. Which rows: of the
@@ -454,16 +458,18 @@ macro_rules! dispatched_entries {
 /// no other worker (`worker_routing!`); see [`ClaimFilter`](crate::ClaimFilter).
 pub(crate) const TASK_CLAIM: &str = concat!(
     "WITH picked AS (
-        SELECT id FROM task_queue
-        WHERE state = 'queued' AND NOT limited AND task = ANY($1::text[])
-          AND (task = ANY($8::text[]) OR (task, task_version) IN
-            (SELECT * FROM UNNEST($9::text[], $10::text[])))
-          AND ($11::text IS NULL OR language IS NULL OR language = $11::text)
-          AND ",
+        SELECT c.id FROM UNNEST($1::text[]) AS n(name) CROSS JOIN LATERAL (
+            SELECT id, dispatch_rank FROM task_queue
+            WHERE state = 'queued' AND NOT limited AND task = n.name
+              AND (task = ANY($8::text[]) OR (task, task_version) IN
+                (SELECT * FROM UNNEST($9::text[], $10::text[])))
+              AND ($11::text IS NULL OR language IS NULL OR language = $11::text)
+              AND ",
     worker_routing!(""),
     "
-        ORDER BY dispatch_rank, id LIMIT $2::bigint
-        FOR UPDATE SKIP LOCKED),
+            ORDER BY dispatch_rank, id LIMIT $2::bigint
+            FOR UPDATE SKIP LOCKED) c
+        ORDER BY c.dispatch_rank, c.id LIMIT $2::bigint),
     numbered AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM picked),
     claimed AS (
         UPDATE task_queue t SET state = 'claimed', claimed_by = $3::text, session = $4::text,

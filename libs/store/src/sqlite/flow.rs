@@ -74,8 +74,9 @@ macro_rules! claim_filter {
     };
 }
 
-/// Every queued limited row the filter admits (parameters as `sql::TASK_CLAIMABLE`'s
-/// `?1..?4`, `?5` the clock, `?6` the most rows the claim takes, `?7` the worker's labels,
+/// Every queued limited row the filter admits (`?1` the JSON array of the filter's task
+/// names, `?2` the names served at any version, `?3` the `[name, version]` pairs served at
+/// that version only, `?4` the worker's language, `?5` the clock, `?6` the most rows the claim takes, `?7` the worker's labels,
 /// `?8` its id), in pick order: `id`, its bucket and the bucket's current window, whether
 /// it passes its limits together with the rows before it, the next window of a bucket that
 /// holds it back, and its fair key. The rules of PostgreSQL's

@@ -25,29 +25,10 @@ pub(crate) fn claim_tasks(
     if filter.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
-    let names = json_text(&json!(filter.task_names()));
-    let any_version = json_text(&json!(filter.any_version));
-    let versions = json_text(&json!(filter.versions));
     let now = to_i64(now_ms(), "now")?;
     // The writer runs every job in its own savepoint (see `conn.rs`): no nested one here.
     let tx: &Connection = conn;
-    let limit = i64::from(limit.min(MAX_CLAIM));
-    let ids: Vec<i64> = tx
-        .prepare_cached(sql::TASK_CLAIMABLE)?
-        .query_map(
-            params![
-                names,
-                any_version,
-                versions,
-                filter.language,
-                limit,
-                filter.labels_json(),
-                worker_id,
-                now
-            ],
-            |r| r.get(0),
-        )?
-        .collect::<rusqlite::Result<_>>()?;
+    let ids = claimable(tx, filter, limit.min(MAX_CLAIM), worker_id, now)?;
     let tokens = new_task_tokens(u32::try_from(ids.len()).unwrap_or(MAX_CLAIM))?;
     let mut claimed = Vec::with_capacity(ids.len());
     for (id, token) in ids.iter().zip(&tokens) {
@@ -61,6 +42,45 @@ pub(crate) fn claim_tasks(
         insert_dispatched(tx, t, claimer, session, worker_id, now)?;
     }
     Ok(claimed)
+}
+
+/// The ids of the best `limit` queued rows without a limit `filter` admits, by rank: the
+/// first `limit` of each task name (`sql::TASK_CLAIMABLE` walks one name's index range),
+/// merged.
+fn claimable(
+    tx: &Connection,
+    filter: &ClaimFilter,
+    limit: u32,
+    worker_id: &str,
+    now: i64,
+) -> Result<Vec<i64>> {
+    let labels = filter.labels_json();
+    let mut ranked: Vec<(i64, i64)> = Vec::new();
+    let mut stmt = tx.prepare_cached(sql::TASK_CLAIMABLE)?;
+    for name in filter.task_names() {
+        let any = filter.any_version.contains(&name);
+        let versions: Vec<&str> =
+            filter.versions.iter().filter(|(n, _)| *n == name).map(|(_, v)| v.as_str()).collect();
+        let rows = stmt.query_map(
+            params![
+                name,
+                any,
+                json_text(&json!(versions)),
+                filter.language,
+                i64::from(limit),
+                labels,
+                worker_id,
+                now
+            ],
+            |r| Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(0)?)),
+        )?;
+        for row in rows {
+            ranked.push(row?);
+        }
+    }
+    ranked.sort_unstable();
+    ranked.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    Ok(ranked.into_iter().map(|(_, id)| id).collect())
 }
 
 /// The `dispatched` inbox entry of a claimed row: how its owner learns of the claim.

@@ -231,3 +231,27 @@ async fn answered_commits_survive_in_the_files_a_crash_leaves() {
         .unwrap();
     assert_eq!((count, last), (commits, commits - 1));
 }
+
+/// The ordinary claim walks `task_queue_ready` in rank order and stops at its limit: no
+/// scan of the table and no sort of every queued row (which made each claim behind a
+/// backlog of 5,000 rows cost milliseconds of the single writer).
+#[tokio::test]
+async fn the_claim_walks_the_ready_index_in_rank_order() {
+    let db = TempDb::new("claim-plan");
+    let store = SqliteStore::open_and_migrate(&db.0).await.unwrap();
+    let plan: Vec<String> = store
+        .readers
+        .run(|c| {
+            let sql = format!("EXPLAIN QUERY PLAN {}", super::sql::TASK_CLAIMABLE);
+            let mut stmt = c.prepare(&sql)?;
+            let params =
+                rusqlite::params!["t", true, "[]", None::<String>, 4, None::<String>, "w", 0];
+            let rows = stmt.query_map(params, |r| r.get::<_, String>(3))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+        .unwrap();
+    assert!(plan.iter().any(|p| p.contains("USING INDEX task_queue_ready")), "{plan:?}");
+    assert!(!plan.iter().any(|p| p.contains("TEMP B-TREE")), "sorts: {plan:?}");
+    assert!(!plan.iter().any(|p| p.starts_with("SCAN q")), "scans: {plan:?}");
+}
