@@ -261,7 +261,7 @@ async fn the_claim_walks_the_ready_index_in_rank_order() {
 #[tokio::test]
 async fn a_claim_runs_after_the_commits_of_its_group() {
     use std::future::Future;
-    use std::task::{Context, Waker};
+    use std::task::{Context, Poll, Waker};
     let db = TempDb::new("claims-last");
     let store = SqliteStore::open_and_migrate(&db.0).await.unwrap();
     let writer = &store.writer;
