@@ -8,12 +8,6 @@
 //!   job rolls back only itself), then commits once — one fsync for the whole group — and
 //!   only then answers each caller. Under load groups grow, so throughput rises with load
 //!   instead of queueing behind one fsync per call; alone, a job commits at once.
-//! * **Claims last.** Jobs sent with [`Writer::run_last`] (the task claims) run after every
-//!   other job of their group, whichever was sent first: the jobs of a group were sent
-//!   concurrently, so any order of them is one the callers could have seen, and this one
-//!   lets a claim take the tasks the commits of its own group queued (a priority-1 task
-//!   committed behind a backlog is claimed in the group that queues it, not in a later
-//!   one).
 //! * A few **reader** connections (`query_only`) serve reads on tokio's blocking pool; in
 //!   WAL mode they read committed data concurrently with the writer.
 //!
@@ -46,9 +40,8 @@ type Reply = Box<dyn FnOnce(Result<()>) + Send>;
 type GroupedJob = Box<dyn FnOnce(Result<&mut Connection>) -> Reply + Send>;
 
 enum Job {
-    /// Runs inside the group transaction, in its own savepoint; after the group's other
-    /// jobs when the flag is set ([`Writer::run_last`]).
-    Grouped(GroupedJob, bool),
+    /// Runs inside the group transaction, in its own savepoint.
+    Grouped(GroupedJob),
     /// Runs on its own, outside any group (migrations manage their own transactions).
     Alone(Box<dyn FnOnce(&mut Connection) + Send>),
 }
@@ -214,34 +207,13 @@ impl Writer {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     {
-        self.send(f, false).await
-    }
-
-    /// [`Writer::run`], run after every job of its group not itself sent this way (see the
-    /// module docs, "Claims last").
-    pub(crate) async fn run_last<T, F>(&self, f: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
-    {
-        self.send(f, true).await
-    }
-
-    async fn send<T, F>(&self, f: F, last: bool) -> Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
-    {
         let (tx, rx) = oneshot::channel();
-        let job = Job::Grouped(
-            Box::new(move |conn: Result<&mut Connection>| {
-                let result = conn.and_then(|conn| in_savepoint(conn, f));
-                Box::new(move |committed: Result<()>| {
-                    let _ = tx.send(committed.and(result));
-                })
-            }),
-            last,
-        );
+        let job = Job::Grouped(Box::new(move |conn: Result<&mut Connection>| {
+            let result = conn.and_then(|conn| in_savepoint(conn, f));
+            Box::new(move |committed: Result<()>| {
+                let _ = tx.send(committed.and(result));
+            })
+        }));
         self.jobs.send(job).map_err(|_| StoreError::Storage("sqlite writer stopped".into()))?;
         rx.await.map_err(|_| StoreError::Storage("sqlite writer dropped a job".into()))?
     }
@@ -261,24 +233,22 @@ impl Writer {
     }
 }
 
-/// Runs `first` and every grouped job already waiting, in one transaction, the jobs sent
-/// with [`Writer::run_last`] after the others. True when a group transaction committed.
+/// Runs `first` and every grouped job already waiting, in one transaction. True when a
+/// group transaction committed.
 fn run_group(conn: &mut Connection, first: Job, rx: &mpsc::Receiver<Job>) -> bool {
-    let (mut group, mut last) = (Vec::new(), Vec::new());
+    let mut group = Vec::new();
     let mut after = None;
     match first {
         Job::Alone(job) => {
             job(conn);
             return false;
         }
-        Job::Grouped(job, false) => group.push(job),
-        Job::Grouped(job, true) => last.push(job),
+        Job::Grouped(job) => group.push(job),
     }
     let mut done = false;
-    while group.len() + last.len() < MAX_GROUP {
+    while group.len() < MAX_GROUP {
         match rx.try_recv() {
-            Ok(Job::Grouped(job, false)) => group.push(job),
-            Ok(Job::Grouped(job, true)) => last.push(job),
+            Ok(Job::Grouped(job)) => group.push(job),
             Ok(Job::Alone(job)) => {
                 after = Some(job);
                 break;
@@ -286,7 +256,6 @@ fn run_group(conn: &mut Connection, first: Job, rx: &mpsc::Receiver<Job>) -> boo
             Err(_) => break,
         }
     }
-    group.append(&mut last);
     // Without a transaction nothing runs: each caller gets the error (another process
     // holding the file past the busy timeout is `Unavailable`), and nothing was written.
     match conn.prepare_cached("BEGIN IMMEDIATE").and_then(|mut s| s.execute([])) {

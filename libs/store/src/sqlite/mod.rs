@@ -320,11 +320,8 @@ impl TaskQueue for SqliteStore {
         let (claimer, session) = (claimer.to_string(), session.to_string());
         let worker_id = worker_id.to_string();
         measure::count(Tx::Claim, SQLITE);
-        // After the commits of its group: it takes what they queued (see `conn`).
         self.writer
-            .run_last(move |c| {
-                queue::claim_tasks(c, &filter, limit, &claimer, &session, &worker_id)
-            })
+            .run(move |c| queue::claim_tasks(c, &filter, limit, &claimer, &session, &worker_id))
             .await
     }
 
@@ -418,11 +415,8 @@ impl TaskQueue for SqliteStore {
         let (claimer, session) = (claimer.to_string(), session.to_string());
         let worker_id = worker_id.to_string();
         measure::count(Tx::ClaimLimited, SQLITE);
-        // After the commits of its group: it takes what they queued (see `conn`).
         self.writer
-            .run_last(move |c| {
-                flow::claim_limited(c, &filter, limit, &claimer, &session, &worker_id)
-            })
+            .run(move |c| flow::claim_limited(c, &filter, limit, &claimer, &session, &worker_id))
             .await
     }
 

@@ -255,38 +255,3 @@ async fn the_claim_walks_the_ready_index_in_rank_order() {
     assert!(!plan.iter().any(|p| p.contains("TEMP B-TREE")), "sorts: {plan:?}");
     assert!(!plan.iter().any(|p| p.starts_with("SCAN q")), "scans: {plan:?}");
 }
-
-/// A claim sent before a commit that lands in the same group still runs after it, and so
-/// takes what that commit queued (`Writer::run_last`).
-#[tokio::test]
-async fn a_claim_runs_after_the_commits_of_its_group() {
-    use std::future::Future;
-    use std::task::{Context, Poll, Waker};
-    let db = TempDb::new("claims-last");
-    let store = SqliteStore::open_and_migrate(&db.0).await.unwrap();
-    let writer = &store.writer;
-    writer.run(|c| Ok(c.execute_batch("CREATE TABLE q (v INTEGER)")?)).await.unwrap();
-    // Hold the writer, so the next two jobs wait in its channel and form one group.
-    let (release, held) = std::sync::mpsc::channel::<()>();
-    let (busy, running) = tokio::sync::oneshot::channel::<()>();
-    let blocker = writer.run(move |_| {
-        let _ = busy.send(());
-        let _ = held.recv();
-        Ok(())
-    });
-    let mut blocker = Box::pin(blocker);
-    let mut cx = Context::from_waker(Waker::noop());
-    assert!(blocker.as_mut().poll(&mut cx).is_pending());
-    running.await.unwrap();
-    // The claim is sent first (a first poll sends the job), the commit second.
-    let claim = writer.run_last(|c| Ok(c.query_row("SELECT COUNT(*) FROM q", [], |r| r.get(0))?));
-    let mut claim = Box::pin(claim);
-    assert!(claim.as_mut().poll(&mut cx).is_pending());
-    let mut commit = Box::pin(writer.run(|c| Ok(c.execute("INSERT INTO q VALUES (1)", [])?)));
-    assert!(commit.as_mut().poll(&mut cx).is_pending());
-    release.send(()).unwrap();
-    blocker.await.unwrap();
-    assert_eq!(commit.await.unwrap(), 1);
-    let seen: i64 = claim.await.unwrap();
-    assert_eq!(seen, 1, "the claim ran before the commit of its group");
-}
