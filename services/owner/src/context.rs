@@ -42,6 +42,10 @@ pub(crate) struct Inner {
     /// looks for orphaned roots, which a root of a dead owner becomes once work reaches it.
     pub takeover_hint: Notify,
     pub core: Mutex<Core>,
+    /// The definitions of `core.versions` by (workflow, version), read without the core
+    /// lock: a pass holds that lock through its commit, and a start under load waited a
+    /// whole pass just to look its definition up (issue 27, the priority run).
+    pub pinned: StdMutex<HashMap<(String, String), Arc<Definition>>>,
     pub starts: StdMutex<Vec<PendingStart>>,
     /// Worker results handed over directly (see `handed`).
     pub handed: StdMutex<Vec<Handed>>,
@@ -123,6 +127,7 @@ impl Inner {
                 suspects: BTreeSet::new(),
                 evicted: Evicted::default(),
             }),
+            pinned: StdMutex::new(HashMap::new()),
             starts: StdMutex::new(Vec::new()),
             handed: StdMutex::new(Vec::new()),
             handoff: std::sync::OnceLock::new(),

@@ -281,8 +281,23 @@ impl Owner {
         workflow: &str,
         version: Option<&str>,
     ) -> Result<Arc<Definition>, OwnerError> {
-        let mut core = self.inner.core.lock().await;
-        hot::definition(&self.inner, &mut core, workflow, version).await
+        // A version's definition never changes once stored (`DEFINITION_CONFLICT`): a copy
+        // found outside the core lock is the one the lock would give.
+        let key = version.map(|v| (workflow.to_string(), v.to_string()));
+        if let Some(key) = &key {
+            let pinned = self.inner.pinned.lock().ok().and_then(|p| p.get(key).cloned());
+            if let Some(def) = pinned {
+                return Ok(def);
+            }
+        }
+        let def = {
+            let mut core = self.inner.core.lock().await;
+            hot::definition(&self.inner, &mut core, workflow, version).await?
+        };
+        if let (Some(key), Ok(mut pinned)) = (key, self.inner.pinned.lock()) {
+            pinned.insert(key, def.clone());
+        }
+        Ok(def)
     }
 
     /// Evaluates a query over an execution's current state.
@@ -401,5 +416,43 @@ impl Owner {
         shutdown.cancel();
         passes.await??;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::FutureExt;
+    use orbit_store::{SqliteStore, Store};
+    use tokio::sync::Notify;
+
+    /// A start looks its pinned definition up without the core lock, which a pass holds
+    /// through its commit: once read, a version's definition is served while the lock is
+    /// held; without a version (the latest may change) the lookup still waits for it.
+    #[tokio::test]
+    async fn a_pinned_definition_is_read_without_the_core_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open_and_migrate(dir.path().join("o.db")).await.unwrap());
+        let def = orbit_definition::parse(
+            "name: wf\nversion: '1'\ntasks: { t: {} }\nsteps:\n  - { id: a, task: t }\n",
+        )
+        .unwrap();
+        let doc = orbit_definition::canonical_json(&orbit_definition::to_document(&def));
+        store.put_definition(&def.name, &def.version, &def.hash, &doc).await.unwrap();
+        let owner = Owner::new(
+            OwnerConfig { node_id: "n".into(), ..OwnerConfig::default() },
+            store,
+            Arc::new(Notify::new()),
+            Arc::new(Notify::new()),
+            Arc::new(ChangeHub::new()),
+        );
+        let first = owner.definition("wf", Some("1")).await.unwrap();
+        let held = owner.inner.core.lock().await;
+        let again = owner.definition("wf", Some("1")).now_or_never();
+        let again = again.expect("waited for the core lock").unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        assert!(owner.definition("wf", None).now_or_never().is_none(), "latest: under the lock");
+        drop(held);
     }
 }
