@@ -2,7 +2,7 @@
 //! ONE round trip.
 //!
 //! **One round trip, one statement** (the owner's usual commit). The rows the batches
-//! expect are told from the batches themselves (`plan::predict`: the fenced epoch, the run
+//! expect are told from the batches themselves (`predict::predict`: the fenced epoch, the run
 //! and last seq the first event continues, absent rows for a start, the inbox entries
 //! applied), so the writes can be planned before anything is read. Such a call is one
 //! segment (`predict` refuses an execution twice), sent as ONE statement ([`composed`]),
@@ -32,7 +32,8 @@
 
 use super::conn::{all_ok, command, pipeline, step, PgConn};
 use super::error::{connection_lost, PgErr, PgResult};
-use super::plan::{plan, predict, Guard, Plan, Read, TaskKey, Write, WriteKind, CHECK_PARAMS};
+use super::plan::{plan, Plan, Read, TaskKey, Write, WriteKind};
+use super::predict::{predict, Guard, CHECK_PARAMS};
 use super::rows::get;
 use super::sql;
 use crate::batch::{CommitBatch, CommitOutcome};
@@ -100,7 +101,7 @@ impl Locked {
 /// Applies the batches atomically: all of them, or none.
 ///
 /// The usual owner commit goes in one round trip: the rows it expects are predicted from
-/// the batches (`plan::predict`), and the locks, the check and the writes are ONE statement
+/// the batches (`predict::predict`), and the locks, the check and the writes are ONE statement
 /// ([`composed`]). When it fails (the check or a write), nothing was written and the commit
 /// is done again in two round trips, which read first and refuse with the exact error.
 pub(crate) async fn commit_all(

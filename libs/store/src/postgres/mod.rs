@@ -23,6 +23,7 @@ mod migrate;
 mod plan;
 #[cfg(test)]
 mod plan_tests;
+mod predict;
 mod queue;
 mod reads;
 mod retention;
