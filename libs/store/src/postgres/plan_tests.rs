@@ -436,14 +436,10 @@ async fn connect(url: &str) -> Client {
     client
 }
 
-#[tokio::test]
-#[allow(clippy::disallowed_methods)] // A test knob: the history size to measure at.
-async fn hot_path_statements_do_not_grow_with_history() {
-    let admin_url = super::tests::url();
-    let big: i64 =
-        std::env::var("ORBIT_PLAN_HISTORY").ok().and_then(|v| v.parse().ok()).unwrap_or(5_000);
-    let name = format!("orbit_t_plans_{}", std::process::id());
-    let admin = connect(&admin_url).await;
+/// A new database `name` (dropped first if a killed run left it), migrated: the admin
+/// connection, the store (one pooled connection) and a plain client of it.
+async fn fresh(admin_url: &str, name: &str) -> (Client, PgStore, Client) {
+    let admin = connect(admin_url).await;
     admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).await.unwrap();
     admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
     let url = format!("{}/{name}", admin_url.rsplit_once('/').unwrap().0);
@@ -451,6 +447,17 @@ async fn hot_path_statements_do_not_grow_with_history() {
         PgStore::connect(&url, PgOptions { pool_size: 1, ..PgOptions::default() }).await.unwrap();
     store.migrate().await.unwrap();
     let client = connect(&url).await;
+    (admin, store, client)
+}
+
+#[tokio::test]
+#[allow(clippy::disallowed_methods)] // A test knob: the history size to measure at.
+async fn hot_path_statements_do_not_grow_with_history() {
+    let admin_url = super::tests::url();
+    let big: i64 =
+        std::env::var("ORBIT_PLAN_HISTORY").ok().and_then(|v| v.parse().ok()).unwrap_or(5_000);
+    let name = format!("orbit_t_plans_{}", std::process::id());
+    let (admin, store, client) = fresh(&admin_url, &name).await;
     client.batch_execute(OPEN_WORK).await.unwrap();
     // Plans come from a pooled connection, with the session settings the services run
     // with (`conn.rs`, INDEX_ACCESS).
@@ -515,14 +522,7 @@ async fn hot_path_statements_do_not_grow_with_history() {
 async fn the_claim_does_not_grow_with_the_queue() {
     let admin_url = super::tests::url();
     let name = format!("orbit_t_claim_plan_{}", std::process::id());
-    let admin = connect(&admin_url).await;
-    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).await.unwrap();
-    admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
-    let url = format!("{}/{name}", admin_url.rsplit_once('/').unwrap().0);
-    let store =
-        PgStore::connect(&url, PgOptions { pool_size: 1, ..PgOptions::default() }).await.unwrap();
-    store.migrate().await.unwrap();
-    let client = connect(&url).await;
+    let (admin, store, client) = fresh(&admin_url, &name).await;
     let queue = |from: i64, to: i64, rank: i64| {
         format!(
             "INSERT INTO task_queue (execution_id, run, unit_key, attempt, offer, task,
