@@ -42,10 +42,10 @@ pub(crate) struct Inner {
     /// looks for orphaned roots, which a root of a dead owner becomes once work reaches it.
     pub takeover_hint: Notify,
     pub core: Mutex<Core>,
-    /// The definitions of `core.versions` by (workflow, version), read without the core
-    /// lock: a pass holds that lock through its commit, and a start under load waited a
-    /// whole pass just to look its definition up (issue 27, the priority run).
-    pub pinned: StdMutex<HashMap<(String, String), Arc<Definition>>>,
+    /// The definitions read so far, by (workflow, version). Outside `core`: a pass holds
+    /// the core lock through its commit, and a start under load waited a whole pass just to
+    /// look its definition up (issue 27, the priority run).
+    pub versions: StdMutex<HashMap<(String, String), Arc<Definition>>>,
     pub starts: StdMutex<Vec<PendingStart>>,
     /// Worker results handed over directly (see `handed`).
     pub handed: StdMutex<Vec<Handed>>,
@@ -72,8 +72,6 @@ pub(crate) struct Core {
     pub hot: HashMap<String, Hot>,
     /// Parsed definitions by hash.
     pub defs: HashMap<String, Arc<Definition>>,
-    /// The same, by (name, version): immutable once registered, so read from the store once.
-    pub versions: HashMap<(String, String), Arc<Definition>>,
     /// Executions this process lost to a fence, with the owners row's epoch then. Only an
     /// adoption at a higher epoch (a takeover by this process) brings one back.
     pub lost: HashMap<String, u64>,
@@ -122,12 +120,11 @@ impl Inner {
             core: Mutex::new(Core {
                 hot: HashMap::new(),
                 defs: HashMap::new(),
-                versions: HashMap::new(),
                 lost: HashMap::new(),
                 suspects: BTreeSet::new(),
                 evicted: Evicted::default(),
             }),
-            pinned: StdMutex::new(HashMap::new()),
+            versions: StdMutex::new(HashMap::new()),
             starts: StdMutex::new(Vec::new()),
             handed: StdMutex::new(Vec::new()),
             handoff: std::sync::OnceLock::new(),

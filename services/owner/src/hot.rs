@@ -36,8 +36,8 @@ pub(crate) async fn definition(
             format!("no workflow `{workflow}`"),
         ));
     };
-    if let Some(d) = core.versions.get(&(workflow.into(), version.into())) {
-        return Ok(d.clone());
+    if let Some(d) = pinned(inner, workflow, version) {
+        return Ok(d);
     }
     let row = inner.store.get_definition(workflow, Some(version)).await?.ok_or_else(|| {
         OwnerError::new(
@@ -59,8 +59,17 @@ pub(crate) async fn definition(
             def
         }
     };
-    core.versions.insert((row.name, row.version), def.clone());
+    if let Ok(mut versions) = inner.versions.lock() {
+        versions.insert((row.name, row.version), def.clone());
+    }
     Ok(def)
+}
+
+/// The definition of (workflow, version) when it was read before. A version's definition
+/// never changes once stored (`DEFINITION_CONFLICT`), so this needs no core lock.
+pub(crate) fn pinned(inner: &Inner, workflow: &str, version: &str) -> Option<Arc<Definition>> {
+    let versions = inner.versions.lock().ok()?;
+    versions.get(&(workflow.to_string(), version.to_string())).cloned()
 }
 
 /// The hot execution, rebuilt from the store when not in memory. Only an execution this

@@ -281,23 +281,12 @@ impl Owner {
         workflow: &str,
         version: Option<&str>,
     ) -> Result<Arc<Definition>, OwnerError> {
-        // A version's definition never changes once stored (`DEFINITION_CONFLICT`): a copy
-        // found outside the core lock is the one the lock would give.
-        let key = version.map(|v| (workflow.to_string(), v.to_string()));
-        if let Some(key) = &key {
-            let pinned = self.inner.pinned.lock().ok().and_then(|p| p.get(key).cloned());
-            if let Some(def) = pinned {
-                return Ok(def);
-            }
+        // A version read before needs no core lock (a pass holds it through its commit).
+        if let Some(def) = version.and_then(|v| hot::pinned(&self.inner, workflow, v)) {
+            return Ok(def);
         }
-        let def = {
-            let mut core = self.inner.core.lock().await;
-            hot::definition(&self.inner, &mut core, workflow, version).await?
-        };
-        if let (Some(key), Ok(mut pinned)) = (key, self.inner.pinned.lock()) {
-            pinned.insert(key, def.clone());
-        }
-        Ok(def)
+        let mut core = self.inner.core.lock().await;
+        hot::definition(&self.inner, &mut core, workflow, version).await
     }
 
     /// Evaluates a query over an execution's current state.
