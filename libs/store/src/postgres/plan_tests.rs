@@ -517,7 +517,7 @@ async fn hot_path_statements_do_not_grow_with_history() {
 
 /// The ordinary claim reads the head of the queue, not the queue: behind 5,000 queued rows
 /// of a lower priority it touches about the pages it touched behind 100 (a claim that sorts
-/// every queued row of its task names reads them all, ~140 pages here, 2.5 ms each time).
+/// every queued row of its task names reads them all: 83 pages behind 100, 224 behind 5,100).
 #[tokio::test]
 async fn the_claim_does_not_grow_with_the_queue() {
     let admin_url = super::tests::url();
