@@ -110,6 +110,17 @@ pub struct BenchArgs {
     /// capacity drains the backlog slowly enough to measure behind it.
     #[arg(long, default_value_t = 2, value_name = "MS")]
     pub task_delay_ms: u64,
+    /// `--mode priority`: each priority-1 execution starts a random 0 to MS milliseconds
+    /// after the previous one completed, in both phases, so that its arrival is not
+    /// phase-locked to the workers' slot cycle (a closed loop starts each just after the
+    /// slots were refilled, and waits a whole cycle). 0 starts each at once.
+    #[arg(long, default_value_t = 10, value_name = "MS")]
+    pub probe_gap_ms: u64,
+    /// `--mode priority`: each priority-5 task's handler sleeps a random time within this
+    /// percentage of `--task-delay-ms` either side (the mean stays `--task-delay-ms`), so
+    /// that the slots do not finish in lockstep. 0 gives every task the same time.
+    #[arg(long, default_value_t = 50, value_name = "PCT", value_parser = clap::value_parser!(u64).range(0..=100))]
+    pub task_jitter_pct: u64,
     /// `--mode priority`: loaded measurements stop once fewer priority-5 tasks than this wait
     /// (not yet started): every loaded figure is taken behind at least this backlog.
     #[arg(long, default_value_t = 1000, value_name = "N")]
@@ -224,6 +235,8 @@ mod tests {
         assert_eq!(args.shape(), Shape { executions: 5000, steps: 1, concurrency: 64 });
         assert_eq!((args.workers, args.worker_concurrency()), (2, 4), "8 slots in all");
         assert_eq!((args.probes, args.task_delay_ms, args.min_backlog), (100, 2, 1000));
+        assert_eq!((args.probe_gap_ms, args.task_jitter_pct), (10, 50));
+        assert!(Cli::try_parse_from(["orbit-bench", "--task-jitter-pct", "101"]).is_err());
         // Other modes keep their wide workers; an explicit flag wins in every mode.
         assert_eq!(parse(&[]).worker_concurrency(), 64);
         assert_eq!(parse(&["--mode", "latency"]).worker_concurrency(), 64);

@@ -6,9 +6,10 @@
 //! The run, in-process (`orbit dev` started by the bench) or against `--address`:
 //! 1. registers `bench-priority` (one `bench.step` task that returns its input) and starts
 //!    `--workers` in-process workers of `--worker-concurrency` slots (2 x 4 by default)
-//!    whose handler sleeps `--task-delay-ms` (2 ms): a bounded capacity, so work queues;
-//! 2. **unloaded**: runs `--probes` priority-1 executions one at a time (each once the
-//!    previous one completed) on the idle workers;
+//!    whose handler sleeps `--task-delay-ms` (2 ms; a priority-5 task a random time within
+//!    `--task-jitter-pct`, 50%, either side): a bounded capacity, so work queues;
+//! 2. **unloaded**: runs `--probes` priority-1 executions one at a time (each a random 0 to
+//!    `--probe-gap-ms`, 10 ms, after the previous one completed) on the idle workers;
 //! 3. **loaded**: starts `--executions` priority-5 executions (5,000; `--concurrency` start
 //!    calls in flight) while their handlers wait at a gate, so their first tasks fill every
 //!    slot and the rest queue: the whole backlog is queued before the first measurement, on
@@ -16,6 +17,12 @@
 //!    one at a time again while at least `--min-backlog` priority-5 tasks (1,000) have not
 //!    reached a handler, up to `--probes`;
 //! 4. waits for the backlog to drain and reports.
+//!
+//! The two random spreads are what a real backlog and real arrivals look like. Without
+//! them (`--probe-gap-ms 0 --task-jitter-pct 0`) the slots, opened at one gate and all
+//! sleeping the same time, finish in lockstep, and a probe started just after the previous
+//! one completed arrives just after the slots were refilled: it waits a whole slot cycle
+//! every time, a figure of the bench's phase rather than of the dispatch.
 //!
 //! **Schedule-to-start** of a priority-1 execution: from its `StepScheduled` event (the
 //! owner's clock when it recorded the event, from the history) to its handler starting
@@ -28,7 +35,8 @@
 //!
 //! `--output json` prints one object (times in milliseconds):
 //! - `mode` (`"priority"`), `executions` (priority-5 executions started),
-//!   `start_failures`, `workers`, `worker_concurrency`, `task_delay_ms`, `min_backlog`;
+//!   `start_failures`, `workers`, `worker_concurrency`, `task_delay_ms`, `task_jitter_pct`,
+//!   `probe_gap_ms`, `min_backlog`;
 //! - `unloaded` and `loaded`: `{measured, p50_ms, p95_ms, max_ms, start_to_task_p50_ms,
 //!   start_to_task_p95_ms}`, the priority-1 executions of each phase;
 //! - `ratio_p50`: `loaded.p50_ms / unloaded.p50_ms` (null when the unloaded p50 is 0), and
@@ -50,6 +58,7 @@ use orbit_worker::{TaskContext, TaskFailure};
 use report::{Phase, Report, Sample};
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -91,6 +100,18 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
+/// A number in [0, 1) drawn from `seed` (spread, not secret): the same seed, the same draw.
+fn unit(seed: &str) -> f64 {
+    let mut h = DefaultHasher::new();
+    seed.hash(&mut h);
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// `base` spread uniformly within `pct` percent either side, drawn from `seed`.
+fn spread(base: Duration, pct: u64, seed: &str) -> Duration {
+    base.mul_f64(1.0 + (2.0 * unit(seed) - 1.0) * pct as f64 / 100.0)
+}
+
 /// Runs the priority mode (see the module docs).
 pub async fn run(args: &BenchArgs, setup: Setup) -> anyhow::Result<()> {
     let Setup { channels, addresses, stop } = setup;
@@ -116,7 +137,9 @@ pub async fn run(args: &BenchArgs, setup: Setup) -> anyhow::Result<()> {
     probe(&mut client, &seen, &format!("prio-{run_id}-warm")).await?;
     let mut unloaded = Phase::new()?;
     for i in 0..args.probes {
-        unloaded.record(probe(&mut client, &seen, &format!("prio-{run_id}-u{i}")).await?);
+        let id = format!("prio-{run_id}-u{i}");
+        gap(args, &id).await;
+        unloaded.record(probe(&mut client, &seen, &id).await?);
     }
     eprintln!("unloaded: {} priority-1 executions measured", unloaded.measured);
 
@@ -131,7 +154,9 @@ pub async fn run(args: &BenchArgs, setup: Setup) -> anyhow::Result<()> {
         }
         backlog_first.get_or_insert(backlog);
         backlog_last = Some(backlog);
-        loaded.record(probe(&mut client, &seen, &format!("prio-{run_id}-l{i}")).await?);
+        let id = format!("prio-{run_id}-l{i}");
+        gap(args, &id).await;
+        loaded.record(probe(&mut client, &seen, &id).await?);
     }
     eprintln!(
         "loaded: {} priority-1 executions measured behind {} to {} queued priority-5 tasks",
@@ -166,7 +191,7 @@ fn start_workers(
     gate: &CancellationToken,
     stop: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let delay = Duration::from_millis(args.task_delay_ms);
+    let (delay, jitter) = (Duration::from_millis(args.task_delay_ms), args.task_jitter_pct);
     for w in 0..args.workers {
         let (seen, gate) = (seen.clone(), gate.clone());
         let handler = move |ctx: TaskContext| {
@@ -181,7 +206,7 @@ fn start_workers(
                         seen.bulk_started.fetch_add(1, Ordering::Relaxed);
                     }
                     gate.cancelled().await;
-                    tokio::time::sleep(delay).await;
+                    tokio::time::sleep(spread(delay, jitter, id)).await;
                     seen.bulk_finished.fetch_add(1, Ordering::Relaxed);
                 } else {
                     lock(&seen.probes).insert(id.to_string(), (at, wall));
@@ -196,6 +221,12 @@ fn start_workers(
         tokio::spawn(async move { worker.run(s).await });
     }
     Ok(())
+}
+
+/// Waits a random 0 to `--probe-gap-ms` before probe `id` (see the module docs).
+async fn gap(args: &BenchArgs, id: &str) {
+    let most = Duration::from_millis(args.probe_gap_ms);
+    tokio::time::sleep(most.mul_f64(unit(id))).await;
 }
 
 /// Runs one priority-1 execution to completion and measures its task's wait.
@@ -275,5 +306,21 @@ impl StartHooks for BulkCalls {
     }
     fn failed(&self, id: &str) {
         lock(&self.0.bulk_calls).remove(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spread_stays_within_its_percentage_and_is_not_one_value() {
+        let base = Duration::from_millis(2);
+        let draws: Vec<Duration> = (0..200).map(|i| spread(base, 50, &format!("e{i}"))).collect();
+        assert!(draws.iter().all(|d| *d >= base / 2 && *d <= base * 3 / 2), "{draws:?}");
+        let (lo, hi) = (draws.iter().min().expect("draws"), draws.iter().max().expect("draws"));
+        assert!(*hi - *lo > base / 2, "spread over most of the range: {lo:?}..{hi:?}");
+        assert_eq!(spread(base, 0, "e1"), base, "0% is the plain delay");
+        assert_eq!(spread(base, 50, "e7"), spread(base, 50, "e7"), "one seed, one draw");
     }
 }

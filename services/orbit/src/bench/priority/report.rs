@@ -94,6 +94,8 @@ impl Report {
             "workers": args.workers,
             "worker_concurrency": args.worker_concurrency(),
             "task_delay_ms": args.task_delay_ms,
+            "task_jitter_pct": args.task_jitter_pct,
+            "probe_gap_ms": args.probe_gap_ms,
             "min_backlog": args.min_backlog,
             "ratio_p50": ratio(of(&loaded, "p50_ms"), of(&unloaded, "p50_ms")),
             "start_to_task_ratio_p50": ratio(
@@ -131,12 +133,14 @@ pub fn print(args: &BenchArgs, r: &Report) {
     let ratio = |key: &str| out[key].as_f64().map_or_else(|| "-".into(), |x| format!("{x:.2}"));
     println!(
         "orbit bench --mode priority: {} priority-5 executions queued ({} failed), {} workers x {} \
-         slots, tasks of {} ms",
+         slots, tasks of {} ms (priority-5: +/- {}%), probes {} ms apart at most",
         r.executions,
         r.start_failures,
         args.workers,
         args.worker_concurrency(),
-        args.task_delay_ms
+        args.task_delay_ms,
+        args.task_jitter_pct,
+        args.probe_gap_ms
     );
     println!("  schedule-to-start of priority-1 executions, one at a time:");
     println!("  unloaded     {}   {} measured", times(&out["unloaded"]), r.unloaded.measured);
@@ -211,6 +215,8 @@ mod tests {
             "workers",
             "worker_concurrency",
             "task_delay_ms",
+            "task_jitter_pct",
+            "probe_gap_ms",
             "min_backlog",
             "ratio_p50",
             "start_to_task_ratio_p50",
