@@ -65,6 +65,14 @@ pub fn json_object_to_struct(map: Map<String, Json>) -> Struct {
     Struct { fields: map.into_iter().map(|(k, v)| (k, json_to_proto(v))).collect() }
 }
 
+/// An object as a `Struct` (a stored memo back on a request); `None` for any other value.
+pub fn object_to_struct(value: Json) -> Option<Struct> {
+    match value {
+        Json::Object(map) => Some(json_object_to_struct(map)),
+        _ => None,
+    }
+}
+
 /// Converts a wire payload into JSON. A `Value` with no kind set reads as `null`.
 ///
 /// # Errors

@@ -42,6 +42,8 @@ pub struct DedupeStart {
     pub definition_hash: String,
     /// The start's input.
     pub input: Value,
+    /// The start's memo (a JSON object), if it gave one: it goes with the input.
+    pub memo: Option<Value>,
     /// The start request's priority (0: unset).
     pub priority: u32,
     /// The declaration's window, milliseconds.
@@ -67,6 +69,8 @@ pub struct DedupeRow {
     pub definition_hash: String,
     /// Its input.
     pub input: Value,
+    /// Its memo, if it gave one.
+    pub memo: Option<Value>,
     /// Its priority (0: unset).
     pub priority: u32,
 }
@@ -93,6 +97,8 @@ pub struct DebounceFire {
     pub definition_hash: String,
     /// The last start's input.
     pub input: Value,
+    /// The last start's memo, if it gave one.
+    pub memo: Option<Value>,
     /// Its priority (0: unset).
     pub priority: u32,
     /// When the debounce became due.

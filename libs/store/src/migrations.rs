@@ -114,6 +114,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "execution_search",
         sql: include_str!("../migrations/0020_execution_search.sql"),
     },
+    Migration {
+        version: 21,
+        name: "dedupe_memo",
+        sql: include_str!("../migrations/0021_dedupe_memo.sql"),
+    },
 ];
 
 /// Creates the bookkeeping table itself (valid on PostgreSQL and SQLite).

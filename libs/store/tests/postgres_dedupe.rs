@@ -42,6 +42,7 @@ async fn two_stores_racing_on_a_key_make_one_window() {
                     version: "1".into(),
                     definition_hash: "sha256:1".into(),
                     input: serde_json::json!({"from": i}),
+                    memo: None,
                     priority: 0,
                     window_ms: 60_000,
                     max_delay_ms: 600_000,

@@ -8,7 +8,7 @@
 //! - `keep: last`: every start of the key returns one reserved id (only the first with
 //!   `created: true`), `DescribeExecution` of it is `EXECUTION_PENDING_START` until it
 //!   fires, and once the key is quiet for the window the execution runs with the last
-//!   input;
+//!   input and records the last start's memo;
 //! - a pending debounce survives a SIGKILL of `orbit dev`: after the restart the execution
 //!   is still created, with the last input.
 //!
@@ -75,6 +75,24 @@ async fn executions_of(c: &mut WorkflowServiceClient<Channel>, workflow: &str) -
 }
 
 /// Describes `id` until it exists (a debounce fired), bounded by `within`.
+/// A start of `debounced` for account `a` with input `{account, n}` and memo `{"start": n}`.
+async fn start_with_memo(
+    c: &mut WorkflowServiceClient<Channel>,
+    n: u64,
+) -> pb::StartExecutionResponse {
+    let memo = json!({"start": n});
+    let Value::Object(memo) = memo else { unreachable!("an object literal") };
+    let request = pb::StartExecutionRequest {
+        memo: Some(orbit_server_kit::payload::json_object_to_struct(memo)),
+        workflow: "debounced".into(),
+        version: String::new(),
+        input: Some(orbit_server_kit::payload::json_to_proto(json!({"account": "a", "n": n}))),
+        execution_id: String::new(),
+        priority: 0,
+    };
+    c.start_execution(request).await.expect("start").into_inner()
+}
+
 async fn wait_created(c: &mut WorkflowServiceClient<Channel>, id: &str, within: Duration) {
     poll_until(
         within,
@@ -160,11 +178,11 @@ async fn keep_last_runs_once_with_the_last_input() {
     let mut c = server.client().await;
     register(&mut c, DEBOUNCED).await;
 
-    let first = start(&mut c, "debounced", "", json!({"account": "a", "n": 1})).await.unwrap();
+    let first = start_with_memo(&mut c, 1).await;
     assert!(first.created, "the first start reserves the id");
     let mut last_sent = Instant::now();
     for n in 2..=4 {
-        let again = start(&mut c, "debounced", "", json!({"account": "a", "n": n})).await.unwrap();
+        let again = start_with_memo(&mut c, n).await;
         last_sent = Instant::now();
         assert!(!again.created);
         assert_eq!(again.execution_id, first.execution_id);
@@ -190,6 +208,16 @@ async fn keep_last_runs_once_with_the_last_input() {
     let (status, output) = result(&mut c, &first.execution_id, RESULT_WAIT).await;
     assert_eq!(status, pb::ExecutionStatus::Completed);
     assert_eq!(output, json!({"account": "a", "n": 4}), "the last start's input");
+    let request = pb::DescribeExecutionRequest {
+        execution_id: first.execution_id.clone(),
+        run: 0,
+        at_seq: 0,
+    };
+    let described = c.describe_execution(request).await.expect("describe").into_inner();
+    let memo = described
+        .memo
+        .map(|m| orbit_server_kit::payload::struct_to_json_object(m).expect("a memo converts"));
+    assert_eq!(memo.map(Value::Object), Some(json!({"start": 4})), "the last start's memo");
     assert_eq!(executions_of(&mut c, "debounced").await, std::slice::from_ref(&first.execution_id));
     // The debounce fired: the key starts a new one.
     let next = start(&mut c, "debounced", "", json!({"account": "a", "n": 5})).await.unwrap();

@@ -59,6 +59,8 @@ impl Firing {
             version: fire.version.clone(),
             definition_hash: fire.definition_hash.clone(),
             input: Some(orbit_server_kit::payload::json_to_proto(fire.input.clone())),
+            // The last start's memo goes with its input.
+            memo: fire.memo.clone().and_then(orbit_server_kit::payload::object_to_struct),
             priority: fire.priority,
             ..pb::StartExecutionRequest::default()
         };

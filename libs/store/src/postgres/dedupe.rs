@@ -13,11 +13,12 @@ use crate::error::{Result, StoreError};
 use tokio_postgres::Row;
 
 /// `$1` workflow, `$2` key, `$3` keep, `$4` proposed id, `$5` now, `$6` window, `$7`
-/// version, `$8` hash, `$9` input, `$10` priority, `$11` the longest debounce delay.
+/// version, `$8` hash, `$9` input, `$10` priority, `$11` the longest debounce delay, `$12`
+/// memo (the input's companion: every `CASE` keeps or replaces both).
 /// `live`: a `last` row until it is moved, a `first` row until its window ends.
 const CLAIM: &str = "INSERT INTO start_dedupe AS d (workflow, dedupe_key, keep, execution_id,
-        first_at, window_end_at, version, definition_hash, input, priority)
-    VALUES ($1, $2, $3, $4, $5::BIGINT, $5::BIGINT + $6::BIGINT, $7, $8, $9, $10)
+        first_at, window_end_at, version, definition_hash, input, priority, memo)
+    VALUES ($1, $2, $3, $4, $5::BIGINT, $5::BIGINT + $6::BIGINT, $7, $8, $9, $10, $12)
     ON CONFLICT (workflow, dedupe_key) DO UPDATE SET
         keep = CASE WHEN d.keep = 'last' OR d.window_end_at > $5 THEN d.keep
             ELSE excluded.keep END,
@@ -42,9 +43,12 @@ const CLAIM: &str = "INSERT INTO start_dedupe AS d (workflow, dedupe_key, keep, 
             ELSE excluded.input END,
         priority = CASE WHEN d.keep = 'first' AND d.window_end_at > $5 THEN d.priority
             WHEN d.keep = 'last' AND excluded.keep = 'first' THEN d.priority
-            ELSE excluded.priority END
+            ELSE excluded.priority END,
+        memo = CASE WHEN d.keep = 'first' AND d.window_end_at > $5 THEN d.memo
+            WHEN d.keep = 'last' AND excluded.keep = 'first' THEN d.memo
+            ELSE excluded.memo END
     RETURNING keep, execution_id, first_at, window_end_at, version, definition_hash, input,
-        priority";
+        priority, memo";
 
 /// Wakes the schedulers (`orbit_timers`), as a schedule write does.
 const NOTIFY: &str = "SELECT pg_notify('orbit_timers', '')";
@@ -62,20 +66,21 @@ const FIRES: &str = "WITH due AS (
         DELETE FROM start_dedupe d USING due
         WHERE d.workflow = due.workflow AND d.dedupe_key = due.dedupe_key
         RETURNING d.execution_id, d.workflow, d.version, d.definition_hash, d.input,
-            d.priority, d.window_end_at),
+            d.priority, d.window_end_at, d.memo),
     added AS (
         INSERT INTO start_debounce_fires (execution_id, workflow, version, definition_hash,
-            input, priority, fire_at, attempt_at)
+            input, priority, fire_at, attempt_at, memo)
         SELECT execution_id, workflow, version, definition_hash, input, priority,
-            window_end_at, $1::BIGINT + $2::BIGINT FROM moved
+            window_end_at, $1::BIGINT + $2::BIGINT, memo FROM moved
         ON CONFLICT (execution_id) DO NOTHING
-        RETURNING execution_id, workflow, version, definition_hash, input, priority, fire_at),
+        RETURNING execution_id, workflow, version, definition_hash, input, priority, fire_at,
+            memo),
     retried AS (
         UPDATE start_debounce_fires f SET attempt_at = $1::BIGINT + $2::BIGINT
         WHERE f.execution_id IN (SELECT execution_id FROM start_debounce_fires
             WHERE attempt_at <= $1 ORDER BY attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED)
         RETURNING f.execution_id, f.workflow, f.version, f.definition_hash, f.input,
-            f.priority, f.fire_at)
+            f.priority, f.fire_at, f.memo)
     SELECT * FROM added UNION ALL SELECT * FROM retried";
 
 const FINISH: &str = "DELETE FROM start_debounce_fires WHERE execution_id = $1 RETURNING 1";
@@ -92,6 +97,11 @@ fn json_of(row: &Row, idx: usize, what: &str) -> Result<serde_json::Value> {
     serde_json::from_str(text).map_err(|e| StoreError::corrupt(what, e))
 }
 
+fn memo_of(row: &Row, idx: usize, what: &str) -> Result<Option<serde_json::Value>> {
+    let text: Option<&str> = get(row, idx, what)?;
+    text.map(|t| serde_json::from_str(t).map_err(|e| StoreError::corrupt(what, e))).transpose()
+}
+
 fn priority_of(row: &Row, idx: usize) -> Result<u32> {
     let p: i64 = get(row, idx, "start priority")?;
     u32::try_from(p).map_err(|_| StoreError::corrupt("start priority", p))
@@ -99,6 +109,7 @@ fn priority_of(row: &Row, idx: usize) -> Result<u32> {
 
 async fn claim(conn: &mut PgConn, start: &DedupeStart, now_ms: u64) -> PgResult<DedupeClaim> {
     let input = start.input.to_string();
+    let memo = start.memo.as_ref().map(ToString::to_string);
     let found = conn
         .query(
             CLAIM,
@@ -114,6 +125,7 @@ async fn claim(conn: &mut PgConn, start: &DedupeStart, now_ms: u64) -> PgResult<
                 &input,
                 &i64::from(start.priority),
                 &to_i64(start.max_delay_ms, "max delay")?,
+                &memo,
             ],
         )
         .await?;
@@ -127,6 +139,7 @@ async fn claim(conn: &mut PgConn, start: &DedupeStart, now_ms: u64) -> PgResult<
         definition_hash: get(r, 5, "start_dedupe definition_hash")?,
         input: json_of(r, 6, "start_dedupe input")?,
         priority: priority_of(r, 7)?,
+        memo: memo_of(r, 8, "start_dedupe memo")?,
     };
     let claimed = row.execution_id == start.execution_id;
     if claimed && row.keep == Keep::Last {
@@ -159,6 +172,7 @@ async fn fires(
             input: json_of(r, 4, "fire input")?,
             priority: priority_of(r, 5)?,
             fire_at_ms: get_u64(r, 6, "fire fire_at")?,
+            memo: memo_of(r, 7, "fire memo")?,
         })
     };
     Ok(found.iter().map(fire).collect::<Result<Vec<_>>>()?)

@@ -10,8 +10,8 @@ use rusqlite::{params, Connection, Row};
 
 /// As PostgreSQL's `CLAIM` (`MIN` for `LEAST`).
 const CLAIM: &str = "INSERT INTO start_dedupe AS d (workflow, dedupe_key, keep, execution_id,
-        first_at, window_end_at, version, definition_hash, input, priority)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?5 + ?6, ?7, ?8, ?9, ?10)
+        first_at, window_end_at, version, definition_hash, input, priority, memo)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?5 + ?6, ?7, ?8, ?9, ?10, ?12)
     ON CONFLICT (workflow, dedupe_key) DO UPDATE SET
         keep = CASE WHEN d.keep = 'last' OR d.window_end_at > ?5 THEN d.keep
             ELSE excluded.keep END,
@@ -36,9 +36,12 @@ const CLAIM: &str = "INSERT INTO start_dedupe AS d (workflow, dedupe_key, keep, 
             ELSE excluded.input END,
         priority = CASE WHEN d.keep = 'first' AND d.window_end_at > ?5 THEN d.priority
             WHEN d.keep = 'last' AND excluded.keep = 'first' THEN d.priority
-            ELSE excluded.priority END
+            ELSE excluded.priority END,
+        memo = CASE WHEN d.keep = 'first' AND d.window_end_at > ?5 THEN d.memo
+            WHEN d.keep = 'last' AND excluded.keep = 'first' THEN d.memo
+            ELSE excluded.memo END
     RETURNING keep, execution_id, first_at, window_end_at, version, definition_hash, input,
-        priority";
+        priority, memo";
 
 const PENDING: &str = "SELECT window_end_at FROM start_dedupe
         WHERE execution_id = ?1 AND keep = 'last'
@@ -48,8 +51,9 @@ const DUE: &str = "SELECT workflow, dedupe_key FROM start_dedupe
     WHERE keep = 'last' AND window_end_at <= ?1 ORDER BY window_end_at LIMIT ?2";
 
 const MOVE: &str = "INSERT OR IGNORE INTO start_debounce_fires (execution_id, workflow, version,
-        definition_hash, input, priority, fire_at, attempt_at)
-    SELECT execution_id, workflow, version, definition_hash, input, priority, window_end_at, ?3
+        definition_hash, input, priority, fire_at, attempt_at, memo)
+    SELECT execution_id, workflow, version, definition_hash, input, priority, window_end_at, ?3,
+        memo
     FROM start_dedupe WHERE workflow = ?1 AND dedupe_key = ?2";
 
 const DELETE_ROW: &str = "DELETE FROM start_dedupe WHERE workflow = ?1 AND dedupe_key = ?2";
@@ -57,7 +61,7 @@ const DELETE_ROW: &str = "DELETE FROM start_dedupe WHERE workflow = ?1 AND dedup
 const CLAIMABLE: &str = "UPDATE start_debounce_fires SET attempt_at = ?1 + ?2
     WHERE execution_id IN (SELECT execution_id FROM start_debounce_fires
         WHERE attempt_at <= ?1 ORDER BY attempt_at LIMIT ?3)
-    RETURNING execution_id, workflow, version, definition_hash, input, priority, fire_at";
+    RETURNING execution_id, workflow, version, definition_hash, input, priority, fire_at, memo";
 
 const FINISH: &str = "DELETE FROM start_debounce_fires WHERE execution_id = ?1";
 
@@ -86,6 +90,7 @@ pub(crate) fn claim(
         start.input.to_string(),
         i64::from(start.priority),
         to_i64(start.max_delay_ms, "max delay")?,
+        start.memo.as_ref().map(ToString::to_string),
     ])?;
     let r = found
         .next()?
@@ -99,9 +104,15 @@ pub(crate) fn claim(
         definition_hash: r.get(5)?,
         input: parse_json(&r.get::<_, String>(6)?, "start_dedupe input")?,
         priority: to_u32(r.get(7)?, "start priority")?,
+        memo: memo_of(r.get(8)?, "start_dedupe memo")?,
     };
     let claimed = row.execution_id == start.execution_id;
     Ok(DedupeClaim { row, claimed })
+}
+
+/// A stored memo (NULL: the start gave none).
+fn memo_of(text: Option<String>, what: &str) -> Result<Option<serde_json::Value>> {
+    text.map(|t| parse_json(&t, what)).transpose()
 }
 
 pub(crate) fn pending(conn: &Connection, execution_id: &str) -> Result<Option<u64>> {
@@ -122,6 +133,7 @@ fn fire(r: &Row<'_>) -> Result<DebounceFire> {
         input: parse_json(&r.get::<_, String>(4)?, "fire input")?,
         priority: to_u32(r.get(5)?, "start priority")?,
         fire_at_ms: to_u64(r.get(6)?, "fire fire_at")?,
+        memo: memo_of(r.get(7)?, "fire memo")?,
     })
 }
 

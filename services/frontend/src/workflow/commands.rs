@@ -79,9 +79,13 @@ pub(crate) async fn start_with(
             shared.defs.pinned(&*shared.store, workflow, &def.version, &def.definition_hash);
         let pinned = pinned.await?;
         if let Some(d) = &pinned.dedupe {
-            match dedupe::start(shared, &pinned, d, &def, &execution_id, input, req.priority)
-                .await?
-            {
+            let start = dedupe::Start {
+                execution_id: &execution_id,
+                input,
+                memo: memo.as_ref(),
+                priority: req.priority,
+            };
+            match dedupe::start(shared, &pinned, d, &def, start).await? {
                 dedupe::Deduped::Create(applied) => input = applied,
                 dedupe::Deduped::Answered(answer) => return Ok(answer),
             }

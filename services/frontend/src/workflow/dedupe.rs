@@ -30,16 +30,26 @@ pub(crate) enum Deduped {
     Answered(internal::StartExecutionResponse),
 }
 
-/// Claims the key of a start of `def` (which declares `dedupe`).
+/// A start of a `dedupe:` workflow, as the caller sent it (input and memo already
+/// size-checked).
+pub(crate) struct Start<'a> {
+    pub execution_id: &'a str,
+    pub input: Value,
+    pub memo: Option<&'a prost_types::Struct>,
+    pub priority: u32,
+}
+
+/// Claims the key of a start of `def` (which declares `dedupe`). The memo goes with the
+/// input: the start kept (the window's first, or a debounce's last) is the one whose memo
+/// the execution records.
 pub(crate) async fn start(
     shared: &Shared,
     def: &Definition,
     dedupe: &Dedupe,
     pinned: &VersionRow,
-    execution_id: &str,
-    input: Value,
-    priority: u32,
+    start: Start<'_>,
 ) -> ApiResult<Deduped> {
+    let Start { execution_id, input, memo, priority } = start;
     // The owner would refuse a bad input; refuse it before it claims a key.
     let input = match &def.input {
         Some(contract) => contract.apply(input).map_err(|v| {
@@ -59,6 +69,7 @@ pub(crate) async fn start(
         version: pinned.version.clone(),
         definition_hash: pinned.definition_hash.clone(),
         input: input.clone(),
+        memo: memo.map(|m| Value::Object(struct_json(m.clone()))),
         priority,
         window_ms: dedupe.window_ms,
         max_delay_ms: dedupe.max_delay_ms(),
@@ -88,12 +99,18 @@ pub(crate) async fn start(
         version: row.version.clone(),
         definition_hash: row.definition_hash.clone(),
         input: Some(orbit_server_kit::payload::json_to_proto(row.input.clone())),
+        memo: row.memo.clone().and_then(orbit_server_kit::payload::object_to_struct),
         priority: row.priority,
         ..internal::StartExecutionRequest::default()
     };
     let started = shared.owner.start_execution(tonic::Request::new(request)).await;
     let started = started.map_err(FrontendError::Owner)?.into_inner();
     Ok(Deduped::Answered(internal::StartExecutionResponse { created: false, ..started }))
+}
+
+/// A memo as JSON (it came through `search::memo`, which checked it converts).
+fn struct_json(memo: prost_types::Struct) -> serde_json::Map<String, Value> {
+    orbit_server_kit::payload::struct_to_json_object(memo).unwrap_or_default()
 }
 
 /// The answer for a reserved (`keep: last`) execution: it will be created as run 1 of the

@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 const WINDOW: u64 = 1_000;
 
+/// Start `n` of a key: its input is `{"n": n}`, its memo `{"memo": n}`, but start 3 gives
+/// no memo (the memo goes with the input, so a kept start without one leaves none).
 fn start(key: &str, keep: Keep, id: &str, n: u64) -> DedupeStart {
     DedupeStart {
         workflow: "shop".into(),
@@ -20,6 +22,7 @@ fn start(key: &str, keep: Keep, id: &str, n: u64) -> DedupeStart {
         version: "1".into(),
         definition_hash: "sha256:1".into(),
         input: json!({"n": n}),
+        memo: (n != 3).then(|| json!({"memo": n})),
         priority: 0,
         window_ms: WINDOW,
         max_delay_ms: 3 * WINDOW,
@@ -43,6 +46,7 @@ pub async fn dedupe_first_collapses_within_the_window(b: &dyn Backend) {
     let after = store.claim_dedupe(&start("k", Keep::First, "e4", 4), 11_000).await.unwrap();
     assert!(after.claimed, "the window ended at 11000");
     assert_eq!((after.row.first_at_ms, after.row.input.clone()), (11_000, json!({"n": 4})));
+    assert_eq!(after.row.memo, Some(json!({"memo": 4})), "the memo goes with the input");
     assert_eq!(store.pending_start("e1").await.unwrap(), None, "a first start is not pending");
 }
 
@@ -57,9 +61,11 @@ pub async fn dedupe_last_keeps_the_latest_input_and_bounds_the_delay(b: &dyn Bac
     assert!(!c.claimed);
     assert_eq!((c.row.execution_id.as_str(), c.row.window_end_ms), ("e1", 11_800));
     assert_eq!(c.row.input, json!({"n": 2}));
+    assert_eq!(c.row.memo, Some(json!({"memo": 2})), "the latest start's memo, with its input");
     // Pushed each time, but never past 10000 + 3000.
     let c = store.claim_dedupe(&start("k", Keep::Last, "e3", 3), 12_500).await.unwrap();
     assert_eq!((c.row.window_end_ms, c.row.first_at_ms), (13_000, 10_000));
+    assert_eq!(c.row.memo, None, "start 3 gave no memo: none is kept beside its input");
     assert_eq!(store.pending_start("e1").await.unwrap(), Some(13_000));
     assert_eq!(store.next_debounce_at().await.unwrap(), Some(13_000));
     // A `keep: first` start meeting a pending debounce collapses into it, changing nothing.
@@ -82,6 +88,7 @@ pub async fn due_debounces_are_fired_under_a_lease(b: &dyn Backend) {
     let f = &fires[0];
     assert_eq!((f.execution_id.as_str(), f.workflow.as_str()), ("ea", "shop"));
     assert_eq!((f.input.clone(), f.fire_at_ms, f.version.as_str()), (json!({"n": 2}), 11_100, "1"));
+    assert_eq!(f.memo, Some(json!({"memo": 2})), "the fire carries the last start's memo");
     assert_eq!(store.pending_start("ea").await.unwrap(), Some(11_100), "being fired");
     // The key is free again: a new start opens a new debounce with its own id.
     let again = store.claim_dedupe(&start("a", Keep::Last, "ea2", 3), 11_200).await.unwrap();
@@ -90,6 +97,7 @@ pub async fn due_debounces_are_fired_under_a_lease(b: &dyn Backend) {
     let retried = store.claim_debounce_fires(11_600, 500, 10).await.unwrap();
     assert_eq!(retried.len(), 1, "ea's lease ran out; eb is not due");
     assert_eq!(retried[0].execution_id, "ea");
+    assert_eq!(retried[0].memo, Some(json!({"memo": 2})), "a retried fire keeps the memo");
     let b_fire = store.claim_debounce_fires(11_700, 500, 10).await.unwrap();
     assert_eq!(b_fire.iter().map(|f| f.execution_id.as_str()).collect::<Vec<_>>(), ["eb"]);
     assert!(store.finish_debounce_fire("ea").await.unwrap());
