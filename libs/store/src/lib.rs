@@ -65,8 +65,8 @@ pub use model::{
 pub use postgres::{Channel, PgOptions, PgStore, Wakeup};
 pub use reply::{wait_reply, Fallback, Waited};
 pub use retention::{
-    finished_reply, DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted, FlowRowsDeleted,
-    OwnersReleased,
+    finished_reply, BatchesDeleted, DeleteOutcome, DoneRowsDeleted, ExecutionsDeleted,
+    FlowRowsDeleted, OwnersReleased,
 };
 pub use roles::{
     BatchJobs, Definitions, Deletion, ExecutionReads, Inbox, Migrations, Nodes, OwnerWrites,

@@ -34,6 +34,16 @@ pub struct FlowRowsDeleted {
     pub fair_keys: u64,
 }
 
+/// Rows deleted by
+/// [`Retention::delete_finished_batches`](crate::Retention::delete_finished_batches).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchesDeleted {
+    /// `batches` rows of finished jobs past their retention.
+    pub batches: u64,
+    /// Their `batch_items` rows.
+    pub items: u64,
+}
+
 /// What [`Retention::release_closed_owners`](crate::Retention::release_closed_owners) did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OwnersReleased {

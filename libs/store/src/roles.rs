@@ -467,6 +467,18 @@ pub trait Retention: Send + Sync {
     /// Neither changes what a claim admits: an ended window starts over at the next claim,
     /// and a missing served row only orders a returning key first among its ties.
     async fn delete_idle_flow_rows(&self, limit: u32) -> Result<crate::FlowRowsDeleted>;
+
+    /// Deletes up to `limit` `batch_items` rows of batch jobs that finished (`COMPLETED`,
+    /// `CANCELLED`, `FAILED`) with their last change (`updated_at`, the batch runner's
+    /// clock) at or before `finished_before_ms`, then up to `limit` such jobs that have no
+    /// item left: a job's row goes last, so a job being deleted is still found by id
+    /// meanwhile. A running job is never touched. Concurrent callers (PostgreSQL) take
+    /// disjoint rows (`SKIP LOCKED`).
+    async fn delete_finished_batches(
+        &self,
+        finished_before_ms: u64,
+        limit: u32,
+    ) -> Result<crate::BatchesDeleted>;
 }
 
 /// An operator's delete of one closed execution tree (`DeleteExecution`).

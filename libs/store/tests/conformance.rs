@@ -151,6 +151,7 @@ macro_rules! every_case {
             batches_are_created_once_and_cancelled,
             a_batch_is_leased_by_one_scheduler_at_a_time,
             batch_items_are_begun_and_recorded_once,
+            finished_batches_past_retention_are_deleted_with_their_items,
             batch_targets_page_by_execution_id,
             batch_targets_walk_a_query_within_the_patterns,
             flow_columns_are_written_and_read_back,

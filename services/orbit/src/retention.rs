@@ -36,6 +36,11 @@ pub struct SweepArgs {
     /// 14). Example: --sweep-interval 30s
     #[arg(long, env = "ORBIT_SWEEP_INTERVAL", default_value = "60s", value_parser = duration, value_name = "DURATION")]
     pub sweep_interval: Duration,
+    /// How long a finished batch job (completed, cancelled or failed), with its per-execution
+    /// items, is kept after its last change before the sweeper deletes it; GetBatch then
+    /// answers BATCH_NOT_FOUND. Running jobs are never deleted. Example: --batch-retention 30d
+    #[arg(long, env = "ORBIT_BATCH_RETENTION", default_value = "7d", value_parser = duration, value_name = "DURATION")]
+    pub batch_retention: Duration,
 }
 
 impl SweepArgs {
@@ -45,6 +50,7 @@ impl SweepArgs {
         SweeperConfig {
             interval: self.sweep_interval,
             done_grace: self.done_grace,
+            batch_retention: self.batch_retention,
             ..SweeperConfig::default()
         }
     }
@@ -74,6 +80,10 @@ impl Default for RetentionArg {
 impl Default for SweepArgs {
     fn default() -> Self {
         let d = SweeperConfig::default();
-        SweepArgs { done_grace: d.done_grace, sweep_interval: d.interval }
+        SweepArgs {
+            done_grace: d.done_grace,
+            sweep_interval: d.interval,
+            batch_retention: d.batch_retention,
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The retention sweeper: keeps the tables bounded without touching the hot path.
 //!
-//! Every `interval` it runs five sweeps (the rules are in `orbit_store`'s retention
+//! Every `interval` it runs six sweeps (the rules are in `orbit_store`'s retention
 //! methods), each as a series of small transactions with a pause between them, until a
 //! sweep finds less than a full batch:
 //! 1. applied inbox entries and `done` task rows older than `done_grace` are deleted — the
@@ -14,7 +14,9 @@
 //! 4. `dedupe: {keep: first}` windows that ended are deleted (`start_dedupe` rows; a
 //!    debounce's row goes when it fires);
 //! 5. idle flow-control rows: rate buckets whose window ended and the `fair_served` rows of
-//!    fair keys with nothing queued or running (neither changes what a claim admits).
+//!    fair keys with nothing queued or running (neither changes what a claim admits);
+//! 6. batch jobs that finished (completed, cancelled, failed) longer than `batch_retention`
+//!    ago, with their items (the items first, the job's row last).
 //!
 //! Any number of sweepers may run (one per scheduler): PostgreSQL hands them disjoint rows
 //! (`SKIP LOCKED`); on SQLite each batch is one short job of the single writer. Errors are
@@ -42,7 +44,12 @@ pub struct SweeperConfig {
     /// Pause between two batches of one round, so the writer (and row locks) are free for
     /// the hot path between them.
     pub pause: Duration,
+    /// How long a finished batch job (and its items) is kept after its last change.
+    pub batch_retention: Duration,
 }
+
+/// The default `batch_retention`: as long as a finished execution's default retention.
+pub const DEFAULT_BATCH_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 impl Default for SweeperConfig {
     fn default() -> Self {
@@ -52,6 +59,7 @@ impl Default for SweeperConfig {
             row_batch: 500,
             tree_batch: 50,
             pause: Duration::from_millis(20),
+            batch_retention: DEFAULT_BATCH_RETENTION,
         }
     }
 }
@@ -73,6 +81,8 @@ pub struct Swept {
     pub dedupe_windows: u64,
     /// Idle flow-control rows (ended rate windows, idle fair keys).
     pub flow: orbit_store::FlowRowsDeleted,
+    /// Finished batch jobs past `batch_retention`, and their items.
+    pub batches: orbit_store::BatchesDeleted,
 }
 
 /// The sweeper. Cheap to clone.
@@ -112,6 +122,8 @@ impl Sweeper {
                     dedupe_windows = s.dedupe_windows,
                     rate_buckets = s.flow.buckets,
                     fair_keys = s.flow.fair_keys,
+                    batches = s.batches.batches,
+                    batch_items = s.batches.items,
                     "retention sweep"
                 ),
                 Ok(_) => {}
@@ -120,7 +132,7 @@ impl Sweeper {
         }
     }
 
-    /// One round of the five sweeps (see the module docs).
+    /// One round of the six sweeps (see the module docs).
     ///
     /// # Errors
     /// The store failed; what earlier batches deleted stays deleted.
@@ -167,6 +179,18 @@ impl Sweeper {
             s.flow.buckets += f.buckets;
             s.flow.fair_keys += f.fair_keys;
             if !self.again(f.buckets.max(f.fair_keys), rows, shutdown).await {
+                break;
+            }
+        }
+        let finished_before = self.clock.now().saturating_sub(millis(self.cfg.batch_retention));
+        loop {
+            let d = self.store.delete_finished_batches(finished_before, rows).await?;
+            s.batches.batches += d.batches;
+            s.batches.items += d.items;
+            // Items deleted: once more, for the jobs they emptied (PostgreSQL's statement
+            // deletes a job's row in the call after its last items).
+            let more = if d.items > 0 { u64::from(rows) } else { d.batches };
+            if !self.again(more, rows, shutdown).await {
                 break;
             }
         }

@@ -67,3 +67,64 @@ async fn one_round_clears_a_backlog_of_several_batches() {
     let again = sweeper.round(&CancellationToken::new()).await.unwrap();
     assert_eq!(again, orbit_scheduler::Swept::default(), "nothing left");
 }
+
+/// The sixth sweep: a batch job that finished longer than `batch_retention` ago goes with
+/// its items (more items than one batch of rows, in one round); a job that finished later,
+/// and a running one, stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_batch_jobs_past_their_retention_are_deleted() {
+    use orbit_store::{
+        BatchAction, BatchItem, BatchRow, BatchSelector, BatchSpec, BatchState, ItemOutcome,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open_and_migrate(dir.path().join("s.db")).await.unwrap());
+    let spec = BatchSpec {
+        selector: BatchSelector {
+            workflow: "w".into(),
+            version: None,
+            statuses: vec![],
+            query: None,
+            workflows: None,
+        },
+        action: BatchAction::Cancel { reason: String::new() },
+        rate_per_second: 100,
+        reason: "r".into(),
+    };
+    // "old" finishes at 1_100 with 25 items; "new" at 8_100; "run" never.
+    for (id, at, items) in [("old", 1_000, 25), ("new", 8_000, 1), ("run", 500, 1)] {
+        store.create_batch(&BatchRow::new(id, &spec, items, at)).await.unwrap();
+        store.lease_batch(id, at, 100_000).await.unwrap().unwrap();
+        for e in 0..items {
+            let e = format!("e{e:02}");
+            assert!(store.begin_batch_item(id, id, &e, at + 1).await.unwrap());
+            let item = BatchItem {
+                batch_id: id.into(),
+                execution_id: e,
+                outcome: ItemOutcome::Succeeded,
+                code: String::new(),
+                message: String::new(),
+                seq: 1,
+            };
+            store.record_batch_item(id, &item, at + 2).await.unwrap().unwrap();
+        }
+        if id != "run" {
+            let done = Some(BatchState::Completed);
+            assert!(store.finish_batch(id, id, done, at + 100).await.unwrap());
+        }
+    }
+    let cfg = SweeperConfig {
+        row_batch: 10,
+        pause: Duration::from_millis(1),
+        batch_retention: Duration::from_secs(5),
+        ..SweeperConfig::default()
+    };
+    // Now 7_000: "old" finished 5.9 s ago (past 5 s), "new" not yet.
+    let sweeper = Sweeper::new(store.clone(), cfg, orbit_owner::Clock::from_fn(|| 7_000));
+    let swept = sweeper.round(&CancellationToken::new()).await.unwrap();
+    assert_eq!((swept.batches.batches, swept.batches.items), (1, 25), "old, in three batches");
+    assert!(store.get_batch("old").await.unwrap().is_none());
+    assert!(store.list_batch_items("old", None, None, 100).await.unwrap().is_empty());
+    assert_eq!(store.get_batch("new").await.unwrap().unwrap().state, BatchState::Completed);
+    assert_eq!(store.get_batch("run").await.unwrap().unwrap().state, BatchState::Running);
+    assert_eq!(store.list_batch_items("run", None, None, 10).await.unwrap().len(), 1);
+}

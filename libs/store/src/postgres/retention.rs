@@ -60,6 +60,22 @@ pub(super) const DELETE_IDLE_FLOW: &str = concat!(
     SELECT (SELECT count(*) FROM b), (SELECT count(*) FROM f)"
 );
 
+/// Finished batch jobs past their retention (`$1`: last change at or before, the runner's
+/// clock; `$2`: the batch size): their items first, then the jobs with no item left, each
+/// batch locked with `SKIP LOCKED`. `batches_by_state` (0012) finds the finished jobs.
+pub(super) const DELETE_FINISHED_BATCHES: &str = "WITH done AS (
+        SELECT batch_id FROM batches
+        WHERE state IN ('COMPLETED', 'CANCELLED', 'FAILED') AND updated_at <= $1),
+    i AS (DELETE FROM batch_items WHERE ctid IN (
+            SELECT ctid FROM batch_items WHERE batch_id IN (SELECT batch_id FROM done)
+            LIMIT $2::bigint FOR UPDATE SKIP LOCKED) RETURNING 1),
+    b AS (DELETE FROM batches WHERE batch_id IN (
+            SELECT batch_id FROM batches
+            WHERE batch_id IN (SELECT batch_id FROM done)
+                AND NOT EXISTS (SELECT 1 FROM batch_items i WHERE i.batch_id = batches.batch_id)
+            LIMIT $2::bigint FOR UPDATE SKIP LOCKED) RETURNING 1)
+    SELECT (SELECT count(*) FROM i), (SELECT count(*) FROM b)";
+
 /// Owners rows of closed, quiet trees (roots closed before now - `$1`), in one statement:
 /// the roots' rows are locked (skipping those another sweeper holds), the tree's rows go.
 /// Roots are walked oldest ownership first through `owners_roots_by_since` (0011) and the
@@ -144,6 +160,16 @@ fn counts(rows: &[tokio_postgres::Row], n: usize) -> PgResult<Vec<u64>> {
     let Some(row) = rows.first() else { return Ok(vec![0; n]) };
     let out: crate::error::Result<Vec<u64>> = (0..n).map(|i| get_u64(row, i, "count")).collect();
     Ok(out?)
+}
+
+pub(crate) async fn delete_finished_batches(
+    conn: &mut PgConn,
+    finished_before_ms: u64,
+    limit: u32,
+) -> PgResult<crate::BatchesDeleted> {
+    let before = to_i64(finished_before_ms, "finished before")?;
+    let c = counts(&conn.query(DELETE_FINISHED_BATCHES, &[&before, &i64::from(limit)]).await?, 2)?;
+    Ok(crate::BatchesDeleted { items: c[0], batches: c[1] })
 }
 
 pub(crate) async fn delete_done_rows(

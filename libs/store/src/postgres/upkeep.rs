@@ -23,6 +23,18 @@ impl Retention for PgStore {
     async fn delete_idle_flow_rows(&self, limit: u32) -> Result<crate::FlowRowsDeleted> {
         run!(self, Kind::Write, |c| retention::delete_idle_flow_rows(c, limit))
     }
+
+    async fn delete_finished_batches(
+        &self,
+        finished_before_ms: u64,
+        limit: u32,
+    ) -> Result<crate::BatchesDeleted> {
+        run!(self, Kind::Write, |c| retention::delete_finished_batches(
+            c,
+            finished_before_ms,
+            limit
+        ))
+    }
 }
 
 #[async_trait::async_trait]

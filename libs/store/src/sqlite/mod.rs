@@ -536,6 +536,16 @@ impl Retention for SqliteStore {
     async fn delete_idle_flow_rows(&self, limit: u32) -> Result<crate::FlowRowsDeleted> {
         self.writer.run(move |c| retention::delete_idle_flow_rows(c, limit)).await
     }
+
+    async fn delete_finished_batches(
+        &self,
+        finished_before_ms: u64,
+        limit: u32,
+    ) -> Result<crate::BatchesDeleted> {
+        self.writer
+            .run(move |c| retention::delete_finished_batches(c, finished_before_ms, limit))
+            .await
+    }
 }
 
 #[async_trait::async_trait]

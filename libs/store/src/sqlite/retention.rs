@@ -88,6 +88,18 @@ const DELETE_ROWS: [&str; 8] = [
 
 /// Buckets whose window ended by `?1` (rows from before migration 0018 have no
 /// `expires_at`: a year, the longest period, after their window started).
+/// Items of finished batch jobs past their retention (`?1`), then such jobs with no item
+/// left (PostgreSQL's `DELETE_FINISHED_BATCHES`, as two statements of one writer job).
+const DELETE_FINISHED_BATCH_ITEMS: &str = "DELETE FROM batch_items WHERE rowid IN (
+    SELECT i.rowid FROM batch_items i JOIN batches b ON b.batch_id = i.batch_id
+    WHERE b.state IN ('COMPLETED', 'CANCELLED', 'FAILED') AND b.updated_at <= ?1 LIMIT ?2)";
+
+const DELETE_FINISHED_BATCH_ROWS: &str = "DELETE FROM batches WHERE batch_id IN (
+    SELECT b.batch_id FROM batches b
+    WHERE b.state IN ('COMPLETED', 'CANCELLED', 'FAILED') AND b.updated_at <= ?1
+        AND NOT EXISTS (SELECT 1 FROM batch_items i WHERE i.batch_id = b.batch_id)
+    LIMIT ?2)";
+
 const DELETE_ENDED_BUCKETS: &str = "DELETE FROM rate_buckets WHERE bucket IN (
     SELECT bucket FROM rate_buckets WHERE expires_at <= ?1
     UNION ALL SELECT bucket FROM rate_buckets
@@ -110,6 +122,21 @@ pub(crate) fn delete_idle_flow_rows(conn: &mut Connection, limit: u32) -> Result
         conn.prepare_cached(DELETE_ENDED_BUCKETS)?.execute(params![now, i64::from(limit)])?;
     let fair = conn.prepare_cached(DELETE_IDLE_FAIR)?.execute(params![i64::from(limit)])?;
     Ok(FlowRowsDeleted { buckets: count(buckets), fair_keys: count(fair) })
+}
+
+pub(crate) fn delete_finished_batches(
+    conn: &mut Connection,
+    finished_before_ms: u64,
+    limit: u32,
+) -> Result<crate::BatchesDeleted> {
+    let before = to_i64(finished_before_ms, "finished before")?;
+    let items = conn
+        .prepare_cached(DELETE_FINISHED_BATCH_ITEMS)?
+        .execute(params![before, i64::from(limit)])?;
+    let batches = conn
+        .prepare_cached(DELETE_FINISHED_BATCH_ROWS)?
+        .execute(params![before, i64::from(limit)])?;
+    Ok(crate::BatchesDeleted { batches: count(batches), items: count(items) })
 }
 
 fn cutoff(grace_ms: u64) -> Result<i64> {

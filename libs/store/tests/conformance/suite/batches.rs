@@ -3,7 +3,8 @@
 //! and recorded (outcome + counters) in one transaction each and counted once, a lost lease
 //! writes nothing, cancel stops new items but lets the holder record those in flight, and
 //! the targets page by execution id over workflow, version and status, and over a list
-//! query ANDed with the caller's workflow patterns.
+//! query ANDed with the caller's workflow patterns; finished jobs past their retention are
+//! deleted with their items, running ones never.
 
 use crate::support::{created, ev, execution_row, Backend};
 use orbit_store::{
@@ -162,6 +163,64 @@ pub async fn batch_items_are_begun_and_recorded_once(b: &dyn Backend) {
         (row.state, row.total, row.done, row.lease_holder),
         (BatchState::Completed, 1, 1, None)
     );
+}
+
+/// Retention: a finished job (completed, cancelled) whose last change is at or before the
+/// cutoff goes with its items, the items first and the job last, in batches of the limit; a
+/// later-finished job and a running job stay whatever their age.
+pub async fn finished_batches_past_retention_are_deleted_with_their_items(b: &dyn Backend) {
+    let store = b.open().await;
+    // b-old: completed at 1_010 with 3 items; b-cut: cancelled at 1_020 (no item);
+    // b-new: completed at 5_010; b-run: running since 100 with one item.
+    for (id, at) in [("b-old", 1_000), ("b-new", 5_000)] {
+        store.create_batch(&BatchRow::new(id, &spec("order"), 3, at)).await.unwrap();
+        store.lease_batch("s1", at, 10_000).await.unwrap().unwrap();
+        let n = if id == "b-old" { 3 } else { 1 };
+        for e in 0..n {
+            let e = format!("e{e}");
+            assert!(store.begin_batch_item(id, "s1", &e, at + 1).await.unwrap());
+            let done = item(id, &e, ItemOutcome::Succeeded, "");
+            store.record_batch_item("s1", &done, at + 2).await.unwrap().unwrap();
+        }
+        assert!(store.finish_batch(id, "s1", Some(BatchState::Completed), at + 10).await.unwrap());
+    }
+    store.create_batch(&BatchRow::new("b-cut", &spec("order"), 0, 1_019)).await.unwrap();
+    store.cancel_batch("b-cut", "stop", 1_020).await.unwrap().unwrap();
+    store.create_batch(&BatchRow::new("b-run", &spec("order"), 1, 100)).await.unwrap();
+    store.lease_batch("s2", 100, 100_000).await.unwrap().unwrap();
+    assert!(store.begin_batch_item("b-run", "s2", "e0", 101).await.unwrap());
+
+    let none = store.delete_finished_batches(1_009, 10).await.unwrap();
+    assert_eq!(none, orbit_store::BatchesDeleted::default(), "nothing finished by 1_009");
+    // A limit of 2: b-old's items two at a time, and b-cut (which has none); b-old's row
+    // goes once its items are gone (in the same call on SQLite, whose statements see each
+    // other; in the next on PostgreSQL, whose one statement sees one snapshot).
+    let mut deleted = orbit_store::BatchesDeleted::default();
+    for _ in 0..4 {
+        let d = store.delete_finished_batches(1_020, 2).await.unwrap();
+        deleted.items += d.items;
+        deleted.batches += d.batches;
+        if store.get_batch("b-old").await.unwrap().is_none() {
+            assert!(
+                store.list_batch_items("b-old", None, None, 10).await.unwrap().is_empty(),
+                "a job's row goes only after its items"
+            );
+        }
+    }
+    assert_eq!((deleted.items, deleted.batches), (3, 2), "b-old's 3 items, b-old and b-cut");
+    assert!(store.get_batch("b-old").await.unwrap().is_none());
+    assert!(store.get_batch("b-cut").await.unwrap().is_none());
+    assert_eq!(store.get_batch("b-new").await.unwrap().unwrap().state, BatchState::Completed);
+    assert_eq!(store.list_batch_items("b-new", None, None, 10).await.unwrap().len(), 1);
+    let later = store.delete_finished_batches(u64::MAX / 2, 10).await.unwrap();
+    assert_eq!(later.items, 1, "b-new's item");
+    let again = store.delete_finished_batches(u64::MAX / 2, 10).await.unwrap();
+    assert_eq!(later.batches + again.batches, 1, "then b-new");
+    assert_eq!(again.items, 0);
+    assert!(store.get_batch("b-new").await.unwrap().is_none());
+    let run = store.get_batch("b-run").await.unwrap().unwrap();
+    assert_eq!(run.state, BatchState::Running, "a running job is never deleted");
+    assert_eq!(store.list_batch_items("b-run", None, None, 10).await.unwrap().len(), 1);
 }
 
 async fn add(store: &dyn Store, id: &str, workflow: &str, version: &str, closed: bool) {
