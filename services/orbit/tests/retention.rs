@@ -2,7 +2,8 @@
 //! grace (the reply timeout) and a 1 s sweep. Finished executions disappear with every row
 //! of theirs; running ones keep theirs (only applied inbox/task rows go); a workflow's own
 //! `retention` wins; replies still reach their callers; `orbit execution delete` deletes a
-//! finished execution and refuses a running one.
+//! finished execution and refuses a running one; a finished batch job goes after
+//! `--batch-retention`.
 //!
 //! Waits are bounded by the configured intervals with wide margins (a busy machine), never
 //! assert on timing.
@@ -220,6 +221,57 @@ async fn describe(
         .into_inner();
     let info = d.execution.and_then(|e| e.info).expect("info");
     (info.execution_id, info.status)
+}
+
+/// `--batch-retention`: a finished batch job and its items are deleted by the sweeper once
+/// the retention has passed since it finished; `DescribeBatch` then answers
+/// `BATCH_NOT_FOUND`, and the SQLite file has no row of it left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_batch_job_goes_after_its_retention() {
+    let dir = TempDir::new("retention-batch");
+    let db = dir.0.join("orbit.db");
+    let args = ["--batch-retention", RETENTION, "--sweep-interval", "1s"];
+    let server = Server::start(&db, &args).await;
+    let mut c = server.client().await;
+    register(&mut c, WAITING).await;
+    start(&mut c, "waiting", "wait-b", json!(1)).await.unwrap();
+    let request = pb::StartBatchRequest {
+        selector: Some(pb::BatchSelector { workflow: "waiting".into(), ..Default::default() }),
+        action: Some(pb::BatchAction {
+            action: Some(pb::batch_action::Action::Cancel(pb::BatchCancel::default())),
+        }),
+        rate_per_second: 100,
+        reason: "retention test".into(),
+        ..Default::default()
+    };
+    let batch_id = c.start_batch(request).await.expect("start batch").into_inner().batch_id;
+    let describe = |id: String| pb::DescribeBatchRequest { batch_id: id };
+    let deadline = Instant::now() + WITHIN;
+    // Completed (one item, the cancel), then gone with its item.
+    loop {
+        match c.describe_batch(describe(batch_id.clone())).await {
+            Ok(b) => {
+                let b = b.into_inner().batch.expect("batch");
+                assert!(
+                    b.state() != pb::BatchState::Completed || b.succeeded + b.skipped == 1,
+                    "{b:?}"
+                );
+            }
+            Err(status) => {
+                assert_eq!(code(&status), "BATCH_NOT_FOUND", "{status:?}");
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "batch {batch_id} not deleted within {WITHIN:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let conn = rusqlite::Connection::open(&db).expect("open");
+    let items: i64 = conn
+        .query_row("SELECT count(*) FROM batch_items WHERE batch_id = ?1", [&batch_id], |r| {
+            r.get(0)
+        })
+        .expect("count");
+    assert_eq!(items, 0, "its items went with it");
 }
 
 #[test]
