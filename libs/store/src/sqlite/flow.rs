@@ -87,7 +87,7 @@ macro_rules! claim_filter {
 /// what is left; a row with only a fair key passes; the passing rows come by share (0
 /// without a fair key), then their key's last service (`fair_served`, never served
 /// first), then rank, the others first (the caller skips them).
-const JUDGE: &str = concat!(
+pub(super) const JUDGE: &str = concat!(
     "WITH RECURSIVE running AS (
         SELECT concurrency_key AS k, COUNT(*) AS n FROM task_queue
         WHERE state = 'claimed' AND concurrency_key IS NOT NULL GROUP BY concurrency_key),

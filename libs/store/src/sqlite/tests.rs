@@ -255,3 +255,54 @@ async fn the_claim_walks_the_ready_index_in_rank_order() {
     assert!(!plan.iter().any(|p| p.contains("TEMP B-TREE")), "sorts: {plan:?}");
     assert!(!plan.iter().any(|p| p.starts_with("SCAN q")), "scans: {plan:?}");
 }
+
+/// A cached statement is never compiled again because a parameter was bound anew: with
+/// SQLite 3.47 and later, planning read a bound `LIMIT ?n` and marked the statement to be
+/// re-prepared on every new binding, so the ordinary claim and the flow claim (`JUDGE`,
+/// three quarters of the single writer's time under a fair queue) were parsed and planned
+/// on every run. The connections enable the query planner stability guarantee.
+#[tokio::test]
+async fn a_cached_claim_is_not_prepared_again_for_new_bindings() {
+    use rusqlite::StatementStatus;
+    let db = TempDb::new("reprepare");
+    let store = SqliteStore::open_and_migrate(&db.0).await.unwrap();
+    let counts: Vec<(&str, i32)> = store
+        .readers
+        .run(|c| {
+            let mut out = Vec::new();
+            for limit in 1..=3 {
+                let mut claim = c.prepare_cached(super::sql::TASK_CLAIMABLE)?;
+                let params = rusqlite::params![
+                    "t",
+                    true,
+                    "[]",
+                    None::<String>,
+                    limit,
+                    None::<String>,
+                    "w",
+                    limit
+                ];
+                claim.query_map(params, |r| r.get::<_, i64>(0))?.for_each(drop);
+                let mut judge = c.prepare_cached(super::flow::JUDGE)?;
+                let params = rusqlite::params![
+                    "[\"t\"]",
+                    "[\"t\"]",
+                    "[]",
+                    None::<String>,
+                    limit,
+                    limit,
+                    "{}",
+                    "w"
+                ];
+                judge.query_map(params, |r| r.get::<_, i64>(0))?.for_each(drop);
+                if limit == 3 {
+                    out.push(("TASK_CLAIMABLE", claim.get_status(StatementStatus::RePrepare)));
+                    out.push(("JUDGE", judge.get_status(StatementStatus::RePrepare)));
+                }
+            }
+            Ok(out)
+        })
+        .await
+        .unwrap();
+    assert_eq!(counts, vec![("TASK_CLAIMABLE", 0), ("JUDGE", 0)]);
+}
