@@ -346,6 +346,30 @@ pub trait TaskQueue: Send + Sync {
     /// true.
     async fn limited_possible(&self) -> Result<bool>;
 
+    /// One claim of both kinds, for a session that may find limited rows
+    /// ([`TaskQueue::limited_possible`]): [`TaskQueue::claim_matching`] up to `limit`, then
+    /// [`TaskQueue::claim_limited`] with what is left (nothing when the ordinary rows took
+    /// it all). The flow claim's own failure keeps the ordinary rows (the inner result).
+    /// SQLite runs both in one job of its single writer, so a claim waits for one group
+    /// commit, not two; this default runs the two calls one after the other.
+    async fn claim_with_limited(
+        &self,
+        filter: &ClaimFilter,
+        limit: u32,
+        claimer: &str,
+        session: &str,
+        worker_id: &str,
+    ) -> Result<(Vec<TaskRow>, Result<LimitedClaim>)> {
+        let rows = self.claim_matching(filter, limit, claimer, session, worker_id).await?;
+        let left = limit.saturating_sub(u32::try_from(rows.len()).unwrap_or(u32::MAX));
+        let limited = if left == 0 {
+            Ok(LimitedClaim::default())
+        } else {
+            self.claim_limited(filter, left, claimer, session, worker_id).await
+        };
+        Ok((rows, limited))
+    }
+
     /// The in-process wake-up of flow claims (SQLite, one process): notified
     /// (`notify_waiters`) after every commit of this store that queued a limited row or
     /// moved a row holding a concurrency key out of `claimed` (a slot freed), and after a

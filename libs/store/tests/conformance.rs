@@ -161,6 +161,7 @@ macro_rules! every_case {
             rate_limits_are_managed_by_name,
             fair_keys_take_turns_by_running_attempts,
             fair_keys_alternate_on_one_slot,
+            one_claim_takes_ordinary_rows_then_limited_ones,
             idle_flow_rows_are_swept,
             a_claim_behind_a_long_fair_queue_reads_each_key_s_head,
             fair_keys_share_by_weight,

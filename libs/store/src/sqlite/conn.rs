@@ -299,8 +299,9 @@ fn run_group(conn: &mut Connection, first: Job, rx: &mpsc::Receiver<Job>) -> boo
     done
 }
 
-/// Runs `f` in a savepoint: released on success, rolled back on error.
-fn in_savepoint<T>(
+/// Runs `f` in a savepoint: released on success, rolled back on error. Savepoints nest:
+/// a job may run a part of itself in one, to keep the rest when that part fails.
+pub(crate) fn in_savepoint<T>(
     conn: &mut Connection,
     f: impl FnOnce(&mut Connection) -> Result<T>,
 ) -> Result<T> {

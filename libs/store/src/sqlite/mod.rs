@@ -420,6 +420,36 @@ impl TaskQueue for SqliteStore {
             .await
     }
 
+    async fn claim_with_limited(
+        &self,
+        filter: &ClaimFilter,
+        limit: u32,
+        claimer: &str,
+        session: &str,
+        worker_id: &str,
+    ) -> Result<(Vec<TaskRow>, Result<LimitedClaim>)> {
+        let filter = filter.clone();
+        let (claimer, session) = (claimer.to_string(), session.to_string());
+        let worker_id = worker_id.to_string();
+        measure::count(Tx::Claim, SQLITE);
+        measure::count(Tx::ClaimLimited, SQLITE);
+        self.writer
+            .run(move |c| {
+                let rows = queue::claim_tasks(c, &filter, limit, &claimer, &session, &worker_id)?;
+                let left = limit.saturating_sub(u32::try_from(rows.len()).unwrap_or(u32::MAX));
+                if left == 0 {
+                    return Ok((rows, Ok(LimitedClaim::default())));
+                }
+                // A savepoint of its own inside the job's: a failed flow claim leaves
+                // nothing behind and keeps the ordinary rows.
+                let limited = conn::in_savepoint(c, |c| {
+                    flow::claim_limited(c, &filter, left, &claimer, &session, &worker_id)
+                });
+                Ok((rows, limited))
+            })
+            .await
+    }
+
     async fn limited_possible(&self) -> Result<bool> {
         if let Some(known) = self.flow.known() {
             return Ok(known);

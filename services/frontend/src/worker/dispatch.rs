@@ -136,41 +136,43 @@ struct Claimed {
 }
 
 /// One claim for the session: the ordinary rows (the one statement every claim runs),
-/// then, only when the store may hold rows under a concurrency key or a rate limit, the
-/// flow claim with the credits left (issue 27; nothing more is run for workloads without
-/// flow control).
+/// then, only when the store may hold rows under a concurrency key, a rate limit or a fair
+/// key, the flow claim with the credits left, both in one call (issue 27; on SQLite one
+/// job of the single writer; nothing more is run for workloads without flow control).
 async fn claim(shared: &Shared, session: &Session, wanted: u32) -> orbit_store::Result<Claimed> {
     let store = &shared.store;
     let node = &shared.config.node_id;
-    let mut rows =
-        store.claim_matching(&session.claim, wanted, node, &session.id, &session.worker_id).await?;
-    let mut out = Claimed {
-        full: rows.len() >= wanted as usize,
-        rows: Vec::new(),
-        limited_wait: None,
-        limited_failed: false,
-    };
+    let (filter, worker) = (&session.claim, &session.worker_id);
+    if !store.limited_possible().await.unwrap_or(true) {
+        let rows = store.claim_matching(filter, wanted, node, &session.id, worker).await?;
+        return Ok(Claimed {
+            full: rows.len() >= wanted as usize,
+            rows,
+            limited_wait: None,
+            limited_failed: false,
+        });
+    }
+    let (mut rows, limited) =
+        store.claim_with_limited(filter, wanted, node, &session.id, worker).await?;
     let left = wanted.saturating_sub(u32::try_from(rows.len()).unwrap_or(u32::MAX));
-    if left > 0 && store.limited_possible().await.unwrap_or(true) {
-        match store.claim_limited(&session.claim, left, node, &session.id, &session.worker_id).await
-        {
-            Ok(limited) => {
-                out.full = limited.rows.len() >= left as usize;
-                if limited.blocked {
-                    let now = shared.config.clock.now();
-                    let rate =
-                        limited.retry_at_ms.map(|at| Duration::from_millis(at.saturating_sub(now)));
-                    out.limited_wait =
-                        Some(rate.map_or(LIMITED_RECHECK, |r| {
-                            r.clamp(LIMITED_MIN_WAIT, LIMITED_RECHECK)
-                        }));
-                }
-                rows.extend(limited.rows);
+    let mut out =
+        Claimed { full: left == 0, rows: Vec::new(), limited_wait: None, limited_failed: false };
+    match limited {
+        Ok(limited) => {
+            out.full |= left > 0 && limited.rows.len() >= left as usize;
+            if limited.blocked {
+                let now = shared.config.clock.now();
+                let rate =
+                    limited.retry_at_ms.map(|at| Duration::from_millis(at.saturating_sub(now)));
+                out.limited_wait = Some(
+                    rate.map_or(LIMITED_RECHECK, |r| r.clamp(LIMITED_MIN_WAIT, LIMITED_RECHECK)),
+                );
             }
-            Err(e) => {
-                tracing::warn!(session = %session.id, error = %e, "claiming rate- or concurrency-limited tasks failed");
-                out.limited_failed = true;
-            }
+            rows.extend(limited.rows);
+        }
+        Err(e) => {
+            tracing::warn!(session = %session.id, error = %e, "claiming rate- or concurrency-limited tasks failed");
+            out.limited_failed = true;
         }
     }
     out.rows = rows;

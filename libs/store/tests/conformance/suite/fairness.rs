@@ -4,7 +4,7 @@
 //! (ahead of the fair ones), and a concurrency key or rate bucket shared by fair keys is
 //! shared by share.
 
-use crate::support::{complete, flow_task, start_batch, Backend};
+use crate::support::{complete, flow_task, start_batch, task, Backend};
 use orbit_engine::{ConcurrencyKey, FairKey, Flow, RateKey, RateSource};
 use orbit_store::{
     ClaimFilter, CommitBatch, FlowRowsDeleted, LimitedClaim, NewTask, Store, TaskRow,
@@ -234,4 +234,34 @@ pub async fn idle_flow_rows_are_swept(b: &dyn Backend) {
     let next = claim_flow(&*store, 10).await;
     assert_eq!(steps(&next.rows), ["s1", "s2", "s3", "s4", "s5", "b2"], "{next:?}");
     assert!(next.blocked, "s6 waits for the next window");
+}
+
+/// A claim of both kinds in one call (`claim_with_limited`, what a session runs once limited
+/// rows may exist): the ordinary rows first, then the flow claim with the credits left, and
+/// nothing of the flow claim when the ordinary rows took every credit.
+pub async fn one_claim_takes_ordinary_rows_then_limited_ones(b: &dyn Backend) {
+    let store = b.open().await;
+    let plain = vec![task("o1", "work"), task("o2", "work")];
+    queue(&*store, plain, rows("a", 3, &fair("g/A", 1))).await;
+    let filter = ClaimFilter::names(&["work".into()]);
+    let both = |limit| store.claim_with_limited(&filter, limit, "fe", "s1", "w");
+    let (rows, limited) = both(1).await.expect("claim");
+    let limited = limited.expect("flow claim");
+    assert_eq!((steps(&rows), steps(&limited.rows)), (vec!["o1"], vec![]));
+    assert!(!limited.blocked);
+    let (rows, limited) = both(3).await.expect("claim");
+    assert_eq!(
+        (steps(&rows), steps(&limited.expect("flow claim").rows)),
+        (vec!["o2"], vec!["a1", "a2"])
+    );
+    let (rows, limited) = both(5).await.expect("claim");
+    assert_eq!((steps(&rows), steps(&limited.expect("flow claim").rows)), (vec![], vec!["a3"]));
+    let (rows, limited) = both(5).await.expect("claim");
+    assert!(rows.is_empty() && limited.expect("flow claim").rows.is_empty(), "all taken");
+    // Every row was claimed once, with its own token.
+    let claimed = store.claimed_tasks("fe").await.expect("claimed rows");
+    let mut tokens: Vec<_> = claimed.iter().filter_map(|r| r.token.clone()).collect();
+    tokens.sort();
+    tokens.dedup();
+    assert_eq!((claimed.len(), tokens.len()), (5, 5));
 }
