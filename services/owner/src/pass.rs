@@ -9,13 +9,14 @@
 //!    (see `quarantine`).
 
 use crate::apply::apply_set;
-use crate::context::Inner;
+use crate::context::{Core, Inner};
 use crate::error::OwnerError;
 use crate::inbox::{self, Request};
 use crate::requests::PendingStart;
 use crate::{control, handed, quarantine, recovery};
 use orbit_store::InboxEntry;
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 
 /// Runs one pass; errors are logged (the next pass retries from the store). Returns
 /// whether it found work or failed: the owner then looks again soon (`retry_pass`) rather
@@ -36,11 +37,40 @@ pub(crate) async fn run_pass(inner: &Inner) -> bool {
     busy
 }
 
+/// Up to this many executions held in memory are named on every inbox read.
+pub(crate) const HELD_ALWAYS: usize = 256;
+
+/// With more held, every this-many-th inbox read names them.
+pub(crate) const HELD_EVERY: u64 = 16;
+
+/// The held executions an inbox read names besides those whose owners row names this node
+/// (see `OwnerWrites::pending_inbox_owned`). Naming them only finds the entries of one
+/// this node lost meanwhile (a takeover), so that its next commit is fenced and it drops
+/// the execution; its commits are fenced in any case, and the new owner applies the
+/// entries. The list cost every read O(held): 10,000 held executions (a backlog of
+/// queued starts) made each read clone 10,000 ids and SQLite build an index of them,
+/// about 4 ms a pass (docs/benchmarks.md, 2026-12-04). So beyond [`HELD_ALWAYS`] only
+/// every [`HELD_EVERY`]-th read names them: a loss is still found within that many reads.
+fn held_to_name(inner: &Inner, core: &Core) -> Vec<String> {
+    let turn = inner.inbox_reads.fetch_add(1, Ordering::Relaxed);
+    if names_held(core.hot.len(), turn) {
+        core.hot.keys().cloned().collect()
+    } else {
+        Vec::new()
+    }
+}
+
+/// Whether the inbox read number `turn` names the `held` executions.
+fn names_held(held: usize, turn: u64) -> bool {
+    held <= HELD_ALWAYS || turn % HELD_EVERY == 0
+}
+
 /// The pending entries this node applies; a failed read, or one that filled its batch,
 /// leaves the inbox marked for the next pass.
-async fn read_inbox(inner: &Inner, held: &[String]) -> Result<Vec<InboxEntry>, OwnerError> {
+async fn read_inbox(inner: &Inner, core: &Core) -> Result<Vec<InboxEntry>, OwnerError> {
     let max = inner.cfg.max_batch;
-    let read = inner.store.pending_inbox_owned(&inner.cfg.node_id, held, max).await;
+    let held = held_to_name(inner, core);
+    let read = inner.store.pending_inbox_owned(&inner.cfg.node_id, &held, max).await;
     if read.as_ref().map_or(true, |entries| entries.len() >= max as usize) {
         inner.mark_inbox();
     }
@@ -52,9 +82,9 @@ async fn pass(inner: &Inner) -> Result<bool, OwnerError> {
     let mut core = inner.core.lock().await;
     let starts: Vec<PendingStart> =
         inner.starts.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default();
-    // The entries of what this node owns, plus of what it holds in memory: if it lost one
-    // of those, the commit is fenced and the execution dropped (see `on_commit_error`).
-    let held: Vec<String> = core.hot.keys().cloned().collect();
+    // The entries of what this node owns, plus (see `held_to_name`) of what it holds in
+    // memory: if it lost one of those, the commit is fenced and the execution dropped (see
+    // `on_commit_error`).
     // Handed results before the inbox read: a result reaches the owner only after its
     // claim committed, so the read below sees the claim's `dispatched` entry. The read is
     // skipped when nothing may be new (see `Inner::inbox_dirty`) and every handed result
@@ -63,7 +93,7 @@ async fn pass(inner: &Inner) -> Result<bool, OwnerError> {
     let handed = handed::take(inner);
     let marked = inner.take_inbox_mark();
     let entries = if marked || !handed::all_in_flight(&core, &handed) {
-        read_inbox(inner, &held).await?
+        read_inbox(inner, &core).await?
     } else {
         Vec::new()
     };
@@ -127,4 +157,18 @@ async fn pass(inner: &Inner) -> Result<bool, OwnerError> {
     crate::evict::observe(&core);
     quarantine::on_failures(inner, &mut core, applied?.failed, false, now).await?;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{names_held, HELD_ALWAYS, HELD_EVERY};
+
+    #[test]
+    fn few_held_executions_are_named_on_every_read_many_on_every_sixteenth() {
+        assert!((0..40).all(|turn| names_held(HELD_ALWAYS, turn)), "a few: every read");
+        assert!((0..40).all(|turn| names_held(0, turn)));
+        let many = HELD_ALWAYS + 1;
+        let named: Vec<u64> = (0..40).filter(|&turn| names_held(many, turn)).collect();
+        assert_eq!(named, [0, HELD_EVERY, 2 * HELD_EVERY], "many: the first read, then every 16th");
+    }
 }
