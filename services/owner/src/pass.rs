@@ -62,7 +62,7 @@ fn held_to_name(inner: &Inner, core: &Core) -> Vec<String> {
 
 /// Whether the inbox read number `turn` names the `held` executions.
 fn names_held(held: usize, turn: u64) -> bool {
-    held <= HELD_ALWAYS || turn % HELD_EVERY == 0
+    held <= HELD_ALWAYS || turn.is_multiple_of(HELD_EVERY)
 }
 
 /// The pending entries this node applies; a failed read, or one that filled its batch,
