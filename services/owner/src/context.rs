@@ -12,7 +12,7 @@ use orbit_definition::Definition;
 use orbit_engine::State;
 use orbit_store::{ChangeHub, OwnerStore};
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use tokio::sync::{watch, Mutex, Notify};
 
@@ -38,9 +38,9 @@ pub(crate) struct Inner {
     /// woken only by a start or a handed result of a token in flight skips the read: the
     /// step's hot path costs no inbox statement (issue 25).
     pub inbox_dirty: AtomicBool,
-    /// Inbox reads so far: every `pass::HELD_EVERY`-th read names the executions
-    /// held in memory when they are many (see `pass::held_to_name`).
-    pub inbox_reads: AtomicU64,
+    /// When an inbox read last named the executions held in memory; while they are many
+    /// that happens once per `pass::HELD_PERIOD` (see `pass::held_to_name`).
+    pub held_named_at: std::sync::Mutex<Option<tokio::time::Instant>>,
     /// New inbox entries were notified (see [`crate::Owner::inbox_notified`]): the takeover loop
     /// looks for orphaned roots, which a root of a dead owner becomes once work reaches it.
     pub takeover_hint: Notify,
@@ -119,7 +119,7 @@ impl Inner {
             changes,
             kick: Notify::new(),
             inbox_dirty: AtomicBool::new(true),
-            inbox_reads: AtomicU64::new(0),
+            held_named_at: std::sync::Mutex::new(None),
             takeover_hint: Notify::new(),
             core: Mutex::new(Core {
                 hot: HashMap::new(),

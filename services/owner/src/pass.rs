@@ -16,7 +16,9 @@ use crate::requests::PendingStart;
 use crate::{control, handed, quarantine, recovery};
 use orbit_store::InboxEntry;
 use std::collections::BTreeSet;
-use std::sync::atomic::Ordering;
+use std::sync::PoisonError;
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Runs one pass; errors are logged (the next pass retries from the store). Returns
 /// whether it found work or failed: the owner then looks again soon (`retry_pass`) rather
@@ -40,29 +42,32 @@ pub(crate) async fn run_pass(inner: &Inner) -> bool {
 /// Up to this many executions held in memory are named on every inbox read.
 pub(crate) const HELD_ALWAYS: usize = 256;
 
-/// With more held, every this-many-th inbox read names them.
-pub(crate) const HELD_EVERY: u64 = 16;
+/// With more held, an inbox read names them at most once per this period.
+pub(crate) const HELD_PERIOD: Duration = Duration::from_secs(1);
 
 /// The held executions an inbox read names besides those whose owners row names this node
 /// (see `OwnerWrites::pending_inbox_owned`). Naming them only finds the entries of one
 /// this node lost meanwhile (a takeover), so that its next commit is fenced and it drops
-/// the execution; its commits are fenced in any case, and the new owner applies the
-/// entries. The list cost every read O(held): 10,000 held executions (a backlog of
+/// the execution sooner; its commits are fenced in any case, the new owner applies the
+/// entries, and the takeover loop drops such executions too (`takeover::drop_lost`,
+/// `fence_held`). The list cost every read O(held): 10,000 held executions (a backlog of
 /// queued starts) made each read clone 10,000 ids and SQLite build an index of them,
-/// about 4 ms a pass (docs/benchmarks.md, 2026-12-04). So beyond [`HELD_ALWAYS`] only
-/// every [`HELD_EVERY`]-th read names them: a loss is still found within that many reads.
+/// about 4 ms a pass (docs/benchmarks.md, 2026-12-04). So beyond [`HELD_ALWAYS`] a read
+/// names them at most once per [`HELD_PERIOD`], however many passes a backlog runs.
 fn held_to_name(inner: &Inner, core: &Core) -> Vec<String> {
-    let turn = inner.inbox_reads.fetch_add(1, Ordering::Relaxed);
-    if names_held(core.hot.len(), turn) {
+    let now = Instant::now();
+    let mut last = inner.held_named_at.lock().unwrap_or_else(PoisonError::into_inner);
+    if names_held(core.hot.len(), last.map(|at| now.saturating_duration_since(at))) {
+        *last = Some(now);
         core.hot.keys().cloned().collect()
     } else {
         Vec::new()
     }
 }
 
-/// Whether the inbox read number `turn` names the `held` executions.
-fn names_held(held: usize, turn: u64) -> bool {
-    held <= HELD_ALWAYS || turn.is_multiple_of(HELD_EVERY)
+/// Whether an inbox read names the `held` executions, `since` the last read that did.
+fn names_held(held: usize, since: Option<Duration>) -> bool {
+    held <= HELD_ALWAYS || since.map_or(true, |d| d >= HELD_PERIOD)
 }
 
 /// The pending entries this node applies; a failed read, or one that filled its batch,
@@ -161,14 +166,18 @@ async fn pass(inner: &Inner) -> Result<bool, OwnerError> {
 
 #[cfg(test)]
 mod tests {
-    use super::{names_held, HELD_ALWAYS, HELD_EVERY};
+    use super::{names_held, HELD_ALWAYS, HELD_PERIOD};
+    use std::time::Duration;
 
     #[test]
-    fn few_held_executions_are_named_on_every_read_many_on_every_sixteenth() {
-        assert!((0..40).all(|turn| names_held(HELD_ALWAYS, turn)), "a few: every read");
-        assert!((0..40).all(|turn| names_held(0, turn)));
+    fn few_held_executions_are_named_on_every_read_many_once_per_period() {
+        let soon = Some(Duration::from_millis(1));
+        assert!(names_held(HELD_ALWAYS, soon), "a few: every read");
+        assert!(names_held(0, soon));
         let many = HELD_ALWAYS + 1;
-        let named: Vec<u64> = (0..40).filter(|&turn| names_held(many, turn)).collect();
-        assert_eq!(named, [0, HELD_EVERY, 2 * HELD_EVERY], "many: the first read, then every 16th");
+        assert!(names_held(many, None), "many: the first read");
+        assert!(!names_held(many, soon), "many: not again within the period");
+        assert!(!names_held(many, Some(HELD_PERIOD - Duration::from_millis(1))));
+        assert!(names_held(many, Some(HELD_PERIOD)), "many: once the period is over");
     }
 }
