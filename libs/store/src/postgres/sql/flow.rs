@@ -5,16 +5,7 @@
 /// The advisory lock every flow claim of every process takes first (its key:
 /// `FLOW_LOCK_KEY`): one flow claim at a time, so each counts the claims committed before
 /// it (READ COMMITTED: the claim statement's snapshot is taken after the lock is granted).
-///
-/// It also sets `plan_cache_mode = force_generic_plan` for its transaction, so the claim
-/// statement after it runs the generic plan its connection prepared once. Left to choose,
-/// PostgreSQL planned [`TASK_CLAIM_LIMITED`] again on every call (its generic plan's
-/// estimate never beat the custom ones): 3.3 ms of planning per claim against 0.7 ms of
-/// execution behind a fair queue's backlog, all of it inside the lock every flow claim
-/// waits for (docs/benchmarks.md, 2026-12-04). The generic plan is an index plan like the
-/// custom ones: the services' connections refuse sequential scans (`conn.rs`).
-pub(crate) const FLOW_LOCK: &str = "SELECT pg_advisory_xact_lock($1::bigint), \
-    set_config('plan_cache_mode', 'force_generic_plan', true)";
+pub(crate) const FLOW_LOCK: &str = "SELECT pg_advisory_xact_lock($1::bigint)";
 
 /// The current window of a bucket whose period is `$period`, aligned to the epoch.
 macro_rules! window_start {
