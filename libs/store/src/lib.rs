@@ -56,7 +56,7 @@ pub use flow::{
 pub use handoff::{Handoff, TaskClaim, DISPATCHED_APPLY_DELAY};
 pub use inbox::{InboxKind, InboxMessage, InboxReply};
 pub use migrations::{AppliedMigration, SchemaMismatch, SchemaStatus};
-pub use model::{new_task_token, worker_language, ClaimFilter, MAX_CLAIM};
+pub use model::{credits_left, new_task_token, worker_language, ClaimFilter, MAX_CLAIM};
 pub use model::{
     CompletedTask, DbStats, DefinitionRow, ExecutionFilter, ExecutionPage, ExecutionRow,
     InboxEntry, InboxStatus, NewTask, NewTimer, NodeInfo, NodeRow, OrphanRoot, OwnerRow,

@@ -605,4 +605,4 @@ pub struct DbStats {
 
 mod claim;
 pub(crate) use claim::new_task_tokens;
-pub use claim::{new_task_token, worker_language, ClaimFilter, MAX_CLAIM};
+pub use claim::{credits_left, new_task_token, worker_language, ClaimFilter, MAX_CLAIM};

@@ -361,7 +361,7 @@ pub trait TaskQueue: Send + Sync {
         worker_id: &str,
     ) -> Result<(Vec<TaskRow>, Result<LimitedClaim>)> {
         let rows = self.claim_matching(filter, limit, claimer, session, worker_id).await?;
-        let left = limit.saturating_sub(u32::try_from(rows.len()).unwrap_or(u32::MAX));
+        let left = crate::model::credits_left(limit, rows.len());
         let limited = if left == 0 {
             Ok(LimitedClaim::default())
         } else {

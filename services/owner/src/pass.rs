@@ -67,7 +67,7 @@ fn held_to_name(inner: &Inner, core: &Core) -> Vec<String> {
 
 /// Whether an inbox read names the `held` executions, `since` the last read that did.
 fn names_held(held: usize, since: Option<Duration>) -> bool {
-    held <= HELD_ALWAYS || since.map_or(true, |d| d >= HELD_PERIOD)
+    held <= HELD_ALWAYS || since.is_none_or(|d| d >= HELD_PERIOD)
 }
 
 /// The pending entries this node applies; a failed read, or one that filled its batch,

@@ -120,6 +120,14 @@ pub fn worker_language(runtime: &str) -> String {
 /// `limit` is cut to it): each row needs a fresh token drawn beforehand.
 pub const MAX_CLAIM: u32 = 1_000;
 
+/// The credits of a claim for `limit` rows left after it took `taken` ordinary ones: what
+/// the flow claim that follows may take
+/// ([`TaskQueue::claim_with_limited`](crate::TaskQueue::claim_with_limited)).
+#[must_use]
+pub fn credits_left(limit: u32, taken: usize) -> u32 {
+    limit.saturating_sub(u32::try_from(taken).unwrap_or(u32::MAX))
+}
+
 /// A fresh task token: 128 bits from the operating system's secure random source, as 32
 /// lowercase hex digits. Nothing parses a token: it is only looked up in `task_queue`, whose
 /// row says which execution, unit and worker it belongs to, so it carries no information
@@ -206,5 +214,18 @@ mod claim_filter_tests {
         };
         assert!(plain.admits_flow(Some(&sticky), "w1"));
         assert!(!plain.admits_flow(Some(&sticky), "w2"), "not the sticky worker");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::credits_left;
+
+    #[test]
+    fn credits_left_after_the_ordinary_rows_never_go_below_zero() {
+        assert_eq!(credits_left(4, 1), 3);
+        assert_eq!(credits_left(4, 4), 0);
+        assert_eq!(credits_left(4, 9), 0);
+        assert_eq!(credits_left(4, usize::MAX), 0);
     }
 }

@@ -436,7 +436,7 @@ impl TaskQueue for SqliteStore {
         self.writer
             .run(move |c| {
                 let rows = queue::claim_tasks(c, &filter, limit, &claimer, &session, &worker_id)?;
-                let left = limit.saturating_sub(u32::try_from(rows.len()).unwrap_or(u32::MAX));
+                let left = crate::model::credits_left(limit, rows.len());
                 if left == 0 {
                     return Ok((rows, Ok(LimitedClaim::default())));
                 }

@@ -154,7 +154,7 @@ async fn claim(shared: &Shared, session: &Session, wanted: u32) -> orbit_store::
     }
     let (mut rows, limited) =
         store.claim_with_limited(filter, wanted, node, &session.id, worker).await?;
-    let left = wanted.saturating_sub(u32::try_from(rows.len()).unwrap_or(u32::MAX));
+    let left = orbit_store::credits_left(wanted, rows.len());
     let mut out =
         Claimed { full: left == 0, rows: Vec::new(), limited_wait: None, limited_failed: false };
     match limited {
