@@ -40,7 +40,7 @@ pub(crate) struct Inner {
     pub inbox_dirty: AtomicBool,
     /// When an inbox read last named the executions held in memory; while they are many
     /// that happens once per `pass::HELD_PERIOD` (see `pass::held_to_name`).
-    pub held_named_at: std::sync::Mutex<Option<tokio::time::Instant>>,
+    pub held_named_at: StdMutex<Option<tokio::time::Instant>>,
     /// New inbox entries were notified (see [`crate::Owner::inbox_notified`]): the takeover loop
     /// looks for orphaned roots, which a root of a dead owner becomes once work reaches it.
     pub takeover_hint: Notify,
@@ -119,7 +119,7 @@ impl Inner {
             changes,
             kick: Notify::new(),
             inbox_dirty: AtomicBool::new(true),
-            held_named_at: std::sync::Mutex::new(None),
+            held_named_at: StdMutex::new(None),
             takeover_hint: Notify::new(),
             core: Mutex::new(Core {
                 hot: HashMap::new(),
