@@ -320,8 +320,11 @@ async fn a_per_key_limit_holds_through_an_owner_and_a_worker_kill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limit_holds_across_two_frontends() {
     const STEPS: usize = 1000;
-    // The claims' times are read back from the task rows: keep done rows.
-    let env = [("ORBIT_DONE_GRACE", "30m")];
+    // The claims' times are read back from the task rows: keep done rows. The dispatchers'
+    // claims and recalls are logged, so a failed run's kept logs say why a window went
+    // unused.
+    let env =
+        [("ORBIT_DONE_GRACE", "30m"), ("ORBIT_LOG", "info,orbit_frontend::worker::dispatch=debug")];
     let topo = Topology::start_env("flowrate", [2, 1, 1], "disable", FAST, &env);
     let mut c = topo.client(0).await;
     common::register(&mut c, METERED).await;

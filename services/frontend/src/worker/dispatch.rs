@@ -33,8 +33,10 @@ pub(super) async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx)
     ready.as_mut().enable();
     // Rows under a concurrency key or a rate limit that stayed queued (issue 27): looked
     // at again when a slot frees (a notification), when the next rate window opens, or at
-    // the latest after `LIMITED_RECHECK`.
-    let mut limited_wait: Option<Duration> = None;
+    // the latest after `LIMITED_RECHECK`. A deadline set by the claim that saw them, so
+    // wake-ups that claim nothing (credits coming back, a drained session lending) cannot
+    // push it back; cleared when it fires (the claim it causes sets the next one).
+    let mut limited_at: Option<tokio::time::Instant> = None;
     let flow_freed = shared.store.flow_wakeups();
     loop {
         let changed = session.changed.notified();
@@ -66,7 +68,17 @@ pub(super) async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx)
                 match claimed {
                     Ok(c) => {
                         must_claim = false;
-                        limited_wait = c.limited_wait;
+                        limited_at = c.limited_wait.map(|w| tokio::time::Instant::now() + w);
+                        if !c.rows.is_empty() || c.limited_wait.is_some() {
+                            tracing::debug!(
+                                session = %session.id,
+                                wanted,
+                                claimed = c.rows.len(),
+                                full = c.full,
+                                limited_wait = ?c.limited_wait,
+                                "claimed"
+                            );
+                        }
                         failed = c.limited_failed;
                         let any = !c.rows.is_empty();
                         if any {
@@ -88,6 +100,7 @@ pub(super) async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx)
             } else if must_claim && session.lent() > 0 {
                 // Queued tasks may wait while owners hold this session's credits: they give
                 // back what they have not used, and the session claims then.
+                tracing::debug!(session = %session.id, lent = session.lent(), "recalling lent credits to claim");
                 shared.lending.recall(&session.id);
             }
         }
@@ -99,9 +112,12 @@ pub(super) async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx)
         // read wakes it.
         let watched = shared.queue_watched.load(std::sync::atomic::Ordering::SeqCst);
         let timer = async {
-            match (failed, limited_wait, watched) {
+            match (failed, limited_at, watched) {
                 (true, _, _) => tokio::time::sleep(fallback.min(CLAIM_RETRY)).await,
-                (false, Some(wait), _) => tokio::time::sleep(wait.min(fallback)).await,
+                (false, Some(at), _) => {
+                    let net = tokio::time::Instant::now() + fallback;
+                    tokio::time::sleep_until(at.min(net)).await;
+                }
                 (false, None, true) => std::future::pending::<()>().await,
                 (false, None, false) => tokio::time::sleep(fallback).await,
             }
@@ -116,7 +132,10 @@ pub(super) async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx)
             // The queue watch saw rows for it queued (see `Session::ask_to_claim`).
             () = &mut changed => must_claim |= session.take_claim_ask(),
             () = &mut freed => must_claim = true,
-            () = timer => must_claim = true,
+            () = timer => {
+                must_claim = true;
+                limited_at = None;
+            }
         }
     }
 }
