@@ -174,12 +174,18 @@ fn heartbeat_cancel(spec: &WorkerSpec) -> Fut<'_> {
 /// 2-minute heartbeat timeout.)
 const SESSION_TIMEOUT: &str = "3000";
 
+/// How long the SIGKILL scenario's task sleeps: it must still run when the worker is killed,
+/// one marker poll after it started; the redelivered attempt sleeps as long again (it was
+/// 60 s, a minute of every SDK's run spent waiting).
+const SLOW_KILL_MS: u64 = 10_000;
+
 fn sigkill(spec: &WorkerSpec) -> Fut<'_> {
     Box::pin(async move {
         let env = Env::start_with("sigkill", &["--session-timeout-ms", SESSION_TIMEOUT]).await;
         let mut first = env.worker(spec, "conf-kill").ready().await;
         let mut c = env.client().await;
-        start(&mut c, "conformance-slow", "slow-kill", json!({"ms": 60000})).await.expect("start");
+        let input = json!({ "ms": SLOW_KILL_MS });
+        start(&mut c, "conformance-slow", "slow-kill", input).await.expect("start");
         let started = env.wait_started(&first, |s| !s.is_empty()).await;
         let (key, attempt) = started[0].clone();
         first.sigkill();
@@ -189,8 +195,8 @@ fn sigkill(spec: &WorkerSpec) -> Fut<'_> {
         })
         .await;
         let second = env.worker(spec, "conf-kill").ready().await;
-        // The redelivered attempt sleeps the full 60 s again.
-        let within = STEP + Duration::from_secs(60);
+        // The redelivered attempt sleeps the full time again.
+        let within = STEP + Duration::from_millis(SLOW_KILL_MS);
         let (status, output) = finished(&mut c, "slow-kill", within, &second).await;
         assert_eq!(status, pb::ExecutionStatus::Completed, "{output}; {}", second.log());
         assert_eq!(output["idempotency_key"], json!(key), "the same key: {output}");
