@@ -69,7 +69,7 @@ pub(super) async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx)
                     Ok(c) => {
                         must_claim = false;
                         limited_at = c.limited_wait.map(|w| tokio::time::Instant::now() + w);
-                        if !c.rows.is_empty() || c.limited_wait.is_some() {
+                        if c.flow {
                             tracing::debug!(
                                 session = %session.id,
                                 wanted,
@@ -152,6 +152,8 @@ struct Claimed {
     limited_wait: Option<Duration>,
     /// The flow claim failed (the ordinary rows are kept): look again soon.
     limited_failed: bool,
+    /// The flow claim ran (the store may hold limited rows).
+    flow: bool,
 }
 
 /// One claim for the session: the ordinary rows (the one statement every claim runs),
@@ -169,13 +171,19 @@ async fn claim(shared: &Shared, session: &Session, wanted: u32) -> orbit_store::
             rows,
             limited_wait: None,
             limited_failed: false,
+            flow: false,
         });
     }
     let (mut rows, limited) =
         store.claim_with_limited(filter, wanted, node, &session.id, worker).await?;
     let left = orbit_store::credits_left(wanted, rows.len());
-    let mut out =
-        Claimed { full: left == 0, rows: Vec::new(), limited_wait: None, limited_failed: false };
+    let mut out = Claimed {
+        full: left == 0,
+        rows: Vec::new(),
+        limited_wait: None,
+        limited_failed: false,
+        flow: true,
+    };
     match limited {
         Ok(limited) => {
             out.full |= left > 0 && limited.rows.len() >= left as usize;
