@@ -5,6 +5,8 @@
 #   scripts/fuzz.sh                      every target, FUZZ_SECONDS (default 30) each
 #   scripts/fuzz.sh expression payload   only these targets
 #   FUZZ_SECONDS=600 scripts/fuzz.sh     longer runs
+#   scripts/fuzz.sh --build-only         only the build (scripts/test.sh runs it beside the
+#                                        tests, then this script again for the runs)
 #
 # Installs cargo-fuzz from crates.io when missing. cargo fuzz passes nightly-only flags
 # (-Z sanitizer, -C passes=sancov); on a stable toolchain RUSTC_BOOTSTRAP=1 lets rustc accept
@@ -31,6 +33,11 @@ if ! rustc --version | grep -q nightly; then
   export RUSTC_BOOTSTRAP=1
 fi
 
+build_only=0
+if [ "${1:-}" = "--build-only" ]; then
+  build_only=1
+  shift
+fi
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(cargo fuzz list)
@@ -48,6 +55,9 @@ start=$SECONDS
 echo "==> cargo fuzz build (${targets[*]})"
 cargo fuzz build "${build_flags[@]}"
 echo "    built in $((SECONDS - start)) s"
+if [ "$build_only" = 1 ]; then
+  exit 0
+fi
 
 failed=()
 for t in "${targets[@]}"; do
