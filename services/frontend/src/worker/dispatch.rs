@@ -60,6 +60,7 @@ pub(super) async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx)
             // The credits are held meanwhile, so hand-offs (see `handoff`) cannot take them.
             let wanted = session.hold(orbit_store::MAX_CLAIM);
             if wanted > 0 {
+                let began = tokio::time::Instant::now();
                 let claimed = claim(&shared, &session, wanted).await;
                 let full = matches!(&claimed, Ok(c) if c.full);
                 // Nothing more queued for this session: new tasks may be handed to it
@@ -76,6 +77,7 @@ pub(super) async fn dispatch(shared: Arc<Shared>, session: Arc<Session>, tx: Tx)
                                 claimed = c.rows.len(),
                                 full = c.full,
                                 limited_wait = ?c.limited_wait,
+                                took = ?began.elapsed(),
                                 "claimed"
                             );
                         }
