@@ -249,3 +249,65 @@ async fn a_failed_one_statement_writes_nothing_and_is_redone() {
     assert_eq!(store.commit(step("e1", 3)).await.unwrap().last_seq, 3);
     assert_eq!(store.commits_redone(), 2);
 }
+
+/// The commit that ends an execution (its events and projection, its last result done, no
+/// new task) runs its connection's generic plan once PostgreSQL has made five custom ones,
+/// like the other shapes. While its generic plan was estimated with every array parameter
+/// at 10 elements, PostgreSQL judged it three times dearer than a custom one and planned the
+/// statement again on every call: 0.6 ms of each execution's critical path on the split,
+/// more than the statement took to run (`commit::composed`, one execution).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_commit_that_ends_an_execution_is_not_planned_on_every_call() {
+    const EXECUTIONS: usize = 12;
+    let (db, store) = migrated("last_commit_plans").await;
+    let (admin, admin_conn) = tokio_postgres::connect(&admin_url(), NoTls).await.unwrap();
+    tokio::spawn(admin_conn);
+    // Planning counted for the sessions opened from here on (a superuser setting).
+    let track =
+        format!("ALTER DATABASE \"{}\" SET pg_stat_statements.track_planning = on", db.name());
+    admin.batch_execute(&track).await.unwrap();
+    drop(store);
+    let options = orbit_store::PgOptions { pool_size: 1, ..pg::options() };
+    let store = PgStore::connect(db.url(), options).await.unwrap();
+    let mut tokens = Vec::new();
+    for n in 0..EXECUTIONS {
+        let id = format!("e{n}");
+        let mut start = start_batch(&id, "node-a");
+        start.tasks_to_insert = vec![task("a", "t")];
+        store.commit(start).await.unwrap();
+    }
+    for row in store.claim_tasks(&["t".into()], EXECUTIONS as u32, "fe", "s", "w").await.unwrap() {
+        tokens.push((row.execution_id.clone(), row.token.clone().unwrap()));
+    }
+    assert_eq!(tokens.len(), EXECUTIONS);
+    reset(&admin, db.name()).await;
+    for (id, token) in &tokens {
+        let last = CommitBatch {
+            tasks_done: vec![token.clone()],
+            projection: Some(orbit_store::ProjectionUpdate {
+                status: orbit_engine::Status::Completed,
+                updated_at_ms: 3_000,
+                closed_at_ms: Some(3_000),
+                delete_after_ms: None,
+                failed_step: None,
+                error_code: None,
+            }),
+            ..step(id, 3)
+        };
+        store.commit(last).await.unwrap();
+    }
+    let row = admin
+        .query_one(
+            "SELECT s.calls, s.plans FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+             WHERE d.datname = $1 AND s.query LIKE 'WITH chk AS MATERIALIZED (%'",
+            &[&db.name()],
+        )
+        .await
+        .unwrap();
+    let (calls, plans): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!(calls, EXECUTIONS as i64, "every commit one statement of one shape");
+    // The first call goes unprepared (planned once), then five custom plans and the
+    // generic one: 7 plans, fewer than the calls (before: one plan per call).
+    assert!(plans < calls, "{plans} plans for {calls} calls of the last commit");
+    assert_eq!(store.commits_redone(), 0);
+}

@@ -142,7 +142,8 @@ fn cases(pending_seq: i64) -> Vec<Case> {
             sql: sql::COMMIT_CANCEL_UNITS,
             params: vec![open(), strs(&["s1"]), strs(&["claimed-1"]), open()],
         },
-        step_commit(pending_seq),
+        step_commit(pending_seq, false),
+        step_commit(pending_seq, true),
         Case {
             name: "commit: delete timers",
             sql: sql::COMMIT_DELETE_TIMERS,
@@ -281,8 +282,8 @@ fn cases(pending_seq: i64) -> Vec<Case> {
 
 /// The one statement of a typical step of `open-1` (`commit::composed`): the check (its
 /// inbox entry applied), the step's events and projection, a result done, the next offer
-/// and the NOTIFYs.
-fn step_commit(pending_seq: i64) -> Case {
+/// and the NOTIFYs; the shape for any number of executions, or for `one`.
+fn step_commit(pending_seq: i64, one: bool) -> Case {
     use super::plan::{Write, WriteKind::*};
     // In a segment's order; the parameters below in the statement's (`in_composed_order`).
     let kinds = [InsertEvents, UpdateExecutions, TasksDone, InsertTasks, InboxDone, Notify];
@@ -319,8 +320,12 @@ fn step_commit(pending_seq: i64) -> Case {
     params.extend([Box::new(vec![pending_seq]) as Param, strs(&["{}"])]);
     params.extend([strs(&["orbit_changes"]), strs(&[""])]);
     Case {
-        name: "commit: one statement (a step)",
-        sql: super::commit::composed(&writes).unwrap(),
+        name: if one {
+            "commit: one statement (a step, the one-execution shape)"
+        } else {
+            "commit: one statement (a step)"
+        },
+        sql: super::commit::composed(&writes, one).unwrap(),
         params,
     }
 }

@@ -135,18 +135,22 @@ async fn composed_statements_take_the_parameters_of_their_parts() {
             .filter(|k| shape & k.bit() != 0)
             .map(|kind| Write { params: Vec::new(), kind })
             .collect();
-        let text = composed(&writes).unwrap();
-        let stmt = client.prepare(text).await.unwrap_or_else(|e| panic!("{shape:#b}: {e}\n{text}"));
         let mut want = client.prepare(sql::COMMIT_LOCK_CHECK).await.unwrap().params().to_vec();
         for w in in_composed_order(&writes) {
             want.extend_from_slice(client.prepare(w.sql()).await.unwrap().params());
         }
-        assert_eq!(stmt.params(), want, "{shape:#b}:\n{text}");
-        assert_eq!(composed(&writes), Some(text), "made once per shape");
+        for one in [false, true] {
+            let text = composed(&writes, one).unwrap();
+            let stmt =
+                client.prepare(text).await.unwrap_or_else(|e| panic!("{shape:#b}: {e}\n{text}"));
+            assert_eq!(stmt.params(), want, "{shape:#b}, one execution {one}:\n{text}");
+            assert_eq!(composed(&writes, one), Some(text), "made once per shape");
+        }
+        assert_ne!(composed(&writes, true), composed(&writes, false));
     }
     let w = |kind| Write { params: Vec::new(), kind };
-    assert_eq!(composed(&[w(WriteKind::InsertEvents), w(WriteKind::InsertEvents)]), None);
-    assert_eq!(composed(&[w(WriteKind::Notify), w(WriteKind::InsertEvents)]), None);
+    assert_eq!(composed(&[w(WriteKind::InsertEvents), w(WriteKind::InsertEvents)], false), None);
+    assert_eq!(composed(&[w(WriteKind::Notify), w(WriteKind::InsertEvents)], true), None);
     drop(conn);
     drop(store);
     admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.unwrap();
