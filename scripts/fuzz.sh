@@ -59,11 +59,11 @@ if [ "$build_only" = 1 ]; then
   exit 0
 fi
 
-failed=()
-for t in "${targets[@]}"; do
+# One target's run; prints its result line (and a crash's summary); fails on a crash.
+fuzz_one() {
+  local t=$1
+  local log="target/fuzz-$t.log"
   mkdir -p "target/corpus/$t" "artifacts/$t" "corpus/$t"
-  echo "==> fuzzing $t for ${seconds} s"
-  log="target/fuzz-$t.log"
   # -timeout: one input running longer is a finding (a runaway expression);
   # -rss_limit_mb: so is a runaway allocation; -max_len: documents up to 16 KB.
   # The stack is limited to 2 MB, what a tokio worker thread of the server has: libFuzzer
@@ -79,6 +79,25 @@ for t in "${targets[@]}"; do
   else
     echo "    $t: CRASH (log: fuzz/$log)"
     grep -E "panicked|overflow|ERROR: libFuzzer|SUMMARY|Test unit written" "$log" | head -10 || true
+    return 1
+  fi
+}
+
+# A libFuzzer run uses one core: the targets run side by side, as many at a time as there
+# are CPUs, each for its full time; their results are printed in order once all ended.
+parallel="$(nproc 2>/dev/null || echo 1)"
+echo "==> fuzzing ${targets[*]} for ${seconds} s each, ${parallel} at a time"
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do
+    wait -n || true
+  done
+  fuzz_one "$t" >"target/fuzz-$t.result" 2>&1 &
+done
+wait
+failed=()
+for t in "${targets[@]}"; do
+  cat "target/fuzz-$t.result"
+  if grep -q "CRASH" "target/fuzz-$t.result"; then
     failed+=("$t")
   fi
 done
