@@ -15,7 +15,7 @@
 //! parking are the caller's (see `quarantine`).
 
 use crate::batches::{batches_for, lost_attempts};
-use crate::begin::{begin, Begin};
+use crate::begin::{begin, Begin, Existing};
 use crate::context::{Core, Inner};
 use crate::effects::ChildStart;
 use crate::entries::apply_entry;
@@ -105,6 +105,10 @@ async fn load(
         reports: BTreeMap::new(),
         handed_replies: BTreeMap::new(),
     };
+    // A start alone in its pass (the usual one at low load) does not read its id first:
+    // the commit checks it (see `Existing::Unchecked`). Not for one this owner holds or
+    // evicted (it exists), nor for one carried after a failed pass.
+    let alone = starts.len() == 1 && entries.is_empty() && handed.is_empty();
     let work = &mut loaded.work;
     for h in handed {
         // The caller checked that the execution is held: this is the hot copy.
@@ -132,7 +136,13 @@ async fn load(
                 continue;
             }
         };
-        match begin(inner, core, &start.request, now).await {
+        let unchecked = alone
+            && fork.is_none()
+            && start.retries == 0
+            && !core.hot.contains_key(&id)
+            && !core.evicted.contains(&id);
+        let existing = if unchecked { Existing::Unchecked } else { Existing::Read };
+        match begin(inner, core, &start.request, now, existing).await {
             Ok(Begin::Exists(started)) => reply(&mut start, Ok(started)),
             Ok(Begin::New(new)) => {
                 let (hot, created, row) = *new;

@@ -22,7 +22,9 @@ pub(crate) async fn create_only(
     start: PendingStart,
     now: u64,
 ) -> Result<(), OwnerError> {
-    let Begin::New(new) = begin(inner, core, &start.request, now).await? else { return Ok(()) };
+    let Begin::New(new) = begin(inner, core, &start.request, now, Existing::Read).await? else {
+        return Ok(());
+    };
     let (hot, created, row) = *new;
     let id = start.request.execution_id.clone();
     let mut w = Work::new(hot, inner.cfg.capabilities);
@@ -44,20 +46,38 @@ pub(crate) enum Begin {
     New(Box<(Hot, Event, ExecutionRow)>),
 }
 
-/// Reads what a start needs: the existing execution of that id, or the definition to
-/// create it with.
+/// Whether [`begin`] reads the execution of the start's id first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Existing {
+    /// Read it: a taken id is answered here (an idempotent retry) or refused.
+    Read,
+    /// Do not read it (issue 25: a read on every start's critical path): the commit that
+    /// creates the execution checks that the id is free, as it does in any case, and
+    /// fails with `ExecutionExists` if not; the start is then carried into the next pass,
+    /// which reads (`refused::on_commit_error`). Only for a start alone in its pass, so
+    /// nothing else is held back by such a commit.
+    Unchecked,
+}
+
+/// Reads what a start needs: the existing execution of that id (unless `existing` says
+/// not to), or the definition to create it with.
 pub(crate) async fn begin(
     inner: &Inner,
     core: &mut Core,
     req: &StartRequest,
     now: u64,
+    existing: Existing,
 ) -> Result<Begin, OwnerError> {
     // Both reads at once: a new execution (the usual start) needs the definition, and the
     // two round trips in sequence were on every start's path.
-    let (existing, def) = tokio::join!(
-        inner.store.get_execution(&req.execution_id),
-        definition(inner, core, &req.workflow, req.version.as_deref())
-    );
+    let read = async {
+        match existing {
+            Existing::Read => inner.store.get_execution(&req.execution_id).await,
+            Existing::Unchecked => Ok(None),
+        }
+    };
+    let (existing, def) =
+        tokio::join!(read, definition(inner, core, &req.workflow, req.version.as_deref()));
     if let Some(row) = existing? {
         // Execution ids are unique across workflows: a start of another workflow under a
         // taken id is refused, never answered with that execution (whose workflow,

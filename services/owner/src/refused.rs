@@ -18,7 +18,8 @@ use orbit_store::StoreError;
 use std::collections::BTreeMap;
 
 /// How many times a start is carried into the next pass after a pass failed because of
-/// another execution in it (fenced, or created elsewhere at the same time).
+/// another execution in it (fenced, or created elsewhere at the same time), or because its
+/// own id was taken (a start that did not read its id, see `begin::Existing`).
 const START_RETRIES: u32 = 3;
 
 /// Handles a refused commit (see the module docs); `Ok` when the refusal was a fence that
@@ -30,7 +31,12 @@ pub(crate) async fn on_commit_error(
     e: StoreError,
 ) -> Result<(), OwnerError> {
     let fenced = matches!(e, StoreError::Fenced(_));
-    let retry_starts = fenced || matches!(e, StoreError::ExecutionExists(_));
+    let taken = matches!(e, StoreError::ExecutionExists(_));
+    let retry_starts = fenced || taken;
+    // Only starts, refused because an id was taken (a start that did not read its id,
+    // `begin::Existing::Unchecked`, or one created elsewhere meanwhile): nothing else
+    // was held back, and the carried starts read their ids in the next pass, at once.
+    let only_starts = taken && work.values().all(|w| w.new_execution.is_some());
     let lost = if fenced { lost_executions(inner, &work).await } else { BTreeMap::new() };
     let err = OwnerError::from(e);
     let mut carried = Vec::new();
@@ -45,8 +51,15 @@ pub(crate) async fn on_commit_error(
             }
         }
     }
+    let carried_any = !carried.is_empty();
     if let Ok(mut starts) = inner.starts.lock() {
         starts.extend(carried);
+    }
+    if only_starts {
+        if carried_any {
+            inner.kick.notify_one();
+        }
+        return Ok(());
     }
     if lost.is_empty() {
         // Not a fence this process can resolve by dropping executions (or no fence at

@@ -139,6 +139,57 @@ async fn start_is_idempotent_and_results_complete_the_execution() {
     r.stop.cancel();
 }
 
+/// A start alone in its pass does not read its id first (issue 25): the commit that
+/// creates the execution checks it. A taken id fails that commit; the start is carried into
+/// the next pass, which runs at once and reads: answered as before (`created: false`, or
+/// `EXECUTION_EXISTS` for another workflow). The owner's safety nets are an hour here, so
+/// only the carried start's own wake-up can answer it within the bound below.
+#[tokio::test]
+async fn a_start_of_a_taken_id_not_held_in_memory_is_answered_at_once() {
+    const OTHER: &str =
+        "name: other\nversion: '1'\ntasks: { greet: {} }\nsteps: [ { id: g, task: greet } ]\n";
+    let path = temp_db("taken");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(&path).await.unwrap());
+    for d in [HELLO, OTHER] {
+        let def = orbit_definition::parse(d).unwrap();
+        let doc = orbit_definition::canonical_json(&orbit_definition::to_document(&def));
+        store.put_definition(&def.name, &def.version, &def.hash, &doc).await.unwrap();
+    }
+    let hour = std::time::Duration::from_secs(3600);
+    let config = OwnerConfig { idle_pass: hour, retry_pass: hour, ..OwnerConfig::default() };
+    let hub = Arc::new(orbit_store::ChangeHub::new());
+    let owner =
+        Owner::new(config, store.clone(), Arc::new(Notify::new()), Arc::new(Notify::new()), hub);
+    let stop = CancellationToken::new();
+    tokio::spawn({
+        let (o, s) = (owner.clone(), stop.clone());
+        async move { o.run(s).await }
+    });
+    assert!(owner.start(start("e1", "hello", json!({"name": "Ada"}))).await.unwrap().created);
+    // Completed, so no longer held: the next start of e1 does not know it exists.
+    assert_eq!(complete_all(&store, "greet", |_| json!("hi")).await, 1);
+    owner.wake().await;
+    assert_eq!(status(&store, "e1").await, Status::Completed);
+    let events = store.load_history("e1", 1).await.unwrap().len();
+
+    let bound = hour / 60;
+    let again = tokio::time::timeout(bound, owner.start(start("e1", "hello", json!({}))))
+        .await
+        .expect("the carried start was answered without a safety net")
+        .unwrap();
+    assert!(!again.created);
+    assert_eq!((again.run, again.version.as_str()), (1, "1"));
+    let other = tokio::time::timeout(bound, owner.start(start("e1", "other", json!({}))))
+        .await
+        .expect("answered")
+        .unwrap_err();
+    assert_eq!(other.code, ErrorCode::ExecutionExists);
+    // The refused commits wrote nothing.
+    assert_eq!(store.load_history("e1", 1).await.unwrap().len(), events);
+    assert_eq!(status(&store, "e1").await, Status::Completed);
+    stop.cancel();
+}
+
 #[tokio::test]
 async fn signals_are_answered_through_the_inbox() {
     let path = temp_db("signal");
