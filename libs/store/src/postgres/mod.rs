@@ -156,7 +156,8 @@ mod upkeep;
 impl PgStore {
     /// How many commits this store did again in two round trips because their
     /// one-round-trip attempt found other rows than the batches expected (a fenced or
-    /// racing writer, a consumed inbox entry). Also counted in
+    /// racing writer, a consumed inbox entry, a start of a taken id that the owner did not
+    /// read first). Also counted in
     /// `orbit_store_transactions_total{kind="commit_redone"}`.
     #[must_use]
     pub fn commits_redone(&self) -> u64 {
