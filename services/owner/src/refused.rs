@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 const START_RETRIES: u32 = 3;
 
 /// Handles a refused commit (see the module docs); `Ok` when the refusal was a fence that
-/// is now dealt with.
+/// is now dealt with, or a taken id in a commit of starts only (carried, the loop woken).
 pub(crate) async fn on_commit_error(
     inner: &Inner,
     core: &mut Core,
