@@ -109,6 +109,8 @@ async fn load(
     // the commit checks it (see `Existing::Unchecked`). Not for one this owner holds or
     // evicted (it exists), nor for one carried after a failed pass.
     let alone = starts.len() == 1 && entries.is_empty() && handed.is_empty();
+    // Several starts: their ids are read at once, not one round trip each in sequence.
+    let mut known = if starts.len() > 1 { read_starts(inner, &starts).await } else { Vec::new() };
     let work = &mut loaded.work;
     for h in handed {
         // The caller checked that the execution is held: this is the hot copy.
@@ -123,8 +125,9 @@ async fn load(
         loaded.handed_replies.entry(h.execution_id).or_default().push(h.reply);
     }
 
-    for mut start in starts {
+    for (i, mut start) in starts.into_iter().enumerate() {
         let id = start.request.execution_id.clone();
+        let read = known.get_mut(i).and_then(Option::take);
         if let Some(w) = work.get_mut(&id) {
             w.replies.push(start);
             continue;
@@ -141,7 +144,15 @@ async fn load(
             && start.retries == 0
             && !core.hot.contains_key(&id)
             && !core.evicted.contains(&id);
-        let existing = if unchecked { Existing::Unchecked } else { Existing::Read };
+        let existing = match read {
+            _ if unchecked => Existing::Unchecked,
+            Some(Ok(row)) => Existing::Known(row.map(Box::new)),
+            Some(Err(e)) => {
+                reply(&mut start, Err(e.into()));
+                continue;
+            }
+            None => Existing::Read,
+        };
         match begin(inner, core, &start.request, now, existing).await {
             Ok(Begin::Exists(started)) => reply(&mut start, Ok(started)),
             Ok(Begin::New(new)) => {
@@ -179,6 +190,20 @@ async fn load(
         loaded.inputs.entry(entry.execution_id.clone()).or_default().push(entry);
     }
     loaded
+}
+
+/// The executions of `starts`' ids, read side by side (a fork reads its own).
+async fn read_starts(
+    inner: &Inner,
+    starts: &[PendingStart],
+) -> Vec<Option<orbit_store::Result<Option<orbit_store::ExecutionRow>>>> {
+    let reads = starts.iter().map(|s| async move {
+        if s.request.fork.is_some() {
+            return None;
+        }
+        Some(inner.store.get_execution(&s.request.execution_id).await)
+    });
+    futures_util::future::join_all(reads).await
 }
 
 /// What one execution's engine job hands back.

@@ -47,7 +47,7 @@ pub(crate) enum Begin {
 }
 
 /// Whether [`begin`] reads the execution of the start's id first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum Existing {
     /// Read it: a taken id is answered here (an idempotent retry) or refused.
     Read,
@@ -57,6 +57,9 @@ pub(crate) enum Existing {
     /// which reads (`refused::on_commit_error`). Only for a start alone in its pass, so
     /// nothing else is held back by such a commit.
     Unchecked,
+    /// Already read, by the pass, together with the other starts of the pass
+    /// (`apply::load`: one round trip for all of them instead of one each in sequence).
+    Known(Option<Box<ExecutionRow>>),
 }
 
 /// Reads what a start needs: the existing execution of that id (unless `existing` says
@@ -74,6 +77,7 @@ pub(crate) async fn begin(
         match existing {
             Existing::Read => inner.store.get_execution(&req.execution_id).await,
             Existing::Unchecked => Ok(None),
+            Existing::Known(row) => Ok(row.map(|r| *r)),
         }
     };
     let (existing, def) =

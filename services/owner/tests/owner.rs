@@ -139,6 +139,40 @@ async fn start_is_idempotent_and_results_complete_the_execution() {
     r.stop.cancel();
 }
 
+const OTHER: &str =
+    "name: other\nversion: '1'\ntasks: { greet: {} }\nsteps: [ { id: g, task: greet } ]\n";
+
+/// Starts queued before the owner runs go into its first pass together; their ids are read
+/// side by side (`apply::read_starts`), and each is answered from its own row.
+#[tokio::test]
+async fn starts_sharing_a_pass_are_each_answered_from_their_own_read() {
+    let path = temp_db("several");
+    {
+        let r = rig(&path, &[HELLO, OTHER]).await;
+        assert!(r.owner.start(start("e1", "hello", json!({"name": "Ada"}))).await.unwrap().created);
+        r.stop.cancel();
+    }
+    let (_store, owner) = open(&path, &[]).await;
+    let stop = CancellationToken::new();
+    let starts = async {
+        // Polled before the loop below runs: all four are queued for its first pass.
+        let answers = tokio::join!(
+            owner.start(start("e1", "hello", json!({"name": "Bob"}))),
+            owner.start(start("e2", "hello", json!({"name": "Cy"}))),
+            owner.start(start("e1", "other", json!({}))),
+            owner.start(start("e3", "hello", json!({"name": "Di"}))),
+        );
+        stop.cancel();
+        answers
+    };
+    let ((e1, e2, taken, e3), ran) = tokio::join!(starts, owner.run(stop.clone()));
+    ran.unwrap();
+    assert!(!e1.unwrap().created, "e1 existed");
+    assert!(e2.unwrap().created);
+    assert_eq!(taken.unwrap_err().code, ErrorCode::ExecutionExists);
+    assert!(e3.unwrap().created);
+}
+
 /// A start alone in its pass does not read its id first (issue 25): the commit that
 /// creates the execution checks it. A taken id fails that commit; the start is carried into
 /// the next pass, which runs at once and reads: answered as before (`created: false`, or
@@ -146,8 +180,6 @@ async fn start_is_idempotent_and_results_complete_the_execution() {
 /// only the carried start's own wake-up can answer it within the bound below.
 #[tokio::test]
 async fn a_start_of_a_taken_id_not_held_in_memory_is_answered_at_once() {
-    const OTHER: &str =
-        "name: other\nversion: '1'\ntasks: { greet: {} }\nsteps: [ { id: g, task: greet } ]\n";
     let path = temp_db("taken");
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_and_migrate(&path).await.unwrap());
     for d in [HELLO, OTHER] {
