@@ -5,6 +5,10 @@
 //!   else [`StoreError::Fenced`](crate::StoreError::Fenced);
 //! * `new_execution` inserts the projection; a taken id is
 //!   [`StoreError::ExecutionExists`](crate::StoreError::ExecutionExists);
+//! * with `versions_seen = Some(n)` (a start that took its workflow's latest version from a
+//!   list of `n` registered versions) the workflow of `new_execution` must have `n`
+//!   versions, else [`StoreError::DefinitionChanged`](crate::StoreError::DefinitionChanged),
+//!   checked before the id;
 //! * events are contiguous: the first has seq `last_seq + 1` of the run (1 for a new run),
 //!   each next one +1, else [`StoreError::Conflict`](crate::StoreError::Conflict);
 //! * every inbox seq in `inbox_done` must be a pending entry of this execution, so an entry is
@@ -116,6 +120,13 @@ pub struct CommitBatch {
     /// empty for every workflow that declares none, which then reads and writes nothing
     /// more.
     pub slots: Vec<SlotOp>,
+    /// With `new_execution`: its version is the latest of this many registered versions of
+    /// its workflow (a frontend's cached list, issue 25), so the commit checks that none was
+    /// registered since and fails with
+    /// [`StoreError::DefinitionChanged`](crate::StoreError::DefinitionChanged) otherwise.
+    /// Versions are never deleted, so the count tells. `None`: no check (a named version,
+    /// or one read by the writer itself).
+    pub versions_seen: Option<u32>,
 }
 
 /// What a successful commit produced.

@@ -21,6 +21,11 @@ pub enum StoreError {
     /// A commit tried to create an execution whose id is taken.
     #[error("execution already exists: {0}")]
     ExecutionExists(String),
+    /// A start took its workflow's latest version from a list of versions that is no longer
+    /// complete (`CommitBatch::versions_seen`): another version was registered since.
+    /// Nothing was written; resolve the latest version again and retry.
+    #[error("definition changed: {0}")]
+    DefinitionChanged(String),
     /// An inbox message's request id was used before for the execution and kind with
     /// another payload; nothing was written.
     #[error("request id reused: {0}")]
@@ -57,7 +62,9 @@ impl StoreError {
             StoreError::ExecutionExists(_) => ErrorCode::ExecutionExists,
             StoreError::RequestIdReused(_) => ErrorCode::RequestIdReused,
             StoreError::InvalidArgument(_) => ErrorCode::InvalidArgument,
-            StoreError::Fenced(_) | StoreError::Unavailable(_) => ErrorCode::Unavailable,
+            StoreError::Fenced(_)
+            | StoreError::Unavailable(_)
+            | StoreError::DefinitionChanged(_) => ErrorCode::Unavailable,
             StoreError::Conflict(_) | StoreError::Storage(_) => ErrorCode::StorageError,
         }
     }
@@ -74,6 +81,9 @@ impl StoreError {
             | StoreError::Storage(m) => m.clone(),
             StoreError::Conflict(m) => format!("conflict: {m}"),
             StoreError::Fenced(m) => format!("ownership moved: {m}"),
+            StoreError::DefinitionChanged(m) => {
+                format!("a version of workflow `{m}` was registered meanwhile; start again")
+            }
             StoreError::Unavailable(m) => format!("database unavailable: {m}"),
         }
     }

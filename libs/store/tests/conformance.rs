@@ -93,6 +93,7 @@ macro_rules! every_case {
             refused_batches_leave_nothing_behind,
             fencing_rejects_a_stale_epoch,
             duplicate_execution_is_refused,
+            a_start_checks_the_versions_it_saw,
             concurrent_claimers_never_share_a_row,
             completing_a_task_records_the_result_once,
             only_the_claiming_worker_completes_a_task,

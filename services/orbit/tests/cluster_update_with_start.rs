@@ -1,11 +1,18 @@
-//! Update-with-start on the split topology (real frontend and owner processes, PostgreSQL):
-//! the start crosses processes (`OwnerService.StartExecution` with its update), and the
-//! owner records the update's acceptance in the commit that creates the execution.
+//! Starts on the split topology (real frontend and owner processes, PostgreSQL).
+//!
+//! Update-with-start: the start crosses processes (`OwnerService.StartExecution` with its
+//! update), and the owner records the update's acceptance in the commit that creates the
+//! execution.
 //!
 //! * A missing execution is created with the update accepted at seq 2, before its first
 //!   decision; the reply comes back through the frontend; a retry through the other
 //!   frontend with the same `request_id` answers the same reply and records nothing.
 //! * A refused update (validator) creates nothing: no history, no projection, no owners row.
+
+//!
+//! A frontend's cached versions (issue 25): a start of the latest version reads no versions
+//! on a frontend that read them before, and still starts a version registered since through
+//! another frontend (the owner's commit checks the count the frontend saw).
 
 mod common;
 
@@ -90,4 +97,50 @@ async fn update_with_start_is_one_commit_across_frontend_and_owner() {
     for table in ["executions", "history_events", "owners"] {
         assert_eq!(rows(&topo, table, "t-refused"), "0", "{table}");
     }
+}
+
+/// Calls of the versions read (`definition_versions`) in the topology's database so far.
+fn versions_reads(topo: &Topology) -> u64 {
+    let sql = format!(
+        "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; \
+         SELECT coalesce(sum(s.calls), 0) FROM pg_stat_statements s \
+         JOIN pg_database d ON d.oid = s.dbid \
+         WHERE d.datname = '{}' AND s.query LIKE 'SELECT version, definition_hash%'",
+        topo.database
+    );
+    let (ok, out, err) = common::run_bounded(
+        std::process::Command::new("psql").arg(&topo.admin_url).args(["-qtAc", &sql]),
+        Duration::from_secs(30),
+    );
+    assert!(ok, "psql (is pg_stat_statements loaded? scripts/pg.sh preloads it): {err}");
+    out.trim().parse().expect("a count")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_latest_version_reads_nothing_and_misses_no_registration() {
+    let topo = Topology::start("cachedlatest", 2, 1, 1, FAST);
+    let mut a = topo.client(0).await;
+    let mut b = topo.client(1).await;
+    common::register(&mut a, TALLY).await;
+    let start = |id: &str| pb::StartExecutionRequest {
+        workflow: "tally".into(),
+        execution_id: id.into(),
+        input: Some(json_to_proto(json!({"base": 1}))),
+        ..Default::default()
+    };
+    let version = |r: tonic::Response<pb::StartExecutionResponse>| r.into_inner().version;
+
+    // b reads the versions once; its next start reads none.
+    assert_eq!(version(b.start_execution(start("c-1")).await.expect("start")), "1");
+    let read = versions_reads(&topo);
+    assert_eq!(version(b.start_execution(start("c-2")).await.expect("start")), "1");
+    assert_eq!(versions_reads(&topo), read, "the second start read the versions again");
+
+    // Version 2 registered through a: b's cached list misses it, and 2 starts all the same.
+    common::register(&mut a, &TALLY.replace("version: \"1\"", "version: \"2\"")).await;
+    assert_eq!(version(b.start_execution(start("c-3")).await.expect("start")), "2");
+    assert_eq!(version(b.start_execution(start("c-4")).await.expect("start")), "2");
+    let rows =
+        psql(&topo, "SELECT version FROM executions WHERE execution_id LIKE 'c-%' ORDER BY 1");
+    assert_eq!(rows, ["1", "1", "2", "2"]);
 }

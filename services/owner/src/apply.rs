@@ -110,7 +110,9 @@ async fn load(
     // evicted (it exists), nor for one carried after a failed pass.
     let alone = starts.len() == 1 && entries.is_empty() && handed.is_empty();
     // Several starts: their ids are read at once, not one round trip each in sequence.
-    let mut known = if starts.len() > 1 { read_starts(inner, &starts).await } else { Vec::new() };
+    let mut starts = starts;
+    let mut known =
+        if starts.len() > 1 { read_starts(inner, &mut starts).await } else { Vec::new() };
     let work = &mut loaded.work;
     for h in handed {
         // The caller checked that the execution is held: this is the hot copy.
@@ -144,6 +146,11 @@ async fn load(
             && start.retries == 0
             && !core.hot.contains_key(&id)
             && !core.evicted.contains(&id);
+        if !unchecked {
+            // The cached latest is checked by the commit only for a start alone in its
+            // pass (a failed commit holds nothing else back); this one reads the latest.
+            fresh_latest(&mut start);
+        }
         let existing = match read {
             _ if unchecked => Existing::Unchecked,
             Some(Ok(row)) => Existing::Known(row.map(Box::new)),
@@ -159,6 +166,7 @@ async fn load(
                 let (hot, created, row) = *new;
                 let mut w = Work::new(hot, caps);
                 w.new_execution = Some(row);
+                w.versions_seen = start.request.versions_seen;
                 // A fork records its own first events in the job.
                 if fork.is_none() {
                     w.record(created, now);
@@ -192,18 +200,44 @@ async fn load(
     loaded
 }
 
-/// The executions of `starts`' ids, read side by side (a fork reads its own).
+/// The executions of `starts`' ids, read side by side (a fork reads its own); beside them,
+/// the versions of each start that took its workflow's latest version from a frontend's
+/// cached list (`StartRequest::versions_seen`), which then starts the latest read here.
 async fn read_starts(
     inner: &Inner,
-    starts: &[PendingStart],
+    starts: &mut [PendingStart],
 ) -> Vec<Option<orbit_store::Result<Option<orbit_store::ExecutionRow>>>> {
-    let reads = starts.iter().map(|s| async move {
-        if s.request.fork.is_some() {
-            return None;
+    let reads = starts.iter_mut().map(|s| async move {
+        let latest = async {
+            if s.request.versions_seen.is_none() {
+                return None;
+            }
+            let versions = inner.store.definition_versions(&s.request.workflow).await;
+            versions.ok().and_then(orbit_store::VersionRow::latest)
+        };
+        let execution = async {
+            if s.request.fork.is_some() {
+                return None;
+            }
+            Some(inner.store.get_execution(&s.request.execution_id).await)
+        };
+        let (latest, execution) = tokio::join!(latest, execution);
+        if let Some(latest) = latest {
+            s.request.version = Some(latest.version);
+            s.request.versions_seen = None;
         }
-        Some(inner.store.get_execution(&s.request.execution_id).await)
+        execution
     });
     futures_util::future::join_all(reads).await
+}
+
+/// A start whose version is a frontend's cached latest (`StartRequest::versions_seen`) and
+/// that the commit will not check: it starts the latest, which `begin` reads (beside its
+/// id). One whose versions `read_starts` read is left as it is.
+pub(crate) fn fresh_latest(start: &mut PendingStart) {
+    if start.request.versions_seen.take().is_some() {
+        start.request.version = None;
+    }
 }
 
 /// What one execution's engine job hands back.

@@ -57,6 +57,7 @@ pub(crate) fn batches_for(
             tasks_done: if i == 0 { std::mem::take(&mut w.tasks_done) } else { Vec::new() },
             definition: None,
             slots: rows.slots,
+            versions_seen: if i == 0 { w.versions_seen } else { None },
         });
     }
     (batches, children, tasks, timers)

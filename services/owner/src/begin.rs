@@ -19,9 +19,10 @@ use orbit_store::ExecutionRow;
 pub(crate) async fn create_only(
     inner: &Inner,
     core: &mut Core,
-    start: PendingStart,
+    mut start: PendingStart,
     now: u64,
 ) -> Result<(), OwnerError> {
+    crate::apply::fresh_latest(&mut start);
     let Begin::New(new) = begin(inner, core, &start.request, now, Existing::Read).await? else {
         return Ok(());
     };

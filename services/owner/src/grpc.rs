@@ -109,6 +109,10 @@ async fn validated(owner: &Owner, r: pb::StartExecutionRequest) -> Result<StartR
     // A fork without a version keeps the one in effect at its seq (the owner reads it).
     let version =
         if fork.is_some() && r.version.is_empty() { None } else { Some(def.version.clone()) };
+    // Only for a plain start that names its version (the frontend's cached latest).
+    let versions_seen =
+        (r.versions_seen > 0 && !r.version.is_empty() && fork.is_none() && parent.is_none())
+            .then_some(r.versions_seen);
     Ok(StartRequest {
         execution_id: r.execution_id,
         workflow: def.name.clone(),
@@ -128,6 +132,7 @@ async fn validated(owner: &Owner, r: pb::StartExecutionRequest) -> Result<StartR
             .transpose()
             .map_err(|e| rules::invalid("memo", e.to_string()).to_status())?
             .map(serde_json::Value::Object),
+        versions_seen,
     })
 }
 

@@ -23,7 +23,8 @@ use std::collections::BTreeMap;
 const START_RETRIES: u32 = 3;
 
 /// Handles a refused commit (see the module docs); `Ok` when the refusal was a fence that
-/// is now dealt with, or a taken id in a commit of starts only (carried, the loop woken).
+/// is now dealt with, or a taken id or a newer version in a commit of starts only
+/// (carried, the loop woken).
 pub(crate) async fn on_commit_error(
     inner: &Inner,
     core: &mut Core,
@@ -32,11 +33,15 @@ pub(crate) async fn on_commit_error(
 ) -> Result<(), OwnerError> {
     let fenced = matches!(e, StoreError::Fenced(_));
     let taken = matches!(e, StoreError::ExecutionExists(_));
-    let retry_starts = fenced || taken;
+    // A start whose cached latest version is no longer the latest (a version registered
+    // since, `StartRequest::versions_seen`): carried, it reads the latest and starts it.
+    let changed = matches!(e, StoreError::DefinitionChanged(_));
+    let retry_starts = fenced || taken || changed;
     // Only starts, refused because an id was taken (a start that did not read its id,
-    // `begin::Existing::Unchecked`, or one created elsewhere meanwhile): nothing else
-    // was held back, and the carried starts read their ids in the next pass, at once.
-    let only_starts = taken && work.values().all(|w| w.new_execution.is_some());
+    // `begin::Existing::Unchecked`, or one created elsewhere meanwhile) or a version was
+    // registered: nothing else was held back, and the carried starts read their ids (and
+    // latest versions) in the next pass, at once.
+    let only_starts = (taken || changed) && work.values().all(|w| w.new_execution.is_some());
     let lost = if fenced { lost_executions(inner, &work).await } else { BTreeMap::new() };
     let err = OwnerError::from(e);
     let mut carried = Vec::new();
@@ -45,6 +50,7 @@ pub(crate) async fn on_commit_error(
         for mut r in w.replies {
             if retry_starts && !lost.contains_key(&id) && r.retries < START_RETRIES {
                 r.retries += 1;
+                crate::apply::fresh_latest(&mut r);
                 carried.push(r);
             } else {
                 reply(&mut r, Err(err.clone()));

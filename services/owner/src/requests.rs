@@ -63,6 +63,11 @@ pub struct StartRequest {
     /// The start's memo (issue 28; a JSON object, size-checked by the frontend), recorded
     /// in `WorkflowCreated`; `None`: none.
     pub memo: Option<serde_json::Value>,
+    /// `version` is the latest of this many registered versions, from the caller's cached
+    /// list (issue 25: no read of the versions on the start's path). A start alone in its
+    /// pass has its commit check that none was registered since; any other start reads the
+    /// versions first. Either way the latest is what starts. `None`: `version` as given.
+    pub versions_seen: Option<u32>,
 }
 
 /// Where a fork comes from.

@@ -196,6 +196,7 @@ pub(crate) fn queue_children(inner: &Inner, children: Vec<ChildStart>) {
                     priority: None,
                     memo: None,
                     update: None,
+                    versions_seen: None,
                 },
                 reply: None,
                 retries: 0,

@@ -25,6 +25,10 @@ pub(crate) struct Work {
     /// left out of the commit.
     pub(crate) settled_units: Vec<String>,
     pub(crate) new_execution: Option<ExecutionRow>,
+    /// A start that took its workflow's latest version from a frontend's cached list of
+    /// this many versions, not read here: the commit that creates the execution checks it
+    /// (`CommitBatch::versions_seen`; only for a start alone in its pass, `apply::load`).
+    pub(crate) versions_seen: Option<u32>,
     pub(crate) replies: Vec<PendingStart>,
     /// The built-in adapters this server runs (`OwnerConfig::capabilities`): off, http
     /// steps fail `ADAPTER_DISABLED`; on, their attempts are queued for the built-in worker.
@@ -52,6 +56,7 @@ impl Work {
             tasks_done: vec![],
             settled_units: vec![],
             new_execution: None,
+            versions_seen: None,
             replies: vec![],
             caps,
             initial: None,

@@ -80,6 +80,7 @@ fn start(id: &str, workflow: &str, input: Value) -> StartRequest {
         priority: None,
         memo: None,
         update: None,
+        versions_seen: None,
     }
 }
 
@@ -171,6 +172,63 @@ async fn starts_sharing_a_pass_are_each_answered_from_their_own_read() {
     assert!(e2.unwrap().created);
     assert_eq!(taken.unwrap_err().code, ErrorCode::ExecutionExists);
     assert!(e3.unwrap().created);
+}
+
+/// A start that took its workflow's latest version from a frontend's cached list
+/// (`versions_seen`, issue 25) starts the latest whatever was registered since: alone in its
+/// pass, its commit checks the count, fails on a newer version and is carried at once to a
+/// pass that reads the latest; beside other starts, the pass reads the versions with the
+/// ids. A current list starts as named. Safety nets are an hour apart, as above.
+#[tokio::test]
+async fn a_start_from_a_cached_latest_starts_the_version_registered_since() {
+    let path = temp_db("cached-latest");
+    let v2 = HELLO.replace("version: '1'", "version: '2'");
+    let (store, _) = open(&path, &[HELLO, v2.as_str()]).await;
+    let hour = std::time::Duration::from_secs(3600);
+    let config = OwnerConfig { idle_pass: hour, retry_pass: hour, ..OwnerConfig::default() };
+    let hub = Arc::new(orbit_store::ChangeHub::new());
+    let owner =
+        Owner::new(config, store.clone(), Arc::new(Notify::new()), Arc::new(Notify::new()), hub);
+    // The frontend saw one version (1) and took it as the latest; 2 was registered since.
+    let cached = |id: &str, version: &str, seen: u32| StartRequest {
+        version: Some(version.into()),
+        versions_seen: Some(seen),
+        ..start(id, "hello", json!({"name": "Ada"}))
+    };
+    let stop = CancellationToken::new();
+    let several = async {
+        // Polled before the loop runs: one pass, ids and versions read side by side.
+        let answers =
+            tokio::join!(owner.start(cached("e1", "1", 1)), owner.start(cached("e2", "1", 1)));
+        stop.cancel();
+        answers
+    };
+    let ((e1, e2), ran) = tokio::join!(several, owner.run(stop.clone()));
+    ran.unwrap();
+    for (id, started) in [("e1", e1), ("e2", e2)] {
+        let started = started.unwrap();
+        assert!(started.created);
+        assert_eq!(started.version, "2", "{id}");
+        assert_eq!(store.get_execution(id).await.unwrap().unwrap().version, "2", "{id}");
+    }
+
+    let stop = CancellationToken::new();
+    tokio::spawn({
+        let (o, s) = (owner.clone(), stop.clone());
+        async move { o.run(s).await }
+    });
+    let bound = hour / 60;
+    let alone = tokio::time::timeout(bound, owner.start(cached("e3", "1", 1)))
+        .await
+        .expect("the carried start was answered without a safety net")
+        .unwrap();
+    assert!(alone.created);
+    assert_eq!(alone.version, "2");
+    assert_eq!(store.get_execution("e3").await.unwrap().unwrap().version, "2");
+    // A current list: the version named, in one commit.
+    let current = owner.start(cached("e4", "2", 2)).await.unwrap();
+    assert_eq!((current.created, current.version.as_str()), (true, "2"));
+    stop.cancel();
 }
 
 /// A start alone in its pass does not read its id first (issue 25): the commit that

@@ -96,6 +96,7 @@ async fn three_schedulers_fire_each_timer_once() {
                 priority: None,
                 memo: None,
                 update: None,
+                versions_seen: None,
             })
             .await
             .unwrap();

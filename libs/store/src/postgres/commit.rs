@@ -48,11 +48,12 @@ use tokio_postgres::Row;
 /// The statements the two-round-trip commit uses (and whose parameter types the first use
 /// of a composed statement on a connection borrows): the locks, the check and every kind of
 /// write, prepared together once per connection.
-const LOCKS: [&str; 4] = [
+const LOCKS: [&str; 5] = [
     sql::COMMIT_LOCK_OWNERS,
     sql::COMMIT_LOCK_EXECUTIONS,
     sql::COMMIT_LOCK_INBOX,
     sql::COMMIT_LOCK_CHECK,
+    sql::COMMIT_DEFINITION_COUNTS,
 ];
 
 /// The commit's own statements on this connection, prepared on first use.
@@ -76,10 +77,13 @@ fn stmt<'s>(
 }
 
 /// The rows every commit locks: the executions' ids (owners and executions rows) and the
-/// inbox seqs applied, each sorted so two commits never deadlock.
+/// inbox seqs applied, each sorted so two commits never deadlock; and the workflows whose
+/// versions a start counts (read, not locked: a registration racing the commit is
+/// concurrent with the start either way).
 struct Locked {
     ids: Vec<String>,
     seqs: Vec<i64>,
+    workflows: Vec<String>,
 }
 
 impl Locked {
@@ -94,7 +98,14 @@ impl Locked {
             .collect();
         seqs.sort_unstable();
         seqs.dedup();
-        Locked { ids, seqs }
+        let mut workflows: Vec<String> = batches
+            .iter()
+            .filter(|b| b.versions_seen.is_some())
+            .filter_map(|b| b.new_execution.as_ref().map(|r| r.workflow.clone()))
+            .collect();
+        workflows.sort_unstable();
+        workflows.dedup();
+        Locked { ids, seqs, workflows }
     }
 }
 
@@ -225,6 +236,7 @@ async fn two_round_trips(
         let client = conn.client();
         let p_ids: [&(dyn ToSql + Sync); 1] = [&locked.ids];
         let p_seqs: [&(dyn ToSql + Sync); 1] = [&locked.seqs];
+        let p_workflows: [&(dyn ToSql + Sync); 1] = [&locked.workflows];
         let mut steps = vec![command(client, "BEGIN")];
         for (sql, params) in [
             (sql::COMMIT_LOCK_OWNERS, &p_ids),
@@ -232,6 +244,11 @@ async fn two_round_trips(
             (sql::COMMIT_LOCK_INBOX, &p_seqs),
         ] {
             steps.push(step(client, stmt(statements, sql)?, params));
+        }
+        // Only when a start asks for it: no statement more for any other commit.
+        if !locked.workflows.is_empty() {
+            let counts = stmt(statements, sql::COMMIT_DEFINITION_COUNTS)?;
+            steps.push(step(client, counts, &p_workflows));
         }
         all_ok(pipeline(steps).await).and_then(|rows| read_state(&rows))
     };
@@ -438,6 +455,9 @@ fn read_state(rows: &[Vec<tokio_postgres::Row>]) -> PgResult<Read> {
         let seq: i64 = get(r, 0, "inbox seq")?;
         let seq = u64::try_from(seq).map_err(|_| StoreError::corrupt("inbox seq", seq))?;
         read.pending.insert(seq, get(r, 1, "inbox execution_id")?);
+    }
+    for r in rows.get(4).into_iter().flatten() {
+        read.definitions.insert(get(r, 0, "definition name")?, get(r, 1, "definition count")?);
     }
     Ok(read)
 }

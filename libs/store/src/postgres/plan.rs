@@ -36,6 +36,8 @@ pub(crate) struct Read {
     pub(crate) executions: HashMap<String, (u32, u64)>,
     /// Execution of each pending inbox entry among the seqs the batches apply.
     pub(crate) pending: HashMap<u64, String>,
+    /// Registered versions of each workflow a start checks (`CommitBatch::versions_seen`).
+    pub(crate) definitions: HashMap<String, i64>,
 }
 
 /// Which statement a write is, in the order a segment writes (the SQLite backend's).
@@ -386,6 +388,11 @@ fn plan_one(
                 "new execution {}/run {} does not match batch {id}/run {}",
                 row.execution_id, row.run, batch.run
             )));
+        }
+        if let Some(seen) = batch.versions_seen {
+            if read.definitions.get(&row.workflow).copied().unwrap_or(0) != i64::from(seen) {
+                return Err(StoreError::DefinitionChanged(row.workflow.clone()));
+            }
         }
         if read.executions.contains_key(id) {
             return Err(StoreError::ExecutionExists(id.to_string()));

@@ -112,6 +112,9 @@ fn cases(pending_seq: i64) -> Vec<Case> {
                 Box::new(vec![None::<i64>]),
                 Box::new(vec![pending_seq]),
                 open(),
+                // The start took the latest of no versions (none are registered here).
+                Box::new(Some("order".to_string())),
+                Box::new(Some(0_i64)),
             ],
         },
         Case {
@@ -300,6 +303,9 @@ fn step_commit(pending_seq: i64, one: bool) -> Case {
         Box::new(vec![Some(3i64)]),
         Box::new(vec![pending_seq]),
         open(),
+        // No start in it: no version count checked.
+        Box::new(None::<String>),
+        Box::new(None::<i64>),
     ];
     // Events, projection, the offer, the result done, the entry applied, the NOTIFYs.
     params.extend([open(), Box::new(vec![1i64]), Box::new(vec![4i64]), strs(&["StepScheduled"])]);

@@ -20,6 +20,9 @@ pub(crate) struct Guard {
     execution_seqs: Vec<Option<i64>>,
     inbox_seqs: Vec<i64>,
     inbox_ids: Vec<String>,
+    /// The workflow whose latest version a start took from a list, and its length.
+    definition_name: Option<String>,
+    definition_count: Option<i64>,
 }
 
 impl Guard {
@@ -39,6 +42,8 @@ impl Guard {
             &self.execution_seqs,
             &self.inbox_seqs,
             &self.inbox_ids,
+            &self.definition_name,
+            &self.definition_count,
         ]
     }
 }
@@ -46,11 +51,12 @@ impl Guard {
 /// The [`Read`] the batches expect and the [`Guard`] that checks it, or `None` when that
 /// cannot be told from the batches alone: an execution in two batches, an existing
 /// execution's batch without events or starting another run, a fence together with a new
-/// owner. Such calls take the two round trips.
+/// owner, more than one start that checks its versions. Such calls take the two round trips.
 ///
 /// The prediction covers exactly what `plan::plan` looks at: the owners row of a fenced batch
 /// (or its absence for a new owner), the executions row (its absence for a new execution,
-/// else the run and last seq the first event continues) and the inbox entries applied. So
+/// else the run and last seq the first event continues), the inbox entries applied and the
+/// number of versions a start saw of its workflow. So
 /// when the check passes, planning on the real read would give the same writes.
 pub(crate) fn predict(batches: &[CommitBatch]) -> Option<(Read, Guard)> {
     let mut read = Read::default();
@@ -75,6 +81,16 @@ pub(crate) fn predict(batches: &[CommitBatch]) -> Option<(Read, Guard)> {
             (None, None) => {}
         }
         guard.execution_ids.push(id.to_string());
+        if let (Some(row), Some(n)) = (&b.new_execution, b.versions_seen) {
+            // One checked start per statement (the owner checks only a start alone in
+            // its pass); more take the two round trips, which read every count.
+            if guard.definition_name.is_some() {
+                return None;
+            }
+            read.definitions.insert(row.workflow.clone(), i64::from(n));
+            guard.definition_name = Some(row.workflow.clone());
+            guard.definition_count = Some(i64::from(n));
+        }
         if b.new_execution.is_some() {
             guard.execution_runs.push(None);
             guard.execution_seqs.push(None);
@@ -94,4 +110,4 @@ pub(crate) fn predict(batches: &[CommitBatch]) -> Option<(Read, Guard)> {
 }
 
 /// Parameters of [`COMMIT_LOCK_CHECK`](super::sql::COMMIT_LOCK_CHECK) ([`Guard::params`]).
-pub(crate) const CHECK_PARAMS: usize = 9;
+pub(crate) const CHECK_PARAMS: usize = 11;

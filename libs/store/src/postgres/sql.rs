@@ -219,6 +219,10 @@ macro_rules! lock_inbox {
     };
 }
 
+/// How many versions each of `$1`'s workflows has (`CommitBatch::versions_seen`), read in
+/// the two-round-trip commit's first round trip when a start asks for the check.
+pub(crate) const COMMIT_DEFINITION_COUNTS: &str = "SELECT name, count(*) FROM workflow_definitions
+    WHERE name = ANY($1::text[]) GROUP BY name";
 /// Fencing: the owners rows of every execution of the commit, locked (shared) in id order
 /// so a takeover waits for the commit and two commits never deadlock.
 pub(crate) const COMMIT_LOCK_OWNERS: &str = lock_owners!("$1");
@@ -236,7 +240,12 @@ pub(crate) const COMMIT_LOCK_INBOX: &str = lock_inbox!("$1");
 /// the statement, so the transaction, when anything does: the commit then takes the two
 /// round trips and reports the exact refusal. The failing arm depends on the counted rows,
 /// so the planner cannot fold it to an error in advance. `$1`: the ids, `$2`: the inbox
-/// seqs; `$3..$9`: the expectations. The commit sends it as the CTE `chk` of its one
+/// seqs; `$3..$9`: the expectations; `$10`/`$11`: the workflow whose latest version a start
+/// took from a list, and that list's length (`CommitBatch::versions_seen`: a count that
+/// differs means a version was registered since), both NULL for none. Scalars, not arrays:
+/// a generic plan counts every array parameter as 10 elements, and two more made the
+/// commit that ends an execution look dearer generic than custom again (planned on every
+/// call, see `commit::composed`). The commit sends it as the CTE `chk` of its one
 /// statement (`commit::composed`), which every write of that statement joins.
 pub(crate) const COMMIT_LOCK_CHECK: &str = concat!(
     "WITH o AS MATERIALIZED (",
@@ -255,7 +264,10 @@ pub(crate) const COMMIT_LOCK_CHECK: &str = concat!(
          LEFT JOIN e ON e.execution_id = w.id
          WHERE e.run IS DISTINCT FROM w.run OR e.last_seq IS DISTINCT FROM w.seq)
     + (SELECT count(*) FROM UNNEST($8::bigint[], $9::text[]) AS w(seq, id)
-         LEFT JOIN i ON i.seq = w.seq WHERE i.execution_id IS DISTINCT FROM w.id) AS n)
+         LEFT JOIN i ON i.seq = w.seq WHERE i.execution_id IS DISTINCT FROM w.id)
+    + CASE WHEN $10::text IS NULL THEN 0
+        WHEN (SELECT count(*) FROM workflow_definitions d WHERE d.name = $10::text) = $11::bigint
+        THEN 0 ELSE 1 END AS n)
     SELECT CASE WHEN moved.n = 0 THEN locked.n
         ELSE ('orbit commit check: ' || moved.n || ' row(s) differ from the batch')::bigint END
     FROM locked, moved"

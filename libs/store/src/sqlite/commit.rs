@@ -99,6 +99,14 @@ fn apply(tx: &Connection, batch: CommitBatch, freed: &mut bool) -> Result<Commit
                 row.execution_id, row.run, batch.run
             )));
         }
+        if let Some(seen) = batch.versions_seen {
+            let n: i64 = tx
+                .prepare_cached(sql::DEFINITION_COUNT)?
+                .query_row(params![row.workflow], |r| r.get(0))?;
+            if n != i64::from(seen) {
+                return Err(StoreError::DefinitionChanged(row.workflow.clone()));
+            }
+        }
         let inserted = tx.prepare_cached(sql::EXECUTION_INSERT)?.execute(params![
             id,
             run,

@@ -38,6 +38,9 @@ macro_rules! execution_columns {
     };
 }
 
+/// How many versions of a workflow are registered (`CommitBatch::versions_seen`).
+pub(crate) const DEFINITION_COUNT: &str =
+    "SELECT count(*) FROM workflow_definitions WHERE name = ?1";
 pub(crate) const EXECUTION_INSERT: &str = concat!(
     "INSERT INTO executions (",
     execution_columns!(),

@@ -8,6 +8,7 @@
 use super::dedupe;
 use super::definitions::not_found;
 use super::reads::scoped;
+use crate::defs::Resolved;
 use crate::error::{err, ApiResult, FrontendError};
 use crate::reply::{self, Waited};
 use crate::scope::Scope;
@@ -63,21 +64,27 @@ pub(crate) async fn start_with(
             rules::invalid("priority", "must be 1 (first) to 5 (last), or 0 for unset").into()
         );
     }
-    // Versions and hashes only (no documents): the owner reads the definition it pins.
-    let versions = shared.store.definition_versions(workflow).await?;
-    let def = match version {
-        Some(v) => versions.into_iter().find(|r| r.version == v),
-        None => orbit_store::VersionRow::latest(versions),
-    };
-    let Some(def) = def else {
+    // Versions and hashes only (no documents): the owner reads the definition it pins. From
+    // the frontend's cached list when it has the version (see `defs`): the latest of it
+    // goes with the list's length, which the owner checks.
+    let resolved = shared.defs.resolve(&*shared.store, workflow, version).await?;
+    let Some(Resolved { row: mut def, mut versions_seen }) = resolved else {
         return Err(not_found(workflow, version));
     };
     // Debounce and singleton starts; a caller's execution id bypasses them. The parsed
     // definition is cached by hash: a workflow without `dedupe:` pays no statement.
     if req.execution_id.is_empty() && update.is_none() {
-        let pinned =
-            shared.defs.pinned(&*shared.store, workflow, &def.version, &def.definition_hash);
-        let pinned = pinned.await?;
+        let store = &*shared.store;
+        let mut pinned =
+            shared.defs.pinned(store, workflow, &def.version, &def.definition_hash).await?;
+        if versions_seen.is_some() && pinned.dedupe.is_some() {
+            // A debounced start pins its version here, before any owner: read the latest.
+            let read = shared.defs.read(store, workflow, version).await?;
+            let Some(fresh) = read else { return Err(not_found(workflow, version)) };
+            (def, versions_seen) = (fresh.row, None);
+            pinned =
+                shared.defs.pinned(store, workflow, &def.version, &def.definition_hash).await?;
+        }
         if let Some(d) = &pinned.dedupe {
             let start = dedupe::Start {
                 execution_id: &execution_id,
@@ -91,6 +98,7 @@ pub(crate) async fn start_with(
             }
         }
     }
+    let cached_latest = versions_seen.map(|_| def.version.clone());
     let request = internal::StartExecutionRequest {
         memo,
         execution_id,
@@ -105,13 +113,20 @@ pub(crate) async fn start_with(
         update,
         fork: None,
         priority: req.priority,
+        versions_seen: versions_seen.unwrap_or(0),
     };
     // The owner validates the input and is idempotent by id; its errors already carry
     // Orbit codes, so they pass through unchanged. An id taken by another workflow's
     // execution is refused there (`EXECUTION_EXISTS`, for every caller): a start that
     // answers with an existing execution names the workflow the caller was allowed to start.
     let started = shared.owner.start_execution(tonic::Request::new(request)).await;
-    Ok(started.map_err(FrontendError::Owner)?.into_inner())
+    let started = started.map_err(FrontendError::Owner)?.into_inner();
+    // The owner started a newer version than the cached latest (or an existing execution
+    // of another): the next start reads the list again.
+    if cached_latest.is_some_and(|v| v != started.version) {
+        shared.defs.forget(workflow);
+    }
+    Ok(started)
 }
 
 pub(crate) async fn signal(

@@ -90,6 +90,9 @@ pub(crate) async fn register(
                 other => other.into(),
             },
         )?;
+    // This frontend's next start of it reads the versions again (other frontends learn
+    // from the owner, see `defs`).
+    shared.defs.forget(&def.name);
     let row = shared.store.get_definition(&def.name, Some(&def.version)).await?;
     Ok(RegisterWorkflowResponse {
         name: def.name.clone(),

@@ -133,6 +133,7 @@ pub(crate) async fn fork(
             reason: req.reason,
         }),
         priority: 0,
+        versions_seen: 0,
     };
     let started = shared.owner.start_execution(tonic::Request::new(request)).await;
     let started = started.map_err(FrontendError::Owner)?.into_inner();

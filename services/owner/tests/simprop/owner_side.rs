@@ -211,6 +211,7 @@ pub async fn run(
             priority: None,
             memo: None,
             update: None,
+            versions_seen: None,
         };
         owner.start(request).await.map_err(|e| format!("owner start: {e}"))?;
         for action in &case.script {

@@ -111,6 +111,7 @@ pub fn start(id: &str, workflow: &str) -> StartRequest {
         priority: None,
         memo: None,
         update: None,
+        versions_seen: None,
     }
 }
 

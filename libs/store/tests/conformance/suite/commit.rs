@@ -205,6 +205,43 @@ pub async fn duplicate_execution_is_refused(b: &dyn Backend) {
     assert!(matches!(store.commit(orphan).await, Err(StoreError::NotFound(_))));
 }
 
+/// A start that took its workflow's latest version from a list of versions
+/// (`CommitBatch::versions_seen`, a frontend's cached list) is refused, writing nothing,
+/// once another version was registered; with the current count it commits, alone (on
+/// PostgreSQL the one-statement commit) and beside another batch of the same execution (the
+/// two-round-trip commit, which reads the counts).
+pub async fn a_start_checks_the_versions_it_saw(b: &dyn Backend) {
+    let store = b.open().await;
+    store.put_definition("order", "v1", "h1", "doc").await.unwrap();
+    let seen =
+        |id: &str, n: u32| CommitBatch { versions_seen: Some(n), ..start_batch(id, "node-a") };
+    store.commit(seen("e1", 1)).await.unwrap();
+
+    store.put_definition("order", "v2", "h2", "doc").await.unwrap();
+    let err = store.commit(seen("e2", 1)).await.unwrap_err();
+    assert!(matches!(&err, StoreError::DefinitionChanged(w) if w == "order"), "{err:?}");
+    assert_eq!(store.get_execution("e2").await.unwrap(), None);
+    assert_eq!(store.get_owner("e2").await.unwrap(), None);
+    assert!(store.load_history("e2", 1).await.unwrap().is_empty());
+    // Checked before the id: a taken id with a stale list is refused for the list.
+    let err = store.commit(seen("e1", 1)).await.unwrap_err();
+    assert!(matches!(err, StoreError::DefinitionChanged(_)), "{err:?}");
+
+    store.commit(seen("e2", 2)).await.unwrap();
+    let next = CommitBatch {
+        execution_id: "e3".into(),
+        run: 1,
+        expected_epoch: Some(1),
+        events: vec![ev(3, scheduled("charge"))],
+        ..CommitBatch::default()
+    };
+    store.commit_all(vec![seen("e3", 2), next.clone()]).await.unwrap();
+    assert_eq!(store.get_execution("e3").await.unwrap().unwrap().last_seq, 3);
+    let err = store.commit_all(vec![seen("e4", 1), next]).await.unwrap_err();
+    assert!(matches!(err, StoreError::DefinitionChanged(_)), "{err:?}");
+    assert_eq!(store.get_execution("e4").await.unwrap(), None);
+}
+
 pub async fn continue_as_new_starts_a_new_run(b: &dyn Backend) {
     let store = b.open().await;
     start(store.as_ref(), "e1").await;
