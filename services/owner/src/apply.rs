@@ -149,7 +149,7 @@ async fn load(
         if !unchecked {
             // The cached latest is checked by the commit only for a start alone in its
             // pass (a failed commit holds nothing else back); this one reads the latest.
-            fresh_latest(&mut start);
+            start.request.read_latest();
         }
         let existing = match read {
             _ if unchecked => Existing::Unchecked,
@@ -209,9 +209,7 @@ async fn read_starts(
 ) -> Vec<Option<orbit_store::Result<Option<orbit_store::ExecutionRow>>>> {
     let reads = starts.iter_mut().map(|s| async move {
         let latest = async {
-            if s.request.versions_seen.is_none() {
-                return None;
-            }
+            s.request.versions_seen?;
             let versions = inner.store.definition_versions(&s.request.workflow).await;
             versions.ok().and_then(orbit_store::VersionRow::latest)
         };
@@ -229,15 +227,6 @@ async fn read_starts(
         execution
     });
     futures_util::future::join_all(reads).await
-}
-
-/// A start whose version is a frontend's cached latest (`StartRequest::versions_seen`) and
-/// that the commit will not check: it starts the latest, which `begin` reads (beside its
-/// id). One whose versions `read_starts` read is left as it is.
-pub(crate) fn fresh_latest(start: &mut PendingStart) {
-    if start.request.versions_seen.take().is_some() {
-        start.request.version = None;
-    }
 }
 
 /// What one execution's engine job hands back.

@@ -22,7 +22,7 @@ pub(crate) async fn create_only(
     mut start: PendingStart,
     now: u64,
 ) -> Result<(), OwnerError> {
-    crate::apply::fresh_latest(&mut start);
+    start.request.read_latest();
     let Begin::New(new) = begin(inner, core, &start.request, now, Existing::Read).await? else {
         return Ok(());
     };

@@ -50,7 +50,7 @@ pub(crate) async fn on_commit_error(
         for mut r in w.replies {
             if retry_starts && !lost.contains_key(&id) && r.retries < START_RETRIES {
                 r.retries += 1;
-                crate::apply::fresh_latest(&mut r);
+                r.request.read_latest();
                 carried.push(r);
             } else {
                 reply(&mut r, Err(err.clone()));

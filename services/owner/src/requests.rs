@@ -70,6 +70,18 @@ pub struct StartRequest {
     pub versions_seen: Option<u32>,
 }
 
+impl StartRequest {
+    /// A start whose version is a frontend's cached latest (`versions_seen`) and that no
+    /// commit will check (not alone in its pass, carried, parked): it starts the latest,
+    /// which `begin` reads beside its id. One whose versions were read already
+    /// (`apply::read_starts`) has no `versions_seen` left and is not changed.
+    pub(crate) fn read_latest(&mut self) {
+        if self.versions_seen.take().is_some() {
+            self.version = None;
+        }
+    }
+}
+
 /// Where a fork comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForkFrom {

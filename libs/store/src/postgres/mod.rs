@@ -157,7 +157,8 @@ impl PgStore {
     /// How many commits this store did again in two round trips because their
     /// one-round-trip attempt found other rows than the batches expected (a fenced or
     /// racing writer, a consumed inbox entry, a start of a taken id that the owner did not
-    /// read first). Also counted in
+    /// read first, a start of a cached latest version that a newer one replaced). Also
+    /// counted in
     /// `orbit_store_transactions_total{kind="commit_redone"}`.
     #[must_use]
     pub fn commits_redone(&self) -> u64 {
