@@ -4,6 +4,8 @@
 //! and `--idle-seconds` the cluster's idle transactions per second. `--mode priority`
 //! measures priority-1 executions behind a queued priority-5 backlog, in process and
 //! against the split; `--mode fairness` a small tenant's tasks behind a large one's.
+//! `--replay` replays every completed execution against the server's decider, in process
+//! and on the split.
 
 mod common;
 
@@ -34,7 +36,7 @@ fn figures(out: &str, line: &str, labels: &[&str]) -> Vec<f64> {
 #[test]
 fn latency_mode_runs_one_at_a_time_and_prints_percentiles() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_orbit"));
-    cmd.args(["bench", "--mode", "latency", "--executions", "5"]);
+    cmd.args(["bench", "--mode", "latency", "--executions", "5", "--replay"]);
     let (ok, out, err) = run_bounded(&mut cmd, WITHIN);
     assert!(ok, "orbit bench --mode latency failed:\n{out}{err}");
     // The preset's 3 steps and concurrency 1, the flag's 5 executions.
@@ -45,6 +47,10 @@ fn latency_mode_runs_one_at_a_time_and_prints_percentiles() {
     let e2e = figures(&out, "end-to-end", &["p50", "p95", "p99"]);
     assert!(e2e[0] > 0.0, "a measured p50: {out}");
     assert!(e2e[0] <= e2e[1] && e2e[1] <= e2e[2], "percentiles in order: {out}");
+    // `--replay`: each execution's history reproduced by the server's decider, 12 events
+    // each (created, started, scheduled + dispatched + succeeded per step, completed).
+    let replay = figures(&out, "replay", &["replay", " of ", "decider ("]);
+    assert_eq!(replay, [5.0, 5.0, 60.0], "{out}");
 }
 
 #[test]
@@ -55,7 +61,7 @@ fn idle_seconds_prints_the_split_clusters_idle_transactions_per_second() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_orbit"));
     cmd.args(["bench", "--address", &topo.frontends().join(",")])
         .args(["--executions", "4", "--steps", "2", "--concurrency", "2"])
-        .args(["--database-url", &topo.database_url, "--idle-seconds", "3"])
+        .args(["--database-url", &topo.database_url, "--idle-seconds", "3", "--replay"])
         .args(["--token", &topo.token])
         .arg("--tls-ca")
         .arg(path(tls.ca))
@@ -76,6 +82,9 @@ fn idle_seconds_prints_the_split_clusters_idle_transactions_per_second() {
     let idle = figures(&out, "idle", &["idle", " in "]);
     assert!(idle[0] > 0.0, "a numeric idle transactions/s above zero: {out}");
     assert!(idle[1] >= 3.0, "the window lasted the seconds asked for: {out}");
+    // `--replay` through a frontend of the split, with the admin token.
+    let replay = figures(&out, "replay", &["replay", " of "]);
+    assert_eq!(replay, [4.0, 4.0], "{out}");
 }
 
 /// `--mode priority` shrunk: 300 priority-5 executions on 2 workers x 1 slot whose tasks take

@@ -125,6 +125,12 @@ pub struct BenchArgs {
     /// (not yet started): every loaded figure is taken behind at least this backlog.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub min_backlog: u64,
+    /// After the run, replay every completed execution against the server's decider
+    /// (`AdminService.Replay`, 16 at a time; the identity needs `admin` with `--token`) and
+    /// report how many it reproduced; the command fails (exit 1) when one diverged or could
+    /// not be replayed.
+    #[arg(long)]
+    pub replay: bool,
     /// SQLite file of the embedded server (a fresh temporary file by default).
     #[arg(long)]
     pub db: Option<std::path::PathBuf>,

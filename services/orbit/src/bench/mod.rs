@@ -4,13 +4,15 @@
 //! first task in a worker's hands). `--mode` names the workload of the issue 14 table
 //! ([`args`]); `--database-url` adds the database's own transaction counts ([`db`]).
 //! `--mode sleepers`, `--mode priority` and `--mode fairness` run flows of their own
-//! ([`sleepers`], [`priority`], [`fairness`]).
+//! ([`sleepers`], [`priority`], [`fairness`]). `--replay` replays the completed executions
+//! against the server's decider afterwards ([`replay`]).
 
 mod args;
 mod backlog;
 mod db;
 mod fairness;
 mod priority;
+mod replay;
 mod report;
 mod sleepers;
 
@@ -218,6 +220,8 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     }
 
     let e2e = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
+    // The ids `--replay` replays afterwards.
+    let completed: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
     let failures = Arc::new(AtomicU64::new(0));
     let finished = Arc::new(AtomicU64::new(0));
     let gate = Arc::new(Semaphore::new(shape.concurrency.max(1)));
@@ -252,6 +256,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         let mut client = WorkflowServiceClient::new(channel.clone());
         let (starts, e2e, failures, finished) =
             (starts.clone(), e2e.clone(), failures.clone(), finished.clone());
+        let completed = args.replay.then(|| completed.clone());
         let workflow_name = format!("bench-{}", shape.steps);
         handles.push(tokio::spawn(async move {
             let id = format!("bench-{run_id}-{i}");
@@ -263,6 +268,9 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
             if ok {
                 if let Ok(mut h) = e2e.lock() {
                     let _ = h.record(u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX));
+                }
+                if let Some(Ok(mut c)) = completed.as_ref().map(|c| c.lock()) {
+                    c.push(id.clone());
                 }
             } else {
                 failures.fetch_add(1, Ordering::Relaxed);
@@ -302,6 +310,14 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         (Some(o), n) if n > 0 => Some(o.idle(n).await?),
         _ => None,
     };
+    // Before the embedded server stops: it answers the replays.
+    let replayed = match args.replay {
+        true => {
+            let ids = completed.lock().map(|mut c| std::mem::take(&mut *c)).unwrap_or_default();
+            Some(replay::run(channels[0].clone(), ids).await)
+        }
+        false => None,
+    };
     stop.cancel();
     if let Some(s) = server {
         s.await??;
@@ -314,8 +330,16 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         e2e: &e2e,
         dispatch: &dispatch,
     };
-    report::report(&args, shape, measured, report::Sections { transactions, idle, server_view });
-    Ok(())
+    let sections = report::Sections { transactions, idle, server_view, replay: replayed.as_ref() };
+    report::report(&args, shape, measured, sections);
+    match replayed {
+        Some(r) if !r.clean() => anyhow::bail!(
+            "the replay check failed: {} execution(s) diverged, {} could not be replayed",
+            r.diverged.len(),
+            r.failed.len()
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// In-process worker `w`: its frontend (`w % n`), TLS, token, id and capacity; the caller

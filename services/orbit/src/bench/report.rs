@@ -17,17 +17,19 @@ pub struct Measured<'a> {
 }
 
 /// The optional parts of the report.
-pub struct Sections {
+pub struct Sections<'a> {
     /// Transactions counted by PostgreSQL over the run (`--database-url`).
     pub transactions: Option<RunCounts>,
     /// Transactions per second while idle after the run (`--idle-seconds`).
     pub idle: Option<Idle>,
     /// The servers' own view ([`crate::bench_server`]): the line and its JSON.
     pub server_view: Option<(String, Value)>,
+    /// The replay check of the completed executions (`--replay`).
+    pub replay: Option<&'a super::replay::Replayed>,
 }
 
-pub fn report(args: &BenchArgs, shape: Shape, m: Measured<'_>, sections: Sections) {
-    let Sections { transactions, idle, server_view } = sections;
+pub fn report(args: &BenchArgs, shape: Shape, m: Measured<'_>, sections: Sections<'_>) {
+    let Sections { transactions, idle, server_view, replay } = sections;
     let Measured { elapsed, tasks, failures, e2e, dispatch } = m;
     let secs = elapsed.as_secs_f64().max(1e-9);
     let pct = |h: &Mutex<Histogram<u64>>, q: f64| {
@@ -69,6 +71,9 @@ pub fn report(args: &BenchArgs, shape: Shape, m: Measured<'_>, sections: Section
     }
     if let Some((_, json)) = &server_view {
         out["server"] = json.clone();
+    }
+    if let Some(r) = replay {
+        out["replay"] = r.json();
     }
     if args.output == "json" {
         println!("{out}");
@@ -135,5 +140,8 @@ pub fn report(args: &BenchArgs, shape: Shape, m: Measured<'_>, sections: Section
     }
     if let Some((text, _)) = &server_view {
         println!("{text}");
+    }
+    for line in replay.map(super::replay::Replayed::lines).unwrap_or_default() {
+        println!("{line}");
     }
 }
