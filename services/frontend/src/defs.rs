@@ -45,12 +45,9 @@ impl DefinitionCache {
     ) -> ApiResult<Option<Resolved>> {
         let cached = self.versions().get(workflow).cloned();
         if let Some(list) = cached {
-            let seen = u32::try_from(list.len()).ok();
-            let found = match version {
-                Some(v) => list.into_iter().find(|r| r.version == v).map(|row| (row, None)),
-                None => VersionRow::latest(list).map(|row| (row, seen)),
-            };
-            if let Some((row, versions_seen)) = found {
+            // Only the latest needs the count checked: a named version never changes.
+            let versions_seen = u32::try_from(list.len()).ok().filter(|_| version.is_none());
+            if let Some(row) = pick(list, version) {
                 return Ok(Some(Resolved { row, versions_seen }));
             }
         }
@@ -69,10 +66,7 @@ impl DefinitionCache {
         if !list.is_empty() {
             self.versions().insert(workflow.to_string(), list.clone());
         }
-        let row = match version {
-            Some(v) => list.into_iter().find(|r| r.version == v),
-            None => VersionRow::latest(list),
-        };
+        let row = pick(list, version);
         Ok(row.map(|row| Resolved { row, versions_seen: None }))
     }
 
@@ -122,5 +116,13 @@ impl DefinitionCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Definition>>> {
         // A poisoned cache only means a panic elsewhere; its entries are still valid.
         self.by_hash.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// `version` of `list`, or its latest when `None`.
+fn pick(list: Vec<VersionRow>, version: Option<&str>) -> Option<VersionRow> {
+    match version {
+        Some(v) => list.into_iter().find(|r| r.version == v),
+        None => VersionRow::latest(list),
     }
 }
