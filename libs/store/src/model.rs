@@ -46,9 +46,15 @@ impl VersionRow {
     /// [`orbit_definition::version::latest`].
     #[must_use]
     pub fn latest(mut versions: Vec<VersionRow>) -> Option<VersionRow> {
-        let labels: Vec<&str> = versions.iter().map(|v| v.version.as_str()).collect();
-        let i = orbit_definition::version::latest(&labels)?;
+        let i = Self::latest_index(&versions)?;
         Some(versions.swap_remove(i))
+    }
+
+    /// [`latest`](Self::latest) of a borrowed list: its position.
+    #[must_use]
+    pub fn latest_index(versions: &[VersionRow]) -> Option<usize> {
+        let labels: Vec<&str> = versions.iter().map(|v| v.version.as_str()).collect();
+        orbit_definition::version::latest(&labels)
     }
 }
 

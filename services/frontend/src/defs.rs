@@ -43,13 +43,14 @@ impl DefinitionCache {
         workflow: &str,
         version: Option<&str>,
     ) -> ApiResult<Option<Resolved>> {
-        let cached = self.versions().get(workflow).cloned();
-        if let Some(list) = cached {
+        // Under the lock, only the row picked is copied, not the list.
+        let cached = self.versions().get(workflow).map(|list| {
             // Only the latest needs the count checked: a named version never changes.
-            let versions_seen = u32::try_from(list.len()).ok().filter(|_| version.is_none());
-            if let Some(row) = pick(list, version) {
-                return Ok(Some(Resolved { row, versions_seen }));
-            }
+            let seen = u32::try_from(list.len()).ok().filter(|_| version.is_none());
+            (pick(list, version), seen)
+        });
+        if let Some((Some(row), versions_seen)) = cached {
+            return Ok(Some(Resolved { row, versions_seen }));
         }
         self.read(store, workflow, version).await
     }
@@ -63,10 +64,10 @@ impl DefinitionCache {
         version: Option<&str>,
     ) -> ApiResult<Option<Resolved>> {
         let list = store.definition_versions(workflow).await?;
+        let row = pick(&list, version);
         if !list.is_empty() {
-            self.versions().insert(workflow.to_string(), list.clone());
+            self.versions().insert(workflow.to_string(), list);
         }
-        let row = pick(list, version);
         Ok(row.map(|row| Resolved { row, versions_seen: None }))
     }
 
@@ -120,9 +121,10 @@ impl DefinitionCache {
 }
 
 /// `version` of `list`, or its latest when `None`.
-fn pick(list: Vec<VersionRow>, version: Option<&str>) -> Option<VersionRow> {
-    match version {
-        Some(v) => list.into_iter().find(|r| r.version == v),
-        None => VersionRow::latest(list),
-    }
+fn pick(list: &[VersionRow], version: Option<&str>) -> Option<VersionRow> {
+    let i = match version {
+        Some(v) => list.iter().position(|r| r.version == v),
+        None => VersionRow::latest_index(list),
+    };
+    i.and_then(|i| list.get(i)).cloned()
 }
