@@ -15,5 +15,5 @@ mod membership;
 mod remote;
 
 pub use identity::{claim_node_id, IdentityError, NodeIdClaim, NodeIdInUse};
-pub use membership::{Membership, MembershipConfig, Report, OWNER_SERVICE};
+pub use membership::{Membership, MembershipConfig, Report, FRONTEND_SERVICE, OWNER_SERVICE};
 pub use remote::{RemoteOwners, RetryPolicy};

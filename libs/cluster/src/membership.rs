@@ -24,6 +24,8 @@ use tokio_util::sync::CancellationToken;
 
 /// The `service` name owners register under.
 pub const OWNER_SERVICE: &str = "owner";
+/// The `service` of frontends' rows.
+pub const FRONTEND_SERVICE: &str = "frontend";
 
 /// How a node takes part in the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +57,8 @@ struct Inner {
     heartbeat_interval: Duration,
     node_timeout_ms: u64,
     owners: RwLock<Vec<NodeRow>>,
+    /// The node ids of the live frontends as of the last beat.
+    frontends: RwLock<Vec<String>>,
     /// The live nodes of every service as of the last beat, by (node id, incarnation);
     /// the generation counts the beats that found them different from the beat before.
     live: RwLock<Vec<(String, String)>>,
@@ -88,6 +92,7 @@ impl Membership {
                 heartbeat_interval: config.heartbeat_interval.max(Duration::from_millis(10)),
                 node_timeout_ms: config.node_timeout_ms,
                 owners: RwLock::new(Vec::new()),
+                frontends: RwLock::new(Vec::new()),
                 live: RwLock::new(Vec::new()),
                 generation: watch::channel(0).0,
                 last_beat: std::sync::Mutex::new(None),
@@ -183,6 +188,10 @@ impl Membership {
         if let Ok(mut cached) = self.inner.owners.write() {
             *cached = owners;
         }
+        let frontends = live.iter().filter(|n| n.service == FRONTEND_SERVICE);
+        if let Ok(mut cached) = self.inner.frontends.write() {
+            *cached = frontends.map(|n| n.node_id.clone()).collect();
+        }
         let set: Vec<(String, String)> =
             live.iter().map(|n| (n.node_id.clone(), n.incarnation.clone())).collect();
         let changed = match self.inner.live.write() {
@@ -252,6 +261,13 @@ impl Membership {
     #[must_use]
     pub fn live_owners(&self) -> Vec<NodeRow> {
         self.inner.owners.read().map(|o| o.clone()).unwrap_or_default()
+    }
+
+    /// Whether `has` holds for every live frontend as of the last beat, and there is at
+    /// least one (an owner asks whether each holds a hand-off stream to it).
+    #[must_use]
+    pub fn every_frontend(&self, has: impl Fn(&str) -> bool) -> bool {
+        self.inner.frontends.read().is_ok_and(|f| !f.is_empty() && f.iter().all(|id| has(id)))
     }
 
     /// Heartbeats until `shutdown`, then deletes this node's row. Failures are logged and

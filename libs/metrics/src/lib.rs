@@ -110,6 +110,9 @@ pub struct Metrics {
     pub store_commit: HistogramVec,
     /// `orbit_store_transactions_total{kind,backend}`: store transactions on the hot path.
     pub store_transactions: IntCounterVec,
+    /// `orbit_changes_received_total{via}`: changes of executions a frontend heard of, by
+    /// route: `stream` (an owner's hand-off stream) or `notification` (`orbit_changes`).
+    pub changes_received: IntCounterVec,
     /// `orbit_worker_sessions`: live worker sessions on this frontend.
     pub worker_sessions: IntGauge,
     /// `orbit_worker_credits`: unused credits of those sessions.
@@ -176,6 +179,7 @@ pub const NAMES: &[&str] = &[
     "orbit_owner_reloads_total",
     "orbit_store_commit_seconds",
     "orbit_store_transactions_total",
+    "orbit_changes_received_total",
     "orbit_worker_sessions",
     "orbit_worker_credits",
     "orbit_grpc_requests_total",
@@ -433,6 +437,13 @@ impl Metrics {
                 "orbit_store_transactions_total",
                 "Store transactions on the hot path, by kind and backend.",
                 &["kind", "backend"],
+            ),
+            changes_received: counter(
+                &r,
+                "orbit_changes_received_total",
+                "Changes of executions this frontend heard of, by route: an owner's hand-off \
+                 stream or the orbit_changes notification.",
+                &["via"],
             ),
             worker_sessions: gauge(
                 &r,

@@ -127,6 +127,11 @@ pub struct CommitBatch {
     /// Versions are never deleted, so the count tells. `None`: no check (a named version,
     /// or one read by the writer itself).
     pub versions_seen: Option<u32>,
+    /// The owner sends what this batch changes to the frontends itself, right after the
+    /// commit ([`Handoff::changed`](crate::Handoff::changed)): the commit sends no
+    /// `orbit_changes` notification for it. Only an owner whose hand-off reaches every live
+    /// frontend sets it ([`Handoff::carries_changes`](crate::Handoff::carries_changes)).
+    pub changes_sent: bool,
 }
 
 /// What a successful commit produced.
@@ -150,6 +155,14 @@ pub struct NewInbox {
 }
 
 impl CommitBatch {
+    /// Whether readers hear of this batch (`orbit_changes`, or the owner's own
+    /// [`Handoff::changed`](crate::Handoff::changed)): it appends events, applies inbox
+    /// entries or cancels task units.
+    #[must_use]
+    pub fn notifies_change(&self) -> bool {
+        !self.events.is_empty() || !self.inbox_done.is_empty() || !self.units_to_cancel.is_empty()
+    }
+
     /// Whether it queues a limited row (flow control, `crate::flow`), handed off or not.
     pub(crate) fn inserts_limited(&self) -> bool {
         self.tasks_to_insert

@@ -76,4 +76,18 @@ pub trait Handoff: Send + Sync {
     /// sessions); `unused` the reservations it did not record (the commit failed, or the
     /// offer was queued before), whose credits are given back.
     fn settle(&self, claimed: Vec<TaskRow>, unused: Vec<TaskClaim>);
+
+    /// Whether this hand-off reaches every live frontend, so the owner sends them what its
+    /// commits change itself ([`Handoff::changed`]) and the commits send no
+    /// `orbit_changes` notification (`CommitBatch::changes_sent`). Asked before each commit
+    /// of a pass. `false` by default: in one process the owner publishes to the frontend's
+    /// hub directly.
+    fn carries_changes(&self) -> bool {
+        false
+    }
+
+    /// After a commit whose batches had `changes_sent`: their `orbit_changes` payloads
+    /// ([`Change::encode`](crate::Change::encode)), to send to every frontend. Must not
+    /// block.
+    fn changed(&self, _payloads: Vec<String>) {}
 }

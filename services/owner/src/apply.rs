@@ -55,7 +55,7 @@ pub(crate) async fn apply_set(
         handed::answer(handed_replies, &ran.recorded, false);
         return Ok(applied);
     }
-    let Ran { work, batches, children, tasks, timers, traced, recorded, reserved } = ran;
+    let Ran { work, mut batches, children, tasks, timers, traced, recorded, reserved } = ran;
     // Tasks left for the claims: only then are the frontends' dispatchers woken.
     let tasks = tasks && batches.iter().any(|b| b.tasks_to_insert.len() > b.task_claims.len());
     // What the commit does, for the readers waiting on these executions (issue 14).
@@ -65,7 +65,9 @@ pub(crate) async fn apply_set(
     // grant or cancel, which the store adds to the commit of a batch with slot operations):
     // read next.
     let wrote_inbox = batches.iter().any(|b| !b.inbox_to_insert.is_empty() || !b.slots.is_empty());
-    match commit(inner, batches, reserved, handed_replies, &recorded).await {
+    // Frontends hear of it from this owner when its hand-off reaches them all (issue 25).
+    let sent = crate::handoff::take_changes(inner, &mut batches);
+    match commit(inner, batches, reserved, handed_replies, &recorded, sent).await {
         Ok(()) => {
             if wrote_inbox {
                 inner.mark_inbox();
@@ -425,17 +427,22 @@ fn refused(mut w: Work, e: OwnerError, reports: usize) -> Done {
 
 /// Phase 3: ONE transaction for every execution of the pass, with the tasks reserved for
 /// live sessions claimed in it (see `handoff`); handed results are answered with its
-/// outcome, and reservations it did not record are given back.
+/// outcome, reservations it did not record are given back, and the changes it `sent`
+/// itself go to the frontends.
 async fn commit(
     inner: &Inner,
     batches: Vec<CommitBatch>,
     reserved: Vec<TaskClaim>,
     handed_replies: BTreeMap<String, Vec<oneshot::Sender<bool>>>,
     recorded: &BTreeMap<String, Vec<bool>>,
+    sent: Vec<String>,
 ) -> Result<(), orbit_store::StoreError> {
     let committed = inner.store.commit_all(batches).await;
     handed::answer(handed_replies, recorded, committed.is_ok());
     crate::handoff::settle(inner, reserved, committed.as_deref().ok());
+    if committed.is_ok() {
+        crate::handoff::send_changes(inner, sent);
+    }
     committed.map(|_| ())
 }
 

@@ -58,6 +58,8 @@ pub(crate) fn batches_for(
             definition: None,
             slots: rows.slots,
             versions_seen: if i == 0 { w.versions_seen } else { None },
+            // Set before the commit when the hand-off carries the changes (`handoff`).
+            changes_sent: false,
         });
     }
     (batches, children, tasks, timers)

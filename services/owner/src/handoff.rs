@@ -125,3 +125,31 @@ pub(crate) fn settle(inner: &Inner, reserved: Vec<TaskClaim>, outcomes: Option<&
         .collect();
     handoff.settle(claimed, unused);
 }
+
+/// Before the commit: when the hand-off reaches every live frontend
+/// ([`Handoff::carries_changes`]), marks each batch readers hear of `changes_sent` (its
+/// commit sends no `orbit_changes`, issue 25) and returns their payloads, to send after the
+/// commit ([`send_changes`]). Otherwise nothing is marked and the commit notifies.
+pub(crate) fn take_changes(inner: &Inner, batches: &mut [CommitBatch]) -> Vec<String> {
+    if !inner.handoff.get().is_some_and(|h| h.carries_changes()) {
+        return Vec::new();
+    }
+    batches
+        .iter_mut()
+        .filter(|b| b.notifies_change())
+        .map(|b| {
+            b.changes_sent = true;
+            orbit_store::Change::of_batch(b).encode()
+        })
+        .collect()
+}
+
+/// After a successful commit: the payloads [`take_changes`] took, to every frontend.
+pub(crate) fn send_changes(inner: &Inner, payloads: Vec<String>) {
+    if payloads.is_empty() {
+        return;
+    }
+    if let Some(handoff) = inner.handoff.get() {
+        handoff.changed(payloads);
+    }
+}

@@ -17,18 +17,29 @@
 //!
 //! Reporting one attempt uncertain twice is harmless: the second finds it no longer in
 //! flight and is ignored as stale.
+//!
+//! The streams also carry what the owner's commits change (`Changed`, issue 25). While
+//! every live frontend (as of this owner's last heartbeat) holds a stream here, the pass
+//! marks its batches `changes_sent`: the commit sends no `orbit_changes` notification,
+//! which PostgreSQL would deliver by waking every listening backend of the database, and
+//! this owner sends the payloads down every stream right after the commit instead. A
+//! frontend without a stream here (starting, reconnecting) makes the commits notify as
+//! before. A change lost with a stream that breaks after the commit is what a notification
+//! lost with a listener's connection is: watchers and waiters read at their fallback.
 
 use crate::owner::Owner;
 use orbit_api::internal::v1::handoff_service_server::{HandoffService, HandoffServiceServer};
 use orbit_api::internal::v1::{
-    lend_request, lend_response, Handed, HandedTask, LendRequest, LendResponse, LentCredits,
-    Returned,
+    lend_request, lend_response, Changed, Handed, HandedTask, LendRequest, LendResponse,
+    LentCredits, Returned,
 };
+use orbit_cluster::Membership;
 use orbit_server_kit::payload::{ms_to_timestamp, opt_ms_to_timestamp};
 use orbit_store::inbox::Uncertain;
 use orbit_store::{ClaimFilter, Handoff, InboxMessage, NewTask, OwnerStore, TaskClaim, TaskRow};
 use std::collections::HashMap;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -42,6 +53,11 @@ pub struct Lenders {
     links: Mutex<Links>,
     store: Arc<dyn OwnerStore>,
     owner: Weak<crate::context::Inner>,
+    /// This owner's membership, for the live frontends (see the module docs); unset: the
+    /// commits always notify.
+    membership: Option<Membership>,
+    /// What [`Handoff::carries_changes`] answered last, so a switch is logged once.
+    carrying: AtomicBool,
 }
 
 #[derive(Default)]
@@ -72,13 +88,16 @@ struct Lent {
 }
 
 impl Lenders {
-    /// Lenders for `owner`, installed as its hand-off.
+    /// Lenders for `owner`, installed as its hand-off. With `membership` (the owner's),
+    /// the streams carry its commits' changes while every live frontend holds one.
     #[must_use]
-    pub fn install(owner: &Owner) -> Arc<Lenders> {
+    pub fn install(owner: &Owner, membership: Option<Membership>) -> Arc<Lenders> {
         let lenders = Arc::new(Lenders {
             links: Mutex::new(Links::default()),
             store: owner.inner.store.clone(),
             owner: Arc::downgrade(&owner.inner),
+            membership,
+            carrying: AtomicBool::new(false),
         });
         owner.set_handoff(lenders.clone());
         lenders
@@ -155,6 +174,43 @@ impl Lenders {
 }
 
 impl Handoff for Lenders {
+    fn carries_changes(&self) -> bool {
+        let Some(membership) = &self.membership else { return false };
+        let carries = {
+            let links = self.links();
+            membership.every_frontend(|id| links.by_node.contains_key(id))
+        };
+        if self.carrying.swap(carries, Ordering::Relaxed) != carries {
+            if carries {
+                tracing::info!(
+                    "every live frontend holds a hand-off stream: commits' changes go down \
+                     the streams, not orbit_changes"
+                );
+            } else {
+                tracing::info!(
+                    "a live frontend holds no hand-off stream here: commits notify \
+                     orbit_changes"
+                );
+            }
+        }
+        carries
+    }
+
+    fn changed(&self, payloads: Vec<String>) {
+        let links = self.links();
+        let mut left = links.by_node.len();
+        let mut payloads = Some(payloads);
+        for link in links.by_node.values() {
+            left -= 1;
+            // The last stream takes the payloads themselves.
+            let payloads = if left == 0 { payloads.take() } else { payloads.clone() };
+            let kind =
+                lend_response::Kind::Changed(Changed { payloads: payloads.unwrap_or_default() });
+            // A stream gone meanwhile: its frontend's readers read at their fallback.
+            let _ = link.tx.send(Ok(LendResponse { kind: Some(kind) }));
+        }
+    }
+
     fn describe(&self, execution_id: &str, workflow: &str, version: &str, hash: &str) {
         let mut links = self.links();
         if links.runs.len() >= RUNS && !links.runs.contains_key(execution_id) {

@@ -303,10 +303,7 @@ pub(crate) fn plan(batches: &[CommitBatch], mut read: Read) -> Result<Plan> {
         let (outcome, keys) = plan_one(batch, &mut read, &mut seg)?;
         outcomes.push(outcome);
         task_keys.push(keys);
-        if !batch.events.is_empty()
-            || !batch.inbox_done.is_empty()
-            || !batch.units_to_cancel.is_empty()
-        {
+        if batch.notifies_change() && !batch.changes_sent {
             // What the commit did, so readers read only when it is their own thing.
             notify.push(("orbit_changes", crate::Change::of_batch(batch).encode()));
         }

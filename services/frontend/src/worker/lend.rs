@@ -296,6 +296,18 @@ fn task_row(t: HandedTask) -> TaskRow {
     }
 }
 
+/// What an owner's commit changed, sent down its stream in place of `orbit_changes`:
+/// published to this frontend's watchers and waiters as the notification would be.
+fn changed(shared: &Shared, payloads: &[String]) {
+    let changes: Vec<orbit_store::Change> =
+        payloads.iter().map(|p| orbit_store::Change::decode(p)).collect();
+    orbit_metrics::get()
+        .changes_received
+        .with_label_values(&["stream"])
+        .inc_by(changes.len() as u64);
+    shared.changes.publish_changes(&changes);
+}
+
 /// One `Lend` stream to `owner`, until it ends: `connect` opens it with the requests to
 /// send and yields the owner's responses.
 pub(crate) async fn run<S>(shared: Arc<Shared>, owner: String, open: S)
@@ -321,6 +333,7 @@ where
                 match m.kind {
                     Some(Kind::Handed(h)) => lending.handed(&shared, &owner, h.tasks).await,
                     Some(Kind::Returned(r)) => lending.returned(&shared, &r.session_id, r.tokens),
+                    Some(Kind::Changed(c)) => changed(&shared, &c.payloads),
                     None => {}
                 }
             }

@@ -65,7 +65,10 @@ pub async fn run(args: FrontendArgs) -> ExitCode {
         &[Channel::Tasks, Channel::Changes],
         Arc::new(move |w| match w {
             Wakeup::Tasks | Wakeup::Reconnected => tasks_ready.notify_waiters(),
-            Wakeup::Changed(change) => changes.publish_changes(std::slice::from_ref(&change)),
+            Wakeup::Changed(change) => {
+                orbit_metrics::get().changes_received.with_label_values(&["notification"]).inc();
+                changes.publish_changes(std::slice::from_ref(&change));
+            }
             // Not listened to (`Channel`): owners act on the inbox, schedulers on timers.
             Wakeup::Inbox | Wakeup::Timers => {}
         }),

@@ -56,7 +56,8 @@ pub async fn run(args: OwnerArgs) -> ExitCode {
     node.announce();
     // Frontends lend this owner free credits of their workers' sessions: new tasks are
     // queued already claimed for them and sent straight over (`orbit_owner::Lenders`).
-    let lenders = orbit_owner::Lenders::install(&owner);
+    // The streams also carry what its commits change, in place of `orbit_changes`.
+    let lenders = orbit_owner::Lenders::install(&owner, Some(node.membership.clone()));
     let served =
         owner.serve_lent(node.listener, node.shutdown.clone(), connections, Some(lenders)).await;
     node::finish(&node.node_id, served, &node.shutdown, vec![listen, beat]).await
