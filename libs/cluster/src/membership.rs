@@ -263,11 +263,11 @@ impl Membership {
         self.inner.owners.read().map(|o| o.clone()).unwrap_or_default()
     }
 
-    /// Whether `has` holds for every live frontend as of the last beat, and there is at
-    /// least one (an owner asks whether each holds a hand-off stream to it).
+    /// Whether `has` holds for every live frontend as of the last beat (an owner asks
+    /// whether each holds a hand-off stream to it). True when none is live.
     #[must_use]
     pub fn every_frontend(&self, has: impl Fn(&str) -> bool) -> bool {
-        self.inner.frontends.read().is_ok_and(|f| !f.is_empty() && f.iter().all(|id| has(id)))
+        self.inner.frontends.read().is_ok_and(|f| f.iter().all(|id| has(id)))
     }
 
     /// Heartbeats until `shutdown`, then deletes this node's row. Failures are logged and

@@ -163,6 +163,35 @@ impl CommitBatch {
         !self.events.is_empty() || !self.inbox_done.is_empty() || !self.units_to_cancel.is_empty()
     }
 
+    /// Whether every kind of reader may need to hear of this batch, not only one that
+    /// follows the whole history: it closes its run or begins a later one (result watches,
+    /// supervisors), applies inbox entries (reply waiters) or cancels a unit for another
+    /// reason than an attempt's outcome recorded with it (a cancelled or migrated step:
+    /// supervisors). A batch that appends a step's progress concerns whole-history watches
+    /// and update waits; the unit it withdraws with a recorded outcome has no other row
+    /// unless an attempt was redelivered, whose supervisor then finds its row cancelled at
+    /// its next look.
+    #[must_use]
+    pub fn concerns_every_reader(&self) -> bool {
+        use orbit_engine::Event;
+        let closes = self.events.iter().any(|e| e.event.is_terminal())
+            || self.projection.as_ref().is_some_and(|p| p.status.is_closed());
+        let later_run = self.run > 1 && self.events.first().is_some_and(|e| e.seq == 1);
+        let outcome_of = |unit: &str| {
+            self.events.iter().any(|e| match &e.event {
+                Event::StepSucceeded { step, .. }
+                | Event::StepFailed { step, .. }
+                | Event::StepFailureCaught { step, .. }
+                | Event::StepFailureBranched { step, .. }
+                | Event::StepAttemptFailed { step, .. }
+                | Event::StepAttemptUncertain { step, .. } => step == unit,
+                _ => false,
+            })
+        };
+        let cancels = self.units_to_cancel.iter().any(|u| !outcome_of(u));
+        closes || later_run || cancels || !self.inbox_done.is_empty()
+    }
+
     /// Whether it queues a limited row (flow control, `crate::flow`), handed off or not.
     pub(crate) fn inserts_limited(&self) -> bool {
         self.tasks_to_insert

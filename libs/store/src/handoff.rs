@@ -86,8 +86,19 @@ pub trait Handoff: Send + Sync {
         false
     }
 
-    /// After a commit whose batches had `changes_sent`: their `orbit_changes` payloads
-    /// ([`Change::encode`](crate::Change::encode)), to send to every frontend. Must not
-    /// block.
-    fn changed(&self, _payloads: Vec<String>) {}
+    /// After a commit whose batches had `changes_sent`: what they changed, to send to the
+    /// frontends. Must not block.
+    fn changed(&self, _changes: Vec<SentChange>) {}
+}
+
+/// What one batch changed, sent by the owner itself ([`Handoff::changed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentChange {
+    /// The execution.
+    pub execution_id: String,
+    /// Every reader may need it ([`CommitBatch::concerns_every_reader`](crate::CommitBatch::concerns_every_reader));
+    /// otherwise only a whole-history reader does.
+    pub everyone: bool,
+    /// The `orbit_changes` payload ([`Change::encode`](crate::Change::encode)).
+    pub payload: String,
 }

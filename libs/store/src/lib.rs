@@ -53,7 +53,7 @@ pub use fault::{FaultNote, FaultRow, SUSPENDED};
 pub use flow::{
     FlowWaiting, KeyLoad, LimitedClaim, RateLimitRow, WaitReason, FLOW_TOP_KEYS, PRIORITY_STEP_MS,
 };
-pub use handoff::{Handoff, TaskClaim, DISPATCHED_APPLY_DELAY};
+pub use handoff::{Handoff, SentChange, TaskClaim, DISPATCHED_APPLY_DELAY};
 pub use inbox::{InboxKind, InboxMessage, InboxReply};
 pub use migrations::{AppliedMigration, SchemaMismatch, SchemaStatus};
 pub use model::{credits_left, new_task_token, worker_language, ClaimFilter, MAX_CLAIM};

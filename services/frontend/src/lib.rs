@@ -131,7 +131,7 @@ pub(crate) struct Shared {
     /// fallback timer of their own (one read per safety net, however many sessions).
     pub(crate) queue_watched: std::sync::atomic::AtomicBool,
     /// Credits of drained sessions lent to owners (the split's hand-off, `worker::lend`).
-    pub(crate) lending: worker::Lending,
+    pub(crate) lending: Arc<worker::Lending>,
 }
 
 /// The frontend: build it, then hand [`Frontend::services`] to a server.
@@ -188,7 +188,7 @@ impl Frontend {
                 contexts: std::sync::Mutex::default(),
                 started_at_ms,
                 queue_watched: std::sync::atomic::AtomicBool::new(false),
-                lending: worker::Lending::default(),
+                lending: Arc::default(),
             }),
         }
     }

@@ -1,31 +1,50 @@
 //! What an owner's commits change reaches the frontends down the hand-off streams, not as
-//! `orbit_changes` notifications (issue 25), on the split: 2 frontends, 2 owners.
+//! `orbit_changes` notifications, and only where someone waits on it (issue 25), on the
+//! split: 2 frontends, 2 owners.
 //!
 //! A notification wakes every backend listening in the database, whatever its channel, and
 //! the processes behind them: five wake-ups per commit on this topology, on a step's
 //! critical path. While every live frontend holds a `Lend` stream to an owner, the owner's
-//! commits send none and the owner sends each change down every stream instead.
+//! commits send none; the owner sends each change down the streams instead: the changes
+//! every reader may need (a run closed, inbox entries applied, units cancelled) to every
+//! frontend, a step's mere progress only to a frontend that declared the execution (a
+//! whole-history watch, an update wait).
 //!
-//! The test watches executions through frontend-1 while a worker serves them through
-//! frontend-2, listens on `orbit_changes` itself, and checks:
-//! - once both owners say their streams reach every live frontend, the executions complete,
-//!   their watches answer, frontend-1 counts the changes as received by stream, and no
-//!   notification names them (before the change, every commit notified: this fails);
-//! - after frontend-2 is killed (still live for the owners: the node timeout is long), the
-//!   owners notify again, and the watches on frontend-1 still answer.
+//! With both streams open at both owners, through frontend-1 (which has no worker):
+//! - executions held on a task nobody serves are started, then cancelled, with result
+//!   watches: frontend-1 hears of each end by stream and not of the starts (a start is
+//!   progress), and no notification names them (every commit notified before: this fails;
+//!   with every change sent everywhere the starts would come too: this fails);
+//! - the same with whole-history watches: each watch declares its execution, and the owner
+//!   sends the start it committed before the declaration arrived (without the declaration,
+//!   or without that latest change sent on it, only the ends come: this fails).
+//!
+//! Then frontend-2 is killed (still live for the owners: the node timeout is long): the
+//! owners notify again, and executions watched through frontend-1 still complete.
 
 mod common;
 
 use common::cluster::{load_worker, Topology};
-use common::{admin, register, result, start};
+use common::{admin, register, result_of, start};
 use futures_util::StreamExt;
 use orbit_api::v1 as pb;
+use orbit_api::v1::workflow_service_client::WorkflowServiceClient;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
 
-const WORKFLOW: &str = r#"
+/// Held on its step: no worker serves `held.work`.
+const HELD: &str = r#"
+name: held
+version: "1"
+tasks: { held.work: { version: "1" } }
+steps:
+  - { id: a, task: held.work }
+"#;
+
+const STREAMED: &str = r#"
 name: streamed
 version: "1"
 tasks: { work: {} }
@@ -36,13 +55,13 @@ output: "${{ steps.b.output }}"
 "#;
 
 const PATIENCE: Duration = Duration::from_secs(60);
-/// Executions measured in each phase.
+/// Executions in each phase.
 const EXECUTIONS: u64 = 8;
-/// What the owners log when their commits stop notifying, and start again.
-const STREAMING: &str = "commits' changes go down the streams, not orbit_changes";
-const NOTIFYING: &str = "commits notify orbit_changes";
-/// What an owner logs when a frontend's stream ends.
+/// What an owner logs when a frontend's stream opens, and when it ends.
+const OPENED: &str = "a frontend lends credits";
 const ENDED: &str = "a frontend's lend stream ended";
+/// What the owners log when their commits start notifying again.
+const NOTIFYING: &str = "commits notify orbit_changes";
 
 /// `orbit_changes_received_total{via}` on a frontend's metrics.
 async fn received(admin_addr: &str, via: &str) -> u64 {
@@ -53,6 +72,19 @@ async fn received(admin_addr: &str, via: &str) -> u64 {
         .filter(|l| l.starts_with("orbit_changes_received_total{") && l.contains(&label))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
+}
+
+/// Waits until frontend-1 counted at least `n` changes by stream since `before` (a change
+/// may come after the watch it ends answered from its own read); returns the count.
+async fn streamed_since(admin_addr: &str, before: u64, n: u64) -> u64 {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let got = received(admin_addr, "stream").await - before;
+        if got >= n || tokio::time::Instant::now() >= deadline {
+            return got;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Every `orbit_changes` payload the database sends from now on.
@@ -85,85 +117,117 @@ async fn listen(url: &str, stop: &CancellationToken) -> Arc<Mutex<Vec<String>>> 
     seen
 }
 
-/// Starts executions `<prefix>-<i>` through `c` and waits for each one's result there.
-async fn run(
-    c: &mut pb::workflow_service_client::WorkflowServiceClient<tonic::transport::Channel>,
-    prefix: &str,
-) -> Vec<String> {
-    let ids: Vec<String> = (0..EXECUTIONS).map(|i| format!("{prefix}-{i}")).collect();
-    let mut watches = Vec::new();
-    for (i, id) in ids.iter().enumerate() {
-        start(c, "streamed", id, json!({ "n": i })).await.expect("start");
-        let (mut watcher, id) = (c.clone(), id.clone());
-        watches.push(tokio::spawn(async move { result(&mut watcher, &id, PATIENCE).await }));
-    }
-    for (i, (id, watch)) in ids.iter().zip(watches).enumerate() {
-        let (status, output) = watch.await.expect("watch");
-        assert_eq!(status, pb::ExecutionStatus::Completed, "{id}: {output}");
-        assert_eq!(output, json!(i), "{id}");
-    }
-    ids
-}
-
 /// Notifications that name one of `ids`.
 fn naming(seen: &Mutex<Vec<String>>, ids: &[String]) -> usize {
     let seen = seen.lock().expect("seen");
     seen.iter().filter(|p| ids.iter().any(|id| p.contains(&format!("\"{id}\"")))).count()
 }
 
+/// Waits until every owner's log holds `line` at least `times` times.
+async fn logged(topo: &Topology, line: &str, times: usize) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !["owner-1", "owner-2"].iter().all(|o| topo.log(o).matches(line).count() >= times) {
+        assert!(tokio::time::Instant::now() < deadline, "the owners never logged {line:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A watch of `id` through `c` (of the result only, or of the whole history), spawned.
+fn watch(
+    c: &WorkflowServiceClient<Channel>,
+    id: &str,
+    result_only: bool,
+) -> tokio::task::JoinHandle<(pb::ExecutionStatus, serde_json::Value)> {
+    let mut c = c.clone();
+    let watch = pb::WatchExecutionRequest {
+        execution_id: id.to_string(),
+        result_only,
+        ..Default::default()
+    };
+    tokio::spawn(async move { result_of(&mut c, tonic::Request::new(watch), PATIENCE).await })
+}
+
+/// Starts `EXECUTIONS` held executions `<prefix>-<i>`, watches each (opened after its
+/// start), cancels them and waits for every watch to end cancelled.
+async fn held(
+    c: &mut WorkflowServiceClient<Channel>,
+    prefix: &str,
+    result_only: bool,
+) -> Vec<String> {
+    let ids: Vec<String> = (0..EXECUTIONS).map(|i| format!("{prefix}-{i}")).collect();
+    let mut watches = Vec::new();
+    for id in &ids {
+        start(c, "held", id, json!({})).await.expect("start");
+        watches.push(watch(c, id, result_only));
+    }
+    // Each watch has made its first read once its stream answered; a cancel before that
+    // would still be seen (read), so nothing here depends on timing.
+    for id in &ids {
+        let cancel = pb::CancelExecutionRequest {
+            execution_id: id.clone(),
+            reason: "test".into(),
+            request_id: String::new(),
+        };
+        c.cancel_execution(cancel).await.expect("cancel");
+    }
+    for (id, w) in ids.iter().zip(watches) {
+        let (status, output) = w.await.expect("watch");
+        assert_eq!(status, pb::ExecutionStatus::Cancelled, "{id}: {output}");
+    }
+    ids
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn changes_go_down_the_hand_off_streams_while_every_frontend_holds_one() {
-    // A long node timeout keeps a killed frontend live for the owners (phase 2).
+async fn changes_go_down_the_hand_off_streams_to_whoever_waits_on_them() {
+    // A long node timeout keeps a killed frontend live for the owners (the last phase).
     let topo = Topology::start("change-streams", 2, 2, 1, &["--node-timeout-ms", "600000"]);
     let frontends = topo.frontends();
     let admin_addr = admin::address_in(&topo.log("frontend-1")).expect("frontend admin address");
     let stop = CancellationToken::new();
     let mut c = topo.client(0).await;
-    register(&mut c, WORKFLOW).await;
-    let _runs = load_worker(&frontends[1], "streams-worker", 4, Duration::ZERO, &stop);
-
-    // Until both owners stream (each decides at its first pass after its heartbeat saw both
-    // frontends and both streams are open), executions run and notify as before.
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    let mut round = 0;
-    while !["owner-1", "owner-2"].iter().all(|o| topo.log(o).contains(STREAMING)) {
-        assert!(tokio::time::Instant::now() < deadline, "the owners never streamed their changes");
-        run(&mut c, &format!("warm-{round}")).await;
-        round += 1;
-    }
-
+    register(&mut c, HELD).await;
+    register(&mut c, STREAMED).await;
+    // Both frontends' streams open at both owners: from then on every commit streams.
+    logged(&topo, OPENED, 2).await;
     let seen = listen(&topo.database_url, &stop).await;
-    let (streamed, notified) =
-        (received(&admin_addr, "stream").await, received(&admin_addr, "notification").await);
-    let ids = run(&mut c, "streamed").await;
-    let streamed = received(&admin_addr, "stream").await - streamed;
-    let notified = received(&admin_addr, "notification").await - notified;
-    eprintln!("changes on frontend-1: {streamed} by stream, {notified} by notification");
-    // Each execution's start, two steps' results and end: three commits at least.
-    assert!(streamed >= 3 * EXECUTIONS, "changes by stream: {streamed}");
+    let notified_before = received(&admin_addr, "notification").await;
+
+    let before = received(&admin_addr, "stream").await;
+    let ids = held(&mut c, "result", true).await;
+    // Each owner's stream is in order: once the ends are in, so is any start sent before.
+    let streamed = streamed_since(&admin_addr, before, EXECUTIONS).await;
+    eprintln!("result watches: {streamed} changes by stream");
+    assert!(streamed >= EXECUTIONS, "a result watch's end did not come by stream: {streamed}");
+    assert!(streamed < 2 * EXECUTIONS, "the starts came to a frontend nobody waits on: {streamed}");
+    assert_eq!(naming(&seen, &ids), 0, "orbit_changes named an execution");
+
+    let before = received(&admin_addr, "stream").await;
+    let ids = held(&mut c, "history", false).await;
+    let streamed = streamed_since(&admin_addr, before, 2 * EXECUTIONS).await;
+    eprintln!("history watches: {streamed} changes by stream");
+    assert!(streamed >= 2 * EXECUTIONS, "a history watch missed its start: {streamed}");
+    assert_eq!(naming(&seen, &ids), 0, "orbit_changes named an execution");
+    let notified = received(&admin_addr, "notification").await - notified_before;
     assert_eq!(notified, 0, "a commit notified while every frontend held a stream");
-    assert_eq!(naming(&seen, &ids), 0, "orbit_changes named a streamed execution");
 
     // Frontend-2 killed: live for the owners, with no stream, so the commits notify again.
     topo.signal("frontend-2", "KILL");
     // Once both owners closed its stream, no task is handed to it (a task handed to it
     // before would wait for the claim sweep, after the node timeout).
+    logged(&topo, ENDED, 1).await;
+    let _runs = load_worker(&frontends[0], "streams-worker", 4, Duration::ZERO, &stop);
     let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !["owner-1", "owner-2"].iter().all(|o| topo.log(o).contains(ENDED)) {
-        assert!(tokio::time::Instant::now() < deadline, "the owners never saw the stream end");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let _also = load_worker(&frontends[0], "streams-worker-1", 4, Duration::ZERO, &stop);
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    let mut round = 0;
-    loop {
-        let ids = run(&mut c, &format!("after-{round}")).await;
+    for round in 0.. {
+        let id = format!("after-{round}");
+        start(&mut c, "streamed", &id, json!({ "n": round })).await.expect("start");
+        let (status, output) = watch(&c, &id, true).await.expect("watch");
+        assert_eq!(status, pb::ExecutionStatus::Completed, "{id}: {output}");
+        assert_eq!(output, json!(round), "{id}");
         let both = ["owner-1", "owner-2"].iter().all(|o| topo.log(o).contains(NOTIFYING));
-        if both && naming(&seen, &ids) > 0 {
+        if both && naming(&seen, &[id]) > 0 {
             break;
         }
         assert!(tokio::time::Instant::now() < deadline, "the owners never notified again");
-        round += 1;
     }
     stop.cancel();
 }

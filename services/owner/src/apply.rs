@@ -435,7 +435,7 @@ async fn commit(
     reserved: Vec<TaskClaim>,
     handed_replies: BTreeMap<String, Vec<oneshot::Sender<bool>>>,
     recorded: &BTreeMap<String, Vec<bool>>,
-    sent: Vec<String>,
+    sent: Vec<orbit_store::SentChange>,
 ) -> Result<(), orbit_store::StoreError> {
     let committed = inner.store.commit_all(batches).await;
     handed::answer(handed_replies, recorded, committed.is_ok());

@@ -14,7 +14,7 @@
 use crate::work::Work;
 use orbit_engine::effects::Effect;
 use orbit_engine::run::{hand_off, HandedOff, Pass, Run};
-use orbit_store::{CommitBatch, CommitOutcome, Handoff, TaskClaim};
+use orbit_store::{CommitBatch, CommitOutcome, Handoff, SentChange, TaskClaim};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -130,7 +130,7 @@ pub(crate) fn settle(inner: &Inner, reserved: Vec<TaskClaim>, outcomes: Option<&
 /// ([`Handoff::carries_changes`]), marks each batch readers hear of `changes_sent` (its
 /// commit sends no `orbit_changes`, issue 25) and returns their payloads, to send after the
 /// commit ([`send_changes`]). Otherwise nothing is marked and the commit notifies.
-pub(crate) fn take_changes(inner: &Inner, batches: &mut [CommitBatch]) -> Vec<String> {
+pub(crate) fn take_changes(inner: &Inner, batches: &mut [CommitBatch]) -> Vec<SentChange> {
     if !inner.handoff.get().is_some_and(|h| h.carries_changes()) {
         return Vec::new();
     }
@@ -139,17 +139,21 @@ pub(crate) fn take_changes(inner: &Inner, batches: &mut [CommitBatch]) -> Vec<St
         .filter(|b| b.notifies_change())
         .map(|b| {
             b.changes_sent = true;
-            orbit_store::Change::of_batch(b).encode()
+            SentChange {
+                execution_id: b.execution_id.clone(),
+                everyone: b.concerns_every_reader(),
+                payload: orbit_store::Change::of_batch(b).encode(),
+            }
         })
         .collect()
 }
 
-/// After a successful commit: the payloads [`take_changes`] took, to every frontend.
-pub(crate) fn send_changes(inner: &Inner, payloads: Vec<String>) {
-    if payloads.is_empty() {
+/// After a successful commit: the changes [`take_changes`] took, to the frontends.
+pub(crate) fn send_changes(inner: &Inner, changes: Vec<SentChange>) {
+    if changes.is_empty() {
         return;
     }
     if let Some(handoff) = inner.handoff.get() {
-        handoff.changed(payloads);
+        handoff.changed(changes);
     }
 }

@@ -26,18 +26,28 @@
 //! frontend without a stream here (starting, reconnecting) makes the commits notify as
 //! before. A change lost with a stream that breaks after the commit is what a notification
 //! lost with a listener's connection is: watchers and waiters read at their fallback.
+//!
+//! A frontend (one that takes changes: `LendHello.takes_changes`) gets the changes
+//! every reader may need (`CommitBatch::concerns_every_reader`: a run closed or a later one
+//! began, inbox entries applied, units cancelled) and, of a step's mere progress, only
+//! that of the executions it named (`Interest`: a whole-history watch, an update wait).
+//! So a step wakes no frontend where nobody waits on it. The latest change of each
+//! execution is kept (bounded) and sent on an `add`, so one committed while the `add` was
+//! on its way is not missed.
 
 use crate::owner::Owner;
 use orbit_api::internal::v1::handoff_service_server::{HandoffService, HandoffServiceServer};
 use orbit_api::internal::v1::{
-    lend_request, lend_response, Changed, Handed, HandedTask, LendRequest, LendResponse,
+    lend_request, lend_response, Changed, Handed, HandedTask, Interest, LendRequest, LendResponse,
     LentCredits, Returned,
 };
 use orbit_cluster::Membership;
 use orbit_server_kit::payload::{ms_to_timestamp, opt_ms_to_timestamp};
 use orbit_store::inbox::Uncertain;
-use orbit_store::{ClaimFilter, Handoff, InboxMessage, NewTask, OwnerStore, TaskClaim, TaskRow};
-use std::collections::HashMap;
+use orbit_store::{
+    ClaimFilter, Handoff, InboxMessage, NewTask, OwnerStore, SentChange, TaskClaim, TaskRow,
+};
+use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -69,6 +79,9 @@ struct Links {
     /// current pass reserves (`Handoff::describe`), sent with each handed task. Bounded:
     /// cleared when full (a task without it makes the frontend read the execution).
     runs: HashMap<String, (String, String, String)>,
+    /// Execution id → the payload of the latest change sent, for an `Interest` that comes
+    /// after it. Bounded as `runs` (a change forgotten: the reader reads at its fallback).
+    recent: HashMap<String, String>,
 }
 
 /// How many executions' run descriptions the lenders keep.
@@ -78,6 +91,27 @@ struct Link {
     id: u64,
     tx: Tx,
     sessions: HashMap<String, Lent>,
+    /// The frontend takes changes down the stream (`LendHello.takes_changes`); an older
+    /// one does not, and the commits then notify.
+    takes_changes: bool,
+    /// Those executions.
+    interest: HashSet<String>,
+}
+
+impl Link {
+    /// Whether the frontend needs `change`.
+    fn wants(&self, change: &SentChange) -> bool {
+        change.everyone || self.interest.contains(&change.execution_id)
+    }
+
+    fn send_changes(&self, payloads: Vec<String>) {
+        if payloads.is_empty() {
+            return;
+        }
+        let kind = lend_response::Kind::Changed(Changed { payloads });
+        // A stream gone meanwhile: its frontend's readers read at their fallback.
+        let _ = self.tx.send(Ok(LendResponse { kind: Some(kind) }));
+    }
 }
 
 /// What one session lent.
@@ -115,12 +149,28 @@ impl Lenders {
     }
 
     /// A stream opened by `node`: replaces an older one of the same node.
-    fn open(&self, node: &str, tx: Tx) -> u64 {
+    fn open(&self, node: &str, tx: Tx, takes_changes: bool) -> u64 {
         let mut links = self.links();
         links.next += 1;
         let id = links.next;
-        links.by_node.insert(node.to_string(), Link { id, tx, sessions: HashMap::new() });
+        let link =
+            Link { id, tx, sessions: HashMap::new(), takes_changes, interest: HashSet::new() };
+        links.by_node.insert(node.to_string(), link);
         id
+    }
+
+    /// `node` needs every change of `add` from now on (each one's latest is sent at once,
+    /// when known), and no longer those of `drop`.
+    fn interest(&self, node: &str, id: u64, interest: Interest) {
+        let mut links = self.links();
+        let Links { by_node, recent, .. } = &mut *links;
+        let Some(link) = by_node.get_mut(node).filter(|l| l.id == id) else { return };
+        for e in &interest.drop {
+            link.interest.remove(e);
+        }
+        let latest = interest.add.iter().filter_map(|e| recent.get(e).cloned()).collect();
+        link.interest.extend(interest.add);
+        link.send_changes(latest);
     }
 
     fn close(&self, node: &str, id: u64) {
@@ -178,7 +228,7 @@ impl Handoff for Lenders {
         let Some(membership) = &self.membership else { return false };
         let carries = {
             let links = self.links();
-            membership.every_frontend(|id| links.by_node.contains_key(id))
+            membership.every_frontend(|id| links.by_node.get(id).is_some_and(|l| l.takes_changes))
         };
         if self.carrying.swap(carries, Ordering::Relaxed) != carries {
             if carries {
@@ -196,18 +246,18 @@ impl Handoff for Lenders {
         carries
     }
 
-    fn changed(&self, payloads: Vec<String>) {
-        let links = self.links();
-        let mut left = links.by_node.len();
-        let mut payloads = Some(payloads);
+    fn changed(&self, changes: Vec<SentChange>) {
+        let mut links = self.links();
         for link in links.by_node.values() {
-            left -= 1;
-            // The last stream takes the payloads themselves.
-            let payloads = if left == 0 { payloads.take() } else { payloads.clone() };
-            let kind =
-                lend_response::Kind::Changed(Changed { payloads: payloads.unwrap_or_default() });
-            // A stream gone meanwhile: its frontend's readers read at their fallback.
-            let _ = link.tx.send(Ok(LendResponse { kind: Some(kind) }));
+            link.send_changes(
+                changes.iter().filter(|c| link.wants(c)).map(|c| c.payload.clone()).collect(),
+            );
+        }
+        if links.recent.len() >= RUNS {
+            links.recent.clear();
+        }
+        for c in changes {
+            links.recent.insert(c.execution_id, c.payload);
         }
     }
 
@@ -336,7 +386,7 @@ impl HandoffService for Service {
         };
         let (tx, rx) = mpsc::unbounded_channel();
         let node = hello.node_id;
-        let id = self.0.open(&node, tx);
+        let id = self.0.open(&node, tx, hello.takes_changes);
         tracing::info!(frontend = %node, "a frontend lends credits");
         let lenders = self.0.clone();
         tokio::spawn(async move {
@@ -344,6 +394,7 @@ impl HandoffService for Service {
                 match m.kind {
                     Some(lend_request::Kind::Credits(c)) => lenders.lend(&node, id, c),
                     Some(lend_request::Kind::Recall(r)) => lenders.recall(&node, id, r.session_id),
+                    Some(lend_request::Kind::Interest(i)) => lenders.interest(&node, id, i),
                     Some(lend_request::Kind::Hello(_)) | None => {}
                 }
             }

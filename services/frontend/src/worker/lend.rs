@@ -16,13 +16,19 @@
 //! claimed under it that no session here holds was committed but never delivered, and is
 //! reported uncertain (`SESSION_LOST`) so the engine redelivers the attempt with the same
 //! idempotency key. Failure path only: nothing is read while streams are healthy.
+//!
+//! Changes (issue 25): owners send what their commits change down these streams. This
+//! frontend declares which executions' every change it needs ([`Lending::interest`]: a
+//! whole-history watch, an update wait), on every stream, now and when one opens; an owner
+//! sends it those and the changes every reader may need (a run closed, replies, cancels),
+//! not every step's progress.
 
 use super::context::learn_context;
 use super::session::Session;
 use super::{handoff, loss};
 use crate::Shared;
 use orbit_api::internal::v1::{
-    lend_request, HandedTask, LendHello, LendRequest, LentCredits, LentTask, Recall,
+    lend_request, HandedTask, Interest, LendHello, LendRequest, LentCredits, LentTask, Recall,
 };
 use orbit_server_kit::payload::timestamp_to_ms;
 use orbit_store::{TaskRow, TaskState};
@@ -58,6 +64,35 @@ struct State {
     /// result goes straight to that owner, without reading the owners row (bounded:
     /// cleared when full; a missing entry only costs that read).
     handed_by: HashMap<String, String>,
+    /// Execution id → how many readers here need its every change ([`Lending::interest`]).
+    interest: HashMap<String, usize>,
+}
+
+/// A reader's need of every change of one execution, declared to the owners while held.
+pub(crate) struct Interested {
+    lending: Arc<Lending>,
+    execution_id: String,
+}
+
+impl Drop for Interested {
+    fn drop(&mut self) {
+        let mut state = self.lending.state();
+        let Some(n) = state.interest.get_mut(&self.execution_id) else { return };
+        *n -= 1;
+        if *n == 0 {
+            state.interest.remove(&self.execution_id);
+            let drop = vec![std::mem::take(&mut self.execution_id)];
+            send_interest(&state, &Interest { add: Vec::new(), drop });
+        }
+    }
+}
+
+/// Sends `interest` on every open stream.
+fn send_interest(state: &State, interest: &Interest) {
+    for (_, link) in state.links.values() {
+        let kind = lend_request::Kind::Interest(interest.clone());
+        let _ = link.send(LendRequest { kind: Some(kind) });
+    }
 }
 
 /// How many handed tokens' owners a frontend remembers.
@@ -79,12 +114,33 @@ impl Lending {
         !self.state().links.is_empty()
     }
 
+    /// Declares that a reader here needs every change of `execution_id` (not only those
+    /// every reader needs) until the returned value is dropped. Take it before the
+    /// reader's first read: an owner sends the latest change it committed when the
+    /// declaration arrives.
+    pub(crate) fn interest(self: &Arc<Self>, execution_id: &str) -> Interested {
+        let mut state = self.state();
+        let n = state.interest.entry(execution_id.to_string()).or_default();
+        *n += 1;
+        if *n == 1 {
+            let add = vec![execution_id.to_string()];
+            send_interest(&state, &Interest { add, drop: Vec::new() });
+        }
+        Interested { lending: self.clone(), execution_id: execution_id.to_string() }
+    }
+
     /// A stream to `owner` opened: what to send on it, and its generation.
     fn open(&self, owner: &str, node_id: &str) -> (u64, mpsc::UnboundedReceiver<LendRequest>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let hello = LendHello { node_id: node_id.to_string() };
+        let hello = LendHello { node_id: node_id.to_string(), takes_changes: true };
         let _ = tx.send(LendRequest { kind: Some(lend_request::Kind::Hello(hello)) });
         let mut state = self.state();
+        // The executions readers here need every change of, as on every other stream.
+        if !state.interest.is_empty() {
+            let add = state.interest.keys().cloned().collect();
+            let interest = Interest { add, drop: Vec::new() };
+            let _ = tx.send(LendRequest { kind: Some(lend_request::Kind::Interest(interest)) });
+        }
         state.next += 1;
         let generation = state.next;
         state.links.insert(owner.to_string(), (generation, tx));

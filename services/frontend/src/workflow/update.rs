@@ -163,6 +163,8 @@ async fn completion(
 ) -> ApiResult<UpdateExecutionResponse> {
     // Subscribed before the first read: a completion committed after that read wakes it.
     let sub = shared.changes.subscribe(id);
+    // The completion is a step's progress: owners send it only where it was asked for.
+    let _interest = shared.lending.interest(id);
     let mut after = seq;
     let mut fallback = FALLBACK;
     let mut read = true;

@@ -38,6 +38,10 @@ pub(crate) async fn watch(
     // Subscribed before the first read, so a commit after that read is seen; the
     // authorisation's read is that first read (a result-only watch looks at the row it got).
     let changes = shared.changes.subscribe(&id);
+    // A whole-history watch needs every step's progress, which owners send a frontend only
+    // for executions it declared (`worker::lend`); a result watch needs only the changes
+    // every reader gets.
+    let interest = (!req.result_only).then(|| shared.lending.interest(&id));
     // Checked once: every later run of the execution runs the same workflow.
     let row = match scoped(&shared, scope, Action::Read, &id).await {
         // A debounced start's reserved id says when it will exist.
@@ -51,6 +55,7 @@ pub(crate) async fn watch(
     let run = resolve_run(&row, req.run)?;
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
+        let _interest = interest;
         let first = Watching { changes, row: Some(row) };
         // The edge of the stream: an error that ends it is sent as its status.
         if let Err(e) = follow(&shared, &id, run, &req, &tx, first).await {
