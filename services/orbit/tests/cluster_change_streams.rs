@@ -15,9 +15,9 @@
 //!   watches: frontend-1 hears of each end by stream and not of the starts (a start is
 //!   progress), and no notification names them (every commit notified before: this fails;
 //!   with every change sent everywhere the starts would come too: this fails);
-//! - the same with whole-history watches: each watch declares its execution, and the owner
-//!   sends the start it committed before the declaration arrived (without the declaration,
-//!   or without that latest change sent on it, only the ends come: this fails).
+//! - the same with whole-history watches: each watch declares its execution, and the owner,
+//!   which changed it lately, answers with a change that makes the watch read (without the
+//!   declaration, or without that answer, only the ends come: this fails).
 //!
 //! Then frontend-2 is killed (still live for the owners: the node timeout is long): the
 //! owners notify again, and executions watched through frontend-1 still complete.
@@ -205,7 +205,7 @@ async fn changes_go_down_the_hand_off_streams_to_whoever_waits_on_them() {
     let ids = held(&mut c, "history", false).await;
     let streamed = streamed_since(&admin_addr, before, 2 * EXECUTIONS).await;
     eprintln!("history watches: {streamed} changes by stream");
-    assert!(streamed >= 2 * EXECUTIONS, "a history watch missed its start: {streamed}");
+    assert!(streamed >= 2 * EXECUTIONS, "a history watch was not made to read: {streamed}");
     assert_eq!(naming(&seen, &ids), 0, "orbit_changes named an execution");
     let notified = received(&admin_addr, "notification").await - notified_before;
     assert_eq!(notified, 0, "a commit notified while every frontend held a stream");

@@ -31,9 +31,9 @@
 //! every reader may need (`CommitBatch::concerns_every_reader`: a run closed or a later one
 //! began, inbox entries applied, units cancelled) and, of a step's mere progress, only
 //! that of the executions it named (`Interest`: a whole-history watch, an update wait).
-//! So a step wakes no frontend where nobody waits on it. The latest change of each
-//! execution is kept (bounded) and sent on an `add`, so one committed while the `add` was
-//! on its way is not missed.
+//! So a step wakes no frontend where nobody waits on it. An `add` for an execution this
+//! owner changed lately is answered with a change without detail (the reader reads), so
+//! one committed while the `add` was on its way is not missed.
 
 use crate::owner::Owner;
 use orbit_api::internal::v1::handoff_service_server::{HandoffService, HandoffServiceServer};
@@ -79,9 +79,10 @@ struct Links {
     /// current pass reserves (`Handoff::describe`), sent with each handed task. Bounded:
     /// cleared when full (a task without it makes the frontend read the execution).
     runs: HashMap<String, (String, String, String)>,
-    /// Execution id → the payload of the latest change sent, for an `Interest` that comes
-    /// after it. Bounded as `runs` (a change forgotten: the reader reads at its fallback).
-    recent: HashMap<String, String>,
+    /// The executions this owner committed changes of lately, for an `Interest` that comes
+    /// after one. Bounded as `runs` (an execution forgotten the moment before its
+    /// interest arrives: the reader reads at its fallback).
+    recent: HashSet<String>,
 }
 
 /// How many executions' run descriptions the lenders keep.
@@ -159,8 +160,10 @@ impl Lenders {
         id
     }
 
-    /// `node` needs every change of `add` from now on (each one's latest is sent at once,
-    /// when known), and no longer those of `drop`.
+    /// `node` needs every change of `add` from now on, and no longer those of `drop`. Each
+    /// added execution this owner changed lately gets a change without detail at once: the
+    /// reader reads, so a change committed while the declaration was on its way (after the
+    /// reader's first read) is not missed.
     fn interest(&self, node: &str, id: u64, interest: Interest) {
         let mut links = self.links();
         let Links { by_node, recent, .. } = &mut *links;
@@ -168,9 +171,10 @@ impl Lenders {
         for e in &interest.drop {
             link.interest.remove(e);
         }
-        let latest = interest.add.iter().filter_map(|e| recent.get(e).cloned()).collect();
+        let read = interest.add.iter().filter(|e| recent.contains(*e));
+        let read = read.map(|e| orbit_store::Change::unknown(e).encode()).collect();
         link.interest.extend(interest.add);
-        link.send_changes(latest);
+        link.send_changes(read);
     }
 
     fn close(&self, node: &str, id: u64) {
@@ -257,7 +261,7 @@ impl Handoff for Lenders {
             links.recent.clear();
         }
         for c in changes {
-            links.recent.insert(c.execution_id, c.payload);
+            links.recent.insert(c.execution_id);
         }
     }
 

@@ -116,8 +116,8 @@ impl Lending {
 
     /// Declares that a reader here needs every change of `execution_id` (not only those
     /// every reader needs) until the returned value is dropped. Take it before the
-    /// reader's first read: an owner sends the latest change it committed when the
-    /// declaration arrives.
+    /// reader's first read: an owner that changed the execution lately answers the
+    /// declaration with a change that makes the reader read.
     pub(crate) fn interest(self: &Arc<Self>, execution_id: &str) -> Interested {
         let mut state = self.state();
         let n = state.interest.entry(execution_id.to_string()).or_default();
