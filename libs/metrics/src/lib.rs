@@ -531,6 +531,7 @@ mod tests {
         m.task_oldest_age.with_label_values(&["t"]).set(1.0);
         m.store_commit.with_label_values(&["sqlite"]).observe(0.1);
         m.store_transactions.with_label_values(&["commit", "sqlite"]).inc();
+        m.changes_received.with_label_values(&["stream"]).inc();
         m.grpc_requests.with_label_values(&["x", "OK"]).inc();
         m.grpc_duration.with_label_values(&["x"]).observe(0.1);
         m.node_membership.with_label_values(&["owner"]).set(1);

@@ -41,10 +41,12 @@ pub enum Wakeup {
     Reconnected,
 }
 
-/// A notification channel a listener can ask for. Every notification wakes each backend
-/// listening on its channel and the process behind it, so a service listens only to what
-/// it acts on (an owner to `orbit_inbox`, a scheduler to `orbit_timers`): `orbit_changes`
-/// goes with nearly every commit.
+/// A notification channel a listener can ask for. A service listens only to what it acts on
+/// (an owner to `orbit_inbox`, a scheduler to `orbit_timers`), so its process is woken only
+/// by those. PostgreSQL (up to 17 at least) still signals every listening backend of the
+/// database for every notifying commit, whatever the channel; so an owner whose frontends
+/// all hold a hand-off stream sends them its commits' changes down the streams instead of
+/// `orbit_changes` (`orbit_owner::Lenders`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Channel {
     /// `orbit_inbox`: [`Wakeup::Inbox`].
