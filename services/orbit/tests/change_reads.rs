@@ -57,13 +57,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 /// `orbit_store_transactions_total` of `kind` on the frontend's metrics, all backends.
 async fn reads(admin_addr: &str, kind: &str) -> u64 {
-    let (status, body) = admin::get(admin_addr, "/metrics").await.expect("metrics");
-    assert_eq!(status, 200, "{body}");
-    let label = format!("kind=\"{kind}\"");
-    body.lines()
-        .filter(|l| l.starts_with("orbit_store_transactions_total{") && l.contains(&label))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
+    admin::counter(admin_addr, "orbit_store_transactions_total", &format!("kind=\"{kind}\"")).await
 }
 
 async fn scenario(c: &mut WorkflowServiceClient<Channel>, worker_address: &str, admin_addr: &str) {

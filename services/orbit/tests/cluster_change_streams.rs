@@ -65,13 +65,7 @@ const NOTIFYING: &str = "commits notify orbit_changes";
 
 /// `orbit_changes_received_total{via}` on a frontend's metrics.
 async fn received(admin_addr: &str, via: &str) -> u64 {
-    let (status, body) = admin::get(admin_addr, "/metrics").await.expect("metrics");
-    assert_eq!(status, 200, "{body}");
-    let label = format!("via=\"{via}\"");
-    body.lines()
-        .filter(|l| l.starts_with("orbit_changes_received_total{") && l.contains(&label))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
+    admin::counter(admin_addr, "orbit_changes_received_total", &format!("via=\"{via}\"")).await
 }
 
 /// Waits until frontend-1 counted at least `n` changes by stream since `before` (a change

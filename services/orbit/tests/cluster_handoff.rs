@@ -92,12 +92,7 @@ fn counting_worker(
 /// A counter of a frontend's metrics, summed over its labels.
 async fn counter(topo: &Topology, frontend: &str, name: &str) -> u64 {
     let addr = common::admin::address_in(&topo.log(frontend)).expect("admin address in the log");
-    let (status, body) = common::admin::get(&addr, "/metrics").await.expect("metrics");
-    assert_eq!(status, 200, "{body}");
-    body.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
+    common::admin::counter(&addr, name, "").await
 }
 
 /// (handed off, dispatched) over every frontend still running.

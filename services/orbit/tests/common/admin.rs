@@ -38,3 +38,15 @@ pub fn encode(s: &str) -> String {
         })
         .collect()
 }
+
+/// The metric `name` on the admin port `addr`, summed over its samples whose labels
+/// contain `label` (`""`: every sample).
+pub async fn counter(addr: &str, name: &str, label: &str) -> u64 {
+    let (status, body) = get(addr, "/metrics").await.expect("metrics");
+    assert_eq!(status, 200, "{body}");
+    let (labelled, bare) = (format!("{name}{{"), format!("{name} "));
+    body.lines()
+        .filter(|l| (l.starts_with(&labelled) || l.starts_with(&bare)) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
