@@ -57,7 +57,8 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 /// `orbit_store_transactions_total` of `kind` on the frontend's metrics, all backends.
 async fn reads(admin_addr: &str, kind: &str) -> u64 {
-    admin::counter(admin_addr, "orbit_store_transactions_total", &format!("kind=\"{kind}\"")).await
+    admin::metric_sum(admin_addr, "orbit_store_transactions_total", &format!("kind=\"{kind}\""))
+        .await
 }
 
 async fn scenario(c: &mut WorkflowServiceClient<Channel>, worker_address: &str, admin_addr: &str) {

@@ -65,7 +65,7 @@ const NOTIFYING: &str = "commits notify orbit_changes";
 
 /// `orbit_changes_received_total{via}` on a frontend's metrics.
 async fn received(admin_addr: &str, via: &str) -> u64 {
-    admin::counter(admin_addr, "orbit_changes_received_total", &format!("via=\"{via}\"")).await
+    admin::metric_sum(admin_addr, "orbit_changes_received_total", &format!("via=\"{via}\"")).await
 }
 
 /// Waits until frontend-1 counted at least `n` changes by stream since `before` (a change

@@ -92,7 +92,7 @@ fn counting_worker(
 /// A counter of a frontend's metrics, summed over its labels.
 async fn counter(topo: &Topology, frontend: &str, name: &str) -> u64 {
     let addr = common::admin::address_in(&topo.log(frontend)).expect("admin address in the log");
-    common::admin::counter(&addr, name, "").await
+    common::admin::metric_sum(&addr, name, "").await
 }
 
 /// (handed off, dispatched) over every frontend still running.

@@ -21,13 +21,9 @@ const PATIENCE: Duration = Duration::from_secs(60);
 const NAP: &str = "name: nap\nversion: '1'\nsteps: [ { id: z, sleep: 3s } ]\noutput: rested\n";
 const WAIT: &str = "name: wait\nversion: '1'\nsignals: { go: {} }\nsteps: [ { id: g, await: go } ]\noutput: '${{ steps.g.output }}'\n";
 
-/// The value of an unlabelled metric on `admin`'s `/metrics`.
+/// The value of an unlabelled metric on `admin`'s `/metrics` (0 when absent).
 async fn metric(admin: &str, name: &str) -> f64 {
-    let (status, body) = admin::get(admin, "/metrics").await.expect("/metrics answers");
-    assert_eq!(status, 200);
-    body.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or(0.0)
+    admin::metric_sum(admin, name, "").await as f64
 }
 
 /// Waits (bounded) until metric `name` reaches `want`.

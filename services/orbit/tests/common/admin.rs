@@ -41,7 +41,7 @@ pub fn encode(s: &str) -> String {
 
 /// The metric `name` on the admin port `addr`, summed over its samples whose labels
 /// contain `label` (`""`: every sample).
-pub async fn counter(addr: &str, name: &str, label: &str) -> u64 {
+pub async fn metric_sum(addr: &str, name: &str, label: &str) -> u64 {
     let (status, body) = get(addr, "/metrics").await.expect("metrics");
     assert_eq!(status, 200, "{body}");
     let (labelled, bare) = (format!("{name}{{"), format!("{name} "));
