@@ -17,11 +17,9 @@ step() { printf '\n==> %s\n' "$*"; }
 # At exit: the background fuzz build (its own process group) is stopped, and PostgreSQL if
 # this script started it.
 fuzz_build_pid=
-rate_test_pid=
 pg_started=
 cleanup() {
   if [ -n "$fuzz_build_pid" ]; then kill -- "-$fuzz_build_pid" 2>/dev/null || true; fi
-  if [ -n "$rate_test_pid" ]; then kill -- "-$rate_test_pid" 2>/dev/null || true; fi
   if [ -n "$pg_started" ]; then scripts/pg.sh stop >/dev/null 2>&1 || true; fi
 }
 trap cleanup EXIT
@@ -143,27 +141,11 @@ step "cargo test"
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 built=$(cargo test --workspace --locked --no-run 2>&1) || { echo "$built"; exit 1; }
 grep -E "^ *Finished" <<<"$built" || true
-# The rate-limit test waits out 20 windows of 10 s (issue 27's must-show: 1,000 steps at
-# 50 per 10 s) using little CPU: it runs beside the other tests, in its own process group,
-# from the package's folder as cargo would run it. Its output is shown when it ends.
-rate_test=a_rate_limit_holds_across_two_frontends
-rate_bin=$(grep -oE '[^ (]*deps/cluster_flow-[0-9a-f]+' <<<"$built" | head -1)
-case "$rate_bin" in /*) ;; *) rate_bin="$PWD/$rate_bin" ;; esac
-[ -x "$rate_bin" ] || { echo "$built"; echo "test.sh: no cluster_flow test binary" >&2; exit 1; }
-set -m
-(cd services/orbit && exec "$rate_bin" "$rate_test" --exact) >target/rate-test.log 2>&1 &
-rate_test_pid=$!
-set +m
-cargo test --workspace --locked -- --skip "$rate_test"
-echo "cluster_flow::$rate_test, run beside the others:"
-rate_ok=0
-wait "$rate_test_pid" || rate_ok=$?
-rate_test_pid=
-cat target/rate-test.log
-if [ "$rate_ok" != 0 ]; then
-  echo "test.sh: cluster_flow::$rate_test failed (output above)" >&2
-  exit 1
-fi
+# The test binaries run three at a time (scripts/test-lanes.sh; ORBIT_TEST_LANES): one at a
+# time they kept the two cores about a fifth busy, most tests waiting on the processes they
+# start. The rate-limit test waits out 20 windows of 10 s (issue 27's must-show: 1,000
+# steps at 50 per 10 s) using little CPU: it is a job of its own, started first.
+scripts/test-lanes.sh --alone cluster_flow::a_rate_limit_holds_across_two_frontends
 
 step "fuzz targets, ${FUZZ_SECONDS:-30} s each (scripts/fuzz.sh; FUZZ_SECONDS=0 skips)"
 # Bounded: the build (started in the background above) plus FUZZ_SECONDS per target
