@@ -786,3 +786,63 @@ async fn a_listener_hears_only_its_channels() {
     shutdown.cancel();
     bounded("listener stops", listener).await.unwrap();
 }
+
+/// The pool hands out the connection used last (LIFO; issue 25): an owner's commits at one
+/// execution in flight keep to one warm server session (its cached plans, its caches, its
+/// CPU) instead of taking each pooled connection in turn, as bb8's default (FIFO) did, where
+/// every connection planned the commit's statement shapes for itself and woke cold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sequential_calls_reuse_the_connection_used_last() {
+    let db = PgBackend::new("pool_last_used");
+    db.create().await;
+    let name = format!("orbit-pool-last-used-{}", std::process::id());
+    let opts = PgOptions { pool_size: 4, application_name: name.clone(), ..options() };
+    let store = PgStore::connect(db.url(), opts).await.unwrap();
+    store.migrate().await.unwrap();
+    let (admin, connection) =
+        tokio_postgres::connect(&admin_url(), tokio_postgres::NoTls).await.unwrap();
+    let driver = tokio::spawn(connection);
+    let sessions = |since: Option<std::time::SystemTime>| {
+        let (admin, name) = (&admin, &name);
+        async move {
+            let row = admin
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 \
+                     AND ($2::timestamptz IS NULL OR query_start > $2)",
+                    &[name, &since],
+                )
+                .await
+                .unwrap();
+            row.get::<_, i64>(0)
+        }
+    };
+    // Calls at the same time open more connections (bounded: the pool has four).
+    for _ in 0..50 {
+        if sessions(None).await >= 3 {
+            break;
+        }
+        let calls: Vec<_> = (0..8)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move { store.get_execution("nobody").await.unwrap() })
+            })
+            .collect();
+        for call in calls {
+            bounded("a concurrent read", call).await.unwrap();
+        }
+    }
+    let open = sessions(None).await;
+    assert!(open >= 3, "the pool opened only {open} connection(s): nothing to tell apart");
+    let mark: std::time::SystemTime =
+        admin.query_one("SELECT clock_timestamp()", &[]).await.unwrap().get(0);
+    for _ in 0..20 {
+        bounded("a read", store.get_execution("nobody")).await.unwrap();
+    }
+    let used = sessions(Some(mark)).await;
+    assert_eq!(
+        used, 1,
+        "20 calls one after another used {used} pooled connections (at least {open} open)"
+    );
+    drop(admin);
+    let _ = driver.await;
+}
