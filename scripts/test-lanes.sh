@@ -13,7 +13,8 @@
 # ends, so lanes never interleave. The longest binaries start first (LONG below: a list of
 # names, so a stale entry costs only wall time). `--skip NAME` is passed to every binary;
 # `--alone BIN::NAME` runs that one test as a job of its own, first, and skips it in BIN.
-# The doc tests run last, through cargo. Exit status 1 when any binary failed, naming them.
+# Binaries that restart the shared PostgreSQL (EXCLUSIVE) run alone after the lanes; the doc
+# tests run last, through cargo. Exit status 1 when any binary failed, naming them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,6 +34,10 @@ done
 LONG="cluster_batch_query sdk_conformance cluster_idle sim_vs_owner cluster_flow conformance
 cluster_batches cluster_loops long_runs console cluster_handoff cluster_schedules
 cluster_owner_loss bench_modes workflow_concurrency split_sqlite traces cluster_poison"
+
+# The binaries that stop or restart the shared PostgreSQL server: each runs when no other
+# binary does, after the lanes (a test beside it would see its connections closed).
+EXCLUSIVE="cluster_pg_restart"
 
 logs=target/test-logs
 rm -rf "$logs"
@@ -63,11 +68,17 @@ done
 for name in $LONG; do
   awk -v n="$name" '$3 == n { print }' "$logs/.binaries"
 done >"$logs/.long"
+exclusive_file="$logs/.exclusive"
+: >"$exclusive_file"
 { cat "$logs/.long"; grep -vxFf "$logs/.long" "$logs/.binaries" || true; } |
   while read -r dir exe name; do
     # A name may repeat (two crates' `long_runs`): the log is named after the executable.
-    echo "$(basename "$exe") $dir $exe all"
-  done >>"$jobs_file"
+    line="$(basename "$exe") $dir $exe all"
+    case " $EXCLUSIVE " in
+      *" $name "*) echo "$line" >>"$exclusive_file" ;;
+      *) echo "$line" >>"$jobs_file" ;;
+    esac
+  done
 
 export CARGO="${CARGO:-$(command -v cargo)}"
 
@@ -100,6 +111,9 @@ while read -r log dir exe mode test; do
   running=$((running + 1))
 done <"$jobs_file"
 wait
+while read -r log dir exe mode test; do
+  run_job "$log" "$dir" "$exe" "$mode" "$test"
+done <"$exclusive_file"
 
 echo "     Doc-tests (cargo test --workspace --doc)"
 doc_rc=0
@@ -111,7 +125,7 @@ for status in "$logs"/*.status; do
   [ "$rc" = 0 ] || failed+=("$(basename "$status" .status)")
 done
 echo
-echo "test-lanes.sh: $(wc -l <"$jobs_file") binaries in $lanes lanes; the longest:"
+echo "test-lanes.sh: $(cat "$jobs_file" "$exclusive_file" | wc -l) binaries, $lanes lanes; the longest:"
 for status in "$logs"/*.status; do
   read -r _ secs <"$status"
   echo "$secs $(basename "$status" .status)"
