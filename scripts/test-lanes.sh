@@ -29,8 +29,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-# The binaries that take longest, in the order to start them (seconds on a 2-core VM when
-# run one at a time, 2026-12-05): the rest follow in cargo's order.
+# The binaries that take longest, in the order to start them (as measured on a 2-core VM
+# when run one at a time, 2026-12-05): the rest follow in cargo's order.
 LONG="cluster_batch_query sdk_conformance cluster_idle sim_vs_owner cluster_flow conformance
 cluster_batches cluster_loops long_runs console cluster_handoff cluster_schedules
 cluster_owner_loss bench_modes workflow_concurrency split_sqlite traces cluster_poison"
