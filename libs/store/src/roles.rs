@@ -105,6 +105,10 @@ pub trait ExecutionReads: Send + Sync {
     /// The projection of an execution.
     async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRow>>;
 
+    /// The projections of those of `ids` that exist, in no particular order: one read for
+    /// several executions (an owner's starts of one pass, issue 25).
+    async fn get_executions(&self, ids: &[String]) -> Result<Vec<ExecutionRow>>;
+
     /// A page of executions matching `filter`, newest first.
     async fn list_executions(&self, filter: ExecutionFilter) -> Result<ExecutionPage>;
 

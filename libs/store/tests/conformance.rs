@@ -103,6 +103,7 @@ macro_rules! every_case {
             request_ids_make_inbox_commands_idempotent,
             executions_list_with_filters_and_pages,
             executions_list_with_a_query,
+            executions_read_by_ids,
             executions_list_in_any_order_pages_without_loss_or_repeat,
             executions_count_and_group,
             failure_columns_are_set_kept_and_cleared,

@@ -31,7 +31,7 @@ use crate::work::{Applied, Failed, Work};
 use orbit_engine::event::HistoryEvent;
 use orbit_engine::run::Pass;
 use orbit_store::{CommitBatch, InboxEntry, TaskClaim};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use tokio::sync::oneshot;
 
 /// Applies `starts`, `entries` and `handed` (see the module docs).
@@ -202,33 +202,63 @@ async fn load(
     loaded
 }
 
-/// The executions of `starts`' ids, read side by side (a fork reads its own); beside them,
-/// the versions of each start that took its workflow's latest version from a frontend's
-/// cached list (`StartRequest::versions_seen`), which then starts the latest read here.
+/// The executions of `starts`' ids, in one read (a fork reads its own); beside it, once per
+/// workflow, the versions of the starts that took their workflow's latest version from a
+/// frontend's cached list (`StartRequest::versions_seen`), which then start the latest
+/// read here. Issue 25: under load a pass holds dozens of starts, and a read per start was
+/// most of the statements per task.
 async fn read_starts(
     inner: &Inner,
     starts: &mut [PendingStart],
 ) -> Vec<Option<orbit_store::Result<Option<orbit_store::ExecutionRow>>>> {
-    let reads = starts.iter_mut().map(|s| async move {
-        let latest = async {
-            s.request.versions_seen?;
-            let versions = inner.store.definition_versions(&s.request.workflow).await;
-            versions.ok().and_then(orbit_store::VersionRow::latest)
-        };
-        let execution = async {
+    let mut ids: Vec<String> = starts
+        .iter()
+        .filter(|s| s.request.fork.is_none())
+        .map(|s| s.request.execution_id.clone())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut workflows: Vec<String> = starts
+        .iter()
+        .filter(|s| s.request.versions_seen.is_some())
+        .map(|s| s.request.workflow.clone())
+        .collect();
+    workflows.sort_unstable();
+    workflows.dedup();
+    let executions = async {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        inner.store.get_executions(&ids).await
+    };
+    let latest = futures_util::future::join_all(workflows.iter().map(|w| async move {
+        let versions = inner.store.definition_versions(w).await;
+        (w.as_str(), versions.ok().and_then(orbit_store::VersionRow::latest))
+    }));
+    let (executions, latest) = tokio::join!(executions, latest);
+    let latest: HashMap<&str, orbit_store::VersionRow> =
+        latest.into_iter().filter_map(|(w, v)| Some((w, v?))).collect();
+    let mut rows: HashMap<String, orbit_store::ExecutionRow> = HashMap::new();
+    let executions = executions.map(|found| {
+        rows.extend(found.into_iter().map(|r| (r.execution_id.clone(), r)));
+    });
+    starts
+        .iter_mut()
+        .map(|s| {
+            if s.request.versions_seen.is_some() {
+                if let Some(v) = latest.get(s.request.workflow.as_str()) {
+                    s.request.version = Some(v.version.clone());
+                    s.request.versions_seen = None;
+                }
+            }
             if s.request.fork.is_some() {
                 return None;
             }
-            Some(inner.store.get_execution(&s.request.execution_id).await)
-        };
-        let (latest, execution) = tokio::join!(latest, execution);
-        if let Some(latest) = latest {
-            s.request.version = Some(latest.version);
-            s.request.versions_seen = None;
-        }
-        execution
-    });
-    futures_util::future::join_all(reads).await
+            // Two starts of one id each get the row: `begin` finds the first one's in
+            // memory anyway (`load` joins them).
+            Some(executions.clone().map(|()| rows.get(&s.request.execution_id).cloned()))
+        })
+        .collect()
 }
 
 /// What one execution's engine job hands back.

@@ -144,7 +144,7 @@ const OTHER: &str =
     "name: other\nversion: '1'\ntasks: { greet: {} }\nsteps: [ { id: g, task: greet } ]\n";
 
 /// Starts queued before the owner runs go into its first pass together; their ids are read
-/// side by side (`apply::read_starts`), and each is answered from its own row.
+/// in one read (`apply::read_starts`), and each is answered from its own row.
 #[tokio::test]
 async fn starts_sharing_a_pass_are_each_answered_from_their_own_read() {
     let path = temp_db("several");

@@ -307,6 +307,11 @@ impl ExecutionReads for PgStore {
         run!(self, Kind::Read, |c| reads::get_execution(c, execution_id))
     }
 
+    async fn get_executions(&self, ids: &[String]) -> Result<Vec<ExecutionRow>> {
+        measure::count(Tx::GetExecution, PG);
+        run!(self, Kind::Read, |c| reads::get_executions(c, ids))
+    }
+
     async fn list_executions(&self, filter: ExecutionFilter) -> Result<ExecutionPage> {
         run!(self, Kind::Read, |c| reads::list_executions(c, &filter))
     }

@@ -221,6 +221,11 @@ fn cases(pending_seq: i64) -> Vec<Case> {
             params: vec![s("open-1")],
         },
         Case {
+            name: "get_executions (an owner's starts)",
+            sql: sql::EXECUTION_GET_MANY,
+            params: vec![strs(&["open-1", "open-2"])],
+        },
+        Case {
             name: "owned_executions (held check)",
             sql: sql::OWNED_EXECUTIONS,
             params: vec![s("owner-1")],

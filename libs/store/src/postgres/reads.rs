@@ -109,6 +109,15 @@ pub(crate) async fn get_execution(conn: &mut PgConn, id: &str) -> PgResult<Optio
     Ok(found.first().map(rows::execution).transpose()?)
 }
 
+/// The projections of those of `ids` that exist.
+pub(crate) async fn get_executions(
+    conn: &mut PgConn,
+    ids: &[String],
+) -> PgResult<Vec<ExecutionRow>> {
+    let found = conn.query(sql::EXECUTION_GET_MANY, &[&ids]).await?;
+    Ok(rows::all(&found, rows::execution)?)
+}
+
 /// A page of executions, newest first.
 pub(crate) async fn list_executions(
     conn: &mut PgConn,

@@ -139,6 +139,11 @@ pub(crate) const DEFINITION_LIST: &str =
 
 pub(crate) const EXECUTION_GET: &str =
     concat!("SELECT ", execution_columns!(), " FROM executions WHERE execution_id = $1::text");
+pub(crate) const EXECUTION_GET_MANY: &str = concat!(
+    "SELECT ",
+    execution_columns!(),
+    " FROM executions WHERE execution_id = ANY($1::text[])"
+);
 /// Filters are optional (NULL); the page continues strictly after the keyset
 /// (`created_at`, `execution_id`) of the previous page's last row, newest first.
 pub(crate) const EXECUTION_LIST: &str = concat!(

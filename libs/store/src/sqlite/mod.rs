@@ -188,6 +188,12 @@ impl ExecutionReads for SqliteStore {
         self.readers.run(move |c| reads::get_execution(c, &id)).await
     }
 
+    async fn get_executions(&self, ids: &[String]) -> Result<Vec<ExecutionRow>> {
+        measure::count(Tx::GetExecution, SQLITE);
+        let ids = ids.to_vec();
+        self.readers.run(move |c| reads::get_executions(c, &ids)).await
+    }
+
     async fn list_executions(&self, filter: ExecutionFilter) -> Result<ExecutionPage> {
         self.readers.run(move |c| reads::list_executions(c, &filter)).await
     }

@@ -37,6 +37,16 @@ pub(crate) fn get_execution(conn: &Connection, id: &str) -> Result<Option<Execut
     found.next()?.map(rows::execution).transpose()
 }
 
+/// The projections of those of `ids` that exist (one prepared lookup each: SQLite's
+/// statements cost no round trip).
+pub(crate) fn get_executions(conn: &Connection, ids: &[String]) -> Result<Vec<ExecutionRow>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        out.extend(get_execution(conn, id)?);
+    }
+    Ok(out)
+}
+
 /// A page of executions, newest first.
 pub(crate) fn list_executions(
     conn: &Connection,

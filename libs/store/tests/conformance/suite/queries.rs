@@ -62,6 +62,23 @@ async fn seed(store: &Arc<dyn Store>) {
     }
 }
 
+/// `get_executions` answers the rows of the ids that exist, each once, and nothing for
+/// the others (an owner reads its pass's starts with it).
+pub async fn executions_read_by_ids(b: &dyn Backend) {
+    let store = b.open().await;
+    seed(&store).await;
+    assert!(store.get_executions(&[]).await.unwrap().is_empty());
+    let asked = ["e6", "nope", "e1", "", "e1'; --"].map(String::from);
+    let mut rows = store.get_executions(&asked).await.unwrap();
+    rows.sort_by(|a, b| a.execution_id.cmp(&b.execution_id));
+    let found: Vec<&str> = rows.iter().map(|r| r.execution_id.as_str()).collect();
+    assert_eq!(found, ["e1", "e6"]);
+    for row in rows {
+        let one = store.get_execution(&row.execution_id).await.unwrap().unwrap();
+        assert_eq!(row, one, "the same row as get_execution");
+    }
+}
+
 pub async fn executions_list_with_a_query(b: &dyn Backend) {
     let store = b.open().await;
     seed(&store).await;
