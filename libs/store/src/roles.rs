@@ -105,8 +105,9 @@ pub trait ExecutionReads: Send + Sync {
     /// The projection of an execution.
     async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRow>>;
 
-    /// The projections of those of `ids` that exist, in no particular order: one read for
-    /// several executions (an owner's starts of one pass, issue 25).
+    /// The projections of those of `ids` that exist, each once (an id may be asked twice),
+    /// in no particular order: one read for several executions (an owner's starts of one
+    /// pass, issue 25).
     async fn get_executions(&self, ids: &[String]) -> Result<Vec<ExecutionRow>>;
 
     /// A page of executions matching `filter`, newest first.

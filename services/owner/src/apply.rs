@@ -31,7 +31,7 @@ use crate::work::{Applied, Failed, Work};
 use orbit_engine::event::HistoryEvent;
 use orbit_engine::run::Pass;
 use orbit_store::{CommitBatch, InboxEntry, TaskClaim};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use tokio::sync::oneshot;
 
 /// Applies `starts`, `entries` and `handed` (see the module docs).
@@ -211,20 +211,17 @@ async fn read_starts(
     inner: &Inner,
     starts: &mut [PendingStart],
 ) -> Vec<Option<orbit_store::Result<Option<orbit_store::ExecutionRow>>>> {
-    let mut ids: Vec<String> = starts
+    // An id asked twice comes back once (`get_executions`).
+    let ids: Vec<String> = starts
         .iter()
         .filter(|s| s.request.fork.is_none())
         .map(|s| s.request.execution_id.clone())
         .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let mut workflows: Vec<String> = starts
+    let workflows: BTreeSet<String> = starts
         .iter()
         .filter(|s| s.request.versions_seen.is_some())
         .map(|s| s.request.workflow.clone())
         .collect();
-    workflows.sort_unstable();
-    workflows.dedup();
     let executions = async {
         if ids.is_empty() {
             return Ok(Vec::new());

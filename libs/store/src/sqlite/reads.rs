@@ -37,9 +37,10 @@ pub(crate) fn get_execution(conn: &Connection, id: &str) -> Result<Option<Execut
     found.next()?.map(rows::execution).transpose()
 }
 
-/// The projections of those of `ids` that exist (one prepared lookup each: SQLite's
-/// statements cost no round trip).
+/// The projections of those of `ids` that exist, each once (one prepared lookup per id:
+/// SQLite's statements cost no round trip).
 pub(crate) fn get_executions(conn: &Connection, ids: &[String]) -> Result<Vec<ExecutionRow>> {
+    let ids: std::collections::BTreeSet<&String> = ids.iter().collect();
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
         out.extend(get_execution(conn, id)?);

@@ -62,13 +62,13 @@ async fn seed(store: &Arc<dyn Store>) {
     }
 }
 
-/// `get_executions` answers the rows of the ids that exist, each once, and nothing for
-/// the others (an owner reads its pass's starts with it).
+/// `get_executions` answers the rows of the ids that exist, each once (an id asked twice
+/// too), and nothing for the others (an owner reads its pass's starts with it).
 pub async fn executions_read_by_ids(b: &dyn Backend) {
     let store = b.open().await;
     seed(&store).await;
     assert!(store.get_executions(&[]).await.unwrap().is_empty());
-    let asked = ["e6", "nope", "e1", "", "e1'; --"].map(String::from);
+    let asked = ["e6", "nope", "e1", "", "e1'; --", "e6"].map(String::from);
     let mut rows = store.get_executions(&asked).await.unwrap();
     rows.sort_by(|a, b| a.execution_id.cmp(&b.execution_id));
     let found: Vec<&str> = rows.iter().map(|r| r.execution_id.as_str()).collect();
