@@ -235,10 +235,8 @@ async fn read_starts(
     let (executions, latest) = tokio::join!(executions, latest);
     let latest: HashMap<&str, orbit_store::VersionRow> =
         latest.into_iter().filter_map(|(w, v)| Some((w, v?))).collect();
-    let mut rows: HashMap<String, orbit_store::ExecutionRow> = HashMap::new();
-    let executions = executions.map(|found| {
-        rows.extend(found.into_iter().map(|r| (r.execution_id.clone(), r)));
-    });
+    let rows: orbit_store::Result<HashMap<String, orbit_store::ExecutionRow>> =
+        executions.map(|found| found.into_iter().map(|r| (r.execution_id.clone(), r)).collect());
     starts
         .iter_mut()
         .map(|s| {
@@ -253,7 +251,11 @@ async fn read_starts(
             }
             // Two starts of one id each get the row: `begin` finds the first one's in
             // memory anyway (`load` joins them).
-            Some(executions.clone().map(|()| rows.get(&s.request.execution_id).cloned()))
+            Some(
+                rows.as_ref()
+                    .map(|rows| rows.get(&s.request.execution_id).cloned())
+                    .map_err(Clone::clone),
+            )
         })
         .collect()
 }
