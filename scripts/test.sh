@@ -12,7 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says when it began (minutes into the run): the suite's wall time is watched.
+step() { printf '\n==> %s (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 # At exit: the background fuzz build (its own process group) is stopped, and PostgreSQL if
 # this script started it.
@@ -160,3 +161,5 @@ if [ "${FUZZ_SECONDS:-30}" != 0 ]; then
   grep -E "built in" target/fuzz-build.log || true
   scripts/fuzz.sh
 fi
+
+printf '\n==> every check passed in %dm%02ds\n' $((SECONDS / 60)) $((SECONDS % 60))
