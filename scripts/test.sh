@@ -162,4 +162,4 @@ if [ "${FUZZ_SECONDS:-30}" != 0 ]; then
   scripts/fuzz.sh
 fi
 
-printf '\n==> every check passed in %dm%02ds\n' $((SECONDS / 60)) $((SECONDS % 60))
+step "every check passed"
